@@ -1,0 +1,17 @@
+// Subscription -> actor bridge: every message on a subject becomes an
+// `Inbound` sent to an actor (anon_send from the NATS thread).
+#pragma once
+
+#include <caf/all.hpp>
+
+#include "bus/nats.hpp"
+
+namespace troupe::bus {
+
+inline SubscriptionPtr subscribe_actor(Connection& conn, const std::string& subject,
+                                       caf::actor dest, const std::string& queue = {}) {
+  return conn.subscribe(
+      subject, [dest](Inbound&& in) { caf::anon_send(dest, std::move(in)); }, queue);
+}
+
+}  // namespace troupe::bus

@@ -1,0 +1,148 @@
+// The NATS connection, subscriptions and JetStream, as RAII objects. This
+// folder is the only code that includes NATS headers; everything else sees
+// these classes. Callbacks run on NATS threads: hand data to actors with
+// caf::anon_send (bus/bridge.hpp), never touch actor state there.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "messages/caf_types.hpp"
+
+// Opaque NATS C types (defined in <nats/nats.h>, included by nats.cpp only).
+struct __natsConnection;
+struct __natsSubscription;
+struct __jsCtx;
+
+namespace troupe::bus {
+
+using Handler = std::function<void(Inbound&&)>;
+
+// Initialises the NATS library for the process and closes it on destruction.
+// Create one in main() before any Connection; destroy it after the last one.
+class Library {
+ public:
+  Library();
+  ~Library();
+  Library(const Library&) = delete;
+  Library& operator=(const Library&) = delete;
+};
+
+class Subscription {
+ public:
+  ~Subscription();
+  Subscription(const Subscription&) = delete;
+  Subscription& operator=(const Subscription&) = delete;
+  // Messages dropped by the client because this subscriber fell behind.
+  int64_t dropped() const;
+
+ private:
+  friend class Connection;
+  Subscription() = default;
+  __natsSubscription* sub_ = nullptr;
+  std::unique_ptr<Handler> handler_;
+};
+using SubscriptionPtr = std::unique_ptr<Subscription>;
+
+struct ConnectOptions {
+  std::string url = "nats://127.0.0.1:4222";
+  std::string name = "troupe";
+  int timeout_ms = 2000;
+  int reconnect_wait_ms = 250;
+  int max_reconnect = -1;  // forever
+  // Called (on a NATS thread) when the connection is re-established.
+  std::function<void()> on_reconnected;
+};
+
+class Connection {
+ public:
+  // Connects; returns nullptr and sets `error` when it cannot.
+  static std::unique_ptr<Connection> open(const ConnectOptions& opts, std::string* error);
+  ~Connection();
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  // Thread-safe. Returns false when the client refused (closed connection).
+  bool publish(const std::string& subject, const void* data, size_t size,
+               const std::string& reply = {});
+  bool publish(const std::string& subject, const std::vector<uint8_t>& data,
+               const std::string& reply = {}) {
+    return publish(subject, data.data(), data.size(), reply);
+  }
+  bool publish(const std::string& subject, const std::string& data, const std::string& reply = {}) {
+    return publish(subject, data.data(), data.size(), reply);
+  }
+
+  // Blocking request/reply. nullopt on timeout or no responders (`error` says which).
+  std::optional<std::vector<uint8_t>> request(const std::string& subject, const void* data,
+                                              size_t size, int timeout_ms,
+                                              std::string* error = nullptr);
+  std::optional<std::vector<uint8_t>> request(const std::string& subject, const std::string& data,
+                                              int timeout_ms, std::string* error = nullptr) {
+    return request(subject, data.data(), data.size(), timeout_ms, error);
+  }
+
+  // Delivers every message on `subject` (wildcards allowed) to `handler` on a
+  // NATS thread. A non-empty `queue` joins a queue group.
+  SubscriptionPtr subscribe(const std::string& subject, Handler handler,
+                            const std::string& queue = {});
+
+  bool flush(int timeout_ms = 2000);
+  std::string new_inbox();
+  bool connected() const;
+
+  __natsConnection* raw() { return nc_; }
+
+ private:
+  Connection() = default;
+  __natsConnection* nc_ = nullptr;
+  std::unique_ptr<ConnectOptions> opts_;
+};
+using ConnectionPtr = std::unique_ptr<Connection>;
+
+struct StreamConfig {
+  std::string name;
+  std::vector<std::string> subjects;
+  int64_t duplicate_window_ms = 2 * 60 * 1000;
+  int64_t max_age_s = 0;  // 0: keep forever
+  bool memory = false;
+};
+
+// JetStream context on one connection: streams and async publish with acks.
+class JetStream {
+ public:
+  static std::unique_ptr<JetStream> open(Connection& conn, std::string* error);
+  ~JetStream();
+  JetStream(const JetStream&) = delete;
+  JetStream& operator=(const JetStream&) = delete;
+
+  // Creates the stream, or updates it when it exists.
+  bool ensure_stream(const StreamConfig& cfg, std::string* error);
+
+  // Called once per publish on a NATS thread: ok, duplicate (same msg id seen
+  // within the window), error text.
+  using AckFn = std::function<void(bool ok, bool duplicate, const std::string& error)>;
+  // Publishes with `msg_id` as Nats-Msg-Id (de-duplication) and calls `done`
+  // when the server acknowledged the message as stored (or failed).
+  void publish_async(const std::string& subject, const void* data, size_t size,
+                     const std::string& msg_id, AckFn done);
+  // Synchronous publish (for tools and tests). Returns the error or "".
+  std::string publish(const std::string& subject, const void* data, size_t size,
+                      const std::string& msg_id = {});
+
+  // Reads every message stored under `filter` in `stream`, oldest first.
+  std::vector<Inbound> read_all(const std::string& stream, const std::string& filter,
+                                int timeout_ms = 2000);
+
+ private:
+  struct Impl;
+  JetStream() = default;
+  std::unique_ptr<Impl> impl_;
+};
+using JetStreamPtr = std::unique_ptr<JetStream>;
+
+}  // namespace troupe::bus

@@ -1,0 +1,123 @@
+// Every NATS subject, stream and bucket name of Troupe, defined once.
+//
+// User-facing subjects are troupe.<team>.<verb>[.<id>] so that NATS
+// permissions and stream filters can be given per team (troupe.<team>.>).
+// Scheduler-internal traffic lives under troupe.sys.; "sys" is therefore
+// refused as a team name. Every token is validated where a subject is built.
+//
+//   troupe.<team>.submit              request: JSON or FlatBuffers job spec -> {"job_id"} | {"error"}
+//   troupe.<team>.status              request: {"job_id"} -> JobView JSON
+//   troupe.<team>.cancel              request: {"job_id"} -> {"job_id","state"} | {"error"}
+//   troupe.<team>.logs                request: {"job_id","rank","offset","max_bytes"} -> {"data","offset","eof"}
+//   troupe.<team>.jobs                request: {} -> JobList JSON (that team's jobs)
+//   troupe.<team>.events.<job_id>     publish: JobEvent JSON on every state change
+//   troupe.sys.jobs                   request: {} -> JobList JSON (every team)
+//   troupe.sys.nodes                  request: {} -> NodeList JSON
+//   troupe.sys.hello                  publish (scheduler start): agents register again
+//   troupe.sys.agent.<node>.<kind>    publish: agent -> scheduler (register, heartbeat, started, exited)
+//   troupe.sys.node.<node>.<kind>     publish: scheduler -> agent (launch, stop, hello); request: logs
+//   troupe.sys.intake.<team>          JetStream: accepted submissions (stream TROUPE_INTAKE)
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace troupe::subjects {
+
+inline constexpr std::string_view kRoot = "troupe";
+
+// Returns an empty string when `token` can be one subject token, else why not.
+inline std::string check_token(std::string_view token) {
+  if (token.empty()) return "must not be empty";
+  if (token.size() > 128) return "must be at most 128 characters";
+  for (char c : token) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '-' || c == '_';
+    if (!ok) return "'" + std::string(token) + "' may hold only letters, digits, '-' and '_'";
+  }
+  return {};
+}
+
+inline bool valid_team(std::string_view team) {
+  return check_token(team).empty() && team != "sys";
+}
+
+// User-facing verbs under troupe.<team>.
+inline constexpr std::string_view kSubmit = "submit";
+inline constexpr std::string_view kStatus = "status";
+inline constexpr std::string_view kCancel = "cancel";
+inline constexpr std::string_view kLogs = "logs";
+inline constexpr std::string_view kJobs = "jobs";
+inline constexpr std::string_view kEvents = "events";
+
+// Agent message kinds (last token of troupe.sys.agent.<node>.<kind> and
+// troupe.sys.node.<node>.<kind>).
+inline constexpr std::string_view kRegister = "register";
+inline constexpr std::string_view kHeartbeat = "heartbeat";
+inline constexpr std::string_view kStarted = "started";
+inline constexpr std::string_view kExited = "exited";
+inline constexpr std::string_view kLaunch = "launch";
+inline constexpr std::string_view kStop = "stop";
+inline constexpr std::string_view kHello = "hello";
+
+// Builders. The caller validates tokens that come from outside (valid_team,
+// check_token); ids made by Troupe are valid by construction.
+inline std::string team_verb(std::string_view team, std::string_view verb) {
+  std::string s(kRoot);
+  s += '.';
+  s += team;
+  s += '.';
+  s += verb;
+  return s;
+}
+inline std::string team_submit(std::string_view team) { return team_verb(team, kSubmit); }
+inline std::string team_status(std::string_view team) { return team_verb(team, kStatus); }
+inline std::string team_cancel(std::string_view team) { return team_verb(team, kCancel); }
+inline std::string team_logs(std::string_view team) { return team_verb(team, kLogs); }
+inline std::string team_jobs(std::string_view team) { return team_verb(team, kJobs); }
+inline std::string job_events(std::string_view team, std::string_view job_id) {
+  return team_verb(team, kEvents) + "." + std::string(job_id);
+}
+inline std::string agent_to_scheduler(std::string_view node, std::string_view kind) {
+  return "troupe.sys.agent." + std::string(node) + "." + std::string(kind);
+}
+inline std::string scheduler_to_agent(std::string_view node, std::string_view kind) {
+  return "troupe.sys.node." + std::string(node) + "." + std::string(kind);
+}
+inline std::string intake(std::string_view team) {
+  return "troupe.sys.intake." + std::string(team);
+}
+
+// Fixed subjects and wildcards the scheduler subscribes to.
+inline constexpr const char* kAllSubmit = "troupe.*.submit";
+inline constexpr const char* kAllStatus = "troupe.*.status";
+inline constexpr const char* kAllCancel = "troupe.*.cancel";
+inline constexpr const char* kAllLogs = "troupe.*.logs";
+inline constexpr const char* kAllJobs = "troupe.*.jobs";  // troupe.sys.jobs lists every team
+inline constexpr const char* kAllEvents = "troupe.*.events.>";
+inline constexpr const char* kSysNodes = "troupe.sys.nodes";
+inline constexpr const char* kSysHello = "troupe.sys.hello";
+inline constexpr const char* kAllAgents = "troupe.sys.agent.>";
+
+// Token positions: troupe.<team>.<verb>...; troupe.sys.agent.<node>.<kind>.
+inline constexpr int kTeamToken = 1;
+inline constexpr int kAgentNodeToken = 3;
+
+// Returns token `i` of `subject` (empty when there is none).
+inline std::string_view token(std::string_view subject, int i) {
+  size_t start = 0;
+  for (int k = 0; k < i; ++k) {
+    auto dot = subject.find('.', start);
+    if (dot == std::string_view::npos) return {};
+    start = dot + 1;
+  }
+  auto end = subject.find('.', start);
+  return subject.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start);
+}
+
+// JetStream names ([A-Za-z0-9_-]+).
+inline constexpr const char* kIntakeStream = "TROUPE_INTAKE";
+inline constexpr const char* kIntakeSubjects = "troupe.sys.intake.>";
+inline constexpr const char* kEventsStream = "TROUPE_EVENTS";
+
+}  // namespace troupe::subjects
