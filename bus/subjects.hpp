@@ -13,6 +13,7 @@
 //   troupe.<team>.events.<job_id>     publish: JobEvent JSON on every state change
 //   troupe.sys.jobs                   request: {} -> JobList JSON (every team)
 //   troupe.sys.nodes                  request: {} -> NodeList JSON
+//   troupe.sys.stats                  request: {} -> scheduler counters JSON (malformed, rejected, ...)
 //   troupe.sys.hello                  publish (scheduler start): agents register again
 //   troupe.sys.agent.<node>.<kind>    publish: agent -> scheduler (register, heartbeat, started, exited)
 //   troupe.sys.node.<node>.<kind>     publish: scheduler -> agent (launch, stop, hello); request: logs
@@ -97,6 +98,7 @@ inline constexpr const char* kAllJobs = "troupe.*.jobs";  // troupe.sys.jobs lis
 inline constexpr const char* kAllEvents = "troupe.*.events.>";
 inline constexpr const char* kSysNodes = "troupe.sys.nodes";
 inline constexpr const char* kSysHello = "troupe.sys.hello";
+inline constexpr const char* kSysStats = "troupe.sys.stats";
 inline constexpr const char* kAllAgents = "troupe.sys.agent.>";
 
 // Token positions: troupe.<team>.<verb>...; troupe.sys.agent.<node>.<kind>.

@@ -9,6 +9,8 @@
 
 #include <caf/all.hpp>
 
+#include "actors/policy/placement.hpp"
+
 namespace troupe {
 
 // One message from the bus (or an actor), as bytes plus routing. `reply` is
@@ -34,6 +36,79 @@ typename Inspector::result_type inspect(Inspector& f, Envelope& x) {
   return f(caf::meta::type_name("Envelope"), x.bytes);
 }
 
+// A pending job as its team queue sees it.
+struct JobTicket {
+  std::string job_id;
+  std::string team;
+  int32_t attempt = 1;
+  int32_t priority = 50;
+  uint64_t seq = 0;
+  policy::PlacementRequest req;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, JobTicket& x) {
+  return f(caf::meta::type_name("JobTicket"), x.job_id, x.team, x.attempt, x.priority, x.seq,
+           x.req);
+}
+
+// Where each rank of one attempt was committed.
+struct Assignment {
+  std::string job_id;
+  int32_t attempt = 1;
+  std::vector<std::string> nodes;  // by rank
+  std::vector<std::string> hosts;  // by rank
+  std::vector<std::vector<int32_t>> gpus;  // by rank
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, Assignment& x) {
+  return f(caf::meta::type_name("Assignment"), x.job_id, x.attempt, x.nodes, x.hosts, x.gpus);
+}
+
+// The pool arbiter's answer to a candidate search.
+struct CandidateList {
+  std::vector<std::string> names;
+  std::vector<std::string> hosts;
+  std::vector<caf::actor> actors;
+  std::string reason;  // set when empty
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, CandidateList& x) {
+  return f(caf::meta::type_name("CandidateList"), x.names, x.hosts, x.actors, x.reason);
+}
+
+// The well-known actors of one scheduler, handed to each at spawn.
+struct Wiring {
+  caf::actor router;
+  caf::actor jobs;    // job supervisor (routes by job id)
+  caf::actor queues;  // team queue supervisor (routes by team)
+  caf::actor nodes;   // node supervisor (routes by node name)
+  caf::actor gangs;   // gang reservation supervisor
+  caf::actor arbiter;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, Wiring& x) {
+  return f(caf::meta::type_name("Wiring"), x.router, x.jobs, x.queues, x.nodes, x.gangs,
+           x.arbiter);
+}
+
+namespace policy {
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, PlacementRequest& x) {
+  return f(caf::meta::type_name("PlacementRequest"), x.gpus, x.gpu_type, x.cpus, x.memory_mb,
+           x.workers);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, NodeCapacity& x) {
+  return f(caf::meta::type_name("NodeCapacity"), x.name, x.host, x.gpu_type, x.gpus_total,
+           x.gpus_free, x.gpus_reserved, x.gpus_allocated, x.cpus_total, x.cpus_free,
+           x.memory_total_mb, x.memory_free_mb, x.alive, x.last_heartbeat_ms, x.running);
+}
+}  // namespace policy
+
 }  // namespace troupe
 
 CAF_BEGIN_TYPE_ID_BLOCK(troupe, caf::first_custom_type_id)
@@ -42,6 +117,12 @@ CAF_BEGIN_TYPE_ID_BLOCK(troupe, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(troupe, (troupe::Envelope))
   CAF_ADD_TYPE_ID(troupe, (std::vector<uint8_t>))
   CAF_ADD_TYPE_ID(troupe, (std::vector<std::string>))
+  CAF_ADD_TYPE_ID(troupe, (troupe::JobTicket))
+  CAF_ADD_TYPE_ID(troupe, (troupe::Assignment))
+  CAF_ADD_TYPE_ID(troupe, (troupe::CandidateList))
+  CAF_ADD_TYPE_ID(troupe, (troupe::Wiring))
+  CAF_ADD_TYPE_ID(troupe, (troupe::policy::PlacementRequest))
+  CAF_ADD_TYPE_ID(troupe, (troupe::policy::NodeCapacity))
 
   // Supervision and routing.
   CAF_ADD_ATOM(troupe, troupe::atoms, route_atom, "route")
@@ -66,5 +147,8 @@ CAF_BEGIN_TYPE_ID_BLOCK(troupe, caf::first_custom_type_id)
   CAF_ADD_ATOM(troupe, troupe::atoms, cancel_atom, "cancel")
   CAF_ADD_ATOM(troupe, troupe::atoms, status_atom, "status")
   CAF_ADD_ATOM(troupe, troupe::atoms, logs_atom, "logs")
+  CAF_ADD_ATOM(troupe, troupe::atoms, intake_atom, "intake")
+  CAF_ADD_ATOM(troupe, troupe::atoms, stats_atom, "stats")
+  CAF_ADD_ATOM(troupe, troupe::atoms, requeue_atom, "requeue")
 
 CAF_END_TYPE_ID_BLOCK(troupe)

@@ -1,0 +1,88 @@
+// What every supervisor shares: its children by id, their last snapshots, and
+// restarting a child that crashed from its last snapshot (with an escalation
+// limit). Used inside the supervisor actors of actors/supervisors.cpp.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <unordered_map>
+
+#include <caf/all.hpp>
+
+namespace troupe {
+
+class Children {
+ public:
+  using Factory = std::function<caf::actor(const std::string& id, const std::string& snapshot)>;
+
+  // `keep_snapshots`: keep a child's snapshot after it ended normally (jobs
+  // are answered for from their snapshot once their actor is gone).
+  Children(std::string kind, bool keep_snapshots) : kind_(std::move(kind)), keep_(keep_snapshots) {}
+
+  caf::actor find(const std::string& id) const {
+    auto it = live_.find(id);
+    return it == live_.end() ? caf::actor{} : it->second;
+  }
+
+  caf::actor start(caf::event_based_actor* self, const std::string& id, const std::string& snapshot,
+                   const Factory& make) {
+    if (auto a = find(id)) return a;
+    auto a = make(id, snapshot);
+    self->monitor(a);
+    live_[id] = a;
+    ids_[a.address()] = id;
+    if (!snapshot.empty()) snaps_[id] = snapshot;
+    return a;
+  }
+
+  void snapshot(const std::string& id, std::string bytes) { snaps_[id] = std::move(bytes); }
+
+  const std::string* snapshot_of(const std::string& id) const {
+    auto it = snaps_.find(id);
+    return it == snaps_.end() ? nullptr : &it->second;
+  }
+  const std::unordered_map<std::string, std::string>& snapshots() const { return snaps_; }
+
+  // Handles a child's down message: a normal end forgets the child; a crash
+  // restarts it from its snapshot, up to `max_restarts` times per id.
+  // Returns the id of the child concerned ("" when unknown).
+  std::string on_down(caf::event_based_actor* self, const caf::down_msg& dm, const Factory& make,
+                      bool* restarted) {
+    *restarted = false;
+    auto it = ids_.find(dm.source);
+    if (it == ids_.end()) return {};
+    std::string id = it->second;
+    ids_.erase(it);
+    live_.erase(id);
+    bool normal = !dm.reason || dm.reason == caf::exit_reason::normal;
+    if (normal) {
+      if (!keep_) snaps_.erase(id);
+      return id;
+    }
+    if (++restarts_[id] > max_restarts) {
+      aout(self) << kind_ << " " << id << " crashed too often; not restarted\n";
+      return id;
+    }
+    ++total_restarts_;
+    auto snap = snaps_.count(id) ? snaps_[id] : std::string();
+    start(self, id, snap, make);
+    *restarted = true;
+    return id;
+  }
+
+  size_t total_restarts() const { return total_restarts_; }
+  size_t live() const { return live_.size(); }
+
+  static constexpr int max_restarts = 5;
+
+ private:
+  std::string kind_;
+  bool keep_;
+  std::unordered_map<std::string, caf::actor> live_;
+  std::unordered_map<caf::actor_addr, std::string> ids_;
+  std::unordered_map<std::string, std::string> snaps_;
+  std::unordered_map<std::string, int> restarts_;
+  size_t total_restarts_ = 0;
+};
+
+}  // namespace troupe

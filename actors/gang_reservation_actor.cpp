@@ -1,0 +1,141 @@
+#include "actors/gang_reservation_actor.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <numeric>
+
+#include "actors/policy/ledger.hpp"
+#include "messages/wire.hpp"
+
+namespace troupe {
+
+using namespace troupe::atoms;
+
+namespace {
+
+constexpr int64_t kLeaseMs = 5000;
+constexpr auto kAskTimeout = std::chrono::seconds(4);
+
+struct GangState {
+  JobTicket t;
+  CandidateList c;
+  caf::actor queue;
+  std::vector<size_t> order;               // ranks in reservation order
+  std::vector<std::vector<int32_t>> gpus;  // by rank, once accepted
+  size_t next = 0;                         // position in `order`
+  size_t committed = 0;
+  static inline const char* name = "gang_reservation";
+};
+
+using Self = caf::stateful_actor<GangState>;
+
+std::string id_of(const GangState& st, size_t rank) {
+  return policy::hold_id(st.t.job_id, st.t.attempt, static_cast<int>(rank));
+}
+
+void release_all(Self* self) {
+  auto& st = self->state;
+  for (size_t rank = 0; rank < st.c.actors.size(); ++rank) {
+    flatbuffers::FlatBufferBuilder fbb;
+    auto body = wire::CreateRelease(fbb, fbb.CreateString(id_of(st, rank)),
+                                    fbb.CreateString("gang not placed"));
+    self->send(st.c.actors[rank], Envelope{wire::seal(fbb, body)});
+  }
+}
+
+void give_up(Self* self, const std::string& reason) {
+  release_all(self);
+  self->send(self->state.queue, unplaced_atom_v, self->state.t.job_id, reason);
+  self->quit();
+}
+
+void commit_all(Self* self) {
+  auto& st = self->state;
+  for (size_t rank = 0; rank < st.c.actors.size(); ++rank) {
+    flatbuffers::FlatBufferBuilder fbb;
+    auto body = wire::CreateCommit(fbb, fbb.CreateString(id_of(st, rank)));
+    self->request(st.c.actors[rank], kAskTimeout, Envelope{wire::seal(fbb, body)})
+        .then(
+            [=](const Envelope& answer) {
+              auto* e = wire::open(answer.bytes);
+              if (e == nullptr || e->body_as_Accept() == nullptr) {
+                give_up(self, "a node refused the commit");
+                return;
+              }
+              auto& st = self->state;
+              if (++st.committed == st.c.actors.size()) {
+                Assignment a;
+                a.job_id = st.t.job_id;
+                a.attempt = st.t.attempt;
+                a.nodes = st.c.names;
+                a.hosts = st.c.hosts;
+                a.gpus = st.gpus;
+                self->send(st.queue, placed_atom_v, a);
+                self->quit();
+              }
+            },
+            [=](const caf::error&) { give_up(self, "a commit timed out"); });
+  }
+}
+
+void reserve_next(Self* self) {
+  auto& st = self->state;
+  if (st.next == st.order.size()) {
+    commit_all(self);
+    return;
+  }
+  size_t rank = st.order[st.next];
+  flatbuffers::FlatBufferBuilder fbb;
+  auto res = wire::CreateResources(fbb, st.t.req.gpus, fbb.CreateString(st.t.req.gpu_type),
+                                   st.t.req.cpus, st.t.req.memory_mb);
+  auto body = wire::CreateReserve(fbb, fbb.CreateString(id_of(st, rank)),
+                                  fbb.CreateString(st.t.job_id), fbb.CreateString(st.t.job_id),
+                                  fbb.CreateString(st.t.team), res, kLeaseMs,
+                                  static_cast<int>(rank));
+  self->request(st.c.actors[rank], kAskTimeout, Envelope{wire::seal(fbb, body)})
+      .then(
+          [=](const Envelope& answer) {
+            auto* e = wire::open(answer.bytes);
+            auto* ok = e ? e->body_as_Accept() : nullptr;
+            if (ok == nullptr) {
+              auto* no = e ? e->body_as_Reject() : nullptr;
+              give_up(self, no ? wire::str(no->reason()) : "bad answer");
+              return;
+            }
+            self->state.gpus[rank] = wire::ints(ok->gpu_indices());
+            ++self->state.next;
+            reserve_next(self);
+          },
+          [=](const caf::error&) { give_up(self, "a reservation timed out"); });
+}
+
+caf::behavior gang_behavior(Self* self, JobTicket t, CandidateList c, caf::actor queue,
+                            bool recovering) {
+  auto& st = self->state;
+  st.t = std::move(t);
+  st.c = std::move(c);
+  st.queue = std::move(queue);
+  st.gpus.resize(st.c.actors.size());
+  st.order.resize(st.c.actors.size());
+  std::iota(st.order.begin(), st.order.end(), size_t{0});
+  std::sort(st.order.begin(), st.order.end(), [&](size_t a, size_t b) {
+    return std::tie(st.c.names[a], a) < std::tie(st.c.names[b], b);
+  });
+  if (recovering) {
+    give_up(self, "gang reservation restarted");
+    return {};
+  }
+  reserve_next(self);
+  return {
+      [=](crash_atom) { self->quit(caf::sec::runtime_error); },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_gang_reservation(caf::event_based_actor* parent, JobTicket t, CandidateList c,
+                                  caf::actor queue, bool recovering) {
+  return parent->spawn(gang_behavior, std::move(t), std::move(c), std::move(queue), recovering);
+}
+
+}  // namespace troupe

@@ -1,0 +1,72 @@
+#include "actors/job_record.hpp"
+
+#include <ctime>
+#include <functional>
+
+namespace troupe {
+
+int worker_count(const pb::JobSpec& s) { return s.has_workers() ? s.workers() : 1; }
+
+policy::PlacementRequest placement_request(const pb::JobSpec& s) {
+  policy::PlacementRequest r;
+  r.gpus = s.resources().gpus();
+  r.gpu_type = s.resources().gpu_type();
+  r.cpus = s.resources().cpus();
+  r.memory_mb = s.resources().memory_mb();
+  r.workers = worker_count(s);
+  return r;
+}
+
+pb::JobView job_view(const pb::JobRecord& r) {
+  pb::JobView v;
+  v.set_job_id(r.job_id());
+  v.set_team(r.spec().team());
+  v.set_name(r.spec().name());
+  v.set_kind(r.spec().kind());
+  v.set_state(r.state());
+  v.set_attempt(r.attempt());
+  v.set_gpus(r.spec().resources().gpus());
+  v.set_workers(worker_count(r.spec()));
+  *v.mutable_placement() = r.placement();
+  v.set_submit_ms(r.submit_ms());
+  v.set_start_ms(r.start_ms());
+  v.set_end_ms(r.end_ms());
+  if (r.has_exit_code()) v.set_exit_code(r.exit_code());
+  v.set_reason(r.reason());
+  v.set_priority(r.spec().priority());
+  v.set_gpu_type(r.spec().resources().gpu_type());
+  return v;
+}
+
+std::string rfc3339(int64_t ms) {
+  std::time_t secs = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                static_cast<int>(ms % 1000));
+  return buf;
+}
+
+pb::JobEvent job_event(const pb::JobRecord& r, int64_t now) {
+  pb::JobEvent e;
+  e.set_job_id(r.job_id());
+  e.set_team(r.spec().team());
+  e.set_state(r.state());
+  e.set_attempt(r.attempt());
+  e.set_ts_ms(now);
+  e.set_ts(rfc3339(now));
+  *e.mutable_workers() = r.placement();
+  if (r.has_exit_code()) e.set_exit_code(r.exit_code());
+  e.set_reason(r.reason());
+  e.set_name(r.spec().name());
+  e.set_kind(r.spec().kind());
+  return e;
+}
+
+int coordinator_port(const std::string& job_id) {
+  return 29500 + static_cast<int>(std::hash<std::string>{}(job_id) % 500);
+}
+
+}  // namespace troupe

@@ -1,0 +1,23 @@
+// Pure helpers over a job's record (pb::JobRecord): its edge views (JobView,
+// JobEvent) and its placement request. No actors here.
+#pragma once
+
+#include <string>
+
+#include "actors/policy/placement.hpp"
+#include "actors/policy/queue_order.hpp"
+#include "job_spec.pb.h"
+#include "records.pb.h"
+
+namespace troupe {
+
+pb::JobView job_view(const pb::JobRecord& r);
+pb::JobEvent job_event(const pb::JobRecord& r, int64_t now_ms);
+policy::PlacementRequest placement_request(const pb::JobSpec& s);
+int worker_count(const pb::JobSpec& s);
+// Port for the rank-0 coordinator of a gang (stable per job).
+int coordinator_port(const std::string& job_id);
+// RFC 3339 UTC with milliseconds.
+std::string rfc3339(int64_t ms);
+
+}  // namespace troupe

@@ -1,0 +1,122 @@
+// troupe-scheduler: runs the actor system and binds it to NATS.
+//   troupe-scheduler --nats URL [--config FILE]
+// Stops cleanly on SIGTERM / SIGINT.
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+
+#include <CLI/CLI.hpp>
+
+#include "actors/scheduler.hpp"
+#include "bus/bridge.hpp"
+#include "bus/nats.hpp"
+#include "bus/subjects.hpp"
+
+namespace {
+
+class BusOutbox : public troupe::Outbox {
+ public:
+  explicit BusOutbox(troupe::bus::Connection& c) : conn_(c) {}
+  void publish(const std::string& subject, const void* data, size_t size,
+               const std::string& reply) override {
+    conn_.publish(subject, data, size, reply);
+  }
+
+ private:
+  troupe::bus::Connection& conn_;
+};
+
+class StreamIntake : public troupe::Intake {
+ public:
+  explicit StreamIntake(troupe::bus::JetStream& js) : js_(js) {}
+  void append(const std::string& subject, std::vector<uint8_t> bytes, const std::string& msg_id,
+              Done done) override {
+    js_.publish_async(subject, bytes.data(), bytes.size(), msg_id, std::move(done));
+  }
+
+ private:
+  troupe::bus::JetStream& js_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"troupe-scheduler: the Troupe actor system on NATS"};
+  std::string url = std::getenv("TROUPE_NATS") ? std::getenv("TROUPE_NATS") : "nats://127.0.0.1:4222";
+  std::string config;
+  app.add_option("--nats", url, "NATS server URL (env TROUPE_NATS)");
+  app.add_option("--config", config, "cluster config file (YAML or JSON)");
+  CLI11_PARSE(app, argc, argv);
+  if (!config.empty() && !std::ifstream(config)) {
+    std::fprintf(stderr, "troupe-scheduler: cannot read config %s\n", config.c_str());
+    return 2;
+  }
+
+  // Block the stop signals in every thread; main waits for them below.
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGTERM);
+  sigaddset(&stop, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+
+  troupe::bus::Library lib;
+  std::string err;
+  troupe::bus::ConnectOptions in_opts, out_opts;
+  in_opts.url = out_opts.url = url;
+  in_opts.name = "troupe-scheduler-in";
+  out_opts.name = "troupe-scheduler-out";
+  // Separate connections for receiving and publishing (a connection that both
+  // publishes fast and subscribes can be cut as a slow consumer).
+  auto in_conn = troupe::bus::Connection::open(in_opts, &err);
+  auto out_conn = in_conn ? troupe::bus::Connection::open(out_opts, &err) : nullptr;
+  if (!in_conn || !out_conn) {
+    std::fprintf(stderr, "troupe-scheduler: %s\n", err.c_str());
+    return 1;
+  }
+  auto js = troupe::bus::JetStream::open(*out_conn, &err);
+  if (!js || !js->ensure_stream({troupe::subjects::kIntakeStream, {troupe::subjects::kIntakeSubjects}}, &err) ||
+      !js->ensure_stream({troupe::subjects::kEventsStream, {troupe::subjects::kAllEvents}}, &err)) {
+    std::fprintf(stderr, "troupe-scheduler: JetStream is required (nats-server -js): %s\n", err.c_str());
+    return 1;
+  }
+
+  int rc = 0;
+  {
+    caf::actor_system_config cfg;
+    troupe::configure(cfg);
+    caf::actor_system sys{cfg};
+    auto out = std::make_shared<BusOutbox>(*out_conn);
+    auto intake = std::make_shared<StreamIntake>(*js);
+    auto w = troupe::start_scheduler(sys, out, intake);
+
+    std::vector<troupe::bus::SubscriptionPtr> subs;
+    for (const char* s : {troupe::subjects::kAllSubmit, troupe::subjects::kAllStatus,
+                          troupe::subjects::kAllCancel, troupe::subjects::kAllLogs,
+                          troupe::subjects::kAllJobs, troupe::subjects::kSysNodes,
+                          troupe::subjects::kSysStats, troupe::subjects::kAllAgents}) {
+      auto sub = troupe::bus::subscribe_actor(*in_conn, s, w.router);
+      if (!sub) {
+        std::fprintf(stderr, "troupe-scheduler: cannot subscribe to %s\n", s);
+        rc = 1;
+      }
+      subs.push_back(std::move(sub));
+    }
+    in_conn->flush();
+    // Agents that started before us register again.
+    out_conn->publish(troupe::subjects::kSysHello, std::string());
+    std::fprintf(stderr, "troupe-scheduler: serving on %s\n", url.c_str());
+
+    if (rc == 0) {
+      int sig = 0;
+      sigwait(&stop, &sig);
+      std::fprintf(stderr, "troupe-scheduler: stopping (signal %d)\n", sig);
+    }
+    subs.clear();
+    troupe::stop_scheduler(w);
+    sys.await_all_actors_done();
+  }
+  js.reset();
+  out_conn.reset();
+  in_conn.reset();
+  return rc;
+}

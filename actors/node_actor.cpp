@@ -1,0 +1,276 @@
+#include "actors/node_actor.hpp"
+
+#include <chrono>
+
+#include "actors/policy/ledger.hpp"
+#include "bus/subjects.hpp"
+#include "messages/wire.hpp"
+#include "records.pb.h"
+
+namespace troupe {
+
+using namespace troupe::atoms;
+
+namespace {
+
+struct NodeState {
+  std::string node;
+  std::string host;
+  std::string gpu_type;
+  policy::Ledger ledger;
+  bool registered = false;
+  bool alive = false;
+  bool dirty = false;
+  int64_t last_heartbeat_ms = 0;
+  Wiring w;
+  OutboxPtr out;
+  NodeOptions opts;
+  static inline const char* name = "node";
+};
+
+using Self = caf::stateful_actor<NodeState>;
+
+void report(Self* self, bool changed = true) {
+  auto& st = self->state;
+  policy::NodeCapacity c;
+  c.name = st.node;
+  c.host = st.host;
+  c.gpu_type = st.gpu_type;
+  c.gpus_total = st.ledger.gpus_total;
+  c.gpus_free = st.ledger.gpus_free();
+  c.gpus_reserved = st.ledger.gpus_reserved();
+  c.gpus_allocated = st.ledger.gpus_allocated();
+  c.cpus_total = st.ledger.cpus_total;
+  c.cpus_free = st.ledger.cpus_free();
+  c.memory_total_mb = st.ledger.memory_total_mb;
+  c.memory_free_mb = st.ledger.memory_free_mb();
+  c.alive = st.alive && st.registered;
+  c.last_heartbeat_ms = st.last_heartbeat_ms;
+  int running = 0;
+  for (const auto& [id, h] : st.ledger.holds) running += h.launched && !h.exited ? 1 : 0;
+  c.running = running;
+  self->send(st.w.arbiter, capacity_atom_v, c, caf::actor{self});
+  if (changed) st.dirty = true;
+}
+
+void save(Self* self) {
+  auto& st = self->state;
+  pb::NodeRecord rec;
+  rec.set_node(st.node);
+  rec.set_host(st.host);
+  rec.set_gpu_type(st.gpu_type);
+  rec.set_gpus(st.ledger.gpus_total);
+  rec.set_cpus(st.ledger.cpus_total);
+  rec.set_memory_mb(st.ledger.memory_total_mb);
+  for (const auto& [id, h] : st.ledger.holds) {
+    if (!h.committed) continue;  // leases do not survive a restart
+    auto* r = rec.add_holds();
+    r->set_id(id);
+    r->set_job_id(h.job_id);
+    for (int g : h.gpus) r->add_gpus(g);
+    r->set_cpus(h.cpus);
+    r->set_memory_mb(h.memory_mb);
+    r->set_committed(true);
+    r->set_launched(h.launched);
+    r->set_exited(h.exited);
+  }
+  std::string bytes;
+  rec.SerializeToString(&bytes);
+  self->send(st.w.nodes, snapshot_atom_v, st.node, std::move(bytes));
+  st.dirty = false;
+}
+
+void restore(Self* self, const std::string& snapshot) {
+  pb::NodeRecord rec;
+  if (snapshot.empty() || !rec.ParseFromString(snapshot)) return;
+  auto& st = self->state;
+  st.host = rec.host();
+  st.gpu_type = rec.gpu_type();
+  st.ledger.resize(rec.gpus(), rec.cpus(), rec.memory_mb());
+  for (const auto& r : rec.holds()) {
+    policy::Hold h;
+    h.job_id = r.job_id();
+    h.gpus.assign(r.gpus().begin(), r.gpus().end());
+    h.cpus = r.cpus();
+    h.memory_mb = r.memory_mb();
+    h.committed = true;
+    h.launched = r.launched();
+    h.exited = r.exited();
+    for (int g : h.gpus)
+      if (g >= 0 && g < static_cast<int>(st.ledger.gpu_owner.size()))
+        st.ledger.gpu_owner[static_cast<size_t>(g)] = r.id();
+    st.ledger.holds[r.id()] = std::move(h);
+  }
+  st.registered = true;  // the next heartbeat confirms liveness
+}
+
+Envelope accept(const std::string& node, const std::string& id, const std::vector<int>& gpus,
+                int64_t expires) {
+  flatbuffers::FlatBufferBuilder fbb;
+  auto body = wire::CreateAccept(fbb, fbb.CreateString(id), fbb.CreateString(node),
+                                 fbb.CreateVector(gpus), expires);
+  return Envelope{wire::seal(fbb, body)};
+}
+
+Envelope reject(const std::string& node, const std::string& id, const std::string& reason) {
+  flatbuffers::FlatBufferBuilder fbb;
+  auto body = wire::CreateReject(fbb, fbb.CreateString(id), fbb.CreateString(node),
+                                 fbb.CreateString(reason));
+  return Envelope{wire::seal(fbb, body)};
+}
+
+Envelope on_reserve(Self* self, const std::string& id, const std::string& job_id,
+                    const wire::Resources* res, int64_t lease_ms) {
+  auto& st = self->state;
+  if (!st.alive || !st.registered) return reject(st.node, id, "node is not alive");
+  policy::Hold want;
+  want.job_id = job_id;
+  int gpus = res ? res->gpus() : 0;
+  want.gpus.assign(static_cast<size_t>(gpus > 0 ? gpus : 0), 0);
+  want.cpus = res ? res->cpus() : 0;
+  want.memory_mb = res ? res->memory_mb() : 0;
+  if (res && res->gpu_type() && res->gpu_type()->size() > 0 && gpus > 0 &&
+      res->gpu_type()->str() != st.gpu_type)
+    return reject(st.node, id, "GPU type " + st.gpu_type + " is not " + res->gpu_type()->str());
+  int64_t now = now_ms();
+  auto v = policy::reserve(st.ledger, id, want, now, lease_ms);
+  report(self);
+  if (!v.ok) return reject(st.node, id, v.reason);
+  self->delayed_send(self, std::chrono::milliseconds(lease_ms + 10), lease_atom_v);
+  return accept(st.node, id, v.gpus, now + lease_ms);
+}
+
+void to_agent(Self* self, std::string_view kind, const std::vector<uint8_t>& bytes) {
+  self->state.out->publish(subjects::scheduler_to_agent(self->state.node, kind), bytes);
+}
+
+void to_job(Self* self, const std::string& job_id, const Envelope& env) {
+  self->send(self->state.w.jobs, route_atom_v, job_id, caf::make_message(env));
+}
+
+Envelope handle(Self* self, const Envelope& env) {
+  auto& st = self->state;
+  auto* e = wire::open(env.bytes);
+  if (e == nullptr) return {};
+  switch (e->body_type()) {
+    case wire::Body::NodeRegister: {
+      auto* r = e->body_as_NodeRegister();
+      st.host = wire::str(r->host());
+      st.gpu_type = wire::str(r->gpu_type());
+      int gpus = r->gpus() ? static_cast<int>(r->gpus()->size()) : 0;
+      st.ledger.resize(gpus, r->cpus(), r->memory_mb());
+      st.registered = true;
+      st.alive = true;
+      st.last_heartbeat_ms = now_ms();
+      report(self);
+      return {};
+    }
+    case wire::Body::Heartbeat:
+      st.last_heartbeat_ms = now_ms();
+      if (!st.registered) {
+        to_agent(self, subjects::kHello, {});
+      } else if (!st.alive) {
+        st.alive = true;
+        report(self);
+      }
+      return {};
+    case wire::Body::Started:
+      to_job(self, wire::str(e->body_as_Started()->job_id()), env);
+      return {};
+    case wire::Body::Exited: {
+      auto* x = e->body_as_Exited();
+      auto id = policy::hold_id(wire::str(x->job_id()), x->attempt(), x->rank());
+      if (auto it = st.ledger.holds.find(id); it != st.ledger.holds.end()) it->second.exited = true;
+      to_job(self, wire::str(x->job_id()), env);
+      return {};
+    }
+    case wire::Body::Propose: {
+      auto* p = e->body_as_Propose();
+      return on_reserve(self, wire::str(p->reservation_id()), wire::str(p->job_id()),
+                        p->resources(), p->lease_ms());
+    }
+    case wire::Body::Reserve: {
+      auto* p = e->body_as_Reserve();
+      return on_reserve(self, wire::str(p->reservation_id()), wire::str(p->job_id()),
+                        p->resources(), p->lease_ms());
+    }
+    case wire::Body::Commit: {
+      auto id = wire::str(e->body_as_Commit()->reservation_id());
+      auto v = policy::commit(st.ledger, id, now_ms());
+      report(self);
+      return v.ok ? accept(st.node, id, v.gpus, 0) : reject(st.node, id, v.reason);
+    }
+    case wire::Body::Release:
+      if (policy::release(st.ledger, wire::str(e->body_as_Release()->reservation_id())))
+        report(self);
+      return {};
+    case wire::Body::Launch: {
+      auto* l = e->body_as_Launch();
+      auto id = policy::hold_id(wire::str(l->job_id()), l->attempt(), l->rank());
+      auto it = st.ledger.holds.find(id);
+      if (it == st.ledger.holds.end() || !it->second.committed) {
+        aout(self) << "node " << st.node << ": launch for " << id << " without allocation\n";
+        return {};
+      }
+      it->second.launched = true;
+      to_agent(self, subjects::kLaunch, env.bytes);
+      report(self);
+      return {};
+    }
+    case wire::Body::Stop: {
+      auto* s = e->body_as_Stop();
+      auto job = wire::str(s->job_id());
+      std::vector<std::string> unlaunched;
+      for (const auto& [id, h] : st.ledger.holds)
+        if (h.job_id == job && !h.launched && id.rfind(job + "/" + std::to_string(s->attempt()) + "/", 0) == 0)
+          unlaunched.push_back(id);
+      for (const auto& id : unlaunched) policy::release(st.ledger, id);
+      to_agent(self, subjects::kStop, env.bytes);
+      if (!unlaunched.empty()) report(self);
+      return {};
+    }
+    default:
+      aout(self) << "node " << st.node << ": unexpected " << wire::body_name(e->body_type()) << "\n";
+      return {};
+  }
+}
+
+caf::behavior node_behavior(Self* self, Wiring w, OutboxPtr out, std::string name,
+                            std::string snapshot, NodeOptions opts) {
+  auto& st = self->state;
+  st.w = std::move(w);
+  st.out = std::move(out);
+  st.node = std::move(name);
+  st.opts = opts;
+  restore(self, snapshot);
+  if (st.registered) report(self);
+  self->delayed_send(self, std::chrono::milliseconds(opts.tick_ms), tick_atom_v);
+  return {
+      [=](const Envelope& env) -> Envelope { return handle(self, env); },
+      [=](lease_atom) {
+        if (!policy::expire(self->state.ledger, now_ms()).empty()) report(self);
+      },
+      [=](tick_atom) {
+        auto& st = self->state;
+        if (st.alive && now_ms() - st.last_heartbeat_ms > st.opts.heartbeat_timeout_ms) {
+          st.alive = false;
+          aout(self) << "node " << st.node << " missed heartbeats; no new work goes there\n";
+        }
+        if (!policy::expire(st.ledger, now_ms()).empty()) st.dirty = true;
+        if (st.dirty) save(self);
+        if (st.registered) report(self, false);
+        self->delayed_send(self, std::chrono::milliseconds(st.opts.tick_ms), tick_atom_v);
+      },
+      [=](crash_atom) { self->quit(caf::sec::runtime_error); },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_node(caf::event_based_actor* parent, Wiring w, OutboxPtr out, std::string name,
+                      std::string snapshot, NodeOptions opts) {
+  return parent->spawn(node_behavior, std::move(w), std::move(out), std::move(name),
+                       std::move(snapshot), opts);
+}
+
+}  // namespace troupe

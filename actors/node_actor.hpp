@@ -1,0 +1,30 @@
+// NodeActor — one per machine running troupe-node.
+// Owns: the ledger of that machine's GPUs (by index), CPUs and memory — free,
+//   reserved under a lease, allocated — and its liveness from heartbeats. It
+//   is the only place a GPU is handed out.
+// Handles (Envelope bodies): NodeRegister, Heartbeat, Started, Exited from the
+//   agent (via the node supervisor); Propose, Reserve, Commit (requests, answered
+//   with Accept or Reject) and Release from queues and gang reservations;
+//   Launch, Stop, Release from job actors. Timers: (lease_atom), (tick_atom).
+//   (crash_atom) for supervision tests.
+// Emits: Launch/Stop/hello to the agent on troupe.sys.node.<node>.*; Started
+//   and Exited to the job actor; (capacity_atom, ...) to the pool arbiter; its
+//   snapshot (pb::NodeRecord) to the node supervisor, coalesced per tick.
+#pragma once
+
+#include <string>
+
+#include "actors/ports.hpp"
+#include "messages/caf_types.hpp"
+
+namespace troupe {
+
+struct NodeOptions {
+  int64_t heartbeat_timeout_ms = 10000;
+  int64_t tick_ms = 1000;
+};
+
+caf::actor spawn_node(caf::event_based_actor* parent, Wiring w, OutboxPtr out, std::string name,
+                      std::string snapshot, NodeOptions opts = {});
+
+}  // namespace troupe

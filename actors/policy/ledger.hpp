@@ -1,0 +1,65 @@
+// A node's ledger: which GPU (by index), CPUs and memory are free, reserved
+// under a lease, or allocated to a worker. Pure code over plain values: the
+// NodeActor owns one and is the only place a GPU is handed out. Mirrors
+// nomad's evaluateNodePlan: re-check at the owner, return fit or a reason.
+// Unit tests: tests/unit/policy_ledger_test.cpp.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace troupe::policy {
+
+struct Hold {
+  std::string job_id;
+  int attempt = 0;
+  int rank = 0;
+  std::vector<int> gpus;
+  int cpus = 0;
+  int64_t memory_mb = 0;
+  int64_t expires_ms = 0;  // lease end while reserved
+  bool committed = false;  // allocated: the lease no longer applies
+  bool launched = false;   // the agent was told to start it
+  bool exited = false;     // the agent reported its end; freed on release
+};
+
+// Reservation / hold id: one per worker of one attempt.
+std::string hold_id(const std::string& job_id, int attempt, int rank);
+
+struct Ledger {
+  int gpus_total = 0;
+  int cpus_total = 0;
+  int64_t memory_total_mb = 0;
+  std::vector<std::string> gpu_owner;  // by GPU index: "" free, else hold id
+  std::map<std::string, Hold> holds;   // by hold id
+
+  void resize(int gpus, int cpus, int64_t memory_mb);
+  int gpus_free() const;
+  int gpus_reserved() const;
+  int gpus_allocated() const;
+  int cpus_free() const;
+  int64_t memory_free_mb() const;
+};
+
+struct Verdict {
+  bool ok = false;
+  std::string reason;     // why not, when !ok
+  std::vector<int> gpus;  // the indices held, when ok
+};
+
+// Reserves for one worker under a lease. A reserve for an id that is already
+// reserved (not committed) replaces it; one already committed is refused.
+Verdict reserve(Ledger& l, const std::string& id, const Hold& want, int64_t now_ms,
+                int64_t lease_ms);
+// Turns a live reservation into an allocation. Fails when it expired or is unknown.
+Verdict commit(Ledger& l, const std::string& id, int64_t now_ms);
+// Frees a hold (reserved or allocated). Idempotent; returns whether it existed.
+bool release(Ledger& l, const std::string& id);
+// Frees reservations whose lease ended; returns their ids.
+std::vector<std::string> expire(Ledger& l, int64_t now_ms);
+// Empty when the ledger is consistent, else what is broken.
+std::string check_invariants(const Ledger& l);
+
+}  // namespace troupe::policy

@@ -1,0 +1,47 @@
+// What the actors need from the world, as interfaces: publishing on the bus and
+// the durable intake log. The scheduler binds them to NATS (actors/main.cpp);
+// tests bind fakes. Actors never include NATS headers.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace troupe {
+
+class Outbox {
+ public:
+  virtual ~Outbox() = default;
+  // Thread-safe; fire and forget.
+  virtual void publish(const std::string& subject, const void* data, size_t size,
+                       const std::string& reply) = 0;
+  void publish(const std::string& subject, const std::string& data, const std::string& reply = {}) {
+    publish(subject, data.data(), data.size(), reply);
+  }
+  void publish(const std::string& subject, const std::vector<uint8_t>& data,
+               const std::string& reply = {}) {
+    publish(subject, data.data(), data.size(), reply);
+  }
+};
+using OutboxPtr = std::shared_ptr<Outbox>;
+
+class Intake {
+ public:
+  virtual ~Intake() = default;
+  using Done = std::function<void(bool ok, bool duplicate, const std::string& error)>;
+  // Appends an accepted submission durably; `done` runs (on any thread) once
+  // it is stored. `msg_id` de-duplicates.
+  virtual void append(const std::string& subject, std::vector<uint8_t> bytes,
+                      const std::string& msg_id, Done done) = 0;
+};
+using IntakePtr = std::shared_ptr<Intake>;
+
+inline int64_t now_ms() {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace troupe

@@ -1,0 +1,21 @@
+// Router — the scheduler's edge actor, one per scheduler.
+// Owns: intake of submissions (parse, validate, idempotency keys, durable
+//   append to the intake stream before the job exists), job id assignment,
+//   and the bad-input counters.
+// Handles: Inbound from every bus subscription of the scheduler
+//   (troupe.*.submit|status|cancel|logs|jobs, troupe.sys.nodes|stats,
+//   troupe.sys.agent.>); (intake_atom, job id, ok, error) when the intake
+//   stream acknowledged.
+// Emits: replies on the request's reply subject; (spawn_atom, ...) to the job
+//   supervisor; requests routed to the job supervisor, the arbiter, and agent
+//   messages to the node supervisor.
+#pragma once
+
+#include "actors/ports.hpp"
+#include "messages/caf_types.hpp"
+
+namespace troupe {
+
+caf::actor spawn_router(caf::actor_system& sys, OutboxPtr out, IntakePtr intake);
+
+}  // namespace troupe

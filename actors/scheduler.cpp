@@ -1,0 +1,33 @@
+#include "actors/scheduler.hpp"
+
+#include "actors/pool_arbiter.hpp"
+#include "actors/router.hpp"
+#include "actors/supervisors.hpp"
+
+namespace troupe {
+
+void configure(caf::actor_system_config& cfg) {
+  cfg.add_message_types<caf::id_block::troupe>();
+  cfg.set("scheduler.max-threads", size_t{2});
+  cfg.set("logger.verbosity", caf::atom("quiet"));
+}
+
+Wiring start_scheduler(caf::actor_system& sys, OutboxPtr out, IntakePtr intake) {
+  Wiring w;
+  w.router = spawn_router(sys, out, std::move(intake));
+  w.jobs = spawn_job_supervisor(sys, out);
+  w.queues = spawn_queue_supervisor(sys);
+  w.nodes = spawn_node_supervisor(sys, out);
+  w.gangs = spawn_gang_supervisor(sys);
+  w.arbiter = spawn_pool_arbiter(sys, out);
+  for (const auto& a : {w.router, w.jobs, w.queues, w.nodes, w.gangs})
+    caf::anon_send(a, w);
+  return w;
+}
+
+void stop_scheduler(const Wiring& w) {
+  for (const auto& a : {w.router, w.jobs, w.queues, w.nodes, w.gangs, w.arbiter})
+    caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+}
+
+}  // namespace troupe

@@ -1,0 +1,20 @@
+// Wiring of one scheduler's actors: the router, the pool arbiter and the four
+// supervisors. Used by troupe-scheduler (actors/main.cpp) and by in-process
+// tests with fake ports.
+#pragma once
+
+#include "actors/ports.hpp"
+#include "messages/caf_types.hpp"
+
+namespace troupe {
+
+// CAF settings for the scheduler (2 worker threads on this kind of machine).
+void configure(caf::actor_system_config& cfg);
+
+// Spawns and wires every top-level actor.
+Wiring start_scheduler(caf::actor_system& sys, OutboxPtr out, IntakePtr intake);
+
+// Asks every top-level actor (and with them their children) to stop.
+void stop_scheduler(const Wiring& w);
+
+}  // namespace troupe

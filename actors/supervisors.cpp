@@ -1,0 +1,310 @@
+#include "actors/supervisors.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include "actors/children.hpp"
+#include "actors/gang_reservation_actor.hpp"
+#include "actors/job_actor.hpp"
+#include "actors/job_record.hpp"
+#include "actors/node_actor.hpp"
+#include "actors/policy/ledger.hpp"
+#include "messages/wire.hpp"
+#include "actors/team_queue_actor.hpp"
+#include "bus/subjects.hpp"
+#include "messages/names.hpp"
+#include "messages/spec.hpp"
+#include "records.pb.h"
+
+namespace troupe {
+
+using namespace troupe::atoms;
+
+namespace {
+
+std::string error_json(const std::string& what) { return nlohmann::json{{"error", what}}.dump(); }
+
+struct SupState {
+  explicit SupState(const char* kind, bool keep) : children(kind, keep) {}
+  Wiring w;
+  OutboxPtr out;
+  Children children;
+};
+
+// Shuts children down with the supervisor.
+template <class Self>
+void on_exit_stop_children(Self* self) {
+  self->set_exit_handler([=](caf::exit_msg& m) {
+    self->state.for_each_child([&](const caf::actor& a) { self->send_exit(a, m.reason); });
+    self->quit(m.reason);
+  });
+}
+
+// --- jobs ---------------------------------------------------------------------
+
+struct JobSupState : SupState {
+  JobSupState() : SupState("job", true) {}
+  std::unordered_map<std::string, caf::actor> live;  // mirror for shutdown
+  template <class F>
+  void for_each_child(F f) {
+    for (auto& [id, a] : live) f(a);
+  }
+  static inline const char* name = "job_supervisor";
+};
+using JobSup = caf::stateful_actor<JobSupState>;
+
+bool load(JobSup* self, const std::string& id, const std::string& team, pb::JobRecord& rec,
+          const std::string& reply) {
+  auto* snap = self->state.children.snapshot_of(id);
+  if (snap == nullptr || !rec.ParseFromString(*snap) || rec.spec().team() != team) {
+    if (!reply.empty())
+      self->state.out->publish(reply, error_json("unknown job " + id + " in team " + team));
+    return false;
+  }
+  return true;
+}
+
+caf::behavior job_sup_behavior(JobSup* self, OutboxPtr out) {
+  self->state.out = std::move(out);
+  auto factory = [=](const std::string&, const std::string& snap) {
+    return spawn_job(self, self->state.w, self->state.out, snap);
+  };
+  self->set_down_handler([=](caf::down_msg& dm) {
+    bool restarted = false;
+    auto id = self->state.children.on_down(self, dm, factory, &restarted);
+    self->state.live.erase(id);
+    if (restarted) self->state.live[id] = self->state.children.find(id);
+  });
+  on_exit_stop_children(self);
+  return {
+      [=](const Wiring& w) { self->state.w = w; },
+      [=](spawn_atom, const std::string& id, const std::string& record) {
+        self->state.live[id] = self->state.children.start(self, id, record, factory);
+      },
+      [=](route_atom, const std::string& id, caf::message& m) {
+        if (auto a = self->state.children.find(id)) {
+          caf::anon_send(a, std::move(m));
+          return;
+        }
+        // The job's actor is gone (ended). Late placements are handed back.
+        if (m.match_elements<placed_atom, Assignment>()) {
+          const auto& a = m.get_as<Assignment>(1);
+          for (size_t rank = 0; rank < a.nodes.size(); ++rank) {
+            flatbuffers::FlatBufferBuilder fbb;
+            auto hid = policy::hold_id(a.job_id, a.attempt, static_cast<int>(rank));
+            auto body = wire::CreateRelease(fbb, fbb.CreateString(hid), fbb.CreateString("job gone"));
+            self->send(self->state.w.nodes, route_atom_v, a.nodes[rank],
+                       caf::make_message(Envelope{wire::seal(fbb, body)}));
+          }
+        }
+      },
+      [=](snapshot_atom, const std::string& id, std::string& bytes) {
+        self->state.children.snapshot(id, std::move(bytes));
+      },
+      [=](status_atom, const std::string& id, const std::string& team, const std::string& reply) {
+        pb::JobRecord rec;
+        if (load(self, id, team, rec, reply))
+          self->state.out->publish(reply, spec::to_json(job_view(rec)));
+      },
+      [=](cancel_atom, const std::string& id, const std::string& team, const std::string& reply) {
+        pb::JobRecord rec;
+        if (!load(self, id, team, rec, reply)) return;
+        if (auto a = self->state.children.find(id); a && !names::is_terminal(rec.state())) {
+          self->send(a, cancel_atom_v, reply);
+          return;
+        }
+        self->state.out->publish(reply, nlohmann::json{{"job_id", id}, {"state", rec.state()}}.dump());
+      },
+      [=](logs_atom, const std::string& id, const std::string& team, int32_t rank, int64_t offset,
+          int64_t max_bytes, const std::string& reply) {
+        pb::JobRecord rec;
+        if (!load(self, id, team, rec, reply)) return;
+        for (const auto& p : rec.placement()) {
+          if (p.rank() != rank) continue;
+          nlohmann::json q{{"job_id", id}, {"attempt", rec.attempt()}, {"rank", rank},
+                           {"offset", offset}, {"max_bytes", max_bytes}};
+          // The agent answers the user directly (same reply inbox).
+          self->state.out->publish(subjects::scheduler_to_agent(p.node(), subjects::kLogs),
+                                   q.dump(), reply);
+          return;
+        }
+        self->state.out->publish(reply, error_json("job " + id + " has no rank " +
+                                                   std::to_string(rank) + " placed (state " +
+                                                   rec.state() + "); no logs yet"));
+      },
+      [=](list_atom, const std::string& team, const std::string& reply) {
+        pb::JobList list;
+        for (const auto& [id, snap] : self->state.children.snapshots()) {
+          pb::JobRecord rec;
+          if (!rec.ParseFromString(snap)) continue;
+          if (team != names::kSysToken && rec.spec().team() != team) continue;
+          *list.add_jobs() = job_view(rec);
+        }
+        std::sort(list.mutable_jobs()->begin(), list.mutable_jobs()->end(),
+                  [](const pb::JobView& a, const pb::JobView& b) { return a.submit_ms() < b.submit_ms(); });
+        self->state.out->publish(reply, spec::to_json(list));
+      },
+      [=](requeue_atom, const std::string& team) {
+        for (auto& [id, a] : self->state.live) {
+          pb::JobRecord rec;
+          auto* snap = self->state.children.snapshot_of(id);
+          if (snap && rec.ParseFromString(*snap) && rec.spec().team() == team)
+            self->send(a, requeue_atom_v);
+        }
+      },
+      [=](crash_atom, const std::string& id) {
+        if (auto a = self->state.children.find(id)) self->send(a, crash_atom_v);
+      },
+      [=](stats_atom) {
+        return static_cast<int64_t>(self->state.children.total_restarts());
+      },
+  };
+}
+
+// --- queues -------------------------------------------------------------------
+
+struct RoutingSupState : SupState {
+  explicit RoutingSupState(const char* kind) : SupState(kind, false) {}
+  std::unordered_map<std::string, caf::actor> live;
+  template <class F>
+  void for_each_child(F f) {
+    for (auto& [id, a] : live) f(a);
+  }
+};
+
+struct QueueSupState : RoutingSupState {
+  QueueSupState() : RoutingSupState("queue") {}
+  static inline const char* name = "queue_supervisor";
+};
+using QueueSup = caf::stateful_actor<QueueSupState>;
+
+caf::behavior queue_sup_behavior(QueueSup* self) {
+  auto factory = [=](const std::string& team, const std::string&) {
+    return spawn_team_queue(self, self->state.w, team);
+  };
+  self->set_down_handler([=](caf::down_msg& dm) {
+    bool restarted = false;
+    auto team = self->state.children.on_down(self, dm, factory, &restarted);
+    self->state.live.erase(team);
+    if (restarted) {
+      self->state.live[team] = self->state.children.find(team);
+      self->send(self->state.w.jobs, requeue_atom_v, team);  // refill it
+    }
+  });
+  on_exit_stop_children(self);
+  return {
+      [=](const Wiring& w) { self->state.w = w; },
+      [=](route_atom, const std::string& team, caf::message& m) {
+        auto a = self->state.children.start(self, team, {}, factory);
+        self->state.live[team] = a;
+        caf::anon_send(a, std::move(m));
+      },
+      [=](crash_atom, const std::string& team) {
+        if (auto a = self->state.children.find(team)) self->send_exit(a, caf::sec::runtime_error);
+      },
+      [=](stats_atom) { return static_cast<int64_t>(self->state.children.total_restarts()); },
+  };
+}
+
+// --- nodes --------------------------------------------------------------------
+
+struct NodeSupState : RoutingSupState {
+  NodeSupState() : RoutingSupState("node") {}
+  static inline const char* name = "node_supervisor";
+};
+using NodeSup = caf::stateful_actor<NodeSupState>;
+
+caf::behavior node_sup_behavior(NodeSup* self, OutboxPtr out) {
+  self->state.out = std::move(out);
+  auto factory = [=](const std::string& node, const std::string& snap) {
+    return spawn_node(self, self->state.w, self->state.out, node, snap);
+  };
+  self->set_down_handler([=](caf::down_msg& dm) {
+    bool restarted = false;
+    auto node = self->state.children.on_down(self, dm, factory, &restarted);
+    self->state.live.erase(node);
+    if (restarted) self->state.live[node] = self->state.children.find(node);
+  });
+  on_exit_stop_children(self);
+  return {
+      [=](const Wiring& w) { self->state.w = w; },
+      [=](route_atom, const std::string& node, caf::message& m) {
+        auto a = self->state.children.find(node);
+        if (!a) {
+          // Only an agent's own word creates a node actor.
+          bool from_agent = false;
+          if (m.match_elements<Envelope>()) {
+            auto* e = wire::open(m.get_as<Envelope>(0).bytes);
+            from_agent = e && (e->body_type() == wire::Body::NodeRegister ||
+                               e->body_type() == wire::Body::Heartbeat);
+          }
+          if (!from_agent) return;
+          a = self->state.children.start(self, node, {}, factory);
+          self->state.live[node] = a;
+        }
+        caf::anon_send(a, std::move(m));
+      },
+      [=](snapshot_atom, const std::string& node, std::string& bytes) {
+        self->state.children.snapshot(node, std::move(bytes));
+      },
+      [=](crash_atom, const std::string& node) {
+        if (auto a = self->state.children.find(node)) self->send(a, crash_atom_v);
+      },
+      [=](stats_atom) { return static_cast<int64_t>(self->state.children.total_restarts()); },
+  };
+}
+
+// --- gang reservations --------------------------------------------------------
+
+struct GangPlan {
+  JobTicket t;
+  CandidateList c;
+  caf::actor queue;
+};
+
+struct GangSupState : RoutingSupState {
+  GangSupState() : RoutingSupState("gang") {}
+  std::unordered_map<std::string, GangPlan> plans;
+  static inline const char* name = "gang_supervisor";
+};
+using GangSup = caf::stateful_actor<GangSupState>;
+
+caf::behavior gang_sup_behavior(GangSup* self) {
+  // A gang restarted after a crash releases its plan and reports unplaced.
+  auto recover = [=](const std::string& id, const std::string&) {
+    auto& p = self->state.plans[id];
+    return spawn_gang_reservation(self, p.t, p.c, p.queue, true);
+  };
+  self->set_down_handler([=](caf::down_msg& dm) {
+    bool restarted = false;
+    auto id = self->state.children.on_down(self, dm, recover, &restarted);
+    self->state.live.erase(id);
+    if (restarted) self->state.live[id] = self->state.children.find(id);
+    else self->state.plans.erase(id);
+  });
+  on_exit_stop_children(self);
+  return {
+      [=](const Wiring& w) { self->state.w = w; },
+      [=](spawn_atom, const JobTicket& t, const CandidateList& c, const caf::actor& queue) {
+        auto id = policy::hold_id(t.job_id, t.attempt, 0);
+        self->state.plans[id] = GangPlan{t, c, queue};
+        auto a = self->state.children.start(self, id, {}, [=](const std::string&, const std::string&) {
+          return spawn_gang_reservation(self, t, c, queue, false);
+        });
+        self->state.live[id] = a;
+      },
+      [=](stats_atom) { return static_cast<int64_t>(self->state.children.total_restarts()); },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_job_supervisor(caf::actor_system& sys, OutboxPtr out) {
+  return sys.spawn(job_sup_behavior, std::move(out));
+}
+caf::actor spawn_queue_supervisor(caf::actor_system& sys) { return sys.spawn(queue_sup_behavior); }
+caf::actor spawn_node_supervisor(caf::actor_system& sys, OutboxPtr out) {
+  return sys.spawn(node_sup_behavior, std::move(out));
+}
+caf::actor spawn_gang_supervisor(caf::actor_system& sys) { return sys.spawn(gang_sup_behavior); }
+
+}  // namespace troupe
