@@ -1,0 +1,57 @@
+// The CLI's side of the user API (docs/contract.md) over one NATS connection:
+// one method per request subject, each returning a view or an error text.
+// Subjects come from bus/subjects.hpp only.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "bus/nats.hpp"
+#include "gateway/replies.hpp"
+#include "job_spec.pb.h"
+
+namespace troupe::gateway {
+
+inline constexpr const char* kDefaultNatsUrl = "nats://127.0.0.1:4222";
+inline constexpr int kRequestTimeoutMs = 5000;
+
+class Client {
+ public:
+  // Connects once (no retries); nullptr and `error` when it cannot.
+  static std::unique_ptr<Client> connect(const std::string& url, std::string* error,
+                                         const std::string& name = "troupe-cli");
+
+  // Each returns "" on success or what went wrong (timeout, no responders,
+  // the scheduler's {"error"}, an unreadable reply).
+  std::string submit(const pb::JobSpec& spec, std::string* job_id);
+  std::string status(const std::string& team, const std::string& job_id, pb::JobView* out,
+                     std::string* raw_json = nullptr);
+  std::string cancel(const std::string& team, const std::string& job_id, CancelReply* out);
+  std::string logs(const std::string& team, const std::string& job_id, int rank, int64_t offset,
+                   int max_bytes, LogChunk* out);
+  // Every team's jobs when `team` is empty (troupe.sys.jobs).
+  std::string jobs(const std::string& team, pb::JobList* out);
+  std::string nodes(pb::NodeList* out);
+  // The team of `job_id`, looked up in troupe.sys.jobs.
+  std::string find_team(const std::string& job_id, std::string* team);
+  // `team` when given (checked), else find_team.
+  std::string resolve_team(const std::string& given, const std::string& job_id, std::string* team);
+
+  bus::Connection& connection() { return *conn_; }
+  void set_timeout_ms(int ms) { timeout_ms_ = ms; }
+
+ private:
+  explicit Client(bus::ConnectionPtr c) : conn_(std::move(c)) {}
+  // Sends `body` to `subject`; "" and `reply` or the transport error.
+  std::string call(const std::string& subject, const std::string& body, std::string* reply);
+
+  bus::ConnectionPtr conn_;
+  int timeout_ms_ = kRequestTimeoutMs;
+};
+using ClientPtr = std::unique_ptr<Client>;
+
+// Milliseconds since the epoch (wall clock), for ages.
+int64_t now_ms();
+
+}  // namespace troupe::gateway

@@ -1,0 +1,159 @@
+// The request/reply verbs of `troupe`: submit, status, jobs, cancel, logs,
+// nodes (`up` is in up.cpp).
+#include "gateway/commands.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <thread>
+
+#include "gateway/client.hpp"
+#include "gateway/format.hpp"
+#include "messages/names.hpp"
+#include "messages/spec.hpp"
+
+namespace troupe::gateway {
+
+namespace {
+
+int fail(const std::string& what) {
+  std::cerr << "troupe: " << what << "\n";
+  return 1;
+}
+
+ClientPtr open_client(const std::string& url) {
+  std::string err;
+  auto c = Client::connect(url, &err);
+  if (!c) std::cerr << "troupe: " << err << " (start a cluster with `troupe up`, or pass --nats URL)\n";
+  return c;
+}
+
+}  // namespace
+
+int run_submit(const std::string& url, const std::optional<std::string>& file,
+               const SubmitFlags& flags) {
+  std::optional<std::string> text;
+  if (file) {
+    std::ifstream in(*file, std::ios::binary);
+    if (!in) return fail("cannot read " + *file);
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    text = ss.str();
+  }
+  auto built = build_spec(text, flags);
+  if (!built.ok) return fail((file ? *file + ": " : std::string()) + built.error);
+  if (auto err = check_spec(built.spec); !err.empty())
+    return fail("invalid job spec: " + err);
+  auto c = open_client(url);
+  if (!c) return 1;
+  std::string id;
+  if (auto err = c->submit(built.spec, &id); !err.empty()) return fail("submit refused: " + err);
+  std::cout << id << "\n";
+  return 0;
+}
+
+int run_status(const std::string& url, const std::string& job_id, const std::string& team,
+               bool json) {
+  auto c = open_client(url);
+  if (!c) return 1;
+  std::string t;
+  if (auto err = c->resolve_team(team, job_id, &t); !err.empty()) return fail(err);
+  pb::JobView view;
+  std::string raw;
+  if (auto err = c->status(t, job_id, &view, &raw); !err.empty()) return fail(err);
+  if (json)
+    std::cout << raw << "\n";
+  else
+    std::cout << status_text(view, now_ms());
+  return 0;
+}
+
+int run_jobs(const std::string& url, const std::string& team, const std::string& state,
+             bool json) {
+  auto c = open_client(url);
+  if (!c) return 1;
+  pb::JobList list;
+  if (auto err = c->jobs(team, &list); !err.empty()) return fail(err);
+  if (json) {
+    if (!state.empty()) {
+      pb::JobList kept;
+      for (const auto& j : list.jobs())
+        if (j.state() == state) *kept.add_jobs() = j;
+      list = std::move(kept);
+    }
+    std::cout << spec::to_json(list) << "\n";
+  } else {
+    std::cout << jobs_table(list, now_ms(), state);
+  }
+  return 0;
+}
+
+int run_cancel(const std::string& url, const std::string& job_id, const std::string& team) {
+  auto c = open_client(url);
+  if (!c) return 1;
+  std::string t;
+  if (auto err = c->resolve_team(team, job_id, &t); !err.empty()) return fail(err);
+  CancelReply r;
+  if (auto err = c->cancel(t, job_id, &r); !err.empty()) return fail("cancel " + job_id + ": " + err);
+  std::cout << r.state << "\n";
+  return 0;
+}
+
+int run_logs(const std::string& url, const std::string& job_id, const std::string& team, int rank,
+             bool follow) {
+  constexpr int kPage = 64 * 1024;
+  constexpr auto kPoll = std::chrono::milliseconds(200);
+  auto c = open_client(url);
+  if (!c) return 1;
+  std::string t;
+  if (auto err = c->resolve_team(team, job_id, &t); !err.empty()) return fail(err);
+  int64_t offset = 0;
+  bool terminal = false;  // seen terminal: one more read to eof, then stop
+  std::string last_error;
+  for (;;) {
+    LogChunk chunk;
+    std::string err = c->logs(t, job_id, rank, offset, kPage, &chunk);
+    bool at_end = true;
+    if (err.empty()) {
+      if (!chunk.data.empty()) {
+        std::fwrite(chunk.data.data(), 1, chunk.data.size(), stdout);
+        std::fflush(stdout);
+      }
+      at_end = chunk.eof || chunk.data.empty();
+      offset = std::max(offset, chunk.next_offset);
+      if (!at_end) continue;  // next page at once
+      if (!follow) return 0;
+    } else if (!follow) {
+      return fail(err);
+    }
+    // Following: stop once the job is terminal and its log was read to the end.
+    if (terminal) return err.empty() ? 0 : fail(err);
+    pb::JobView view;
+    if (auto serr = c->status(t, job_id, &view); !serr.empty()) return fail(serr);
+    if (names::is_terminal(view.state())) {
+      terminal = true;
+      continue;  // read what the last moments wrote
+    }
+    if (!err.empty() && err != last_error) {
+      std::cerr << "troupe: waiting for logs (" << view.state() << "): " << err << "\n";
+      last_error = err;
+    }
+    std::this_thread::sleep_for(kPoll);
+  }
+}
+
+int run_nodes(const std::string& url, bool json) {
+  auto c = open_client(url);
+  if (!c) return 1;
+  pb::NodeList list;
+  if (auto err = c->nodes(&list); !err.empty()) return fail(err);
+  if (json)
+    std::cout << spec::to_json(list) << "\n";
+  else
+    std::cout << nodes_table(list, now_ms());
+  return 0;
+}
+
+}  // namespace troupe::gateway

@@ -1,0 +1,36 @@
+// The `troupe` verbs. Each returns the process exit code (0 ok, 1 failed),
+// prints results on stdout and errors on stderr. All but run_up expect a
+// bus::Library to exist (main creates it); run_up makes its own, after it has
+// blocked the stop signals.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "gateway/submit_args.hpp"
+
+namespace troupe::gateway {
+
+int run_submit(const std::string& url, const std::optional<std::string>& file,
+               const SubmitFlags& flags);
+int run_status(const std::string& url, const std::string& job_id, const std::string& team,
+               bool json);
+int run_jobs(const std::string& url, const std::string& team, const std::string& state,
+             bool json);
+int run_cancel(const std::string& url, const std::string& job_id, const std::string& team);
+int run_logs(const std::string& url, const std::string& job_id, const std::string& team, int rank,
+             bool follow);
+int run_nodes(const std::string& url, bool json);
+
+struct UpOptions {
+  std::string home;  // "" -> $TROUPE_HOME or ./.troupe
+  int port = 4222;
+  bool demo = true;
+  bool exit_after_demo = false;
+  int nodes = 2;
+  int gpus_per_node = 4;
+  std::string gpu_type = "a100";
+};
+int run_up(const UpOptions& opts);
+
+}  // namespace troupe::gateway

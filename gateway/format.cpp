@@ -1,0 +1,276 @@
+// Text the CLI prints (see format.hpp): tables, ages, status and event lines.
+#include "gateway/format.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <ctime>
+
+#include "messages/names.hpp"
+
+namespace troupe::gateway {
+
+std::string format_age(int64_t ms) {
+  int64_t s = std::max<int64_t>(ms, 0) / 1000;
+  if (s < 60) return std::to_string(s) + "s";
+  if (s < 3600) return std::to_string(s / 60) + "m";
+  if (s < 86400) return std::to_string(s / 3600) + "h";
+  return std::to_string(s / 86400) + "d";
+}
+
+std::string format_duration(int64_t ms) {
+  ms = std::max<int64_t>(ms, 0);
+  char buf[32];
+  if (ms < 1000) {
+    std::snprintf(buf, sizeof buf, "%lldms", static_cast<long long>(ms));
+  } else if (ms < 60'000) {
+    std::snprintf(buf, sizeof buf, "%.1fs", static_cast<double>(ms / 100) / 10.0);
+  } else if (ms < 3'600'000) {
+    std::snprintf(buf, sizeof buf, "%lldm%02llds", static_cast<long long>(ms / 60'000),
+                  static_cast<long long>(ms / 1000 % 60));
+  } else {
+    std::snprintf(buf, sizeof buf, "%lldh%02lldm", static_cast<long long>(ms / 3'600'000),
+                  static_cast<long long>(ms / 60'000 % 60));
+  }
+  return buf;
+}
+
+namespace {
+
+std::tm local_tm(int64_t epoch_ms) {
+  std::time_t t = static_cast<std::time_t>(epoch_ms / 1000);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  return tm;
+}
+
+}  // namespace
+
+std::string format_clock(int64_t epoch_ms, bool millis) {
+  std::tm tm = local_tm(epoch_ms);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%H:%M:%S", &tm);
+  std::string out = buf;
+  if (millis) {
+    std::snprintf(buf, sizeof buf, ".%03d", static_cast<int>(((epoch_ms % 1000) + 1000) % 1000));
+    out += buf;
+  }
+  return out;
+}
+
+std::string format_datetime(int64_t epoch_ms) {
+  std::tm tm = local_tm(epoch_ms);
+  char buf[40];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
+  return buf;
+}
+
+std::string format_memory_mb(int64_t mb) {
+  if (mb <= 0) return "-";
+  char buf[32];
+  if (mb < 1024) {
+    std::snprintf(buf, sizeof buf, "%lldM", static_cast<long long>(mb));
+  } else if (mb < 1024 * 1024) {
+    double g = static_cast<double>(mb) / 1024.0;
+    if (mb % 1024 == 0 || g >= 100)
+      std::snprintf(buf, sizeof buf, "%.0fG", g);
+    else
+      std::snprintf(buf, sizeof buf, "%.1fG", g);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.1fT", static_cast<double>(mb) / (1024.0 * 1024.0));
+  }
+  return buf;
+}
+
+std::string join_ints(const google::protobuf::RepeatedField<int32_t>& v) {
+  std::string out;
+  for (int i = 0; i < v.size(); ++i) {
+    if (i > 0) out += ',';
+    out += std::to_string(v.Get(i));
+  }
+  return out;
+}
+
+std::string render_table(const std::vector<std::string>& header,
+                         const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> width(header.size(), 0);
+  auto measure = [&](const std::vector<std::string>& row) {
+    for (size_t i = 0; i < row.size() && i < width.size(); ++i)
+      width[i] = std::max(width[i], row[i].size());
+  };
+  measure(header);
+  for (const auto& r : rows) measure(r);
+  std::string out;
+  auto emit = [&](const std::vector<std::string>& row) {
+    std::string line;
+    for (size_t i = 0; i < width.size(); ++i) {
+      const std::string cell = i < row.size() ? row[i] : std::string();
+      line += cell;
+      if (i + 1 < width.size()) line += std::string(width[i] - cell.size() + 2, ' ');
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += line;
+    out += '\n';
+  };
+  emit(header);
+  for (const auto& r : rows) emit(r);
+  return out;
+}
+
+namespace {
+
+std::vector<const pb::WorkerPlacement*> by_rank(
+    const google::protobuf::RepeatedPtrField<pb::WorkerPlacement>& p) {
+  std::vector<const pb::WorkerPlacement*> v;
+  for (const auto& w : p) v.push_back(&w);
+  std::stable_sort(v.begin(), v.end(),
+                   [](const auto* a, const auto* b) { return a->rank() < b->rank(); });
+  return v;
+}
+
+}  // namespace
+
+std::string placement_text(const google::protobuf::RepeatedPtrField<pb::WorkerPlacement>& p) {
+  if (p.empty()) return "-";
+  std::string out;
+  for (const auto* w : by_rank(p)) {
+    if (!out.empty()) out += ' ';
+    out += w->node().empty() ? std::string("?") : w->node();
+    if (!w->gpus().empty()) out += "[" + join_ints(w->gpus()) + "]";
+  }
+  return out;
+}
+
+std::string nodes_text(const google::protobuf::RepeatedPtrField<pb::WorkerPlacement>& p) {
+  std::vector<std::string> seen;
+  for (const auto* w : by_rank(p)) {
+    if (w->node().empty()) continue;
+    if (std::find(seen.begin(), seen.end(), w->node()) == seen.end()) seen.push_back(w->node());
+  }
+  if (seen.empty()) return "-";
+  std::string out;
+  for (const auto& n : seen) {
+    if (!out.empty()) out += ',';
+    out += n;
+  }
+  return out;
+}
+
+std::string gpus_text(const pb::JobView& j) {
+  return std::to_string(j.gpus()) + "x" + std::to_string(std::max(j.workers(), 1));
+}
+
+std::string jobs_table(const pb::JobList& jobs, int64_t now_ms, const std::string& state) {
+  std::vector<const pb::JobView*> sorted;
+  for (const auto& j : jobs.jobs())
+    if (state.empty() || j.state() == state) sorted.push_back(&j);
+  std::stable_sort(sorted.begin(), sorted.end(), [](const auto* a, const auto* b) {
+    if (a->submit_ms() != b->submit_ms()) return a->submit_ms() < b->submit_ms();
+    return a->job_id() < b->job_id();
+  });
+  std::vector<std::vector<std::string>> rows;
+  for (const auto* j : sorted) {
+    rows.push_back({j->job_id(), j->team(), j->name().empty() ? "-" : j->name(),
+                    j->kind(), j->state(), gpus_text(*j), nodes_text(j->placement()),
+                    j->submit_ms() > 0 ? format_age(now_ms - j->submit_ms()) : "-"});
+  }
+  return render_table({"ID", "TEAM", "NAME", "KIND", "STATE", "GPUS", "NODE(S)", "AGE"}, rows);
+}
+
+std::string nodes_table(const pb::NodeList& nodes, int64_t now_ms) {
+  std::vector<const pb::NodeView*> sorted;
+  for (const auto& n : nodes.nodes()) sorted.push_back(&n);
+  std::stable_sort(sorted.begin(), sorted.end(),
+                   [](const auto* a, const auto* b) { return a->node() < b->node(); });
+  std::vector<std::vector<std::string>> rows;
+  for (const auto* n : sorted) {
+    rows.push_back({n->node(), n->gpu_type().empty() ? "-" : n->gpu_type(),
+                    std::to_string(n->gpus_free()) + "/" + std::to_string(n->gpus_total()),
+                    std::to_string(n->gpus_reserved()), std::to_string(n->gpus_allocated()),
+                    n->cpus() > 0 ? std::to_string(n->cpus()) : "-",
+                    format_memory_mb(n->memory_mb()), n->alive() ? "alive" : "lost",
+                    n->last_heartbeat_ms() > 0
+                        ? format_age(now_ms - n->last_heartbeat_ms()) + " ago"
+                        : "never"});
+  }
+  return render_table({"NODE", "GPU TYPE", "GPUS", "RESERVED", "ALLOCATED", "CPUS", "MEMORY",
+                       "STATE", "LAST HEARTBEAT"},
+                      rows);
+}
+
+std::string status_text(const pb::JobView& j, int64_t now_ms) {
+  std::vector<std::pair<std::string, std::string>> lines;
+  auto add = [&](const std::string& k, const std::string& v) { lines.emplace_back(k, v); };
+  add("job", j.job_id());
+  if (!j.name().empty()) add("name", j.name());
+  add("team", j.team());
+  add("kind", j.kind());
+  std::string state = j.state();
+  if (j.attempt() > 0) state += " (attempt " + std::to_string(j.attempt()) + ")";
+  add("state", state);
+  if (!j.priority().empty()) add("priority", j.priority());
+  std::string gpus = std::to_string(j.gpus()) + " GPU" + (j.gpus() == 1 ? "" : "s") + " x " +
+                     std::to_string(std::max(j.workers(), 1)) + " worker" +
+                     (std::max(j.workers(), 1) == 1 ? "" : "s");
+  if (!j.gpu_type().empty()) gpus += " (" + j.gpu_type() + ")";
+  add("gpus", gpus);
+  if (j.placement().empty()) {
+    add("placement", "-");
+  } else {
+    bool first = true;
+    for (const auto* w : by_rank(j.placement())) {
+      std::string v = "rank " + std::to_string(w->rank()) + ": " + w->node();
+      if (!w->gpus().empty()) v += " gpus " + join_ints(w->gpus());
+      add(first ? "placement" : "", v);
+      first = false;
+    }
+  }
+  if (j.has_exit_code()) add("exit code", std::to_string(j.exit_code()));
+  if (!j.reason().empty()) add("reason", j.reason());
+  if (j.submit_ms() > 0)
+    add("submitted", format_datetime(j.submit_ms()) + " (" + format_age(now_ms - j.submit_ms()) +
+                         " ago)");
+  if (j.start_ms() > 0) {
+    std::string v = format_datetime(j.start_ms());
+    if (j.submit_ms() > 0) v += " (waited " + format_duration(j.start_ms() - j.submit_ms()) + ")";
+    add("started", v);
+  }
+  if (j.end_ms() > 0) {
+    std::string v = format_datetime(j.end_ms());
+    if (j.start_ms() > 0) v += " (ran " + format_duration(j.end_ms() - j.start_ms()) + ")";
+    add("ended", v);
+  } else if (j.start_ms() > 0 && !names::is_terminal(j.state())) {
+    add("running for", format_duration(now_ms - j.start_ms()));
+  }
+  size_t w = 0;
+  for (const auto& [k, v] : lines) w = std::max(w, k.size());
+  std::string out;
+  for (const auto& [k, v] : lines) {
+    out += k;
+    out += std::string(w - k.size() + 2, ' ');
+    out += v;
+    out += '\n';
+  }
+  return out;
+}
+
+std::string event_line(const pb::JobEvent& e) {
+  std::string when;
+  if (e.ts_ms() > 0)
+    when = format_clock(e.ts_ms(), true);
+  else if (!e.ts().empty())
+    when = e.ts();
+  else
+    when = "-";
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "%-12s  %-16s  %-16s  %-9s", when.c_str(), e.job_id().c_str(),
+                e.name().empty() ? "-" : e.name().c_str(), e.state().c_str());
+  std::string out = buf;
+  if (e.attempt() > 1) out += "  attempt " + std::to_string(e.attempt());
+  if (!e.workers().empty()) out += "  " + placement_text(e.workers());
+  if (e.has_exit_code()) out += "  exit " + std::to_string(e.exit_code());
+  if (!e.reason().empty()) out += "  (" + e.reason() + ")";
+  while (!out.empty() && out.back() == ' ') out.pop_back();
+  return out;
+}
+
+}  // namespace troupe::gateway

@@ -1,0 +1,48 @@
+// Text the CLI prints: ages and durations, tables (jobs, nodes), a job's
+// status, one line per job event. Pure functions over protobuf views and a
+// caller-given "now", so they are unit-tested without NATS or a clock.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "job_spec.pb.h"
+
+namespace troupe::gateway {
+
+// "5s", "3m", "2h", "4d" (floor; negative counts as 0).
+std::string format_age(int64_t ms);
+// "850ms", "2.3s", "3m05s", "1h02m".
+std::string format_duration(int64_t ms);
+// Local wall-clock time "HH:MM:SS" (with ".mmm" when `millis`).
+std::string format_clock(int64_t epoch_ms, bool millis = false);
+// Local date and time "YYYY-MM-DD HH:MM:SS".
+std::string format_datetime(int64_t epoch_ms);
+// "512M", "16G", "1.5T" from mebibytes; "-" for 0.
+std::string format_memory_mb(int64_t mb);
+// "0,1,2,3".
+std::string join_ints(const google::protobuf::RepeatedField<int32_t>& v);
+
+// Columns padded to the widest cell, two spaces apart, no trailing blanks.
+std::string render_table(const std::vector<std::string>& header,
+                         const std::vector<std::vector<std::string>>& rows);
+
+// "node-1[0,1] node-2[0,1]" (ranks in order; "-" when there is no placement).
+std::string placement_text(const google::protobuf::RepeatedPtrField<pb::WorkerPlacement>& p);
+// Distinct node names in rank order, comma-separated ("-" when none).
+std::string nodes_text(const google::protobuf::RepeatedPtrField<pb::WorkerPlacement>& p);
+// "4x2" (GPUs per worker x workers; workers 0 counts as 1).
+std::string gpus_text(const pb::JobView& j);
+
+// `troupe jobs`: ID TEAM NAME KIND STATE GPUS NODE(S) AGE, oldest first.
+// An empty `state` shows every job.
+std::string jobs_table(const pb::JobList& jobs, int64_t now_ms, const std::string& state = {});
+// `troupe nodes`: NODE GPU TYPE GPUS(free/total) RESERVED ALLOCATED CPUS MEMORY STATE LAST HEARTBEAT.
+std::string nodes_table(const pb::NodeList& nodes, int64_t now_ms);
+// `troupe status`: one "key  value" line per field that is known.
+std::string status_text(const pb::JobView& j, int64_t now_ms);
+// One line per event: time, job, name, state, placement, exit code and reason.
+std::string event_line(const pb::JobEvent& e);
+
+}  // namespace troupe::gateway

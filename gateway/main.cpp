@@ -1,0 +1,148 @@
+// main() of the `troupe` CLI: parses the command line (CLI11) and runs one
+// verb from gateway/commands.hpp. Nothing else lives here.
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "bus/nats.hpp"
+#include "gateway/client.hpp"
+#include "gateway/commands.hpp"
+#include "gateway/submit_args.hpp"
+
+namespace gw = troupe::gateway;
+
+int main(int argc, char** argv) {
+  // Everything after the first "--" is the job's command (troupe submit).
+  auto split = gw::split_at_dashdash(argc, argv);
+  std::vector<const char*> args;
+  for (const auto& a : split.options) args.push_back(a.c_str());
+
+  CLI::App app{"troupe: submit and watch GPU jobs on a Troupe cluster, or run one locally"};
+  app.require_subcommand(1);
+  app.fallthrough();
+  std::string url = gw::kDefaultNatsUrl;
+  app.add_option("--nats", url, "NATS server URL")->envname("TROUPE_NATS")->capture_default_str();
+
+  // submit
+  auto* submit = app.add_subcommand("submit", "Submit a job from a spec file and/or flags (command after --)");
+  std::string file;
+  gw::SubmitFlags flags;
+  std::string team, name, kind, gpu_type, priority, idem;
+  int gpus = 0, workers = 0, max_retries = 0, cpus = 0;
+  long long max_runtime = 0, memory_mb = 0;
+  auto* o_file = submit->add_option("file", file, "job spec (YAML or JSON)");
+  auto* o_team = submit->add_option("--team", team, "team (queue) the job belongs to");
+  auto* o_name = submit->add_option("--name", name, "job name");
+  auto* o_kind = submit->add_option("--kind", kind, "training | inference | evaluation");
+  auto* o_gpus = submit->add_option("--gpus", gpus, "GPUs per worker");
+  auto* o_type = submit->add_option("--gpu-type", gpu_type, "GPU type (e.g. a100); empty: any");
+  auto* o_workers = submit->add_option("--workers", workers, "workers (> 1: a gang, all-or-nothing)");
+  auto* o_cpus = submit->add_option("--cpus", cpus, "CPUs per worker");
+  auto* o_mem = submit->add_option("--memory-mb", memory_mb, "memory per worker (MiB)");
+  auto* o_prio = submit->add_option("--priority", priority, "high | normal | low");
+  auto* o_runtime = submit->add_option("--max-runtime", max_runtime, "seconds before it is stopped");
+  auto* o_retries = submit->add_option("--max-retries", max_retries, "retries after a failure");
+  submit->add_option("--env", flags.env, "KEY=VALUE (repeatable)");
+  auto* o_idem = submit->add_option("--idempotency-key", idem,
+                                    "same key twice: same job id, runs once");
+
+  // status
+  auto* status = app.add_subcommand("status", "Show one job");
+  std::string job_id, job_team;
+  bool json = false;
+  status->add_option("id", job_id, "job id")->required();
+  status->add_option("--team", job_team, "the job's team (else looked up)");
+  status->add_flag("--json", json, "print the JobView JSON");
+
+  // jobs
+  auto* jobs = app.add_subcommand("jobs", "List jobs (every team unless --team)");
+  std::string state;
+  bool all = false;
+  jobs->add_option("--team", job_team, "only this team's jobs");
+  jobs->add_flag("--all", all, "every team's jobs (the default without --team)");
+  jobs->add_option("--state", state, "only jobs in this state (queued, running, failed, ...)");
+  jobs->add_flag("--json", json, "print the JobList JSON");
+
+  // cancel
+  auto* cancel = app.add_subcommand("cancel", "Cancel a job; prints its new state");
+  cancel->add_option("id", job_id, "job id")->required();
+  cancel->add_option("--team", job_team, "the job's team (else looked up)");
+
+  // logs
+  auto* logs = app.add_subcommand("logs", "Print a job's output (one rank)");
+  int rank = 0;
+  bool follow = false;
+  logs->add_option("id", job_id, "job id")->required();
+  logs->add_option("--team", job_team, "the job's team (else looked up)");
+  logs->add_option("--rank", rank, "worker rank")->capture_default_str();
+  logs->add_flag("-f,--follow", follow, "keep printing until the job ends");
+
+  // nodes
+  auto* nodes = app.add_subcommand("nodes", "List the cluster's nodes");
+  nodes->add_flag("--json", json, "print the NodeList JSON");
+
+  // up
+  auto* up = app.add_subcommand("up", "Run a local cluster (nats-server, scheduler, 2 nodes) and a demo");
+  gw::UpOptions upo;
+  bool no_demo = false;
+  up->add_option("--home", upo.home, "state and logs directory (default $TROUPE_HOME or ./.troupe)");
+  up->add_flag("--no-demo", no_demo, "start the cluster only");
+  up->add_flag("--exit-after-demo", upo.exit_after_demo, "stop after the demo (exit 1 if it misbehaved)");
+  up->add_option("--port", upo.port, "NATS port")->capture_default_str();
+
+  try {
+    app.parse(static_cast<int>(args.size()), args.data());
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  if (split.had_dashdash && !submit->parsed()) {
+    std::cerr << "troupe: only `troupe submit` takes a command after --\n";
+    return 2;
+  }
+
+  if (up->parsed()) {
+    upo.demo = !no_demo;
+    if (no_demo && upo.exit_after_demo) {
+      std::cerr << "troupe up: --exit-after-demo needs the demo (drop --no-demo)\n";
+      return 2;
+    }
+    return gw::run_up(upo);
+  }
+
+  troupe::bus::Library lib;
+  if (submit->parsed()) {
+    if (o_team->count()) flags.team = team;
+    if (o_name->count()) flags.name = name;
+    if (o_kind->count()) flags.kind = kind;
+    if (o_gpus->count()) flags.gpus = gpus;
+    if (o_type->count()) flags.gpu_type = gpu_type;
+    if (o_workers->count()) flags.workers = workers;
+    if (o_cpus->count()) flags.cpus = cpus;
+    if (o_mem->count()) flags.memory_mb = memory_mb;
+    if (o_prio->count()) flags.priority = priority;
+    if (o_runtime->count()) flags.max_runtime_s = max_runtime;
+    if (o_retries->count()) flags.max_retries = max_retries;
+    if (o_idem->count()) flags.idempotency_key = idem;
+    flags.command = split.command;
+    if (!o_file->count() && split.command.empty()) {
+      std::cerr << "troupe submit: give a spec file, or a command after -- (see troupe submit --help)\n";
+      return 2;
+    }
+    return gw::run_submit(url, o_file->count() ? std::optional<std::string>(file) : std::nullopt,
+                          flags);
+  }
+  if (status->parsed()) return gw::run_status(url, job_id, job_team, json);
+  if (jobs->parsed()) {
+    if (all && !job_team.empty()) {
+      std::cerr << "troupe jobs: --all and --team exclude each other\n";
+      return 2;
+    }
+    return gw::run_jobs(url, job_team, state, json);
+  }
+  if (cancel->parsed()) return gw::run_cancel(url, job_id, job_team);
+  if (logs->parsed()) return gw::run_logs(url, job_id, job_team, rank, follow);
+  if (nodes->parsed()) return gw::run_nodes(url, json);
+  return 2;
+}

@@ -1,0 +1,128 @@
+// Request bodies and reply parsing for the CLI (see replies.hpp).
+#include "gateway/replies.hpp"
+
+#include <google/protobuf/util/json_util.h>
+#include <nlohmann/json.hpp>
+
+namespace troupe::gateway {
+
+using nlohmann::json;
+
+std::string job_request(const std::string& job_id) { return json{{"job_id", job_id}}.dump(); }
+
+std::string logs_request(const std::string& job_id, int rank, int64_t offset, int max_bytes) {
+  return json{{"job_id", job_id}, {"rank", rank}, {"offset", offset}, {"max_bytes", max_bytes}}
+      .dump();
+}
+
+namespace {
+
+// Parses `body` as a JSON object; nullopt when it is not one.
+std::optional<json> object(std::string_view body) {
+  json j = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return std::nullopt;
+  return j;
+}
+
+std::string short_body(std::string_view body) {
+  std::string s(body.substr(0, 200));
+  if (body.size() > 200) s += "...";
+  return s;
+}
+
+int64_t as_int(const json& v) {
+  if (v.is_number_integer()) return v.get<int64_t>();
+  if (v.is_number()) return static_cast<int64_t>(v.get<double>());
+  if (v.is_string()) {  // protobuf JSON prints int64 as a string
+    try {
+      return std::stoll(v.get<std::string>());
+    } catch (const std::exception&) {
+      return 0;
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+std::optional<std::string> reply_error(std::string_view body) {
+  auto j = object(body);
+  if (!j || !j->contains("error")) return std::nullopt;
+  const json& e = (*j)["error"];
+  if (e.is_string()) return e.get<std::string>();
+  return e.dump();
+}
+
+std::string parse_view(std::string_view body, google::protobuf::Message& m) {
+  if (auto err = reply_error(body)) return *err;
+  google::protobuf::util::JsonParseOptions opts;
+  opts.ignore_unknown_fields = true;
+  auto st = google::protobuf::util::JsonStringToMessage(
+      google::protobuf::StringPiece(body.data(), body.size()), &m, opts);
+  if (st.ok()) return {};
+  return "unreadable reply (" + std::string(st.message()) + "): " + short_body(body);
+}
+
+SubmitReply parse_submit_reply(std::string_view body) {
+  SubmitReply r;
+  auto j = object(body);
+  if (!j) {
+    r.error = "unreadable submit reply: " + short_body(body);
+  } else if (j->contains("error")) {
+    r.error = *reply_error(body);
+  } else if (j->contains("job_id") && (*j)["job_id"].is_string() &&
+             !(*j)["job_id"].get<std::string>().empty()) {
+    r.job_id = (*j)["job_id"].get<std::string>();
+  } else {
+    r.error = "submit reply has no job_id: " + short_body(body);
+  }
+  return r;
+}
+
+CancelReply parse_cancel_reply(std::string_view body) {
+  CancelReply r;
+  auto j = object(body);
+  if (!j) {
+    r.error = "unreadable cancel reply: " + short_body(body);
+    return r;
+  }
+  if (j->contains("error")) {
+    r.error = *reply_error(body);
+    return r;
+  }
+  if (auto it = j->find("job_id"); it != j->end() && it->is_string()) r.job_id = it->get<std::string>();
+  if (auto it = j->find("state"); it != j->end() && it->is_string()) r.state = it->get<std::string>();
+  if (r.state.empty()) r.error = "cancel reply has no state: " + short_body(body);
+  return r;
+}
+
+LogChunk parse_log_reply(std::string_view body, int64_t requested_offset) {
+  LogChunk c;
+  c.next_offset = requested_offset;
+  auto j = object(body);
+  if (!j) {
+    c.error = "unreadable logs reply: " + short_body(body);
+    return c;
+  }
+  if (j->contains("error")) {
+    c.error = *reply_error(body);
+    return c;
+  }
+  if (auto it = j->find("data"); it != j->end() && it->is_string()) c.data = it->get<std::string>();
+  if (auto it = j->find("eof"); it != j->end() && it->is_boolean()) c.eof = it->get<bool>();
+  if (auto it = j->find("size"); it != j->end()) c.size = as_int(*it);
+  int64_t bytes = static_cast<int64_t>(c.data.size());
+  int64_t off = requested_offset;
+  bool has_off = false;
+  if (auto it = j->find("offset"); it != j->end()) {
+    off = as_int(*it);
+    has_off = true;
+  }
+  if (has_off && off > requested_offset)
+    c.next_offset = off;  // the end of this page
+  else
+    c.next_offset = (has_off ? off : requested_offset) + bytes;  // off was the start
+  return c;
+}
+
+}  // namespace troupe::gateway

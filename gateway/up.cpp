@@ -1,0 +1,474 @@
+// `troupe up`: a local cluster of real processes (nats-server with JetStream,
+// troupe-scheduler, two troupe-node agents), the demo that shows jobs moving
+// through their states, and an orderly shutdown on Ctrl-C / SIGTERM.
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <deque>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <set>
+#include <sstream>
+
+#include <unistd.h>
+
+#include "bus/nats.hpp"
+#include "bus/subjects.hpp"
+#include "gateway/client.hpp"
+#include "gateway/commands.hpp"
+#include "gateway/demo.hpp"
+#include "gateway/format.hpp"
+#include "gateway/process.hpp"
+#include "messages/names.hpp"
+#include "messages/spec.hpp"
+
+namespace troupe::gateway {
+
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+constexpr auto kNatsDeadline = std::chrono::seconds(10);
+constexpr auto kNodesDeadline = std::chrono::seconds(15);
+constexpr auto kDemoDeadline = std::chrono::seconds(90);
+constexpr auto kStopGrace = std::chrono::seconds(5);
+
+// How a wait ended: done, deadline, a stop signal, or a child process died.
+enum class Wait { ok, timeout, signal, child_died };
+
+// The cluster's processes, stopped in reverse start order.
+class Cluster {
+ public:
+  ~Cluster() { stop(); }
+  bool start(const std::string& name, const std::vector<std::string>& argv,
+             const std::string& log_dir) {
+    std::string err;
+    auto c = Child::start(name, argv, log_dir + "/" + name + ".log", &err);
+    if (!c) {
+      std::cerr << "troupe up: " << err << "\n";
+      return false;
+    }
+    std::cout << "  started " << name << " (pid " << c->pid() << "), log " << c->log_path()
+              << "\n";
+    children_.push_back(std::move(*c));
+    return true;
+  }
+  // The first child not in `ignore` that is no longer running, or nullptr.
+  Child* dead(const std::set<std::string>& ignore = {}) {
+    for (auto& c : children_)
+      if (ignore.count(c.name()) == 0 && !c.running()) return &c;
+    return nullptr;
+  }
+  void stop() {
+    if (children_.empty()) return;
+    std::cout << "Stopping the cluster...\n";
+    for (auto it = children_.rbegin(); it != children_.rend(); ++it) {
+      bool was_running = it->running();
+      bool clean = it->stop(kStopGrace);
+      std::cout << "  " << it->name() << ": "
+                << (was_running ? (clean ? "stopped" : "killed after " +
+                                                           std::to_string(kStopGrace.count()) +
+                                                           " s")
+                                : it->exit_text())
+                << "\n";
+    }
+    children_.clear();
+  }
+ private:
+  std::vector<Child> children_;
+};
+
+std::string describe_death(Child& c) {
+  std::string s = c.name() + " " + c.exit_text() + "; last lines of " + c.log_path() + ":\n" +
+                  tail_file(c.log_path(), 15);
+  return s;
+}
+
+// JobEvent JSON from the NATS thread to the main thread.
+class EventQueue {
+ public:
+  void push(std::string s) {
+    std::lock_guard<std::mutex> lock(mu_);
+    q_.push_back(std::move(s));
+  }
+  std::deque<std::string> drain() {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::deque<std::string> out;
+    out.swap(q_);
+    return out;
+  }
+
+ private:
+  std::mutex mu_;
+  std::deque<std::string> q_;
+};
+
+std::string run_tag() {
+  std::ostringstream ss;
+  ss << std::hex << now_ms() << "-" << ::getpid();
+  return ss.str();
+}
+
+std::string home_dir(const UpOptions& o) {
+  std::string h = o.home;
+  if (h.empty()) {
+    const char* env = std::getenv("TROUPE_HOME");
+    h = env != nullptr && *env != '\0' ? env : "./.troupe";
+  }
+  std::error_code ec;
+  fs::path p = fs::absolute(h, ec);
+  return (ec ? fs::path(h) : p).lexically_normal().string();
+}
+
+// Connects to NATS, retrying until the deadline.
+Wait connect_nats(const std::string& url, SignalWatch& sig, Cluster& cluster, ClientPtr* out,
+                  std::string* last_error) {
+  auto deadline = Clock::now() + kNatsDeadline;
+  while (Clock::now() < deadline) {
+    if (auto c = Client::connect(url, last_error, "troupe-up")) {
+      *out = std::move(c);
+      return Wait::ok;
+    }
+    if (cluster.dead() != nullptr) return Wait::child_died;
+    if (sig.wait(milliseconds(200)) != 0) return Wait::signal;
+  }
+  return Wait::timeout;
+}
+
+Wait wait_for_nodes(Client& client, int want, SignalWatch& sig, Cluster& cluster,
+                    std::string* last) {
+  auto deadline = Clock::now() + kNodesDeadline;
+  client.set_timeout_ms(1000);
+  Wait result = Wait::timeout;
+  while (Clock::now() < deadline) {
+    pb::NodeList nodes;
+    std::string err = client.nodes(&nodes);
+    if (err.empty()) {
+      int alive = 0;
+      for (const auto& n : nodes.nodes()) alive += n.alive() ? 1 : 0;
+      *last = std::to_string(alive) + " of " + std::to_string(want) + " nodes alive";
+      if (alive >= want) {
+        result = Wait::ok;
+        break;
+      }
+    } else {
+      *last = err;
+    }
+    if (cluster.dead() != nullptr) {
+      result = Wait::child_died;
+      break;
+    }
+    if (sig.wait(milliseconds(250)) != 0) {
+      result = Wait::signal;
+      break;
+    }
+  }
+  client.set_timeout_ms(kRequestTimeoutMs);
+  return result;
+}
+
+// Submits the demo, prints events as they come, then a summary. 0 when every
+// job ended as expected; 1 otherwise; 130 on Ctrl-C.
+int run_demo(Client& client, const UpOptions& o, SignalWatch& sig, Cluster& cluster) {
+  EventQueue events;
+  auto sub = client.connection().subscribe(subjects::kAllEvents, [&events](Inbound&& m) {
+    events.push(std::string(m.data.begin(), m.data.end()));
+  });
+  client.connection().flush();
+
+  auto jobs = demo_jobs(o.gpu_type, run_tag());
+  std::vector<std::string> problems;
+  std::vector<std::string> ids;
+  std::cout << "\nDemo: submitting " << jobs.size() << " jobs\n";
+  for (const auto& j : jobs) {
+    std::string id;
+    if (auto err = client.submit(j.spec, &id); !err.empty()) {
+      std::cerr << "troupe up: submitting " << j.spec.name() << " failed: " << err << "\n";
+      problems.push_back(j.spec.name() + ": submit failed: " + err);
+      ids.emplace_back();
+      continue;
+    }
+    char line[200];
+    std::snprintf(line, sizeof line, "  %-16s  %-26s  %-10s  %dx%d GPUs", id.c_str(),
+                  (j.spec.team() + "/" + j.spec.name()).c_str(), j.spec.kind().c_str(),
+                  j.spec.resources().gpus(), j.spec.workers());
+    std::cout << line << "\n";
+    ids.push_back(id);
+  }
+  // Idempotency: the same key again must give the same job, which runs once.
+  if (!ids.empty() && !ids[0].empty()) {
+    std::string again;
+    if (auto err = client.submit(jobs[0].spec, &again); !err.empty()) {
+      problems.push_back("resubmitting " + jobs[0].spec.name() + " with its key failed: " + err);
+    } else if (again != ids[0]) {
+      problems.push_back("resubmitting " + jobs[0].spec.name() + " with the same idempotency key "
+                         "gave a new job " + again + " (expected " + ids[0] + ")");
+    } else {
+      std::cout << "  resubmitted " << jobs[0].spec.name()
+                << " with the same idempotency key: same id " << again << " (runs once)\n";
+    }
+  }
+
+  std::set<std::string> mine;
+  std::map<std::string, size_t> index;  // job id -> position in `jobs`
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i].empty()) continue;
+    mine.insert(ids[i]);
+    index[ids[i]] = i;
+  }
+  std::map<std::string, std::string> state;  // job id -> last known state
+  auto all_terminal = [&] {
+    for (const auto& id : mine) {
+      auto it = state.find(id);
+      if (it == state.end() || !names::is_terminal(it->second)) return false;
+    }
+    return true;
+  };
+
+  std::cout << "\nLive events (troupe.*.events.>):\n";
+  auto deadline = Clock::now() + kDemoDeadline;
+  auto next_poll = Clock::now() + std::chrono::seconds(1);
+  int rc = 0;
+  while (!mine.empty()) {
+    for (const auto& body : events.drain()) {
+      pb::JobEvent ev;
+      if (!parse_view(body, ev).empty() || mine.count(ev.job_id()) == 0) continue;
+      std::cout << "  " << event_line(ev) << "\n";
+      state[ev.job_id()] = ev.state();
+    }
+    std::cout.flush();
+    if (all_terminal()) break;
+    // Events are the display; status polling makes the end certain even if
+    // an event were missed.
+    if (Clock::now() >= next_poll) {
+      for (const auto& id : mine) {
+        if (names::is_terminal(state[id])) continue;
+        pb::JobView v;
+        const std::string& team = jobs[index.at(id)].spec.team();
+        if (client.status(team, id, &v).empty() && names::is_terminal(v.state()))
+          state[id] = v.state();
+      }
+      next_poll = Clock::now() + std::chrono::seconds(1);
+      if (all_terminal()) {
+        // Let the last events arrive so they are shown.
+        sig.wait(milliseconds(300));
+        continue;
+      }
+    }
+    if (Clock::now() >= deadline) {
+      problems.push_back("jobs still not finished after " +
+                         std::to_string(kDemoDeadline.count()) + " s");
+      break;
+    }
+    if (Child* d = cluster.dead()) {
+      std::cerr << "troupe up: " << describe_death(*d);
+      problems.push_back(d->name() + " " + d->exit_text());
+      break;
+    }
+    if (sig.wait(milliseconds(100)) != 0) {
+      rc = 130;
+      break;
+    }
+  }
+  sub.reset();
+  if (rc == 130) return rc;
+
+  std::vector<pb::JobView> views;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    pb::JobView v;
+    if (!ids[i].empty()) {
+      if (auto err = client.status(jobs[i].spec.team(), ids[i], &v); !err.empty())
+        problems.push_back(jobs[i].spec.name() + ": status failed: " + err);
+    }
+    views.push_back(v);
+  }
+  std::cout << "\nSummary\n" << demo_summary(views);
+
+  // What the processes wrote: the gang's ranks and the failing job.
+  auto show_log = [&](size_t i, int rank) {
+    if (i >= ids.size() || ids[i].empty()) return;
+    LogChunk chunk;
+    std::string err = client.logs(jobs[i].spec.team(), ids[i], rank, 0, 4096, &chunk);
+    std::cout << "\n  troupe logs " << ids[i] << " --rank " << rank << "   (" << jobs[i].spec.name()
+              << ")\n";
+    if (!err.empty()) {
+      std::cout << "    (no logs: " << err << ")\n";
+      return;
+    }
+    std::istringstream in(chunk.data);
+    for (std::string line; std::getline(in, line);) std::cout << "    " << line << "\n";
+  };
+  std::cout << "\nOutput of some jobs:";
+  show_log(0, 0);
+  show_log(0, 1);
+  show_log(jobs.size() - 1, 0);
+
+  for (const auto& p : demo_problems(jobs, views)) problems.push_back(p);
+  if (problems.empty()) {
+    std::cout << "\nDemo OK: every job ended as expected (eval-broken failed on purpose with exit "
+                 "code 3).\n";
+    return 0;
+  }
+  std::cout << "\nDemo did NOT behave:\n";
+  for (const auto& p : problems) std::cout << "  - " << p << "\n";
+  return 1;
+}
+
+}  // namespace
+
+int run_up(const UpOptions& o) {
+  SignalWatch sig;  // before any thread exists, so every thread blocks SIGINT/SIGTERM
+  bus::Library lib;
+
+  if (o.port < 1 || o.port > 65535) {
+    std::cerr << "troupe up: --port must be in 1..65535\n";
+    return 2;
+  }
+  const std::string home = home_dir(o);
+  const std::string logs = home + "/logs";
+  const std::string url = "nats://127.0.0.1:" + std::to_string(o.port);
+  std::error_code ec;
+  for (const auto& d : {home + "/nats", logs, home + "/nodes"}) {
+    fs::create_directories(d, ec);
+    if (ec) {
+      std::cerr << "troupe up: cannot create " << d << ": " << ec.message() << "\n";
+      return 1;
+    }
+  }
+
+  const std::string nats = find_binary("nats-server", {"/usr/sbin", "/usr/local/sbin",
+                                                       "/usr/local/bin", "/usr/bin"});
+  const std::string scheduler = find_binary("troupe-scheduler");
+  const std::string node = find_binary("troupe-node");
+  bool missing = false;
+  if (nats.empty()) {
+    std::cerr << "troupe up: nats-server not found (in $PATH or /usr/sbin); run scripts/setup.sh\n";
+    missing = true;
+  }
+  for (const auto& [name, path] : {std::pair{"troupe-scheduler", scheduler},
+                                   std::pair{"troupe-node", node}}) {
+    if (path.empty()) {
+      std::cerr << "troupe up: " << name << " not found next to this troupe (" << self_dir()
+                << ") nor in $PATH; build the whole project (cmake --build build)\n";
+      missing = true;
+    }
+  }
+  if (missing) return 1;
+
+  std::string why;
+  if (!port_free(o.port, &why)) {
+    std::cerr << "troupe up: port " << o.port << " on 127.0.0.1 is already in use (" << why
+              << "): another nats-server or `troupe up` is running there. Stop it, or use "
+                 "--port N (then pass --nats nats://127.0.0.1:N to troupe).\n";
+    return 1;
+  }
+
+  std::cout << "Starting a local Troupe cluster in " << home << "\n";
+  Cluster cluster;
+  auto failed = [&](const std::string& what) {
+    std::cerr << "troupe up: " << what << "\n";
+    cluster.stop();
+    return 1;
+  };
+  auto ended = [&](Wait w, const std::string& what) {
+    if (w == Wait::signal) {
+      cluster.stop();
+      return 130;
+    }
+    if (w == Wait::child_died) {
+      Child* d = cluster.dead();
+      return failed(d != nullptr ? describe_death(*d) : what);
+    }
+    return failed(what);
+  };
+
+  if (!cluster.start("nats-server",
+                     {nats, "-js", "-a", "127.0.0.1", "-p", std::to_string(o.port), "-sd",
+                      home + "/nats"},
+                     logs))
+    return failed("cannot start nats-server");
+  ClientPtr client;
+  std::string err;
+  if (auto w = connect_nats(url, sig, cluster, &client, &err); w != Wait::ok)
+    return ended(w, "NATS at " + url + " did not answer within " +
+                        std::to_string(kNatsDeadline.count()) + " s (" + err + "); see " + logs +
+                        "/nats-server.log");
+
+  if (!cluster.start("scheduler", {scheduler, "--nats", url}, logs))
+    return failed("cannot start troupe-scheduler");
+  std::vector<std::string> node_logs;
+  for (int i = 1; i <= o.nodes; ++i) {
+    std::string name = "node-" + std::to_string(i);
+    std::string state_dir = home + "/nodes/" + name;
+    fs::create_directories(state_dir, ec);
+    if (!cluster.start(name,
+                       {node, "--nats", url, "--name", name, "--gpus",
+                        std::to_string(o.gpus_per_node), "--gpu-type", o.gpu_type, "--state-dir",
+                        state_dir},
+                       logs))
+      return failed("cannot start troupe-node " + name);
+    node_logs.push_back(logs + "/" + name + ".log");
+  }
+  std::string last;
+  if (auto w = wait_for_nodes(*client, o.nodes, sig, cluster, &last); w != Wait::ok) {
+    std::string files = logs + "/scheduler.log";
+    for (const auto& f : node_logs) files += ", " + f;
+    return ended(w, "the cluster did not come up within " + std::to_string(kNodesDeadline.count()) +
+                        " s: troupe.sys.nodes did not show " + std::to_string(o.nodes) +
+                        " alive nodes (last: " + last + "). See " + files);
+  }
+  std::cout << "Cluster up: NATS " << url << ", " << o.nodes << " nodes x " << o.gpus_per_node
+            << " " << o.gpu_type << " GPUs\n\n";
+  pb::NodeList nodes;
+  if (client->nodes(&nodes).empty()) std::cout << nodes_table(nodes, now_ms());
+
+  int demo_rc = 0;
+  if (o.demo) {
+    demo_rc = run_demo(*client, o, sig, cluster);
+    if (demo_rc == 130) {
+      client.reset();
+      cluster.stop();
+      return 130;
+    }
+  }
+  if (o.exit_after_demo) {
+    client.reset();
+    cluster.stop();
+    return demo_rc;
+  }
+
+  const std::string self = self_dir() + "/troupe";
+  std::cout << "\nThe cluster is running. From another terminal:\n"
+            << "  export TROUPE_NATS=" << url << "\n"
+            << "  " << self << " nodes\n"
+            << "  " << self << " jobs\n"
+            << "  " << self
+            << " submit --team demo --kind training --gpus 1 --gpu-type " << o.gpu_type
+            << " -- sh -c 'echo hello from $TROUPE_JOB_ID; sleep 5'\n"
+            << "  " << self << " status <job-id>      " << self << " logs -f <job-id>\n"
+            << "  (or pass --nats " << url << " to each command)\n"
+            << "Logs of the cluster's processes: " << logs << "/\n"
+            << "Press Ctrl-C to stop.\n";
+  std::cout.flush();
+  int rc = 0;
+  std::set<std::string> reported;
+  while (sig.wait(milliseconds(500)) == 0) {
+    if (Child* d = cluster.dead(reported)) {
+      reported.insert(d->name());
+      std::cerr << "troupe up: " << describe_death(*d);
+      if (d->name() == "nats-server") {
+        rc = 1;
+        break;
+      }
+    }
+  }
+  client.reset();
+  cluster.stop();
+  return rc;
+}
+
+}  // namespace troupe::gateway
