@@ -1,0 +1,668 @@
+#include "harness.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <thread>
+
+#define CATCH_CONFIG_EXTERNAL_INTERFACES
+#include <catch2/catch.hpp>
+
+#include "bus/subjects.hpp"
+#include "messages/names.hpp"
+
+extern char** environ;
+
+namespace troupe::it {
+
+namespace fs = std::filesystem;
+
+// --- test outcome ---------------------------------------------------------------
+
+namespace {
+
+std::atomic<bool> g_test_failed{false};
+
+// Sees every assertion of the running test case, so that destructors (which
+// cannot ask Catch) know whether to keep the directory and print the logs.
+struct FailureListener : Catch::TestEventListenerBase {
+  using TestEventListenerBase::TestEventListenerBase;
+  void testCaseStarting(Catch::TestCaseInfo const& info) override {
+    g_test_failed = false;
+    TestEventListenerBase::testCaseStarting(info);
+  }
+  bool assertionEnded(Catch::AssertionStats const& stats) override {
+    if (!stats.assertionResult.isOk()) g_test_failed = true;
+    return true;
+  }
+};
+
+CATCH_REGISTER_LISTENER(FailureListener)
+
+}  // namespace
+
+bool current_test_failed() {
+  return g_test_failed || std::uncaught_exceptions() > 0;
+}
+
+// --- small helpers ------------------------------------------------------------
+
+std::string bin_dir() {
+  return TROUPE_BIN_DIR;
+}
+std::string nats_server_path() {
+  return TROUPE_NATS_SERVER;
+}
+
+int free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return 0;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  int port = 0;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
+    socklen_t len = sizeof a;
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) port = ntohs(a.sin_port);
+  }
+  ::close(fd);
+  return port;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return {};
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string tail_file(const std::string& path, size_t max_lines) {
+  std::string s = read_file(path);
+  if (s.size() > 64 * 1024) s = s.substr(s.size() - 64 * 1024);
+  size_t lines = 0;
+  size_t pos = s.size();
+  if (pos > 0 && s[pos - 1] == '\n') --pos;
+  while (pos > 0) {
+    if (s[pos - 1] == '\n' && ++lines >= max_lines) break;
+    --pos;
+  }
+  return s.substr(pos);
+}
+
+namespace {
+
+bus::Library& library() {
+  static bus::Library lib;
+  return lib;
+}
+
+bool is_executable(const std::string& path) {
+  return ::access(path.c_str(), X_OK) == 0;
+}
+
+}  // namespace
+
+// --- TmpDir / FailureDump -----------------------------------------------------------
+
+TmpDir::TmpDir(const std::string& prefix) {
+  std::string tmpl = (fs::temp_directory_path() / (prefix + "-XXXXXX")).string();
+  std::vector<char> buf(tmpl.begin(), tmpl.end());
+  buf.push_back('\0');
+  if (::mkdtemp(buf.data()) == nullptr)
+    throw std::runtime_error("mkdtemp failed: " + std::string(std::strerror(errno)));
+  path_ = buf.data();
+}
+
+TmpDir::~TmpDir() {
+  if (current_test_failed()) {
+    std::cerr << "[harness] test failed: keeping " << path_ << "\n";
+    return;
+  }
+  std::error_code ec;
+  fs::remove_all(path_, ec);
+}
+
+FailureDump::~FailureDump() {
+  if (current_test_failed()) print();
+}
+
+void FailureDump::add(const std::string& label, const std::string& path) {
+  files_.emplace_back(label, path);
+}
+
+void FailureDump::print() const {
+  for (const auto& [label, path] : files_) {
+    std::string t = tail_file(path, 60);
+    std::cerr << "----- " << label << " (" << path << ")" << (t.empty() ? " [empty]" : "")
+              << " -----\n"
+              << t;
+    if (!t.empty() && t.back() != '\n') std::cerr << "\n";
+  }
+  if (!files_.empty()) std::cerr << "----- end of process logs -----\n";
+}
+
+// --- Process ------------------------------------------------------------------------
+
+Process::Process(std::string name, std::vector<std::string> argv, const std::string& out_path,
+                 const std::string& err_path, const std::vector<std::string>& env)
+    : name_(std::move(name)), argv_(std::move(argv)), out_(out_path), err_(err_path) {
+  if (argv_.empty()) throw std::runtime_error("Process: empty argv");
+
+  std::vector<std::string> envs;
+  std::string path_value = bin_dir() + ":/usr/sbin:/usr/bin:/sbin:/bin";
+  if (const char* p = std::getenv("PATH")) path_value = bin_dir() + ":" + p + ":/usr/sbin";
+  auto key_of = [](const std::string& kv) { return kv.substr(0, kv.find('=')); };
+  std::vector<std::string> override_keys = {"PATH"};
+  for (const auto& kv : env) override_keys.push_back(key_of(kv));
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    std::string kv(*e);
+    bool overridden = false;
+    for (const auto& k : override_keys) overridden = overridden || key_of(kv) == k;
+    if (!overridden) envs.push_back(kv);
+  }
+  envs.push_back("PATH=" + path_value);
+  for (const auto& kv : env) envs.push_back(kv);
+
+  std::vector<char*> cargv;
+  for (auto& a : argv_) cargv.push_back(a.data());
+  cargv.push_back(nullptr);
+  std::vector<char*> cenv;
+  for (auto& e : envs) cenv.push_back(e.data());
+  cenv.push_back(nullptr);
+
+  // posix_spawn: no code of ours runs in the child, so no inherited lock or
+  // signal handler (Catch installs some) can bite between fork and exec.
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 1, out_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  posix_spawn_file_actions_addopen(&fa, 2, err_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  posix_spawn_file_actions_addclosefrom_np(&fa, 3);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t all, none;
+  sigfillset(&all);
+  sigemptyset(&none);
+  posix_spawnattr_setsigdefault(&attr, &all);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setpgroup(&attr, 0);  // its own process group
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK |
+                                      POSIX_SPAWN_SETPGROUP);
+  pid_t pid = -1;
+  int rc = ::posix_spawn(&pid, cargv[0], &fa, &attr, cargv.data(), cenv.data());
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0)
+    throw std::runtime_error("cannot start " + argv_[0] + ": " + std::strerror(rc));
+  pid_ = pid;
+}
+
+Process::~Process() {
+  if (pid_ > 0) stop(5s);
+}
+
+std::string Process::command_line() const {
+  std::string s;
+  for (const auto& a : argv_) {
+    if (!s.empty()) s += ' ';
+    s += a;
+  }
+  return s;
+}
+
+void Process::reap(bool block) {
+  if (exited_ || pid_ <= 0) return;
+  int st = 0;
+  pid_t r;
+  do {
+    r = ::waitpid(pid_, &st, block ? 0 : WNOHANG);
+  } while (r < 0 && errno == EINTR);
+  if (r == pid_) {
+    exited_ = true;
+    status_ = st;
+  } else if (r < 0) {
+    exited_ = true;  // not our child any more (should not happen)
+    status_ = 0;
+  }
+}
+
+bool Process::running() {
+  reap(false);
+  return !exited_;
+}
+
+std::optional<int> Process::exit_status() {
+  reap(false);
+  if (!exited_) return std::nullopt;
+  if (WIFEXITED(status_)) return WEXITSTATUS(status_);
+  if (WIFSIGNALED(status_)) return 128 + WTERMSIG(status_);
+  return -1;
+}
+
+bool Process::wait_exit(Clock::time_point deadline) {
+  // Process exit has no event to wait on here: poll waitpid.
+  while (true) {
+    reap(false);
+    if (exited_) return true;
+    if (Clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(10ms);
+  }
+}
+
+void Process::terminate() {
+  if (pid_ <= 0) return;
+  reap(false);
+  if (exited_) return;
+  if (::kill(-pid_, SIGTERM) != 0) ::kill(pid_, SIGTERM);
+}
+
+void Process::kill_now() {
+  if (pid_ <= 0) return;
+  // The whole group: also strays the process left behind.
+  ::kill(-pid_, SIGKILL);
+  reap(false);
+  if (!exited_) {
+    ::kill(pid_, SIGKILL);
+    reap(true);
+  }
+}
+
+void Process::stop(Clock::duration grace) {
+  terminate();
+  wait_exit(Clock::now() + grace);
+  kill_now();
+}
+
+void stop_all(const std::vector<Process*>& procs, Clock::duration grace) {
+  for (auto* p : procs) p->terminate();
+  auto deadline = Clock::now() + grace;
+  for (auto* p : procs) p->wait_exit(deadline);
+  for (auto* p : procs) p->kill_now();
+}
+
+RunResult run_program(const std::vector<std::string>& argv, const std::string& dir,
+                      const std::string& label, Clock::duration timeout, FailureDump* dump,
+                      const std::vector<std::string>& env) {
+  RunResult r;
+  std::string out = dir + "/" + label + ".out";
+  std::string err = dir + "/" + label + ".err";
+  if (dump != nullptr) {
+    dump->add(label + " stdout", out);
+    dump->add(label + " stderr", err);
+  }
+  Process p(label, argv, out, err, env);
+  if (!p.wait_exit(Clock::now() + timeout)) {
+    r.timed_out = true;
+    p.stop(3s);
+  }
+  p.kill_now();  // strays left in its process group
+  r.exit_code = p.exit_status().value_or(-1);
+  r.out = read_file(out);
+  r.err = read_file(err);
+  return r;
+}
+
+// --- EventLog ----------------------------------------------------------------------
+
+EventLog::EventLog(bus::Connection& conn) {
+  sub_ = conn.subscribe(subjects::kAllEvents, [this](Inbound&& in) { on_message(std::move(in)); });
+  if (!sub_) throw std::runtime_error("cannot subscribe to troupe.*.events.>");
+  // The server has the subscription once the flush round trip returns.
+  if (!conn.flush(5000)) throw std::runtime_error("flush after subscribe failed");
+}
+
+EventLog::~EventLog() {
+  sub_.reset();
+}
+
+void EventLog::on_message(Inbound&& in) {
+  std::string text(in.data.begin(), in.data.end());
+  Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (j.is_discarded() || !j.is_object() || !j.contains("job_id") || !j["job_id"].is_string() ||
+      !j.contains("state") || !j["state"].is_string()) {
+    malformed_.push_back(in.subject + ": " + text);
+  } else {
+    Event e;
+    e.seq = events_.size();
+    e.subject = in.subject;
+    e.job_id = j["job_id"].get<std::string>();
+    e.state = j["state"].get<std::string>();
+    e.json = std::move(j);
+    events_.push_back(std::move(e));
+  }
+  cv_.notify_all();
+}
+
+bool EventLog::wait_for(const Pred& pred, Clock::duration timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return cv_.wait_until(lock, Clock::now() + timeout, [&] { return pred(events_); });
+}
+
+std::optional<Event> EventLog::wait_state(const std::string& job_id,
+                                          const std::function<bool(const std::string&)>& accept,
+                                          Clock::duration timeout) {
+  std::optional<Event> found;
+  wait_for(
+      [&](const std::vector<Event>& events) {
+        for (const auto& e : events) {
+          if (e.job_id == job_id && accept(e.state)) {
+            found = e;
+            return true;
+          }
+        }
+        return false;
+      },
+      timeout);
+  return found;
+}
+
+std::optional<Event> EventLog::wait_state(const std::string& job_id, const std::string& state,
+                                          Clock::duration timeout) {
+  return wait_state(
+      job_id, [&](const std::string& s) { return s == state; }, timeout);
+}
+
+std::vector<Event> EventLog::all() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return events_;
+}
+
+std::vector<Event> EventLog::of_job(const std::string& job_id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<Event> out;
+  for (const auto& e : events_)
+    if (e.job_id == job_id) out.push_back(e);
+  return out;
+}
+
+std::vector<std::string> EventLog::malformed() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return malformed_;
+}
+
+std::string EventLog::describe(const std::string& job_id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::ostringstream ss;
+  size_t shown = 0;
+  for (const auto& e : events_) {
+    if (!job_id.empty() && e.job_id != job_id) continue;
+    ss << "  #" << e.seq << " " << e.subject << " " << e.json.dump() << "\n";
+    if (++shown >= 400) {
+      ss << "  ...\n";
+      break;
+    }
+  }
+  if (shown == 0) ss << "  (no events" << (job_id.empty() ? "" : " for " + job_id) << ")\n";
+  for (const auto& m : malformed_) ss << "  malformed: " << m << "\n";
+  return ss.str();
+}
+
+// --- Cluster ----------------------------------------------------------------------
+
+Cluster::Cluster(const ClusterOptions& opts) {
+  library();
+  for (const char* b : {"troupe-scheduler", "troupe-node"}) {
+    std::string p = bin_dir() + "/" + b;
+    INFO("missing binary " << p << " (build it first: cmake --build build)");
+    REQUIRE(is_executable(p));
+  }
+  start_nats();
+  if (opts.scheduler) start_scheduler(opts);
+  for (const auto& n : opts.nodes) add_node(n);
+}
+
+Cluster::~Cluster() {
+  std::vector<Process*> procs;
+  for (auto& n : nodes_) procs.push_back(n.get());
+  if (scheduler_) procs.push_back(scheduler_.get());
+  stop_all(procs, 5s);
+  bool failed = current_test_failed();
+  if (failed) {
+    std::cerr << "[harness] cluster at " << url_ << ", directory " << dir() << "\n";
+    for (auto* p : procs) {
+      std::cerr << "[harness] " << p->name() << " (pid " << p->pid() << "): " << p->command_line()
+                << "\n";
+    }
+    if (events_) std::cerr << "[harness] job events seen:\n" << events_->describe();
+  }
+  events_.reset();
+  sub_conn_.reset();
+  conn_.reset();
+  if (nats_) nats_->stop(3s);
+}
+
+void Cluster::start_nats() {
+  std::string last_error;
+  for (int attempt = 1; attempt <= 5; ++attempt) {
+    int port = free_port();
+    if (port == 0) continue;
+    std::string base = file("nats-" + std::to_string(attempt));
+    std::string store = base + "-store";
+    ::mkdir(store.c_str(), 0755);
+    nats_ = std::make_unique<Process>(
+        "nats-server",
+        std::vector<std::string>{nats_server_path(), "-js", "-a", "127.0.0.1", "-p",
+                                 std::to_string(port), "-sd", store},
+        base + ".out", base + ".err");
+    dump_.add("nats-server #" + std::to_string(attempt) + " stderr", base + ".err");
+    url_ = "nats://127.0.0.1:" + std::to_string(port);
+
+    // Readiness: the server accepts a client connection. Poll (there is no
+    // event to wait on), bounded by a deadline.
+    auto deadline = Clock::now() + 10s;
+    while (Clock::now() < deadline && nats_->running()) {
+      bus::ConnectOptions o;
+      o.url = url_;
+      o.name = "troupe-it";
+      o.timeout_ms = 1000;
+      conn_ = bus::Connection::open(o, &last_error);
+      if (conn_) break;
+      std::this_thread::sleep_for(50ms);
+    }
+    if (conn_) {
+      bus::ConnectOptions o;
+      o.url = url_;
+      o.name = "troupe-it-events";
+      sub_conn_ = bus::Connection::open(o, &last_error);
+      INFO("second connection to " << url_ << ": " << last_error);
+      REQUIRE(sub_conn_);
+      events_ = std::make_unique<EventLog>(*sub_conn_);
+      return;
+    }
+    // Port taken between free_port() and the bind, or a slow start: retry.
+    nats_->stop(2s);
+  }
+  FAIL("nats-server did not start after 5 attempts: " << last_error);
+}
+
+void Cluster::start_scheduler(const ClusterOptions& opts) {
+  std::vector<std::string> argv = {bin_dir() + "/troupe-scheduler", "--nats", url_};
+  for (const auto& a : opts.scheduler_args) argv.push_back(a);
+  scheduler_ = std::make_unique<Process>("troupe-scheduler", argv, file("scheduler.out"),
+                                         file("scheduler.err"));
+  dump_.add("troupe-scheduler stdout", file("scheduler.out"));
+  dump_.add("troupe-scheduler stderr", file("scheduler.err"));
+}
+
+std::vector<std::string> Cluster::node_argv(const NodeOptions& n) const {
+  std::vector<std::string> argv = {bin_dir() + "/troupe-node",
+                                   "--nats",
+                                   url_,
+                                   "--name",
+                                   n.name,
+                                   "--gpus",
+                                   std::to_string(n.gpus),
+                                   "--gpu-type",
+                                   n.gpu_type,
+                                   "--state-dir",
+                                   file("node-" + n.name + "-state")};
+  if (n.simulate) argv.push_back("--simulate");
+  for (const auto& a : n.extra_args) argv.push_back(a);
+  return argv;
+}
+
+Process& Cluster::add_node(const NodeOptions& n) {
+  std::string out = file("node-" + n.name + ".out");
+  std::string err = file("node-" + n.name + ".err");
+  nodes_.push_back(std::make_unique<Process>("troupe-node " + n.name, node_argv(n), out, err));
+  dump_.add("troupe-node " + n.name + " stdout", out);
+  dump_.add("troupe-node " + n.name + " stderr", err);
+  return *nodes_.back();
+}
+
+std::optional<std::vector<uint8_t>> Cluster::request_raw(const std::string& subject,
+                                                         const std::vector<uint8_t>& data,
+                                                         Clock::duration timeout,
+                                                         std::string* error) {
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(timeout).count();
+  return conn_->request(subject, data.data(), data.size(), static_cast<int>(ms), error);
+}
+
+Json Cluster::request_text(const std::string& subject, const std::string& body,
+                           Clock::duration timeout) {
+  std::string err;
+  auto reply = request_raw(subject, std::vector<uint8_t>(body.begin(), body.end()), timeout, &err);
+  if (!reply) FAIL("no reply on " << subject << " to " << body << ": " << err);
+  std::string text(reply->begin(), reply->end());
+  Json j = Json::parse(text, nullptr, false);
+  if (j.is_discarded()) FAIL("reply on " << subject << " is not JSON: " << text);
+  return j;
+}
+
+Json Cluster::request(const std::string& subject, const Json& body, Clock::duration timeout) {
+  return request_text(subject, body.dump(), timeout);
+}
+
+bool Cluster::publish(const std::string& subject, const std::vector<uint8_t>& data) {
+  return conn_->publish(subject, data) && conn_->flush(5000);
+}
+
+Json Cluster::submit_json(const std::string& team, const Json& spec) {
+  return request(subjects::team_submit(team), spec);
+}
+
+std::string Cluster::submit_ok(const std::string& team, const Json& spec) {
+  Json r = submit_json(team, spec);
+  INFO("submit of " << spec.dump() << " answered " << r.dump());
+  REQUIRE(r.is_object());
+  REQUIRE_FALSE(r.contains("error"));
+  REQUIRE(r.contains("job_id"));
+  REQUIRE(r["job_id"].is_string());
+  std::string id = r["job_id"].get<std::string>();
+  REQUIRE_FALSE(id.empty());
+  return id;
+}
+
+Json Cluster::status(const std::string& team, const std::string& job_id) {
+  return request(subjects::team_status(team), Json{{"job_id", job_id}});
+}
+
+Json Cluster::cancel(const std::string& team, const std::string& job_id) {
+  return request(subjects::team_cancel(team), Json{{"job_id", job_id}});
+}
+
+LogRead Cluster::logs(const std::string& team, const std::string& job_id, int rank) {
+  LogRead r;
+  int64_t offset = 0;
+  for (int i = 0; i < 1000; ++i) {
+    Json req = {{"job_id", job_id}, {"rank", rank}, {"offset", offset}, {"max_bytes", 65536}};
+    std::string err;
+    std::string body = req.dump();
+    auto reply = request_raw(subjects::team_logs(team),
+                             std::vector<uint8_t>(body.begin(), body.end()), 10s, &err);
+    if (!reply) {
+      r.error = "no reply: " + err;
+      return r;
+    }
+    std::string text(reply->begin(), reply->end());
+    Json j = Json::parse(text, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) {
+      r.error = "reply is not a JSON object: " + text;
+      return r;
+    }
+    if (j.contains("error")) {
+      r.error = j["error"].is_string() ? j["error"].get<std::string>() : j["error"].dump();
+      return r;
+    }
+    std::string data =
+        j.contains("data") && j["data"].is_string() ? j["data"].get<std::string>() : std::string();
+    r.data += data;
+    offset += static_cast<int64_t>(data.size());
+    bool eof = j.contains("eof") && j["eof"].is_boolean() && j["eof"].get<bool>();
+    if (eof || data.empty()) break;
+  }
+  r.ok = true;
+  return r;
+}
+
+std::optional<Event> Cluster::wait_terminal(const std::string& job_id, Clock::duration timeout) {
+  return events_->wait_state(
+      job_id, [](const std::string& s) { return names::is_terminal(s); }, timeout);
+}
+
+Json Cluster::nodes(Clock::duration timeout) {
+  std::string err;
+  std::string body = "{}";
+  auto reply = request_raw(subjects::kSysNodes, std::vector<uint8_t>(body.begin(), body.end()),
+                           timeout, &err);
+  if (!reply) return Json{{"error", err}};
+  Json j = Json::parse(reply->begin(), reply->end(), nullptr, false);
+  if (j.is_discarded()) return Json{{"error", "not JSON"}};
+  return j;
+}
+
+bool Cluster::wait_nodes_alive(size_t n, Clock::duration timeout) {
+  // There is no event for "node alive": poll troupe.sys.nodes.
+  auto deadline = Clock::now() + timeout;
+  Json last;
+  while (true) {
+    last = nodes(1s);
+    size_t alive = 0;
+    if (last.is_object() && last.contains("nodes") && last["nodes"].is_array()) {
+      for (const auto& node : last["nodes"])
+        if (node.is_object() && node.value("alive", false)) ++alive;
+    }
+    if (alive >= n) return true;
+    if (Clock::now() >= deadline) break;
+    std::this_thread::sleep_for(100ms);
+  }
+  std::cerr << "[harness] wait_nodes_alive(" << n << "): last troupe.sys.nodes reply "
+            << last.dump() << "\n";
+  return false;
+}
+
+RunResult Cluster::run_cli(const std::vector<std::string>& args, Clock::duration timeout) {
+  std::vector<std::string> argv = {bin_dir() + "/troupe"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::string label = "cli-" + std::to_string(++cli_runs_);
+  return run_program(argv, dir(), label, timeout, &dump_, {"TROUPE_NATS=" + url_});
+}
+
+Json job_spec(const std::string& team, const std::vector<std::string>& command, int gpus,
+              int workers) {
+  Json j = {
+      {"team", team}, {"kind", "training"}, {"command", command}, {"resources", {{"gpus", gpus}}}};
+  if (workers != 1) j["workers"] = workers;
+  return j;
+}
+
+}  // namespace troupe::it

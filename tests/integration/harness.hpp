@@ -1,0 +1,276 @@
+// Integration test harness: a Troupe cluster made of real processes.
+//
+//   Cluster c(ClusterOptions{}.node("n1").node("n2"));   // nats-server, scheduler, 2 agents
+//   REQUIRE(c.wait_nodes_alive(2, 20s));
+//   auto id = c.submit_ok("t1", job_spec("t1", {"sh", "-c", "echo hi"}));
+//   auto done = c.wait_terminal(id, 30s);
+//
+// Every process writes stdout/stderr to files in a temporary directory; when
+// the running test case has failed, the tails of those files are printed and
+// the directory is kept. Everything is stopped (SIGTERM, then SIGKILL) when
+// the Cluster goes away. Job events are recorded from before the first
+// submission (EventLog), and waits are built on a condition variable.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bus/nats.hpp"
+
+namespace troupe::it {
+
+using Clock = std::chrono::steady_clock;
+using Json = nlohmann::json;
+using namespace std::chrono_literals;
+
+// Directory of the built binaries (troupe-scheduler, troupe-node, troupe).
+std::string bin_dir();
+// Path of nats-server.
+std::string nats_server_path();
+// A TCP port on 127.0.0.1 that was free a moment ago.
+int free_port();
+// True when an assertion of the running test case failed, or an exception is
+// unwinding the stack.
+bool current_test_failed();
+// Whole content of a file ("" when it cannot be read).
+std::string read_file(const std::string& path);
+// Last `max_lines` lines of a file.
+std::string tail_file(const std::string& path, size_t max_lines = 60);
+
+// A temporary directory, removed on destruction unless the test failed.
+class TmpDir {
+ public:
+  explicit TmpDir(const std::string& prefix = "troupe-it");
+  ~TmpDir();
+  TmpDir(const TmpDir&) = delete;
+  TmpDir& operator=(const TmpDir&) = delete;
+  const std::string& path() const { return path_; }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+// Files whose tails are printed when the test failed (on destruction).
+class FailureDump {
+ public:
+  ~FailureDump();
+  void add(const std::string& label, const std::string& path);
+  void print() const;
+
+ private:
+  std::vector<std::pair<std::string, std::string>> files_;
+};
+
+// One child process in its own process group, stdout/stderr to files.
+class Process {
+ public:
+  // `argv[0]` is the executable path. `env` entries ("K=V") are added to the
+  // environment of this process (PATH gets bin_dir() in front).
+  Process(std::string name, std::vector<std::string> argv, const std::string& out_path,
+          const std::string& err_path, const std::vector<std::string>& env = {});
+  ~Process();
+  Process(const Process&) = delete;
+  Process& operator=(const Process&) = delete;
+
+  const std::string& name() const { return name_; }
+  pid_t pid() const { return pid_; }
+  const std::string& out_path() const { return out_; }
+  const std::string& err_path() const { return err_; }
+  std::string command_line() const;
+
+  // True while the process has not exited.
+  bool running();
+  // Exit code, or 128 + signal; nullopt while running.
+  std::optional<int> exit_status();
+  // Waits for the exit until `deadline`; true when it exited.
+  bool wait_exit(Clock::time_point deadline);
+  // SIGTERM to the process group.
+  void terminate();
+  // SIGKILL to the process group, then reaps.
+  void kill_now();
+  // terminate(), wait up to `grace`, then kill_now().
+  void stop(Clock::duration grace = 5s);
+
+ private:
+  void reap(bool block);
+  std::string name_;
+  std::vector<std::string> argv_;
+  std::string out_, err_;
+  pid_t pid_ = -1;
+  bool exited_ = false;
+  int status_ = 0;
+};
+
+// Stops several processes at once: SIGTERM to all, one shared grace period,
+// SIGKILL to the rest.
+void stop_all(const std::vector<Process*>& procs, Clock::duration grace = 5s);
+
+struct RunResult {
+  int exit_code = -1;  // exit code, or 128 + signal
+  bool timed_out = false;
+  std::string out;
+  std::string err;
+};
+
+// Runs a program to completion (killed at `timeout`), capturing its output in
+// files `<dir>/<label>.out|.err` that are also added to `dump`.
+RunResult run_program(const std::vector<std::string>& argv, const std::string& dir,
+                      const std::string& label, Clock::duration timeout, FailureDump* dump,
+                      const std::vector<std::string>& env = {});
+
+// One JobEvent as received on troupe.<team>.events.<job_id>.
+struct Event {
+  size_t seq = 0;  // arrival order
+  std::string subject;
+  Json json;
+  std::string job_id;
+  std::string state;
+};
+
+// Records every message on troupe.*.events.> from construction on.
+class EventLog {
+ public:
+  explicit EventLog(bus::Connection& conn);
+  ~EventLog();
+  EventLog(const EventLog&) = delete;
+  EventLog& operator=(const EventLog&) = delete;
+
+  using Pred = std::function<bool(const std::vector<Event>&)>;
+  // Waits until `pred(events)` holds; false at the deadline.
+  bool wait_for(const Pred& pred, Clock::duration timeout);
+  // First event of `job_id` whose state satisfies `accept`, waiting up to `timeout`.
+  std::optional<Event> wait_state(const std::string& job_id,
+                                  const std::function<bool(const std::string&)>& accept,
+                                  Clock::duration timeout);
+  std::optional<Event> wait_state(const std::string& job_id, const std::string& state,
+                                  Clock::duration timeout);
+
+  std::vector<Event> all() const;
+  std::vector<Event> of_job(const std::string& job_id) const;
+  // Messages that were not a JSON object with job_id and state.
+  std::vector<std::string> malformed() const;
+  // Every event, one line each (for failure messages).
+  std::string describe(const std::string& job_id = {}) const;
+
+ private:
+  void on_message(Inbound&& in);
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Event> events_;
+  std::vector<std::string> malformed_;
+  bus::SubscriptionPtr sub_;
+};
+
+struct NodeOptions {
+  std::string name;
+  int gpus = 4;
+  std::string gpu_type = "a100";
+  bool simulate = false;
+  std::vector<std::string> extra_args;
+};
+
+struct ClusterOptions {
+  std::vector<NodeOptions> nodes;
+  bool scheduler = true;
+  std::vector<std::string> scheduler_args;
+
+  ClusterOptions& node(const std::string& name, int gpus = 4, bool simulate = false,
+                       const std::string& gpu_type = "a100") {
+    nodes.push_back(NodeOptions{name, gpus, gpu_type, simulate, {}});
+    return *this;
+  }
+};
+
+// What a logs request (or a series of them) returned.
+struct LogRead {
+  bool ok = false;
+  std::string data;
+  std::string error;  // the {"error"} reply, or why no reply came
+};
+
+class Cluster {
+ public:
+  explicit Cluster(const ClusterOptions& opts);
+  ~Cluster();
+  Cluster(const Cluster&) = delete;
+  Cluster& operator=(const Cluster&) = delete;
+
+  const std::string& url() const { return url_; }
+  const std::string& dir() const { return tmp_.path(); }
+  std::string file(const std::string& name) const { return tmp_.file(name); }
+  EventLog& events() { return *events_; }
+  bus::Connection& conn() { return *conn_; }
+  Process& scheduler() { return *scheduler_; }
+  Process& node(size_t i) { return *nodes_.at(i); }
+  FailureDump& dump() { return dump_; }
+
+  // Starts one more agent (after the cluster is up).
+  Process& add_node(const NodeOptions& n);
+
+  // Raw request; nullopt (and `error`) when no reply came.
+  std::optional<std::vector<uint8_t>> request_raw(const std::string& subject,
+                                                  const std::vector<uint8_t>& data,
+                                                  Clock::duration timeout = 10s,
+                                                  std::string* error = nullptr);
+  // JSON request. Fails the test when no reply comes or it is not JSON.
+  Json request(const std::string& subject, const Json& body, Clock::duration timeout = 10s);
+  // The same with a body given as text (may be invalid JSON on purpose).
+  Json request_text(const std::string& subject, const std::string& body,
+                    Clock::duration timeout = 10s);
+  bool publish(const std::string& subject, const std::vector<uint8_t>& data);
+
+  // troupe.<team>.submit with a JSON spec: the reply ({"job_id"} or {"error"}).
+  Json submit_json(const std::string& team, const Json& spec);
+  // The same, failing the test unless a job id came back.
+  std::string submit_ok(const std::string& team, const Json& spec);
+  Json status(const std::string& team, const std::string& job_id);
+  Json cancel(const std::string& team, const std::string& job_id);
+  // Reads a worker's whole log through troupe.<team>.logs (offset by offset).
+  LogRead logs(const std::string& team, const std::string& job_id, int rank = 0);
+
+  // The job's terminal event, waiting up to `timeout`.
+  std::optional<Event> wait_terminal(const std::string& job_id, Clock::duration timeout);
+  // Polls troupe.sys.nodes until at least `n` nodes are alive.
+  bool wait_nodes_alive(size_t n, Clock::duration timeout);
+  // troupe.sys.nodes reply (or {"error"}).
+  Json nodes(Clock::duration timeout = 5s);
+
+  // Runs the troupe CLI (TROUPE_NATS set to this cluster) to completion.
+  RunResult run_cli(const std::vector<std::string>& args, Clock::duration timeout = 60s);
+
+ private:
+  void start_nats();
+  void start_scheduler(const ClusterOptions& opts);
+  std::vector<std::string> node_argv(const NodeOptions& n) const;
+
+  // Destruction order matters: processes and connections go first, then the
+  // failure dump prints, then the directory is removed.
+  TmpDir tmp_;
+  FailureDump dump_;
+  std::unique_ptr<Process> nats_;
+  std::string url_;
+  std::unique_ptr<bus::Connection> conn_;      // requests and publishes
+  std::unique_ptr<bus::Connection> sub_conn_;  // the event subscription
+  std::unique_ptr<EventLog> events_;
+  std::unique_ptr<Process> scheduler_;
+  std::vector<std::unique_ptr<Process>> nodes_;
+  int cli_runs_ = 0;
+};
+
+// A JSON job spec: team, command, GPUs per worker, workers.
+Json job_spec(const std::string& team, const std::vector<std::string>& command, int gpus = 1,
+              int workers = 1);
+
+}  // namespace troupe::it
