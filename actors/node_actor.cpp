@@ -53,6 +53,10 @@ void report(Self* self, bool changed = true) {
   if (changed) st.dirty = true;
 }
 
+void to_agent(Self* self, std::string_view kind, const std::vector<uint8_t>& bytes) {
+  self->state.out->publish(subjects::scheduler_to_agent(self->state.node, kind), bytes);
+}
+
 void save(Self* self) {
   auto& st = self->state;
   pb::NodeRecord rec;
@@ -140,9 +144,6 @@ Envelope on_reserve(Self* self, const std::string& id, const std::string& job_id
   return accept(st.node, id, v.gpus, now + lease_ms);
 }
 
-void to_agent(Self* self, std::string_view kind, const std::vector<uint8_t>& bytes) {
-  self->state.out->publish(subjects::scheduler_to_agent(self->state.node, kind), bytes);
-}
 
 void to_job(Self* self, const std::string& job_id, const Envelope& env) {
   self->send(self->state.w.jobs, route_atom_v, job_id, caf::make_message(env));
@@ -198,11 +199,14 @@ Envelope handle(Self* self, const Envelope& env) {
       auto id = wire::str(e->body_as_Commit()->reservation_id());
       auto v = policy::commit(st.ledger, id, now_ms());
       report(self);
+      if (v.ok) save(self);
       return v.ok ? accept(st.node, id, v.gpus, 0) : reject(st.node, id, v.reason);
     }
     case wire::Body::Release:
-      if (policy::release(st.ledger, wire::str(e->body_as_Release()->reservation_id())))
+      if (policy::release(st.ledger, wire::str(e->body_as_Release()->reservation_id()))) {
         report(self);
+        save(self);
+      }
       return {};
     case wire::Body::Launch: {
       auto* l = e->body_as_Launch();
@@ -244,6 +248,9 @@ caf::behavior node_behavior(Self* self, Wiring w, OutboxPtr out, std::string nam
   st.opts = opts;
   restore(self, snapshot);
   if (st.registered) report(self);
+  // Ask the agent for its inventory and what it runs (after a restart this
+  // refreshes what the snapshot holds).
+  to_agent(self, subjects::kHello, {});
   self->delayed_send(self, std::chrono::milliseconds(opts.tick_ms), tick_atom_v);
   return {
       [=](const Envelope& env) -> Envelope { return handle(self, env); },

@@ -106,6 +106,7 @@ std::string parse_json(std::string_view json, google::protobuf::Message& m) {
 std::string to_json(const google::protobuf::Message& m) {
   google::protobuf::util::JsonPrintOptions opts;
   opts.preserve_proto_field_names = true;
+  opts.always_print_primitive_fields = true;
   std::string out;
   (void)google::protobuf::util::MessageToJsonString(m, &out, opts);
   return out;

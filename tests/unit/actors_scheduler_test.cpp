@@ -1,0 +1,243 @@
+// In-process tests of the scheduler's actors with fake ports: the whole job
+// life through router, supervisors, queue, arbiter and node actor, and
+// supervision (a crashed actor is restarted from its snapshot).
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+
+#include <nlohmann/json.hpp>
+
+#include "actors/scheduler.hpp"
+#include "bus/subjects.hpp"
+#include "messages/wire.hpp"
+
+using namespace troupe;
+using namespace troupe::atoms;
+using nlohmann::json;
+
+namespace {
+
+struct Published {
+  std::string subject;
+  std::string reply;
+  std::vector<uint8_t> data;
+  std::string text() const { return std::string(data.begin(), data.end()); }
+};
+
+class FakeOutbox : public Outbox {
+ public:
+  void publish(const std::string& subject, const void* data, size_t size,
+               const std::string& reply) override {
+    auto* p = static_cast<const uint8_t*>(data);
+    std::lock_guard<std::mutex> lock(mu_);
+    log_.push_back({subject, reply, std::vector<uint8_t>(p, p + size)});
+    cv_.notify_all();
+  }
+  // Waits until some published message satisfies `pred`; returns it.
+  template <class Pred>
+  std::optional<Published> wait_for(Pred pred, std::chrono::milliseconds within = std::chrono::seconds(5)) {
+    std::unique_lock<std::mutex> lock(mu_);
+    std::optional<Published> found;
+    cv_.wait_for(lock, within, [&] {
+      for (const auto& m : log_)
+        if (pred(m)) {
+          found = m;
+          return true;
+        }
+      return false;
+    });
+    return found;
+  }
+
+  // Waits until at least `n` published messages satisfy `pred`.
+  template <class Pred>
+  bool wait_count(Pred pred, size_t n, std::chrono::milliseconds within = std::chrono::seconds(5)) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, within, [&] {
+      size_t k = 0;
+      for (const auto& m : log_) k += pred(m) ? 1 : 0;
+      return k >= n;
+    });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Published> log_;
+};
+
+class InstantIntake : public Intake {
+ public:
+  void append(const std::string&, std::vector<uint8_t>, const std::string&, Done done) override {
+    done(true, false, {});
+  }
+};
+
+struct Fixture {
+  caf::actor_system_config cfg;
+  std::unique_ptr<caf::actor_system> sys;
+  std::shared_ptr<FakeOutbox> out = std::make_shared<FakeOutbox>();
+  Wiring w;
+  int replies = 0;
+
+  Fixture() {
+    configure(cfg);
+    sys = std::make_unique<caf::actor_system>(cfg);
+    w = start_scheduler(*sys, out, std::make_shared<InstantIntake>());
+  }
+  ~Fixture() {
+    stop_scheduler(w);
+    sys->await_all_actors_done();
+  }
+
+  void inbound(const std::string& subject, std::vector<uint8_t> data, std::string reply = {}) {
+    caf::anon_send(w.router, Inbound{subject, std::move(reply), std::move(data)});
+  }
+  std::string submit(const std::string& spec_json) {
+    std::string reply = "_INBOX.test." + std::to_string(++replies);
+    inbound(subjects::team_submit("t"), std::vector<uint8_t>(spec_json.begin(), spec_json.end()), reply);
+    auto r = out->wait_for([&](const Published& m) { return m.subject == reply; });
+    REQUIRE(r);
+    auto j = json::parse(r->text());
+    REQUIRE(j.contains("job_id"));
+    return j["job_id"];
+  }
+  void register_node(const std::string& name, int gpus) {
+    flatbuffers::FlatBufferBuilder fbb;
+    std::vector<flatbuffers::Offset<wire::Gpu>> g;
+    for (int i = 0; i < gpus; ++i) g.push_back(wire::CreateGpu(fbb, i, fbb.CreateString("a100"), 80000));
+    auto body = wire::CreateNodeRegister(fbb, fbb.CreateString(name), fbb.CreateString("127.0.0.1"),
+                                         fbb.CreateString("a100"), fbb.CreateVector(g), 16, 64000);
+    inbound(subjects::agent_to_scheduler(name, subjects::kRegister), wire::seal(fbb, body));
+  }
+  // Waits for the launch of `job` on `node` and returns its rank.
+  const wire::Launch* launched(const std::string& node, const std::string& job, Published& keep) {
+    auto m = out->wait_for([&](const Published& p) {
+      if (p.subject != subjects::scheduler_to_agent(node, subjects::kLaunch)) return false;
+      auto* e = wire::open(p.data);
+      return e && e->body_as_Launch() && wire::str(e->body_as_Launch()->job_id()) == job;
+    });
+    REQUIRE(m);
+    keep = *m;
+    return wire::open(keep.data)->body_as_Launch();
+  }
+  void agent_reports(const std::string& node, const wire::Launch* l, int exit_code) {
+    flatbuffers::FlatBufferBuilder a;
+    auto started = wire::CreateStarted(a, a.CreateString(node), a.CreateString(wire::str(l->job_id())),
+                                       l->attempt(), l->rank(), 4242);
+    inbound(subjects::agent_to_scheduler(node, subjects::kStarted), wire::seal(a, started));
+    flatbuffers::FlatBufferBuilder b;
+    auto exited = wire::CreateExited(b, b.CreateString(node), b.CreateString(wire::str(l->job_id())),
+                                     l->attempt(), l->rank(), exit_code, 0,
+                                     b.CreateString("exited with code " + std::to_string(exit_code)));
+    inbound(subjects::agent_to_scheduler(node, subjects::kExited), wire::seal(b, exited));
+  }
+  bool event(const std::string& job, const std::string& state) {
+    return out
+        ->wait_for([&](const Published& p) {
+          if (p.subject != subjects::job_events("t", job)) return false;
+          return json::parse(p.text())["state"] == state;
+        })
+        .has_value();
+  }
+  int64_t restarts(const caf::actor& sup) {
+    caf::scoped_actor self{*sys};
+    int64_t n = -1;
+    self->request(sup, std::chrono::seconds(5), stats_atom_v)
+        .receive([&](int64_t x) { n = x; }, [&](caf::error&) {});
+    return n;
+  }
+};
+
+const char* kJob = R"({"command":["true"],"resources":{"gpus":1}})";
+
+}  // namespace
+
+TEST_CASE("a job runs through the actors: queued, starting, running, succeeded", "[actors]") {
+  Fixture f;
+  f.register_node("n1", 4);
+  auto id = f.submit(kJob);
+  CHECK(f.event(id, "queued"));
+  Published keep;
+  auto* l = f.launched("n1", id, keep);
+  CHECK(l->gpus()->size() == 1);
+  CHECK(f.event(id, "starting"));
+  f.agent_reports("n1", l, 0);
+  CHECK(f.event(id, "running"));
+  CHECK(f.event(id, "succeeded"));
+}
+
+TEST_CASE("a failing job with max_retries runs again with the next attempt", "[actors]") {
+  Fixture f;
+  f.register_node("n1", 4);
+  auto id = f.submit(R"({"command":["false"],"resources":{"gpus":1},"max_retries":1})");
+  Published k1, k2;
+  auto* l1 = f.launched("n1", id, k1);
+  REQUIRE(l1->attempt() == 1);
+  f.agent_reports("n1", l1, 1);
+  auto second = f.out->wait_for([&](const Published& p) {
+    auto* e = wire::open(p.data);
+    return p.subject == subjects::scheduler_to_agent("n1", subjects::kLaunch) && e &&
+           e->body_as_Launch() && e->body_as_Launch()->attempt() == 2;
+  });
+  REQUIRE(second);
+  k2 = *second;
+  f.agent_reports("n1", wire::open(k2.data)->body_as_Launch(), 1);
+  CHECK(f.event(id, "failed"));
+}
+
+TEST_CASE("a crashed job actor is restarted from its snapshot and still runs", "[actors][supervision]") {
+  Fixture f;
+  auto id = f.submit(kJob);  // no node yet: stays queued
+  REQUIRE(f.event(id, "queued"));
+  caf::anon_send(f.w.jobs, crash_atom_v, id);
+  // The restart is visible in the supervisor's count...
+  int64_t n = 0;
+  for (int i = 0; i < 200 && (n = f.restarts(f.w.jobs)) < 1; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  CHECK(n == 1);
+  // ...and the restored job is placed once a node arrives.
+  f.register_node("n1", 2);
+  Published keep;
+  auto* l = f.launched("n1", id, keep);
+  f.agent_reports("n1", l, 0);
+  CHECK(f.event(id, "succeeded"));
+}
+
+TEST_CASE("a crashed node actor is restarted and keeps placing", "[actors][supervision]") {
+  Fixture f;
+  f.register_node("n1", 2);
+  auto a = f.submit(kJob);
+  Published k1;
+  f.agent_reports("n1", f.launched("n1", a, k1), 0);
+  REQUIRE(f.event(a, "succeeded"));
+  caf::anon_send(f.w.nodes, crash_atom_v, std::string("n1"));
+  int64_t n = 0;
+  for (int i = 0; i < 200 && (n = f.restarts(f.w.nodes)) < 1; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  CHECK(n == 1);
+  // The restarted actor asks its agent to register again (as the agent does).
+  REQUIRE(f.out->wait_count(
+      [](const Published& p) { return p.subject == subjects::scheduler_to_agent("n1", subjects::kHello); },
+      2));
+  f.register_node("n1", 2);
+  auto b = f.submit(kJob);
+  Published k2;
+  f.agent_reports("n1", f.launched("n1", b, k2), 0);
+  CHECK(f.event(b, "succeeded"));
+}
+
+TEST_CASE("malformed agent messages are dropped and counted", "[actors][input]") {
+  Fixture f;
+  f.inbound("troupe.sys.agent.n1.heartbeat", {1, 2, 3, 4, 5, 6, 7, 8});
+  f.inbound("troupe.t.status", {'{', 'x'}, "_INBOX.s");
+  f.inbound("troupe.sys.stats", {}, "_INBOX.stats");
+  auto r = f.out->wait_for([](const Published& p) { return p.subject == "_INBOX.stats"; });
+  REQUIRE(r);
+  CHECK(json::parse(r->text())["malformed"] == 2);
+  auto s = f.out->wait_for([](const Published& p) { return p.subject == "_INBOX.s"; });
+  REQUIRE(s);
+  CHECK(json::parse(s->text()).contains("error"));
+}
