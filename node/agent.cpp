@@ -1,0 +1,401 @@
+// Owns the agent's worker table and its life cycle: launch (real or
+// simulated), stop with SIGKILL escalation, max_runtime_s, reaping, Exited
+// classification, register/heartbeat and logs requests.
+#include "node/agent.hpp"
+
+#include <signal.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include <spdlog/spdlog.h>
+
+#include "bus/subjects.hpp"
+#include "node/agent_messages.hpp"
+#include "node/logs.hpp"
+#include "node/process.hpp"
+
+namespace troupe::node {
+
+namespace {
+constexpr size_t kFinishedMemory = 100000;  // finished workers remembered for de-duplication
+constexpr auto kReapWait = std::chrono::seconds(5);  // after SIGKILL at shutdown
+constexpr long long kMaxDelayS = 100000000;          // ~3 years: keeps time_point math finite
+
+std::chrono::seconds secs(long long s) {
+  return std::chrono::seconds(std::min(std::max(s, 0LL), kMaxDelayS));
+}
+}  // namespace
+
+Agent::Agent(AgentConfig cfg, Publish publish)
+    : cfg_(std::move(cfg)),
+      publish_(std::move(publish)),
+      exited_subject_(subjects::agent_to_scheduler(cfg_.name, subjects::kExited)),
+      started_subject_(subjects::agent_to_scheduler(cfg_.name, subjects::kStarted)),
+      register_subject_(subjects::agent_to_scheduler(cfg_.name, subjects::kRegister)),
+      heartbeat_subject_(subjects::agent_to_scheduler(cfg_.name, subjects::kHeartbeat)),
+      timers_(std::make_unique<TimerQueue>()),
+      reaper_(std::make_unique<Reaper>(
+          [this](pid_t pid, std::optional<int> st) { on_child_exit(pid, st); })) {}
+
+Agent::~Agent() { shutdown(); }
+
+void Agent::send(const std::string& subject, const wire::Bytes& bytes) {
+  publish_(subject, bytes.data(), bytes.size());
+}
+
+void Agent::start() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (started_ || shutting_down_) return;
+  started_ = true;
+  send(register_subject_, make_register(cfg_.name, cfg_.host, cfg_.inventory, cfg_.simulate,
+                                        running_locked()));
+  timers_->after(std::chrono::milliseconds(cfg_.heartbeat_ms), [this] { on_heartbeat(); });
+}
+
+void Agent::publish_register() {
+  std::lock_guard<std::mutex> lock(mu_);
+  send(register_subject_, make_register(cfg_.name, cfg_.host, cfg_.inventory, cfg_.simulate,
+                                        running_locked()));
+}
+
+void Agent::on_heartbeat() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (shut_down_) return;
+  send(heartbeat_subject_, make_heartbeat(cfg_.name, ++heartbeat_seq_, running_locked()));
+  timers_->after(std::chrono::milliseconds(cfg_.heartbeat_ms), [this] { on_heartbeat(); });
+}
+
+AgentCounters Agent::counters() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return counters_;
+}
+
+std::vector<WorkerKey> Agent::running() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return running_locked();
+}
+
+std::vector<WorkerKey> Agent::running_locked() const {
+  std::vector<WorkerKey> out;
+  out.reserve(running_.size());
+  for (const auto& [k, w] : running_) out.push_back(k);
+  return out;
+}
+
+bool Agent::wait_idle(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return idle_cv_.wait_for(lock, timeout, [this] { return running_.empty(); });
+}
+
+void Agent::bad(const std::string& what, const std::string& subject) {
+  uint64_t n;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    n = ++counters_.bad_messages;
+  }
+  // Log the first few in full, then every 1000th, so a flood cannot flood the log.
+  if (n <= 20 || n % 1000 == 0)
+    spdlog::warn("dropped a message on {}: {} ({} dropped so far)", subject, what, n);
+}
+
+// --- inbound -------------------------------------------------------------------
+
+void Agent::on_message(const Inbound& in) {
+  try {
+    if (in.subject == subjects::kSysHello) {
+      publish_register();
+      return;
+    }
+    // troupe.sys.node.<name>.<kind>, exactly five tokens.
+    if (subjects::token(in.subject, 3) != cfg_.name || !subjects::token(in.subject, 5).empty() ||
+        in.subject.rfind("troupe.sys.node.", 0) != 0) {
+      bad("unexpected subject", in.subject);
+      return;
+    }
+    auto kind = subjects::token(in.subject, 4);
+    if (kind == subjects::kHello) {
+      publish_register();
+      return;
+    }
+    if (kind == subjects::kLogs) {
+      handle_logs(in);
+      return;
+    }
+    if (kind != subjects::kLaunch && kind != subjects::kStop) {
+      bad("unknown message kind '" + std::string(kind) + "'", in.subject);
+      return;
+    }
+    const wire::Envelope* env = wire::open(in.data);
+    if (env == nullptr) {
+      bad("malformed envelope (" + std::to_string(in.data.size()) + " bytes)", in.subject);
+      return;
+    }
+    if (kind == subjects::kLaunch) {
+      if (const auto* l = env->body_as_Launch())
+        handle_launch(*l);
+      else
+        bad(std::string("expected Launch, got ") + wire::body_name(env->body_type()), in.subject);
+    } else {
+      if (const auto* s = env->body_as_Stop())
+        handle_stop(*s);
+      else
+        bad(std::string("expected Stop, got ") + wire::body_name(env->body_type()), in.subject);
+    }
+  } catch (const std::exception& e) {
+    bad(std::string("error while handling it: ") + e.what(), in.subject);
+  }
+}
+
+void Agent::handle_logs(const Inbound& in) {
+  if (in.reply.empty()) {
+    bad("logs request without a reply subject", in.subject);
+    return;
+  }
+  std::string body(in.data.begin(), in.data.end());
+  std::string reply = handle_logs_request(cfg_.state_dir, body);
+  publish_(in.reply, reply.data(), reply.size());
+}
+
+void Agent::handle_launch(const wire::Launch& l) {
+  LaunchInfo info = decode_launch(l);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (running_.count(info.key) != 0 || finished_.count(info.key) != 0) {
+    ++counters_.duplicates;
+    spdlog::debug("ignoring duplicate launch of {}", to_string(info.key));
+    return;
+  }
+  auto fail = [&](const std::string& why) {
+    ++counters_.launch_failures;
+    spdlog::warn("launch of {} failed: {}", to_string(info.key), why);
+    remember_finished(info.key);
+    publish_exited(info.key, launch_failed(why));
+  };
+  if (shutting_down_) return fail("the node agent is shutting down");
+  if (auto why = validate_launch(info, !cfg_.simulate); !why.empty()) return fail(why);
+  if (cfg_.simulate)
+    launch_sim(std::move(info));
+  else
+    launch_real(std::move(info));
+}
+
+void Agent::launch_sim(LaunchInfo info) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  std::string path = log_path(cfg_.state_dir, info.key);
+  fs::create_directories(log_dir(cfg_.state_dir, info.key.job_id), ec);
+  {
+    std::ofstream log(path, std::ios::app);
+    if (log) log << "simulated run of " << command_line(info.command) << "\n";
+    else spdlog::warn("cannot write {} (simulated run goes on)", path);
+  }
+  Worker w;
+  w.id = next_id_++;
+  w.sim = sim_params(info);
+  w.launch = std::move(info);
+  WorkerKey key = w.launch.key;
+  uint64_t id = w.id;
+  auto now = Clock::now();
+  auto end = now + std::chrono::duration_cast<Clock::duration>(
+                       std::chrono::duration<double>(
+                           std::min(w.sim.duration_s, static_cast<double>(kMaxDelayS))));
+  long long max_rt = w.launch.max_runtime_s;
+  running_.emplace(key, std::move(w));
+  ++counters_.launches;
+  send(started_subject_, make_started(cfg_.name, key, 0));
+  timers_->at(end, [this, key, id] { on_sim_end(key, id); });
+  if (max_rt > 0)
+    timers_->at(now + secs(max_rt), [this, key, id] { on_max_runtime(key, id); });
+}
+
+void Agent::launch_real(LaunchInfo info) {
+  ProcessSpec spec;
+  spec.argv = info.command;
+  spec.env = build_child_env(cfg_.base_env, info);
+  spec.cwd = work_dir(cfg_.state_dir, info.key.job_id);
+  spec.log_file = log_path(cfg_.state_dir, info.key);
+  SpawnResult r = spawn_process(spec);
+  if (r.pid <= 0) {
+    ++counters_.launch_failures;
+    spdlog::warn("launch of {} failed: {}", to_string(info.key), r.error);
+    remember_finished(info.key);
+    publish_exited(info.key, launch_failed(r.error));
+    return;
+  }
+  if (!r.exec_error.empty())
+    spdlog::warn("{}: {} (the worker exits 127)", to_string(info.key), r.exec_error);
+  Worker w;
+  w.id = next_id_++;
+  w.pid = r.pid;
+  w.launch = std::move(info);
+  WorkerKey key = w.launch.key;
+  uint64_t id = w.id;
+  long long max_rt = w.launch.max_runtime_s;
+  running_.emplace(key, std::move(w));
+  by_pid_.emplace(r.pid, key);
+  ++counters_.launches;
+  spdlog::info("started {} as pid {}: {}", to_string(key), r.pid, command_line(spec.argv));
+  send(started_subject_, make_started(cfg_.name, key, r.pid));
+  reaper_->watch(r.pid);
+  if (max_rt > 0)
+    timers_->after(secs(max_rt), [this, key, id] { on_max_runtime(key, id); });
+}
+
+void Agent::handle_stop(const wire::Stop& s) {
+  std::string job_id = wire::str(s.job_id());
+  int attempt = s.attempt();
+  int rank = s.rank();
+  // grace_s only counts when the scheduler set it (an absent field reads as
+  // the schema default, 10, which is not what --grace-s may say).
+  // (Generated tables derive privately from flatbuffers::Table; a C-style
+  // cast is the one cast allowed to reach a private base.)
+  const auto* table = (const flatbuffers::Table*)(&s);
+  bool has_grace = table->CheckField(wire::Stop::VT_GRACE_S);
+  int grace = has_grace && s.grace_s() >= 0 ? s.grace_s() : cfg_.grace_s;
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<WorkerKey> targets;
+  if (rank < 0) {
+    for (auto it = running_.lower_bound(WorkerKey{job_id, attempt, -1});
+         it != running_.end() && it->first.job_id == job_id && it->first.attempt == attempt; ++it)
+      targets.push_back(it->first);
+  } else if (running_.count(WorkerKey{job_id, attempt, rank}) != 0) {
+    targets.push_back(WorkerKey{job_id, attempt, rank});
+  }
+  if (targets.empty()) {
+    spdlog::debug("stop of {} attempt {} rank {}: nothing runs here", job_id, attempt, rank);
+    return;
+  }
+  for (const auto& k : targets) {
+    auto it = running_.find(k);
+    if (it != running_.end()) stop_worker(it->second, EndCause::stopped, grace);
+  }
+}
+
+void Agent::stop_worker(Worker& w, EndCause cause, int grace_s) {
+  if (w.pid == 0) {  // simulated: ends at once
+    WorkerKey key = w.launch.key;
+    finish(key, classify(-1, SIGTERM, cause));
+    return;
+  }
+  if (w.cause != EndCause::natural) return;  // already being stopped; keep the first deadline
+  w.cause = cause;
+  spdlog::info("stopping {} (pid {}): SIGTERM, SIGKILL after {} s", to_string(w.launch.key),
+               w.pid, grace_s);
+  signal_group(w.pid, SIGTERM);
+  WorkerKey key = w.launch.key;
+  uint64_t id = w.id;
+  timers_->after(secs(grace_s), [this, key, id] { on_escalate(key, id); });
+}
+
+// --- timers and reaper ------------------------------------------------------------
+
+void Agent::on_sim_end(const WorkerKey& key, uint64_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = running_.find(key);
+  if (it == running_.end() || it->second.id != id) return;
+  finish(key, classify(it->second.sim.exit_code, 0, EndCause::natural));
+}
+
+void Agent::on_max_runtime(const WorkerKey& key, uint64_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = running_.find(key);
+  if (it == running_.end() || it->second.id != id) return;
+  spdlog::info("{} exceeded max_runtime_s={}", to_string(key), it->second.launch.max_runtime_s);
+  int grace = it->second.launch.grace_s >= 0 ? it->second.launch.grace_s : cfg_.grace_s;
+  stop_worker(it->second, EndCause::max_runtime, grace);
+}
+
+void Agent::on_escalate(const WorkerKey& key, uint64_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = running_.find(key);
+  if (it == running_.end() || it->second.id != id || it->second.pid == 0) return;
+  spdlog::warn("{} (pid {}) outlived its grace period: SIGKILL", to_string(key), it->second.pid);
+  signal_group(it->second.pid, SIGKILL);
+}
+
+void Agent::on_child_exit(pid_t pid, std::optional<int> status) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto p = by_pid_.find(pid);
+  if (p == by_pid_.end()) return;
+  WorkerKey key = p->second;
+  by_pid_.erase(p);
+  auto it = running_.find(key);
+  if (it == running_.end()) return;
+  EndCause cause = it->second.cause;
+  // Leftovers of the worker's process group go with it once we asked it to stop.
+  if (cause != EndCause::natural) ::kill(-pid, SIGKILL);
+  ExitInfo e = status ? classify_wait_status(*status, cause) : classify(-1, 0, cause);
+  spdlog::info("{} (pid {}) ended: {}", to_string(key), pid, e.reason);
+  finish(key, e);
+}
+
+void Agent::finish(const WorkerKey& key, const ExitInfo& e) {
+  running_.erase(key);
+  remember_finished(key);
+  publish_exited(key, e);
+  if (running_.empty()) idle_cv_.notify_all();
+}
+
+void Agent::publish_exited(const WorkerKey& key, const ExitInfo& e) {
+  ++counters_.exits;
+  send(exited_subject_, make_exited(cfg_.name, key, e));
+}
+
+void Agent::remember_finished(const WorkerKey& key) {
+  if (!finished_.insert(key).second) return;
+  finished_order_.push_back(key);
+  if (finished_order_.size() > kFinishedMemory) {
+    finished_.erase(finished_order_.front());
+    finished_order_.pop_front();
+  }
+}
+
+// --- shutdown -------------------------------------------------------------------------
+
+void Agent::shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (shut_down_ || shutting_down_) return;
+    shutting_down_ = true;
+    std::vector<WorkerKey> keys = running_locked();
+    if (!keys.empty())
+      spdlog::info("shutting down: stopping {} worker(s), grace {} s", keys.size(), cfg_.grace_s);
+    for (const auto& k : keys) {
+      auto it = running_.find(k);
+      if (it == running_.end()) continue;
+      if (it->second.pid == 0) {
+        finish(k, classify(-1, SIGTERM, EndCause::stopped));
+      } else if (it->second.cause == EndCause::natural) {
+        it->second.cause = EndCause::stopped;
+        signal_group(it->second.pid, SIGTERM);
+      }
+    }
+  }
+  if (!wait_idle(secs(cfg_.grace_s))) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [k, w] : running_) {
+      spdlog::warn("{} (pid {}) outlived the grace period: SIGKILL", to_string(k), w.pid);
+      signal_group(w.pid, SIGKILL);
+    }
+  }
+  if (!wait_idle(kReapWait)) {
+    // Cannot happen short of an unkillable (D state) process; say so and go.
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [k, w] : running_) {
+      spdlog::error("{} (pid {}) did not die after SIGKILL; reporting it lost", to_string(k), w.pid);
+      publish_exited(k, classify(-1, SIGKILL, EndCause::stopped));
+    }
+  }
+  timers_->stop();
+  reaper_.reset();
+  std::lock_guard<std::mutex> lock(mu_);
+  shut_down_ = true;
+  spdlog::info("node agent stopped: {} launched, {} exited, {} launch failures, {} duplicates, "
+               "{} bad messages dropped",
+               counters_.launches, counters_.exits, counters_.launch_failures,
+               counters_.duplicates, counters_.bad_messages);
+}
+
+}  // namespace troupe::node

@@ -1,0 +1,135 @@
+// The node agent's core: the table of workers and everything that changes it
+// (Launch, Stop, child exits, --simulate ends, max_runtime_s, shutdown), plus
+// register/heartbeat/logs. It talks to the outside only through the Publish
+// function it is given, so tests drive it without NATS; troupe-node's main()
+// wires it to bus::Connection.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "messages/caf_types.hpp"
+#include "messages/wire.hpp"
+#include "node/exit_status.hpp"
+#include "node/inventory.hpp"
+#include "node/launch_spec.hpp"
+#include "node/reaper.hpp"
+#include "node/timer_queue.hpp"
+
+namespace troupe::node {
+
+struct AgentConfig {
+  std::string name;
+  std::string host = "127.0.0.1";
+  std::string state_dir;  // absolute
+  bool simulate = false;
+  int grace_s = 10;       // Stop without grace_s, and shutdown
+  int heartbeat_ms = 1000;
+  Inventory inventory;
+  std::vector<std::string> base_env;  // the agent's own environment, "K=V"
+};
+
+// Publishes `size` bytes on `subject` (thread-safe; called with the agent's
+// lock held, so Started is always published before its Exited).
+using Publish = std::function<void(const std::string& subject, const void* data, size_t size)>;
+
+struct AgentCounters {
+  uint64_t bad_messages = 0;  // malformed, wrong body, unknown kind, no reply subject
+  uint64_t launches = 0;      // launches accepted (Started published)
+  uint64_t duplicates = 0;    // Launch ignored as a duplicate
+  uint64_t launch_failures = 0;
+  uint64_t exits = 0;         // Exited published
+};
+
+class Agent {
+ public:
+  Agent(AgentConfig cfg, Publish publish);
+  ~Agent();  // shutdown() if not done
+  Agent(const Agent&) = delete;
+  Agent& operator=(const Agent&) = delete;
+
+  // Publishes NodeRegister and starts heartbeating.
+  void start();
+  // One message from the subscriptions (troupe.sys.node.<name>.> and
+  // troupe.sys.hello). Never throws; bad messages are logged and counted.
+  void on_message(const Inbound& in);
+  // Stops every worker (SIGTERM, SIGKILL after grace_s), publishes their
+  // Exited, waits for them, stops the threads. Idempotent.
+  void shutdown();
+
+  void publish_register();
+  AgentCounters counters() const;
+  std::vector<WorkerKey> running() const;
+  // Waits until no worker runs; false on timeout.
+  bool wait_idle(std::chrono::milliseconds timeout);
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  struct Worker {
+    uint64_t id = 0;
+    LaunchInfo launch;
+    pid_t pid = 0;  // 0 in --simulate
+    EndCause cause = EndCause::natural;
+    SimParams sim;
+  };
+
+  void handle_launch(const wire::Launch& l);
+  void handle_stop(const wire::Stop& s);
+  void handle_logs(const Inbound& in);
+  void bad(const std::string& what, const std::string& subject);
+
+  // All below: with mu_ held.
+  void launch_sim(LaunchInfo info);
+  void launch_real(LaunchInfo info);
+  void stop_worker(Worker& w, EndCause cause, int grace_s);
+  void finish(const WorkerKey& key, const ExitInfo& e);
+  void publish_exited(const WorkerKey& key, const ExitInfo& e);
+  std::vector<WorkerKey> running_locked() const;
+  void remember_finished(const WorkerKey& key);
+
+  // Timer and reaper callbacks (take mu_).
+  void on_child_exit(pid_t pid, std::optional<int> status);
+  void on_sim_end(const WorkerKey& key, uint64_t id);
+  void on_max_runtime(const WorkerKey& key, uint64_t id);
+  void on_escalate(const WorkerKey& key, uint64_t id);
+  void on_heartbeat();
+
+  void send(const std::string& subject, const wire::Bytes& bytes);
+
+  const AgentConfig cfg_;
+  const Publish publish_;
+  const std::string exited_subject_, started_subject_, register_subject_, heartbeat_subject_;
+
+  mutable std::mutex mu_;
+  std::condition_variable idle_cv_;
+  std::map<WorkerKey, Worker> running_;
+  std::unordered_map<pid_t, WorkerKey> by_pid_;
+  std::set<WorkerKey> finished_;
+  std::deque<WorkerKey> finished_order_;  // bounds finished_
+  uint64_t next_id_ = 1;
+  uint64_t heartbeat_seq_ = 0;
+  bool started_ = false;
+  bool shutting_down_ = false;
+  bool shut_down_ = false;
+  AgentCounters counters_;
+
+  // Declared last: destroyed first, so their threads stop before the state above goes.
+  std::unique_ptr<TimerQueue> timers_;
+  std::unique_ptr<Reaper> reaper_;
+};
+
+}  // namespace troupe::node

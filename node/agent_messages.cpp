@@ -1,0 +1,53 @@
+// Owns building the agent -> scheduler Envelopes.
+#include "node/agent_messages.hpp"
+
+namespace troupe::node {
+
+namespace {
+
+flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<wire::WorkerRef>>> refs(
+    flatbuffers::FlatBufferBuilder& fbb, const std::vector<WorkerKey>& running) {
+  std::vector<flatbuffers::Offset<wire::WorkerRef>> v;
+  v.reserve(running.size());
+  for (const auto& k : running)
+    v.push_back(wire::CreateWorkerRef(fbb, fbb.CreateString(k.job_id), k.attempt, k.rank));
+  return fbb.CreateVector(v);
+}
+
+}  // namespace
+
+wire::Bytes make_register(const std::string& node, const std::string& host, const Inventory& inv,
+                          bool simulate, const std::vector<WorkerKey>& running) {
+  flatbuffers::FlatBufferBuilder fbb(256 + 64 * running.size());
+  std::vector<flatbuffers::Offset<wire::Gpu>> gpus;
+  for (const auto& g : inv.gpus)
+    gpus.push_back(wire::CreateGpu(fbb, g.index, fbb.CreateString(g.name), g.memory_mb));
+  auto body = wire::CreateNodeRegister(fbb, fbb.CreateString(node), fbb.CreateString(host),
+                                       fbb.CreateString(inv.gpu_type), fbb.CreateVector(gpus),
+                                       inv.cpus, inv.memory_mb, simulate, refs(fbb, running));
+  return wire::seal(fbb, body);
+}
+
+wire::Bytes make_heartbeat(const std::string& node, uint64_t seq,
+                           const std::vector<WorkerKey>& running) {
+  flatbuffers::FlatBufferBuilder fbb(128 + 64 * running.size());
+  auto body = wire::CreateHeartbeat(fbb, fbb.CreateString(node), seq, refs(fbb, running));
+  return wire::seal(fbb, body);
+}
+
+wire::Bytes make_started(const std::string& node, const WorkerKey& k, int pid) {
+  flatbuffers::FlatBufferBuilder fbb(128);
+  auto body = wire::CreateStarted(fbb, fbb.CreateString(node), fbb.CreateString(k.job_id),
+                                  k.attempt, k.rank, pid);
+  return wire::seal(fbb, body);
+}
+
+wire::Bytes make_exited(const std::string& node, const WorkerKey& k, const ExitInfo& e) {
+  flatbuffers::FlatBufferBuilder fbb(192);
+  auto body = wire::CreateExited(fbb, fbb.CreateString(node), fbb.CreateString(k.job_id),
+                                 k.attempt, k.rank, e.exit_code, e.signal,
+                                 fbb.CreateString(e.reason));
+  return wire::seal(fbb, body);
+}
+
+}  // namespace troupe::node

@@ -1,0 +1,23 @@
+// The FlatBuffers Envelopes the agent publishes (NodeRegister, Heartbeat,
+// Started, Exited), built from plain C++ values. Pure.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "messages/wire.hpp"
+#include "node/exit_status.hpp"
+#include "node/inventory.hpp"
+#include "node/launch_spec.hpp"
+
+namespace troupe::node {
+
+wire::Bytes make_register(const std::string& node, const std::string& host, const Inventory& inv,
+                          bool simulate, const std::vector<WorkerKey>& running);
+wire::Bytes make_heartbeat(const std::string& node, uint64_t seq,
+                           const std::vector<WorkerKey>& running);
+wire::Bytes make_started(const std::string& node, const WorkerKey& k, int pid);
+wire::Bytes make_exited(const std::string& node, const WorkerKey& k, const ExitInfo& e);
+
+}  // namespace troupe::node

@@ -1,0 +1,128 @@
+// Owns the pure model of a Launch: decode, validate, paths, env, sim params.
+#include "node/launch_spec.hpp"
+
+#include <cmath>
+#include <cstdlib>
+#include <unordered_map>
+
+#include "bus/subjects.hpp"
+
+namespace troupe::node {
+
+std::string to_string(const WorkerKey& k) {
+  return k.job_id + "/attempt-" + std::to_string(k.attempt) + "/rank-" + std::to_string(k.rank);
+}
+
+LaunchInfo decode_launch(const wire::Launch& l) {
+  LaunchInfo out;
+  out.key.job_id = wire::str(l.job_id());
+  out.key.attempt = l.attempt();
+  out.key.rank = l.rank();
+  out.team = wire::str(l.team());
+  out.world_size = l.world_size();
+  out.coordinator = wire::str(l.coordinator());
+  out.gpus = wire::ints(l.gpus());
+  if (l.command() != nullptr)
+    for (const auto* s : *l.command()) out.command.push_back(wire::str(s));
+  if (l.env() != nullptr)
+    for (const auto* kv : *l.env())
+      if (kv != nullptr) out.env.emplace_back(wire::str(kv->key()), wire::str(kv->value()));
+  out.max_runtime_s = l.max_runtime_s();
+  out.grace_s = l.grace_s();
+  return out;
+}
+
+std::string validate_launch(const LaunchInfo& l, bool need_command) {
+  if (auto why = subjects::check_token(l.key.job_id); !why.empty()) return "job_id " + why;
+  if (l.key.attempt < 0) return "attempt must be >= 0";
+  if (l.key.rank < 0) return "rank must be >= 0";
+  for (int g : l.gpus)
+    if (g < 0) return "GPU indices must be >= 0";
+  if (need_command && (l.command.empty() || l.command.front().empty()))
+    return "empty command";
+  for (const auto& w : l.command)
+    if (w.find('\0') != std::string::npos) return "command holds a NUL byte";
+  return {};
+}
+
+std::string cuda_visible_devices(const std::vector<int>& gpus) {
+  std::string s;
+  for (size_t i = 0; i < gpus.size(); ++i) {
+    if (i > 0) s += ',';
+    s += std::to_string(gpus[i]);
+  }
+  return s;
+}
+
+std::string log_dir(const std::string& state_dir, const std::string& job_id) {
+  return state_dir + "/logs/" + job_id;
+}
+
+std::string log_path(const std::string& state_dir, const WorkerKey& k) {
+  return log_dir(state_dir, k.job_id) + "/attempt-" + std::to_string(k.attempt) + "-rank-" +
+         std::to_string(k.rank) + ".log";
+}
+
+std::string work_dir(const std::string& state_dir, const std::string& job_id) {
+  return state_dir + "/jobs/" + job_id;
+}
+
+std::vector<std::string> build_child_env(const std::vector<std::string>& base,
+                                         const LaunchInfo& l) {
+  std::vector<std::string> out;
+  std::unordered_map<std::string, size_t> where;  // key -> index in out
+  auto set = [&](const std::string& key, const std::string& value) {
+    if (key.empty() || key.find('=') != std::string::npos ||
+        key.find('\0') != std::string::npos || value.find('\0') != std::string::npos)
+      return;
+    auto it = where.find(key);
+    if (it != where.end()) {
+      out[it->second] = key + "=" + value;
+    } else {
+      where.emplace(key, out.size());
+      out.push_back(key + "=" + value);
+    }
+  };
+  for (const auto& kv : base) {
+    auto eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) continue;
+    set(kv.substr(0, eq), kv.substr(eq + 1));
+  }
+  for (const auto& [k, v] : l.env) set(k, v);
+  set("CUDA_VISIBLE_DEVICES", cuda_visible_devices(l.gpus));
+  set("TROUPE_JOB_ID", l.key.job_id);
+  set("TROUPE_ATTEMPT", std::to_string(l.key.attempt));
+  set("TROUPE_RANK", std::to_string(l.key.rank));
+  set("TROUPE_WORLD_SIZE", std::to_string(l.world_size));
+  set("TROUPE_COORDINATOR", l.coordinator);
+  return out;
+}
+
+SimParams sim_params(const LaunchInfo& l) {
+  SimParams p;
+  for (const auto& [k, v] : l.env) {
+    if (k == "TROUPE_SIM_DURATION_S") {
+      char* end = nullptr;
+      double d = std::strtod(v.c_str(), &end);
+      if (!v.empty() && end != nullptr && *end == '\0' && std::isfinite(d) && d >= 0)
+        p.duration_s = d;
+    } else if (k == "TROUPE_SIM_EXIT") {
+      char* end = nullptr;
+      long c = std::strtol(v.c_str(), &end, 10);
+      if (!v.empty() && end != nullptr && *end == '\0' && c >= -1000000 && c <= 1000000)
+        p.exit_code = static_cast<int>(c);
+    }
+  }
+  return p;
+}
+
+std::string command_line(const std::vector<std::string>& command) {
+  std::string s;
+  for (size_t i = 0; i < command.size(); ++i) {
+    if (i > 0) s += ' ';
+    s += command[i];
+  }
+  return s;
+}
+
+}  // namespace troupe::node

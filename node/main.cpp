@@ -1,0 +1,157 @@
+// troupe-node's entry point: the thin shell around Agent. Parses flags,
+// probes the machine, connects to NATS (one connection for subscriptions, one
+// for publishing), feeds messages to the Agent and waits for SIGTERM/SIGINT
+// with sigwait (the signals are blocked in every thread; no handler).
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <filesystem>
+#include <iostream>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "bus/nats.hpp"
+#include "bus/subjects.hpp"
+#include "node/agent.hpp"
+#include "node/inventory.hpp"
+#include "node/options.hpp"
+
+extern char** environ;
+
+namespace {
+
+using namespace troupe;
+
+std::string hostname() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "node";
+  return buf;
+}
+
+std::vector<std::string> own_environment() {
+  std::vector<std::string> out;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) out.emplace_back(*e);
+  return out;
+}
+
+// Waits up to `timeout_ms` for SIGTERM/SIGINT; true when one arrived.
+bool wait_signal(const sigset_t& set, int timeout_ms) {
+  timespec ts{timeout_ms / 1000, (timeout_ms % 1000) * 1000000L};
+  siginfo_t info;
+  int s = ::sigtimedwait(&set, &info, timeout_ms < 0 ? nullptr : &ts);
+  if (s > 0) {
+    spdlog::info("received signal {}: shutting down", s);
+    return true;
+  }
+  return false;
+}
+
+// Connects, retrying every second until it works or a signal arrives.
+bus::ConnectionPtr connect(const bus::ConnectOptions& opts, const sigset_t& signals) {
+  for (int attempt = 0;; ++attempt) {
+    std::string err;
+    if (auto c = bus::Connection::open(opts, &err)) return c;
+    if (attempt == 0 || attempt % 30 == 0) spdlog::warn("{} (retrying every second)", err);
+    if (wait_signal(signals, 1000)) return nullptr;
+  }
+}
+
+int run(int argc, char** argv, const sigset_t& signals) {
+  std::error_code ec;
+  auto cwd = std::filesystem::current_path(ec);
+  auto env = [](const std::string& k) -> std::optional<std::string> {
+    const char* v = std::getenv(k.c_str());
+    if (v == nullptr) return std::nullopt;
+    return std::string(v);
+  };
+  node::ParseResult parsed = node::parse_options(argc, argv, env, hostname(), cwd.string());
+  if (!parsed.options) {
+    (parsed.exit_code == 0 ? std::cout : std::cerr) << parsed.message;
+    return parsed.exit_code;
+  }
+  const node::Options& opt = *parsed.options;
+  spdlog::set_default_logger(spdlog::stderr_color_mt("troupe-node"));
+  spdlog::set_level(spdlog::level::from_str(opt.log_level));
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ [troupe-node " + opt.name + "] %v");
+
+  std::filesystem::create_directories(opt.state_dir, ec);
+  if (ec) {
+    spdlog::error("cannot create the state dir {}: {}", opt.state_dir, ec.message());
+    return 1;
+  }
+
+  node::AgentConfig cfg;
+  cfg.name = opt.name;
+  cfg.host = opt.host;
+  cfg.state_dir = opt.state_dir;
+  cfg.simulate = opt.simulate;
+  cfg.grace_s = opt.grace_s;
+  cfg.heartbeat_ms = opt.heartbeat_ms;
+  cfg.inventory = node::build_inventory(opt, node::probe_machine(opt));
+  cfg.base_env = own_environment();
+  spdlog::info("node {}: {} GPU(s) of type {}, {} CPUs, {} MB, state in {}{}", cfg.name,
+               cfg.inventory.gpus.size(), cfg.inventory.gpu_type, cfg.inventory.cpus,
+               cfg.inventory.memory_mb, cfg.state_dir, cfg.simulate ? ", simulating" : "");
+
+  bus::Library library;
+  bus::ConnectOptions copts;
+  copts.url = opt.nats_url;
+  copts.name = "troupe-node-" + opt.name + "-pub";
+  bus::ConnectionPtr pub = connect(copts, signals);
+  if (!pub) return 0;
+  copts.name = "troupe-node-" + opt.name + "-sub";
+  bus::ConnectionPtr sub = connect(copts, signals);
+  if (!sub) return 0;
+  spdlog::info("connected to {}", opt.nats_url);
+
+  bus::Connection* pub_raw = pub.get();
+  node::Agent agent(cfg, [pub_raw](const std::string& subject, const void* data, size_t size) {
+    if (!pub_raw->publish(subject, data, size))
+      spdlog::warn("could not publish on {} (connection closed?)", subject);
+  });
+
+  auto handler = [&agent](Inbound&& in) { agent.on_message(in); };
+  bus::SubscriptionPtr node_sub =
+      sub->subscribe(subjects::scheduler_to_agent(opt.name, ">"), handler);
+  bus::SubscriptionPtr hello_sub = sub->subscribe(subjects::kSysHello, handler);
+  if (!node_sub || !hello_sub) {
+    spdlog::error("cannot subscribe on {}", opt.nats_url);
+    return 1;
+  }
+  sub->flush();
+  agent.start();
+
+  while (!wait_signal(signals, -1)) {
+  }
+
+  // Stop taking messages, stop the workers (their Exited go out), then close.
+  node_sub.reset();
+  hello_sub.reset();
+  agent.shutdown();
+  if (!pub->flush(2000)) spdlog::warn("could not flush the last messages");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Block the shutdown signals in every thread (threads inherit the mask);
+  // main() takes them with sigtimedwait. Workers get a clean mask in the child.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+  try {
+    return run(argc, argv, signals);
+  } catch (const std::exception& e) {
+    spdlog::critical("fatal: {}", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,104 @@
+// Owns parsing of troupe-node's command line (CLI11) into Options.
+#include "node/options.hpp"
+
+#include <filesystem>
+#include <sstream>
+
+#include <CLI/CLI.hpp>
+
+#include "bus/subjects.hpp"
+
+namespace troupe::node {
+
+std::string sanitize_node_name(const std::string& hostname) {
+  std::string out;
+  for (char c : hostname) {
+    if (c == '.') break;
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '-' || c == '_';
+    out += ok ? c : '-';
+  }
+  if (out.size() > 128) out.resize(128);
+  if (out.empty()) out = "node";
+  return out;
+}
+
+ParseResult parse_options(int argc, const char* const* argv, const EnvLookup& env,
+                          const std::string& hostname, const std::string& cwd) {
+  Options o;
+  CLI::App app{"troupe-node: the Troupe node agent (launches and watches job workers)",
+               "troupe-node"};
+  int gpus = 0;
+  std::string gpu_type;
+  int cpus = 0;
+  long long memory_mb = 0;
+  std::string nats;
+  auto* nats_opt = app.add_option("--nats", nats, "NATS URL (default $TROUPE_NATS or " +
+                                                      o.nats_url + ")");
+  app.add_option("--name", o.name, "node name (default: the hostname)");
+  auto* gpus_opt = app.add_option("--gpus", gpus, "number of GPUs (wins over nvidia-smi)")
+                       ->check(CLI::NonNegativeNumber);
+  auto* type_opt = app.add_option("--gpu-type", gpu_type, "GPU type (default generic)");
+  app.add_flag("--simulate", o.simulate, "do not run commands; simulate workers");
+  app.add_option("--host", o.host, "address other nodes reach this one at")->capture_default_str();
+  app.add_option("--heartbeat-ms", o.heartbeat_ms, "heartbeat period")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--state-dir", o.state_dir,
+                 "state folder (default $TROUPE_HOME/nodes/<name>, TROUPE_HOME=./.troupe)");
+  auto* cpus_opt = app.add_option("--cpus", cpus, "CPUs offered (default: online CPUs)")
+                       ->check(CLI::NonNegativeNumber);
+  auto* mem_opt = app.add_option("--memory-mb", memory_mb, "memory offered (default: MemTotal)")
+                      ->check(CLI::NonNegativeNumber);
+  app.add_option("--grace-s", o.grace_s, "seconds between SIGTERM and SIGKILL")->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--log-level", o.log_level, "trace|debug|info|warn|error")->capture_default_str()
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
+
+  ParseResult r;
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    std::ostringstream out, err;
+    r.exit_code = app.exit(e, out, err);
+    r.message = out.str() + err.str();
+    return r;
+  }
+
+  if (!nats_opt->empty())
+    o.nats_url = nats;
+  else if (auto v = env("TROUPE_NATS"); v && !v->empty())
+    o.nats_url = *v;
+  if (!gpus_opt->empty()) o.gpus = gpus;
+  if (!type_opt->empty()) o.gpu_type = gpu_type;
+  if (!cpus_opt->empty()) o.cpus = cpus;
+  if (!mem_opt->empty()) o.memory_mb = memory_mb;
+
+  if (o.name.empty()) {
+    o.name = sanitize_node_name(hostname);
+  } else if (auto why = subjects::check_token(o.name); !why.empty()) {
+    r.exit_code = 2;
+    r.message = "--name: " + why + "\n";
+    return r;
+  }
+  if (o.gpu_type && o.gpu_type->empty()) {
+    r.exit_code = 2;
+    r.message = "--gpu-type must not be empty\n";
+    return r;
+  }
+
+  namespace fs = std::filesystem;
+  fs::path dir;
+  if (!o.state_dir.empty()) {
+    dir = o.state_dir;
+  } else {
+    auto home = env("TROUPE_HOME");
+    dir = fs::path(home && !home->empty() ? *home : std::string("./.troupe")) / "nodes" / o.name;
+  }
+  if (dir.is_relative()) dir = fs::path(cwd) / dir;
+  o.state_dir = dir.lexically_normal().string();
+  while (o.state_dir.size() > 1 && o.state_dir.back() == '/') o.state_dir.pop_back();
+  r.options = std::move(o);
+  return r;
+}
+
+}  // namespace troupe::node

@@ -1,0 +1,46 @@
+// Command-line options of troupe-node: the Options struct and the pure parser
+// (CLI11) that fills it from argv plus an injected environment lookup, so that
+// tests need neither the real environment nor the real hostname.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+
+namespace troupe::node {
+
+struct Options {
+  std::string nats_url = "nats://127.0.0.1:4222";
+  std::string name;                 // node name: one subject token
+  std::optional<int> gpus;          // set only when --gpus was given
+  std::optional<std::string> gpu_type;  // set only when --gpu-type was given
+  bool simulate = false;
+  std::string host = "127.0.0.1";
+  int heartbeat_ms = 1000;
+  std::string state_dir;            // absolute after parse_options
+  std::optional<int> cpus;
+  std::optional<long long> memory_mb;
+  int grace_s = 10;
+  std::string log_level = "info";
+};
+
+// Looks up an environment variable; nullopt when unset.
+using EnvLookup = std::function<std::optional<std::string>(const std::string&)>;
+
+struct ParseResult {
+  std::optional<Options> options;  // set when the agent should run
+  int exit_code = 0;               // otherwise: exit with this (0 for --help)
+  std::string message;             // what to print (help text or error)
+};
+
+// Parses argv. `hostname` is the default --name (sanitised into a subject
+// token); TROUPE_NATS and TROUPE_HOME come from `env`; a relative state dir is
+// made absolute against `cwd`.
+ParseResult parse_options(int argc, const char* const* argv, const EnvLookup& env,
+                          const std::string& hostname, const std::string& cwd);
+
+// Turns a hostname into a valid subject token: the part before the first '.',
+// other invalid characters replaced by '-'; "node" when nothing is left.
+std::string sanitize_node_name(const std::string& hostname);
+
+}  // namespace troupe::node

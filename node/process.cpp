@@ -1,0 +1,178 @@
+// Owns fork/exec of workers (process groups, log redirection, exec-failure
+// reporting) and process-group signalling.
+#include "node/process.hpp"
+
+#include <fcntl.h>
+#include <linux/close_range.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <system_error>
+
+namespace troupe::node {
+
+void UniqueFd::reset(int fd) {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = fd;
+}
+
+std::vector<std::string> exec_candidates(const std::string& file,
+                                         const std::vector<std::string>& env) {
+  if (file.find('/') != std::string::npos) return {file};
+  std::string path = "/usr/local/bin:/usr/bin:/bin";
+  for (const auto& kv : env)
+    if (kv.rfind("PATH=", 0) == 0) path = kv.substr(5);
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (true) {
+    auto colon = path.find(':', start);
+    std::string dir = path.substr(start, colon == std::string::npos ? std::string::npos
+                                                                    : colon - start);
+    if (dir.empty()) dir = ".";
+    out.push_back(dir + "/" + file);
+    if (colon == std::string::npos) break;
+    start = colon + 1;
+  }
+  return out;
+}
+
+namespace {
+
+// Async-signal-safe helpers for the child between fork and exec.
+void write_all(int fd, const char* s, size_t n) {
+  while (n > 0) {
+    ssize_t w = ::write(fd, s, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    s += w;
+    n -= static_cast<size_t>(w);
+  }
+}
+void write_str(int fd, const char* s) { write_all(fd, s, std::strlen(s)); }
+
+[[noreturn]] void child_fail(int report_fd, const char* prefix, int err) {
+  write_str(2, prefix);
+  const char* desc = strerrordesc_np(err);
+  write_str(2, desc != nullptr ? desc : "unknown error");
+  write_str(2, "\n");
+  write_all(report_fd, reinterpret_cast<const char*>(&err), sizeof err);
+  _exit(127);
+}
+
+}  // namespace
+
+SpawnResult spawn_process(const ProcessSpec& spec) {
+  SpawnResult r;
+  if (spec.argv.empty() || spec.argv.front().empty()) {
+    r.error = "empty command";
+    return r;
+  }
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(spec.cwd, ec);
+  if (ec) {
+    r.error = "cannot create " + spec.cwd + ": " + ec.message();
+    return r;
+  }
+  fs::create_directories(fs::path(spec.log_file).parent_path(), ec);
+  if (ec) {
+    r.error = "cannot create the log folder of " + spec.log_file + ": " + ec.message();
+    return r;
+  }
+  UniqueFd log(::open(spec.log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
+  if (!log) {
+    r.error = "cannot open " + spec.log_file + ": " + std::strerror(errno);
+    return r;
+  }
+
+  // Everything the child needs is prepared here: it may only make
+  // async-signal-safe calls after fork.
+  std::vector<std::string> candidates = exec_candidates(spec.argv.front(), spec.env);
+  std::vector<char*> argv, envp;
+  for (const auto& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  for (const auto& e : spec.env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  const std::string exec_prefix = "troupe-node: cannot execute '" + spec.argv.front() + "': ";
+  const std::string cwd_prefix = "troupe-node: cannot enter " + spec.cwd + ": ";
+
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) {
+    r.error = std::string("pipe: ") + std::strerror(errno);
+    return r;
+  }
+  UniqueFd report_r(fds[0]), report_w(fds[1]);
+
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    r.error = std::string("fork: ") + std::strerror(errno);
+    return r;
+  }
+  if (pid == 0) {
+    // --- child ---
+    struct sigaction dfl;
+    std::memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    for (int s = 1; s < NSIG; ++s) ::sigaction(s, &dfl, nullptr);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::setsid();
+    int devnull = ::open("/dev/null", O_RDONLY);
+    if (devnull >= 0) {
+      ::dup2(devnull, 0);
+      if (devnull > 2) ::close(devnull);
+    }
+    ::dup2(log.get(), 1);
+    ::dup2(log.get(), 2);
+    // Descriptors the agent holds (sockets, pipes) must not leak into jobs.
+    ::syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC);
+    if (::chdir(spec.cwd.c_str()) != 0) child_fail(report_w.get(), cwd_prefix.c_str(), errno);
+    int err = ENOENT;
+    bool saw_eacces = false;
+    for (const auto& c : candidates) {
+      ::execve(c.c_str(), argv.data(), envp.data());
+      err = errno;
+      if (err == EACCES) {
+        saw_eacces = true;
+        continue;
+      }
+      if (err == ENOENT || err == ENOTDIR || err == ESTALE || err == ENODEV ||
+          err == ETIMEDOUT)
+        continue;
+      break;
+    }
+    if (saw_eacces && (err == ENOENT || err == ENOTDIR)) err = EACCES;
+    child_fail(report_w.get(), exec_prefix.c_str(), err);
+  }
+  // --- parent ---
+  r.pid = pid;
+  report_w.reset();
+  log.reset();
+  int child_errno = 0;
+  size_t got = 0;
+  auto* p = reinterpret_cast<char*>(&child_errno);
+  while (got < sizeof child_errno) {
+    ssize_t n = ::read(report_r.get(), p + got, sizeof child_errno - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  if (got == sizeof child_errno)
+    r.exec_error = "cannot execute '" + spec.argv.front() + "': " + std::strerror(child_errno);
+  return r;
+}
+
+bool signal_group(pid_t pid, int sig) {
+  if (pid <= 0) return false;
+  if (::kill(-pid, sig) == 0) return true;
+  return ::kill(pid, sig) == 0;
+}
+
+}  // namespace troupe::node

@@ -1,0 +1,67 @@
+// Starting and signalling worker processes: fork/exec in a new session
+// (process group), stdout+stderr appended to a log file, cwd and environment
+// as given; an O_CLOEXEC pipe tells the parent whether exec succeeded. Also
+// UniqueFd, the RAII file descriptor used by the node agent.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+namespace troupe::node {
+
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  ~UniqueFd() { reset(); }
+  UniqueFd(UniqueFd&& o) noexcept : fd_(o.release()) {}
+  UniqueFd& operator=(UniqueFd&& o) noexcept {
+    if (this != &o) reset(o.release());
+    return *this;
+  }
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+  int get() const { return fd_; }
+  explicit operator bool() const { return fd_ >= 0; }
+  int release() {
+    int f = fd_;
+    fd_ = -1;
+    return f;
+  }
+  void reset(int fd = -1);
+
+ private:
+  int fd_ = -1;
+};
+
+struct ProcessSpec {
+  std::vector<std::string> argv;  // argv[0] is looked up in the child env's PATH
+  std::vector<std::string> env;   // "KEY=VALUE"
+  std::string cwd;                // created when missing
+  std::string log_file;           // created (with its folder) when missing; appended to
+};
+
+struct SpawnResult {
+  pid_t pid = -1;          // > 0: a child exists (even when exec failed: it exits 127)
+  std::string error;       // fork/setup failure (pid -1): "launch failed: <error>"
+  std::string exec_error;  // exec failed in the child (already written to the log)
+};
+
+// Forks and execs. The child: default signal dispositions and an empty signal
+// mask, setsid(), stdin from /dev/null, stdout+stderr to the log file, cwd,
+// then execve over the PATH candidates; when every one fails it writes
+// "troupe-node: cannot execute '<argv0>': <error>" to the log and exits 127.
+// Returns after exec succeeded or failed in the child.
+SpawnResult spawn_process(const ProcessSpec& spec);
+
+// Sends `sig` to the process group `pid` leads (falls back to the process).
+// Returns false when neither exists.
+bool signal_group(pid_t pid, int sig);
+
+// The PATH candidates execvp would try for `file` given the child env.
+std::vector<std::string> exec_candidates(const std::string& file,
+                                         const std::vector<std::string>& env);
+
+}  // namespace troupe::node

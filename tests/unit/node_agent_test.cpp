@@ -1,0 +1,479 @@
+// Unit tests of the node agent's core without NATS: real workers (fork/exec,
+// environment, log file, exit classification, exec failure, Stop escalation,
+// max_runtime_s), --simulate workers, duplicates, malformed messages, logs
+// requests and shutdown. Publishes are captured in memory.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "bus/subjects.hpp"
+#include "node/agent.hpp"
+#include "node/process.hpp"
+#include "node/test_support.hpp"
+
+using namespace troupe;
+using namespace troupe::node;
+using namespace std::chrono_literals;
+using test::Capture;
+using test::Published;
+using test::TempDir;
+
+namespace {
+
+const std::string kNode = "test-node";
+
+struct LaunchArgs {
+  std::string job_id = "j-1";
+  int attempt = 0;
+  int rank = 0;
+  int world_size = 1;
+  std::vector<int> gpus;
+  std::vector<std::string> command;
+  std::vector<std::pair<std::string, std::string>> env;
+  long long max_runtime_s = 0;
+  int grace_s = 10;
+};
+
+Inbound launch_msg(const LaunchArgs& a) {
+  flatbuffers::FlatBufferBuilder fbb;
+  std::vector<flatbuffers::Offset<flatbuffers::String>> cmd;
+  for (const auto& c : a.command) cmd.push_back(fbb.CreateString(c));
+  std::vector<flatbuffers::Offset<wire::KeyValue>> env;
+  for (const auto& [k, v] : a.env)
+    env.push_back(wire::CreateKeyValue(fbb, fbb.CreateString(k), fbb.CreateString(v)));
+  auto body = wire::CreateLaunch(fbb, fbb.CreateString(a.job_id), fbb.CreateString("team"),
+                                 a.attempt, a.rank, a.world_size, fbb.CreateString("host:1234"),
+                                 fbb.CreateVector(a.gpus), fbb.CreateVector(cmd),
+                                 fbb.CreateVector(env), a.max_runtime_s, a.grace_s);
+  return Inbound{subjects::scheduler_to_agent(kNode, subjects::kLaunch), "",
+                 wire::seal(fbb, body)};
+}
+
+Inbound stop_msg(const std::string& job_id, int attempt, int rank, std::optional<int> grace) {
+  flatbuffers::FlatBufferBuilder fbb;
+  auto id = fbb.CreateString(job_id);
+  auto reason = fbb.CreateString("test");
+  wire::StopBuilder b(fbb);
+  b.add_job_id(id);
+  b.add_attempt(attempt);
+  b.add_rank(rank);
+  b.add_reason(reason);
+  if (grace) {
+    fbb.ForceDefaults(true);
+    b.add_grace_s(*grace);
+  }
+  auto body = b.Finish();
+  return Inbound{subjects::scheduler_to_agent(kNode, subjects::kStop), "", wire::seal(fbb, body)};
+}
+
+struct Fixture {
+  TempDir tmp;
+  Capture cap;
+  std::unique_ptr<Agent> agent;
+  std::string exited = subjects::agent_to_scheduler(kNode, subjects::kExited);
+  std::string started = subjects::agent_to_scheduler(kNode, subjects::kStarted);
+
+  explicit Fixture(bool simulate = false, int grace_s = 10, int heartbeat_ms = 60000) {
+    AgentConfig cfg;
+    cfg.name = kNode;
+    cfg.state_dir = tmp.path();
+    cfg.simulate = simulate;
+    cfg.grace_s = grace_s;
+    cfg.heartbeat_ms = heartbeat_ms;
+    cfg.base_env = {"PATH=/usr/local/bin:/usr/bin:/bin", "AGENT_VAR=from-agent"};
+    agent = std::make_unique<Agent>(cfg, [this](const std::string& s, const void* d, size_t n) {
+      cap(s, d, n);
+    });
+  }
+
+  const wire::Exited* exited_at(std::vector<Published>& keep, size_t i) {
+    keep = cap.on(exited);
+    REQUIRE(keep.size() > i);
+    const auto* e = keep[i].envelope();
+    REQUIRE(e);
+    const auto* x = e->body_as_Exited();
+    REQUIRE(x);
+    return x;
+  }
+
+  // Waits until the log of `k` contains `needle`.
+  bool wait_log(const WorkerKey& k, const std::string& needle, std::chrono::milliseconds t = 10s) {
+    auto deadline = std::chrono::steady_clock::now() + t;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (test::read_file(log_path(tmp.path(), k)).find(needle) != std::string::npos) return true;
+      std::this_thread::sleep_for(10ms);
+    }
+    return false;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("node agent: runs a command with the job environment and logs it", "[node][agent]") {
+  Fixture f;
+  LaunchArgs a;
+  a.gpus = {1, 3};
+  a.rank = 1;
+  a.world_size = 2;
+  a.env = {{"JOB_VAR", "from-job"}};
+  a.command = {"/bin/sh", "-c",
+               "echo cvd=$CUDA_VISIBLE_DEVICES; echo job=$TROUPE_JOB_ID att=$TROUPE_ATTEMPT "
+               "rank=$TROUPE_RANK ws=$TROUPE_WORLD_SIZE coord=$TROUPE_COORDINATOR; "
+               "echo $JOB_VAR $AGENT_VAR; echo cwd=$(pwd); echo err >&2; exit 3"};
+  f.agent->on_message(launch_msg(a));
+  REQUIRE(f.cap.wait_count(f.exited, 1));
+
+  auto st = f.cap.on(f.started);
+  REQUIRE(st.size() == 1);
+  const auto* s = st[0].envelope()->body_as_Started();
+  REQUIRE(s);
+  CHECK(s->pid() > 0);
+  CHECK(wire::str(s->node()) == kNode);
+  CHECK(s->rank() == 1);
+
+  std::vector<Published> keep;
+  const auto* x = f.exited_at(keep, 0);
+  CHECK(x->exit_code() == 3);
+  CHECK(x->signal() == 0);
+  CHECK(wire::str(x->reason()) == "exited with code 3");
+  CHECK(wire::str(x->job_id()) == "j-1");
+  CHECK(x->rank() == 1);
+
+  std::string log = test::read_file(log_path(f.tmp.path(), WorkerKey{"j-1", 0, 1}));
+  CHECK(log.find("cvd=1,3\n") != std::string::npos);
+  CHECK(log.find("job=j-1 att=0 rank=1 ws=2 coord=host:1234\n") != std::string::npos);
+  CHECK(log.find("from-job from-agent\n") != std::string::npos);
+  CHECK(log.find("cwd=" + work_dir(f.tmp.path(), "j-1") + "\n") != std::string::npos);
+  CHECK(log.find("err\n") != std::string::npos);
+  // Started is always published before its Exited.
+  auto all = f.cap.all();
+  CHECK(all.front().subject == f.started);
+  CHECK(f.agent->running().empty());
+}
+
+TEST_CASE("node agent: CUDA_VISIBLE_DEVICES is empty with no GPUs", "[node][agent]") {
+  Fixture f;
+  LaunchArgs a;
+  a.command = {"sh", "-c", "echo \"[${CUDA_VISIBLE_DEVICES-unset}]\""};  // found via PATH
+  f.agent->on_message(launch_msg(a));
+  REQUIRE(f.cap.wait_count(f.exited, 1));
+  std::vector<Published> keep;
+  CHECK(f.exited_at(keep, 0)->exit_code() == 0);
+  CHECK(test::read_file(log_path(f.tmp.path(), WorkerKey{"j-1", 0, 0})) == "[]\n");
+}
+
+TEST_CASE("node agent: an unknown command exits 127 with the error in the log", "[node][agent]") {
+  Fixture f;
+  LaunchArgs a;
+  a.command = {"troupe-no-such-command-xyz", "arg"};
+  f.agent->on_message(launch_msg(a));
+  REQUIRE(f.cap.wait_count(f.exited, 1));
+  CHECK(f.cap.on(f.started).size() == 1);
+  std::vector<Published> keep;
+  const auto* x = f.exited_at(keep, 0);
+  CHECK(x->exit_code() == 127);
+  CHECK(wire::str(x->reason()) == "exited with code 127");
+  std::string log = test::read_file(log_path(f.tmp.path(), WorkerKey{"j-1", 0, 0}));
+  CHECK(log.find("cannot execute 'troupe-no-such-command-xyz'") != std::string::npos);
+  CHECK(log.find("No such file or directory") != std::string::npos);
+}
+
+TEST_CASE("node agent: an invalid launch is answered with launch failed", "[node][agent]") {
+  Fixture f;
+  LaunchArgs a;
+  a.command = {};
+  f.agent->on_message(launch_msg(a));
+  REQUIRE(f.cap.wait_count(f.exited, 1));
+  CHECK(f.cap.on(f.started).empty());
+  std::vector<Published> keep;
+  const auto* x = f.exited_at(keep, 0);
+  CHECK(x->exit_code() == -1);
+  CHECK(wire::str(x->reason()) == "launch failed: empty command");
+  CHECK(f.agent->counters().launch_failures == 1);
+}
+
+TEST_CASE("node agent: Stop escalates to SIGKILL after grace_s", "[node][agent]") {
+  Fixture f;
+  LaunchArgs a;
+  a.command = {"/bin/sh", "-c", "trap '' TERM; echo ready; sleep 30; echo survived"};
+  f.agent->on_message(launch_msg(a));
+  REQUIRE(f.wait_log(WorkerKey{"j-1", 0, 0}, "ready"));
+  auto t0 = std::chrono::steady_clock::now();
+  f.agent->on_message(stop_msg("j-1", 0, -1, 1));
+  REQUIRE(f.cap.wait_count(f.exited, 1));
+  auto took = std::chrono::steady_clock::now() - t0;
+  CHECK(took >= 900ms);
+  CHECK(took < 5s);
+  std::vector<Published> keep;
+  const auto* x = f.exited_at(keep, 0);
+  CHECK(x->exit_code() == -1);
+  CHECK(x->signal() == SIGKILL);
+  CHECK(wire::str(x->reason()) == "stopped");
+  CHECK(test::read_file(log_path(f.tmp.path(), WorkerKey{"j-1", 0, 0})).find("survived") ==
+        std::string::npos);
+}
+
+TEST_CASE("node agent: Stop of a cooperative worker, by rank", "[node][agent]") {
+  Fixture f(false, /*grace_s=*/30);
+  for (int rank = 0; rank < 2; ++rank) {
+    LaunchArgs a;
+    a.rank = rank;
+    a.command = {"/bin/sh", "-c", "exec sleep 30"};
+    f.agent->on_message(launch_msg(a));
+  }
+  REQUIRE(f.cap.wait_count(f.started, 2));
+  f.agent->on_message(stop_msg("j-1", 0, 1, std::nullopt));  // no grace_s: --grace-s
+  REQUIRE(f.cap.wait_count(f.exited, 1, 3s));
+  std::vector<Published> keep;
+  const auto* x = f.exited_at(keep, 0);
+  CHECK(x->rank() == 1);
+  CHECK(x->signal() == SIGTERM);
+  CHECK(wire::str(x->reason()) == "stopped");
+  CHECK(f.agent->running().size() == 1);
+  f.agent->on_message(stop_msg("j-other", 0, -1, 0));  // nothing to stop
+  f.agent->on_message(stop_msg("j-1", 0, -1, 0));
+  REQUIRE(f.cap.wait_count(f.exited, 2, 3s));
+  CHECK(f.agent->running().empty());
+}
+
+TEST_CASE("node agent: max_runtime_s kills the worker", "[node][agent]") {
+  Fixture f;
+  LaunchArgs a;
+  a.max_runtime_s = 1;
+  a.grace_s = 0;
+  a.command = {"/bin/sh", "-c", "trap '' TERM; sleep 30"};
+  f.agent->on_message(launch_msg(a));
+  REQUIRE(f.cap.wait_count(f.exited, 1, 5s));
+  std::vector<Published> keep;
+  const auto* x = f.exited_at(keep, 0);
+  CHECK(x->exit_code() == -1);
+  CHECK(x->signal() == SIGKILL);
+  CHECK(wire::str(x->reason()) == "exceeded max_runtime_s");
+}
+
+TEST_CASE("node agent: duplicate launches are ignored", "[node][agent]") {
+  Fixture f;
+  LaunchArgs a;
+  a.command = {"/bin/sh", "-c", "echo once"};
+  f.agent->on_message(launch_msg(a));
+  f.agent->on_message(launch_msg(a));  // while running (or already finished)
+  REQUIRE(f.cap.wait_count(f.exited, 1));
+  f.agent->on_message(launch_msg(a));  // after it finished
+  LaunchArgs retry = a;
+  retry.attempt = 1;
+  f.agent->on_message(launch_msg(retry));  // a new attempt is not a duplicate
+  REQUIRE(f.cap.wait_count(f.exited, 2));
+  std::this_thread::sleep_for(100ms);
+  CHECK(f.cap.on(f.started).size() == 2);
+  CHECK(f.cap.on(f.exited).size() == 2);
+  CHECK(f.agent->counters().duplicates == 2);
+  CHECK(test::read_file(log_path(f.tmp.path(), WorkerKey{"j-1", 0, 0})) == "once\n");
+}
+
+TEST_CASE("node agent: malformed and misdirected messages are dropped and counted",
+          "[node][agent]") {
+  Fixture f;
+  auto launch_subject = subjects::scheduler_to_agent(kNode, subjects::kLaunch);
+  f.agent->on_message(Inbound{launch_subject, "", {1, 2, 3}});
+  f.agent->on_message(Inbound{launch_subject, "", {}});
+  std::vector<uint8_t> junk(200, 0xAB);
+  f.agent->on_message(Inbound{launch_subject, "", junk});
+  // A Stop on the launch subject, a Launch on the stop subject.
+  auto stop = stop_msg("j-1", 0, -1, 1);
+  f.agent->on_message(Inbound{launch_subject, "", stop.data});
+  LaunchArgs a;
+  a.command = {"true"};
+  auto launch = launch_msg(a);
+  f.agent->on_message(Inbound{subjects::scheduler_to_agent(kNode, subjects::kStop), "", launch.data});
+  f.agent->on_message(Inbound{subjects::scheduler_to_agent(kNode, "bogus"), "", launch.data});
+  f.agent->on_message(Inbound{subjects::scheduler_to_agent(kNode, "logs"), "", {}});  // no reply
+  // Truncated copies of a valid Launch (cut well into its data: trailing
+  // alignment padding may legitimately be missing from a valid buffer).
+  for (size_t n = 1; n < launch.data.size() / 2; n += 3)
+    f.agent->on_message(Inbound{launch_subject, "",
+                                std::vector<uint8_t>(launch.data.begin(), launch.data.begin() + n)});
+  auto c = f.agent->counters();
+  CHECK(c.bad_messages >= 7);
+  CHECK(c.launches == 0);
+  CHECK(f.cap.all().empty());
+}
+
+TEST_CASE("node agent: hello and start publish NodeRegister; heartbeats carry running",
+          "[node][agent]") {
+  Fixture f(true, 10, /*heartbeat_ms=*/50);
+  f.agent->start();
+  auto reg = subjects::agent_to_scheduler(kNode, subjects::kRegister);
+  auto hb = subjects::agent_to_scheduler(kNode, subjects::kHeartbeat);
+  REQUIRE(f.cap.wait_count(reg, 1));
+  f.agent->on_message(Inbound{subjects::kSysHello, "", {}});
+  f.agent->on_message(Inbound{subjects::scheduler_to_agent(kNode, subjects::kHello), "", {}});
+  REQUIRE(f.cap.wait_count(reg, 3));
+  auto regs = f.cap.on(reg);  // keeps the bytes alive while `r` points into them
+  const auto* r = regs[0].envelope()->body_as_NodeRegister();
+  REQUIRE(r);
+  CHECK(wire::str(r->node()) == kNode);
+  CHECK(r->simulate());
+
+  LaunchArgs a;
+  a.command = {"train"};
+  a.env = {{"TROUPE_SIM_DURATION_S", "30"}};
+  f.agent->on_message(launch_msg(a));
+  REQUIRE(f.cap.wait([&](const std::vector<Published>& log) {
+    for (const auto& p : log)
+      if (p.subject == hb) {
+        const auto* h = p.envelope()->body_as_Heartbeat();
+        if (h != nullptr && h->running() != nullptr && h->running()->size() == 1) return true;
+      }
+    return false;
+  }));
+  auto hbs = f.cap.on(hb);
+  uint64_t prev = 0;
+  for (const auto& p : hbs) {
+    auto seq = p.envelope()->body_as_Heartbeat()->seq();
+    CHECK(seq == prev + 1);
+    prev = seq;
+  }
+}
+
+TEST_CASE("node agent: simulated workers run, exit and stop", "[node][agent][simulate]") {
+  Fixture f(/*simulate=*/true);
+  LaunchArgs a;
+  a.command = {"python", "train.py"};
+  a.env = {{"TROUPE_SIM_DURATION_S", "0.1"}, {"TROUPE_SIM_EXIT", "4"}};
+  f.agent->on_message(launch_msg(a));
+  LaunchArgs b;
+  b.job_id = "j-long";
+  b.command = {"sleep"};
+  b.env = {{"TROUPE_SIM_DURATION_S", "60"}};
+  f.agent->on_message(launch_msg(b));
+  REQUIRE(f.cap.wait_count(f.exited, 1, 3s));
+  std::vector<Published> keep;
+  const auto* x = f.exited_at(keep, 0);
+  CHECK(wire::str(x->job_id()) == "j-1");
+  CHECK(x->exit_code() == 4);
+  CHECK(wire::str(x->reason()) == "exited with code 4");
+  for (const auto& p : f.cap.on(f.started)) CHECK(p.envelope()->body_as_Started()->pid() == 0);
+  CHECK(test::read_file(log_path(f.tmp.path(), WorkerKey{"j-1", 0, 0})) ==
+        "simulated run of python train.py\n");
+
+  f.agent->on_message(stop_msg("j-long", 0, -1, 10));
+  REQUIRE(f.cap.wait_count(f.exited, 2, 1s));
+  x = f.exited_at(keep, 1);
+  CHECK(wire::str(x->job_id()) == "j-long");
+  CHECK(x->exit_code() == -1);
+  CHECK(x->signal() == 15);
+  CHECK(wire::str(x->reason()) == "stopped");
+}
+
+TEST_CASE("node agent: simulated workers obey max_runtime_s", "[node][agent][simulate]") {
+  Fixture f(true);
+  LaunchArgs a;
+  a.command = {"x"};
+  a.max_runtime_s = 1;
+  a.env = {{"TROUPE_SIM_DURATION_S", "60"}};
+  f.agent->on_message(launch_msg(a));
+  REQUIRE(f.cap.wait_count(f.exited, 1, 3s));
+  std::vector<Published> keep;
+  const auto* x = f.exited_at(keep, 0);
+  CHECK(x->exit_code() == -1);
+  CHECK(x->signal() == 15);
+  CHECK(wire::str(x->reason()) == "exceeded max_runtime_s");
+}
+
+TEST_CASE("node agent: many simulated workers share one timer thread", "[node][agent][simulate]") {
+  Fixture f(true);
+  const int n = 2000;
+  for (int i = 0; i < n; ++i) {
+    LaunchArgs a;
+    a.job_id = "j-" + std::to_string(i % 100);
+    a.rank = i / 100;
+    a.command = {"x"};
+    a.env = {{"TROUPE_SIM_DURATION_S", "0.2"}};
+    f.agent->on_message(launch_msg(a));
+  }
+  REQUIRE(f.cap.wait_count(f.exited, n, 20s));
+  CHECK(f.agent->counters().launches == n);
+  CHECK(f.agent->running().empty());
+}
+
+TEST_CASE("node agent: logs requests are answered on the reply subject", "[node][agent]") {
+  Fixture f(true);
+  LaunchArgs a;
+  a.command = {"hello"};
+  a.env = {{"TROUPE_SIM_DURATION_S", "0"}};
+  f.agent->on_message(launch_msg(a));
+  REQUIRE(f.cap.wait_count(f.exited, 1));
+  auto logs = subjects::scheduler_to_agent(kNode, "logs");
+  std::string req = R"({"job_id":"j-1","attempt":0,"rank":0,"offset":0,"max_bytes":100})";
+  f.agent->on_message(Inbound{logs, "_INBOX.x", std::vector<uint8_t>(req.begin(), req.end())});
+  std::string unknown = R"({"job_id":"j-404"})";
+  f.agent->on_message(
+      Inbound{logs, "_INBOX.y", std::vector<uint8_t>(unknown.begin(), unknown.end())});
+  auto r = f.cap.on("_INBOX.x");
+  REQUIRE(r.size() == 1);
+  auto j = nlohmann::json::parse(r[0].text());
+  CHECK(j["data"] == "simulated run of hello\n");
+  CHECK(j["eof"] == true);
+  auto e = f.cap.on("_INBOX.y");
+  REQUIRE(e.size() == 1);
+  CHECK(nlohmann::json::parse(e[0].text())["error"].get<std::string>().rfind("no log for job", 0) ==
+        0);
+}
+
+TEST_CASE("node agent: shutdown stops every worker and refuses new launches", "[node][agent]") {
+  Fixture f(false, /*grace_s=*/1);
+  LaunchArgs a;
+  a.command = {"/bin/sh", "-c", "trap '' TERM; echo ready; sleep 30"};
+  f.agent->on_message(launch_msg(a));
+  LaunchArgs b;
+  b.job_id = "j-2";
+  b.command = {"sleep", "30"};
+  f.agent->on_message(launch_msg(b));
+  REQUIRE(f.wait_log(WorkerKey{"j-1", 0, 0}, "ready"));
+  auto t0 = std::chrono::steady_clock::now();
+  f.agent->shutdown();
+  CHECK(std::chrono::steady_clock::now() - t0 < 4s);
+  auto ex = f.cap.on(f.exited);
+  REQUIRE(ex.size() == 2);
+  for (const auto& p : ex) CHECK(wire::str(p.envelope()->body_as_Exited()->reason()) == "stopped");
+  f.agent->on_message(launch_msg(LaunchArgs{"j-3", 0, 0, 1, {}, {"true"}, {}, 0, 10}));
+  auto after = f.cap.on(f.exited);
+  REQUIRE(after.size() == 3);
+  CHECK(wire::str(after[2].envelope()->body_as_Exited()->reason()) ==
+        "launch failed: the node agent is shutting down");
+}
+
+TEST_CASE("node process: spawn reports exec failure and signals the group", "[node][process]") {
+  TempDir tmp;
+  ProcessSpec spec;
+  spec.argv = {"/nonexistent/binary"};
+  spec.cwd = tmp.path() + "/cwd";
+  spec.log_file = tmp.path() + "/logs/x.log";
+  auto r = spawn_process(spec);
+  REQUIRE(r.pid > 0);
+  CHECK(r.exec_error.find("cannot execute") != std::string::npos);
+  int st = 0;
+  REQUIRE(waitpid(r.pid, &st, 0) == r.pid);
+  CHECK(WIFEXITED(st));
+  CHECK(WEXITSTATUS(st) == 127);
+
+  // The child leads its own process group: signal_group reaches grandchildren.
+  spec.argv = {"/bin/sh", "-c", "sleep 30 & sleep 30; wait"};
+  spec.env = {"PATH=/usr/bin:/bin"};
+  r = spawn_process(spec);
+  REQUIRE(r.pid > 0);
+  CHECK(r.exec_error.empty());
+  CHECK(getpgid(r.pid) == r.pid);
+  CHECK(signal_group(r.pid, SIGKILL));
+  REQUIRE(waitpid(r.pid, &st, 0) == r.pid);
+  CHECK(WIFSIGNALED(st));
+  CHECK(exec_candidates("ls", {"PATH=/a::/b"}) ==
+        std::vector<std::string>{"/a/ls", "./ls", "/b/ls"});
+  CHECK(exec_candidates("./x", {}) == std::vector<std::string>{"./x"});
+}
