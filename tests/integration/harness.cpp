@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
@@ -18,6 +19,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -204,14 +206,13 @@ Process::Process(std::string name, std::vector<std::string> argv, const std::str
   posix_spawnattr_setsigdefault(&attr, &all);
   posix_spawnattr_setsigmask(&attr, &none);
   posix_spawnattr_setpgroup(&attr, 0);  // its own process group
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK |
-                                      POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setflags(&attr,
+                           POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP);
   pid_t pid = -1;
   int rc = ::posix_spawn(&pid, cargv[0], &fa, &attr, cargv.data(), cenv.data());
   posix_spawn_file_actions_destroy(&fa);
   posix_spawnattr_destroy(&attr);
-  if (rc != 0)
-    throw std::runtime_error("cannot start " + argv_[0] + ": " + std::strerror(rc));
+  if (rc != 0) throw std::runtime_error("cannot start " + argv_[0] + ": " + std::strerror(rc));
   pid_ = pid;
 }
 
@@ -474,6 +475,7 @@ void Cluster::start_nats() {
       o.url = url_;
       o.name = "troupe-it";
       o.timeout_ms = 1000;
+      last_error.clear();
       conn_ = bus::Connection::open(o, &last_error);
       if (conn_) break;
       std::this_thread::sleep_for(50ms);
@@ -655,6 +657,42 @@ RunResult Cluster::run_cli(const std::vector<std::string>& args, Clock::duration
   argv.insert(argv.end(), args.begin(), args.end());
   std::string label = "cli-" + std::to_string(++cli_runs_);
   return run_program(argv, dir(), label, timeout, &dump_, {"TROUPE_NATS=" + url_});
+}
+
+GpuReplay replay_gpus(const std::vector<Event>& events) {
+  GpuReplay r;
+  std::map<std::pair<std::string, int>, std::string> held;
+  std::map<std::string, std::vector<std::pair<std::string, int>>> by_job;
+  for (const auto& e : events) {
+    if (e.state == names::kRunning) {
+      if (!e.json.contains("workers") || !e.json["workers"].is_array()) continue;
+      for (const auto& w : e.json["workers"]) {
+        std::string node = w.value("node", "");
+        if (!w.contains("gpus") || !w["gpus"].is_array()) continue;
+        for (const auto& g : w["gpus"]) {
+          auto key = std::make_pair(node, g.get<int>());
+          auto it = held.find(key);
+          if (it != held.end() && it->second != e.job_id) {
+            r.clashes.push_back("event #" + std::to_string(e.seq) + ": " + e.job_id + " runs on " +
+                                node + " GPU " + std::to_string(key.second) + " held by " +
+                                it->second);
+          }
+          held[key] = e.job_id;
+          by_job[e.job_id].push_back(key);
+        }
+      }
+      r.max_held = std::max(r.max_held, held.size());
+    } else {
+      auto jt = by_job.find(e.job_id);
+      if (jt == by_job.end()) continue;
+      for (const auto& key : jt->second) {
+        auto it = held.find(key);
+        if (it != held.end() && it->second == e.job_id) held.erase(it);
+      }
+      by_job.erase(jt);
+    }
+  }
+  return r;
 }
 
 Json job_spec(const std::string& team, const std::vector<std::string>& command, int gpus,

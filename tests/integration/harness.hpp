@@ -269,6 +269,15 @@ class Cluster {
   int cli_runs_ = 0;
 };
 
+// Replays job events in arrival order and reports every moment two jobs held
+// the same GPU: a "running" event takes each (node, gpu) of its workers for
+// the job; any other state of that job gives them back.
+struct GpuReplay {
+  std::vector<std::string> clashes;  // one line per clash
+  size_t max_held = 0;               // most GPUs held at once (how concurrent it was)
+};
+GpuReplay replay_gpus(const std::vector<Event>& events);
+
 // A JSON job spec: team, command, GPUs per worker, workers.
 Json job_spec(const std::string& team, const std::vector<std::string>& command, int gpus = 1,
               int workers = 1);
