@@ -262,7 +262,7 @@ std::string event_line(const pb::JobEvent& e) {
   else
     when = "-";
   char buf[160];
-  std::snprintf(buf, sizeof buf, "%-12s  %-16s  %-16s  %-9s", when.c_str(), e.job_id().c_str(),
+  std::snprintf(buf, sizeof buf, "%-12s  %-20s  %-16s  %-9s", when.c_str(), e.job_id().c_str(),
                 e.name().empty() ? "-" : e.name().c_str(), e.state().c_str());
   std::string out = buf;
   if (e.attempt() > 1) out += "  attempt " + std::to_string(e.attempt());

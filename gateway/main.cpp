@@ -44,7 +44,8 @@ int main(int argc, char** argv) {
   auto* o_prio = submit->add_option("--priority", priority, "high | normal | low");
   auto* o_runtime = submit->add_option("--max-runtime", max_runtime, "seconds before it is stopped");
   auto* o_retries = submit->add_option("--max-retries", max_retries, "retries after a failure");
-  submit->add_option("--env", flags.env, "KEY=VALUE (repeatable)");
+  submit->add_option("--env", flags.env, "KEY=VALUE (repeat the flag for more)")
+      ->allow_extra_args(false);
   auto* o_idem = submit->add_option("--idempotency-key", idem,
                                     "same key twice: same job id, runs once");
 
