@@ -67,15 +67,19 @@ void enqueue(Self* self) {
   t.job_id = r.job_id();
   t.team = r.spec().team();
   t.attempt = r.attempt();
-  t.priority = policy::priority_value(r.spec().priority());
+  t.priority = r.priority_value();
   t.seq = r.seq();
+  t.max_runtime_s = r.spec().max_runtime_s();
   t.req = placement_request(r.spec());
+  t.req.pool = r.pool();
   self->send(self->state.w.queues, route_atom_v, t.team, caf::make_message(enqueue_atom_v, t));
 }
 
-// Frees every hold of `attempt` on the nodes of `placement`.
+// Frees every hold of `attempt` on the nodes of `placement`, and gives the
+// team's usage back to the arbiter.
 void release_holds(Self* self, const std::string& job_id, int attempt,
                    const std::vector<std::string>& nodes) {
+  self->send(self->state.w.arbiter, done_atom_v, job_id);
   for (size_t rank = 0; rank < nodes.size(); ++rank) {
     flatbuffers::FlatBufferBuilder fbb;
     auto id = policy::hold_id(job_id, attempt, static_cast<int>(rank));

@@ -4,9 +4,11 @@
 #include <csignal>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 
 #include <CLI/CLI.hpp>
 
+#include "actors/policy/config.hpp"
 #include "actors/scheduler.hpp"
 #include "bus/bridge.hpp"
 #include "bus/nats.hpp"
@@ -38,6 +40,20 @@ class StreamIntake : public troupe::Intake {
   troupe::bus::JetStream& js_;
 };
 
+// Reads and checks a config file; false (and why) when it is unusable.
+bool read_config(const std::string& path, std::string& text, std::string& err) {
+  std::ifstream f(path);
+  if (!f) {
+    err = "cannot read config " + path;
+    return false;
+  }
+  text.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  troupe::policy::ClusterConfig cfg;
+  err = troupe::policy::load_config(text, cfg);
+  if (!err.empty()) err = path + ": " + err;
+  return err.empty();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -47,9 +63,13 @@ int main(int argc, char** argv) {
   app.add_option("--nats", url, "NATS server URL (env TROUPE_NATS)");
   app.add_option("--config", config, "cluster config file (YAML or JSON)");
   CLI11_PARSE(app, argc, argv);
-  if (!config.empty() && !std::ifstream(config)) {
-    std::fprintf(stderr, "troupe-scheduler: cannot read config %s\n", config.c_str());
-    return 2;
+  std::string config_text;
+  if (!config.empty()) {
+    std::string err;
+    if (!read_config(config, config_text, err)) {
+      std::fprintf(stderr, "troupe-scheduler: %s\n", err.c_str());
+      return 2;
+    }
   }
 
   // Block the stop signals in every thread; main waits for them below.
@@ -57,6 +77,7 @@ int main(int argc, char** argv) {
   sigemptyset(&stop);
   sigaddset(&stop, SIGTERM);
   sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
 
   troupe::bus::Library lib;
@@ -88,12 +109,14 @@ int main(int argc, char** argv) {
     auto out = std::make_shared<BusOutbox>(*out_conn);
     auto intake = std::make_shared<StreamIntake>(*js);
     auto w = troupe::start_scheduler(sys, out, intake);
+    troupe::apply_config(w, config_text);
 
     std::vector<troupe::bus::SubscriptionPtr> subs;
     for (const char* s : {troupe::subjects::kAllSubmit, troupe::subjects::kAllStatus,
                           troupe::subjects::kAllCancel, troupe::subjects::kAllLogs,
                           troupe::subjects::kAllJobs, troupe::subjects::kSysNodes,
-                          troupe::subjects::kSysStats, troupe::subjects::kAllAgents}) {
+                          troupe::subjects::kSysStats, troupe::subjects::kAllAgents,
+                          troupe::subjects::kAllWhy, troupe::subjects::kSysQueues}) {
       auto sub = troupe::bus::subscribe_actor(*in_conn, s, w.router);
       if (!sub) {
         std::fprintf(stderr, "troupe-scheduler: cannot subscribe to %s\n", s);
@@ -106,10 +129,24 @@ int main(int argc, char** argv) {
     out_conn->publish(troupe::subjects::kSysHello, std::string());
     std::fprintf(stderr, "troupe-scheduler: serving on %s\n", url.c_str());
 
-    if (rc == 0) {
+    while (rc == 0) {
       int sig = 0;
       sigwait(&stop, &sig);
-      std::fprintf(stderr, "troupe-scheduler: stopping (signal %d)\n", sig);
+      if (sig != SIGHUP) {
+        std::fprintf(stderr, "troupe-scheduler: stopping (signal %d)\n", sig);
+        break;
+      }
+      // Reload: a bad new config is refused and the old one stays.
+      std::string text, err;
+      if (config.empty()) {
+        std::fprintf(stderr, "troupe-scheduler: SIGHUP without --config: nothing to reload\n");
+      } else if (!read_config(config, text, err)) {
+        std::fprintf(stderr, "troupe-scheduler: config reload refused, keeping the old one: %s\n",
+                     err.c_str());
+      } else {
+        troupe::apply_config(w, text);
+        std::fprintf(stderr, "troupe-scheduler: config reloaded from %s\n", config.c_str());
+      }
     }
     subs.clear();
     troupe::stop_scheduler(w);

@@ -17,6 +17,8 @@ struct NodeState {
   std::string node;
   std::string host;
   std::string gpu_type;
+  std::string pool;  // as the agent named it (--pool); the arbiter resolves it
+  std::string rack;
   policy::Ledger ledger;
   bool registered = false;
   bool alive = false;
@@ -36,6 +38,8 @@ void report(Self* self, bool changed = true) {
   c.name = st.node;
   c.host = st.host;
   c.gpu_type = st.gpu_type;
+  c.pool = st.pool;
+  c.rack = st.rack;
   c.gpus_total = st.ledger.gpus_total;
   c.gpus_free = st.ledger.gpus_free();
   c.gpus_reserved = st.ledger.gpus_reserved();
@@ -63,6 +67,8 @@ void save(Self* self) {
   rec.set_node(st.node);
   rec.set_host(st.host);
   rec.set_gpu_type(st.gpu_type);
+  rec.set_pool(st.pool);
+  rec.set_rack(st.rack);
   rec.set_gpus(st.ledger.gpus_total);
   rec.set_cpus(st.ledger.cpus_total);
   rec.set_memory_mb(st.ledger.memory_total_mb);
@@ -90,6 +96,8 @@ void restore(Self* self, const std::string& snapshot) {
   auto& st = self->state;
   st.host = rec.host();
   st.gpu_type = rec.gpu_type();
+  st.pool = rec.pool();
+  st.rack = rec.rack();
   st.ledger.resize(rec.gpus(), rec.cpus(), rec.memory_mb());
   for (const auto& r : rec.holds()) {
     policy::Hold h;
@@ -158,6 +166,8 @@ Envelope handle(Self* self, const Envelope& env) {
       auto* r = e->body_as_NodeRegister();
       st.host = wire::str(r->host());
       st.gpu_type = wire::str(r->gpu_type());
+      st.pool = wire::str(r->pool());
+      st.rack = wire::str(r->rack());
       int gpus = r->gpus() ? static_cast<int>(r->gpus()->size()) : 0;
       st.ledger.resize(gpus, r->cpus(), r->memory_mb());
       st.registered = true;

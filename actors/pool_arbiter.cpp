@@ -1,81 +1,344 @@
 #include "actors/pool_arbiter.hpp"
 
+#include <chrono>
+#include <map>
+#include <set>
 #include <unordered_map>
 
-#include "actors/policy/placement.hpp"
+#include <nlohmann/json.hpp>
+
+#include "actors/policy/config.hpp"
+#include "actors/policy/round.hpp"
 #include "job_spec.pb.h"
 #include "messages/spec.hpp"
 
 namespace troupe {
 
 using namespace troupe::atoms;
+using nlohmann::json;
 
 namespace {
 
-constexpr size_t kMaxCandidates = 4;
+constexpr auto kTick = std::chrono::milliseconds(500);
+
+struct TeamDemand {
+  caf::actor queue;
+  std::vector<JobTicket> tickets;
+  int32_t pending_jobs = 0;
+  int32_t pending_gpus = 0;
+  bool busy = false;       // a grant is being carried out
+  JobTicket inflight;      // that grant
+  bool inflight_borrowed = false;
+};
+
+struct Running {
+  std::string team;
+  std::string pool;
+  std::vector<std::string> nodes;  // by rank
+  policy::PlacementRequest req;
+  int64_t ends_ms = policy::kNever;
+  bool borrowed = false;
+};
 
 struct ArbiterState {
   OutboxPtr out;
+  policy::ClusterConfig cfg = policy::open_config();
   std::vector<policy::NodeCapacity> caps;
+  std::vector<std::string> named_pool;  // what each node asked for (--pool)
   std::vector<caf::actor> actors;
   std::unordered_map<std::string, size_t> index;
-  std::vector<caf::actor> waiters;
+  std::map<std::string, TeamDemand> teams;
+  std::unordered_map<std::string, Running> running;  // by job id
+  std::map<std::string, policy::Hold> holds;         // by pool
+  std::unordered_map<std::string, policy::Reason> reasons;
+  bool round_pending = false;
+  double reserved_idle_gpu_s = 0;
+  int64_t last_tick_ms = 0;
+  int64_t grants = 0;
   static inline const char* name = "pool_arbiter";
 };
 
 using Self = caf::stateful_actor<ArbiterState>;
 
-void wake_all(Self* self) {
-  for (auto& q : self->state.waiters) self->send(q, wake_atom_v);
-  self->state.waiters.clear();
+void schedule_round(Self* self) {
+  if (self->state.round_pending) return;
+  self->state.round_pending = true;
+  self->send(self, round_atom_v);
+}
+
+policy::Usage usage_of(const ArbiterState& st, const std::string& team, const std::string& pool,
+                       int* borrowed = nullptr) {
+  policy::Usage u;
+  for (const auto& [id, r] : st.running) {
+    if (r.team != team || r.pool != pool) continue;
+    u.gpus += r.req.gpus * r.req.workers;
+    u.cpus += r.req.cpus * r.req.workers;
+    u.memory_mb += r.req.memory_mb * r.req.workers;
+    if (borrowed && r.borrowed) *borrowed += r.req.gpus * r.req.workers;
+  }
+  for (const auto& [name, td] : st.teams) {
+    if (name != team || !td.busy || td.inflight.req.pool != pool) continue;
+    u.gpus += td.inflight.req.gpus * td.inflight.req.workers;
+  }
+  return u;
+}
+
+policy::TeamStanding standing_of(const ArbiterState& st, const std::string& team,
+                                 const std::string& pool) {
+  auto cfg = st.cfg.team_or_default(team);
+  auto q = cfg.quota(pool);
+  policy::TeamStanding s;
+  s.team = team;
+  s.weight = cfg.weight;
+  s.guaranteed = q.guaranteed;
+  s.limit = q.limit;
+  s.borrow = cfg.borrow;
+  s.used = usage_of(st, team, pool);
+  return s;
+}
+
+void account_idle(Self* self) {
+  auto& st = self->state;
+  int64_t now = now_ms();
+  if (st.last_tick_ms > 0) {
+    int idle = 0;
+    for (const auto& [pool, h] : st.holds) idle += policy::held_idle_gpus(h, st.caps);
+    st.reserved_idle_gpu_s += idle * (now - st.last_tick_ms) / 1000.0;
+  }
+  st.last_tick_ms = now;
+}
+
+void run_round(Self* self) {
+  auto& st = self->state;
+  st.round_pending = false;
+  account_idle(self);
+  int64_t now = now_ms();
+  std::set<std::string> pools;
+  for (const auto& [team, td] : st.teams)
+    for (const auto& t : td.tickets) pools.insert(t.req.pool);
+  for (const auto& pool : pools) {
+    policy::RoundInput in;
+    in.pool = pool;
+    in.nodes = st.caps;
+    in.now_ms = now;
+    in.hold = st.holds[pool];
+    if (in.hold.active() && in.hold.start_ms != policy::kNever && in.hold.start_ms < now)
+      in.hold = policy::Hold{};  // overdue: plan it again from what runs now
+    std::vector<std::string> team_names;
+    for (const auto& [team, td] : st.teams) {
+      policy::TeamInput ti;
+      for (const auto& t : td.tickets) {
+        if (t.req.pool != pool) continue;
+        ti.demands.push_back({t.job_id, t.req, t.max_runtime_s});
+      }
+      if (ti.demands.empty()) continue;
+      ti.standing = standing_of(st, team, pool);
+      ti.busy = td.busy;
+      in.teams.push_back(std::move(ti));
+      team_names.push_back(team);
+    }
+    for (const auto& [id, r] : st.running) {
+      if (r.pool != pool) continue;
+      policy::RunningWork w;
+      for (const auto& n : r.nodes)
+        if (auto it = st.index.find(n); it != st.index.end()) w.nodes.push_back(it->second);
+      w.gpus = r.req.gpus;
+      w.cpus = r.req.cpus;
+      w.memory_mb = r.req.memory_mb;
+      w.ends_ms = r.ends_ms;
+      in.running.push_back(std::move(w));
+    }
+    auto out = policy::plan_round(in);
+    st.holds[pool] = out.hold;
+    for (auto& [id, why] : out.reasons) st.reasons[id] = std::move(why);
+    for (const auto& g : out.grants) {
+      auto& td = st.teams[team_names[g.team]];
+      const auto& d = in.teams[g.team].demands[g.demand];
+      JobTicket ticket;
+      for (const auto& t : td.tickets)
+        if (t.job_id == d.job_id) ticket = t;
+      CandidateList c;
+      for (size_t n : g.nodes) {
+        c.names.push_back(st.caps[n].name);
+        c.hosts.push_back(st.caps[n].host);
+        c.actors.push_back(st.actors[n]);
+      }
+      policy::take(st.caps, ticket.req, g.nodes);  // overlay until the nodes report
+      td.busy = true;
+      td.inflight = ticket;
+      td.inflight_borrowed = g.borrowed;
+      st.reasons.erase(ticket.job_id);
+      ++st.grants;
+      self->send(td.queue, grant_atom_v, ticket, c);
+    }
+  }
+}
+
+void reply(Self* self, const std::string& to, const json& j) {
+  if (!to.empty()) self->state.out->publish(to, j.dump());
+}
+
+json queues_json(const ArbiterState& st) {
+  json pools = json::array();
+  std::set<std::string> pool_names;
+  for (const auto& p : st.cfg.pools) pool_names.insert(p.name);
+  for (const auto& pool : pool_names) {
+    auto totals = policy::pool_totals(st.caps, pool);
+    int free = 0;
+    for (const auto& c : st.caps)
+      if (c.pool == pool && c.alive) free += c.gpus_total - c.gpus_reserved - c.gpus_allocated;
+    json pj{{"pool", pool}, {"gpus_total", totals.gpus}, {"gpus_free", free}};
+    auto it = st.holds.find(pool);
+    if (it != st.holds.end() && it->second.active()) {
+      json nodes = json::array();
+      for (size_t n : it->second.nodes) nodes.push_back(st.caps[n].name);
+      pj["hold"] = {{"job_id", it->second.job_id}, {"nodes", nodes},
+                    {"start_ms", it->second.start_ms == policy::kNever ? -1 : it->second.start_ms},
+                    {"idle_gpus", policy::held_idle_gpus(it->second, st.caps)}};
+    }
+    pools.push_back(pj);
+  }
+  std::set<std::string> teams;
+  for (const auto& t : st.cfg.teams) teams.insert(t.name);
+  for (const auto& [team, td] : st.teams) teams.insert(team);
+  for (const auto& [id, r] : st.running) teams.insert(r.team);
+  json rows = json::array();
+  for (const auto& team : teams) {
+    for (const auto& pool : pool_names) {
+      auto cfg = st.cfg.team_or_default(team);
+      auto q = cfg.quota(pool);
+      int borrowed = 0;
+      auto used = usage_of(st, team, pool, &borrowed);
+      int pending_jobs = 0, pending_gpus = 0;
+      if (auto it = st.teams.find(team); it != st.teams.end()) {
+        pending_jobs = it->second.pending_jobs;
+        pending_gpus = it->second.pending_gpus;
+      }
+      if (used.gpus == 0 && pending_jobs == 0 && !st.cfg.team(team)) continue;
+      auto s = standing_of(st, team, pool);
+      auto totals = policy::pool_totals(st.caps, pool);
+      rows.push_back({{"team", team},
+                      {"pool", pool},
+                      {"weight", cfg.weight},
+                      {"borrow", cfg.borrow},
+                      {"guaranteed", q.guaranteed},
+                      {"limit", q.limit},
+                      {"in_use", used.gpus},
+                      {"borrowed", borrowed},
+                      {"pending_jobs", pending_jobs},
+                      {"pending_gpus", pending_gpus},
+                      {"dominant_share", policy::dominant_share(used, totals)},
+                      {"weighted_share", policy::weighted_share(s, totals)}});
+    }
+  }
+  return json{{"pools", pools},
+              {"teams", rows},
+              {"reserved_idle_gpu_seconds", st.reserved_idle_gpu_s},
+              {"grants", st.grants}};
+}
+
+void apply_config(Self* self, const std::string& text) {
+  auto& st = self->state;
+  policy::ClusterConfig cfg = policy::open_config();
+  if (!text.empty()) {
+    if (auto err = policy::load_config(text, cfg); !err.empty()) {
+      aout(self) << "pool arbiter: config refused: " << err << "\n";
+      return;
+    }
+  }
+  st.cfg = std::move(cfg);
+  for (size_t i = 0; i < st.caps.size(); ++i)
+    st.caps[i].pool = st.cfg.pool_of_node(st.named_pool[i], st.caps[i].gpu_type);
+  schedule_round(self);
 }
 
 caf::behavior arbiter_behavior(Self* self, OutboxPtr out) {
   self->state.out = std::move(out);
+  self->delayed_send(self, kTick, tick_atom_v);
   return {
-      [=](capacity_atom, const policy::NodeCapacity& c, const caf::actor& node) {
+      [=](capacity_atom, policy::NodeCapacity c, const caf::actor& node) {
         auto& st = self->state;
+        std::string named = c.pool;
+        c.pool = st.cfg.pool_of_node(named, c.gpu_type);
         auto it = st.index.find(c.name);
         bool more = true;
         if (it == st.index.end()) {
           st.index.emplace(c.name, st.caps.size());
           st.caps.push_back(c);
           st.actors.push_back(node);
+          st.named_pool.push_back(named);
         } else {
           auto& old = st.caps[it->second];
           more = c.gpus_free > old.gpus_free || c.cpus_free > old.cpus_free ||
-                 c.memory_free_mb > old.memory_free_mb || (c.alive && !old.alive);
+                 c.memory_free_mb > old.memory_free_mb || c.alive != old.alive ||
+                 c.schedulable != old.schedulable;
           old = c;
           st.actors[it->second] = node;
+          st.named_pool[it->second] = named;
         }
-        if (more && !st.waiters.empty()) wake_all(self);
+        if (more) schedule_round(self);
       },
-      [=](candidates_atom, const policy::PlacementRequest& req) -> CandidateList {
+      [=](demand_atom, const std::string& team, std::vector<JobTicket>& tickets, int32_t jobs,
+          int32_t gpus) {
+        auto& td = self->state.teams[team];
+        td.queue = caf::actor_cast<caf::actor>(self->current_sender());
+        td.tickets = std::move(tickets);
+        td.pending_jobs = jobs;
+        td.pending_gpus = gpus;
+        schedule_round(self);
+      },
+      [=](placed_atom, const std::string& team, const Assignment& a) {
         auto& st = self->state;
-        auto found = req.workers > 1 ? policy::gang_assignment(st.caps, req)
-                                     : policy::single_candidates(st.caps, req, kMaxCandidates);
-        CandidateList out;
-        if (!found.ok()) {
-          out.reason = found.reason;
-          auto sender = caf::actor_cast<caf::actor>(self->current_sender());
-          if (sender) st.waiters.push_back(sender);
-          return out;
-        }
-        for (size_t i : found.nodes) {
-          out.names.push_back(st.caps[i].name);
-          out.hosts.push_back(st.caps[i].host);
-          out.actors.push_back(st.actors[i]);
-        }
-        // Overlay: what we just handed out is not free for the next asker
-        // until the node actor reports again.
-        if (req.workers > 1) {
-          for (size_t i : found.nodes) st.caps[i].gpus_free -= req.gpus;
-        } else {
-          st.caps[found.nodes.front()].gpus_free -= req.gpus;
-        }
-        return out;
+        auto& td = st.teams[team];
+        Running r;
+        r.team = team;
+        r.pool = td.inflight.req.pool;
+        r.nodes = a.nodes;
+        r.req = td.inflight.req;
+        r.borrowed = td.inflight_borrowed;
+        r.ends_ms = td.inflight.max_runtime_s > 0 ? now_ms() + td.inflight.max_runtime_s * 1000
+                                                  : policy::kNever;
+        st.running[a.job_id] = r;
+        td.busy = false;
+        schedule_round(self);
       },
-      [=](list_atom, const std::string& reply) {
+      [=](unplaced_atom, const std::string& team, const std::string&) {
+        self->state.teams[team].busy = false;
+        schedule_round(self);
+      },
+      [=](done_atom, const std::string& job_id) {
+        if (self->state.running.erase(job_id) > 0) schedule_round(self);
+      },
+      [=](config_atom, const std::string& text) { apply_config(self, text); },
+      [=](round_atom) { run_round(self); },
+      [=](tick_atom) {
+        schedule_round(self);
+        self->delayed_send(self, kTick, tick_atom_v);
+      },
+      [=](why_atom, const std::string& job_id, const std::string& team, const std::string& to) {
+        auto& st = self->state;
+        if (auto it = st.reasons.find(job_id); it != st.reasons.end()) {
+          reply(self, to, {{"job_id", job_id}, {"state", "queued"}, {"pending", true},
+                           {"code", it->second.code}, {"reason", it->second.text}});
+          return;
+        }
+        auto td = st.teams.find(team);
+        if (td != st.teams.end() && td->second.busy && td->second.inflight.job_id == job_id) {
+          reply(self, to, {{"job_id", job_id}, {"state", "queued"}, {"pending", true},
+                           {"code", policy::why::kNegotiating},
+                           {"reason", "being placed right now (reserving on its node(s))"}});
+          return;
+        }
+        if (td != st.teams.end() && td->second.queue) {
+          self->send(td->second.queue, why_atom_v, job_id, to);  // the queue knows its position
+          return;
+        }
+        reply(self, to, {{"job_id", job_id}, {"state", "queued"}, {"pending", true},
+                         {"code", "not_yet_considered"},
+                         {"reason", "not yet considered by the scheduler; ask again in a moment"}});
+      },
+      [=](queues_atom, const std::string& to) { reply(self, to, queues_json(self->state)); },
+      [=](list_atom, const std::string& to) {
         pb::NodeList list;
         for (const auto& c : self->state.caps) {
           auto* v = list.add_nodes();
@@ -91,8 +354,10 @@ caf::behavior arbiter_behavior(Self* self, OutboxPtr out) {
           v->set_alive(c.alive);
           v->set_last_heartbeat_ms(c.last_heartbeat_ms);
           v->set_running(c.running);
+          v->set_pool(c.pool);
+          v->set_rack(c.rack);
         }
-        self->state.out->publish(reply, spec::to_json(list));
+        self->state.out->publish(to, spec::to_json(list));
       },
   };
 }

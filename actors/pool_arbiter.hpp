@@ -1,10 +1,21 @@
-// PoolArbiter — one per scheduler (one pool until the policy issue adds pools).
-// Owns: the capacity index (what each node actor last reported, plus an
-//   overlay of candidates handed out since) and the queues waiting for room.
+// PoolArbiter — one per scheduler; plans for every pool of the cluster config.
+// Owns: the capacity index (what each node actor last reported, resolved to
+//   its pool, plus an overlay of what it granted since); each team's usage
+//   per pool (from the work it granted, until the job gives it back); the
+//   demands of the team queues (their first jobs in order); the backfill hold
+//   of each pool; the last reason each pending job was not placed; the
+//   reserved-idle GPU-seconds.
 // Handles: (capacity_atom, NodeCapacity, node actor) from node actors;
-//   (candidates_atom, PlacementRequest) from queues -> CandidateList;
-//   (list_atom, reply subject) -> NodeList JSON for troupe.sys.nodes.
-// Emits: (wake_atom) to waiting queues when capacity frees.
+//   (demand_atom, team, tickets, pending jobs, pending GPUs) from queues;
+//   (placed_atom, team, Assignment) / (unplaced_atom, team, job id) from
+//   queues when a grant was carried out or failed; (done_atom, job id) from a
+//   job when its attempt gave its GPUs back; (config_atom, text) on reload;
+//   (why_atom, job id, team, reply); (queues_atom, reply); (list_atom, reply);
+//   (round_atom) and (tick_atom), its own triggers.
+// Emits: (grant_atom, JobTicket, CandidateList) to a queue: place this job
+//   there (the queue negotiates with the node actors, who re-check).
+// Policy: actors/policy/round.hpp (pure); this actor only gathers its inputs
+//   and carries its output.
 #pragma once
 
 #include "actors/ports.hpp"

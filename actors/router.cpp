@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "actors/policy/config.hpp"
 #include "bus/subjects.hpp"
 #include "messages/names.hpp"
 #include "messages/spec.hpp"
@@ -42,6 +43,8 @@ struct RouterState {
   OutboxPtr out;
   IntakePtr intake;
   Counters n;
+  policy::ClusterConfig cfg = policy::open_config();
+  spec::Limits limits;
   std::string id_prefix;
   uint64_t next_seq = 0;
   std::unordered_map<std::string, std::string> keys;  // team/key -> job id
@@ -119,9 +122,16 @@ void submit(Self* self, const Inbound& in) {
     reject(self, w, "spec team '" + s.team() + "' does not match subject team '" + team + "'", false);
     return;
   }
+  if (s.priority().empty()) s.set_priority(st.cfg.default_class);
   spec::apply_defaults(s);
-  if (auto err = spec::validate(s); !err.empty()) {
+  if (auto err = spec::validate(s, st.limits); !err.empty()) {
     reject(self, w, err, false);
+    return;
+  }
+  auto adm = policy::admit(st.cfg, s.team(), s.pool(), s.resources().gpu_type(),
+                           s.resources().gpus(), s.priority());
+  if (!adm.error.empty()) {
+    reject(self, w, adm.error, false);
     return;
   }
   std::string key = s.idempotency_key().empty() ? std::string() : team + "/" + s.idempotency_key();
@@ -143,6 +153,8 @@ void submit(Self* self, const Inbound& in) {
   *pend.rec.mutable_spec() = std::move(s);
   pend.rec.set_seq(st.next_seq);
   pend.rec.set_submit_ms(now_ms());
+  pend.rec.set_pool(adm.pool);
+  pend.rec.set_priority_value(adm.priority_value);
   pend.key = key;
   pend.waiters.push_back(w);
   std::string bytes;
@@ -215,6 +227,10 @@ void on_inbound(Self* self, const Inbound& in) {
       self->send(st.w.nodes, route_atom_v, node, caf::make_message(Envelope{in.data}));
       return;
     }
+    if (in.subject == subjects::kSysQueues) {
+      self->send(st.w.arbiter, queues_atom_v, in.reply);
+      return;
+    }
     if (in.subject == subjects::kSysNodes) {
       self->send(st.w.arbiter, list_atom_v, in.reply);
       return;
@@ -251,6 +267,8 @@ void on_inbound(Self* self, const Inbound& in) {
   if (!job_id_of(self, in, req, id)) return;
   if (verb == subjects::kStatus) {
     self->send(st.w.jobs, status_atom_v, id, team, in.reply);
+  } else if (verb == subjects::kWhy) {
+    self->send(st.w.jobs, why_atom_v, id, team, in.reply);
   } else if (verb == subjects::kCancel) {
     self->send(st.w.jobs, cancel_atom_v, id, team, in.reply);
   } else if (verb == subjects::kLogs) {
@@ -279,6 +297,20 @@ caf::behavior router_behavior(Self* self, OutboxPtr out, IntakePtr intake) {
           if (!in.reply.empty())
             self->state.out->publish(in.reply, json{{"error", std::string("bad request: ") + e.what()}}.dump());
         }
+      },
+      [=](config_atom, const std::string& text) {
+        policy::ClusterConfig cfg = policy::open_config();
+        if (!text.empty()) {
+          if (auto err = policy::load_config(text, cfg); !err.empty()) {
+            aout(self) << "router: config refused: " << err << "\n";
+            return;
+          }
+        }
+        self->state.cfg = std::move(cfg);
+        self->state.limits.priority_classes = self->state.cfg.class_names();
+      },
+      [=](why_atom, const std::string& reply, const std::string& body) {
+        if (!reply.empty()) self->state.out->publish(reply, body);
       },
       [=](intake_atom, const std::string& job_id, bool ok, const std::string& error) {
         on_intake(self, job_id, ok, error);

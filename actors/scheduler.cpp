@@ -25,6 +25,12 @@ Wiring start_scheduler(caf::actor_system& sys, OutboxPtr out, IntakePtr intake) 
   return w;
 }
 
+void apply_config(const Wiring& w, const std::string& text) {
+  using namespace troupe::atoms;
+  caf::anon_send(w.router, config_atom_v, text);
+  caf::anon_send(w.arbiter, config_atom_v, text);
+}
+
 void stop_scheduler(const Wiring& w) {
   for (const auto& a : {w.router, w.jobs, w.queues, w.nodes, w.gangs, w.arbiter})
     caf::anon_send_exit(a, caf::exit_reason::user_shutdown);

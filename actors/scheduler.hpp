@@ -14,6 +14,10 @@ void configure(caf::actor_system_config& cfg);
 // Spawns and wires every top-level actor.
 Wiring start_scheduler(caf::actor_system& sys, OutboxPtr out, IntakePtr intake);
 
+// Hands a checked cluster config (YAML/JSON text; "" = open config) to the
+// actors that apply it.
+void apply_config(const Wiring& w, const std::string& text);
+
 // Asks every top-level actor (and with them their children) to stop.
 void stop_scheduler(const Wiring& w);
 

@@ -88,6 +88,7 @@ caf::behavior job_sup_behavior(JobSup* self, OutboxPtr out) {
         // The job's actor is gone (ended). Late placements are handed back.
         if (m.match_elements<placed_atom, Assignment>()) {
           const auto& a = m.get_as<Assignment>(1);
+          self->send(self->state.w.arbiter, done_atom_v, a.job_id);
           for (size_t rank = 0; rank < a.nodes.size(); ++rank) {
             flatbuffers::FlatBufferBuilder fbb;
             auto hid = policy::hold_id(a.job_id, a.attempt, static_cast<int>(rank));
@@ -113,6 +114,26 @@ caf::behavior job_sup_behavior(JobSup* self, OutboxPtr out) {
           return;
         }
         self->state.out->publish(reply, nlohmann::json{{"job_id", id}, {"state", rec.state()}}.dump());
+      },
+      [=](why_atom, const std::string& id, const std::string& team, const std::string& reply) {
+        pb::JobRecord rec;
+        if (!load(self, id, team, rec, reply)) return;
+        if (rec.state() == names::kQueued) {
+          self->send(self->state.w.arbiter, why_atom_v, id, team, reply);
+          return;
+        }
+        std::string reason;
+        if (names::is_terminal(rec.state()))
+          reason = "not pending: the job ended " + rec.state() + " (" + rec.reason() + ")";
+        else
+          reason = "not pending: the job is " + rec.state() + " on " +
+                   (rec.placement_size() ? rec.placement(0).node() : std::string("its nodes"));
+        self->state.out->publish(reply, nlohmann::json{{"job_id", id},
+                                                       {"state", rec.state()},
+                                                       {"pending", false},
+                                                       {"code", "not_pending"},
+                                                       {"reason", reason}}
+                                            .dump());
       },
       [=](logs_atom, const std::string& id, const std::string& team, int32_t rank, int64_t offset,
           int64_t max_bytes, const std::string& reply) {

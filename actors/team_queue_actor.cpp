@@ -4,6 +4,8 @@
 #include <map>
 #include <unordered_map>
 
+#include <nlohmann/json.hpp>
+
 #include "actors/policy/ledger.hpp"
 #include "actors/policy/queue_order.hpp"
 #include "messages/wire.hpp"
@@ -16,32 +18,50 @@ namespace {
 
 constexpr int64_t kLeaseMs = 2000;
 constexpr auto kAskTimeout = std::chrono::seconds(5);
-constexpr auto kBackoff = std::chrono::milliseconds(50);
+// How many jobs from the front of the queue the arbiter considers per round
+// (the head, and what may backfill behind it).
+constexpr size_t kDemandDepth = 16;
 
 struct QueueState {
   std::string team;
   Wiring w;
   std::map<policy::QueueKey, JobTicket> pending;
   std::unordered_map<std::string, policy::QueueKey> index;
-  bool busy = false;        // a negotiation is under way
-  bool waiting = false;     // nothing fits; the arbiter wakes us
-  bool retry_armed = false; // a back-off timer is pending
-  std::string inflight;     // job id under negotiation
-  bool inflight_dropped = false;
+  int64_t pending_gpus = 0;
+  bool flush_armed = false;  // a demand update is on its way
   static inline const char* name = "team_queue";
 };
 
 using Self = caf::stateful_actor<QueueState>;
 
-void kick(Self* self);
+void changed(Self* self) {
+  if (self->state.flush_armed) return;
+  self->state.flush_armed = true;
+  self->send(self, tick_atom_v);  // after the messages already queued: coalesces bursts
+}
 
-void backoff(Self* self) {
+void send_demand(Self* self) {
   auto& st = self->state;
-  st.busy = false;
-  if (!st.retry_armed) {
-    st.retry_armed = true;
-    self->delayed_send(self, kBackoff, retry_atom_v);
+  st.flush_armed = false;
+  std::vector<JobTicket> first;
+  for (const auto& [k, t] : st.pending) {
+    if (first.size() == kDemandDepth) break;
+    first.push_back(t);
   }
+  self->send(st.w.arbiter, demand_atom_v, st.team, std::move(first),
+             static_cast<int32_t>(st.pending.size()), static_cast<int32_t>(st.pending_gpus));
+}
+
+bool erase(Self* self, const std::string& job_id) {
+  auto& st = self->state;
+  auto it = st.index.find(job_id);
+  if (it == st.index.end()) return false;
+  auto p = st.pending.find(it->second);
+  st.pending_gpus -= static_cast<int64_t>(p->second.req.gpus) * p->second.req.workers;
+  st.pending.erase(p);
+  st.index.erase(it);
+  changed(self);
+  return true;
 }
 
 void release(Self* self, const caf::actor& node, const std::string& id) {
@@ -50,28 +70,21 @@ void release(Self* self, const caf::actor& node, const std::string& id) {
   self->send(node, Envelope{wire::seal(fbb, body)});
 }
 
-// The head job is committed (or the negotiation failed): hand it over, go on.
-void committed(Self* self, const JobTicket& t, const Assignment& a) {
-  auto& st = self->state;
-  st.busy = false;
-  if (st.inflight_dropped) {
-    // Canceled while we negotiated: the job actor frees what it was given.
-    st.inflight_dropped = false;
-  }
-  if (auto it = st.index.find(t.job_id); it != st.index.end()) {
-    st.pending.erase(it->second);
-    st.index.erase(it);
-  }
-  self->send(st.w.jobs, route_atom_v, t.job_id, caf::make_message(placed_atom_v, a));
-  kick(self);
+void unplaced(Self* self, const std::string& job_id) {
+  self->send(self->state.w.arbiter, unplaced_atom_v, self->state.team, job_id);
 }
 
-void propose(Self* self, JobTicket t, CandidateList c, size_t i) {
-  if (i >= c.actors.size()) {
-    backoff(self);
-    return;
-  }
-  auto node = c.actors[i];
+// The grant was carried out: hand the job over.
+void committed(Self* self, const Assignment& a) {
+  auto& st = self->state;
+  erase(self, a.job_id);
+  // The job actor takes it from here (and gives it back if it moved on).
+  self->send(st.w.jobs, route_atom_v, a.job_id, caf::make_message(placed_atom_v, a));
+  self->send(st.w.arbiter, placed_atom_v, st.team, a);
+}
+
+void negotiate_single(Self* self, const JobTicket& t, const CandidateList& c) {
+  auto node = c.actors.front();
   auto id = policy::hold_id(t.job_id, t.attempt, 0);
   flatbuffers::FlatBufferBuilder fbb;
   auto res = wire::CreateResources(fbb, t.req.gpus, fbb.CreateString(t.req.gpu_type), t.req.cpus,
@@ -83,7 +96,12 @@ void propose(Self* self, JobTicket t, CandidateList c, size_t i) {
           [=](const Envelope& answer) {
             auto* e = wire::open(answer.bytes);
             if (e == nullptr || e->body_as_Accept() == nullptr) {
-              propose(self, t, c, i + 1);
+              unplaced(self, t.job_id);
+              return;
+            }
+            if (!self->state.index.count(t.job_id)) {  // canceled meanwhile
+              release(self, node, id);
+              unplaced(self, t.job_id);
               return;
             }
             flatbuffers::FlatBufferBuilder cb;
@@ -94,56 +112,26 @@ void propose(Self* self, JobTicket t, CandidateList c, size_t i) {
                       auto* d = wire::open(done.bytes);
                       auto* ok = d ? d->body_as_Accept() : nullptr;
                       if (ok == nullptr) {
-                        propose(self, t, c, i + 1);
+                        unplaced(self, t.job_id);
                         return;
                       }
                       Assignment a;
                       a.job_id = t.job_id;
                       a.attempt = t.attempt;
-                      a.nodes = {c.names[i]};
-                      a.hosts = {c.hosts[i]};
+                      a.nodes = {c.names.front()};
+                      a.hosts = {c.hosts.front()};
                       a.gpus = {wire::ints(ok->gpu_indices())};
-                      committed(self, t, a);
+                      committed(self, a);
                     },
                     [=](const caf::error&) {
                       release(self, node, id);
-                      propose(self, t, c, i + 1);
+                      unplaced(self, t.job_id);
                     });
           },
           [=](const caf::error&) {
             release(self, node, id);
-            propose(self, t, c, i + 1);
+            unplaced(self, t.job_id);
           });
-}
-
-void kick(Self* self) {
-  auto& st = self->state;
-  if (st.busy || st.waiting || st.pending.empty()) return;
-  st.busy = true;
-  JobTicket t = st.pending.begin()->second;
-  st.inflight = t.job_id;
-  st.inflight_dropped = false;
-  self->request(st.w.arbiter, kAskTimeout, candidates_atom_v, t.req)
-      .then(
-          [=](const CandidateList& c) {
-            auto& st = self->state;
-            if (st.inflight_dropped || !st.index.count(t.job_id)) {
-              st.busy = false;
-              kick(self);
-              return;
-            }
-            if (c.actors.empty()) {
-              st.busy = false;
-              st.waiting = true;
-              return;
-            }
-            if (t.req.workers <= 1) {
-              propose(self, t, c, 0);
-            } else {
-              self->send(st.w.gangs, spawn_atom_v, t, c, caf::actor{self});
-            }
-          },
-          [=](const caf::error&) { backoff(self); });
 }
 
 caf::behavior queue_behavior(Self* self, Wiring w, std::string team) {
@@ -156,35 +144,51 @@ caf::behavior queue_behavior(Self* self, Wiring w, std::string team) {
         policy::QueueKey k{t.priority, t.seq};
         st.pending.emplace(k, t);
         st.index.emplace(t.job_id, k);
-        st.waiting = false;
-        kick(self);
+        st.pending_gpus += static_cast<int64_t>(t.req.gpus) * t.req.workers;
+        changed(self);
       },
-      [=](dequeue_atom, const std::string& job_id) {
-        auto& st = self->state;
-        if (auto it = st.index.find(job_id); it != st.index.end()) {
-          st.pending.erase(it->second);
-          st.index.erase(it);
+      [=](dequeue_atom, const std::string& job_id) { erase(self, job_id); },
+      [=](tick_atom) { send_demand(self); },
+      [=](grant_atom, const JobTicket& t, const CandidateList& c) {
+        if (!self->state.index.count(t.job_id) || c.actors.empty()) {
+          unplaced(self, t.job_id);
+          return;
         }
-        if (st.busy && st.inflight == job_id) st.inflight_dropped = true;
-      },
-      [=](wake_atom) {
-        self->state.waiting = false;
-        kick(self);
-      },
-      [=](retry_atom) {
-        self->state.retry_armed = false;
-        kick(self);
+        if (t.req.workers <= 1)
+          negotiate_single(self, t, c);
+        else
+          self->send(self->state.w.gangs, spawn_atom_v, t, c, caf::actor{self});
       },
       [=](placed_atom, const Assignment& a) {
-        auto& st = self->state;
-        auto it = st.index.find(a.job_id);
-        JobTicket t;
-        if (it != st.index.end()) t = st.pending[it->second];
-        t.job_id = a.job_id;
-        t.attempt = a.attempt;
-        committed(self, t, a);
+        if (!self->state.index.count(a.job_id)) {
+          // Canceled while its gang reserved: the job actor gives it back.
+          self->send(self->state.w.jobs, route_atom_v, a.job_id, caf::make_message(placed_atom_v, a));
+          self->send(self->state.w.arbiter, placed_atom_v, self->state.team, a);
+          return;
+        }
+        committed(self, a);
       },
-      [=](unplaced_atom, const std::string&, const std::string&) { backoff(self); },
+      [=](unplaced_atom, const std::string& job_id, const std::string&) { unplaced(self, job_id); },
+      [=](why_atom, const std::string& job_id, const std::string& reply) {
+        auto& st = self->state;
+        nlohmann::json j{{"job_id", job_id}, {"state", "queued"}, {"pending", true}};
+        auto it = st.index.find(job_id);
+        if (it == st.index.end()) {
+          j["code"] = "not_in_queue";
+          j["reason"] = "not in team " + st.team + "'s queue (being placed or just ended)";
+        } else {
+          size_t ahead = 0;
+          for (const auto& [k, t] : st.pending) {
+            if (k.seq == it->second.seq && k.priority == it->second.priority) break;
+            ++ahead;
+          }
+          j["code"] = "behind_other_jobs";
+          j["reason"] = "behind " + std::to_string(ahead) +
+                        " job(s) of higher priority or earlier submission in team " + st.team +
+                        "'s queue (" + std::to_string(st.pending.size()) + " pending)";
+        }
+        self->send(st.w.router, why_atom_v, reply, j.dump());
+      },
       [=](count_atom) { return static_cast<int64_t>(self->state.pending.size()); },
   };
 }

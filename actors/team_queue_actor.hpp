@@ -1,14 +1,17 @@
 // TeamQueueActor — one per team.
-// Owns: the team's pending jobs in order (priority, then submit order) and the
-//   one placement negotiation it runs at a time for its head job.
+// Owns: the team's pending jobs in order (priority class value, then submit
+//   order) and the placement negotiation of the job the arbiter granted.
 // Handles: (enqueue_atom, JobTicket), (dequeue_atom, id) from job actors;
-//   (wake_atom) from the pool arbiter when capacity frees; (retry_atom) its
-//   back-off timer; (placed_atom, Assignment) / (unplaced_atom, id, reason)
-//   from gang reservations.
-// Negotiates: asks the arbiter for candidates, then for one worker
+//   (grant_atom, JobTicket, CandidateList) from the pool arbiter;
+//   (placed_atom, Assignment) / (unplaced_atom, id, reason) from gang
+//   reservations; (why_atom, id, reply): its place in line; (flush_atom)
+//   its own coalescing trigger.
+// Emits: (demand_atom, team, first jobs, pending jobs, pending GPUs) to the
+//   arbiter when the queue changes; for a granted single worker
 //   Envelope{Propose} -> Accept|Reject -> Envelope{Commit} -> Accept|Reject
-//   with the node actor; for a gang spawns a GangReservationActor. On commit
-//   sends (placed_atom, Assignment) to the job.
+//   with the node actor; for a gang a GangReservationActor (via its
+//   supervisor); then (placed_atom, Assignment) to the job and
+//   (placed_atom, team, Assignment) or (unplaced_atom, team, id) to the arbiter.
 #pragma once
 
 #include <string>

@@ -10,9 +10,11 @@
 //   troupe.<team>.cancel              request: {"job_id"} -> {"job_id","state"} | {"error"}
 //   troupe.<team>.logs                request: {"job_id","rank","offset","max_bytes"} -> {"data","offset","eof"}
 //   troupe.<team>.jobs                request: {} -> JobList JSON (that team's jobs)
+//   troupe.<team>.why                 request: {"job_id"} -> {"job_id","state","pending","code","reason"}
 //   troupe.<team>.events.<job_id>     publish: JobEvent JSON on every state change
 //   troupe.sys.jobs                   request: {} -> JobList JSON (every team)
 //   troupe.sys.nodes                  request: {} -> NodeList JSON
+//   troupe.sys.queues                 request: {} -> per team and pool: quota, use, pending, share
 //   troupe.sys.stats                  request: {} -> scheduler counters JSON (malformed, rejected, ...)
 //   troupe.sys.hello                  publish (scheduler start): agents register again
 //   troupe.sys.agent.<node>.<kind>    publish: agent -> scheduler (register, heartbeat, started, exited)
@@ -50,6 +52,7 @@ inline constexpr std::string_view kCancel = "cancel";
 inline constexpr std::string_view kLogs = "logs";
 inline constexpr std::string_view kJobs = "jobs";
 inline constexpr std::string_view kEvents = "events";
+inline constexpr std::string_view kWhy = "why";
 
 // Agent message kinds (last token of troupe.sys.agent.<node>.<kind> and
 // troupe.sys.node.<node>.<kind>).
@@ -76,6 +79,7 @@ inline std::string team_status(std::string_view team) { return team_verb(team, k
 inline std::string team_cancel(std::string_view team) { return team_verb(team, kCancel); }
 inline std::string team_logs(std::string_view team) { return team_verb(team, kLogs); }
 inline std::string team_jobs(std::string_view team) { return team_verb(team, kJobs); }
+inline std::string team_why(std::string_view team) { return team_verb(team, kWhy); }
 inline std::string job_events(std::string_view team, std::string_view job_id) {
   return team_verb(team, kEvents) + "." + std::string(job_id);
 }
@@ -96,6 +100,8 @@ inline constexpr const char* kAllCancel = "troupe.*.cancel";
 inline constexpr const char* kAllLogs = "troupe.*.logs";
 inline constexpr const char* kAllJobs = "troupe.*.jobs";  // troupe.sys.jobs lists every team
 inline constexpr const char* kAllEvents = "troupe.*.events.>";
+inline constexpr const char* kAllWhy = "troupe.*.why";
+inline constexpr const char* kSysQueues = "troupe.sys.queues";
 inline constexpr const char* kSysNodes = "troupe.sys.nodes";
 inline constexpr const char* kSysHello = "troupe.sys.hello";
 inline constexpr const char* kSysStats = "troupe.sys.stats";

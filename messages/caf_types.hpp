@@ -43,13 +43,14 @@ struct JobTicket {
   int32_t attempt = 1;
   int32_t priority = 50;
   uint64_t seq = 0;
+  int64_t max_runtime_s = 0;
   policy::PlacementRequest req;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, JobTicket& x) {
   return f(caf::meta::type_name("JobTicket"), x.job_id, x.team, x.attempt, x.priority, x.seq,
-           x.req);
+           x.max_runtime_s, x.req);
 }
 
 // Where each rank of one attempt was committed.
@@ -98,12 +99,13 @@ typename Inspector::result_type inspect(Inspector& f, Wiring& x) {
 namespace policy {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, PlacementRequest& x) {
-  return f(caf::meta::type_name("PlacementRequest"), x.gpus, x.gpu_type, x.cpus, x.memory_mb,
-           x.workers);
+  return f(caf::meta::type_name("PlacementRequest"), x.pool, x.gpus, x.gpu_type, x.cpus,
+           x.memory_mb, x.workers);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, NodeCapacity& x) {
-  return f(caf::meta::type_name("NodeCapacity"), x.name, x.host, x.gpu_type, x.gpus_total,
+  return f(caf::meta::type_name("NodeCapacity"), x.name, x.host, x.gpu_type, x.pool, x.rack,
+           x.schedulable, x.gpus_total,
            x.gpus_free, x.gpus_reserved, x.gpus_allocated, x.cpus_total, x.cpus_free,
            x.memory_total_mb, x.memory_free_mb, x.alive, x.last_heartbeat_ms, x.running);
 }
@@ -118,6 +120,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(troupe, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(troupe, (std::vector<uint8_t>))
   CAF_ADD_TYPE_ID(troupe, (std::vector<std::string>))
   CAF_ADD_TYPE_ID(troupe, (troupe::JobTicket))
+  CAF_ADD_TYPE_ID(troupe, (std::vector<troupe::JobTicket>))
   CAF_ADD_TYPE_ID(troupe, (troupe::Assignment))
   CAF_ADD_TYPE_ID(troupe, (troupe::CandidateList))
   CAF_ADD_TYPE_ID(troupe, (troupe::Wiring))
@@ -150,5 +153,12 @@ CAF_BEGIN_TYPE_ID_BLOCK(troupe, caf::first_custom_type_id)
   CAF_ADD_ATOM(troupe, troupe::atoms, intake_atom, "intake")
   CAF_ADD_ATOM(troupe, troupe::atoms, stats_atom, "stats")
   CAF_ADD_ATOM(troupe, troupe::atoms, requeue_atom, "requeue")
+  // Scheduling policy: queues <-> pool arbiter.
+  CAF_ADD_ATOM(troupe, troupe::atoms, demand_atom, "demand")
+  CAF_ADD_ATOM(troupe, troupe::atoms, grant_atom, "grant")
+  CAF_ADD_ATOM(troupe, troupe::atoms, round_atom, "round")
+  CAF_ADD_ATOM(troupe, troupe::atoms, why_atom, "why")
+  CAF_ADD_ATOM(troupe, troupe::atoms, queues_atom, "queues")
+  CAF_ADD_ATOM(troupe, troupe::atoms, config_atom, "config")
 
 CAF_END_TYPE_ID_BLOCK(troupe)

@@ -119,6 +119,26 @@ Parsed from_json(std::string_view json) {
   return p;
 }
 
+std::string parse_text(std::string_view text, google::protobuf::Message& m) {
+  auto first = text.find_first_not_of(" \t\r\n");
+  if (first != std::string_view::npos && text[first] == '{') {
+    auto err = parse_json(text, m);
+    if (!err.empty()) err.replace(0, std::string("invalid JSON job spec").size(), "invalid JSON");
+    return err;
+  }
+  try {
+    YAML::Node root = YAML::Load(std::string(text));
+    if (!root.IsMap()) return "invalid YAML: the top level must be a mapping";
+    std::string json;
+    yaml_to_json(root, json);
+    auto err = parse_json(json, m);
+    if (!err.empty()) err.replace(0, std::string("invalid JSON job spec").size(), "invalid YAML");
+    return err;
+  } catch (const YAML::Exception& e) {
+    return std::string("invalid YAML: ") + e.what();
+  }
+}
+
 Parsed from_yaml(std::string_view yaml) {
   Parsed p;
   try {
@@ -171,6 +191,7 @@ Parsed from_wire(const wire::JobSpec* s) {
   o.set_max_runtime_s(s->max_runtime_s());
   o.set_max_retries(s->max_retries());
   o.set_idempotency_key(wire::str(s->idempotency_key()));
+  o.set_pool(wire::str(s->pool()));
   p.ok = true;
   return p;
 }
@@ -190,7 +211,7 @@ flatbuffers::Offset<wire::JobSpec> to_wire(flatbuffers::FlatBufferBuilder& fbb,
                              fbb.CreateVectorOfSortedTables(&env), fbb.CreateString(s.image()),
                              res, s.has_workers() ? s.workers() : 1,
                              fbb.CreateString(s.priority()), s.max_runtime_s(), s.max_retries(),
-                             fbb.CreateString(s.idempotency_key()));
+                             fbb.CreateString(s.idempotency_key()), fbb.CreateString(s.pool()));
 }
 
 void apply_defaults(pb::JobSpec& s) {
@@ -221,8 +242,14 @@ std::string validate(const pb::JobSpec& s, const Limits& limits) {
   if (workers < 1) return "workers must be >= 1 (got " + std::to_string(workers) + ")";
   if (workers > limits.max_workers) return "workers must be <= " + std::to_string(limits.max_workers);
   if (workers > 1 && r.gpus() == 0) return "a gang (workers > 1) must request GPUs per worker";
-  if (!s.priority().empty() && !contains(names::kPriorities, s.priority()))
-    return "unknown priority '" + s.priority() + "' (expected high, normal or low)";
+  if (!s.priority().empty() && !contains(limits.priority_classes, s.priority())) {
+    std::string known;
+    for (const auto& c : limits.priority_classes) known += (known.empty() ? "" : ", ") + c;
+    return "unknown priority class '" + s.priority() + "' (known: " + known + ")";
+  }
+  if (!s.pool().empty()) {
+    if (auto err = subjects::check_token(s.pool()); !err.empty()) return "pool: " + err;
+  }
   if (s.max_runtime_s() < 0) return "max_runtime_s must be >= 0";
   if (s.max_retries() < 0) return "max_retries must be >= 0";
   if (s.idempotency_key().size() > 256) return "idempotency_key is longer than 256 characters";

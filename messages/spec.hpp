@@ -4,6 +4,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <google/protobuf/message.h>
 
@@ -33,6 +34,8 @@ struct Limits {
   int max_gpus_per_worker = 64;
   int max_workers = 1024;
   int max_command_args = 4096;
+  // Priority class names a spec may use (the cluster config's, else these).
+  std::vector<std::string> priority_classes = {"high", "normal", "low"};
 };
 
 // Fills in defaults (workers 1, priority normal, gpu_type empty = any).
@@ -44,5 +47,7 @@ std::string validate(const pb::JobSpec& s, const Limits& limits = {});
 std::string to_json(const google::protobuf::Message& m);
 // Parses JSON into `m`; returns an empty string or the parse error.
 std::string parse_json(std::string_view json, google::protobuf::Message& m);
+// Parses YAML or JSON text (a file's content) into `m`; "" or the error.
+std::string parse_text(std::string_view text, google::protobuf::Message& m);
 
 }  // namespace troupe::spec

@@ -14,6 +14,9 @@ struct NodeCapacity {
   std::string name;
   std::string host;
   std::string gpu_type;
+  std::string pool;  // the pool it belongs to ("" = none: nothing is placed there)
+  std::string rack;  // topology label
+  bool schedulable = true;  // false: cordoned / draining
   int gpus_total = 0;
   int gpus_free = 0;
   int gpus_reserved = 0;
@@ -29,6 +32,7 @@ struct NodeCapacity {
 
 // One worker's needs, and how many workers (a gang when > 1).
 struct PlacementRequest {
+  std::string pool;      // empty: any pool
   int gpus = 0;
   std::string gpu_type;  // empty: any type
   int cpus = 0;

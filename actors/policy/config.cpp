@@ -1,0 +1,156 @@
+#include "actors/policy/config.hpp"
+
+#include <set>
+
+#include "bus/subjects.hpp"
+#include "config.pb.h"
+#include "messages/spec.hpp"
+
+namespace troupe::policy {
+
+const TeamCfg* ClusterConfig::team(std::string_view name) const {
+  for (const auto& t : teams)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+const ClassCfg* ClusterConfig::cls(std::string_view name) const {
+  for (const auto& c : classes)
+    if (c.name == name) return &c;
+  return nullptr;
+}
+const PoolCfg* ClusterConfig::pool(std::string_view name) const {
+  for (const auto& p : pools)
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
+TeamCfg ClusterConfig::team_or_default(std::string_view name) const {
+  if (auto* t = team(name)) return *t;
+  TeamCfg t;
+  t.name = std::string(name);
+  t.borrow = true;
+  return t;
+}
+
+std::vector<std::string> ClusterConfig::class_names() const {
+  std::vector<std::string> out;
+  for (const auto& c : classes) out.push_back(c.name);
+  return out;
+}
+
+std::string ClusterConfig::pool_of_node(std::string_view named_pool,
+                                        std::string_view gpu_type) const {
+  if (open) return kDefaultPool;
+  if (!named_pool.empty()) return pool(named_pool) ? std::string(named_pool) : std::string();
+  for (const auto& p : pools)
+    if (p.gpu_type == gpu_type) return p.name;
+  return {};
+}
+
+ClusterConfig open_config() {
+  ClusterConfig c;
+  c.open = true;
+  c.pools = {{kDefaultPool, ""}};
+  c.classes = {{"high", 100, false}, {"normal", 50, true}, {"low", 10, true}};
+  return c;
+}
+
+std::string load_config(std::string_view text, ClusterConfig& out) {
+  pb::ClusterConfig pbc;
+  if (auto err = spec::parse_text(text, pbc); !err.empty()) return "config: " + err;
+  ClusterConfig c;
+  c.open = false;
+  std::set<std::string> seen;
+  for (const auto& p : pbc.pools()) {
+    if (auto e = subjects::check_token(p.name()); !e.empty()) return "config: pool name " + e;
+    if (!seen.insert(p.name()).second) return "config: pool '" + p.name() + "' defined twice";
+    if (p.gpu_type().empty()) return "config: pool '" + p.name() + "' needs a gpu_type";
+    c.pools.push_back({p.name(), p.gpu_type()});
+  }
+  if (c.pools.empty()) return "config: at least one pool is required";
+  seen.clear();
+  for (const auto& t : pbc.teams()) {
+    if (!subjects::valid_team(t.name())) return "config: team name '" + t.name() + "' is not allowed";
+    if (!seen.insert(t.name()).second) return "config: team '" + t.name() + "' defined twice";
+    TeamCfg tc;
+    tc.name = t.name();
+    tc.weight = t.has_weight() ? t.weight() : 1.0;
+    if (!(tc.weight > 0)) return "config: team '" + t.name() + "' needs a weight > 0";
+    tc.borrow = t.borrow();
+    for (const auto& [pool, q] : t.quotas()) {
+      if (!c.pool(pool)) return "config: team '" + t.name() + "' has a quota for unknown pool '" + pool + "'";
+      QuotaCfg qc{q.guaranteed(), q.has_limit() ? q.limit() : -1};
+      if (qc.guaranteed < 0) return "config: team '" + t.name() + "': guaranteed must be >= 0";
+      if (qc.limit >= 0 && qc.limit < qc.guaranteed)
+        return "config: team '" + t.name() + "': limit " + std::to_string(qc.limit) +
+               " is below guaranteed " + std::to_string(qc.guaranteed);
+      tc.quotas[pool] = qc;
+    }
+    c.teams.push_back(std::move(tc));
+  }
+  seen.clear();
+  for (const auto& k : pbc.priority_classes()) {
+    if (auto e = subjects::check_token(k.name()); !e.empty()) return "config: priority class name " + e;
+    if (!seen.insert(k.name()).second) return "config: priority class '" + k.name() + "' defined twice";
+    c.classes.push_back({k.name(), k.value(), k.preemptible()});
+  }
+  if (c.classes.empty()) c.classes = open_config().classes;
+  c.default_class = pbc.default_priority_class().empty() ? "normal" : pbc.default_priority_class();
+  if (!c.cls(c.default_class)) c.default_class = c.classes.front().name;
+  out = std::move(c);
+  return {};
+}
+
+Admission admit(const ClusterConfig& cfg, std::string_view team, std::string_view pool,
+                std::string_view gpu_type, int gpus, std::string_view priority) {
+  Admission a;
+  if (!cfg.open && !cfg.team(team)) {
+    a.error = "unknown team '" + std::string(team) + "' (not in the cluster config)";
+    return a;
+  }
+  std::string_view cls_name = priority.empty() ? std::string_view(cfg.default_class) : priority;
+  const ClassCfg* k = cfg.cls(cls_name);
+  if (!k) {
+    a.error = "unknown priority class '" + std::string(cls_name) + "'";
+    return a;
+  }
+  a.priority_value = k->value;
+  if (cfg.open) {
+    if (!pool.empty() && pool != kDefaultPool) {
+      a.error = "unknown pool '" + std::string(pool) + "' (no cluster config: the only pool is 'default')";
+      return a;
+    }
+    a.pool = kDefaultPool;
+    return a;
+  }
+  if (!pool.empty()) {
+    const PoolCfg* p = cfg.pool(pool);
+    if (!p) {
+      a.error = "unknown pool '" + std::string(pool) + "'";
+      return a;
+    }
+    if (!gpu_type.empty() && gpus > 0 && p->gpu_type != gpu_type) {
+      a.error = "pool '" + std::string(pool) + "' has GPU type " + p->gpu_type + ", not " + std::string(gpu_type);
+      return a;
+    }
+    a.pool = p->name;
+    return a;
+  }
+  if (!gpu_type.empty()) {
+    for (const auto& p : cfg.pools)
+      if (p.gpu_type == gpu_type) {
+        a.pool = p.name;
+        return a;
+      }
+    a.error = "no pool has GPU type '" + std::string(gpu_type) + "'";
+    return a;
+  }
+  if (cfg.pools.size() == 1 || gpus == 0) {
+    a.pool = cfg.pools.front().name;
+    return a;
+  }
+  a.error = "name resources.gpu_type or pool: the cluster has several pools";
+  return a;
+}
+
+}  // namespace troupe::policy

@@ -1,0 +1,78 @@
+// The cluster config as plain values, and the admission of a job spec against
+// it (team known, pool, priority class). Pure; the proto mapping and file
+// loading live in config.cpp. Unit tests: tests/unit/policy_config_test.cpp.
+#pragma once
+
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace troupe::policy {
+
+inline constexpr const char* kDefaultPool = "default";
+
+struct QuotaCfg {
+  int guaranteed = 0;
+  int limit = -1;  // -1: no hard limit
+};
+
+struct TeamCfg {
+  std::string name;
+  double weight = 1.0;
+  bool borrow = false;
+  std::map<std::string, QuotaCfg> quotas;  // by pool
+  // A team with no quota for a pool has guarantee 0 and no limit there.
+  QuotaCfg quota(const std::string& pool) const {
+    auto it = quotas.find(pool);
+    return it == quotas.end() ? QuotaCfg{} : it->second;
+  }
+};
+
+struct PoolCfg {
+  std::string name;
+  std::string gpu_type;
+};
+
+struct ClassCfg {
+  std::string name;
+  int value = 50;
+  bool preemptible = true;
+};
+
+struct ClusterConfig {
+  // No --config: any team is accepted (weight 1, may borrow), one pool
+  // "default" holds every node, and the classes are high/normal/low.
+  bool open = true;
+  std::vector<PoolCfg> pools;
+  std::vector<TeamCfg> teams;
+  std::vector<ClassCfg> classes;
+  std::string default_class = "normal";
+
+  const TeamCfg* team(std::string_view name) const;
+  const ClassCfg* cls(std::string_view name) const;
+  const PoolCfg* pool(std::string_view name) const;
+  // The team's settings; for an open config, the defaults for any name.
+  TeamCfg team_or_default(std::string_view name) const;
+  std::vector<std::string> class_names() const;
+  // The pool a node joins: its --pool when named, else the pool of its GPU
+  // type; "" when none (nothing is placed there).
+  std::string pool_of_node(std::string_view named_pool, std::string_view gpu_type) const;
+};
+
+ClusterConfig open_config();
+
+// Parses (YAML or JSON) and checks a config; returns "" or what is wrong.
+std::string load_config(std::string_view text, ClusterConfig& out);
+
+// What a job spec resolves to under a config.
+struct Admission {
+  std::string error;  // "" when admitted
+  std::string pool;
+  int priority_value = 50;
+};
+
+Admission admit(const ClusterConfig& cfg, std::string_view team, std::string_view pool,
+                std::string_view gpu_type, int gpus, std::string_view priority);
+
+}  // namespace troupe::policy

@@ -1,0 +1,89 @@
+// One scheduling round of one pool, as a plan over a snapshot (the shape of
+// Nomad's scheduler: compute a plan from state; the queues and node actors
+// then carry it out through the negotiation, and the node actors re-check).
+//
+// The chain, in order (cheap and unconditional first, quota before fit):
+//   1. order teams: below guarantee first, then weighted DRF share (fair_share);
+//   2. for each team not already negotiating, its demands in queue order
+//      (priority class, then submit time):
+//        a. quota: hard limit, borrowing (admit_quota);
+//        b. fit: best fit / gang fit (fit), restricted by the hold;
+//        c. the first that passes is granted (one grant per team per round)
+//           and subtracted from the snapshot (overlay);
+//   3. the first head job (of the most deserving team) that fits nowhere gets
+//      the hold (backfill), unless a hold already stands for another job;
+//   4. every demand not granted gets a reason, with numbers, as a user reads it.
+// Unit tests: tests/unit/policy_round_test.cpp.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "actors/policy/backfill.hpp"
+#include "actors/policy/fair_share.hpp"
+#include "actors/policy/fit.hpp"
+
+namespace troupe::policy {
+
+struct Demand {
+  std::string job_id;
+  PlacementRequest req;
+  int64_t max_runtime_s = 0;
+};
+
+struct TeamInput {
+  TeamStanding standing;
+  bool busy = false;            // a negotiation of this team is under way
+  std::vector<Demand> demands;  // queue order (the first K of the queue)
+};
+
+struct RoundInput {
+  std::string pool;
+  std::vector<NodeCapacity> nodes;  // every node known (any pool)
+  std::vector<TeamInput> teams;
+  std::vector<RunningWork> running;  // in this pool
+  Hold hold;                         // the standing hold, if any
+  int64_t now_ms = 0;
+};
+
+// Named reason codes (counted; the text carries the numbers).
+namespace why {
+inline constexpr const char* kOverLimit = "over_hard_limit";
+inline constexpr const char* kNoBorrow = "no_borrowing";
+inline constexpr const char* kFairShare = "waiting_for_fair_share";
+inline constexpr const char* kNoNodeOfType = "no_node_of_type";
+inline constexpr const char* kFitsNowhere = "fits_nowhere";
+inline constexpr const char* kReservation = "waiting_for_reservation";
+inline constexpr const char* kHeldForOther = "held_for_another_job";
+inline constexpr const char* kBehind = "behind_other_jobs";
+inline constexpr const char* kNegotiating = "placing";
+}  // namespace why
+
+struct Reason {
+  std::string code;
+  std::string text;
+};
+
+struct Grant {
+  size_t team = 0;    // index into RoundInput::teams
+  size_t demand = 0;  // index into that team's demands
+  std::vector<size_t> nodes;  // node index per rank
+  bool borrowed = false;
+};
+
+struct RoundOutput {
+  std::vector<Grant> grants;
+  Hold hold;  // the hold after this round
+  std::unordered_map<std::string, Reason> reasons;  // by job id, for demands not granted
+};
+
+PoolTotals pool_totals(const std::vector<NodeCapacity>& nodes, const std::string& pool);
+
+RoundOutput plan_round(const RoundInput& in);
+
+// "fits nowhere" detail: how many nodes of the pool have how many free GPUs.
+std::string free_histogram(const std::vector<NodeCapacity>& nodes, const PlacementRequest& req);
+
+}  // namespace troupe::policy
