@@ -1,0 +1,97 @@
+// Unit tests for actors/policy/config: loading, checking, admission.
+#include <catch2/catch.hpp>
+
+#include "actors/policy/config.hpp"
+
+using namespace troupe::policy;
+
+namespace {
+const char* kConfig = R"(
+pools:
+  - {name: a100, gpu_type: a100}
+  - {name: h100, gpu_type: h100}
+teams:
+  - {name: vision, weight: 1, borrow: true, quotas: {a100: {guaranteed: 8, limit: 16}}}
+  - {name: nlp, weight: 2}
+priority_classes:
+  - {name: high, value: 100, preemptible: false}
+  - {name: normal, value: 50, preemptible: true}
+)";
+}  // namespace
+
+TEST_CASE("the documented config shape loads", "[policy][config]") {
+  ClusterConfig c;
+  REQUIRE(load_config(kConfig, c) == "");
+  CHECK_FALSE(c.open);
+  REQUIRE(c.pools.size() == 2);
+  REQUIRE(c.team("vision"));
+  CHECK(c.team("vision")->quota("a100").guaranteed == 8);
+  CHECK(c.team("vision")->quota("a100").limit == 16);
+  CHECK(c.team("vision")->borrow);
+  // No quota for a pool: guarantee 0 and no limit there.
+  CHECK(c.team("vision")->quota("h100").guaranteed == 0);
+  CHECK(c.team("vision")->quota("h100").limit == -1);
+  CHECK(c.team("nlp")->weight == 2.0);
+  CHECK(c.cls("high")->value == 100);
+  CHECK_FALSE(c.cls("high")->preemptible);
+}
+
+TEST_CASE("bad configs are refused with a reason", "[policy][config]") {
+  struct Case {
+    const char* name;
+    const char* text;
+    const char* want;
+  };
+  std::vector<Case> cases = {
+      {"not YAML", "pools: [", "config"},
+      {"no pools", "teams: []", "at least one pool"},
+      {"quota for unknown pool", "pools: [{name: a, gpu_type: a}]\nteams: [{name: t, quotas: {b: {guaranteed: 1}}}]",
+       "unknown pool 'b'"},
+      {"limit below guarantee", "pools: [{name: a, gpu_type: a}]\nteams: [{name: t, quotas: {a: {guaranteed: 4, limit: 2}}}]",
+       "below guaranteed"},
+      {"team sys", "pools: [{name: a, gpu_type: a}]\nteams: [{name: sys}]", "not allowed"},
+      {"zero weight", "pools: [{name: a, gpu_type: a}]\nteams: [{name: t, weight: 0}]", "weight > 0"},
+      {"duplicate pool", "pools: [{name: a, gpu_type: a}, {name: a, gpu_type: b}]", "twice"},
+      {"unknown key", "pools: [{name: a, gpu_type: a}]\nbogus: 1", "config"},
+  };
+  for (const auto& c : cases) {
+    SECTION(c.name) {
+      ClusterConfig out;
+      auto err = load_config(c.text, out);
+      CHECK(err.find(c.want) != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("admission resolves pool and class, refuses the unknown", "[policy][config]") {
+  ClusterConfig c;
+  REQUIRE(load_config(kConfig, c) == "");
+  auto ok = admit(c, "vision", "", "h100", 1, "high");
+  CHECK(ok.error == "");
+  CHECK(ok.pool == "h100");
+  CHECK(ok.priority_value == 100);
+  CHECK(admit(c, "ghost", "", "a100", 1, "normal").error.find("unknown team") != std::string::npos);
+  CHECK(admit(c, "vision", "tpu", "", 1, "normal").error.find("unknown pool") != std::string::npos);
+  CHECK(admit(c, "vision", "", "a100", 1, "urgent").error.find("unknown priority class") != std::string::npos);
+  CHECK(admit(c, "vision", "", "v100", 1, "normal").error.find("no pool has GPU type") != std::string::npos);
+  CHECK(admit(c, "vision", "a100", "h100", 1, "normal").error.find("has GPU type") != std::string::npos);
+  CHECK(admit(c, "vision", "", "", 1, "normal").error.find("several pools") != std::string::npos);
+}
+
+TEST_CASE("an open config accepts any team in one pool", "[policy][config]") {
+  auto c = open_config();
+  auto a = admit(c, "anyone", "", "a100", 1, "low");
+  CHECK(a.error == "");
+  CHECK(a.pool == kDefaultPool);
+  CHECK(a.priority_value == 10);
+  CHECK(c.pool_of_node("", "h100") == kDefaultPool);
+}
+
+TEST_CASE("a node joins the pool of its GPU type, or the one it names", "[policy][config]") {
+  ClusterConfig c;
+  REQUIRE(load_config(kConfig, c) == "");
+  CHECK(c.pool_of_node("", "a100") == "a100");
+  CHECK(c.pool_of_node("h100", "a100") == "h100");
+  CHECK(c.pool_of_node("", "v100") == "");
+  CHECK(c.pool_of_node("nope", "a100") == "");
+}
