@@ -20,15 +20,19 @@ using nlohmann::json;
 namespace {
 
 constexpr auto kTick = std::chrono::milliseconds(500);
+// Grants a team may have in flight (negotiations its queue runs at once).
+constexpr int kMaxInflight = 32;
 
 struct TeamDemand {
   caf::actor queue;
   std::vector<JobTicket> tickets;
   int32_t pending_jobs = 0;
   int32_t pending_gpus = 0;
-  bool busy = false;       // a grant is being carried out
-  JobTicket inflight;      // that grant
-  bool inflight_borrowed = false;
+  struct Inflight {
+    JobTicket ticket;
+    bool borrowed = false;
+  };
+  std::unordered_map<std::string, Inflight> inflight;  // grants being carried out, by job id
 };
 
 struct Running {
@@ -76,9 +80,13 @@ policy::Usage usage_of(const ArbiterState& st, const std::string& team, const st
     u.memory_mb += r.req.memory_mb * r.req.workers;
     if (borrowed && r.borrowed) *borrowed += r.req.gpus * r.req.workers;
   }
-  for (const auto& [name, td] : st.teams) {
-    if (name != team || !td.busy || td.inflight.req.pool != pool) continue;
-    u.gpus += td.inflight.req.gpus * td.inflight.req.workers;
+  if (auto it = st.teams.find(team); it != st.teams.end()) {
+    for (const auto& [id, g] : it->second.inflight) {
+      if (g.ticket.req.pool != pool) continue;
+      u.gpus += g.ticket.req.gpus * g.ticket.req.workers;
+      u.cpus += g.ticket.req.cpus * g.ticket.req.workers;
+      u.memory_mb += g.ticket.req.memory_mb * g.ticket.req.workers;
+    }
   }
   return u;
 }
@@ -128,12 +136,12 @@ void run_round(Self* self) {
     for (const auto& [team, td] : st.teams) {
       policy::TeamInput ti;
       for (const auto& t : td.tickets) {
-        if (t.req.pool != pool) continue;
+        if (t.req.pool != pool || td.inflight.count(t.job_id)) continue;
         ti.demands.push_back({t.job_id, t.req, t.max_runtime_s});
       }
       if (ti.demands.empty()) continue;
       ti.standing = standing_of(st, team, pool);
-      ti.busy = td.busy;
+      ti.slots = kMaxInflight - static_cast<int>(td.inflight.size());
       in.teams.push_back(std::move(ti));
       team_names.push_back(team);
     }
@@ -164,9 +172,7 @@ void run_round(Self* self) {
         c.actors.push_back(st.actors[n]);
       }
       policy::take(st.caps, ticket.req, g.nodes);  // overlay until the nodes report
-      td.busy = true;
-      td.inflight = ticket;
-      td.inflight_borrowed = g.borrowed;
+      td.inflight[ticket.job_id] = TeamDemand::Inflight{ticket, g.borrowed};
       st.reasons.erase(ticket.job_id);
       ++st.grants;
       self->send(td.queue, grant_atom_v, ticket, c);
@@ -290,20 +296,22 @@ caf::behavior arbiter_behavior(Self* self, OutboxPtr out) {
       [=](placed_atom, const std::string& team, const Assignment& a) {
         auto& st = self->state;
         auto& td = st.teams[team];
+        auto it = td.inflight.find(a.job_id);
+        if (it == td.inflight.end()) return;
+        const auto& t = it->second.ticket;
         Running r;
         r.team = team;
-        r.pool = td.inflight.req.pool;
+        r.pool = t.req.pool;
         r.nodes = a.nodes;
-        r.req = td.inflight.req;
-        r.borrowed = td.inflight_borrowed;
-        r.ends_ms = td.inflight.max_runtime_s > 0 ? now_ms() + td.inflight.max_runtime_s * 1000
-                                                  : policy::kNever;
+        r.req = t.req;
+        r.borrowed = it->second.borrowed;
+        r.ends_ms = t.max_runtime_s > 0 ? now_ms() + t.max_runtime_s * 1000 : policy::kNever;
         st.running[a.job_id] = r;
-        td.busy = false;
+        td.inflight.erase(it);
         schedule_round(self);
       },
-      [=](unplaced_atom, const std::string& team, const std::string&) {
-        self->state.teams[team].busy = false;
+      [=](unplaced_atom, const std::string& team, const std::string& job_id) {
+        self->state.teams[team].inflight.erase(job_id);
         schedule_round(self);
       },
       [=](done_atom, const std::string& job_id) {
@@ -323,7 +331,7 @@ caf::behavior arbiter_behavior(Self* self, OutboxPtr out) {
           return;
         }
         auto td = st.teams.find(team);
-        if (td != st.teams.end() && td->second.busy && td->second.inflight.job_id == job_id) {
+        if (td != st.teams.end() && td->second.inflight.count(job_id)) {
           reply(self, to, {{"job_id", job_id}, {"state", "queued"}, {"pending", true},
                            {"code", policy::why::kNegotiating},
                            {"reason", "being placed right now (reserving on its node(s))"}});

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <ctime>
 #include <map>
+#include <set>
 
 namespace troupe::policy {
 
@@ -73,7 +74,6 @@ RoundOutput plan_round(const RoundInput& in) {
   std::vector<TeamStanding> standings;
   for (const auto& t : in.teams) standings.push_back(t.standing);
   auto totals = pool_totals(nodes, in.pool);
-  auto order = team_order(standings, totals);
 
   // A hold whose job is no longer demanded (placed, canceled) lapses.
   if (out.hold.active()) {
@@ -83,93 +83,112 @@ RoundOutput plan_round(const RoundInput& in) {
     if (!wanted) out.hold = Hold{};
   }
 
-  std::vector<std::string> ahead;  // teams granted this round, in order (for fair-share reasons)
-  for (size_t rank_in_order = 0; rank_in_order < order.size(); ++rank_in_order) {
-    size_t ti = order[rank_in_order];
-    const auto& team = in.teams[ti];
+  std::vector<std::string> ahead;  // teams granted earlier this round (for fair-share reasons)
+  std::vector<int> slots;
+  std::vector<std::vector<char>> done;  // per team, per demand: granted or failed this round
+  for (const auto& t : in.teams) {
+    slots.push_back(t.slots);
+    done.emplace_back(t.demands.size(), 0);
+  }
+  for (size_t ti = 0; ti < in.teams.size(); ++ti) {
+    if (slots[ti] > 0) continue;
+    for (const auto& d : in.teams[ti].demands)
+      out.reasons[d.job_id] = {why::kNegotiating, "team " + in.teams[ti].standing.team +
+                                                      " is placing its jobs now; this one is in line"};
+  }
+
+  // One demand of one team: grant it, or give its reason. Returns whether granted.
+  auto consider = [&](size_t ti, size_t di) {
     auto& standing = standings[ti];
-    if (team.demands.empty()) continue;
-    if (team.busy) {
-      for (const auto& d : team.demands)
-        out.reasons[d.job_id] = {why::kNegotiating, "team " + standing.team +
-                                                        " is placing a job now; this one is next in line"};
-      continue;
+    const auto& d = in.teams[ti].demands[di];
+    const auto& req = d.req;
+    int need = req.gpus * req.workers;
+    auto quota = admit_quota(standing, need);
+    if (!quota.ok) {
+      out.reasons[d.job_id] = {standing.limit >= 0 && standing.used.gpus + need > standing.limit
+                                   ? why::kOverLimit
+                                   : why::kNoBorrow,
+                               quota.reason};
+      return false;
     }
-    bool granted = false;
-    for (size_t di = 0; di < team.demands.size() && !granted; ++di) {
-      const auto& d = team.demands[di];
-      const auto& req = d.req;
-      int need = req.gpus * req.workers;
-      auto quota = admit_quota(standing, need);
-      if (!quota.ok) {
-        out.reasons[d.job_id] = {standing.limit >= 0 && standing.used.gpus + need > standing.limit
-                                     ? why::kOverLimit
-                                     : why::kNoBorrow,
-                                 quota.reason};
-        continue;
-      }
-      if (!any_node_could_fit(nodes, req)) {
-        std::string type = req.gpu_type.empty() ? "any type" : req.gpu_type;
-        out.reasons[d.job_id] = {why::kNoNodeOfType,
-                                 "no node in pool " + req.pool + " of GPU type " + type + " can ever hold " +
-                                     std::to_string(req.gpus) + " GPUs per worker"};
-        continue;
-      }
-      bool is_hold_job = out.hold.active() && out.hold.job_id == d.job_id;
-      NodeMask mask = is_hold_job ? NodeMask{}
-                                  : usable_under_hold(out.hold, nodes.size(), in.now_ms, d.max_runtime_s);
-      auto ranks = place(nodes, req, mask);
-      if (!ranks.empty()) {
-        take(nodes, req, ranks);
-        standing.used.gpus += need;
-        standing.used.cpus += req.cpus * req.workers;
-        standing.used.memory_mb += req.memory_mb * req.workers;
-        out.grants.push_back({ti, di, ranks, quota.borrowed});
-        if (is_hold_job) out.hold = Hold{};
-        granted = true;
-        ahead.push_back(standing.team);
-        break;
-      }
-      // Does not fit now. Would it fit without the hold, or before the
-      // more deserving teams took their share this round?
-      if (!place(nodes, req).empty()) {
-        out.reasons[d.job_id] = {why::kHeldForOther,
-                                 "the free capacity is held for job " + out.hold.job_id +
-                                     " (reservation from " + fmt_time(out.hold.start_ms, in.now_ms) +
-                                     "); this job's max_runtime_s does not end before then"};
-      } else if (!place(in.nodes, req, mask).empty() && !ahead.empty()) {
-        std::string others;
-        for (const auto& a : ahead) others += (others.empty() ? "" : ", ") + a;
-        out.reasons[d.job_id] = {why::kFairShare,
-                                 "waiting for fair share: team " + standing.team + " has share " +
-                                     fmt_share(weighted_share(standing, totals)) +
-                                     " (weight-adjusted); teams served first this round: " + others};
-      } else {
-        out.reasons[d.job_id] = {why::kFitsNowhere,
-                                 "fits nowhere now: needs " + std::to_string(req.workers) + " x " +
-                                     std::to_string(req.gpus) + " GPUs; " + free_histogram(nodes, req)};
-        if (di == 0 && !out.hold.active()) {
-          out.hold = plan_hold(nodes, in.running, req, d.job_id, in.now_ms);
+    if (!any_node_could_fit(nodes, req)) {
+      std::string type = req.gpu_type.empty() ? "any type" : req.gpu_type;
+      out.reasons[d.job_id] = {why::kNoNodeOfType,
+                               "no node in pool " + req.pool + " of GPU type " + type + " can ever hold " +
+                                   std::to_string(req.gpus) + " GPUs per worker"};
+      return false;
+    }
+    bool is_hold_job = out.hold.active() && out.hold.job_id == d.job_id;
+    NodeMask mask = is_hold_job ? NodeMask{}
+                                : usable_under_hold(out.hold, nodes.size(), in.now_ms, d.max_runtime_s);
+    auto ranks = place(nodes, req, mask);
+    if (!ranks.empty()) {
+      take(nodes, req, ranks);
+      standing.used.gpus += need;
+      standing.used.cpus += req.cpus * req.workers;
+      standing.used.memory_mb += req.memory_mb * req.workers;
+      out.grants.push_back({ti, di, ranks, quota.borrowed});
+      out.reasons.erase(d.job_id);
+      if (is_hold_job) out.hold = Hold{};
+      ahead.push_back(standing.team);
+      return true;
+    }
+    // Does not fit now. Would it without the hold, or before the more
+    // deserving teams took their share this round?
+    if (!place(nodes, req).empty()) {
+      out.reasons[d.job_id] = {why::kHeldForOther,
+                               "the free capacity is held for job " + out.hold.job_id +
+                                   " (reservation from " + fmt_time(out.hold.start_ms, in.now_ms) +
+                                   "); this job's max_runtime_s does not end before then"};
+    } else if (!place(in.nodes, req, mask).empty() && !ahead.empty()) {
+      std::set<std::string> others(ahead.begin(), ahead.end());
+      std::string list;
+      for (const auto& a : others) list += (list.empty() ? "" : ", ") + a;
+      out.reasons[d.job_id] = {why::kFairShare,
+                               "waiting for fair share: team " + standing.team + " has share " +
+                                   fmt_share(weighted_share(standing, totals)) +
+                                   " (weight-adjusted); served first this round: " + list};
+    } else {
+      out.reasons[d.job_id] = {why::kFitsNowhere,
+                               "fits nowhere now: needs " + std::to_string(req.workers) + " x " +
+                                   std::to_string(req.gpus) + " GPUs; " + free_histogram(nodes, req)};
+      bool head = true;
+      for (size_t k = 0; k < di; ++k) head = head && done[ti][k] == 2;  // only failures before it
+      if (head && !out.hold.active())
+        out.hold = plan_hold(nodes, in.running, req, d.job_id, in.now_ms);
+    }
+    if (out.hold.active() && out.hold.job_id == d.job_id)
+      out.reasons[d.job_id] = {why::kReservation,
+                               "waiting for its reservation: " + std::to_string(out.hold.nodes.size()) +
+                                   " node(s) held, expected to fit at " +
+                                   fmt_time(out.hold.start_ms, in.now_ms) + "; " + free_histogram(nodes, req)};
+    return false;
+  };
+
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (size_t ti : team_order(standings, totals)) {
+      if (slots[ti] <= 0) continue;
+      for (size_t di = 0; di < in.teams[ti].demands.size(); ++di) {
+        if (done[ti][di]) continue;
+        bool granted = consider(ti, di);
+        done[ti][di] = granted ? 1 : 2;
+        if (granted) {
+          --slots[ti];
+          progress = true;
+          break;  // one grant per team per pass
         }
       }
-      if (out.hold.active() && out.hold.job_id == d.job_id)
-        out.reasons[d.job_id] = {why::kReservation,
-                                 "waiting for its reservation: " + std::to_string(out.hold.nodes.size()) +
-                                     " node(s) held, expected to fit at " +
-                                     fmt_time(out.hold.start_ms, in.now_ms) + "; " +
-                                     free_histogram(nodes, req)};
     }
-    // Jobs behind the granted one stay queued this round.
-    if (granted) {
-      for (size_t di = 0; di < team.demands.size(); ++di) {
-        const auto& d = team.demands[di];
-        bool is_granted = false;
-        for (const auto& g : out.grants) is_granted = is_granted || (g.team == ti && g.demand == di);
-        if (!is_granted && !out.reasons.count(d.job_id))
-          out.reasons[d.job_id] = {why::kBehind, "behind " + std::to_string(di) +
-                                                     " job(s) of higher priority or earlier submission in team " +
-                                                     standing.team + "'s queue"};
-      }
+  }
+  // Demands never reached this round stay queued behind the others.
+  for (size_t ti = 0; ti < in.teams.size(); ++ti) {
+    for (size_t di = 0; di < in.teams[ti].demands.size(); ++di) {
+      const auto& d = in.teams[ti].demands[di];
+      if (done[ti][di] || out.reasons.count(d.job_id)) continue;
+      out.reasons[d.job_id] = {why::kBehind, "behind " + std::to_string(di) +
+                                                 " job(s) of higher priority or earlier submission in team " +
+                                                 in.teams[ti].standing.team + "'s queue"};
     }
   }
   return out;

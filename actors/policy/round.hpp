@@ -4,12 +4,13 @@
 //
 // The chain, in order (cheap and unconditional first, quota before fit):
 //   1. order teams: below guarantee first, then weighted DRF share (fair_share);
-//   2. for each team not already negotiating, its demands in queue order
-//      (priority class, then submit time):
-//        a. quota: hard limit, borrowing (admit_quota);
-//        b. fit: best fit / gang fit (fit), restricted by the hold;
-//        c. the first that passes is granted (one grant per team per round)
-//           and subtracted from the snapshot (overlay);
+//   2. in passes: each team with free negotiation slots, in that order, takes
+//      its first demand (queue order: priority class, then submit time) that
+//        a. passes quota: hard limit, borrowing (admit_quota);
+//        b. fits: best fit / gang fit (fit), restricted by the hold;
+//      which is granted and subtracted from the snapshot (overlay); the order
+//      is computed again before the next pass (usage changed). A demand that
+//      failed stays failed for the round (capacity only shrinks within it);
 //   3. the first head job (of the most deserving team) that fits nowhere gets
 //      the hold (backfill), unless a hold already stands for another job;
 //   4. every demand not granted gets a reason, with numbers, as a user reads it.
@@ -35,7 +36,7 @@ struct Demand {
 
 struct TeamInput {
   TeamStanding standing;
-  bool busy = false;            // a negotiation of this team is under way
+  int slots = 1;                // grants it may still take (negotiations it may start)
   std::vector<Demand> demands;  // queue order (the first K of the queue)
 };
 

@@ -107,7 +107,7 @@ TEST_CASE("round: fits nowhere reports the free-GPU histogram", "[policy][round]
 
 TEST_CASE("round: a busy team gets no grant", "[policy][round]") {
   auto in = input({node("a", 8)}, {team("v", 0, {demand("j", 1)})});
-  in.teams[0].busy = true;
+  in.teams[0].slots = 0;
   auto out = plan_round(in);
   CHECK(out.grants.empty());
   CHECK(out.reasons.at("j").code == why::kNegotiating);

@@ -1,0 +1,109 @@
+// Micro-benchmarks of the pure scheduling policy (Google Benchmark):
+//   ordering 10,000 queued jobs of 50 teams, placing one job against 1,000
+//   nodes (best fit, gang fit), and a whole planning round.
+// Run: build/bin/troupe-policy-bench   (figures in docs/performance.md)
+#include <benchmark/benchmark.h>
+
+#include <map>
+#include <random>
+
+#include "actors/policy/fair_share.hpp"
+#include "actors/policy/fit.hpp"
+#include "actors/policy/queue_order.hpp"
+#include "actors/policy/round.hpp"
+
+using namespace troupe::policy;
+
+namespace {
+
+std::vector<NodeCapacity> fleet(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<NodeCapacity> nodes(n);
+  for (size_t i = 0; i < n; ++i) {
+    auto& c = nodes[i];
+    c.name = "node-" + std::to_string(i);
+    c.gpu_type = c.pool = "a100";
+    c.rack = "r" + std::to_string(i / 32);
+    c.gpus_total = 8;
+    c.gpus_free = static_cast<int>(rng() % 9);
+    c.cpus_total = c.cpus_free = 64;
+    c.memory_total_mb = c.memory_free_mb = 512000;
+  }
+  return nodes;
+}
+
+PlacementRequest one(int gpus, int workers = 1) {
+  PlacementRequest r;
+  r.gpus = gpus;
+  r.workers = workers;
+  r.pool = r.gpu_type = "a100";
+  return r;
+}
+
+void BM_OrderQueuedJobs(benchmark::State& state) {
+  const int jobs = static_cast<int>(state.range(0));
+  const int teams = 50;
+  std::mt19937 rng(7);
+  std::vector<std::pair<int, QueueKey>> input;
+  for (int i = 0; i < jobs; ++i)
+    input.push_back({static_cast<int>(rng() % teams), QueueKey{static_cast<int>(rng() % 3) * 50, static_cast<uint64_t>(i)}});
+  std::vector<TeamStanding> standings(teams);
+  for (int t = 0; t < teams; ++t) {
+    standings[t].team = "team-" + std::to_string(t);
+    standings[t].weight = 1 + t % 3;
+    standings[t].used.gpus = static_cast<int>(rng() % 64);
+  }
+  PoolTotals totals{8000, 64000, 512000000};
+  for (auto _ : state) {
+    std::vector<std::map<QueueKey, int>> queues(teams);
+    for (const auto& [team, key] : input) queues[static_cast<size_t>(team)].emplace(key, 0);
+    auto order = team_order(standings, totals);
+    benchmark::DoNotOptimize(order);
+    benchmark::DoNotOptimize(queues);
+  }
+  state.SetItemsProcessed(state.iterations() * jobs);
+}
+BENCHMARK(BM_OrderQueuedJobs)->Arg(10000)->Unit(benchmark::kMicrosecond);
+
+void BM_BestFit(benchmark::State& state) {
+  auto nodes = fleet(static_cast<size_t>(state.range(0)), 1);
+  auto req = one(2);
+  for (auto _ : state) benchmark::DoNotOptimize(best_fit(nodes, req));
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_BestFit)->Arg(1000)->Arg(10000)->Unit(benchmark::kMicrosecond);
+
+void BM_GangFit(benchmark::State& state) {
+  auto nodes = fleet(static_cast<size_t>(state.range(0)), 2);
+  auto req = one(8, 4);
+  for (auto _ : state) benchmark::DoNotOptimize(gang_fit(nodes, req));
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_GangFit)->Arg(1000)->Unit(benchmark::kMicrosecond);
+
+void BM_PlanRound(benchmark::State& state) {
+  RoundInput in;
+  in.pool = "a100";
+  in.nodes = fleet(static_cast<size_t>(state.range(0)), 3);
+  in.now_ms = 1000;
+  for (int t = 0; t < 50; ++t) {
+    TeamInput ti;
+    ti.standing.team = "team-" + std::to_string(t);
+    ti.standing.used.gpus = t;
+    for (int d = 0; d < 16; ++d) {
+      Demand dm;
+      dm.job_id = "j-" + std::to_string(t) + "-" + std::to_string(d);
+      dm.req = one(1 + d % 4);
+      dm.max_runtime_s = 600;
+      ti.demands.push_back(dm);
+    }
+    in.teams.push_back(std::move(ti));
+  }
+  for (auto _ : state) benchmark::DoNotOptimize(plan_round(in));
+  state.SetItemsProcessed(state.iterations() * 50);  // up to one grant per team
+}
+BENCHMARK(BM_PlanRound)->Arg(1000)->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();
