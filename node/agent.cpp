@@ -30,15 +30,22 @@ std::chrono::seconds secs(long long s) {
 }  // namespace
 
 Agent::Agent(AgentConfig cfg, Publish publish)
+    : Agent(std::move(cfg), std::move(publish), nullptr) {}
+
+Agent::Agent(AgentConfig cfg, Publish publish, std::shared_ptr<TimerQueue> shared_timers)
     : cfg_(std::move(cfg)),
       publish_(std::move(publish)),
       exited_subject_(subjects::agent_to_scheduler(cfg_.name, subjects::kExited)),
       started_subject_(subjects::agent_to_scheduler(cfg_.name, subjects::kStarted)),
       register_subject_(subjects::agent_to_scheduler(cfg_.name, subjects::kRegister)),
       heartbeat_subject_(subjects::agent_to_scheduler(cfg_.name, subjects::kHeartbeat)),
-      timers_(std::make_unique<TimerQueue>()),
-      reaper_(std::make_unique<Reaper>(
-          [this](pid_t pid, std::optional<int> st) { on_child_exit(pid, st); })) {}
+      timers_(shared_timers ? shared_timers : std::make_shared<TimerQueue>()),
+      own_timers_(!shared_timers) {
+  // Real workers need the reaper; simulated ones never fork.
+  if (!cfg_.simulate)
+    reaper_ = std::make_unique<Reaper>(
+        [this](pid_t pid, std::optional<int> st) { on_child_exit(pid, st); });
+}
 
 Agent::~Agent() { shutdown(); }
 
@@ -52,7 +59,8 @@ void Agent::start() {
   started_ = true;
   send(register_subject_, make_register(cfg_.name, cfg_.host, cfg_.inventory, cfg_.simulate,
                                         running_locked()));
-  timers_->after(std::chrono::milliseconds(cfg_.heartbeat_ms), [this] { on_heartbeat(); });
+  int first = cfg_.first_heartbeat_ms >= 0 ? cfg_.first_heartbeat_ms : cfg_.heartbeat_ms;
+  timers_->after(std::chrono::milliseconds(first), [this] { on_heartbeat(); });
 }
 
 void Agent::publish_register() {
@@ -388,14 +396,15 @@ void Agent::shutdown() {
       publish_exited(k, classify(-1, SIGKILL, EndCause::stopped));
     }
   }
-  timers_->stop();
+  if (own_timers_) timers_->stop();
   reaper_.reset();
   std::lock_guard<std::mutex> lock(mu_);
   shut_down_ = true;
-  spdlog::info("node agent stopped: {} launched, {} exited, {} launch failures, {} duplicates, "
-               "{} bad messages dropped",
-               counters_.launches, counters_.exits, counters_.launch_failures,
-               counters_.duplicates, counters_.bad_messages);
+  if (cfg_.log_summary)
+    spdlog::info("node agent stopped: {} launched, {} exited, {} launch failures, "
+                 "{} duplicates, {} bad messages dropped",
+                 counters_.launches, counters_.exits, counters_.launch_failures,
+                 counters_.duplicates, counters_.bad_messages);
 }
 
 }  // namespace troupe::node

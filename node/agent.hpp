@@ -41,6 +41,11 @@ struct AgentConfig {
   int heartbeat_ms = 1000;
   Inventory inventory;
   std::vector<std::string> base_env;  // the agent's own environment, "K=V"
+  // Delay of the first heartbeat after start(); < 0: heartbeat_ms. A fleet
+  // spreads its agents' heartbeats over one period with it.
+  int first_heartbeat_ms = -1;
+  // Log the one-line summary at shutdown (a fleet of thousands turns it off).
+  bool log_summary = true;
 };
 
 // Publishes `size` bytes on `subject` (thread-safe; called with the agent's
@@ -58,6 +63,11 @@ struct AgentCounters {
 class Agent {
  public:
   Agent(AgentConfig cfg, Publish publish);
+  // The same on a timer thread shared with other agents (node/fleet.hpp). The
+  // agent never stops it; its owner stops it (joins the thread) before any
+  // agent that used it is destroyed, since pending callbacks point at them.
+  // A simulating agent starts no reaper thread either way.
+  Agent(AgentConfig cfg, Publish publish, std::shared_ptr<TimerQueue> shared_timers);
   ~Agent();  // shutdown() if not done
   Agent(const Agent&) = delete;
   Agent& operator=(const Agent&) = delete;
@@ -128,8 +138,9 @@ class Agent {
   AgentCounters counters_;
 
   // Declared last: destroyed first, so their threads stop before the state above goes.
-  std::unique_ptr<TimerQueue> timers_;
-  std::unique_ptr<Reaper> reaper_;
+  std::shared_ptr<TimerQueue> timers_;
+  bool own_timers_ = true;
+  std::unique_ptr<Reaper> reaper_;  // null while simulating
 };
 
 }  // namespace troupe::node

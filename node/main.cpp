@@ -1,7 +1,8 @@
-// troupe-node's entry point: the thin shell around Agent. Parses flags,
-// probes the machine, connects to NATS (one connection for subscriptions, one
-// for publishing), feeds messages to the Agent and waits for SIGTERM/SIGINT
-// with sigwait (the signals are blocked in every thread; no handler).
+// troupe-node's entry point: the thin shell around Agent (or, with --count N,
+// around a Fleet of N simulated agents). Parses flags, probes the machine,
+// connects to NATS (one connection for subscriptions, one for publishing),
+// feeds messages to the Agent/Fleet and waits for SIGTERM/SIGINT with sigwait
+// (the signals are blocked in every thread; no handler).
 #include <signal.h>
 #include <unistd.h>
 
@@ -18,6 +19,7 @@
 #include "bus/nats.hpp"
 #include "bus/subjects.hpp"
 #include "node/agent.hpp"
+#include "node/fleet.hpp"
 #include "node/inventory.hpp"
 #include "node/options.hpp"
 
@@ -61,6 +63,55 @@ bus::ConnectionPtr connect(const bus::ConnectOptions& opts, const sigset_t& sign
   }
 }
 
+// --count N > 1: N simulated agents sharing both connections, one wildcard
+// subscription and one timer thread.
+int run_fleet(const node::Options& opt, node::AgentConfig cfg, const sigset_t& signals) {
+  cfg.base_env.clear();  // simulated workers never get an environment
+  spdlog::info("fleet: {} simulated nodes {} .. {}, {} GPU(s) of type {} each, state under {}",
+               opt.count, node::fleet_node_name(opt.name_prefix, 1, opt.count),
+               node::fleet_node_name(opt.name_prefix, opt.count, opt.count),
+               cfg.inventory.gpus.size(), cfg.inventory.gpu_type, cfg.state_dir);
+  bus::Library library;
+  bus::ConnectOptions copts;
+  copts.url = opt.nats_url;
+  copts.name = "troupe-node-fleet-" + opt.name_prefix + "-pub";
+  bus::ConnectionPtr pub = connect(copts, signals);
+  if (!pub) return 0;
+  copts.name = "troupe-node-fleet-" + opt.name_prefix + "-sub";
+  bus::ConnectionPtr sub = connect(copts, signals);
+  if (!sub) return 0;
+  spdlog::info("connected to {}", opt.nats_url);
+
+  bus::Connection* pub_raw = pub.get();
+  node::FleetConfig fc;
+  fc.base = std::move(cfg);
+  fc.prefix = opt.name_prefix;
+  fc.count = opt.count;
+  node::Fleet fleet(std::move(fc), [pub_raw](const std::string& subject, const void* data,
+                                              size_t size) {
+    if (!pub_raw->publish(subject, data, size))
+      spdlog::warn("could not publish on {} (connection closed?)", subject);
+  });
+  auto handler = [&fleet](Inbound&& in) { fleet.on_message(in); };
+  bus::SubscriptionPtr node_sub = sub->subscribe(node::Fleet::node_wildcard(), handler);
+  bus::SubscriptionPtr hello_sub = sub->subscribe(subjects::kSysHello, handler);
+  if (!node_sub || !hello_sub) {
+    spdlog::error("cannot subscribe on {}", opt.nats_url);
+    return 1;
+  }
+  sub->flush();
+  fleet.start();
+  spdlog::info("fleet of {} nodes registered", fleet.size());
+
+  while (!wait_signal(signals, -1)) {
+  }
+  node_sub.reset();
+  hello_sub.reset();
+  fleet.shutdown();
+  if (!pub->flush(5000)) spdlog::warn("could not flush the last messages");
+  return 0;
+}
+
 int run(int argc, char** argv, const sigset_t& signals) {
   std::error_code ec;
   auto cwd = std::filesystem::current_path(ec);
@@ -77,7 +128,10 @@ int run(int argc, char** argv, const sigset_t& signals) {
   const node::Options& opt = *parsed.options;
   spdlog::set_default_logger(spdlog::stderr_color_mt("troupe-node"));
   spdlog::set_level(spdlog::level::from_str(opt.log_level));
-  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ [troupe-node " + opt.name + "] %v");
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ [troupe-node " +
+                      (opt.count > 1 ? opt.name_prefix + "-* x" + std::to_string(opt.count)
+                                     : opt.name) +
+                      "] %v");
 
   std::filesystem::create_directories(opt.state_dir, ec);
   if (ec) {
@@ -94,6 +148,7 @@ int run(int argc, char** argv, const sigset_t& signals) {
   cfg.heartbeat_ms = opt.heartbeat_ms;
   cfg.inventory = node::build_inventory(opt, node::probe_machine(opt));
   cfg.base_env = own_environment();
+  if (opt.count > 1) return run_fleet(opt, std::move(cfg), signals);
   spdlog::info("node {}: {} GPU(s) of type {}, {} CPUs, {} MB, state in {}{}", cfg.name,
                cfg.inventory.gpus.size(), cfg.inventory.gpu_type, cfg.inventory.cpus,
                cfg.inventory.memory_mb, cfg.state_dir, cfg.simulate ? ", simulating" : "");

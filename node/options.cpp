@@ -23,6 +23,15 @@ std::string sanitize_node_name(const std::string& hostname) {
   return out;
 }
 
+std::string fleet_node_name(const std::string& prefix, int i, int count) {
+  int width = 5;
+  for (long long c = 100000; c <= count; c *= 10) ++width;
+  std::string digits = std::to_string(i);
+  if (static_cast<int>(digits.size()) < width)
+    digits.insert(0, static_cast<size_t>(width) - digits.size(), '0');
+  return prefix + "-" + digits;
+}
+
 ParseResult parse_options(int argc, const char* const* argv, const EnvLookup& env,
                           const std::string& hostname, const std::string& cwd) {
   Options o;
@@ -33,6 +42,7 @@ ParseResult parse_options(int argc, const char* const* argv, const EnvLookup& en
   int cpus = 0;
   long long memory_mb = 0;
   std::string nats;
+  std::string name_prefix;
   auto* nats_opt = app.add_option("--nats", nats, "NATS URL (default $TROUPE_NATS or " +
                                                       o.nats_url + ")");
   app.add_option("--name", o.name, "node name (default: the hostname)");
@@ -51,6 +61,12 @@ ParseResult parse_options(int argc, const char* const* argv, const EnvLookup& en
                       ->check(CLI::NonNegativeNumber);
   app.add_option("--grace-s", o.grace_s, "seconds between SIGTERM and SIGKILL")->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--count", o.count,
+                 "run this many simulated agents in one process (needs --simulate)")
+      ->capture_default_str()->check(CLI::Range(1, 1000000));
+  auto* prefix_opt = app.add_option(
+      "--name-prefix", name_prefix,
+      "with --count: nodes are named <prefix>-00001... (default: --name, else the hostname)");
   app.add_option("--log-level", o.log_level, "trace|debug|info|warn|error")->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
 
@@ -79,6 +95,27 @@ ParseResult parse_options(int argc, const char* const* argv, const EnvLookup& en
     r.exit_code = 2;
     r.message = "--name: " + why + "\n";
     return r;
+  }
+  if (o.count > 1 && !o.simulate) {
+    r.exit_code = 2;
+    r.message = "--count > 1 needs --simulate (one real agent per machine)\n";
+    return r;
+  }
+  if (!prefix_opt->empty()) {
+    if (auto why = subjects::check_token(name_prefix); !why.empty()) {
+      r.exit_code = 2;
+      r.message = "--name-prefix: " + why + "\n";
+      return r;
+    }
+  }
+  if (o.count > 1) {
+    o.name_prefix = prefix_opt->empty() ? o.name : name_prefix;
+    if (auto why = subjects::check_token(fleet_node_name(o.name_prefix, o.count, o.count));
+        !why.empty()) {
+      r.exit_code = 2;
+      r.message = "--name-prefix is too long: " + why + "\n";
+      return r;
+    }
   }
   if (o.gpu_type && o.gpu_type->empty()) {
     r.exit_code = 2;

@@ -22,7 +22,15 @@ struct Options {
   std::optional<long long> memory_mb;
   int grace_s = 10;
   std::string log_level = "info";
+  // --count N (N > 1 needs --simulate): N simulated agents in one process,
+  // named <name_prefix>-00001 ... (see node/fleet.hpp). 1: one agent, as before.
+  int count = 1;
+  std::string name_prefix;  // set (to --name-prefix, else --name) only when count > 1
 };
+
+// Name of fleet member `i` (1-based) of `count`: "<prefix>-00001"; at least
+// five digits, more when `count` needs them.
+std::string fleet_node_name(const std::string& prefix, int i, int count);
 
 // Looks up an environment variable; nullopt when unset.
 using EnvLookup = std::function<std::optional<std::string>(const std::string&)>;

@@ -1,0 +1,44 @@
+// Owns the JSON of the simulated job specs that troupe-load submits.
+#include "load/jobspec.hpp"
+
+#include <cmath>
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+
+namespace troupe::load {
+
+long long default_max_runtime_s(double duration_s) {
+  if (!std::isfinite(duration_s) || duration_s < 0) duration_s = 0;
+  return static_cast<long long>(std::ceil(duration_s * 2 + 60));
+}
+
+std::string duration_text(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) seconds = 0;
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.6f", seconds);
+  std::string s = buf;
+  while (!s.empty() && s.back() == '0') s.pop_back();
+  if (!s.empty() && s.back() == '.') s.pop_back();
+  return s.empty() ? "0" : s;
+}
+
+std::string sim_job_json(const SimJob& job) {
+  nlohmann::json spec{
+      {"name", job.name},
+      {"team", job.team},
+      {"kind", "training"},
+      {"command", {"troupe-sim", job.name}},
+      {"env", {{"TROUPE_SIM_DURATION_S", duration_text(job.duration_s)}}},
+      {"max_runtime_s",
+       std::to_string(job.max_runtime_s > 0 ? job.max_runtime_s
+                                            : default_max_runtime_s(job.duration_s))}};
+  nlohmann::json res = nlohmann::json::object();
+  if (job.gpus_per_worker > 0) res["gpus"] = job.gpus_per_worker;
+  if (!job.gpu_type.empty()) res["gpu_type"] = job.gpu_type;
+  if (!res.empty()) spec["resources"] = res;
+  if (job.workers != 1) spec["workers"] = job.workers;
+  return spec.dump();
+}
+
+}  // namespace troupe::load

@@ -1,0 +1,30 @@
+// The JSON job specs troupe-load submits: simulated jobs (run by
+// `troupe-node --simulate`, which ends each worker after
+// TROUPE_SIM_DURATION_S seconds). Pure.
+#pragma once
+
+#include <string>
+
+namespace troupe::load {
+
+struct SimJob {
+  std::string team;
+  std::string name;
+  int workers = 1;
+  int gpus_per_worker = 0;
+  double duration_s = 0.1;  // TROUPE_SIM_DURATION_S
+  long long max_runtime_s = 0;  // 0: default_max_runtime_s(duration_s)
+  std::string gpu_type;         // empty: any
+};
+
+// A max_runtime_s that a healthy simulated run never reaches, but that stops
+// a stuck one: 2 x duration + 60 s, rounded up.
+long long default_max_runtime_s(double duration_s);
+
+// "0.1" style decimal text of a duration (at most 6 decimals, no exponent).
+std::string duration_text(double seconds);
+
+// The job spec as JSON (protobuf JSON field names, docs/api.md).
+std::string sim_job_json(const SimJob& job);
+
+}  // namespace troupe::load

@@ -1,0 +1,89 @@
+// Owns the load run: pacing, the mix draws, the wait for terminal states, and
+// the report (load/report.hpp) printed as a table or JSON.
+#include "load/run.hpp"
+
+#include <random>
+#include <thread>
+
+#include "bus/nats.hpp"
+#include "load/engine.hpp"
+#include "load/jobspec.hpp"
+#include "load/proc.hpp"
+#include "load/progress.hpp"
+#include "load/report.hpp"
+
+namespace troupe::load {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+}  // namespace
+
+int run_load(const LoadOptions& opt, std::ostream& out, std::ostream& err) {
+  bus::Library library;
+  std::string error;
+  auto engine = Engine::open(opt.nats, &error);
+  if (!engine) {
+    err << "troupe-load: " << error << "\n";
+    return 1;
+  }
+  std::mt19937_64 rng(opt.seed);
+  std::uniform_real_distribution<double> draw(0.0, 1.0);
+  const auto start = Clock::now();
+  Ticker ticker(opt.progress, [&] {
+    return progress_line(engine->progress(), opt.jobs, seconds_since(start));
+  });
+
+  for (size_t i = 0; i < opt.jobs; ++i) {
+    if (opt.rate > 0)
+      std::this_thread::sleep_until(
+          start + std::chrono::duration_cast<Clock::duration>(
+                      std::chrono::duration<double>(static_cast<double>(i) / opt.rate)));
+    if (!engine->wait_inflight_below(opt.max_inflight, Clock::now() + std::chrono::seconds(30))) {
+      err << "troupe-load: no reply to " << opt.max_inflight
+          << " outstanding submissions for 30 s; giving up submitting\n";
+      break;
+    }
+    const MixEntry& shape = opt.mix[pick(opt.mix, draw(rng))];
+    SimJob job;
+    job.team = opt.teams[i % opt.teams.size()];
+    job.name = "load-" + std::to_string(i);
+    job.workers = shape.workers;
+    job.gpus_per_worker = shape.gpus;
+    job.duration_s = opt.duration_s;
+    job.gpu_type = opt.gpu_type;
+    engine->submit(job.team, sim_job_json(job), shape.total_gpus());
+  }
+  auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                     std::chrono::duration<double>(opt.deadline_s));
+  RunInfo info;
+  info.complete = engine->wait_done(deadline);
+  info.total_s = seconds_since(start);
+  info.scheduler = memory_of(opt.scheduler_pid, "troupe-scheduler");
+  info.dropped = engine->dropped();
+  std::vector<JobResult> results = engine->results();
+
+  info.config = Json{{"nats", opt.nats},
+                     {"jobs", opt.jobs},
+                     {"rate", opt.rate},
+                     {"mix", opt.mix_text},
+                     {"teams", opt.teams},
+                     {"duration_s", opt.duration_s},
+                     {"deadline_s", opt.deadline_s},
+                     {"max_inflight", opt.max_inflight},
+                     {"seed", opt.seed}};
+  Json report = load_report(results, info);
+  if (opt.json)
+    out << report.dump(2) << "\n";
+  else
+    out << report_table(report);
+  bool ok = info.complete && report["rejected"] == 0 && report["unanswered"] == 0;
+  if (!ok && !info.complete)
+    err << "troupe-load: not every job ended within --deadline-s " << opt.deadline_s << "\n";
+  return ok ? 0 : 1;
+}
+
+}  // namespace troupe::load
