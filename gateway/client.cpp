@@ -116,6 +116,24 @@ std::string Client::nodes(pb::NodeList* out) {
   return parse_view(reply, *out);
 }
 
+std::string Client::why(const std::string& team, const std::string& job_id, WhyView* out,
+                        std::string* raw_json) {
+  if (auto err = check_team(team); !err.empty()) return err;
+  if (auto err = check_job_id(job_id); !err.empty()) return err;
+  std::string reply;
+  if (auto err = call(subjects::team_why(team), job_request(job_id), &reply); !err.empty())
+    return err;
+  if (raw_json != nullptr) *raw_json = reply;
+  return parse_why(reply, out);
+}
+
+std::string Client::queues(QueuesView* out, std::string* raw_json) {
+  std::string reply;
+  if (auto err = call(subjects::kSysQueues, "{}", &reply); !err.empty()) return err;
+  if (raw_json != nullptr) *raw_json = reply;
+  return parse_queues(reply, out);
+}
+
 std::string Client::find_team(const std::string& job_id, std::string* team) {
   if (auto err = check_job_id(job_id); !err.empty()) return err;
   pb::JobList all;

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "bus/nats.hpp"
+#include "gateway/policy_view.hpp"
 #include "gateway/replies.hpp"
 #include "job_spec.pb.h"
 
@@ -33,6 +34,10 @@ class Client {
   // Every team's jobs when `team` is empty (troupe.sys.jobs).
   std::string jobs(const std::string& team, pb::JobList* out);
   std::string nodes(pb::NodeList* out);
+  // troupe.<team>.why and troupe.sys.queues (docs/contract.md, "Scheduling policy").
+  std::string why(const std::string& team, const std::string& job_id, WhyView* out,
+                  std::string* raw_json = nullptr);
+  std::string queues(QueuesView* out, std::string* raw_json = nullptr);
   // The team of `job_id`, looked up in troupe.sys.jobs.
   std::string find_team(const std::string& job_id, std::string* team);
   // `team` when given (checked), else find_team.

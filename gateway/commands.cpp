@@ -1,5 +1,5 @@
 // The request/reply verbs of `troupe`: submit, status, jobs, cancel, logs,
-// nodes (`up` is in up.cpp).
+// nodes, queues, why (`up` is in up.cpp).
 #include "gateway/commands.hpp"
 
 #include <chrono>
@@ -11,6 +11,7 @@
 
 #include "gateway/client.hpp"
 #include "gateway/format.hpp"
+#include "gateway/policy_view.hpp"
 #include "messages/names.hpp"
 #include "messages/spec.hpp"
 
@@ -153,6 +154,35 @@ int run_nodes(const std::string& url, bool json) {
     std::cout << spec::to_json(list) << "\n";
   else
     std::cout << nodes_table(list, now_ms());
+  return 0;
+}
+
+int run_queues(const std::string& url, bool json) {
+  auto c = open_client(url);
+  if (!c) return 1;
+  QueuesView q;
+  std::string raw;
+  if (auto err = c->queues(&q, &raw); !err.empty()) return fail(err);
+  if (json)
+    std::cout << raw << "\n";
+  else
+    std::cout << queues_text(q, now_ms());
+  return 0;
+}
+
+int run_why(const std::string& url, const std::string& job_id, const std::string& team,
+            bool json) {
+  auto c = open_client(url);
+  if (!c) return 1;
+  std::string t;
+  if (auto err = c->resolve_team(team, job_id, &t); !err.empty()) return fail(err);
+  WhyView w;
+  std::string raw;
+  if (auto err = c->why(t, job_id, &w, &raw); !err.empty()) return fail("why " + job_id + ": " + err);
+  if (json)
+    std::cout << raw << "\n";
+  else
+    std::cout << why_text(w);
   return 0;
 }
 

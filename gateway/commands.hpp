@@ -21,6 +21,10 @@ int run_cancel(const std::string& url, const std::string& job_id, const std::str
 int run_logs(const std::string& url, const std::string& job_id, const std::string& team, int rank,
              bool follow);
 int run_nodes(const std::string& url, bool json);
+// `troupe queues`: per team and pool quota, use, pending work and share.
+int run_queues(const std::string& url, bool json);
+// `troupe why ID`: why the job is not running now.
+int run_why(const std::string& url, const std::string& job_id, const std::string& team, bool json);
 
 struct UpOptions {
   std::string home;  // "" -> $TROUPE_HOME or ./.troupe
@@ -30,6 +34,7 @@ struct UpOptions {
   int nodes = 2;
   int gpus_per_node = 4;
   std::string gpu_type = "a100";
+  std::string config;  // cluster config for troupe-scheduler --config ("" none)
 };
 int run_up(const UpOptions& opts);
 

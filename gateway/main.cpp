@@ -84,6 +84,16 @@ int main(int argc, char** argv) {
   auto* nodes = app.add_subcommand("nodes", "List the cluster's nodes");
   nodes->add_flag("--json", json, "print the NodeList JSON");
 
+  // queues
+  auto* queues = app.add_subcommand("queues", "Per team and pool: quota, GPUs in use and borrowed, pending work, share");
+  queues->add_flag("--json", json, "print the raw troupe.sys.queues reply");
+
+  // why
+  auto* why = app.add_subcommand("why", "Say why a job is not running now");
+  why->add_option("id", job_id, "job id")->required();
+  why->add_option("--team", job_team, "the job's team (else looked up)");
+  why->add_flag("--json", json, "print the raw troupe.<team>.why reply");
+
   // up
   auto* up = app.add_subcommand("up", "Run a local cluster (nats-server, scheduler, 2 nodes) and a demo");
   gw::UpOptions upo;
@@ -92,6 +102,7 @@ int main(int argc, char** argv) {
   up->add_flag("--no-demo", no_demo, "start the cluster only");
   up->add_flag("--exit-after-demo", upo.exit_after_demo, "stop after the demo (exit 1 if it misbehaved)");
   up->add_option("--port", upo.port, "NATS port")->capture_default_str();
+  up->add_option("--config", upo.config, "cluster config for troupe-scheduler --config (YAML or JSON)");
 
   try {
     app.parse(static_cast<int>(args.size()), args.data());
@@ -145,5 +156,7 @@ int main(int argc, char** argv) {
   if (cancel->parsed()) return gw::run_cancel(url, job_id, job_team);
   if (logs->parsed()) return gw::run_logs(url, job_id, job_team, rank, follow);
   if (nodes->parsed()) return gw::run_nodes(url, json);
+  if (queues->parsed()) return gw::run_queues(url, json);
+  if (why->parsed()) return gw::run_why(url, job_id, job_team, json);
   return 2;
 }

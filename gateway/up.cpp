@@ -328,6 +328,15 @@ int run_up(const UpOptions& o) {
     std::cerr << "troupe up: --port must be in 1..65535\n";
     return 2;
   }
+  std::string config;  // absolute, so the scheduler finds it whatever its cwd
+  if (!o.config.empty()) {
+    std::error_code cec;
+    config = fs::absolute(o.config, cec).string();
+    if (cec || !fs::is_regular_file(config, cec)) {
+      std::cerr << "troupe up: --config " << o.config << ": no such file\n";
+      return 2;
+    }
+  }
   const std::string home = home_dir(o);
   const std::string logs = home + "/logs";
   const std::string url = "nats://127.0.0.1:" + std::to_string(o.port);
@@ -398,7 +407,13 @@ int run_up(const UpOptions& o) {
                         std::to_string(kNatsDeadline.count()) + " s (" + err + "); see " + logs +
                         "/nats-server.log");
 
-  if (!cluster.start("scheduler", {scheduler, "--nats", url}, logs))
+  std::vector<std::string> scheduler_argv = {scheduler, "--nats", url};
+  if (!config.empty()) {
+    scheduler_argv.push_back("--config");
+    scheduler_argv.push_back(config);
+    std::cout << "  cluster config " << config << " (kill -HUP the scheduler to reload it)\n";
+  }
+  if (!cluster.start("scheduler", scheduler_argv, logs))
     return failed("cannot start troupe-scheduler");
   std::vector<std::string> node_logs;
   for (int i = 1; i <= o.nodes; ++i) {
