@@ -20,29 +20,19 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
-}  // namespace
 
-int run_load(const LoadOptions& opt, std::ostream& out, std::ostream& err) {
-  bus::Library library;
-  std::string error;
-  auto engine = Engine::open(opt.nats, &error);
-  if (!engine) {
-    err << "troupe-load: " << error << "\n";
-    return 1;
-  }
+// Submits opt.jobs jobs drawn from the mix, paced at opt.rate (0: no
+// pacing), never more than opt.max_inflight awaiting their reply.
+void submit_all(const LoadOptions& opt, Engine& engine, Clock::time_point start,
+                std::ostream& err) {
   std::mt19937_64 rng(opt.seed);
   std::uniform_real_distribution<double> draw(0.0, 1.0);
-  const auto start = Clock::now();
-  Ticker ticker(opt.progress, [&] {
-    return progress_line(engine->progress(), opt.jobs, seconds_since(start));
-  });
-
   for (size_t i = 0; i < opt.jobs; ++i) {
     if (opt.rate > 0)
       std::this_thread::sleep_until(
           start + std::chrono::duration_cast<Clock::duration>(
                       std::chrono::duration<double>(static_cast<double>(i) / opt.rate)));
-    if (!engine->wait_inflight_below(opt.max_inflight, Clock::now() + std::chrono::seconds(30))) {
+    if (!engine.wait_inflight_below(opt.max_inflight, Clock::now() + std::chrono::seconds(30))) {
       err << "troupe-load: no reply to " << opt.max_inflight
           << " outstanding submissions for 30 s; giving up submitting\n";
       break;
@@ -55,12 +45,32 @@ int run_load(const LoadOptions& opt, std::ostream& out, std::ostream& err) {
     job.gpus_per_worker = shape.gpus;
     job.duration_s = opt.duration_s;
     job.gpu_type = opt.gpu_type;
-    engine->submit(job.team, sim_job_json(job), shape.total_gpus());
+    engine.submit(job.team, sim_job_json(job), shape.total_gpus());
   }
-  auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                     std::chrono::duration<double>(opt.deadline_s));
+}
+
+}  // namespace
+
+int run_load(const LoadOptions& opt, std::ostream& out, std::ostream& err) {
+  bus::Library library;
+  std::string error;
+  auto engine = Engine::open(opt.nats, &error);
+  if (!engine) {
+    err << "troupe-load: " << error << "\n";
+    return 1;
+  }
+  const auto start = Clock::now();
   RunInfo info;
-  info.complete = engine->wait_done(deadline);
+  {
+    // The progress line runs while submitting and waiting, and is gone
+    // before the report is printed.
+    Ticker ticker(opt.progress, [&] {
+      return progress_line(engine->progress(), opt.jobs, seconds_since(start));
+    });
+    submit_all(opt, *engine, start, err);
+    info.complete = engine->wait_done(Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                                         std::chrono::duration<double>(opt.deadline_s)));
+  }
   info.total_s = seconds_since(start);
   info.scheduler = memory_of(opt.scheduler_pid, "troupe-scheduler");
   info.dropped = engine->dropped();
