@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 
 #include "actors/job_record.hpp"
 #include "actors/policy/ledger.hpp"
@@ -19,12 +20,16 @@ namespace {
 
 // How long an ended job's actor lingers to answer late messages.
 constexpr auto kLinger = std::chrono::seconds(30);
+constexpr int kDefaultPreemptGraceS = 30;
+constexpr int kStopGraceS = 10;
+constexpr const char* kPreempted = "preempted";
 
 struct JobState {
   pb::JobRecord rec;
   Wiring w;
   OutboxPtr out;
   bool stop_sent = false;
+  int infra_cap = 10;
   static inline const char* name = "job";
 };
 
@@ -40,21 +45,22 @@ void save(Self* self) {
   self->send(self->state.w.jobs, snapshot_atom_v, self->state.rec.job_id(), std::move(bytes));
 }
 
-void announce(Self* self) {
+void announce(Self* self, const std::string& cause = {}) {
   auto& r = self->state.rec;
-  self->state.out->publish(subjects::job_events(r.spec().team(), r.job_id()),
-                           spec::to_json(job_event(r, now_ms())));
+  auto e = job_event(r, now_ms());
+  e.set_cause(cause);
+  self->state.out->publish(subjects::job_events(r.spec().team(), r.job_id()), spec::to_json(e));
 }
 
 // Every state change: record, snapshot, event (in that order).
-void enter(Self* self, std::string_view state, std::string reason = {}) {
+void enter(Self* self, std::string_view state, std::string reason = {}, const std::string& cause = {}) {
   auto& r = self->state.rec;
   r.set_state(std::string(state));
   r.set_reason(std::move(reason));
   if (state == names::kRunning) r.set_start_ms(now_ms());
   if (names::is_terminal(state)) r.set_end_ms(now_ms());
   save(self);
-  announce(self);
+  announce(self, cause);
 }
 
 void to_node(Self* self, const std::string& node, Envelope env) {
@@ -68,22 +74,23 @@ void enqueue(Self* self) {
   t.team = r.spec().team();
   t.attempt = r.attempt();
   t.priority = r.priority_value();
-  t.seq = r.seq();
+  t.seq = r.seq();  // a requeued job keeps its place: its submit order
   t.max_runtime_s = r.spec().max_runtime_s();
+  t.preemptible = r.preemptible();
   t.req = placement_request(r.spec());
   t.req.pool = r.pool();
   self->send(self->state.w.queues, route_atom_v, t.team, caf::make_message(enqueue_atom_v, t));
 }
 
-// Frees every hold of `attempt` on the nodes of `placement`, and gives the
-// team's usage back to the arbiter.
+// Frees every hold of `attempt` on `nodes`, and gives the team's usage back
+// to the arbiter. Called after the event that ends the attempt is out.
 void release_holds(Self* self, const std::string& job_id, int attempt,
                    const std::vector<std::string>& nodes) {
   self->send(self->state.w.arbiter, done_atom_v, job_id);
   for (size_t rank = 0; rank < nodes.size(); ++rank) {
     flatbuffers::FlatBufferBuilder fbb;
     auto id = policy::hold_id(job_id, attempt, static_cast<int>(rank));
-    auto body = wire::CreateRelease(fbb, fbb.CreateString(id), fbb.CreateString("job ended"));
+    auto body = wire::CreateRelease(fbb, fbb.CreateString(id), fbb.CreateString("attempt ended"));
     to_node(self, nodes[rank], Envelope{wire::seal(fbb, body)});
   }
 }
@@ -94,22 +101,66 @@ std::vector<std::string> placed_nodes(const pb::JobRecord& r) {
   return nodes;
 }
 
-void stop_all(Self* self, const std::string& reason) {
+int signal_number(const std::string& name) {
+  if (name.empty() || name == "SIGUSR1" || name == "USR1") return SIGUSR1;
+  if (name == "SIGUSR2" || name == "USR2") return SIGUSR2;
+  if (name == "SIGTERM" || name == "TERM") return SIGTERM;
+  if (name == "SIGINT" || name == "INT") return SIGINT;
+  int n = std::atoi(name.c_str());
+  return n > 0 ? n : SIGUSR1;
+}
+
+// Asks every rank still running to stop: `signal` first, SIGTERM after
+// `grace_s`, SIGKILL a little later (the agent escalates).
+void stop_all(Self* self, const std::string& reason, int signal = SIGTERM, int grace_s = kStopGraceS) {
   auto& st = self->state;
   if (st.stop_sent) return;
   st.stop_sent = true;
   for (const auto& p : st.rec.placement()) {
     if (has(st.rec.exited_ranks(), p.rank())) continue;
     flatbuffers::FlatBufferBuilder fbb;
-    auto body = wire::CreateStop(fbb, fbb.CreateString(st.rec.job_id()), st.rec.attempt(),
-                                 p.rank(), 10, fbb.CreateString(reason));
+    auto body = wire::CreateStop(fbb, fbb.CreateString(st.rec.job_id()), st.rec.attempt(), p.rank(),
+                                 grace_s, fbb.CreateString(reason), signal, 5);
     to_node(self, p.node(), Envelope{wire::seal(fbb, body)});
   }
 }
 
-void finish(Self* self, std::string_view state) {
-  enter(self, state, self->state.rec.reason());
+void finish(Self* self, std::string_view state, const std::string& cause) {
+  enter(self, state, self->state.rec.reason(), cause);
   self->delayed_send(self, kLinger, done_atom_v);
+}
+
+// Records the attempt that just ended in the job's history.
+void record_attempt(pb::JobRecord& r, const std::string& cause, const std::string& kind) {
+  auto* a = r.add_attempts();
+  a->set_attempt(r.attempt());
+  for (const auto& p : r.placement()) a->add_nodes(p.node());
+  a->set_cause(cause);
+  a->set_kind(kind);
+  if (r.has_failed_exit_code()) a->set_exit_code(r.failed_exit_code());
+  a->set_reason(r.failed_reason());
+  a->set_start_ms(r.start_ms());
+  a->set_end_ms(now_ms());
+}
+
+// The job goes back to its queue for the next attempt (keeping its submit order).
+void requeue(Self* self, const std::string& why, const std::string& cause, int64_t delay_ms) {
+  auto& r = self->state.rec;
+  r.set_attempt(r.attempt() + 1);
+  r.clear_placement();
+  r.clear_started_ranks();
+  r.clear_exited_ranks();
+  r.clear_failed_exit_code();
+  r.clear_failed_reason();
+  r.clear_end_cause();
+  r.clear_end_kind();
+  r.set_preempt_requested(false);
+  r.set_not_before_ms(delay_ms > 0 ? now_ms() + delay_ms : 0);
+  enter(self, names::kQueued, why, cause);
+  if (delay_ms > 0)
+    self->delayed_send(self, std::chrono::milliseconds(delay_ms), retry_atom_v);
+  else
+    enqueue(self);
 }
 
 // All ranks of the current attempt have exited: decide what comes next.
@@ -118,33 +169,55 @@ void attempt_over(Self* self) {
   auto nodes = placed_nodes(r);
   int attempt = r.attempt();
   self->state.stop_sent = false;
+  std::string cause = r.end_cause().empty() ? "succeeded" : r.end_cause();
+  std::string kind = r.end_kind().empty() ? "none" : r.end_kind();
+  record_attempt(r, cause, kind);
   if (r.cancel_requested()) {
     r.set_reason("canceled by request");
-    finish(self, names::kCanceled);
-  } else if (r.has_failed_exit_code() || !r.failed_reason().empty()) {
-    auto d = policy::decide_retry(r.retries_used(), r.spec().max_retries());
-    if (d.retry) {
-      r.set_retries_used(r.retries_used() + 1);
-      r.set_attempt(attempt + 1);
-      std::string why = "retry " + std::to_string(r.retries_used()) + " of " +
-                        std::to_string(r.spec().max_retries()) + " after: " + r.failed_reason();
-      r.clear_placement();
-      r.clear_started_ranks();
-      r.clear_exited_ranks();
-      r.clear_failed_exit_code();
-      r.clear_failed_reason();
-      enter(self, names::kQueued, why);
-      release_holds(self, r.job_id(), attempt, nodes);
-      enqueue(self);
-      return;
+    finish(self, names::kCanceled, "canceled");
+  } else if (r.preempt_requested()) {
+    r.set_infra_requeues(r.infra_requeues() + 1);
+    std::string why = "preempted on attempt " + std::to_string(attempt);
+    enter(self, kPreempted, why, "preempted");
+    self->send(self->state.w.arbiter, retried_atom_v, std::string("preempted"), std::string("infra"));
+    policy::RetryBudget b;
+    b.infra_cap = self->state.infra_cap;
+    b.infra_used = r.infra_requeues() - 1;
+    if (policy::decide_retry({policy::FailureKind::kInfra, "preempted"}, b).retry) {
+      requeue(self, why + "; back in the queue", "preempted", 0);
+    } else {
+      r.set_reason("preempted too often: " + std::to_string(r.infra_requeues()) + " requeues");
+      finish(self, names::kFailed, "preempted");
     }
-    if (r.has_failed_exit_code()) r.set_exit_code(r.failed_exit_code());
-    r.set_reason(r.failed_reason());
-    finish(self, names::kFailed);
+  } else if (kind != "none") {
+    policy::Outcome o{kind == "user" ? policy::FailureKind::kUser : policy::FailureKind::kInfra, cause};
+    policy::RetryBudget b;
+    b.max_retries = r.spec().max_retries();
+    b.retries_used = r.retries_used();
+    b.infra_cap = self->state.infra_cap;
+    b.infra_used = r.infra_requeues();
+    auto d = policy::decide_retry(o, b);
+    if (d.retry) {
+      std::string why;
+      if (o.kind == policy::FailureKind::kUser) {
+        r.set_retries_used(r.retries_used() + 1);
+        why = "retry " + std::to_string(r.retries_used()) + " of " + std::to_string(b.max_retries) +
+              " after: " + r.failed_reason();
+      } else {
+        r.set_infra_requeues(r.infra_requeues() + 1);
+        why = "requeued (infrastructure: " + cause + ", no retry used) after: " + r.failed_reason();
+      }
+      self->send(self->state.w.arbiter, retried_atom_v, cause, kind);
+      requeue(self, why, cause, d.delay_ms);
+    } else {
+      if (r.has_failed_exit_code()) r.set_exit_code(r.failed_exit_code());
+      r.set_reason(r.failed_reason() + " (" + d.why + ")");
+      finish(self, names::kFailed, cause);
+    }
   } else {
     r.set_exit_code(0);
     r.set_reason("all workers exited with code 0");
-    finish(self, names::kSucceeded);
+    finish(self, names::kSucceeded, "succeeded");
   }
   release_holds(self, r.job_id(), attempt, nodes);
 }
@@ -164,8 +237,13 @@ void on_exited(Self* self, const wire::Exited* x) {
   if (x->attempt() != r.attempt() || has(r.exited_ranks(), x->rank())) return;
   if (r.state() != names::kStarting && r.state() != names::kRunning) return;
   r.add_exited_ranks(x->rank());
-  bool failed = x->exit_code() != 0 || x->signal() != 0;
-  if (failed && !r.has_failed_exit_code() && r.failed_reason().empty()) {
+  bool stopping = r.cancel_requested() || r.preempt_requested();
+  auto o = policy::classify_exit(x->exit_code(), x->signal(), wire::str(x->reason()), stopping,
+                                 r.preempt_requested() && !r.cancel_requested());
+  bool failed = o.kind != policy::FailureKind::kNone;
+  if (!stopping && failed && r.end_cause().empty()) {
+    r.set_end_cause(o.cause);
+    r.set_end_kind(policy::kind_name(o.kind));
     if (x->exit_code() >= 0) r.set_failed_exit_code(x->exit_code());
     std::string why = wire::str(x->reason());
     if (why.empty()) why = "exited with code " + std::to_string(x->exit_code());
@@ -177,7 +255,18 @@ void on_exited(Self* self, const wire::Exited* x) {
     return;
   }
   save(self);
-  if (failed || r.cancel_requested()) stop_all(self, failed ? "another rank failed" : "canceled");
+  // A gang is stopped whole: one rank's end (failure, lost node) ends them all.
+  if (failed && !stopping) stop_all(self, "another rank ended: " + o.cause);
+}
+
+void on_checkpointed(Self* self, const wire::Checkpointed* c) {
+  auto& r = self->state.rec;
+  auto path = wire::str(c->path());
+  if (path.empty() || path.find("..") != std::string::npos) return;
+  r.set_last_checkpoint(path);
+  r.set_last_checkpoint_ms(c->ts_ms());
+  save(self);
+  self->send(self->state.w.arbiter, checkpoint_atom_v, r.job_id(), static_cast<int64_t>(c->ts_ms()));
 }
 
 void on_placed(Self* self, const Assignment& a) {
@@ -198,34 +287,30 @@ void on_placed(Self* self, const Assignment& a) {
   enter(self, names::kStarting);
   std::string coordinator = a.hosts.front() + ":" + std::to_string(coordinator_port(r.job_id()));
   const auto& s = r.spec();
+  std::map<std::string, std::string> env(s.env().begin(), s.env().end());
+  if (!r.last_checkpoint().empty() && !r.checkpoint_dir().empty())
+    env["TROUPE_RESUME_FROM"] = r.checkpoint_dir() + "/" + r.last_checkpoint();
   for (int rank = 0; rank < world; ++rank) {
     flatbuffers::FlatBufferBuilder fbb;
     std::vector<flatbuffers::Offset<flatbuffers::String>> cmd;
     for (const auto& c : s.command()) cmd.push_back(fbb.CreateString(c));
-    std::vector<flatbuffers::Offset<wire::KeyValue>> env;
-    for (const auto& [k, v] : s.env())
-      env.push_back(wire::CreateKeyValue(fbb, fbb.CreateString(k), fbb.CreateString(v)));
+    std::vector<flatbuffers::Offset<wire::KeyValue>> kv;
+    for (const auto& [k, v] : env)
+      kv.push_back(wire::CreateKeyValue(fbb, fbb.CreateString(k), fbb.CreateString(v)));
     const auto& gpus = a.gpus[static_cast<size_t>(rank)];
     auto body = wire::CreateLaunch(
         fbb, fbb.CreateString(r.job_id()), fbb.CreateString(s.team()), r.attempt(), rank, world,
         fbb.CreateString(coordinator), fbb.CreateVector(gpus), fbb.CreateVector(cmd),
-        fbb.CreateVectorOfSortedTables(&env), s.max_runtime_s(), 10);
+        fbb.CreateVectorOfSortedTables(&kv), s.max_runtime_s(), kStopGraceS,
+        fbb.CreateString(r.checkpoint_dir()));
     to_node(self, a.nodes[static_cast<size_t>(rank)], Envelope{wire::seal(fbb, body)});
   }
 }
 
-void reply_json(Self* self, const std::string& reply, const std::string& state,
-                const std::string& error = {}) {
+void reply_json(Self* self, const std::string& reply, const std::string& state) {
   if (reply.empty()) return;
-  std::string body = error.empty()
-                         ? "{\"job_id\":\"" + self->state.rec.job_id() + "\",\"state\":\"" + state + "\"}"
-                         : "{\"error\":\"" + error + "\"}";
-  self->state.out->publish(reply, body);
+  self->state.out->publish(reply, "{\"job_id\":\"" + self->state.rec.job_id() + "\",\"state\":\"" + state + "\"}");
 }
-
-}  // namespace
-
-namespace {
 
 caf::behavior job_behavior(Self* self, Wiring w, OutboxPtr out, std::string snapshot) {
   auto& st = self->state;
@@ -233,12 +318,18 @@ caf::behavior job_behavior(Self* self, Wiring w, OutboxPtr out, std::string snap
   st.out = std::move(out);
   st.rec.ParseFromString(snapshot);
   auto& r = st.rec;
+  if (r.infra_cap() > 0) st.infra_cap = r.infra_cap();
   if (r.state().empty()) {
     r.set_attempt(1);
     enter(self, names::kQueued);
     enqueue(self);
   } else if (r.state() == names::kQueued) {
-    enqueue(self);  // restarted: make sure the queue has it (it ignores duplicates)
+    // Restarted: make sure the queue has it (it ignores duplicates).
+    int64_t wait = r.not_before_ms() - now_ms();
+    if (wait > 0)
+      self->delayed_send(self, std::chrono::milliseconds(wait), retry_atom_v);
+    else
+      enqueue(self);
   } else if (names::is_terminal(r.state())) {
     self->delayed_send(self, kLinger, done_atom_v);
   }
@@ -249,6 +340,7 @@ caf::behavior job_behavior(Self* self, Wiring w, OutboxPtr out, std::string snap
         if (e == nullptr) return;
         if (auto* s = e->body_as_Started()) on_started(self, s);
         if (auto* x = e->body_as_Exited()) on_exited(self, x);
+        if (auto* c = e->body_as_Checkpointed()) on_checkpointed(self, c);
       },
       [=](cancel_atom, const std::string& reply) {
         auto& r = self->state.rec;
@@ -259,16 +351,32 @@ caf::behavior job_behavior(Self* self, Wiring w, OutboxPtr out, std::string snap
                      caf::make_message(dequeue_atom_v, r.job_id()));
           r.set_cancel_requested(true);
           r.set_reason("canceled by request");
-          finish(self, names::kCanceled);
+          finish(self, names::kCanceled, "canceled");
           reply_json(self, reply, r.state());
         } else {
           r.set_cancel_requested(true);
           save(self);
+          self->state.stop_sent = false;  // a cancel overrides a preemption's gentler stop
           stop_all(self, "canceled");
           reply_json(self, reply, "canceling");
         }
       },
+      [=](preempt_atom, const std::string& why) {
+        auto& r = self->state.rec;
+        if (r.state() != names::kStarting && r.state() != names::kRunning) return;
+        if (r.preempt_requested() || r.cancel_requested()) return;
+        r.set_preempt_requested(true);
+        r.add_preempted_ms(now_ms());
+        r.set_reason("preempting: " + why);
+        save(self);
+        int grace = r.spec().has_grace_s() ? r.spec().grace_s() : kDefaultPreemptGraceS;
+        stop_all(self, "preempted: " + why, signal_number(r.spec().checkpoint_signal()), grace);
+      },
       [=](requeue_atom) {
+        auto& r = self->state.rec;
+        if (r.state() == names::kQueued && r.not_before_ms() <= now_ms()) enqueue(self);
+      },
+      [=](retry_atom) {
         if (self->state.rec.state() == names::kQueued) enqueue(self);
       },
       [=](crash_atom) { self->quit(caf::sec::runtime_error); },

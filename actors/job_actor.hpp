@@ -1,17 +1,23 @@
 // JobActor — one per job.
 // Owns: the job's lifecycle state machine (sole writer of its JobRecord),
-//   its attempts and retry decisions, and its events.
-// Handles: (placed_atom, Assignment) from its queue; Envelope{Started|Exited}
-//   forwarded by node actors; (cancel_atom, reply); (requeue_atom);
-//   (crash_atom) for supervision tests; (done_atom) its own end timer.
+//   its attempts (numbered, with nodes and cause), retry and requeue
+//   decisions (policy/retry.hpp), and its checkpoint pointer.
+// Handles: (placed_atom, Assignment) from its queue; Envelope{Started|Exited|
+//   Checkpointed} forwarded by node actors (a lost node's ranks arrive as
+//   Exited "node lost"); (cancel_atom, reply); (preempt_atom, reason) from the
+//   arbiter; (requeue_atom) from its supervisor; (retry_atom) its back-off
+//   timer; (crash_atom) for supervision tests; (done_atom) its end timer.
 // Emits: JobEvent JSON on troupe.<team>.events.<id>; (enqueue_atom, JobTicket)
 //   and (dequeue_atom, id) to its team queue; Envelope{Launch|Stop|Release}
-//   to node actors; its snapshot to the job supervisor on every change.
+//   to node actors; (done_atom, id), (checkpoint_atom, ...), (retried_atom,
+//   ...) to the arbiter; its snapshot to the job supervisor on every change.
 //
 //   queued --placed--> starting --all Started--> running --all Exited--> succeeded
 //     |                   |                         |                  \-> failed
 //     |                   +---- cancel -------------+--> (Stop all) ------> canceled
-//     +-- cancel --> canceled            failed with retries left --> queued (attempt+1)
+//     |                   +---- preempt ------------+--> (SIGUSR1, grace) -> preempted -> queued
+//     +-- cancel --> canceled     user failure with retries left, or any
+//                                 infrastructure failure under the cap ----> queued (attempt+1)
 #pragma once
 
 #include <string>

@@ -1,8 +1,9 @@
 // troupe-scheduler: runs the actor system and binds it to NATS.
-//   troupe-scheduler --nats URL [--config FILE]
+//   troupe-scheduler --nats URL [--config FILE] [--metrics HOST:PORT]
 // Stops cleanly on SIGTERM / SIGINT.
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 
@@ -13,6 +14,7 @@
 #include "bus/bridge.hpp"
 #include "bus/nats.hpp"
 #include "bus/subjects.hpp"
+#include "gateway/metrics.hpp"
 
 namespace {
 
@@ -62,7 +64,21 @@ int main(int argc, char** argv) {
   std::string config;
   app.add_option("--nats", url, "NATS server URL (env TROUPE_NATS)");
   app.add_option("--config", config, "cluster config file (YAML or JSON)");
+  const char* home = std::getenv("TROUPE_HOME");
+  troupe::SchedulerOptions opts;
+  opts.checkpoint_root = std::string(home ? home : "./.troupe") + "/checkpoints";
+  app.add_option("--checkpoint-root", opts.checkpoint_root,
+                 "jobs get <root>/<job id> as TROUPE_CHECKPOINT_DIR (shared storage across nodes)");
+  std::string metrics_addr;
+  app.add_option("--metrics", metrics_addr,
+                 "serve Prometheus /metrics on HOST:PORT (port 0: a free one; docs/metrics.md)");
   CLI11_PARSE(app, argc, argv);
+  {
+    std::error_code ec;
+    std::filesystem::create_directories(opts.checkpoint_root, ec);
+    auto abs = std::filesystem::absolute(opts.checkpoint_root, ec);
+    if (!ec) opts.checkpoint_root = abs.lexically_normal().string();
+  }
   std::string config_text;
   if (!config.empty()) {
     std::string err;
@@ -100,6 +116,20 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "troupe-scheduler: JetStream is required (nats-server -js): %s\n", err.c_str());
     return 1;
   }
+  // The metrics collector: its own connection, a projection of events and
+  // troupe.sys.* replies (gateway/metrics.hpp).
+  std::unique_ptr<troupe::metrics::MetricsCollector> metrics;
+  if (!metrics_addr.empty()) {
+    troupe::metrics::MetricsCollector::Options mo;
+    mo.nats_url = url;
+    mo.bind = metrics_addr;
+    metrics = troupe::metrics::MetricsCollector::start(mo, &err);
+    if (!metrics) {
+      std::fprintf(stderr, "troupe-scheduler: %s\n", err.c_str());
+      return 1;
+    }
+    std::fprintf(stderr, "troupe-scheduler: metrics on %s\n", metrics->url().c_str());
+  }
 
   int rc = 0;
   {
@@ -108,7 +138,7 @@ int main(int argc, char** argv) {
     caf::actor_system sys{cfg};
     auto out = std::make_shared<BusOutbox>(*out_conn);
     auto intake = std::make_shared<StreamIntake>(*js);
-    auto w = troupe::start_scheduler(sys, out, intake);
+    auto w = troupe::start_scheduler(sys, out, intake, opts);
     troupe::apply_config(w, config_text);
 
     std::vector<troupe::bus::SubscriptionPtr> subs;
@@ -116,7 +146,9 @@ int main(int argc, char** argv) {
                           troupe::subjects::kAllCancel, troupe::subjects::kAllLogs,
                           troupe::subjects::kAllJobs, troupe::subjects::kSysNodes,
                           troupe::subjects::kSysStats, troupe::subjects::kAllAgents,
-                          troupe::subjects::kAllWhy, troupe::subjects::kSysQueues}) {
+                          troupe::subjects::kAllWhy, troupe::subjects::kSysQueues,
+                          troupe::subjects::kSysCordon, troupe::subjects::kSysUncordon,
+                          troupe::subjects::kSysDrain}) {
       auto sub = troupe::bus::subscribe_actor(*in_conn, s, w.router);
       if (!sub) {
         std::fprintf(stderr, "troupe-scheduler: cannot subscribe to %s\n", s);
@@ -152,6 +184,7 @@ int main(int argc, char** argv) {
     troupe::stop_scheduler(w);
     sys.await_all_actors_done();
   }
+  metrics.reset();
   js.reset();
   out_conn.reset();
   in_conn.reset();

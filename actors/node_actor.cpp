@@ -1,6 +1,8 @@
 #include "actors/node_actor.hpp"
 
 #include <chrono>
+#include <csignal>
+#include <cstdlib>
 
 #include "actors/policy/ledger.hpp"
 #include "bus/subjects.hpp"
@@ -22,6 +24,9 @@ struct NodeState {
   policy::Ledger ledger;
   bool registered = false;
   bool alive = false;
+  bool lost_once = false;    // lost at least once in this scheduler's life: fence what it still runs
+  bool cordoned = false;     // takes no new work
+  bool draining = false;     // cordoned by drain: running work finishes
   bool dirty = false;
   int64_t last_heartbeat_ms = 0;
   Wiring w;
@@ -49,6 +54,7 @@ void report(Self* self, bool changed = true) {
   c.memory_total_mb = st.ledger.memory_total_mb;
   c.memory_free_mb = st.ledger.memory_free_mb();
   c.alive = st.alive && st.registered;
+  c.schedulable = !st.cordoned;
   c.last_heartbeat_ms = st.last_heartbeat_ms;
   int running = 0;
   for (const auto& [id, h] : st.ledger.holds) running += h.launched && !h.exited ? 1 : 0;
@@ -157,6 +163,44 @@ void to_job(Self* self, const std::string& job_id, const Envelope& env) {
   self->send(self->state.w.jobs, route_atom_v, job_id, caf::make_message(env));
 }
 
+// The node is lost: every worker it ran ends for its job as "node lost".
+void lose_workers(Self* self) {
+  auto& st = self->state;
+  for (auto& [id, h] : st.ledger.holds) {
+    if (!h.launched || h.exited) continue;
+    h.exited = true;
+    auto parts = id;  // <job>/<attempt>/<rank>
+    auto a = parts.find('/');
+    auto b = parts.rfind('/');
+    if (a == std::string::npos || b == a) continue;
+    int attempt = std::atoi(parts.substr(a + 1, b - a - 1).c_str());
+    int rank = std::atoi(parts.substr(b + 1).c_str());
+    flatbuffers::FlatBufferBuilder fbb;
+    auto body = wire::CreateExited(fbb, fbb.CreateString(st.node), fbb.CreateString(h.job_id), attempt,
+                                   rank, -1, 0, fbb.CreateString("node lost: no heartbeat from " + st.node));
+    to_job(self, h.job_id, Envelope{wire::seal(fbb, body)});
+  }
+}
+
+// Fencing: a node that comes back may still run workers whose attempt moved
+// on while it was gone. Anything it runs that this ledger does not hold as a
+// live launched worker is told to stop.
+void fence(Self* self, const flatbuffers::Vector<flatbuffers::Offset<wire::WorkerRef>>* running) {
+  auto& st = self->state;
+  if (!st.lost_once || running == nullptr) return;
+  for (const auto* w : *running) {
+    auto job = wire::str(w->job_id());
+    auto id = policy::hold_id(job, w->attempt(), w->rank());
+    auto it = st.ledger.holds.find(id);
+    if (it != st.ledger.holds.end() && it->second.launched && !it->second.exited) continue;
+    flatbuffers::FlatBufferBuilder fbb;
+    auto body = wire::CreateStop(fbb, fbb.CreateString(job), w->attempt(), w->rank(), 5,
+                                 fbb.CreateString("fenced: this attempt moved while the node was lost"),
+                                 SIGKILL, 1);
+    to_agent(self, subjects::kStop, wire::seal(fbb, body));
+  }
+}
+
 Envelope handle(Self* self, const Envelope& env) {
   auto& st = self->state;
   auto* e = wire::open(env.bytes);
@@ -173,6 +217,7 @@ Envelope handle(Self* self, const Envelope& env) {
       st.registered = true;
       st.alive = true;
       st.last_heartbeat_ms = now_ms();
+      fence(self, r->running());
       report(self);
       return {};
     }
@@ -182,8 +227,13 @@ Envelope handle(Self* self, const Envelope& env) {
         to_agent(self, subjects::kHello, {});
       } else if (!st.alive) {
         st.alive = true;
+        aout(self) << "node " << st.node << " is back\n";
         report(self);
       }
+      fence(self, e->body_as_Heartbeat()->running());
+      return {};
+    case wire::Body::Checkpointed:
+      to_job(self, wire::str(e->body_as_Checkpointed()->job_id()), env);
       return {};
     case wire::Body::Started:
       to_job(self, wire::str(e->body_as_Started()->job_id()), env);
@@ -271,12 +321,28 @@ caf::behavior node_behavior(Self* self, Wiring w, OutboxPtr out, std::string nam
         auto& st = self->state;
         if (st.alive && now_ms() - st.last_heartbeat_ms > st.opts.heartbeat_timeout_ms) {
           st.alive = false;
-          aout(self) << "node " << st.node << " missed heartbeats; no new work goes there\n";
+          st.lost_once = true;
+          aout(self) << "node " << st.node << " lost: no heartbeat for "
+                     << (now_ms() - st.last_heartbeat_ms) << " ms; its workers are requeued\n";
+          lose_workers(self);
+          report(self);
         }
         if (!policy::expire(st.ledger, now_ms()).empty()) st.dirty = true;
         if (st.dirty) save(self);
         if (st.registered) report(self, false);
         self->delayed_send(self, std::chrono::milliseconds(st.opts.tick_ms), tick_atom_v);
+      },
+      [=](cordon_atom, bool on, bool drain, const std::string& reply) {
+        auto& st = self->state;
+        st.cordoned = on;
+        st.draining = on && drain;
+        report(self);
+        int running = 0;
+        for (const auto& [id, h] : st.ledger.holds) running += h.launched && !h.exited ? 1 : 0;
+        std::string state = !on ? "schedulable" : !drain ? "cordoned" : running ? "draining" : "drained";
+        if (!reply.empty())
+          st.out->publish(reply, "{\"node\":\"" + st.node + "\",\"state\":\"" + state +
+                                     "\",\"running\":" + std::to_string(running) + "}");
       },
       [=](crash_atom) { self->quit(caf::sec::runtime_error); },
   };

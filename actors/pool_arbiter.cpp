@@ -1,6 +1,8 @@
 #include "actors/pool_arbiter.hpp"
 
+#include <algorithm>
 #include <chrono>
+#include <tuple>
 #include <map>
 #include <set>
 #include <unordered_map>
@@ -8,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/policy/config.hpp"
+#include "actors/policy/preemption.hpp"
 #include "actors/policy/round.hpp"
 #include "job_spec.pb.h"
 #include "messages/spec.hpp"
@@ -42,10 +45,26 @@ struct Running {
   policy::PlacementRequest req;
   int64_t ends_ms = policy::kNever;
   bool borrowed = false;
+  int priority = 50;
+  bool preemptible = true;
+  int64_t started_ms = 0;
+  int64_t last_checkpoint_ms = 0;
+  bool preempting = false;  // asked to stop for a preemptor
+};
+
+struct Figures {
+  int64_t preemptions = 0;        // victim jobs asked to stop
+  double gpu_seconds_lost = 0;    // work since their last checkpoint x GPUs
+  std::map<std::string, int64_t> retries;  // by cause ("user:exit_code", "infra:node_lost", ...)
 };
 
 struct ArbiterState {
+  Wiring w;
   OutboxPtr out;
+  Figures figures;
+  std::unordered_map<std::string, std::vector<int64_t>> preempted_at;  // job -> when (churn)
+  std::map<std::string, std::vector<int64_t>> pool_preemptions;       // pool -> when (rate limit)
+  std::unordered_map<std::string, int64_t> preempting_for;            // preemptor -> until
   policy::ClusterConfig cfg = policy::open_config();
   std::vector<policy::NodeCapacity> caps;
   std::vector<std::string> named_pool;  // what each node asked for (--pool)
@@ -116,6 +135,102 @@ void account_idle(Self* self) {
   st.last_tick_ms = now;
 }
 
+// After a round: a pending job that fits nowhere may preempt lower-priority
+// work, or borrowed work of other teams when its own team is below its
+// guarantee (policy/preemption.hpp). At most one preemption plan per pool per
+// round, within the per-minute budget; the freed nodes are held for it.
+void preempt_if_needed(Self* self, const std::string& pool, const policy::RoundInput& in,
+                       const policy::RoundOutput& out) {
+  auto& st = self->state;
+  int64_t now = now_ms();
+  const auto& pc = st.cfg.preemption;
+  auto& recent = st.pool_preemptions[pool];
+  recent.erase(std::remove_if(recent.begin(), recent.end(), [&](int64_t t) { return now - t > 60000; }),
+               recent.end());
+  if (static_cast<int>(recent.size()) >= pc.max_per_minute) return;
+  // Candidates to preempt for: pending, not placeable, highest priority first.
+  struct Want {
+    const JobTicket* t;
+    bool below;
+  };
+  std::vector<Want> wants;
+  for (const auto& [team, td] : st.teams) {
+    auto standing = standing_of(st, team, pool);
+    for (const auto& t : td.tickets) {
+      if (t.req.pool != pool || td.inflight.count(t.job_id)) continue;
+      auto r = out.reasons.find(t.job_id);
+      if (r == out.reasons.end()) continue;
+      const auto& code = r->second.code;
+      if (code != policy::why::kFitsNowhere && code != policy::why::kReservation &&
+          code != policy::why::kHeldForOther)
+        continue;
+      if (auto p = st.preempting_for.find(t.job_id); p != st.preempting_for.end() && p->second > now) continue;
+      bool below = standing.used.gpus + t.req.gpus * t.req.workers <= standing.guaranteed;
+      wants.push_back({&t, below});
+    }
+  }
+  std::sort(wants.begin(), wants.end(), [](const Want& a, const Want& b) {
+    return std::make_tuple(-a.t->priority, !a.below, a.t->seq) < std::make_tuple(-b.t->priority, !b.below, b.t->seq);
+  });
+  std::vector<policy::PreemptCandidate> cands;
+  std::vector<std::string> ids;
+  for (const auto& [id, r] : st.running) {
+    if (r.pool != pool || r.preempting) continue;
+    policy::PreemptCandidate c;
+    c.job_id = id;
+    c.team = r.team;
+    c.priority = r.priority;
+    c.preemptible = r.preemptible;
+    c.borrowed = r.borrowed;
+    c.started_ms = r.started_ms;
+    c.last_checkpoint_ms = r.last_checkpoint_ms;
+    if (auto p = st.preempted_at.find(id); p != st.preempted_at.end())
+      c.protected_until_ms = policy::protected_until(p->second, pc.protect_after, pc.window_s * 1000LL,
+                                                     pc.protect_s * 1000LL);
+    for (const auto& n : r.nodes)
+      if (auto it = st.index.find(n); it != st.index.end()) c.nodes.push_back(it->second);
+    c.gpus = r.req.gpus;
+    c.cpus = r.req.cpus;
+    c.memory_mb = r.req.memory_mb;
+    cands.push_back(std::move(c));
+    ids.push_back(id);
+  }
+  for (const auto& want : wants) {
+    policy::Preemptor p;
+    p.job_id = want.t->job_id;
+    p.team = want.t->team;
+    p.priority = want.t->priority;
+    p.below_guarantee = want.below;
+    p.req = want.t->req;
+    auto plan = policy::choose_victims(in.nodes, cands, p, now);
+    if (plan.victims.empty()) continue;
+    if (static_cast<int>(recent.size() + plan.victims.size()) > pc.max_per_minute) return;
+    std::string why = "for job " + p.job_id + " of team " + p.team +
+                      (want.below ? " (below its guarantee)" : " (higher priority)");
+    for (size_t v : plan.victims) {
+      const auto& id = ids[v];
+      st.running[id].preempting = true;
+      st.preempted_at[id].push_back(now);
+      recent.push_back(now);
+      ++st.figures.preemptions;
+      self->send(st.w.jobs, route_atom_v, id, caf::make_message(preempt_atom_v, why));
+    }
+    st.figures.gpu_seconds_lost += plan.gpu_s_lost;
+    // The freed GPUs are held for the preemptor.
+    policy::Hold h;
+    h.job_id = p.job_id;
+    std::set<size_t> distinct(plan.nodes.begin(), plan.nodes.end());
+    h.nodes.assign(distinct.begin(), distinct.end());
+    h.start_ms = now + 30000;
+    st.holds[pool] = h;
+    st.preempting_for[p.job_id] = now + 60000;
+    st.reasons[p.job_id] = {"preempting",
+                            "preempting " + std::to_string(plan.victims.size()) +
+                                " job(s) to make room; their GPUs are held for this job"};
+    return;  // one plan per pool per round
+  }
+}
+
 void run_round(Self* self) {
   auto& st = self->state;
   st.round_pending = false;
@@ -158,7 +273,9 @@ void run_round(Self* self) {
     }
     auto out = policy::plan_round(in);
     st.holds[pool] = out.hold;
-    for (auto& [id, why] : out.reasons) st.reasons[id] = std::move(why);
+    preempt_if_needed(self, pool, in, out);
+    for (auto& [id, why] : out.reasons)
+      if (!st.preempting_for.count(id) || st.preempting_for[id] <= now) st.reasons[id] = std::move(why);
     for (const auto& g : out.grants) {
       auto& td = st.teams[team_names[g.team]];
       const auto& d = in.teams[g.team].demands[g.demand];
@@ -240,7 +357,10 @@ json queues_json(const ArbiterState& st) {
   return json{{"pools", pools},
               {"teams", rows},
               {"reserved_idle_gpu_seconds", st.reserved_idle_gpu_s},
-              {"grants", st.grants}};
+              {"grants", st.grants},
+              {"preemptions", st.figures.preemptions},
+              {"gpu_seconds_lost", st.figures.gpu_seconds_lost},
+              {"retries", st.figures.retries}};
 }
 
 void apply_config(Self* self, const std::string& text) {
@@ -306,6 +426,10 @@ caf::behavior arbiter_behavior(Self* self, OutboxPtr out) {
         r.req = t.req;
         r.borrowed = it->second.borrowed;
         r.ends_ms = t.max_runtime_s > 0 ? now_ms() + t.max_runtime_s * 1000 : policy::kNever;
+        r.priority = t.priority;
+        r.preemptible = t.preemptible;
+        r.started_ms = now_ms();
+        st.preempting_for.erase(a.job_id);
         st.running[a.job_id] = r;
         td.inflight.erase(it);
         schedule_round(self);
@@ -318,6 +442,14 @@ caf::behavior arbiter_behavior(Self* self, OutboxPtr out) {
         if (self->state.running.erase(job_id) > 0) schedule_round(self);
       },
       [=](config_atom, const std::string& text) { apply_config(self, text); },
+      [=](const Wiring& w) { self->state.w = w; },
+      [=](checkpoint_atom, const std::string& job_id, int64_t ts) {
+        if (auto it = self->state.running.find(job_id); it != self->state.running.end())
+          it->second.last_checkpoint_ms = ts;
+      },
+      [=](retried_atom, const std::string& cause, const std::string& kind) {
+        ++self->state.figures.retries[kind + ":" + cause];
+      },
       [=](round_atom) { run_round(self); },
       [=](tick_atom) {
         schedule_round(self);
@@ -364,6 +496,7 @@ caf::behavior arbiter_behavior(Self* self, OutboxPtr out) {
           v->set_running(c.running);
           v->set_pool(c.pool);
           v->set_rack(c.rack);
+          v->set_schedulable(c.schedulable);
         }
         self->state.out->publish(to, spec::to_json(list));
       },

@@ -39,6 +39,11 @@ class Intake {
 };
 using IntakePtr = std::shared_ptr<Intake>;
 
+// Settings of one scheduler process.
+struct SchedulerOptions {
+  std::string checkpoint_root;  // jobs get <root>/<job id> as TROUPE_CHECKPOINT_DIR ("" = none)
+};
+
 inline int64_t now_ms() {
   using namespace std::chrono;
   return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();

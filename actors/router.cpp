@@ -42,6 +42,7 @@ struct RouterState {
   Wiring w;
   OutboxPtr out;
   IntakePtr intake;
+  SchedulerOptions opts;
   Counters n;
   policy::ClusterConfig cfg = policy::open_config();
   spec::Limits limits;
@@ -155,6 +156,9 @@ void submit(Self* self, const Inbound& in) {
   pend.rec.set_submit_ms(now_ms());
   pend.rec.set_pool(adm.pool);
   pend.rec.set_priority_value(adm.priority_value);
+  pend.rec.set_preemptible(adm.preemptible);
+  pend.rec.set_infra_cap(st.cfg.preemption.infra_requeue_cap);
+  if (!st.opts.checkpoint_root.empty()) pend.rec.set_checkpoint_dir(st.opts.checkpoint_root + "/" + job_id);
   pend.key = key;
   pend.waiters.push_back(w);
   std::string bytes;
@@ -227,6 +231,20 @@ void on_inbound(Self* self, const Inbound& in) {
       self->send(st.w.nodes, route_atom_v, node, caf::make_message(Envelope{in.data}));
       return;
     }
+    if (in.subject == subjects::kSysCordon || in.subject == subjects::kSysUncordon ||
+        in.subject == subjects::kSysDrain) {
+      json req;
+      if (!parse_request(self, in, req)) return;
+      std::string node = req.value("node", std::string());
+      if (!subjects::check_token(node).empty()) {
+        ++st.n.rejected;
+        if (!in.reply.empty()) st.out->publish(in.reply, json{{"error", "node is required"}}.dump());
+        return;
+      }
+      bool on = in.subject != subjects::kSysUncordon;
+      self->send(st.w.nodes, cordon_atom_v, node, on, in.subject == subjects::kSysDrain, in.reply);
+      return;
+    }
     if (in.subject == subjects::kSysQueues) {
       self->send(st.w.arbiter, queues_atom_v, in.reply);
       return;
@@ -279,8 +297,9 @@ void on_inbound(Self* self, const Inbound& in) {
   }
 }
 
-caf::behavior router_behavior(Self* self, OutboxPtr out, IntakePtr intake) {
+caf::behavior router_behavior(Self* self, OutboxPtr out, IntakePtr intake, SchedulerOptions opts) {
   auto& st = self->state;
+  st.opts = std::move(opts);
   st.out = std::move(out);
   st.intake = std::move(intake);
   char buf[32];
@@ -320,8 +339,9 @@ caf::behavior router_behavior(Self* self, OutboxPtr out, IntakePtr intake) {
 
 }  // namespace
 
-caf::actor spawn_router(caf::actor_system& sys, OutboxPtr out, IntakePtr intake) {
-  return sys.spawn(router_behavior, std::move(out), std::move(intake));
+caf::actor spawn_router(caf::actor_system& sys, OutboxPtr out, IntakePtr intake,
+                        SchedulerOptions opts) {
+  return sys.spawn(router_behavior, std::move(out), std::move(intake), std::move(opts));
 }
 
 }  // namespace troupe

@@ -16,6 +16,7 @@
 
 namespace troupe {
 
-caf::actor spawn_router(caf::actor_system& sys, OutboxPtr out, IntakePtr intake);
+caf::actor spawn_router(caf::actor_system& sys, OutboxPtr out, IntakePtr intake,
+                        SchedulerOptions opts);
 
 }  // namespace troupe

@@ -12,7 +12,8 @@ namespace troupe {
 void configure(caf::actor_system_config& cfg);
 
 // Spawns and wires every top-level actor.
-Wiring start_scheduler(caf::actor_system& sys, OutboxPtr out, IntakePtr intake);
+Wiring start_scheduler(caf::actor_system& sys, OutboxPtr out, IntakePtr intake,
+                       SchedulerOptions opts = {});
 
 // Hands a checked cluster config (YAML/JSON text; "" = open config) to the
 // actors that apply it.

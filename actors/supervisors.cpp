@@ -267,6 +267,13 @@ caf::behavior node_sup_behavior(NodeSup* self, OutboxPtr out) {
       [=](snapshot_atom, const std::string& node, std::string& bytes) {
         self->state.children.snapshot(node, std::move(bytes));
       },
+      [=](cordon_atom, const std::string& node, bool on, bool drain, const std::string& reply) {
+        if (auto a = self->state.children.find(node)) {
+          self->send(a, cordon_atom_v, on, drain, reply);
+          return;
+        }
+        if (!reply.empty()) self->state.out->publish(reply, error_json("unknown node " + node));
+      },
       [=](crash_atom, const std::string& node) {
         if (auto a = self->state.children.find(node)) self->send(a, crash_atom_v);
       },

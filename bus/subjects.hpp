@@ -14,6 +14,7 @@
 //   troupe.<team>.events.<job_id>     publish: JobEvent JSON on every state change
 //   troupe.sys.jobs                   request: {} -> JobList JSON (every team)
 //   troupe.sys.nodes                  request: {} -> NodeList JSON
+//   troupe.sys.cordon|uncordon|drain  request: {"node"} -> {"node","state","running"} | {"error"}
 //   troupe.sys.queues                 request: {} -> per team and pool: quota, use, pending, share
 //   troupe.sys.stats                  request: {} -> scheduler counters JSON (malformed, rejected, ...)
 //   troupe.sys.hello                  publish (scheduler start): agents register again
@@ -102,6 +103,9 @@ inline constexpr const char* kAllJobs = "troupe.*.jobs";  // troupe.sys.jobs lis
 inline constexpr const char* kAllEvents = "troupe.*.events.>";
 inline constexpr const char* kAllWhy = "troupe.*.why";
 inline constexpr const char* kSysQueues = "troupe.sys.queues";
+inline constexpr const char* kSysCordon = "troupe.sys.cordon";
+inline constexpr const char* kSysUncordon = "troupe.sys.uncordon";
+inline constexpr const char* kSysDrain = "troupe.sys.drain";
 inline constexpr const char* kSysNodes = "troupe.sys.nodes";
 inline constexpr const char* kSysHello = "troupe.sys.hello";
 inline constexpr const char* kSysStats = "troupe.sys.stats";

@@ -44,13 +44,14 @@ struct JobTicket {
   int32_t priority = 50;
   uint64_t seq = 0;
   int64_t max_runtime_s = 0;
+  bool preemptible = true;
   policy::PlacementRequest req;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, JobTicket& x) {
   return f(caf::meta::type_name("JobTicket"), x.job_id, x.team, x.attempt, x.priority, x.seq,
-           x.max_runtime_s, x.req);
+           x.max_runtime_s, x.preemptible, x.req);
 }
 
 // Where each rank of one attempt was committed.
@@ -160,5 +161,11 @@ CAF_BEGIN_TYPE_ID_BLOCK(troupe, caf::first_custom_type_id)
   CAF_ADD_ATOM(troupe, troupe::atoms, why_atom, "why")
   CAF_ADD_ATOM(troupe, troupe::atoms, queues_atom, "queues")
   CAF_ADD_ATOM(troupe, troupe::atoms, config_atom, "config")
+  // Preemption, retries, node operations.
+  CAF_ADD_ATOM(troupe, troupe::atoms, preempt_atom, "preempt")
+  CAF_ADD_ATOM(troupe, troupe::atoms, checkpoint_atom, "checkpt")
+  CAF_ADD_ATOM(troupe, troupe::atoms, retried_atom, "retried")
+  CAF_ADD_ATOM(troupe, troupe::atoms, cordon_atom, "cordon")
+  CAF_ADD_ATOM(troupe, troupe::atoms, drain_atom, "drain")
 
 CAF_END_TYPE_ID_BLOCK(troupe)

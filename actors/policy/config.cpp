@@ -97,6 +97,12 @@ std::string load_config(std::string_view text, ClusterConfig& out) {
   if (c.classes.empty()) c.classes = open_config().classes;
   c.default_class = pbc.default_priority_class().empty() ? "normal" : pbc.default_priority_class();
   if (!c.cls(c.default_class)) c.default_class = c.classes.front().name;
+  const auto& pr = pbc.preemption();
+  if (pr.has_max_per_minute()) c.preemption.max_per_minute = pr.max_per_minute();
+  if (pr.has_protect_after()) c.preemption.protect_after = pr.protect_after();
+  if (pr.has_window_s()) c.preemption.window_s = pr.window_s();
+  if (pr.has_protect_s()) c.preemption.protect_s = pr.protect_s();
+  if (pr.has_infra_requeue_cap()) c.preemption.infra_requeue_cap = pr.infra_requeue_cap();
   out = std::move(c);
   return {};
 }
@@ -115,6 +121,7 @@ Admission admit(const ClusterConfig& cfg, std::string_view team, std::string_vie
     return a;
   }
   a.priority_value = k->value;
+  a.preemptible = k->preemptible;
   if (cfg.open) {
     if (!pool.empty() && pool != kDefaultPool) {
       a.error = "unknown pool '" + std::string(pool) + "' (no cluster config: the only pool is 'default')";

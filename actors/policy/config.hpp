@@ -40,6 +40,14 @@ struct ClassCfg {
   bool preemptible = true;
 };
 
+struct PreemptionCfg {
+  int max_per_minute = 10;  // per pool
+  int protect_after = 3;    // preempted this many times within window_s ...
+  int window_s = 600;
+  int protect_s = 600;      // ... then not again for protect_s
+  int infra_requeue_cap = 10;
+};
+
 struct ClusterConfig {
   // No --config: any team is accepted (weight 1, may borrow), one pool
   // "default" holds every node, and the classes are high/normal/low.
@@ -48,6 +56,7 @@ struct ClusterConfig {
   std::vector<TeamCfg> teams;
   std::vector<ClassCfg> classes;
   std::string default_class = "normal";
+  PreemptionCfg preemption;
 
   const TeamCfg* team(std::string_view name) const;
   const ClassCfg* cls(std::string_view name) const;
@@ -70,6 +79,7 @@ struct Admission {
   std::string error;  // "" when admitted
   std::string pool;
   int priority_value = 50;
+  bool preemptible = true;
 };
 
 Admission admit(const ClusterConfig& cfg, std::string_view team, std::string_view pool,

@@ -89,6 +89,8 @@ TEST_CASE("fleet: every member registers and heartbeats, spread over the period"
   REQUIRE(count_suffix(log, ".register") == 50);
   std::set<std::string> registered;
   for (const auto& p : log) {
+    // The first heartbeats may already be out: look at the registrations only.
+    if (p.subject.find(".register") == std::string::npos) continue;
     const auto* env = p.envelope();
     REQUIRE(env);
     const auto* reg = env->body_as_NodeRegister();
