@@ -58,7 +58,7 @@ void Agent::start() {
   if (started_ || shutting_down_) return;
   started_ = true;
   send(register_subject_, make_register(cfg_.name, cfg_.host, cfg_.inventory, cfg_.simulate,
-                                        running_locked()));
+                                        running_locked(), cfg_.pool, cfg_.rack));
   int first = cfg_.first_heartbeat_ms >= 0 ? cfg_.first_heartbeat_ms : cfg_.heartbeat_ms;
   timers_->after(std::chrono::milliseconds(first), [this] { on_heartbeat(); });
 }
@@ -66,7 +66,7 @@ void Agent::start() {
 void Agent::publish_register() {
   std::lock_guard<std::mutex> lock(mu_);
   send(register_subject_, make_register(cfg_.name, cfg_.host, cfg_.inventory, cfg_.simulate,
-                                        running_locked()));
+                                        running_locked(), cfg_.pool, cfg_.rack));
 }
 
 void Agent::on_heartbeat() {

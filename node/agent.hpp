@@ -41,6 +41,8 @@ struct AgentConfig {
   int heartbeat_ms = 1000;
   Inventory inventory;
   std::vector<std::string> base_env;  // the agent's own environment, "K=V"
+  std::string pool;  // --pool, sent in NodeRegister ("": the pool of the GPU type)
+  std::string rack;  // --rack, the topology label sent in NodeRegister
   // Delay of the first heartbeat after start(); < 0: heartbeat_ms. A fleet
   // spreads its agents' heartbeats over one period with it.
   int first_heartbeat_ms = -1;

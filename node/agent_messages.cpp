@@ -14,17 +14,25 @@ flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<wire::WorkerRef>>> r
   return fbb.CreateVector(v);
 }
 
+// An absent field for "" (the reader gets an empty string either way).
+flatbuffers::Offset<flatbuffers::String> opt_string(flatbuffers::FlatBufferBuilder& fbb,
+                                                    const std::string& s) {
+  return s.empty() ? flatbuffers::Offset<flatbuffers::String>() : fbb.CreateString(s);
+}
+
 }  // namespace
 
 wire::Bytes make_register(const std::string& node, const std::string& host, const Inventory& inv,
-                          bool simulate, const std::vector<WorkerKey>& running) {
+                          bool simulate, const std::vector<WorkerKey>& running,
+                          const std::string& pool, const std::string& rack) {
   flatbuffers::FlatBufferBuilder fbb(256 + 64 * running.size());
   std::vector<flatbuffers::Offset<wire::Gpu>> gpus;
   for (const auto& g : inv.gpus)
     gpus.push_back(wire::CreateGpu(fbb, g.index, fbb.CreateString(g.name), g.memory_mb));
   auto body = wire::CreateNodeRegister(fbb, fbb.CreateString(node), fbb.CreateString(host),
                                        fbb.CreateString(inv.gpu_type), fbb.CreateVector(gpus),
-                                       inv.cpus, inv.memory_mb, simulate, refs(fbb, running));
+                                       inv.cpus, inv.memory_mb, simulate, refs(fbb, running),
+                                       opt_string(fbb, pool), opt_string(fbb, rack));
   return wire::seal(fbb, body);
 }
 

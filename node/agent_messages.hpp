@@ -13,8 +13,10 @@
 
 namespace troupe::node {
 
+// `pool` (troupe-node --pool) and `rack` (--rack) are left out when empty.
 wire::Bytes make_register(const std::string& node, const std::string& host, const Inventory& inv,
-                          bool simulate, const std::vector<WorkerKey>& running);
+                          bool simulate, const std::vector<WorkerKey>& running,
+                          const std::string& pool = {}, const std::string& rack = {});
 wire::Bytes make_heartbeat(const std::string& node, uint64_t seq,
                            const std::vector<WorkerKey>& running);
 wire::Bytes make_started(const std::string& node, const WorkerKey& k, int pid);

@@ -148,6 +148,8 @@ int run(int argc, char** argv, const sigset_t& signals) {
   cfg.heartbeat_ms = opt.heartbeat_ms;
   cfg.inventory = node::build_inventory(opt, node::probe_machine(opt));
   cfg.base_env = own_environment();
+  cfg.pool = opt.pool;  // a fleet's members copy both from cfg
+  cfg.rack = opt.rack;
   if (opt.count > 1) return run_fleet(opt, std::move(cfg), signals);
   spdlog::info("node {}: {} GPU(s) of type {}, {} CPUs, {} MB, state in {}{}", cfg.name,
                cfg.inventory.gpus.size(), cfg.inventory.gpu_type, cfg.inventory.cpus,

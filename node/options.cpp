@@ -67,6 +67,9 @@ ParseResult parse_options(int argc, const char* const* argv, const EnvLookup& en
   auto* prefix_opt = app.add_option(
       "--name-prefix", name_prefix,
       "with --count: nodes are named <prefix>-00001... (default: --name, else the hostname)");
+  app.add_option("--pool", o.pool,
+                 "pool of the cluster config to join (default: the pool of the GPU type)");
+  app.add_option("--rack", o.rack, "topology label, e.g. the rack (gangs prefer one)");
   app.add_option("--log-level", o.log_level, "trace|debug|info|warn|error")->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
 
@@ -114,6 +117,20 @@ ParseResult parse_options(int argc, const char* const* argv, const EnvLookup& en
         !why.empty()) {
       r.exit_code = 2;
       r.message = "--name-prefix is too long: " + why + "\n";
+      return r;
+    }
+  }
+  if (!o.pool.empty()) {
+    if (auto why = subjects::check_token(o.pool); !why.empty()) {
+      r.exit_code = 2;
+      r.message = "--pool: " + why + "\n";
+      return r;
+    }
+  }
+  if (!o.rack.empty()) {
+    if (auto why = subjects::check_token(o.rack); !why.empty()) {
+      r.exit_code = 2;
+      r.message = "--rack: " + why + "\n";
       return r;
     }
   }

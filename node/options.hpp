@@ -26,6 +26,11 @@ struct Options {
   // named <name_prefix>-00001 ... (see node/fleet.hpp). 1: one agent, as before.
   int count = 1;
   std::string name_prefix;  // set (to --name-prefix, else --name) only when count > 1
+  // --pool P: the pool of the cluster config this node joins ("": the pool of
+  // its GPU type); --rack R: its topology label ("": none). Both go into the
+  // NodeRegister (every member of a fleet gets the same).
+  std::string pool;
+  std::string rack;
 };
 
 // Name of fleet member `i` (1-based) of `count`: "<prefix>-00001"; at least
