@@ -18,7 +18,7 @@
 //   troupe.sys.queues                 request: {} -> per team and pool: quota, use, pending, share
 //   troupe.sys.stats                  request: {} -> scheduler counters JSON (malformed, rejected, ...)
 //   troupe.sys.hello                  publish (scheduler start): agents register again
-//   troupe.sys.agent.<node>.<kind>    publish: agent -> scheduler (register, heartbeat, started, exited)
+//   troupe.sys.agent.<node>.<kind>    publish: agent -> scheduler (register, heartbeat, started, exited, checkpointed)
 //   troupe.sys.node.<node>.<kind>     publish: scheduler -> agent (launch, stop, hello); request: logs
 //   troupe.sys.intake.<team>          JetStream: accepted submissions (stream TROUPE_INTAKE)
 #pragma once
@@ -61,6 +61,7 @@ inline constexpr std::string_view kRegister = "register";
 inline constexpr std::string_view kHeartbeat = "heartbeat";
 inline constexpr std::string_view kStarted = "started";
 inline constexpr std::string_view kExited = "exited";
+inline constexpr std::string_view kCheckpointed = "checkpointed";
 inline constexpr std::string_view kLaunch = "launch";
 inline constexpr std::string_view kStop = "stop";
 inline constexpr std::string_view kHello = "hello";

@@ -1,0 +1,120 @@
+// Unit tests for actors/policy/preemption: victim choice, gangs, churn.
+#include <catch2/catch.hpp>
+
+#include "actors/policy/preemption.hpp"
+
+using namespace troupe::policy;
+
+namespace {
+NodeCapacity node(std::string name, int free) {
+  NodeCapacity n;
+  n.name = std::move(name);
+  n.gpu_type = n.pool = "a100";
+  n.gpus_total = 8;
+  n.gpus_free = free;
+  return n;
+}
+PreemptCandidate job(std::string id, std::vector<size_t> nodes, int gpus, int priority,
+                     int64_t started, int64_t ckpt = 0, std::string team = "low", bool borrowed = false) {
+  PreemptCandidate c;
+  c.job_id = std::move(id);
+  c.team = std::move(team);
+  c.nodes = std::move(nodes);
+  c.gpus = gpus;
+  c.priority = priority;
+  c.started_ms = started;
+  c.last_checkpoint_ms = ckpt;
+  c.borrowed = borrowed;
+  return c;
+}
+Preemptor wants(int gpus, int workers = 1, int priority = 100, std::string team = "high",
+                bool below = false) {
+  Preemptor p;
+  p.job_id = "p";
+  p.team = std::move(team);
+  p.priority = priority;
+  p.below_guarantee = below;
+  p.req.gpus = gpus;
+  p.req.workers = workers;
+  p.req.pool = p.req.gpu_type = "a100";
+  return p;
+}
+std::vector<std::string> ids(const std::vector<PreemptCandidate>& c, const VictimPlan& p) {
+  std::vector<std::string> out;
+  for (size_t i : p.victims) out.push_back(c[i].job_id);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+const int64_t kNow = 100000;
+}  // namespace
+
+TEST_CASE("victims: least work lost first (time since checkpoint x GPUs)", "[policy][preemption]") {
+  std::vector<NodeCapacity> nodes = {node("a", 0), node("b", 0)};
+  std::vector<PreemptCandidate> c = {
+      job("old-no-ckpt", {0}, 8, 50, 0),               // 100 s x 8 GPUs lost
+      job("fresh-ckpt", {1}, 8, 50, 0, kNow - 5000),  // 5 s x 8
+  };
+  auto plan = choose_victims(nodes, c, wants(8), kNow);
+  CHECK(ids(c, plan) == std::vector<std::string>{"fresh-ckpt"});
+  CHECK(plan.gpu_s_lost == Approx(40));
+  CHECK(plan.nodes == std::vector<size_t>{1});
+}
+
+TEST_CASE("victims: non-preemptible and equal priority are never chosen", "[policy][preemption]") {
+  std::vector<NodeCapacity> nodes = {node("a", 0)};
+  auto pinned = job("pinned", {0}, 8, 50, 0);
+  pinned.preemptible = false;
+  std::vector<PreemptCandidate> c = {pinned};
+  CHECK(choose_victims(nodes, c, wants(8), kNow).victims.empty());
+  std::vector<PreemptCandidate> peer = {job("peer", {0}, 8, 100, 0)};
+  CHECK(choose_victims(nodes, peer, wants(8), kNow).victims.empty());
+}
+
+TEST_CASE("victims: a gang is taken whole", "[policy][preemption][gang]") {
+  std::vector<NodeCapacity> nodes = {node("a", 4), node("b", 4)};
+  // A 2-rank gang with 4 GPUs on each node; the preemptor needs one whole node.
+  std::vector<PreemptCandidate> c = {job("gang", {0, 1}, 4, 10, kNow - 1000)};
+  auto plan = choose_victims(nodes, c, wants(8), kNow);
+  REQUIRE(plan.victims.size() == 1);
+  CHECK(plan.gpu_s_lost == Approx(8.0));  // 1 s x 4 GPUs x 2 ranks
+}
+
+TEST_CASE("victims: only as many as the fit needs", "[policy][preemption]") {
+  std::vector<NodeCapacity> nodes = {node("a", 4)};
+  std::vector<PreemptCandidate> c = {job("x", {0}, 2, 10, kNow - 1000), job("y", {0}, 2, 10, kNow - 2000),
+                                     job("z", {0}, 4, 10, kNow - 500)};
+  auto plan = choose_victims(nodes, c, wants(8), kNow);
+  // x and z both lose 2 GPU-s; z started most recently, so it goes first, and
+  // z alone frees enough (4 + 4 = 8): nothing else is taken.
+  CHECK(ids(c, plan) == std::vector<std::string>{"z"});
+  // Needing both 2-GPU jobs: take the two cheapest, leave the costliest.
+  std::vector<NodeCapacity> tight = {node("a", 4)};
+  std::vector<PreemptCandidate> small = {job("x", {0}, 2, 10, kNow - 1000), job("y", {0}, 2, 10, kNow - 2000),
+                                         job("w", {0}, 2, 10, kNow - 9000)};
+  auto two = choose_victims(tight, small, wants(8), kNow);
+  CHECK(ids(small, two) == std::vector<std::string>{"x", "y"});
+}
+
+TEST_CASE("reclaim: below guarantee takes borrowed work of other teams only", "[policy][preemption]") {
+  std::vector<NodeCapacity> nodes = {node("a", 0)};
+  std::vector<PreemptCandidate> c = {job("own", {0}, 4, 50, 0, 0, "b", true),
+                                     job("lent", {0}, 4, 50, 0, 0, "a", true)};
+  auto plan = choose_victims(nodes, c, wants(4, 1, 50, "b", true), kNow);
+  CHECK(ids(c, plan) == std::vector<std::string>{"lent"});
+  // Not below guarantee, same priority: nothing.
+  CHECK(choose_victims(nodes, c, wants(4, 1, 50, "b", false), kNow).victims.empty());
+  // Guaranteed (not borrowed) work of another team is safe.
+  std::vector<PreemptCandidate> safe = {job("kept", {0}, 8, 50, 0, 0, "a", false)};
+  CHECK(choose_victims(nodes, safe, wants(4, 1, 50, "b", true), kNow).victims.empty());
+}
+
+TEST_CASE("churn: a job preempted N times in the window is protected", "[policy][preemption]") {
+  CHECK(protected_until({1000, 2000, 3000}, 3, 10000, 60000) == 63000);
+  CHECK(protected_until({1000, 2000}, 3, 10000, 60000) == 0);
+  CHECK(protected_until({1000, 50000, 60000}, 3, 10000, 60000) == 0);  // spread out
+  std::vector<NodeCapacity> nodes = {node("a", 0)};
+  auto guarded = job("guarded", {0}, 8, 10, 0);
+  guarded.protected_until_ms = kNow + 1;
+  std::vector<PreemptCandidate> c = {guarded};
+  CHECK(choose_victims(nodes, c, wants(8), kNow).victims.empty());
+}
