@@ -275,6 +275,11 @@ void Process::terminate() {
   if (::kill(-pid_, SIGTERM) != 0) ::kill(pid_, SIGTERM);
 }
 
+bool Process::signal(int sig) {
+  if (!running()) return false;
+  return ::kill(pid_, sig) == 0;
+}
+
 void Process::kill_now() {
   if (pid_ <= 0) return;
   // The whole group: also strays the process left behind.
@@ -498,6 +503,13 @@ void Cluster::start_nats() {
 
 void Cluster::start_scheduler(const ClusterOptions& opts) {
   std::vector<std::string> argv = {bin_dir() + "/troupe-scheduler", "--nats", url_};
+  if (!opts.config.empty()) {
+    config_path_ = file("cluster-config.yaml");
+    std::ofstream(config_path_) << opts.config;
+    dump_.add("cluster config", config_path_);
+    argv.push_back("--config");
+    argv.push_back(config_path_);
+  }
   for (const auto& a : opts.scheduler_args) argv.push_back(a);
   scheduler_ = std::make_unique<Process>("troupe-scheduler", argv, file("scheduler.out"),
                                          file("scheduler.err"));
@@ -650,6 +662,46 @@ bool Cluster::wait_nodes_alive(size_t n, Clock::duration timeout) {
   std::cerr << "[harness] wait_nodes_alive(" << n << "): last troupe.sys.nodes reply "
             << last.dump() << "\n";
   return false;
+}
+
+namespace {
+
+size_t count_occurrences(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
+Reload Cluster::reload_config(const std::string& text, Clock::duration timeout) {
+  REQUIRE_FALSE(config_path_.empty());
+  REQUIRE(scheduler_);
+  const std::string applied = "config reloaded", refused = "config reload refused";
+  std::string before = read_file(scheduler_->err_path());
+  size_t n_applied = count_occurrences(before, applied);
+  size_t n_refused = count_occurrences(before, refused);
+  {
+    std::ofstream out(config_path_, std::ios::trunc);
+    out << text;
+  }
+  REQUIRE(scheduler_->signal(SIGHUP));
+  // The scheduler answers a reload only in its log: poll it (bounded).
+  for (auto deadline = Clock::now() + timeout; Clock::now() < deadline;) {
+    std::string now = read_file(scheduler_->err_path());
+    if (count_occurrences(now, applied) > n_applied) return Reload::applied;
+    if (count_occurrences(now, refused) > n_refused) return Reload::refused;
+    std::this_thread::sleep_for(20ms);
+  }
+  return Reload::no_answer;
+}
+
+Json Cluster::queues(Clock::duration timeout) {
+  return request(subjects::kSysQueues, Json::object(), timeout);
+}
+
+Json Cluster::why(const std::string& team, const std::string& job_id, Clock::duration timeout) {
+  return request(subjects::team_why(team), Json{{"job_id", job_id}}, timeout);
 }
 
 RunResult Cluster::run_cli(const std::vector<std::string>& args, Clock::duration timeout) {

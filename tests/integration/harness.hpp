@@ -98,6 +98,9 @@ class Process {
   bool wait_exit(Clock::time_point deadline);
   // SIGTERM to the process group.
   void terminate();
+  // Any signal to the process itself (not its group), e.g. SIGHUP; false when
+  // it has exited.
+  bool signal(int sig);
   // SIGKILL to the process group, then reaps.
   void kill_now();
   // terminate(), wait up to `grace`, then kill_now().
@@ -185,13 +188,29 @@ struct ClusterOptions {
   std::vector<NodeOptions> nodes;
   bool scheduler = true;
   std::vector<std::string> scheduler_args;
+  // Cluster config text (YAML or JSON). When set, it is written to
+  // <dir>/cluster-config.yaml and the scheduler gets --config with that file.
+  std::string config;
 
   ClusterOptions& node(const std::string& name, int gpus = 4, bool simulate = false,
                        const std::string& gpu_type = "a100") {
     nodes.push_back(NodeOptions{name, gpus, gpu_type, simulate, {}});
     return *this;
   }
+  // A node with extra troupe-node arguments (e.g. {"--pool", "p", "--rack", "r1"}).
+  ClusterOptions& node_args(const std::string& name, int gpus, bool simulate,
+                            const std::string& gpu_type, std::vector<std::string> extra) {
+    nodes.push_back(NodeOptions{name, gpus, gpu_type, simulate, std::move(extra)});
+    return *this;
+  }
+  ClusterOptions& with_config(std::string text) {
+    config = std::move(text);
+    return *this;
+  }
 };
+
+// How a config reload (SIGHUP) ended, as the scheduler's stderr tells it.
+enum class Reload { applied, refused, no_answer };
 
 // What a logs request (or a series of them) returned.
 struct LogRead {
@@ -247,6 +266,15 @@ class Cluster {
   // troupe.sys.nodes reply (or {"error"}).
   Json nodes(Clock::duration timeout = 5s);
 
+  // The cluster config file ("" when the cluster was started without one).
+  const std::string& config_path() const { return config_path_; }
+  // Writes `text` over the config file and sends SIGHUP to the scheduler;
+  // waits for its stderr to say "config reloaded" or "config reload refused".
+  Reload reload_config(const std::string& text, Clock::duration timeout = 10s);
+  // troupe.sys.queues and troupe.<team>.why replies (fail the test when none comes).
+  Json queues(Clock::duration timeout = 5s);
+  Json why(const std::string& team, const std::string& job_id, Clock::duration timeout = 5s);
+
   // Runs the troupe CLI (TROUPE_NATS set to this cluster) to completion.
   RunResult run_cli(const std::vector<std::string>& args, Clock::duration timeout = 60s);
 
@@ -266,6 +294,7 @@ class Cluster {
   std::unique_ptr<EventLog> events_;
   std::unique_ptr<Process> scheduler_;
   std::vector<std::unique_ptr<Process>> nodes_;
+  std::string config_path_;
   int cli_runs_ = 0;
 };
 
