@@ -72,7 +72,11 @@ int main(int argc, char** argv) {
   std::string metrics_addr;
   app.add_option("--metrics", metrics_addr,
                  "serve Prometheus /metrics on HOST:PORT (port 0: a free one; docs/metrics.md)");
+  std::string policy = "troupe";
+  app.add_option("--policy", policy, "troupe (default) | fifo: strict FIFO, no fair share or backfill (a baseline)")
+      ->check(CLI::IsMember({"troupe", "fifo"}));
   CLI11_PARSE(app, argc, argv);
+  opts.fifo = policy == "fifo";
   {
     std::error_code ec;
     std::filesystem::create_directories(opts.checkpoint_root, ec);

@@ -78,6 +78,7 @@ struct ArbiterState {
   double reserved_idle_gpu_s = 0;
   int64_t last_tick_ms = 0;
   int64_t grants = 0;
+  bool fifo = false;  // --policy fifo: the comparison baseline
   static inline const char* name = "pool_arbiter";
 };
 
@@ -245,6 +246,7 @@ void run_round(Self* self) {
     in.nodes = st.caps;
     in.now_ms = now;
     in.hold = st.holds[pool];
+    in.fifo = st.fifo;
     if (in.hold.active() && in.hold.start_ms != policy::kNever && in.hold.start_ms < now)
       in.hold = policy::Hold{};  // overdue: plan it again from what runs now
     std::vector<std::string> team_names;
@@ -252,7 +254,7 @@ void run_round(Self* self) {
       policy::TeamInput ti;
       for (const auto& t : td.tickets) {
         if (t.req.pool != pool || td.inflight.count(t.job_id)) continue;
-        ti.demands.push_back({t.job_id, t.req, t.max_runtime_s});
+        ti.demands.push_back({t.job_id, t.req, t.max_runtime_s, t.seq});
       }
       if (ti.demands.empty()) continue;
       ti.standing = standing_of(st, team, pool);
@@ -273,7 +275,7 @@ void run_round(Self* self) {
     }
     auto out = policy::plan_round(in);
     st.holds[pool] = out.hold;
-    preempt_if_needed(self, pool, in, out);
+    if (!st.fifo) preempt_if_needed(self, pool, in, out);
     for (auto& [id, why] : out.reasons)
       if (!st.preempting_for.count(id) || st.preempting_for[id] <= now) st.reasons[id] = std::move(why);
     for (const auto& g : out.grants) {
@@ -354,7 +356,8 @@ json queues_json(const ArbiterState& st) {
                       {"weighted_share", policy::weighted_share(s, totals)}});
     }
   }
-  return json{{"pools", pools},
+  return json{{"policy", st.fifo ? "fifo" : "troupe"},
+              {"pools", pools},
               {"teams", rows},
               {"reserved_idle_gpu_seconds", st.reserved_idle_gpu_s},
               {"grants", st.grants},
@@ -378,8 +381,9 @@ void apply_config(Self* self, const std::string& text) {
   schedule_round(self);
 }
 
-caf::behavior arbiter_behavior(Self* self, OutboxPtr out) {
+caf::behavior arbiter_behavior(Self* self, OutboxPtr out, bool fifo) {
   self->state.out = std::move(out);
+  self->state.fifo = fifo;
   self->delayed_send(self, kTick, tick_atom_v);
   return {
       [=](capacity_atom, policy::NodeCapacity c, const caf::actor& node) {
@@ -505,8 +509,8 @@ caf::behavior arbiter_behavior(Self* self, OutboxPtr out) {
 
 }  // namespace
 
-caf::actor spawn_pool_arbiter(caf::actor_system& sys, OutboxPtr out) {
-  return sys.spawn(arbiter_behavior, std::move(out));
+caf::actor spawn_pool_arbiter(caf::actor_system& sys, OutboxPtr out, bool fifo) {
+  return sys.spawn(arbiter_behavior, std::move(out), fifo);
 }
 
 }  // namespace troupe

@@ -23,6 +23,7 @@
 
 namespace troupe {
 
-caf::actor spawn_pool_arbiter(caf::actor_system& sys, OutboxPtr out);
+// `fifo`: plan with the FIFO baseline (policy::plan_fifo) instead of Troupe's policy.
+caf::actor spawn_pool_arbiter(caf::actor_system& sys, OutboxPtr out, bool fifo = false);
 
 }  // namespace troupe

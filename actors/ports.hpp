@@ -42,6 +42,7 @@ using IntakePtr = std::shared_ptr<Intake>;
 // Settings of one scheduler process.
 struct SchedulerOptions {
   std::string checkpoint_root;  // jobs get <root>/<job id> as TROUPE_CHECKPOINT_DIR ("" = none)
+  bool fifo = false;            // --policy fifo: the strict-FIFO baseline for comparisons
 };
 
 inline int64_t now_ms() {

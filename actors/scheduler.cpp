@@ -15,12 +15,13 @@ void configure(caf::actor_system_config& cfg) {
 Wiring start_scheduler(caf::actor_system& sys, OutboxPtr out, IntakePtr intake,
                        SchedulerOptions opts) {
   Wiring w;
+  bool fifo = opts.fifo;
   w.router = spawn_router(sys, out, std::move(intake), std::move(opts));
   w.jobs = spawn_job_supervisor(sys, out);
   w.queues = spawn_queue_supervisor(sys);
   w.nodes = spawn_node_supervisor(sys, out);
   w.gangs = spawn_gang_supervisor(sys);
-  w.arbiter = spawn_pool_arbiter(sys, out);
+  w.arbiter = spawn_pool_arbiter(sys, out, fifo);
   for (const auto& a : {w.router, w.jobs, w.queues, w.nodes, w.gangs, w.arbiter})
     caf::anon_send(a, w);
   return w;

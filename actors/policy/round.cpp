@@ -67,7 +67,43 @@ std::string free_histogram(const std::vector<NodeCapacity>& nodes, const Placeme
   return std::to_string(total) + " nodes in pool" + (s.empty() ? "" : ": " + s);
 }
 
+RoundOutput plan_fifo(const RoundInput& in) {
+  RoundOutput out;
+  auto nodes = in.nodes;
+  struct Item {
+    uint64_t seq;
+    size_t ti, di;
+  };
+  std::vector<Item> items;
+  for (size_t ti = 0; ti < in.teams.size(); ++ti)
+    for (size_t di = 0; di < in.teams[ti].demands.size(); ++di)
+      items.push_back({in.teams[ti].demands[di].seq, ti, di});
+  std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.seq < b.seq; });
+  std::vector<int> slots;
+  for (const auto& t : in.teams) slots.push_back(t.slots);
+  std::string blocker;
+  for (const auto& it : items) {
+    const auto& d = in.teams[it.ti].demands[it.di];
+    if (blocker.empty() && slots[it.ti] > 0) {
+      auto ranks = place(nodes, d.req);  // same fit as Troupe's: the baseline differs in order only
+      if (!ranks.empty()) {
+        take(nodes, d.req, ranks);
+        --slots[it.ti];
+        out.grants.push_back({it.ti, it.di, ranks, false});
+        continue;
+      }
+      blocker = d.job_id;
+      out.reasons[d.job_id] = {why::kFitsNowhere, "fifo: fits nowhere now; " + free_histogram(nodes, d.req)};
+      continue;
+    }
+    out.reasons[d.job_id] = {why::kBehind, "fifo: behind job " + (blocker.empty() ? std::string("(placing)") : blocker)};
+    if (blocker.empty()) blocker = d.job_id;
+  }
+  return out;
+}
+
 RoundOutput plan_round(const RoundInput& in) {
+  if (in.fifo) return plan_fifo(in);
   RoundOutput out;
   out.hold = in.hold;
   auto nodes = in.nodes;  // overlay for this round

@@ -32,6 +32,7 @@ struct Demand {
   std::string job_id;
   PlacementRequest req;
   int64_t max_runtime_s = 0;
+  uint64_t seq = 0;  // submit order (FIFO baseline)
 };
 
 struct TeamInput {
@@ -47,6 +48,10 @@ struct RoundInput {
   std::vector<RunningWork> running;  // in this pool
   Hold hold;                         // the standing hold, if any
   int64_t now_ms = 0;
+  // Baseline for comparisons (troupe-scheduler --policy fifo): one queue in
+  // submit order across teams, first fit, no fair share, quotas or backfill;
+  // the first job that does not fit blocks every later one.
+  bool fifo = false;
 };
 
 // Named reason codes (counted; the text carries the numbers).
@@ -83,6 +88,7 @@ struct RoundOutput {
 PoolTotals pool_totals(const std::vector<NodeCapacity>& nodes, const std::string& pool);
 
 RoundOutput plan_round(const RoundInput& in);
+RoundOutput plan_fifo(const RoundInput& in);
 
 // "fits nowhere" detail: how many nodes of the pool have how many free GPUs.
 std::string free_histogram(const std::vector<NodeCapacity>& nodes, const PlacementRequest& req);

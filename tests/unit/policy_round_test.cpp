@@ -112,3 +112,18 @@ TEST_CASE("round: a busy team gets no grant", "[policy][round]") {
   CHECK(out.grants.empty());
   CHECK(out.reasons.at("j").code == why::kNegotiating);
 }
+
+TEST_CASE("fifo baseline: submit order across teams, the first misfit blocks the rest",
+          "[policy][round][fifo]") {
+  auto in = input({node("a", 2)}, {team("x", 0, {demand("big", 4)}), team("y", 0, {demand("small", 1)})});
+  in.fifo = true;
+  in.teams[0].demands[0].seq = 1;
+  in.teams[1].demands[0].seq = 2;
+  auto out = plan_round(in);
+  CHECK(out.grants.empty());  // no backfill: "small" waits behind "big"
+  CHECK(out.reasons.at("small").code == why::kBehind);
+  in.teams[0].demands[0].seq = 3;  // now "small" is first
+  auto out2 = plan_round(in);
+  REQUIRE(out2.grants.size() == 1);
+  CHECK(in.teams[out2.grants[0].team].demands[out2.grants[0].demand].job_id == "small");
+}
