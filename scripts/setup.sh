@@ -11,6 +11,7 @@ PACKAGES=(
   flatbuffers-compiler libflatbuffers-dev libprotobuf-dev protobuf-compiler
   prometheus-cpp-dev catch2 libcli11-dev libspdlog-dev libyaml-cpp-dev
   nlohmann-json3-dev libcpp-httplib-dev libbenchmark-dev
+  prometheus
   ca-certificates git
 )
 

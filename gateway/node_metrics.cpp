@@ -1,0 +1,241 @@
+// NodeMetrics (see node_metrics.hpp): the agent's registry, HTTP exposer and
+// the nvidia-smi sampling thread.
+#include "gateway/node_metrics.hpp"
+
+#include <prometheus/counter.h>
+#include <prometheus/exposer.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/registry.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "gateway/metrics.hpp"
+#include "gateway/metrics_model.hpp"
+
+namespace troupe::metrics {
+
+namespace {
+
+std::string trim(const std::string& s) {
+  size_t b = s.find_first_not_of(" \t\r");
+  size_t e = s.find_last_not_of(" \t\r");
+  return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
+}
+
+bool to_double(const std::string& s, double* v) {
+  if (s.empty()) return false;
+  char* end = nullptr;
+  *v = std::strtod(s.c_str(), &end);
+  return end != s.c_str() && *end == '\0';
+}
+
+// Full path of `prog` on PATH ("" when absent); a path with '/' is taken as is.
+std::string find_program(const std::string& prog) {
+  if (prog.find('/') != std::string::npos) return access(prog.c_str(), X_OK) == 0 ? prog : "";
+  const char* path = std::getenv("PATH");
+  std::stringstream ss(path ? path : "");
+  std::string dir;
+  while (std::getline(ss, dir, ':')) {
+    std::string p = (dir.empty() ? "." : dir) + "/" + prog;
+    if (access(p.c_str(), X_OK) == 0) return p;
+  }
+  return "";
+}
+
+// Runs a command, returning its stdout; nullopt when it could not run or failed.
+std::optional<std::string> run_capture(const std::string& cmd) {
+  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(cmd.c_str(), "r"), pclose);
+  if (!pipe) return std::nullopt;
+  std::string out;
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), pipe.get())) > 0) out.append(buf.data(), n);
+  int rc = pclose(pipe.release());
+  if (rc != 0) return std::nullopt;
+  return out;
+}
+
+}  // namespace
+
+std::vector<GpuUse> parse_nvidia_smi(const std::string& csv) {
+  std::vector<GpuUse> out;
+  std::stringstream lines(csv);
+  std::string line;
+  while (std::getline(lines, line)) {
+    std::vector<std::string> f;
+    std::stringstream cells(line);
+    std::string cell;
+    while (std::getline(cells, cell, ',')) f.push_back(trim(cell));
+    if (f.size() < 4 || f[0].empty()) continue;
+    GpuUse g;
+    double util = 0, used = 0, total = 0;
+    if (!to_double(f[1], &util) || !to_double(f[2], &used) || !to_double(f[3], &total)) continue;
+    g.gpu = f[0];
+    g.utilization = util / 100.0;
+    g.memory_used_bytes = used * 1024 * 1024;
+    g.memory_total_bytes = total * 1024 * 1024;
+    out.push_back(g);
+  }
+  return out;
+}
+
+std::string worker_exit_cause(int exit_code, int signal, const std::string& reason) {
+  if (reason == "stopped") return "stopped";
+  if (reason.rfind("exceeded max_runtime", 0) == 0) return "max_runtime";
+  if (reason.rfind("launch failed", 0) == 0) return "launch_failed";
+  if (signal > 0) return "signal";
+  if (exit_code == 0) return "succeeded";
+  if (exit_code > 0) return "exit_code";
+  return "other";
+}
+
+struct NodeMetrics::Impl {
+  Options opts;
+  std::string host;
+  std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
+  prometheus::Family<prometheus::Counter>* launched = nullptr;
+  prometheus::Family<prometheus::Gauge>* running = nullptr;
+  prometheus::Family<prometheus::Counter>* exited = nullptr;
+  prometheus::Family<prometheus::Counter>* heartbeats = nullptr;
+  prometheus::Family<prometheus::Gauge>* probe_up = nullptr;
+  prometheus::Family<prometheus::Gauge>* util = nullptr;
+  prometheus::Family<prometheus::Gauge>* mem_used = nullptr;
+  prometheus::Family<prometheus::Gauge>* mem_total = nullptr;
+  std::string smi;  // full path of nvidia-smi ("" when absent)
+
+  std::mutex mu;
+  std::condition_variable cv;
+  bool stopping = false;
+  std::set<std::string> gpus_seen;
+  std::unique_ptr<prometheus::Exposer> exposer;
+  std::thread sampler;
+
+  ~Impl() {
+    {
+      std::lock_guard<std::mutex> l(mu);
+      stopping = true;
+    }
+    cv.notify_all();
+    if (sampler.joinable()) sampler.join();
+    exposer.reset();
+  }
+
+  prometheus::Labels node() const { return {{"node", opts.node}}; }
+  prometheus::Labels gpu(const std::string& g) const { return {{"node", opts.node}, {"gpu", g}}; }
+
+  void build() {
+    auto fam = [&](const char* name) { return find_series(node_series(), name); };
+    auto counter = [&](const char* name) {
+      auto* s = fam(name);
+      return &prometheus::BuildCounter().Name(s->name).Help(s->help).Register(*registry);
+    };
+    auto gauge = [&](const char* name) {
+      auto* s = fam(name);
+      return &prometheus::BuildGauge().Name(s->name).Help(s->help).Register(*registry);
+    };
+    launched = counter("troupe_node_workers_launched_total");
+    running = gauge("troupe_node_workers_running");
+    exited = counter("troupe_node_workers_exited_total");
+    heartbeats = counter("troupe_node_heartbeats_sent_total");
+    probe_up = gauge("troupe_node_gpu_probe_up");
+    util = gauge("troupe_node_gpu_utilization_ratio");
+    mem_used = gauge("troupe_node_gpu_memory_used_bytes");
+    mem_total = gauge("troupe_node_gpu_memory_total_bytes");
+    launched->Add(node());
+    running->Add(node());
+    heartbeats->Add(node());
+    probe_up->Add(node());
+  }
+
+  void sample_gpus() {
+    auto out = run_capture(smi +
+                           " --query-gpu=index,utilization.gpu,memory.used,memory.total"
+                           " --format=csv,noheader,nounits 2>/dev/null");
+    auto rows = out ? parse_nvidia_smi(*out) : std::vector<GpuUse>{};
+    probe_up->Add(node()).Set(out && !rows.empty() ? 1 : 0);
+    std::set<std::string> now;
+    for (const auto& g : rows) {
+      util->Add(gpu(g.gpu)).Set(g.utilization);
+      mem_used->Add(gpu(g.gpu)).Set(g.memory_used_bytes);
+      mem_total->Add(gpu(g.gpu)).Set(g.memory_total_bytes);
+      now.insert(g.gpu);
+    }
+    for (const auto& g : gpus_seen)
+      if (!now.count(g))
+        for (auto* f : {util, mem_used, mem_total}) f->Remove(&f->Add(gpu(g)));
+    gpus_seen = std::move(now);
+  }
+
+  void run() {
+    std::unique_lock<std::mutex> l(mu);
+    while (!stopping) {
+      l.unlock();
+      sample_gpus();
+      l.lock();
+      cv.wait_for(l, std::chrono::milliseconds(opts.gpu_poll_ms), [&] { return stopping; });
+    }
+  }
+};
+
+NodeMetrics::NodeMetrics(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+NodeMetrics::~NodeMetrics() = default;
+
+std::unique_ptr<NodeMetrics> NodeMetrics::start(const Options& opts, std::string* error) {
+  auto impl = std::make_unique<Impl>();
+  impl->opts = opts;
+  int port = 0;
+  if (!split_host_port(opts.bind, &impl->host, &port)) {
+    if (error) *error = "--metrics wants HOST:PORT, got '" + opts.bind + "'";
+    return nullptr;
+  }
+  impl->build();
+  try {
+    impl->exposer = std::make_unique<prometheus::Exposer>(opts.bind, 1);
+  } catch (const std::exception& e) {
+    if (error) *error = "cannot serve metrics on " + opts.bind + ": " + e.what();
+    return nullptr;
+  }
+  impl->exposer->RegisterCollectable(impl->registry);
+  impl->smi = find_program(opts.nvidia_smi);
+  if (!impl->smi.empty()) {
+    Impl* raw = impl.get();
+    impl->sampler = std::thread([raw] { raw->run(); });
+  }
+  return std::make_unique<NodeMetrics>(std::move(impl));
+}
+
+void NodeMetrics::worker_launched() { impl_->launched->Add(impl_->node()).Increment(); }
+
+void NodeMetrics::worker_exited(int exit_code, int signal, const std::string& reason) {
+  auto l = impl_->node();
+  l["cause"] = worker_exit_cause(exit_code, signal, reason);
+  impl_->exited->Add(l).Increment();
+}
+
+void NodeMetrics::set_running(int workers) { impl_->running->Add(impl_->node()).Set(workers); }
+
+void NodeMetrics::heartbeat_sent() { impl_->heartbeats->Add(impl_->node()).Increment(); }
+
+int NodeMetrics::port() const {
+  auto ports = impl_->exposer->GetListeningPorts();
+  return ports.empty() ? 0 : ports.front();
+}
+
+std::string NodeMetrics::url() const {
+  std::string host = impl_->host.empty() ? "0.0.0.0" : impl_->host;
+  return "http://" + host + ":" + std::to_string(port()) + "/metrics";
+}
+
+}  // namespace troupe::metrics
