@@ -106,6 +106,7 @@ int main(int argc, char** argv) {
   in_opts.url = out_opts.url = url;
   in_opts.name = "troupe-scheduler-in";
   out_opts.name = "troupe-scheduler-out";
+  out_opts.send_asap = false;  // a busy publisher: let the client batch writes
   // Separate connections for receiving and publishing (a connection that both
   // publishes fast and subscribes can be cut as a slow consumer).
   auto in_conn = troupe::bus::Connection::open(in_opts, &err);

@@ -24,7 +24,7 @@ namespace {
 
 constexpr auto kTick = std::chrono::milliseconds(500);
 // Grants a team may have in flight (negotiations its queue runs at once).
-constexpr int kMaxInflight = 32;
+constexpr int kMaxInflight = 256;
 
 struct TeamDemand {
   caf::actor queue;
@@ -140,7 +140,7 @@ void account_idle(Self* self) {
 // work, or borrowed work of other teams when its own team is below its
 // guarantee (policy/preemption.hpp). At most one preemption plan per pool per
 // round, within the per-minute budget; the freed nodes are held for it.
-void preempt_if_needed(Self* self, const std::string& pool, const policy::RoundInput& in,
+void preempt_if_needed(Self* self, const std::string& pool, const policy::RoundInput& /*in*/,
                        const policy::RoundOutput& out) {
   auto& st = self->state;
   int64_t now = now_ms();
@@ -203,7 +203,7 @@ void preempt_if_needed(Self* self, const std::string& pool, const policy::RoundI
     p.priority = want.t->priority;
     p.below_guarantee = want.below;
     p.req = want.t->req;
-    auto plan = policy::choose_victims(in.nodes, cands, p, now);
+    auto plan = policy::choose_victims(st.caps, cands, p, now);
     if (plan.victims.empty()) continue;
     if (static_cast<int>(recent.size() + plan.victims.size()) > pc.max_per_minute) return;
     std::string why = "for job " + p.job_id + " of team " + p.team +
@@ -243,7 +243,7 @@ void run_round(Self* self) {
   for (const auto& pool : pools) {
     policy::RoundInput in;
     in.pool = pool;
-    in.nodes = st.caps;
+    in.nodes = std::move(st.caps);  // lent to the round, taken back below (no copy)
     in.now_ms = now;
     in.hold = st.holds[pool];
     in.fifo = st.fifo;
@@ -274,6 +274,7 @@ void run_round(Self* self) {
       in.running.push_back(std::move(w));
     }
     auto out = policy::plan_round(in);
+    st.caps = std::move(in.nodes);
     st.holds[pool] = out.hold;
     if (!st.fifo) preempt_if_needed(self, pool, in, out);
     for (auto& [id, why] : out.reasons)

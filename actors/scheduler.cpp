@@ -9,6 +9,10 @@ namespace troupe {
 void configure(caf::actor_system_config& cfg) {
   cfg.add_message_types<caf::id_block::troupe>();
   cfg.set("scheduler.max-threads", size_t{2});
+  // Work sharing wakes an idle worker at once (a condition variable); work
+  // stealing lets idle workers sleep up to 10 ms between polls, which put a
+  // wake-up latency on every hop of the placement negotiation.
+  cfg.set("scheduler.policy", caf::atom("sharing"));
   cfg.set("logger.verbosity", caf::atom("quiet"));
 }
 

@@ -62,7 +62,7 @@ std::unique_ptr<Connection> Connection::open(const ConnectOptions& o, std::strin
   if (s == NATS_OK) s = natsOptions_SetURL(opts, o.url.c_str());
   if (s == NATS_OK) s = natsOptions_SetName(opts, o.name.c_str());
   if (s == NATS_OK) s = natsOptions_SetTimeout(opts, o.timeout_ms);
-  if (s == NATS_OK) s = natsOptions_SetSendAsap(opts, true);
+  if (s == NATS_OK) s = natsOptions_SetSendAsap(opts, o.send_asap);
   if (s == NATS_OK) s = natsOptions_SetAllowReconnect(opts, true);
   if (s == NATS_OK) s = natsOptions_SetMaxReconnect(opts, o.max_reconnect);
   if (s == NATS_OK) s = natsOptions_SetReconnectWait(opts, o.reconnect_wait_ms);

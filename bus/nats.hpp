@@ -54,6 +54,9 @@ struct ConnectOptions {
   int timeout_ms = 2000;
   int reconnect_wait_ms = 250;
   int max_reconnect = -1;  // forever
+  // Write each message at once (lowest latency) rather than let the client's
+  // flusher batch them (higher throughput for a busy publisher).
+  bool send_asap = true;
   // Called (on a NATS thread) when the connection is re-established.
   std::function<void()> on_reconnected;
 };
