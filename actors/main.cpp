@@ -21,8 +21,8 @@ namespace {
 class BusOutbox : public troupe::Outbox {
  public:
   explicit BusOutbox(troupe::bus::Connection& c) : conn_(c) {}
-  void publish(const std::string& subject, const void* data, size_t size,
-               const std::string& reply) override {
+  void send(const std::string& subject, const void* data, size_t size,
+            const std::string& reply) override {
     conn_.publish(subject, data, size, reply);
   }
 

@@ -343,7 +343,15 @@ json queues_json(const ArbiterState& st) {
       if (used.gpus == 0 && pending_jobs == 0 && !st.cfg.team(team)) continue;
       auto s = standing_of(st, team, pool);
       auto totals = policy::pool_totals(st.caps, pool);
+      json shapes = json::array();
+      if (auto it = st.teams.find(team); it != st.teams.end()) {
+        std::set<std::tuple<int, std::string, std::string>> seen;
+        for (const auto& t : it->second.tickets)
+          if (t.req.pool == pool && seen.insert({t.req.gpus, t.req.gpu_type, t.req.pool}).second)
+            shapes.push_back({{"gpus", t.req.gpus}, {"gpu_type", t.req.gpu_type}, {"pool", t.req.pool}});
+      }
       rows.push_back({{"team", team},
+                      {"pending_shapes", shapes},
                       {"pool", pool},
                       {"weight", cfg.weight},
                       {"borrow", cfg.borrow},

@@ -3,6 +3,7 @@
 // tests bind fakes. Actors never include NATS headers.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -16,8 +17,10 @@ class Outbox {
  public:
   virtual ~Outbox() = default;
   // Thread-safe; fire and forget.
-  virtual void publish(const std::string& subject, const void* data, size_t size,
-                       const std::string& reply) = 0;
+  void publish(const std::string& subject, const void* data, size_t size, const std::string& reply) {
+    published_.fetch_add(1, std::memory_order_relaxed);
+    send(subject, data, size, reply);
+  }
   void publish(const std::string& subject, const std::string& data, const std::string& reply = {}) {
     publish(subject, data.data(), data.size(), reply);
   }
@@ -25,6 +28,15 @@ class Outbox {
                const std::string& reply = {}) {
     publish(subject, data.data(), data.size(), reply);
   }
+  // Messages published so far (troupe.sys.stats: bus_messages_out).
+  int64_t published() const { return published_.load(std::memory_order_relaxed); }
+
+ protected:
+  virtual void send(const std::string& subject, const void* data, size_t size,
+                    const std::string& reply) = 0;
+
+ private:
+  std::atomic<int64_t> published_{0};
 };
 using OutboxPtr = std::shared_ptr<Outbox>;
 

@@ -1,5 +1,6 @@
 #include "actors/router.hpp"
 
+#include <map>
 #include <unordered_map>
 
 #include <nlohmann/json.hpp>
@@ -36,6 +37,8 @@ struct Counters {
   int64_t malformed = 0;   // not JSON / not a verifiable FlatBuffer
   int64_t duplicates = 0;  // answered from an idempotency key
   int64_t intake_errors = 0;
+  int64_t bus_in = 0;  // every message the scheduler received
+  std::map<std::string, int64_t> restarts;  // by actor kind, as the supervisors report
 };
 
 struct RouterState {
@@ -256,7 +259,11 @@ void on_inbound(Self* self, const Inbound& in) {
     if (in.subject == subjects::kSysStats) {
       json j{{"submitted", st.n.submitted}, {"accepted", st.n.accepted},
              {"rejected", st.n.rejected},   {"malformed", st.n.malformed},
-             {"duplicates", st.n.duplicates}, {"intake_errors", st.n.intake_errors}};
+             {"duplicates", st.n.duplicates}, {"intake_errors", st.n.intake_errors},
+             {"bus_messages_in", st.n.bus_in}, {"bus_messages_out", st.out->published()},
+             {"restarts", st.n.restarts}};
+      for (const char* k : {"job", "queue", "node", "gang"})
+        if (!j["restarts"].contains(k)) j["restarts"][k] = 0;
       st.out->publish(in.reply, j.dump());
       return;
     }
@@ -308,6 +315,7 @@ caf::behavior router_behavior(Self* self, OutboxPtr out, IntakePtr intake, Sched
   return {
       [=](const Wiring& w) { self->state.w = w; },
       [=](const Inbound& in) {
+        ++self->state.n.bus_in;
         try {
           on_inbound(self, in);
         } catch (const std::exception& e) {
@@ -327,6 +335,9 @@ caf::behavior router_behavior(Self* self, OutboxPtr out, IntakePtr intake, Sched
         }
         self->state.cfg = std::move(cfg);
         self->state.limits.priority_classes = self->state.cfg.class_names();
+      },
+      [=](stats_atom, const std::string& kind, int64_t restarts) {
+        self->state.n.restarts[kind] = restarts;
       },
       [=](why_atom, const std::string& reply, const std::string& body) {
         if (!reply.empty()) self->state.out->publish(reply, body);

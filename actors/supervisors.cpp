@@ -39,6 +39,13 @@ void on_exit_stop_children(Self* self) {
   });
 }
 
+// Tells the router (troupe.sys.stats) how many children this supervisor restarted.
+template <class Self>
+void report_restarts(Self* self, const char* kind) {
+  self->send(self->state.w.router, stats_atom_v, std::string(kind),
+             static_cast<int64_t>(self->state.children.total_restarts()));
+}
+
 // --- jobs ---------------------------------------------------------------------
 
 struct JobSupState : SupState {
@@ -72,7 +79,10 @@ caf::behavior job_sup_behavior(JobSup* self, OutboxPtr out) {
     bool restarted = false;
     auto id = self->state.children.on_down(self, dm, factory, &restarted);
     self->state.live.erase(id);
-    if (restarted) self->state.live[id] = self->state.children.find(id);
+    if (restarted) {
+      self->state.live[id] = self->state.children.find(id);
+      report_restarts(self, "job");
+    }
   });
   on_exit_stop_children(self);
   return {
@@ -209,6 +219,7 @@ caf::behavior queue_sup_behavior(QueueSup* self) {
     if (restarted) {
       self->state.live[team] = self->state.children.find(team);
       self->send(self->state.w.jobs, requeue_atom_v, team);  // refill it
+      report_restarts(self, "queue");
     }
   });
   on_exit_stop_children(self);
@@ -243,7 +254,10 @@ caf::behavior node_sup_behavior(NodeSup* self, OutboxPtr out) {
     bool restarted = false;
     auto node = self->state.children.on_down(self, dm, factory, &restarted);
     self->state.live.erase(node);
-    if (restarted) self->state.live[node] = self->state.children.find(node);
+    if (restarted) {
+      self->state.live[node] = self->state.children.find(node);
+      report_restarts(self, "node");
+    }
   });
   on_exit_stop_children(self);
   return {
@@ -306,8 +320,12 @@ caf::behavior gang_sup_behavior(GangSup* self) {
     bool restarted = false;
     auto id = self->state.children.on_down(self, dm, recover, &restarted);
     self->state.live.erase(id);
-    if (restarted) self->state.live[id] = self->state.children.find(id);
-    else self->state.plans.erase(id);
+    if (restarted) {
+      self->state.live[id] = self->state.children.find(id);
+      report_restarts(self, "gang");
+    } else {
+      self->state.plans.erase(id);
+    }
   });
   on_exit_stop_children(self);
   return {

@@ -28,8 +28,8 @@ struct Published {
 
 class FakeOutbox : public Outbox {
  public:
-  void publish(const std::string& subject, const void* data, size_t size,
-               const std::string& reply) override {
+  void send(const std::string& subject, const void* data, size_t size,
+            const std::string& reply) override {
     auto* p = static_cast<const uint8_t*>(data);
     std::lock_guard<std::mutex> lock(mu_);
     log_.push_back({subject, reply, std::vector<uint8_t>(p, p + size)});
