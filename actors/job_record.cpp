@@ -35,6 +35,14 @@ pb::JobView job_view(const pb::JobRecord& r) {
   v.set_reason(r.reason());
   v.set_priority(r.spec().priority());
   v.set_gpu_type(r.spec().resources().gpu_type());
+  v.set_pool(r.pool());
+  v.set_borrowed(r.borrowed());
+  *v.mutable_attempts() = r.attempts();
+  v.set_retries_used(r.retries_used());
+  v.set_infra_requeues(r.infra_requeues());
+  v.set_preemptions(r.preempted_ms_size());
+  v.set_last_checkpoint(r.last_checkpoint());
+  v.set_last_checkpoint_ms(r.last_checkpoint_ms());
   return v;
 }
 

@@ -1,0 +1,64 @@
+// Preemption victim choice: pure.
+// A job that cannot fit may preempt running work that is
+//   - preemptible (its class) and not protected against churn, and
+//   - of a lower priority class, or — when the preemptor's team is below its
+//     guarantee — borrowed by another team.
+// Victims are taken in order of least work lost (GPU-seconds since their last
+// checkpoint, or since start), then lowest priority, then most recently
+// started; a gang is one victim (whole or not at all). Victims are added until
+// the preemptor fits, then any victim not needed for the fit is dropped.
+// Unit tests: tests/unit/policy_preemption_test.cpp.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "actors/policy/fit.hpp"
+
+namespace troupe::policy {
+
+struct PreemptCandidate {
+  std::string job_id;
+  std::string team;
+  int priority = 50;
+  bool preemptible = true;
+  bool borrowed = false;
+  int64_t started_ms = 0;
+  int64_t last_checkpoint_ms = 0;  // 0: none
+  int64_t protected_until_ms = 0;  // churn protection
+  std::vector<size_t> nodes;       // node per rank
+  int gpus = 0;                    // per rank
+  int cpus = 0;
+  int64_t memory_mb = 0;
+};
+
+struct Preemptor {
+  std::string job_id;
+  std::string team;
+  int priority = 50;
+  bool below_guarantee = false;  // its team is owed capacity
+  PlacementRequest req;
+};
+
+// GPU-seconds of work lost if `c` stops now.
+double work_lost_gpu_s(const PreemptCandidate& c, int64_t now_ms);
+
+bool may_preempt(const Preemptor& p, const PreemptCandidate& c, int64_t now_ms);
+
+struct VictimPlan {
+  std::vector<size_t> victims;  // indices into the candidates
+  std::vector<size_t> nodes;    // where the preemptor goes (node per rank) once they stop
+  double gpu_s_lost = 0;
+};
+
+// Empty victims: no preemption can make room.
+VictimPlan choose_victims(const std::vector<NodeCapacity>& nodes,
+                          const std::vector<PreemptCandidate>& candidates, const Preemptor& p,
+                          int64_t now_ms);
+
+// Churn: protected when preempted `protect_after` times within `window_ms`.
+int64_t protected_until(const std::vector<int64_t>& preempted_ms, int protect_after,
+                        int64_t window_ms, int64_t protect_ms);
+
+}  // namespace troupe::policy
