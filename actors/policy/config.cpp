@@ -76,7 +76,7 @@ std::string load_config(std::string_view text, ClusterConfig& out) {
     tc.name = t.name();
     tc.weight = t.has_weight() ? t.weight() : 1.0;
     if (!(tc.weight > 0)) return "config: team '" + t.name() + "' needs a weight > 0";
-    tc.borrow = t.borrow();
+    tc.borrow = t.has_borrow() ? t.borrow() : true;  // a team that never may borrow is explicit
     for (const auto& [pool, q] : t.quotas()) {
       if (!c.pool(pool)) return "config: team '" + t.name() + "' has a quota for unknown pool '" + pool + "'";
       QuotaCfg qc{q.guaranteed(), q.has_limit() ? q.limit() : -1};

@@ -120,6 +120,7 @@ RoundOutput plan_round(const RoundInput& in) {
   }
 
   std::vector<std::string> ahead;  // teams granted earlier this round (for fair-share reasons)
+  bool hold_decided = false;       // the most deserving head that fits nowhere has the hold
   std::vector<int> slots;
   std::vector<std::vector<char>> done;  // per team, per demand: granted or failed this round
   for (const auto& t : in.teams) {
@@ -190,8 +191,13 @@ RoundOutput plan_round(const RoundInput& in) {
                                    std::to_string(req.gpus) + " GPUs; " + free_histogram(nodes, req)};
       bool head = true;
       for (size_t k = 0; k < di; ++k) head = head && done[ti][k] == 2;  // only failures before it
-      if (head && !out.hold.active())
-        out.hold = plan_hold(nodes, in.running, req, d.job_id, in.now_ms);
+      // The hold goes to the head of the most deserving queue that fits
+      // nowhere; it moves when a more deserving head needs it.
+      if (head && !hold_decided) {
+        hold_decided = true;
+        if (!out.hold.active() || out.hold.job_id != d.job_id)
+          out.hold = plan_hold(nodes, in.running, req, d.job_id, in.now_ms);
+      }
     }
     if (out.hold.active() && out.hold.job_id == d.job_id)
       out.reasons[d.job_id] = {why::kReservation,

@@ -32,6 +32,7 @@ TEST_CASE("the documented config shape loads", "[policy][config]") {
   CHECK(c.team("vision")->quota("h100").guaranteed == 0);
   CHECK(c.team("vision")->quota("h100").limit == -1);
   CHECK(c.team("nlp")->weight == 2.0);
+  CHECK(c.team("nlp")->borrow);  // borrowing is on unless a team says borrow: false
   CHECK(c.cls("high")->value == 100);
   CHECK_FALSE(c.cls("high")->preemptible);
 }

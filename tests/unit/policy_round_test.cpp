@@ -127,3 +127,22 @@ TEST_CASE("fifo baseline: submit order across teams, the first misfit blocks the
   REQUIRE(out2.grants.size() == 1);
   CHECK(in.teams[out2.grants[0].team].demands[out2.grants[0].demand].job_id == "small");
 }
+
+TEST_CASE("round: a more deserving head takes the hold over", "[policy][round][backfill]") {
+  auto in = input({node("a", 0), node("b", 0)},
+                  {team("gang", 0, {demand("g", 8, 2)}), team("stream", 12, {demand("s", 1, 1, 10)})});
+  RunningWork w;
+  w.nodes = {0};
+  w.gpus = 8;
+  w.ends_ms = 5000;
+  RunningWork w2 = w;
+  w2.nodes = {1};
+  in.running = {w, w2};
+  in.hold.job_id = "s";  // held for the stream's head before the gang came
+  in.hold.nodes = {0};
+  in.hold.start_ms = 5000;
+  auto out = plan_round(in);
+  REQUIRE(out.hold.active());
+  CHECK(out.hold.job_id == "g");
+  CHECK(out.hold.nodes == std::vector<size_t>{0, 1});
+}
