@@ -3,6 +3,8 @@
 
 #include <chrono>
 
+#include <nlohmann/json.hpp>
+
 #include "bus/subjects.hpp"
 #include "messages/names.hpp"
 #include "messages/spec.hpp"
@@ -132,6 +134,20 @@ std::string Client::queues(QueuesView* out, std::string* raw_json) {
   if (auto err = call(subjects::kSysQueues, "{}", &reply); !err.empty()) return err;
   if (raw_json != nullptr) *raw_json = reply;
   return parse_queues(reply, out);
+}
+
+std::string Client::node_op(const std::string& op, const std::string& node, std::string* state) {
+  if (auto err = subjects::check_token(node); !err.empty()) return "node: " + err;
+  const char* subject = op == "drain"      ? subjects::kSysDrain
+                        : op == "uncordon" ? subjects::kSysUncordon
+                                           : subjects::kSysCordon;
+  std::string reply;
+  if (auto err = call(subject, nlohmann::json{{"node", node}}.dump(), &reply); !err.empty()) return err;
+  auto j = nlohmann::json::parse(reply, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return "unreadable reply: " + reply;
+  if (j.contains("error")) return j["error"].is_string() ? j["error"].get<std::string>() : reply;
+  *state = j.value("state", std::string()) + " (" + std::to_string(j.value("running", 0)) + " running)";
+  return {};
 }
 
 std::string Client::find_team(const std::string& job_id, std::string* team) {

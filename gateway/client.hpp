@@ -38,6 +38,9 @@ class Client {
   std::string why(const std::string& team, const std::string& job_id, WhyView* out,
                   std::string* raw_json = nullptr);
   std::string queues(QueuesView* out, std::string* raw_json = nullptr);
+  // troupe.sys.cordon|uncordon|drain: `op` is one of those verbs; `state` is
+  // what the node is now (cordoned, schedulable, draining, drained).
+  std::string node_op(const std::string& op, const std::string& node, std::string* state);
   // The team of `job_id`, looked up in troupe.sys.jobs.
   std::string find_team(const std::string& job_id, std::string* team);
   // `team` when given (checked), else find_team.

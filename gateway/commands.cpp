@@ -186,4 +186,13 @@ int run_why(const std::string& url, const std::string& job_id, const std::string
   return 0;
 }
 
+int run_node_op(const std::string& url, const std::string& op, const std::string& node) {
+  auto c = open_client(url);
+  if (!c) return 1;
+  std::string state;
+  if (auto err = c->node_op(op, node, &state); !err.empty()) return fail(op + " " + node + ": " + err);
+  std::cout << node << ": " << state << "\n";
+  return 0;
+}
+
 }  // namespace troupe::gateway

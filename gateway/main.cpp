@@ -88,6 +88,15 @@ int main(int argc, char** argv) {
   auto* queues = app.add_subcommand("queues", "Per team and pool: quota, GPUs in use and borrowed, pending work, share");
   queues->add_flag("--json", json, "print the raw troupe.sys.queues reply");
 
+  // cordon / uncordon / drain
+  std::string node_name;
+  auto* cordon = app.add_subcommand("cordon", "Take no new work on a node (running work goes on)");
+  cordon->add_option("node", node_name, "node name")->required();
+  auto* uncordon = app.add_subcommand("uncordon", "Make a node schedulable again");
+  uncordon->add_option("node", node_name, "node name")->required();
+  auto* drain = app.add_subcommand("drain", "Let a node's running jobs finish and take no new ones");
+  drain->add_option("node", node_name, "node name")->required();
+
   // why
   auto* why = app.add_subcommand("why", "Say why a job is not running now");
   why->add_option("id", job_id, "job id")->required();
@@ -158,5 +167,8 @@ int main(int argc, char** argv) {
   if (nodes->parsed()) return gw::run_nodes(url, json);
   if (queues->parsed()) return gw::run_queues(url, json);
   if (why->parsed()) return gw::run_why(url, job_id, job_team, json);
+  if (cordon->parsed()) return gw::run_node_op(url, "cordon", node_name);
+  if (uncordon->parsed()) return gw::run_node_op(url, "uncordon", node_name);
+  if (drain->parsed()) return gw::run_node_op(url, "drain", node_name);
   return 2;
 }
