@@ -114,6 +114,12 @@ std::string parse_queues(std::string_view body, QueuesView* out) {
   }
   q.reserved_idle_gpu_seconds = num(j, "reserved_idle_gpu_seconds", 0);
   q.grants = num64(j, "grants", 0);
+  q.policy = str(j, "policy");
+  q.preemptions = num64(j, "preemptions", 0);
+  q.gpu_seconds_lost = num(j, "gpu_seconds_lost", 0);
+  if (j.contains("retries") && j["retries"].is_object())
+    for (const auto& [k, v] : j["retries"].items())
+      if (v.is_number_integer()) q.retries[k] = v.get<int64_t>();
   *out = std::move(q);
   return {};
 }
@@ -197,6 +203,12 @@ std::string queues_text(const QueuesView& q, int64_t now_ms) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.1f", q.reserved_idle_gpu_seconds);
   out += std::string("reserved-idle GPU-seconds: ") + buf + '\n';
+  std::snprintf(buf, sizeof buf, "%.1f", q.gpu_seconds_lost);
+  out += "preemptions: " + std::to_string(q.preemptions) + " (GPU-seconds lost: " + buf + ")\n";
+  std::string retries;
+  for (const auto& [cause, n] : q.retries) retries += (retries.empty() ? "" : ", ") + cause + " " + std::to_string(n);
+  out += "retries by cause: " + (retries.empty() ? std::string("none") : retries) + '\n';
+  if (!q.policy.empty() && q.policy != "troupe") out += "policy: " + q.policy + '\n';
   return out;
 }
 

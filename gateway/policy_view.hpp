@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -49,6 +50,10 @@ struct QueuesView {
   std::vector<TeamPoolView> teams;
   double reserved_idle_gpu_seconds = 0;
   int64_t grants = 0;
+  std::string policy;                      // troupe | fifo
+  int64_t preemptions = 0;                 // victim jobs asked to stop
+  double gpu_seconds_lost = 0;             // their work since the last checkpoint x GPUs
+  std::map<std::string, int64_t> retries;  // by "kind:cause" (user:exit_code, infra:node_lost, ...)
 };
 
 // Reads a troupe.sys.queues reply. Returns "" or what is wrong (including

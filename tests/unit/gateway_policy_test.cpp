@@ -141,9 +141,25 @@ TEST_CASE("gateway: queues_text with a due or unknown hold start", "[gateway][po
   CHECK_THAT(queues_text(q, 5000), Catch::Contains("from an unknown time, 1 GPU idle"));
   // No teams: the header alone, then the pool line.
   auto lines = lines_of(queues_text(q, 5000));
-  REQUIRE(lines.size() == 4);
+  REQUIRE(lines.size() == 6);
   CHECK_THAT(lines[0], Catch::StartsWith("TEAM"));
   CHECK(lines[3] == "reserved-idle GPU-seconds: 0.0");
+  CHECK(lines[4] == "preemptions: 0 (GPU-seconds lost: 0.0)");
+  CHECK(lines[5] == "retries by cause: none");
+}
+
+TEST_CASE("gateway: queues shows preemptions, GPU-seconds lost and retries by cause",
+          "[gateway][policy]") {
+  QueuesView q;
+  REQUIRE(parse_queues(R"({"pools":[],"teams":[],"reserved_idle_gpu_seconds":0,"grants":3,
+                           "policy":"troupe","preemptions":2,"gpu_seconds_lost":12.5,
+                           "retries":{"user:exit_code":2,"infra:node_lost":1}})",
+                       &q) == "");
+  CHECK(q.preemptions == 2);
+  CHECK(q.retries.at("infra:node_lost") == 1);
+  auto text = queues_text(q, 0);
+  CHECK_THAT(text, Catch::Contains("preemptions: 2 (GPU-seconds lost: 12.5)"));
+  CHECK_THAT(text, Catch::Contains("retries by cause: infra:node_lost 1, user:exit_code 2"));
 }
 
 TEST_CASE("gateway: parse_why and why_text", "[gateway][policy]") {
