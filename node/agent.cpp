@@ -1,6 +1,7 @@
 // Owns the agent's worker table and its life cycle: launch (real or
-// simulated), stop with SIGKILL escalation, max_runtime_s, reaping, Exited
-// classification, register/heartbeat and logs requests.
+// simulated), stop with signal/SIGTERM/SIGKILL escalation, max_runtime_s,
+// reaping, Exited classification, register/heartbeat, logs requests and the
+// checkpoint watch.
 #include "node/agent.hpp"
 
 #include <signal.h>
@@ -23,6 +24,8 @@ namespace {
 constexpr size_t kFinishedMemory = 100000;  // finished workers remembered for de-duplication
 constexpr auto kReapWait = std::chrono::seconds(5);  // after SIGKILL at shutdown
 constexpr long long kMaxDelayS = 100000000;          // ~3 years: keeps time_point math finite
+// How often TROUPE_CHECKPOINT_DIR/latest is looked at for each watched worker.
+constexpr auto kCheckpointPoll = std::chrono::milliseconds(250);
 
 std::chrono::seconds secs(long long s) {
   return std::chrono::seconds(std::min(std::max(s, 0LL), kMaxDelayS));
@@ -39,12 +42,15 @@ Agent::Agent(AgentConfig cfg, Publish publish, std::shared_ptr<TimerQueue> share
       started_subject_(subjects::agent_to_scheduler(cfg_.name, subjects::kStarted)),
       register_subject_(subjects::agent_to_scheduler(cfg_.name, subjects::kRegister)),
       heartbeat_subject_(subjects::agent_to_scheduler(cfg_.name, subjects::kHeartbeat)),
+      checkpointed_subject_(subjects::agent_to_scheduler(cfg_.name, subjects::kCheckpointed)),
       timers_(shared_timers ? shared_timers : std::make_shared<TimerQueue>()),
       own_timers_(!shared_timers) {
-  // Real workers need the reaper; simulated ones never fork.
-  if (!cfg_.simulate)
+  // Real workers need the reaper and the spawner thread; simulated ones never fork.
+  if (!cfg_.simulate) {
     reaper_ = std::make_unique<Reaper>(
         [this](pid_t pid, std::optional<int> st) { on_child_exit(pid, st); });
+    spawner_ = std::make_unique<Spawner>();
+  }
 }
 
 Agent::~Agent() { shutdown(); }
@@ -61,6 +67,8 @@ void Agent::start() {
                                         running_locked(), cfg_.pool, cfg_.rack));
   int first = cfg_.first_heartbeat_ms >= 0 ? cfg_.first_heartbeat_ms : cfg_.heartbeat_ms;
   timers_->after(std::chrono::milliseconds(first), [this] { on_heartbeat(); });
+  // --simulate does nothing for checkpoints.
+  if (!cfg_.simulate) timers_->after(kCheckpointPoll, [this] { on_checkpoint_poll(); });
 }
 
 void Agent::publish_register() {
@@ -219,12 +227,28 @@ void Agent::launch_sim(LaunchInfo info) {
 }
 
 void Agent::launch_real(LaunchInfo info) {
+  // TROUPE_CHECKPOINT_DIR outlives attempts: create it (mkdir -p) if needed.
+  info.checkpoint_dir = resolve_checkpoint_dir(cfg_.state_dir, info.checkpoint_dir);
+  if (!info.checkpoint_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(info.checkpoint_dir, ec);
+    if (ec) {
+      ++counters_.launch_failures;
+      std::string why = "cannot create the checkpoint dir " + info.checkpoint_dir + ": " + ec.message();
+      spdlog::warn("launch of {} failed: {}", to_string(info.key), why);
+      remember_finished(info.key);
+      publish_exited(info.key, launch_failed(why));
+      return;
+    }
+  }
   ProcessSpec spec;
   spec.argv = info.command;
   spec.env = build_child_env(cfg_.base_env, info);
   spec.cwd = work_dir(cfg_.state_dir, info.key.job_id);
   spec.log_file = log_path(cfg_.state_dir, info.key);
-  SpawnResult r = spawn_process(spec);
+  // Forked on the spawner thread, so the worker dies with this agent
+  // (PR_SET_PDEATHSIG) and not with the thread that handled the Launch.
+  SpawnResult r = spawner_->spawn(spec);
   if (r.pid <= 0) {
     ++counters_.launch_failures;
     spdlog::warn("launch of {} failed: {}", to_string(info.key), r.error);
@@ -237,6 +261,10 @@ void Agent::launch_real(LaunchInfo info) {
   Worker w;
   w.id = next_id_++;
   w.pid = r.pid;
+  // Rank 0 only: the folder is the job's, shared by its ranks, so one
+  // watcher per attempt reports each checkpoint once.
+  if (info.key.rank == 0 && !info.checkpoint_dir.empty())
+    w.checkpoint = CheckpointWatch(info.checkpoint_dir);
   w.launch = std::move(info);
   WorkerKey key = w.launch.key;
   uint64_t id = w.id;
@@ -261,7 +289,10 @@ void Agent::handle_stop(const wire::Stop& s) {
   // cast is the one cast allowed to reach a private base.)
   const auto* table = (const flatbuffers::Table*)(&s);
   bool has_grace = table->CheckField(wire::Stop::VT_GRACE_S);
-  int grace = has_grace && s.grace_s() >= 0 ? s.grace_s() : cfg_.grace_s;
+  StopPlan plan;
+  plan.grace_s = has_grace && s.grace_s() >= 0 ? s.grace_s() : cfg_.grace_s;
+  plan.signal = s.signal() > 0 && s.signal() < NSIG ? s.signal() : SIGTERM;
+  plan.kill_after_s = s.kill_after_s() >= 0 ? s.kill_after_s() : 5;
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<WorkerKey> targets;
   if (rank < 0) {
@@ -277,24 +308,65 @@ void Agent::handle_stop(const wire::Stop& s) {
   }
   for (const auto& k : targets) {
     auto it = running_.find(k);
-    if (it != running_.end()) stop_worker(it->second, EndCause::stopped, grace);
+    if (it != running_.end()) stop_worker(it->second, EndCause::stopped, plan);
   }
 }
 
-void Agent::stop_worker(Worker& w, EndCause cause, int grace_s) {
+void Agent::stop_worker(Worker& w, EndCause cause, const StopPlan& plan) {
   if (w.pid == 0) {  // simulated: ends at once
     WorkerKey key = w.launch.key;
     finish(key, classify(-1, SIGTERM, cause));
     return;
   }
-  if (w.cause != EndCause::natural) return;  // already being stopped; keep the first deadline
-  w.cause = cause;
-  spdlog::info("stopping {} (pid {}): SIGTERM, SIGKILL after {} s", to_string(w.launch.key),
-               w.pid, grace_s);
-  signal_group(w.pid, SIGTERM);
+  // The first reason to stop is the one reported; later Stops may only make
+  // the end come sooner (a cancel after a preemption's SIGUSR1, a fencing
+  // SIGKILL after anything).
+  if (w.cause == EndCause::natural) w.cause = cause;
   WorkerKey key = w.launch.key;
   uint64_t id = w.id;
-  timers_->after(secs(grace_s), [this, key, id] { on_escalate(key, id); });
+  auto now = Clock::now();
+  auto grace = secs(plan.grace_s);
+  if (plan.signal == SIGKILL) {
+    spdlog::info("stopping {} (pid {}): SIGKILL", to_string(key), w.pid);
+    w.kill_at = now;
+    w.kill_sent = true;
+    signal_group(w.pid, SIGKILL);
+    return;
+  }
+  if (plan.signal == SIGTERM) {
+    spdlog::info("stopping {} (pid {}): SIGTERM, SIGKILL after {} s", to_string(key), w.pid,
+                 plan.grace_s);
+    if (!w.term_sent && !w.kill_sent) signal_group(w.pid, SIGTERM);
+    w.term_sent = true;
+    w.kill_at = std::min(w.kill_at, now + grace);
+  } else {
+    spdlog::info("stopping {} (pid {}): signal {}, SIGTERM after {} s, SIGKILL {} s later",
+                 to_string(key), w.pid, plan.signal, plan.grace_s, plan.kill_after_s);
+    // The same signal twice (a repeated Stop) would ask for a second checkpoint.
+    if (!w.term_sent && !w.kill_sent && w.signals_sent.insert(plan.signal).second)
+      signal_group(w.pid, plan.signal);
+    w.term_at = std::min(w.term_at, now + grace);
+    w.kill_at = std::min(w.kill_at, now + grace + secs(plan.kill_after_s));
+  }
+  if (!w.term_sent) timers_->at(w.term_at, [this, key, id] { on_escalate(key, id); });
+  timers_->at(w.kill_at, [this, key, id] { on_escalate(key, id); });
+}
+
+void Agent::poll_checkpoint(Worker& w) {
+  if (!w.checkpoint.active() || w.pid == 0) return;
+  auto seen = w.checkpoint.poll();
+  if (!seen) return;
+  ++counters_.checkpoints;
+  spdlog::info("{}: checkpoint {} ({}/latest)", to_string(w.launch.key), seen->path,
+               w.checkpoint.dir());
+  send(checkpointed_subject_, make_checkpointed(cfg_.name, w.launch.key, seen->path, seen->ts_ms));
+}
+
+void Agent::on_checkpoint_poll() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (shut_down_) return;
+  for (auto& [k, w] : running_) poll_checkpoint(w);
+  timers_->after(kCheckpointPoll, [this] { on_checkpoint_poll(); });
 }
 
 // --- timers and reaper ------------------------------------------------------------
@@ -311,16 +383,27 @@ void Agent::on_max_runtime(const WorkerKey& key, uint64_t id) {
   auto it = running_.find(key);
   if (it == running_.end() || it->second.id != id) return;
   spdlog::info("{} exceeded max_runtime_s={}", to_string(key), it->second.launch.max_runtime_s);
-  int grace = it->second.launch.grace_s >= 0 ? it->second.launch.grace_s : cfg_.grace_s;
-  stop_worker(it->second, EndCause::max_runtime, grace);
+  StopPlan plan;
+  plan.signal = SIGTERM;
+  plan.grace_s = it->second.launch.grace_s >= 0 ? it->second.launch.grace_s : cfg_.grace_s;
+  stop_worker(it->second, EndCause::max_runtime, plan);
 }
 
 void Agent::on_escalate(const WorkerKey& key, uint64_t id) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = running_.find(key);
   if (it == running_.end() || it->second.id != id || it->second.pid == 0) return;
-  spdlog::warn("{} (pid {}) outlived its grace period: SIGKILL", to_string(key), it->second.pid);
-  signal_group(it->second.pid, SIGKILL);
+  Worker& w = it->second;
+  auto now = Clock::now();
+  if (!w.kill_sent && now >= w.kill_at) {
+    spdlog::warn("{} (pid {}) outlived its grace period: SIGKILL", to_string(key), w.pid);
+    w.kill_sent = true;
+    signal_group(w.pid, SIGKILL);
+  } else if (!w.term_sent && !w.kill_sent && now >= w.term_at) {
+    spdlog::info("{} (pid {}) still runs after its grace period: SIGTERM", to_string(key), w.pid);
+    w.term_sent = true;
+    signal_group(w.pid, SIGTERM);
+  }
 }
 
 void Agent::on_child_exit(pid_t pid, std::optional<int> status) {
@@ -334,6 +417,9 @@ void Agent::on_child_exit(pid_t pid, std::optional<int> status) {
   EndCause cause = it->second.cause;
   // Leftovers of the worker's process group go with it once we asked it to stop.
   if (cause != EndCause::natural) ::kill(-pid, SIGKILL);
+  // A checkpoint marked just before the exit goes out before the Exited, so
+  // the scheduler knows it when it decides on the next attempt.
+  poll_checkpoint(it->second);
   ExitInfo e = status ? classify_wait_status(*status, cause) : classify(-1, 0, cause);
   spdlog::info("{} (pid {}) ended: {}", to_string(key), pid, e.reason);
   finish(key, e);
@@ -374,10 +460,13 @@ void Agent::shutdown() {
       auto it = running_.find(k);
       if (it == running_.end()) continue;
       if (it->second.pid == 0) {
-        finish(k, classify(-1, SIGTERM, EndCause::stopped));
-      } else if (it->second.cause == EndCause::natural) {
-        it->second.cause = EndCause::stopped;
-        signal_group(it->second.pid, SIGTERM);
+        finish(k, classify(-1, SIGTERM, EndCause::shutdown));
+      } else {
+        // Reported as the agent's end (an infrastructure failure), whatever
+        // asked the worker to stop before.
+        it->second.cause = EndCause::shutdown;
+        if (!it->second.term_sent && !it->second.kill_sent) signal_group(it->second.pid, SIGTERM);
+        it->second.term_sent = true;
       }
     }
   }
@@ -393,11 +482,13 @@ void Agent::shutdown() {
     std::lock_guard<std::mutex> lock(mu_);
     for (const auto& [k, w] : running_) {
       spdlog::error("{} (pid {}) did not die after SIGKILL; reporting it lost", to_string(k), w.pid);
-      publish_exited(k, classify(-1, SIGKILL, EndCause::stopped));
+      publish_exited(k, classify(-1, SIGKILL, EndCause::shutdown));
     }
   }
   if (own_timers_) timers_->stop();
   reaper_.reset();
+  // Last: its thread's end would SIGKILL any worker still alive.
+  if (spawner_) spawner_->stop();
   std::lock_guard<std::mutex> lock(mu_);
   shut_down_ = true;
   if (cfg_.log_summary)

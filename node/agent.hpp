@@ -1,6 +1,6 @@
 // The node agent's core: the table of workers and everything that changes it
 // (Launch, Stop, child exits, --simulate ends, max_runtime_s, shutdown), plus
-// register/heartbeat/logs. It talks to the outside only through the Publish
+// register/heartbeat/logs and the checkpoint watch (docs/checkpointing.md). It talks to the outside only through the Publish
 // function it is given, so tests drive it without NATS; troupe-node's main()
 // wires it to bus::Connection.
 #pragma once
@@ -24,10 +24,12 @@
 
 #include "messages/caf_types.hpp"
 #include "messages/wire.hpp"
+#include "node/checkpoint.hpp"
 #include "node/exit_status.hpp"
 #include "node/inventory.hpp"
 #include "node/launch_spec.hpp"
 #include "node/reaper.hpp"
+#include "node/spawner.hpp"
 #include "node/timer_queue.hpp"
 
 namespace troupe::node {
@@ -60,6 +62,16 @@ struct AgentCounters {
   uint64_t duplicates = 0;    // Launch ignored as a duplicate
   uint64_t launch_failures = 0;
   uint64_t exits = 0;         // Exited published
+  uint64_t checkpoints = 0;   // Checkpointed published
+};
+
+// How a Stop asks a worker to end: `signal` to its process group now; when it
+// is not SIGTERM, SIGTERM after grace_s and SIGKILL kill_after_s later; when it
+// is SIGTERM, SIGKILL after grace_s; SIGKILL: at once.
+struct StopPlan {
+  int signal = 15;
+  int grace_s = 10;
+  int kill_after_s = 5;
 };
 
 class Agent {
@@ -80,7 +92,8 @@ class Agent {
   // troupe.sys.hello). Never throws; bad messages are logged and counted.
   void on_message(const Inbound& in);
   // Stops every worker (SIGTERM, SIGKILL after grace_s), publishes their
-  // Exited, waits for them, stops the threads. Idempotent.
+  // Exited (reason "stopped: the node agent is shutting down"), waits for
+  // them, stops the threads. Idempotent.
   void shutdown();
 
   void publish_register();
@@ -97,6 +110,15 @@ class Agent {
     pid_t pid = 0;  // 0 in --simulate
     EndCause cause = EndCause::natural;
     SimParams sim;
+    CheckpointWatch checkpoint;  // active for rank 0 of a real worker with a checkpoint dir
+    // Stop escalation: signals sent, and when SIGTERM / SIGKILL are due
+    // (Clock::time_point::max(): not planned). A later Stop may only bring
+    // them forward, never push them back.
+    std::set<int> signals_sent;
+    bool term_sent = false;
+    bool kill_sent = false;
+    std::chrono::steady_clock::time_point term_at = std::chrono::steady_clock::time_point::max();
+    std::chrono::steady_clock::time_point kill_at = std::chrono::steady_clock::time_point::max();
   };
 
   void handle_launch(const wire::Launch& l);
@@ -107,7 +129,8 @@ class Agent {
   // All below: with mu_ held.
   void launch_sim(LaunchInfo info);
   void launch_real(LaunchInfo info);
-  void stop_worker(Worker& w, EndCause cause, int grace_s);
+  void stop_worker(Worker& w, EndCause cause, const StopPlan& plan);
+  void poll_checkpoint(Worker& w);
   void finish(const WorkerKey& key, const ExitInfo& e);
   void publish_exited(const WorkerKey& key, const ExitInfo& e);
   std::vector<WorkerKey> running_locked() const;
@@ -119,12 +142,14 @@ class Agent {
   void on_max_runtime(const WorkerKey& key, uint64_t id);
   void on_escalate(const WorkerKey& key, uint64_t id);
   void on_heartbeat();
+  void on_checkpoint_poll();
 
   void send(const std::string& subject, const wire::Bytes& bytes);
 
   const AgentConfig cfg_;
   const Publish publish_;
-  const std::string exited_subject_, started_subject_, register_subject_, heartbeat_subject_;
+  const std::string exited_subject_, started_subject_, register_subject_, heartbeat_subject_,
+      checkpointed_subject_;
 
   mutable std::mutex mu_;
   std::condition_variable idle_cv_;
@@ -143,6 +168,9 @@ class Agent {
   std::shared_ptr<TimerQueue> timers_;
   bool own_timers_ = true;
   std::unique_ptr<Reaper> reaper_;  // null while simulating
+  // Forks every real worker; stopped last, after the workers are gone (their
+  // parent-death signal is tied to its thread). Null while simulating.
+  std::unique_ptr<Spawner> spawner_;
 };
 
 }  // namespace troupe::node

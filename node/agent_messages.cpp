@@ -58,4 +58,12 @@ wire::Bytes make_exited(const std::string& node, const WorkerKey& k, const ExitI
   return wire::seal(fbb, body);
 }
 
+wire::Bytes make_checkpointed(const std::string& node, const WorkerKey& k, const std::string& path,
+                              int64_t ts_ms) {
+  flatbuffers::FlatBufferBuilder fbb(192);
+  auto body = wire::CreateCheckpointed(fbb, fbb.CreateString(node), fbb.CreateString(k.job_id),
+                                       k.attempt, k.rank, fbb.CreateString(path), ts_ms);
+  return wire::seal(fbb, body);
+}
+
 }  // namespace troupe::node

@@ -1,5 +1,5 @@
 // The FlatBuffers Envelopes the agent publishes (NodeRegister, Heartbeat,
-// Started, Exited), built from plain C++ values. Pure.
+// Started, Exited, Checkpointed), built from plain C++ values. Pure.
 #pragma once
 
 #include <cstdint>
@@ -21,5 +21,7 @@ wire::Bytes make_heartbeat(const std::string& node, uint64_t seq,
                            const std::vector<WorkerKey>& running);
 wire::Bytes make_started(const std::string& node, const WorkerKey& k, int pid);
 wire::Bytes make_exited(const std::string& node, const WorkerKey& k, const ExitInfo& e);
+wire::Bytes make_checkpointed(const std::string& node, const WorkerKey& k, const std::string& path,
+                              int64_t ts_ms);
 
 }  // namespace troupe::node

@@ -18,6 +18,9 @@ ExitInfo classify(int exit_code, int signal, EndCause cause) {
     case EndCause::stopped:
       e.reason = "stopped";
       break;
+    case EndCause::shutdown:
+      e.reason = "stopped: the node agent is shutting down";
+      break;
     case EndCause::max_runtime:
       e.reason = "exceeded max_runtime_s";
       break;

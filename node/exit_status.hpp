@@ -11,6 +11,7 @@ enum class EndCause {
   natural,      // nobody asked it to stop
   stopped,      // after a Stop we sent (or agent shutdown)
   max_runtime,  // we killed it for max_runtime_s
+  shutdown,     // the agent is shutting down (an infrastructure end, not the job's)
 };
 
 struct ExitInfo {

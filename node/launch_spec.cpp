@@ -29,6 +29,7 @@ LaunchInfo decode_launch(const wire::Launch& l) {
       if (kv != nullptr) out.env.emplace_back(wire::str(kv->key()), wire::str(kv->value()));
   out.max_runtime_s = l.max_runtime_s();
   out.grace_s = l.grace_s();
+  out.checkpoint_dir = wire::str(l.checkpoint_dir());
   return out;
 }
 
@@ -42,6 +43,7 @@ std::string validate_launch(const LaunchInfo& l, bool need_command) {
     return "empty command";
   for (const auto& w : l.command)
     if (w.find('\0') != std::string::npos) return "command holds a NUL byte";
+  if (l.checkpoint_dir.find('\0') != std::string::npos) return "checkpoint_dir holds a NUL byte";
   return {};
 }
 
@@ -95,6 +97,7 @@ std::vector<std::string> build_child_env(const std::vector<std::string>& base,
   set("TROUPE_RANK", std::to_string(l.key.rank));
   set("TROUPE_WORLD_SIZE", std::to_string(l.world_size));
   set("TROUPE_COORDINATOR", l.coordinator);
+  if (!l.checkpoint_dir.empty()) set("TROUPE_CHECKPOINT_DIR", l.checkpoint_dir);
   return out;
 }
 

@@ -36,6 +36,9 @@ struct LaunchInfo {
   std::vector<std::pair<std::string, std::string>> env;
   long long max_runtime_s = 0;
   int grace_s = 10;
+  // TROUPE_CHECKPOINT_DIR: shared by every attempt of the job ("" : none).
+  // Made absolute against the agent's state dir before the worker starts.
+  std::string checkpoint_dir;
 };
 
 LaunchInfo decode_launch(const wire::Launch& l);
@@ -54,7 +57,8 @@ std::string log_dir(const std::string& state_dir, const std::string& job_id);
 std::string work_dir(const std::string& state_dir, const std::string& job_id);
 
 // The child's environment as "KEY=VALUE" strings: `base` (the agent's own),
-// then the job's env, then CUDA_VISIBLE_DEVICES and the TROUPE_* variables; a
+// then the job's env, then CUDA_VISIBLE_DEVICES and the TROUPE_* variables
+// (TROUPE_CHECKPOINT_DIR only when the launch names a checkpoint dir); a
 // later definition of a key replaces an earlier one in place. Job env entries
 // with an empty key or a '=' in the key are skipped.
 std::vector<std::string> build_child_env(const std::vector<std::string>& base,

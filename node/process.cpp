@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <linux/close_range.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -102,6 +103,9 @@ SpawnResult spawn_process(const ProcessSpec& spec) {
   const std::string exec_prefix = "troupe-node: cannot execute '" + spec.argv.front() + "': ";
   const std::string cwd_prefix = "troupe-node: cannot enter " + spec.cwd + ": ";
 
+  const pid_t parent = ::getpid();
+  const bool die_with_parent = spec.die_with_parent;
+
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) {
     r.error = std::string("pipe: ") + std::strerror(errno);
@@ -123,6 +127,12 @@ SpawnResult spawn_process(const ProcessSpec& spec) {
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    if (die_with_parent) {
+      // A worker must not outlive its agent. The parent may have died between
+      // fork() and here: then we were reparented already and no signal will come.
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) ::raise(SIGKILL);
+    }
     ::setsid();
     int devnull = ::open("/dev/null", O_RDONLY);
     if (devnull >= 0) {

@@ -41,6 +41,12 @@ struct ProcessSpec {
   std::vector<std::string> env;   // "KEY=VALUE"
   std::string cwd;                // created when missing
   std::string log_file;           // created (with its folder) when missing; appended to
+  // The child gets SIGKILL when the thread that forked it ends
+  // (prctl(PR_SET_PDEATHSIG)), and kills itself at once when that already
+  // happened before the prctl took effect. Fork from a thread that lives as
+  // long as the process (node/spawner.hpp): the kernel ties the signal to the
+  // forking *thread*, not the process.
+  bool die_with_parent = false;
 };
 
 struct SpawnResult {
@@ -50,7 +56,7 @@ struct SpawnResult {
 };
 
 // Forks and execs. The child: default signal dispositions and an empty signal
-// mask, setsid(), stdin from /dev/null, stdout+stderr to the log file, cwd,
+// mask, the parent-death signal when asked, setsid(), stdin from /dev/null, stdout+stderr to the log file, cwd,
 // then execve over the PATH candidates; when every one fails it writes
 // "troupe-node: cannot execute '<argv0>': <error>" to the log and exits 127.
 // Returns after exec succeeded or failed in the child.

@@ -441,7 +441,11 @@ TEST_CASE("node agent: shutdown stops every worker and refuses new launches", "[
   CHECK(std::chrono::steady_clock::now() - t0 < 4s);
   auto ex = f.cap.on(f.exited);
   REQUIRE(ex.size() == 2);
-  for (const auto& p : ex) CHECK(wire::str(p.envelope()->body_as_Exited()->reason()) == "stopped");
+  // The agent's own end, not a Stop: the scheduler counts it as an
+  // infrastructure failure (its classifier looks for "shutting down").
+  for (const auto& p : ex)
+    CHECK(wire::str(p.envelope()->body_as_Exited()->reason()) ==
+          "stopped: the node agent is shutting down");
   f.agent->on_message(launch_msg(LaunchArgs{"j-3", 0, 0, 1, {}, {"true"}, {}, 0, 10}));
   auto after = f.cap.on(f.exited);
   REQUIRE(after.size() == 3);
