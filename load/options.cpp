@@ -76,8 +76,21 @@ Command parse_command_line(int argc, const char* const* argv,
   rp->add_option("--gpu-type", r.gpu_type, "GPU type of the fleet and of the jobs")
       ->capture_default_str();
   rp->add_option("--policy", r.policy,
-                 "scheduling policy to ask for (not implemented by the scheduler yet: only "
-                 "reported)");
+                 "troupe | fifo | troupe,fifo: the scheduler policy; with a self-hosted "
+                 "scheduler it is started with it, otherwise it is checked against "
+                 "troupe.sys.queues; two names run the replay once with each and compare");
+  bool compare = false;
+  rp->add_flag("--compare", compare,
+               "replay twice, each on its own nats-server, scheduler and fleet: --policy "
+               "troupe, then fifo; report both and the ratios troupe / fifo");
+  rp->add_flag("--self-host", r.self_host,
+               "start an own nats-server -js (free loopback port) and troupe-scheduler "
+               "--policy P for the run");
+  rp->add_option("--nats-server", r.nats_server, "nats-server to start when self-hosting "
+                                                 "(default: found in $PATH or /usr/sbin)");
+  rp->add_option("--scheduler-config", r.scheduler_config,
+                 "cluster config file for the self-hosted scheduler (--config)")
+      ->check(CLI::ExistingFile);
   rp->add_option("--deadline-s", r.deadline_s,
                  "give up this long after the last submission (default: derived from the trace)")
       ->check(CLI::NonNegativeNumber);
@@ -111,6 +124,33 @@ Command parse_command_line(int argc, const char* const* argv,
   if (rp->parsed()) {
     r.format = *parse_trace_format(format);
     if (rp_nats_opt->empty() && !nats_opt->empty()) r.nats = l.nats;
+    r.nats_given = !rp_nats_opt->empty() || !nats_opt->empty();
+    r.policies.clear();
+    {
+      std::stringstream ps(r.policy);
+      for (std::string p; std::getline(ps, p, ',');)
+        if (!p.empty()) r.policies.push_back(p);
+    }
+    if (compare) {
+      if (r.policies.size() > 1) return fail("--compare: give --policy with one name, or none");
+      if (!r.policies.empty() && r.policies[0] != "troupe")
+        return fail("--compare runs troupe against fifo; use --policy A,B for other pairs");
+      r.policies = {"troupe", "fifo"};
+    }
+    if (r.policies.size() > 2) return fail("--policy: at most two policies");
+    if (r.policies.size() == 2 && r.policies[0] == r.policies[1])
+      return fail("--policy: the two policies are the same");
+    if (r.policies.size() > 1) r.self_host = true;
+    if (r.self_host) {
+      if (r.nats_given)
+        return fail("--compare and --self-host start their own nats-server and scheduler; "
+                    "leave out --nats (or drop --compare/--self-host to use that cluster)");
+      if (r.no_fleet) return fail("--no-fleet needs an external cluster: drop --self-host/--compare");
+      if (r.policies.empty()) r.policies = {"troupe"};
+      for (const auto& p : r.policies)
+        if (p != "troupe" && p != "fifo")
+          return fail("--policy: '" + p + "' is not a policy of troupe-scheduler (troupe, fifo)");
+    }
     if (!rp_pid_opt->empty()) r.scheduler_pid = rp_pid;
     else if (!pid_opt->empty()) r.scheduler_pid = sched_pid;
     r.progress = !(rp_no_progress || no_progress);

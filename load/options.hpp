@@ -41,7 +41,17 @@ struct ReplayOptions {
   std::string fleet_prefix;  // default: rp<pid>
   int fleet_heartbeat_ms = 1000;
   std::string gpu_type = "sim";
-  std::string policy;        // reported only (no scheduler-side policies yet)
+  // --policy as given ("" when not): one policy, or "A,B" to run both.
+  std::string policy;
+  // The policies to run, in order: --policy split at commas; --compare makes
+  // it {"troupe", "fifo"}. Empty: one run against whatever scheduler is there.
+  std::vector<std::string> policies;
+  // Start an own nats-server and troupe-scheduler --policy P for each run
+  // (implied by more than one policy).
+  bool self_host = false;
+  bool nats_given = false;   // --nats on the command line
+  std::string nats_server;   // path of nats-server ("" finds it)
+  std::string scheduler_config;  // troupe-scheduler --config FILE when self-hosting
   double deadline_s = 0;     // 0: derived from the trace
   double min_duration_s = 0; // simulated durations below this are raised to it
   std::optional<int> scheduler_pid;

@@ -13,6 +13,7 @@
 #include "bus/nats.hpp"
 #include "load/child.hpp"
 #include "load/engine.hpp"
+#include "load/host.hpp"
 #include "load/jobspec.hpp"
 #include "load/proc.hpp"
 #include "load/progress.hpp"
@@ -33,34 +34,52 @@ Clock::duration secs(double s) {
   return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
 }
 
-// GPUs allocated / in total over the alive nodes of a NodeList reply whose
-// name starts with `prefix` (every node when empty). nullopt: no usable reply.
-std::optional<AllocSample> sample_nodes(bus::Connection& conn, const std::string& prefix,
-                                        size_t* alive_out = nullptr) {
-  auto reply = conn.request("troupe.sys.nodes", std::string("{}"), 3000);
+std::optional<Json> request_json(bus::Connection& conn, const char* subject, int timeout_ms) {
+  auto reply = conn.request(subject, std::string("{}"), timeout_ms);
   if (!reply) return std::nullopt;
   Json j = Json::parse(reply->begin(), reply->end(), nullptr, false);
-  if (j.is_discarded() || !j.contains("nodes") || !j["nodes"].is_array()) return std::nullopt;
-  AllocSample s;
-  size_t alive = 0;
-  for (const auto& n : j["nodes"]) {
-    if (!n.value("alive", false)) continue;
-    std::string name = n.value("node", "");
-    if (!prefix.empty() && name.rfind(prefix + "-", 0) != 0) continue;
-    ++alive;
-    s.allocated += n.value("gpus_allocated", 0);
-    s.total += n.value("gpus_total", 0);
-  }
-  if (alive_out != nullptr) *alive_out = alive;
-  return s;
+  if (j.is_discarded() || !j.is_object()) return std::nullopt;
+  return j;
 }
 
-}  // namespace
+// One allocation (and, when queues answers, fragmentation) sample over the
+// alive nodes named `prefix`-… (every node when empty). nullopt: no usable
+// troupe.sys.nodes reply.
+std::optional<AllocSample> sample_nodes(bus::Connection& conn, const std::string& prefix,
+                                        bool with_queues, size_t* alive_out = nullptr) {
+  auto nodes = request_json(conn, "troupe.sys.nodes", 3000);
+  if (!nodes) return std::nullopt;
+  Json queues;  // null unless asked for and answered
+  if (with_queues)
+    if (auto q = request_json(conn, "troupe.sys.queues", 3000)) queues = std::move(*q);
+  return sample_from(*nodes, queues, prefix, alive_out);
+}
 
-int run_replay(const ReplayOptions& opt, std::ostream& out, std::ostream& err) {
-  // --- the trace ---
+// What the scheduler says in troupe.sys.queues: its policy and preemptions so far.
+struct QueuesFigures {
+  std::string policy;
+  std::optional<long long> preemptions;
+};
+QueuesFigures queues_figures(bus::Connection& conn) {
+  QueuesFigures f;
+  if (auto q = request_json(conn, "troupe.sys.queues", 5000)) {
+    if (q->contains("policy") && (*q)["policy"].is_string()) f.policy = (*q)["policy"].get<std::string>();
+    if (q->contains("preemptions") && (*q)["preemptions"].is_number_integer())
+      f.preemptions = (*q)["preemptions"].get<long long>();
+  }
+  return f;
+}
+
+// The trace, read once, for every run.
+struct Plan {
+  std::vector<TraceJob> runnable;
+  size_t trace_jobs = 0, skipped_rows = 0, too_wide = 0;
+  double last_arrival = 0, deadline_s = 0;
+};
+
+// Reads, merges and orders the traces; 0, or the exit code (2) after saying why.
+int make_plan(const ReplayOptions& opt, Plan& plan, std::ostream& err) {
   std::vector<TraceJob> jobs;
-  size_t skipped_rows = 0;
   for (const auto& path : opt.traces) {
     std::ifstream f(path);
     if (!f) {
@@ -72,7 +91,7 @@ int run_replay(const ReplayOptions& opt, std::ostream& out, std::ostream& err) {
       err << "troupe-load: " << path << ": " << p.error << "\n";
       return 2;
     }
-    skipped_rows += p.skipped;
+    plan.skipped_rows += p.skipped;
     for (auto& j : p.jobs) jobs.push_back(std::move(j));
   }
   order_trace(jobs, opt.limit);
@@ -80,39 +99,47 @@ int run_replay(const ReplayOptions& opt, std::ostream& out, std::ostream& err) {
     err << "troupe-load: the trace has no job to replay\n";
     return 2;
   }
+  plan.trace_jobs = jobs.size();
   // Jobs wider than the fleet would wait forever: left out and counted.
-  std::vector<TraceJob> runnable;
-  size_t too_wide = 0;
   double gpu_seconds = 0, max_duration = 0;
   for (auto& j : jobs) {
     JobShape s = shape_for(j.gpus, opt.gpus_per_node);
     if (s.workers > opt.nodes) {
-      ++too_wide;
+      ++plan.too_wide;
       continue;
     }
     gpu_seconds += s.total_gpus() * j.duration_s;
     max_duration = std::max(max_duration, j.duration_s);
-    runnable.push_back(std::move(j));
+    plan.runnable.push_back(std::move(j));
   }
-  if (runnable.empty()) {
+  if (plan.runnable.empty()) {
     err << "troupe-load: every job needs more nodes than --nodes " << opt.nodes << "\n";
     return 2;
   }
-  const double last_arrival = runnable.back().arrival_s;
+  plan.last_arrival = plan.runnable.back().arrival_s;
   // Default deadline: the work spread on the whole fleet, the longest job and
   // a margin, all in wall time.
-  double deadline_s = opt.deadline_s > 0
-                          ? opt.deadline_s
-                          : (gpu_seconds / (opt.nodes * static_cast<double>(opt.gpus_per_node)) +
-                             max_duration) / opt.speedup * 2 + 60;
+  plan.deadline_s = opt.deadline_s > 0
+                        ? opt.deadline_s
+                        : (gpu_seconds / (opt.nodes * static_cast<double>(opt.gpus_per_node)) +
+                           max_duration) / opt.speedup * 2 + 60;
+  return 0;
+}
 
-  bus::Library library;
+// One replay of the plan against the cluster at `url`: starts the fleet,
+// submits, waits, samples, and builds the report. `policy` is the one asked
+// for ("" when none); `host` is the self-hosted cluster, when there is one.
+// Returns the exit code (0: every job answered and terminal in time).
+int replay_once(const ReplayOptions& opt, const Plan& plan, const std::string& url,
+                const std::string& policy, SelfHost* host, Json& report, std::ostream& err) {
+  const auto& runnable = plan.runnable;
   std::string error;
-  auto engine = Engine::open(opt.nats, &error);
+  auto engine = Engine::open(url, &error);
   if (!engine) {
     err << "troupe-load: " << error << "\n";
     return 1;
   }
+  QueuesFigures before = queues_figures(engine->requester());
 
   // --- the fleet ---
   std::string prefix = opt.fleet_prefix.empty() ? "rp" + std::to_string(::getpid()) : opt.fleet_prefix;
@@ -121,7 +148,7 @@ int run_replay(const ReplayOptions& opt, std::ostream& out, std::ostream& err) {
   if (!opt.no_fleet) {
     fleet_dir = std::make_unique<TempDir>("troupe-load-fleet");
     std::vector<std::string> argv = {own_dir() + "/troupe-node",
-                                     "--nats", opt.nats,
+                                     "--nats", url,
                                      "--simulate",
                                      "--gpus", std::to_string(opt.gpus_per_node),
                                      "--gpu-type", opt.gpu_type,
@@ -141,30 +168,31 @@ int run_replay(const ReplayOptions& opt, std::ostream& out, std::ostream& err) {
     auto until = Clock::now() + std::chrono::seconds(60) + std::chrono::milliseconds(opt.nodes * 5);
     size_t alive = 0;
     while (true) {
-      sample_nodes(engine->requester(), prefix, &alive);
+      sample_nodes(engine->requester(), prefix, false, &alive);
       if (alive >= static_cast<size_t>(opt.nodes)) break;
       if (!fleet->running()) {
-        err << "troupe-load: the fleet (troupe-node --count " << opt.nodes << ") exited; see "
-            << "its log (kept only while running)\n";
+        err << "troupe-load: the fleet (troupe-node --count " << opt.nodes << ") exited; its log:\n"
+            << tail_of(fleet_dir->path() + "/fleet.log");
         return 1;
       }
       if (Clock::now() > until) {
         err << "troupe-load: only " << alive << " of " << opt.nodes
             << " fleet nodes became alive in time (is troupe-scheduler running?)\n";
+        if (host != nullptr) err << "troupe-scheduler's log:\n" << host->scheduler_log_tail();
         return 1;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(250));
     }
   }
 
-  // --- GPU allocation samples, every second ---
+  // --- GPU allocation and fragmentation samples, every second ---
   std::mutex samples_mu;
   std::vector<AllocSample> samples;
   std::atomic<bool> stop_sampling{false};
   std::thread sampler([&] {
     while (!stop_sampling.load()) {
       auto next = Clock::now() + std::chrono::seconds(1);
-      if (auto s = sample_nodes(engine->requester(), opt.no_fleet ? "" : prefix)) {
+      if (auto s = sample_nodes(engine->requester(), opt.no_fleet ? "" : prefix, true)) {
         s->t_ns = engine->now_ns();
         std::lock_guard<std::mutex> lock(samples_mu);
         samples.push_back(*s);
@@ -187,7 +215,8 @@ int run_replay(const ReplayOptions& opt, std::ostream& out, std::ostream& err) {
   RunInfo info;
   {
     Ticker ticker(opt.progress, [&] {
-      return progress_line(engine->progress(), runnable.size(), seconds_since(start));
+      return (policy.empty() ? std::string() : policy + ": ") +
+             progress_line(engine->progress(), runnable.size(), seconds_since(start));
     });
     for (const auto& j : runnable) {
       std::this_thread::sleep_until(start + secs(j.arrival_s / opt.speedup));
@@ -206,17 +235,27 @@ int run_replay(const ReplayOptions& opt, std::ostream& out, std::ostream& err) {
       job.gpu_type = opt.gpu_type;
       engine->submit(job.team, sim_job_json(job), s.total_gpus());
     }
-    info.complete = engine->wait_done(Clock::now() + secs(deadline_s));
+    info.complete = engine->wait_done(Clock::now() + secs(plan.deadline_s));
   }
   info.total_s = seconds_since(start);
   stop_sampling = true;
   if (sampler.joinable()) sampler.join();
-  info.scheduler = memory_of(opt.scheduler_pid, "troupe-scheduler");
+  QueuesFigures after = queues_figures(engine->requester());
+  if (after.preemptions)
+    info.preemptions = *after.preemptions - (before.preemptions ? *before.preemptions : 0);
+  std::optional<int> sched_pid = opt.scheduler_pid;
+  if (host != nullptr) sched_pid = host->scheduler_pid();
+  info.scheduler = memory_of(sched_pid, "troupe-scheduler");
   info.dropped = engine->dropped();
   if (fleet) fleet->stop();
+  if (host != nullptr && !host->scheduler_running())
+    err << "troupe-load: troupe-scheduler (" << policy << ") exited during the replay; its log:\n"
+        << host->scheduler_log_tail();
 
+  std::string reported = after.policy.empty() ? before.policy : after.policy;
   std::vector<std::string> traces = opt.traces;
-  info.config = Json{{"nats", opt.nats},
+  info.config = Json{{"nats", url},
+                     {"self_hosted", host != nullptr},
                      {"traces", traces},
                      {"format", trace_format_name(opt.format)},
                      {"speedup", opt.speedup},
@@ -224,27 +263,86 @@ int run_replay(const ReplayOptions& opt, std::ostream& out, std::ostream& err) {
                      {"gpus_per_node", opt.gpus_per_node},
                      {"limit", opt.limit},
                      {"fleet", opt.no_fleet ? "" : prefix},
-                     {"policy", opt.policy.empty() ? "default" : opt.policy},
-                     {"policy_applied", false},
-                     {"deadline_s", deadline_s},
+                     {"policy", !policy.empty() ? policy : !reported.empty() ? reported : "default"},
+                     {"policy_reported", reported.empty() ? Json(nullptr) : Json(reported)},
+                     // The scheduler said it runs the policy asked for (or, when none was
+                     // asked for, said which one it runs).
+                     {"policy_applied", !reported.empty() && (policy.empty() || reported == policy)},
+                     {"deadline_s", plan.deadline_s},
                      {"min_duration_s", opt.min_duration_s},
-                     {"trace_jobs", jobs.size()},
-                     {"trace_rows_skipped", skipped_rows},
-                     {"jobs_too_wide_skipped", too_wide},
-                     {"trace_span_s", last_arrival}};
+                     {"trace_jobs", plan.trace_jobs},
+                     {"trace_rows_skipped", plan.skipped_rows},
+                     {"jobs_too_wide_skipped", plan.too_wide},
+                     {"trace_span_s", plan.last_arrival}};
   std::vector<AllocSample> snap;
   {
     std::lock_guard<std::mutex> lock(samples_mu);
     snap = samples;
   }
-  Json report = replay_report(engine->results(), snap, opt.speedup, info);
-  if (opt.json)
-    out << report.dump(2) << "\n";
-  else
-    out << report_table(report);
+  report = replay_report(engine->results(), snap, opt.speedup, info);
   bool ok = info.complete && report["rejected"] == 0 && report["unanswered"] == 0;
-  if (!info.complete) err << "troupe-load: not every job ended within " << deadline_s << " s\n";
+  if (!info.complete)
+    err << "troupe-load: " << (policy.empty() ? "" : policy + ": ") << "not every job ended within "
+        << plan.deadline_s << " s\n";
+  if (!policy.empty() && reported != policy)
+    err << "troupe-load: asked for policy " << policy << " but the scheduler reports '" << reported
+        << "'\n";
   return ok ? 0 : 1;
+}
+
+}  // namespace
+
+int run_replay(const ReplayOptions& opt, std::ostream& out, std::ostream& err) {
+  Plan plan;
+  if (int rc = make_plan(opt, plan, err); rc != 0) return rc;
+  bus::Library library;
+
+  if (!opt.self_host) {
+    Json report;
+    int rc = replay_once(opt, plan, opt.nats, opt.policies.empty() ? "" : opt.policies[0], nullptr,
+                         report, err);
+    if (report.is_null()) return rc;
+    if (opt.json)
+      out << report.dump(2) << "\n";
+    else
+      out << report_table(report);
+    return rc;
+  }
+
+  // Self-hosted: one nats-server, scheduler and fleet per policy, in turn.
+  std::vector<std::pair<std::string, Json>> runs;
+  int rc = 0;
+  for (const auto& policy : opt.policies) {
+    HostOptions ho;
+    ho.policy = policy;
+    ho.nats_server = opt.nats_server;
+    ho.config = opt.scheduler_config;
+    std::string error;
+    auto host = SelfHost::start(ho, &error);
+    if (!host) {
+      err << "troupe-load: cannot host a cluster for policy " << policy << ": " << error << "\n";
+      return 1;
+    }
+    Json report;
+    int one = replay_once(opt, plan, host->url(), policy, host.get(), report, err);
+    host->stop();
+    if (report.is_null()) return one;
+    rc = std::max(rc, one);
+    runs.emplace_back(policy, std::move(report));
+  }
+  if (runs.size() == 1) {
+    if (opt.json)
+      out << runs[0].second.dump(2) << "\n";
+    else
+      out << report_table(runs[0].second);
+    return rc;
+  }
+  Json c = compare_report(runs);
+  if (opt.json)
+    out << c.dump(2) << "\n";
+  else
+    out << compare_table(c);
+  return rc;
 }
 
 }  // namespace troupe::load

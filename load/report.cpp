@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "load/stats.hpp"
@@ -158,6 +159,30 @@ Json replay_report(const std::vector<JobResult>& jobs, const std::vector<AllocSa
   r["gpu_allocation"] = Json{{"samples", used},
                              {"mean", used > 0 ? round3(sum_frac / static_cast<double>(used)) : 0.0}};
 
+  // Fragmentation over the same window, from the samples that had a queues reply.
+  size_t fused = 0, with_pending = 0;
+  double sum_frag = 0, sum_frag_frac = 0, sum_free = 0;
+  long long max_frag = 0;
+  for (const auto& s : samples) {
+    if (!s.has_queues || s.total <= 0) continue;
+    if (t0 >= 0 && s.t_ns < t0) continue;
+    if (last_end >= 0 && s.t_ns > last_end) continue;
+    ++fused;
+    if (s.pending) ++with_pending;
+    sum_frag += static_cast<double>(s.fragmented);
+    sum_frag_frac += static_cast<double>(s.fragmented) / static_cast<double>(s.total);
+    sum_free += static_cast<double>(s.free);
+    max_frag = std::max(max_frag, s.fragmented);
+  }
+  auto mean_of = [&](double sum) { return fused > 0 ? round3(sum / static_cast<double>(fused)) : 0.0; };
+  r["fragmentation"] = Json{{"samples", fused},
+                            {"samples_with_pending", with_pending},
+                            {"mean_gpus", mean_of(sum_frag)},
+                            {"max_gpus", max_frag},
+                            {"mean_fraction", mean_of(sum_frag_frac)},
+                            {"mean_free_gpus", mean_of(sum_free)}};
+  r["preemptions"] = info.preemptions ? Json(*info.preemptions) : Json(nullptr);
+
   double total_gpu_s = 0;
   std::vector<double> per_team;
   for (const auto& [t, g] : team_gpu_s) {
@@ -173,6 +198,190 @@ Json replay_report(const std::vector<JobResult>& jobs, const std::vector<AllocSa
   r["teams"] = teams;
   r["jain_index"] = round3(jain_index(per_team));
   return r;
+}
+
+std::optional<AllocSample> sample_from(const Json& nodes, const Json& queues,
+                                       const std::string& prefix, size_t* alive_out) {
+  if (!nodes.is_object() || !nodes.contains("nodes") || !nodes["nodes"].is_array())
+    return std::nullopt;
+  struct Want {
+    long long gpus;
+    std::string type, pool;
+  };
+  std::vector<Want> wants;
+  std::set<std::string> held;
+  AllocSample s;
+  if (queues.is_object() && queues.contains("teams") && queues["teams"].is_array()) {
+    for (const auto& row : queues["teams"]) {
+      auto it = row.find("pending_shapes");
+      if (it == row.end() || !it->is_array()) continue;
+      s.has_queues = true;
+      for (const auto& w : *it) {
+        long long g = w.value("gpus", 0LL);
+        if (g <= 0) continue;
+        std::string pool = w.value("pool", "");
+        if (pool.empty()) pool = row.value("pool", "");
+        wants.push_back({g, w.value("gpu_type", ""), pool});
+      }
+    }
+    if (queues.contains("pools") && queues["pools"].is_array())
+      for (const auto& p : queues["pools"])
+        if (p.contains("hold") && p["hold"].is_object() && p["hold"].contains("nodes") &&
+            p["hold"]["nodes"].is_array())
+          for (const auto& n : p["hold"]["nodes"])
+            if (n.is_string()) held.insert(n.get<std::string>());
+  }
+  s.pending = !wants.empty();
+  size_t alive = 0;
+  for (const auto& n : nodes["nodes"]) {
+    if (!n.value("alive", false)) continue;
+    std::string name = n.value("node", "");
+    if (!prefix.empty() && name.rfind(prefix + "-", 0) != 0) continue;
+    ++alive;
+    long long t = n.value("gpus_total", 0LL), a = n.value("gpus_allocated", 0LL),
+              res = n.value("gpus_reserved", 0LL);
+    long long f = n.contains("gpus_free") ? n.value("gpus_free", 0LL) : std::max(0LL, t - a - res);
+    s.allocated += a;
+    s.total += t;
+    s.free += f;
+    if (f <= 0 || wants.empty() || held.count(name) != 0) continue;
+    std::string type = n.value("gpu_type", ""), pool = n.value("pool", "");
+    bool usable = std::any_of(wants.begin(), wants.end(), [&](const Want& w) {
+      return w.gpus <= f && (w.type.empty() || w.type == type) && (w.pool.empty() || w.pool == pool);
+    });
+    if (!usable) s.fragmented += f;
+  }
+  if (alive_out != nullptr) *alive_out = alive;
+  return s;
+}
+
+namespace {
+// A number at a JSON pointer of a report, or nullopt.
+std::optional<double> at(const Json& j, const char* pointer) {
+  Json::json_pointer p(pointer);
+  if (!j.contains(p)) return std::nullopt;
+  const Json& v = j.at(p);
+  if (!v.is_number()) return std::nullopt;
+  return v.get<double>();
+}
+
+struct Measure {
+  const char* key;      // in "ratios"
+  const char* label;    // in the table
+  const char* pointer;  // into one run's report
+  bool ratio;           // has a ratio
+};
+
+const Measure kMeasures[] = {
+    {"jobs", "jobs submitted", "/submitted", false},
+    {"terminal", "jobs terminal", "/terminal", false},
+    {"jct_avg", "JCT avg (s)", "/jct/avg_s", true},
+    {"jct_p99", "JCT p99 (s)", "/jct/p99_s", true},
+    {"queueing_avg", "queueing delay avg (s)", "/queueing_delay/avg_s", true},
+    {"queueing_p99", "queueing delay p99 (s)", "/queueing_delay/p99_s", true},
+    {"makespan", "makespan (s)", "/makespan_s", true},
+    {"jct_avg_trace", "JCT avg (trace s)", "/jct/avg_trace_s", false},
+    {"jct_p99_trace", "JCT p99 (trace s)", "/jct/p99_trace_s", false},
+    {"queueing_avg_trace", "queueing avg (trace s)", "/queueing_delay/avg_trace_s", false},
+    {"queueing_p99_trace", "queueing p99 (trace s)", "/queueing_delay/p99_trace_s", false},
+    {"makespan_trace", "makespan (trace s)", "/makespan_trace_s", false},
+    {"gpu_allocation_mean", "GPU allocation (mean)", "/gpu_allocation/mean", true},
+    {"jain_index", "Jain's index (teams)", "/jain_index", true},
+    {"fragmented_gpus_mean", "fragmented GPUs (mean)", "/fragmentation/mean_gpus", true},
+    {"preemptions", "preemptions", "/preemptions", false},
+    {"scheduler_peak_rss_mb", "scheduler peak RSS (MB)", "/scheduler/peak_rss_mb", false},
+    {"total_s", "wall time (s)", "/total_s", false},
+};
+}  // namespace
+
+Json compare_report(const std::vector<std::pair<std::string, Json>>& runs) {
+  Json r{{"mode", "replay_compare"}};
+  Json names = Json::array();
+  bool complete = !runs.empty();
+  for (const auto& [name, rep] : runs) {
+    names.push_back(name);
+    complete = complete && rep.value("complete", false);
+  }
+  r["policies"] = names;
+  r["complete"] = complete;
+  Json ratios = Json::object();
+  if (runs.size() >= 2) {
+    ratios["of"] = runs[0].first + " / " + runs[1].first;
+    for (const auto& m : kMeasures) {
+      if (!m.ratio) continue;
+      auto a = at(runs[0].second, m.pointer), b = at(runs[1].second, m.pointer);
+      ratios[m.key] = a && b && *b != 0 ? Json(round3(*a / *b)) : Json(nullptr);
+    }
+  }
+  r["ratios"] = ratios;
+  Json each = Json::object();
+  for (const auto& [name, rep] : runs) each[name] = rep;
+  r["runs"] = each;
+  return r;
+}
+
+std::string compare_table(const Json& c) {
+  std::vector<std::string> names;
+  if (c.contains("policies"))
+    for (const auto& n : c["policies"]) names.push_back(n.get<std::string>());
+  const bool with_ratio = c.contains("ratios") && c["ratios"].contains("of");
+  std::vector<std::vector<std::string>> rows;
+  std::vector<std::string> head{"measure"};
+  for (const auto& n : names) head.push_back(n);
+  if (with_ratio) head.push_back(c["ratios"]["of"].get<std::string>());
+  rows.push_back(head);
+  auto cell = [](std::optional<double> v, bool fixed = false) {
+    if (!v) return std::string("-");
+    char buf[64];
+    if (!fixed && *v == std::floor(*v) && std::fabs(*v) < 1e12)
+      std::snprintf(buf, sizeof buf, "%.0f", *v);
+    else
+      std::snprintf(buf, sizeof buf, "%.3f", *v);
+    return std::string(buf);
+  };
+  for (const auto& m : kMeasures) {
+    std::vector<std::string> row{m.label};
+    for (const auto& n : names) row.push_back(cell(at(c["runs"][n], m.pointer)));
+    if (with_ratio) {
+      const Json& q = c["ratios"];
+      row.push_back(m.ratio && q.contains(m.key) && q[m.key].is_number()
+                        ? cell(q[m.key].get<double>(), true)
+                        : std::string(m.ratio ? "-" : ""));
+    }
+    rows.push_back(row);
+  }
+  // Each team's share of the GPU time.
+  std::set<std::string> teams;
+  for (const auto& n : names)
+    if (c["runs"][n].contains("teams"))
+      for (auto it = c["runs"][n]["teams"].begin(); it != c["runs"][n]["teams"].end(); ++it)
+        teams.insert(it.key());
+  for (const auto& t : teams) {
+    std::vector<std::string> row{"share " + t};
+    for (const auto& n : names) {
+      const Json& rep = c["runs"][n];
+      row.push_back(rep.contains("teams") && rep["teams"].contains(t)
+                        ? cell(rep["teams"][t].value("share", 0.0))
+                        : std::string("-"));
+    }
+    if (with_ratio) row.push_back("");
+    rows.push_back(row);
+  }
+  std::vector<size_t> width(head.size(), 0);
+  for (const auto& row : rows)
+    for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
+  std::ostringstream out;
+  for (const auto& row : rows) {
+    for (size_t i = 0; i < row.size(); ++i) {
+      if (i == 0)
+        out << row[i] << std::string(width[i] - row[i].size(), ' ');
+      else
+        out << "  " << std::string(width[i] - row[i].size(), ' ') << row[i];
+    }
+    out << "\n";
+  }
+  out << "complete: " << (c.value("complete", false) ? "yes" : "no") << "\n";
+  return out.str();
 }
 
 namespace {

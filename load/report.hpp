@@ -24,6 +24,9 @@ struct RunInfo {
   bool complete = false;  // every job answered and terminal before the deadline
   std::optional<ProcMemory> scheduler;
   int64_t dropped = 0;    // messages the NATS client dropped (slow consumer)
+  // Replays: jobs preempted during the run (troupe.sys.queues "preemptions",
+  // end minus start); nullopt when the scheduler did not say.
+  std::optional<long long> preemptions;
 };
 
 // Load-run report: counts, per-state counts, submissions/s acknowledged,
@@ -35,12 +38,29 @@ struct RunInfo {
 // reply or event arrived here.
 Json load_report(const std::vector<JobResult>& jobs, const RunInfo& info);
 
-// One troupe.sys.nodes sample: GPUs allocated and in total over alive nodes.
+// One sample of troupe.sys.nodes (and troupe.sys.queues): GPUs allocated,
+// free and in total over alive nodes, and how many free GPUs are fragmented.
 struct AllocSample {
   int64_t t_ns = 0;
   long long allocated = 0;
   long long total = 0;
+  long long free = 0;
+  // Free GPUs, outside any backfill hold, on nodes where no pending job's
+  // worker fits (GPU count, type, pool); 0 when no GPU job is pending. Only
+  // meaningful when `has_queues`.
+  long long fragmented = 0;
+  bool has_queues = false;  // a troupe.sys.queues reply came with pending_shapes
+  bool pending = false;     // some GPU job was pending
 };
+
+// Builds a sample from a troupe.sys.nodes reply and, when not null, a
+// troupe.sys.queues reply (teams[].pending_shapes, pools[].hold.nodes),
+// counting only alive nodes whose name starts with `prefix` + "-" (every
+// node when `prefix` is empty). `alive` gets the number of such nodes.
+// nullopt when `nodes` is not a NodeList. The same definition as the
+// troupe_gpus_fragmented metric (docs/metrics.md).
+std::optional<AllocSample> sample_from(const Json& nodes, const Json& queues,
+                                       const std::string& prefix, size_t* alive = nullptr);
 
 // Replay report. Wall-clock figures (seconds) are also given scaled back to
 // trace time ("*_trace_s" = wall x speedup):
@@ -52,6 +72,17 @@ struct AllocSample {
 //   Jain's index over the teams' GPU times.
 Json replay_report(const std::vector<JobResult>& jobs, const std::vector<AllocSample>& samples,
                    double speedup, const RunInfo& info);
+
+// Several replays of the same trace, one per policy (the first is the one
+// compared, the second the baseline): {"mode": "replay_compare", "policies",
+// "complete", "ratios": first / second for the average and p99 JCT and
+// queueing delay, makespan, mean GPU allocation, Jain's index and mean
+// fragmented GPUs (null where the baseline is 0), "runs": {policy: report}}.
+Json compare_report(const std::vector<std::pair<std::string, Json>>& runs);
+
+// A compare report as a table: one row per measure, one column per policy,
+// and the ratio column.
+std::string compare_table(const Json& compare);
 
 // The report as an aligned two-column table (nested objects flattened to
 // dotted keys).

@@ -1,6 +1,10 @@
 // Integration tests of troupe-load against real processes (harness.hpp):
 // a load run of 300 simulated jobs on a fleet of 20 simulated nodes in one
-// troupe-node process, and a small trace replay that starts its own fleet.
+// troupe-node process; the acceptance run of 20,000 jobs on 1,000 simulated
+// nodes; a small trace replay that starts its own fleet; and the same replay
+// with --compare, which hosts its own nats-server and scheduler per policy.
+#include <signal.h>
+
 #include <set>
 #include <string>
 #include <vector>
@@ -14,6 +18,38 @@ using namespace troupe;
 using namespace troupe::it;
 
 namespace {
+
+// Every key of a replay report, and sane values.
+void check_replay_report(const Json& j, int jobs, const std::string& policy) {
+  INFO(policy);
+  for (const char* k : {"mode", "config", "submitted", "acknowledged", "rejected", "unanswered",
+                        "placed", "terminal", "complete", "states", "total_s", "scheduler", "jct",
+                        "queueing_delay", "makespan_s", "makespan_trace_s", "gpu_allocation",
+                        "fragmentation", "preemptions", "teams", "jain_index"})
+    CHECK(j.contains(k));
+  CHECK(j["mode"] == "replay");
+  CHECK(j["submitted"] == jobs);
+  CHECK(j["terminal"] == jobs);
+  CHECK(j["complete"] == true);
+  CHECK(j["states"]["succeeded"] == jobs);
+  CHECK(j["config"]["policy"] == policy);
+  CHECK(j["config"]["policy_reported"] == policy);
+  CHECK(j["config"]["policy_applied"] == true);
+  CHECK(j["config"]["self_hosted"] == true);
+  CHECK(j["jct"]["count"] == jobs);
+  CHECK(j["jct"]["avg_s"].get<double>() > 0);
+  CHECK(j["jct"]["p99_s"].get<double>() >= j["jct"]["avg_s"].get<double>());
+  CHECK(j["queueing_delay"]["count"] == jobs);
+  CHECK(j["makespan_s"].get<double>() > 0);
+  CHECK(j["gpu_allocation"]["samples"].get<int>() > 0);
+  CHECK(j["gpu_allocation"]["mean"].get<double>() > 0);
+  CHECK(j["gpu_allocation"]["mean"].get<double>() <= 1);
+  CHECK(j["fragmentation"]["samples"].get<int>() > 0);
+  CHECK(j["preemptions"].is_number_integer());
+  REQUIRE(j["scheduler"].is_object());
+  CHECK(j["scheduler"]["peak_rss_kb"].get<long long>() > 0);
+  CHECK(j["jain_index"].get<double>() == Approx(1));
+}
 
 Json parse_report(const RunResult& r) {
   INFO("troupe-load rc=" << r.exit_code << "\nstdout:\n" << r.out << "\nstderr:\n" << r.err);
@@ -89,8 +125,15 @@ TEST_CASE("troupe-load replay: 30 tiresias jobs on its own fleet, fast-forwarded
   CHECK(j["terminal"] == 30);
   CHECK(j["complete"] == true);
   CHECK(j["states"]["succeeded"] == 30);
+  // The scheduler of this cluster runs the default policy: the replay says
+  // so instead of claiming fifo.
   CHECK(j["config"]["policy"] == "fifo");
+  CHECK(j["config"]["policy_reported"] == "troupe");
   CHECK(j["config"]["policy_applied"] == false);
+  CHECK(j["config"]["self_hosted"] == false);
+  CHECK(j["preemptions"] == 0);
+  CHECK(j["fragmentation"]["samples"].get<int>() > 0);
+  CHECK(j["fragmentation"]["mean_gpus"].get<double>() >= 0);
   CHECK(j["jct"]["count"] == 30);
   CHECK(j["jct"]["avg_s"].get<double>() > 0);
   CHECK(j["jct"]["p99_s"].get<double>() >= j["jct"]["avg_s"].get<double>());
@@ -102,4 +145,101 @@ TEST_CASE("troupe-load replay: 30 tiresias jobs on its own fleet, fast-forwarded
   REQUIRE(j["teams"].contains("60_job"));
   CHECK(j["teams"]["60_job"]["share"].get<double>() == Approx(1));
   CHECK(j["jain_index"].get<double>() == Approx(1));
+}
+
+TEST_CASE("troupe-load acceptance: 20,000 jobs on 1,000 simulated nodes x 8 GPUs all end",
+          "[integration][load][acceptance]") {
+  ClusterOptions opts;
+  opts.nodes.push_back(NodeOptions{"big", 8, "a100", true, {"--count", "1000"}});
+  Cluster c(opts);
+  REQUIRE(c.wait_nodes_alive(1000, 60s));
+
+  const auto t0 = Clock::now();
+  RunResult r = run_program({bin_dir() + "/troupe-load", "--nats", c.url(), "--jobs", "20000",
+                             "--teams", "ta,tb,tc,td", "--duration-s", "0.05", "--deadline-s",
+                             "120", "--scheduler-pid", std::to_string(c.scheduler().pid()),
+                             "--json", "--no-progress"},
+                            c.dir(), "troupe-load-20k", 170s, &c.dump());
+  const double took = std::chrono::duration<double>(Clock::now() - t0).count();
+  Json j = parse_report(r);
+  INFO(j.dump(2) << "\nstderr:\n" << r.err << "\ntook " << took << " s");
+  CHECK(r.exit_code == 0);
+  for (const char* k : {"mode", "config", "submitted", "acknowledged", "rejected", "unanswered",
+                        "placed", "terminal", "complete", "states", "errors", "total_s",
+                        "scheduler", "nats_dropped", "submit_window_s", "submit_rate_per_s",
+                        "placement_rate_per_s", "submit_to_ack_ms", "submit_to_placed_ms"})
+    CHECK(j.contains(k));
+  CHECK(j["mode"] == "load");
+  CHECK(j["config"]["jobs"] == 20000);
+  CHECK(j["submitted"] == 20000);
+  CHECK(j["acknowledged"] == 20000);
+  CHECK(j["rejected"] == 0);
+  CHECK(j["unanswered"] == 0);
+  CHECK(j["placed"] == 20000);
+  CHECK(j["terminal"] == 20000);
+  CHECK(j["complete"] == true);
+  CHECK(j["states"]["succeeded"] == 20000);
+  CHECK(j["states"]["failed"] == 0);
+  CHECK(j["states"]["canceled"] == 0);
+  CHECK(j["states"]["not_terminal"] == 0);
+  CHECK(j["nats_dropped"] == 0);
+  CHECK(j["submit_rate_per_s"].get<double>() > 0);
+  CHECK(j["placement_rate_per_s"].get<double>() > 0);
+  for (const char* k : {"submit_to_ack_ms", "submit_to_placed_ms"}) {
+    INFO(k);
+    CHECK(j[k]["count"] == 20000);
+    CHECK(j[k]["p50"].get<double>() > 0);
+    CHECK(j[k]["p50"].get<double>() <= j[k]["p99"].get<double>());
+    CHECK(j[k]["p99"].get<double>() <= j[k]["p999"].get<double>());
+    CHECK(j[k]["p999"].get<double>() <= j[k]["max"].get<double>());
+  }
+  CHECK(j["total_s"].get<double>() > 0);
+  CHECK(j["total_s"].get<double>() < 150);
+  REQUIRE(j["scheduler"].is_object());
+  CHECK(j["scheduler"]["pid"] == c.scheduler().pid());
+  CHECK(j["scheduler"]["peak_rss_kb"].get<long long>() > 0);
+  CHECK(took < 170);
+}
+
+TEST_CASE("troupe-load replay --compare: 30 tiresias jobs under troupe and fifo, with ratios",
+          "[integration][load]") {
+  TmpDir dir("troupe-it-compare");
+  FailureDump dump;
+  RunResult r = run_program({bin_dir() + "/troupe-load", "replay",
+                             "/work/shared/traces/tiresias-60job/60_job.csv", "--format",
+                             "tiresias", "--compare", "--speedup", "200", "--nodes", "4",
+                             "--gpus-per-node", "8", "--limit", "30", "--deadline-s", "40",
+                             "--nats-server", nats_server_path(), "--json", "--no-progress"},
+                            dir.path(), "troupe-load-compare", 120s, &dump);
+  Json j = parse_report(r);
+  INFO(j.dump(2) << "\nstderr:\n" << r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(j["mode"] == "replay_compare");
+  CHECK(j["policies"] == Json::array({"troupe", "fifo"}));
+  CHECK(j["complete"] == true);
+  REQUIRE(j["runs"].contains("troupe"));
+  REQUIRE(j["runs"].contains("fifo"));
+  check_replay_report(j["runs"]["troupe"], 30, "troupe");
+  check_replay_report(j["runs"]["fifo"], 30, "fifo");
+  // Each run had its own cluster.
+  CHECK(j["runs"]["troupe"]["config"]["nats"] != j["runs"]["fifo"]["config"]["nats"]);
+  CHECK(j["runs"]["troupe"]["scheduler"]["pid"] != j["runs"]["fifo"]["scheduler"]["pid"]);
+  CHECK(j["ratios"]["of"] == "troupe / fifo");
+  for (const char* k : {"jct_avg", "jct_p99", "queueing_avg", "queueing_p99", "makespan",
+                        "gpu_allocation_mean", "jain_index"}) {
+    INFO(k);
+    REQUIRE(j["ratios"][k].is_number());
+    CHECK(j["ratios"][k].get<double>() > 0);
+  }
+  CHECK(j["ratios"]["jain_index"].get<double>() == Approx(1));
+  CHECK(j["ratios"]["jct_avg"].get<double>() ==
+        Approx(j["runs"]["troupe"]["jct"]["avg_s"].get<double>() /
+               j["runs"]["fifo"]["jct"]["avg_s"].get<double>())
+            .epsilon(0.01));
+  // Nothing of either cluster is left running.
+  for (const char* p : {"troupe", "fifo"}) {
+    INFO(p);
+    long long pid = j["runs"][p]["scheduler"]["pid"].get<long long>();
+    CHECK(::kill(static_cast<pid_t>(pid), 0) != 0);
+  }
 }

@@ -325,3 +325,136 @@ TEST_CASE("load report: replay JCT, queueing, allocation and fairness", "[load][
   CHECK(r["teams"]["a"]["share"].get<double>() == Approx(0.5));
   CHECK(r["jain_index"].get<double>() == Approx(1));
 }
+
+TEST_CASE("load options: --compare, --policy A,B and --self-host", "[load][options]") {
+  const char* trace = "/work/shared/traces/tiresias-60job/60_job.csv";
+  auto c = parse({"replay", trace, "--compare"});
+  REQUIRE(c.kind == Command::run_replay);
+  CHECK(c.replay.policies == std::vector<std::string>{"troupe", "fifo"});
+  CHECK(c.replay.self_host);
+  auto both = parse({"replay", trace, "--policy", "fifo,troupe"});
+  REQUIRE(both.kind == Command::run_replay);
+  CHECK(both.replay.policies == std::vector<std::string>{"fifo", "troupe"});
+  CHECK(both.replay.self_host);
+  auto one = parse({"replay", trace, "--policy", "fifo", "--self-host"});
+  REQUIRE(one.kind == Command::run_replay);
+  CHECK(one.replay.policies == std::vector<std::string>{"fifo"});
+  auto plain = parse({"replay", trace, "--self-host"});
+  REQUIRE(plain.kind == Command::run_replay);
+  CHECK(plain.replay.policies == std::vector<std::string>{"troupe"});
+  // An external cluster: one policy, checked, not started.
+  auto ext = parse({"replay", trace, "--nats", "nats://x:1", "--policy", "fifo"});
+  REQUIRE(ext.kind == Command::run_replay);
+  CHECK_FALSE(ext.replay.self_host);
+  CHECK(ext.replay.nats_given);
+  // Refused: self-hosting with --nats or --no-fleet, unknown or repeated policies.
+  CHECK(parse({"replay", trace, "--compare", "--nats", "nats://x:1"}).exit_code == 2);
+  CHECK(parse({"replay", trace, "--compare", "--no-fleet"}).exit_code == 2);
+  CHECK(parse({"replay", trace, "--policy", "troupe,slurm"}).exit_code == 2);
+  CHECK(parse({"replay", trace, "--policy", "fifo,fifo"}).exit_code == 2);
+  CHECK(parse({"replay", trace, "--policy", "a,b,c"}).exit_code == 2);
+  CHECK(parse({"replay", trace, "--compare", "--policy", "fifo"}).exit_code == 2);
+}
+
+TEST_CASE("load report: allocation and fragmentation samples from nodes and queues",
+          "[load][report]") {
+  Json nodes = Json::parse(R"({"nodes": [
+    {"node": "rp1-00001", "alive": true, "gpus_total": 8, "gpus_allocated": 6, "gpus_reserved": 0,
+     "gpus_free": 2, "gpu_type": "sim", "pool": "sim"},
+    {"node": "rp1-00002", "alive": true, "gpus_total": 8, "gpus_allocated": 0, "gpus_reserved": 0,
+     "gpus_free": 8, "gpu_type": "sim", "pool": "sim"},
+    {"node": "rp1-00003", "alive": true, "gpus_total": 8, "gpus_allocated": 5, "gpus_reserved": 0,
+     "gpus_free": 3, "gpu_type": "sim", "pool": "sim"},
+    {"node": "rp1-00004", "alive": false, "gpus_total": 8, "gpus_allocated": 0, "gpus_free": 8},
+    {"node": "other-00001", "alive": true, "gpus_total": 8, "gpus_allocated": 0, "gpus_free": 8}
+  ]})");
+  // A 4-GPU worker is pending: node 1 (2 free) is fragmented, node 2 fits it,
+  // node 3 (3 free) is held for a gang, so not counted.
+  Json queues = Json::parse(R"({"policy": "troupe",
+    "pools": [{"pool": "sim", "hold": {"job_id": "j-1", "nodes": ["rp1-00003"]}}],
+    "teams": [{"team": "a", "pool": "sim", "pending_shapes": [{"gpus": 4, "gpu_type": "sim", "pool": "sim"}]},
+              {"team": "b", "pool": "sim", "pending_shapes": []}]})");
+  size_t alive = 0;
+  auto s = sample_from(nodes, queues, "rp1", &alive);
+  REQUIRE(s);
+  CHECK(alive == 3);
+  CHECK(s->total == 24);
+  CHECK(s->allocated == 11);
+  CHECK(s->free == 13);
+  CHECK(s->has_queues);
+  CHECK(s->pending);
+  CHECK(s->fragmented == 2);
+  // Nothing pending: nothing fragmented.
+  Json idle = Json::parse(R"({"teams": [{"team": "a", "pool": "sim", "pending_shapes": []}]})");
+  auto s2 = sample_from(nodes, idle, "rp1");
+  REQUIRE(s2);
+  CHECK(s2->has_queues);
+  CHECK_FALSE(s2->pending);
+  CHECK(s2->fragmented == 0);
+  // No queues reply: allocation only; every node without a prefix.
+  auto s3 = sample_from(nodes, Json(), "", &alive);
+  REQUIRE(s3);
+  CHECK(alive == 4);
+  CHECK(s3->total == 32);
+  CHECK_FALSE(s3->has_queues);
+  // Another type pending: every free GPU outside holds is fragmented.
+  Json other = Json::parse(R"({"teams": [{"team": "a", "pool": "", "pending_shapes": [{"gpus": 1, "gpu_type": "h100", "pool": ""}]}]})");
+  auto s4 = sample_from(nodes, other, "rp1");
+  REQUIRE(s4);
+  CHECK(s4->fragmented == 13);
+  CHECK_FALSE(sample_from(Json::parse(R"({"error": "x"})"), queues, ""));
+}
+
+TEST_CASE("load report: fragmentation and preemptions in the replay report", "[load][report]") {
+  std::vector<JobResult> jobs = {job("a", 1, 0, 1, 100, 100, 2000, "succeeded")};
+  AllocSample a{500000000, 4, 8, 4, 2, true, true};
+  AllocSample b{1500000000, 8, 8, 0, 0, true, false};
+  AllocSample no_queues{1000000000, 8, 8, 0, 0, false, false};
+  RunInfo info;
+  info.complete = true;
+  info.preemptions = 3;
+  Json r = replay_report(jobs, {a, b, no_queues}, 1.0, info);
+  CHECK(r["fragmentation"]["samples"] == 2);
+  CHECK(r["fragmentation"]["samples_with_pending"] == 1);
+  CHECK(r["fragmentation"]["mean_gpus"].get<double>() == Approx(1));
+  CHECK(r["fragmentation"]["max_gpus"] == 2);
+  CHECK(r["fragmentation"]["mean_fraction"].get<double>() == Approx(0.125));
+  CHECK(r["fragmentation"]["mean_free_gpus"].get<double>() == Approx(2));
+  CHECK(r["preemptions"] == 3);
+  RunInfo unknown;
+  CHECK(replay_report(jobs, {}, 1.0, unknown)["preemptions"].is_null());
+}
+
+TEST_CASE("load report: two policies side by side with ratios", "[load][report]") {
+  std::vector<JobResult> fast = {job("a", 1, 0, 1, 100, 100, 1000, "succeeded"),
+                                 job("b", 1, 0, 1, 100, 100, 1000, "succeeded")};
+  std::vector<JobResult> slow = {job("a", 1, 0, 1, 100, 100, 1000, "succeeded"),
+                                 job("b", 1, 0, 1, 1100, 1100, 2000, "succeeded")};
+  RunInfo info;
+  info.complete = true;
+  info.preemptions = 0;
+  Json t = replay_report(fast, {{500000000, 2, 4}}, 10.0, info);
+  Json f = replay_report(slow, {{500000000, 1, 4}}, 10.0, info);
+  Json c = compare_report({{"troupe", t}, {"fifo", f}});
+  CHECK(c["mode"] == "replay_compare");
+  CHECK(c["policies"] == Json::array({"troupe", "fifo"}));
+  CHECK(c["complete"] == true);
+  CHECK(c["runs"]["troupe"]["jct"]["avg_s"].get<double>() == Approx(1.0));
+  CHECK(c["ratios"]["of"] == "troupe / fifo");
+  CHECK(c["ratios"]["jct_avg"].get<double>() == Approx(1.0 / 1.5).epsilon(0.01));
+  CHECK(c["ratios"]["makespan"].get<double>() == Approx(0.5));
+  CHECK(c["ratios"]["queueing_avg"].get<double>() == Approx(0.1 / 0.6).epsilon(0.01));
+  CHECK(c["ratios"]["gpu_allocation_mean"].get<double>() == Approx(2.0));
+  CHECK(c["ratios"]["jain_index"].is_number());
+  // The baseline's 0 gives no ratio.
+  CHECK(c["ratios"]["fragmented_gpus_mean"].is_null());
+  std::string table = compare_table(c);
+  CHECK(table.find("JCT avg (s)") != std::string::npos);
+  CHECK(table.find("troupe / fifo") != std::string::npos);
+  CHECK(table.find("share a") != std::string::npos);
+  CHECK(table.find("complete: yes") != std::string::npos);
+  // One incomplete run makes the comparison incomplete.
+  RunInfo late;
+  Json f2 = replay_report(slow, {}, 10.0, late);
+  CHECK(compare_report({{"troupe", t}, {"fifo", f2}})["complete"] == false);
+}

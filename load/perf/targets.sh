@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# Measures the brief's §7 targets with troupe-load against a cluster of real
+# processes on this machine (docs/performance.md has the figures):
+#
+#   load/perf/targets.sh [--build DIR] [--perf] MEASURE
+#
+#   throughput NODES TEAMS JOBS   rate 0: submissions/s acknowledged and placements/s
+#                                 on NODES simulated nodes x 8 GPUs, TEAMS teams
+#   latency RATE JOBS             p99 submit->placed at a moderate RATE (1,000 nodes, 1-GPU jobs)
+#   queued JOBS                   scheduler RSS with JOBS queued: no node of the
+#                                 asked GPU type, so every job stays queued
+#
+# Each run starts its own nats-server -js on a free port, troupe-scheduler
+# and (for throughput and latency) troupe-node --simulate --count NODES, and
+# prints the troupe-load JSON report, the 1-min load average before and after
+# and, with --perf, a `perf report` summary of troupe-scheduler during the run
+# (perf record -g, call graphs, inclusive). Everything is stopped at the end.
+set -euo pipefail
+BUILD=build
+PERF=0
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --build) BUILD=$2; shift 2 ;;
+    --perf) PERF=1; shift ;;
+    *) break ;;
+  esac
+done
+MEASURE=${1:?measure: throughput | latency | queued}; shift
+BIN=$(cd "$BUILD/bin" && pwd)
+NATS=$(command -v nats-server || echo /usr/sbin/nats-server)
+DIR=$(mktemp -d /tmp/troupe-perf-XXXXXX)
+PIDS=()
+cleanup() {
+  for ((i=${#PIDS[@]}-1; i>=0; i--)); do kill "${PIDS[$i]}" 2>/dev/null || true; done
+  sleep 1
+  for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  rm -rf "$DIR"
+}
+trap cleanup EXIT
+
+PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+URL=nats://127.0.0.1:$PORT
+"$NATS" -js -a 127.0.0.1 -p "$PORT" -sd "$DIR/js" >"$DIR/nats.log" 2>&1 & PIDS+=($!)
+for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$PORT) 2>/dev/null && break; sleep 0.1; done
+"$BIN/troupe-scheduler" --nats "$URL" --checkpoint-root "$DIR/ckpt" >"$DIR/scheduler.log" 2>&1 &
+SCHED=$!; PIDS+=($SCHED)
+sleep 1
+
+fleet() {  # fleet N: N simulated nodes x 8 a100, waits until all are alive
+  "$BIN/troupe-node" --nats "$URL" --simulate --count "$1" --gpus 8 --gpu-type a100 \
+    --name-prefix f --state-dir "$DIR/fleet" --log-level warn >"$DIR/fleet.log" 2>&1 & PIDS+=($!)
+  for _ in $(seq 240); do
+    n=$(TROUPE_NATS=$URL timeout 20 "$BIN/troupe" nodes --json 2>/dev/null |
+        python3 -c 'import json,sys; print(sum(1 for n in json.load(sys.stdin)["nodes"] if n.get("alive")))' 2>/dev/null || echo 0)
+    [[ "$n" -ge "$1" ]] && return 0
+    sleep 0.5
+  done
+  echo "fleet: only $n of $1 nodes alive" >&2; return 1
+}
+
+profile_start() {
+  [[ $PERF == 1 ]] || return 0
+  perf record -g -F 499 -p "$SCHED" -o "$DIR/perf.data" >"$DIR/perf.log" 2>&1 & PERF_PID=$!
+  sleep 0.5
+}
+profile_stop() {
+  [[ $PERF == 1 ]] || return 0
+  kill -INT "$PERF_PID" 2>/dev/null || true
+  wait "$PERF_PID" 2>/dev/null || true
+  echo "--- perf report (children = inclusive), troupe-scheduler pid $SCHED ---"
+  perf report -i "$DIR/perf.data" --children --stdio --no-demangle -g none --percent-limit 2 \
+    2>/dev/null | c++filt | grep -v '^$' | head -70
+  echo "--- perf report (self) ---"
+  perf report -i "$DIR/perf.data" --no-children --stdio -g none --percent-limit 1 \
+    2>/dev/null | c++filt | grep -v '^$' | head -45
+}
+
+echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)  ($(date -u +%FT%TZ), $(nproc) cores, commit $(git -C "$(dirname "$0")" rev-parse --short HEAD 2>/dev/null))"
+case "$MEASURE" in
+  throughput)
+    NODES=${1:-1000}; TEAMS=${2:-4}; JOBS=${3:-20000}
+    fleet "$NODES"
+    teams=$(seq -s, -f 't%g' 1 "$TEAMS")
+    profile_start
+    "$BIN/troupe-load" --nats "$URL" --jobs "$JOBS" --rate 0 --teams "$teams" --duration-s 0.05 \
+      --deadline-s 300 --scheduler-pid "$SCHED" --json --no-progress || true
+    profile_stop ;;
+  latency)
+    RATE=${1:-1000}; JOBS=${2:-5000}
+    fleet 1000
+    "$BIN/troupe-load" --nats "$URL" --jobs "$JOBS" --rate "$RATE" --mix 1gpu --teams t1,t2,t3,t4 \
+      --duration-s 0.5 --deadline-s 120 --scheduler-pid "$SCHED" --json --no-progress || true ;;
+  queued)
+    JOBS=${1:-100000}
+    echo "scheduler before: $(grep -E 'VmHWM|VmRSS' /proc/$SCHED/status | tr -s ' \n' ' ')"
+    profile_start
+    "$BIN/troupe-load" --nats "$URL" --jobs "$JOBS" --rate 0 --mix 1gpu --teams t1,t2,t3,t4 \
+      --gpu-type h100 --deadline-s 1 --scheduler-pid "$SCHED" --json --no-progress || true
+    profile_stop
+    sleep 2
+    echo "scheduler after 2 s: $(grep -E 'VmHWM|VmRSS' /proc/$SCHED/status | tr -s ' \n' ' ')" ;;
+  *) echo "unknown measure $MEASURE" >&2; exit 2 ;;
+esac
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
