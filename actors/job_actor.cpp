@@ -171,6 +171,13 @@ void attempt_over(Self* self) {
   self->state.stop_sent = false;
   std::string cause = r.end_cause().empty() ? "succeeded" : r.end_cause();
   std::string kind = r.end_kind().empty() ? "none" : r.end_kind();
+  if (r.cancel_requested()) {
+    cause = "canceled";
+    kind = "none";
+  } else if (r.preempt_requested()) {
+    cause = "preempted";
+    kind = "infra";
+  }
   record_attempt(r, cause, kind);
   if (r.cancel_requested()) {
     r.set_reason("canceled by request");

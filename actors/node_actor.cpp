@@ -1,6 +1,7 @@
 #include "actors/node_actor.hpp"
 
 #include <chrono>
+#include <set>
 #include <csignal>
 #include <cstdlib>
 
@@ -113,6 +114,7 @@ void restore(Self* self, const std::string& snapshot) {
     h.memory_mb = r.memory_mb();
     h.committed = true;
     h.launched = r.launched();
+    h.started = r.launched();
     h.exited = r.exited();
     for (int g : h.gpus)
       if (g >= 0 && g < static_cast<int>(st.ledger.gpu_owner.size()))
@@ -182,6 +184,29 @@ void lose_workers(Self* self) {
   }
 }
 
+// An agent that registers (it restarted, or answers a hello) without a worker
+// this ledger holds as launched lost that worker: it died with the old agent.
+// Workers not yet reported started may still be on their way; they are left.
+void adopt_or_lose(Self* self, const flatbuffers::Vector<flatbuffers::Offset<wire::WorkerRef>>* running) {
+  auto& st = self->state;
+  std::set<std::string> alive;
+  if (running != nullptr)
+    for (const auto* w : *running) alive.insert(policy::hold_id(wire::str(w->job_id()), w->attempt(), w->rank()));
+  for (auto& [id, h] : st.ledger.holds) {
+    if (!h.launched || !h.started || h.exited || alive.count(id)) continue;
+    h.exited = true;
+    auto a = id.find('/');
+    auto b = id.rfind('/');
+    if (a == std::string::npos || b == a) continue;
+    int attempt = std::atoi(id.substr(a + 1, b - a - 1).c_str());
+    int rank = std::atoi(id.substr(b + 1).c_str());
+    flatbuffers::FlatBufferBuilder fbb;
+    auto body = wire::CreateExited(fbb, fbb.CreateString(st.node), fbb.CreateString(h.job_id), attempt, rank,
+                                   -1, 0, fbb.CreateString("agent lost: " + st.node + " restarted without this worker"));
+    to_job(self, h.job_id, Envelope{wire::seal(fbb, body)});
+  }
+}
+
 // Fencing: a node that comes back may still run workers whose attempt moved
 // on while it was gone. Anything it runs that this ledger does not hold as a
 // live launched worker is told to stop.
@@ -218,6 +243,7 @@ Envelope handle(Self* self, const Envelope& env) {
       st.alive = true;
       st.last_heartbeat_ms = now_ms();
       fence(self, r->running());
+      adopt_or_lose(self, r->running());
       report(self);
       return {};
     }
@@ -235,9 +261,13 @@ Envelope handle(Self* self, const Envelope& env) {
     case wire::Body::Checkpointed:
       to_job(self, wire::str(e->body_as_Checkpointed()->job_id()), env);
       return {};
-    case wire::Body::Started:
-      to_job(self, wire::str(e->body_as_Started()->job_id()), env);
+    case wire::Body::Started: {
+      auto* x = e->body_as_Started();
+      auto id = policy::hold_id(wire::str(x->job_id()), x->attempt(), x->rank());
+      if (auto it = st.ledger.holds.find(id); it != st.ledger.holds.end()) it->second.started = true;
+      to_job(self, wire::str(x->job_id()), env);
       return {};
+    }
     case wire::Body::Exited: {
       auto* x = e->body_as_Exited();
       auto id = policy::hold_id(wire::str(x->job_id()), x->attempt(), x->rank());

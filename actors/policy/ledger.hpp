@@ -22,6 +22,7 @@ struct Hold {
   int64_t expires_ms = 0;  // lease end while reserved
   bool committed = false;  // allocated: the lease no longer applies
   bool launched = false;   // the agent was told to start it
+  bool started = false;    // the agent reported the worker started
   bool exited = false;     // the agent reported its end; freed on release
 };
 

@@ -10,7 +10,9 @@ Outcome classify_exit(int exit_code, int signal, std::string_view reason, bool s
   if (stop_requested) return {preempting ? FailureKind::kInfra : FailureKind::kNone,
                               preempting ? "preempted" : "canceled"};
   if (reason.rfind("launch failed", 0) == 0) return {FailureKind::kInfra, "launch_failed"};
-  if (reason.find("shutting down") != std::string_view::npos) return {FailureKind::kInfra, "agent_lost"};
+  if (reason.find("shutting down") != std::string_view::npos ||
+      reason.find("agent lost") != std::string_view::npos)
+    return {FailureKind::kInfra, "agent_lost"};
   if (reason.find("node lost") != std::string_view::npos) return {FailureKind::kInfra, "node_lost"};
   if (reason.find("max_runtime") != std::string_view::npos) return {FailureKind::kUser, "max_runtime"};
   if (signal == SIGKILL) return {FailureKind::kUser, "oom_killed"};  // the kernel's OOM killer sends SIGKILL

@@ -27,6 +27,8 @@ TEST_CASE("classify_exit tells user failures from infrastructure", "[policy][ret
       {"node lost", -1, 0, "node lost: no heartbeat from n1", false, false, FailureKind::kInfra, "node_lost"},
       {"agent shut down", -1, 15, "launch failed: the node agent is shutting down", false, false,
        FailureKind::kInfra, "launch_failed"},
+      {"agent restarted without the worker", -1, 0, "agent lost: n1 restarted without this worker", false,
+       false, FailureKind::kInfra, "agent_lost"},
       {"preempted", -1, SIGUSR1, "stopped", true, true, FailureKind::kInfra, "preempted"},
       {"canceled", -1, SIGTERM, "stopped", true, false, FailureKind::kNone, "canceled"},
   };
