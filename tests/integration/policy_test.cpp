@@ -508,13 +508,12 @@ teams:
 
 TEST_CASE("policy: a 4 x 8 gang is not starved by a stream of 1-GPU jobs (backfill hold)",
           "[integration][policy]") {
-  // The issue's numbers scaled by 0.6 to keep the test short, keeping their
-  // ratio: 1-GPU jobs of 6 s (issue: 10 s) with max_runtime_s 9 (issue: 15);
-  // the gang must start within 2 x 9 = 18 s (issue: 2 x 15 s). Short jobs
-  // (1 s, max_runtime_s 2) of a third team may backfill around the hold.
+  // The issue's numbers: 1-GPU jobs of 10 s with max_runtime_s 15; the gang
+  // must start within 2 x 15 s. Short jobs (1 s, max_runtime_s 2) of a third
+  // team may backfill around the hold.
   constexpr int kNodes = 4, kGpus = 8;
-  constexpr double kLongS = 6.0;
-  constexpr int64_t kLongMax = 9;
+  constexpr double kLongS = 10.0;
+  constexpr int64_t kLongMax = 15;
   constexpr int64_t kBound = 2 * kLongMax * 1000;
   const std::string cfg = R"(
 pools: [{name: a100, gpu_type: a100}]
