@@ -92,7 +92,7 @@ std::vector<GpuUse> parse_nvidia_smi(const std::string& csv) {
 }
 
 std::string worker_exit_cause(int exit_code, int signal, const std::string& reason) {
-  if (reason == "stopped") return "stopped";
+  if (reason.rfind("stopped", 0) == 0) return "stopped";  // also "stopped: the node agent is shutting down"
   if (reason.rfind("exceeded max_runtime", 0) == 0) return "max_runtime";
   if (reason.rfind("launch failed", 0) == 0) return "launch_failed";
   if (signal > 0) return "signal";
