@@ -30,6 +30,25 @@ namespace troupe::metrics {
 
 using prometheus::Labels;
 
+std::unique_ptr<prometheus::Exposer> serve_registry(const std::string& bind, size_t threads,
+                                                    std::shared_ptr<prometheus::Registry> registry,
+                                                    std::string* host, std::string* error) {
+  int port = 0;
+  if (!split_host_port(bind, host, &port)) {
+    if (error) *error = "--metrics wants HOST:PORT, got '" + bind + "'";
+    return nullptr;
+  }
+  std::unique_ptr<prometheus::Exposer> exposer;
+  try {
+    exposer = std::make_unique<prometheus::Exposer>(bind, threads);
+  } catch (const std::exception& e) {
+    if (error) *error = "cannot serve metrics on " + bind + ": " + e.what();
+    return nullptr;
+  }
+  exposer->RegisterCollectable(registry);
+  return exposer;
+}
+
 bool split_host_port(const std::string& addr, std::string* host, int* port) {
   auto colon = addr.rfind(':');
   if (colon == std::string::npos || colon + 1 >= addr.size()) return false;
@@ -249,19 +268,9 @@ MetricsCollector::~MetricsCollector() = default;
 std::unique_ptr<MetricsCollector> MetricsCollector::start(const Options& opts, std::string* error) {
   auto impl = std::make_unique<Impl>();
   impl->opts = opts;
-  int port = 0;
-  if (!split_host_port(opts.bind, &impl->host, &port)) {
-    if (error) *error = "--metrics wants HOST:PORT, got '" + opts.bind + "'";
-    return nullptr;
-  }
   impl->build_families();
-  try {
-    impl->exposer = std::make_unique<prometheus::Exposer>(opts.bind, 2);
-  } catch (const std::exception& e) {
-    if (error) *error = "cannot serve metrics on " + opts.bind + ": " + e.what();
-    return nullptr;
-  }
-  impl->exposer->RegisterCollectable(impl->registry);
+  impl->exposer = serve_registry(opts.bind, 2, impl->registry, &impl->host, error);
+  if (!impl->exposer) return nullptr;
 
   bus::ConnectOptions co;
   co.url = opts.nats_url;

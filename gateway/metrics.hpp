@@ -7,6 +7,9 @@
 // documented in docs/metrics.md.
 #pragma once
 
+#include <prometheus/exposer.h>
+#include <prometheus/registry.h>
+
 #include <memory>
 #include <string>
 
@@ -41,5 +44,12 @@ class MetricsCollector {
 
 // Splits "HOST:PORT" (HOST may be empty or a [v6] literal); false when malformed.
 bool split_host_port(const std::string& addr, std::string* host, int* port);
+
+// Serves `registry` on http://`bind`/metrics with `threads` threads: the one
+// way both exporters (scheduler, node agent) open their endpoint. nullptr and
+// `error` when `bind` is malformed or cannot be bound; `host` gets its host part.
+std::unique_ptr<prometheus::Exposer> serve_registry(const std::string& bind, size_t threads,
+                                                    std::shared_ptr<prometheus::Registry> registry,
+                                                    std::string* host, std::string* error);
 
 }  // namespace troupe::metrics

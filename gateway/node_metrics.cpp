@@ -195,19 +195,9 @@ NodeMetrics::~NodeMetrics() = default;
 std::unique_ptr<NodeMetrics> NodeMetrics::start(const Options& opts, std::string* error) {
   auto impl = std::make_unique<Impl>();
   impl->opts = opts;
-  int port = 0;
-  if (!split_host_port(opts.bind, &impl->host, &port)) {
-    if (error) *error = "--metrics wants HOST:PORT, got '" + opts.bind + "'";
-    return nullptr;
-  }
   impl->build();
-  try {
-    impl->exposer = std::make_unique<prometheus::Exposer>(opts.bind, 1);
-  } catch (const std::exception& e) {
-    if (error) *error = "cannot serve metrics on " + opts.bind + ": " + e.what();
-    return nullptr;
-  }
-  impl->exposer->RegisterCollectable(impl->registry);
+  impl->exposer = serve_registry(opts.bind, 1, impl->registry, &impl->host, error);
+  if (!impl->exposer) return nullptr;
   impl->smi = find_program(opts.nvidia_smi);
   if (!impl->smi.empty()) {
     Impl* raw = impl.get();
