@@ -17,6 +17,8 @@
 #include <spdlog/spdlog.h>
 
 #include "bus/nats.hpp"
+#include "gateway/node_metrics.hpp"
+#include "messages/wire.hpp"
 #include "bus/subjects.hpp"
 #include "node/agent.hpp"
 #include "node/fleet.hpp"
@@ -112,6 +114,22 @@ int run_fleet(const node::Options& opt, node::AgentConfig cfg, const sigset_t& s
   return 0;
 }
 
+// The node's metrics, read off what the agent publishes (started, exited,
+// heartbeats), so the agent itself needs no metrics code.
+void count(metrics::NodeMetrics& m, const std::string& subject, const void* data, size_t size) {
+  auto* env = wire::open(static_cast<const uint8_t*>(data), size);
+  if (env == nullptr) return;
+  if (env->body_as_Started() != nullptr) {
+    m.worker_launched();
+  } else if (const auto* x = env->body_as_Exited()) {
+    m.worker_exited(x->exit_code(), x->signal(), wire::str(x->reason()));
+  } else if (const auto* h = env->body_as_Heartbeat()) {
+    m.heartbeat_sent();
+    m.set_running(h->running() ? static_cast<int>(h->running()->size()) : 0);
+  }
+  (void)subject;
+}
+
 int run(int argc, char** argv, const sigset_t& signals) {
   std::error_code ec;
   auto cwd = std::filesystem::current_path(ec);
@@ -166,8 +184,21 @@ int run(int argc, char** argv, const sigset_t& signals) {
   if (!sub) return 0;
   spdlog::info("connected to {}", opt.nats_url);
 
+  std::unique_ptr<metrics::NodeMetrics> meter;
+  if (!opt.metrics.empty()) {
+    std::string err;
+    meter = metrics::NodeMetrics::start({opt.metrics, opt.name}, &err);
+    if (!meter) {
+      spdlog::error("{}", err);
+      return 2;
+    }
+    std::cerr << "troupe-node: metrics on " << meter->url() << std::endl;
+  }
+
   bus::Connection* pub_raw = pub.get();
-  node::Agent agent(cfg, [pub_raw](const std::string& subject, const void* data, size_t size) {
+  metrics::NodeMetrics* meter_raw = meter.get();
+  node::Agent agent(cfg, [pub_raw, meter_raw](const std::string& subject, const void* data, size_t size) {
+    if (meter_raw != nullptr) count(*meter_raw, subject, data, size);
     if (!pub_raw->publish(subject, data, size))
       spdlog::warn("could not publish on {} (connection closed?)", subject);
   });

@@ -70,6 +70,7 @@ ParseResult parse_options(int argc, const char* const* argv, const EnvLookup& en
   app.add_option("--pool", o.pool,
                  "pool of the cluster config to join (default: the pool of the GPU type)");
   app.add_option("--rack", o.rack, "topology label, e.g. the rack (gangs prefer one)");
+  app.add_option("--metrics", o.metrics, "serve Prometheus metrics on HOST:PORT (port 0: any free one)");
   app.add_option("--log-level", o.log_level, "trace|debug|info|warn|error")->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
 

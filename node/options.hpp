@@ -22,6 +22,7 @@ struct Options {
   std::optional<long long> memory_mb;
   int grace_s = 10;
   std::string log_level = "info";
+  std::string metrics;  // HOST:PORT of its own /metrics ("" = none)
   // --count N (N > 1 needs --simulate): N simulated agents in one process,
   // named <name_prefix>-00001 ... (see node/fleet.hpp). 1: one agent, as before.
   int count = 1;

@@ -264,3 +264,32 @@ TEST_CASE("metrics: a real Prometheus scrapes the scheduler's series", "[integra
   CHECK(api.value("up{job=\"troupe\"}") == 1.0);
   prom.stop(5s);
 }
+
+TEST_CASE("metrics: the node agent serves its own /metrics", "[integration][metrics]") {
+  ClusterOptions opts;
+  opts.node_args("n1", 2, true, "a100", {"--metrics", "127.0.0.1:0"});
+  Cluster c(opts);
+  REQUIRE(c.wait_nodes_alive(1, 20s));
+  // The port the agent logged.
+  static const std::regex re(R"(metrics on http://127\.0\.0\.1:([0-9]+)/metrics)");
+  int port = 0;
+  for (auto deadline = Clock::now() + 10s; Clock::now() < deadline && port == 0;) {
+    std::smatch m;
+    std::string err = read_file(c.node(0).err_path());
+    if (std::regex_search(err, m, re)) port = std::stoi(m[1].str());
+    else std::this_thread::sleep_for(100ms);
+  }
+  REQUIRE(port > 0);
+  Json spec = {{"command", {"true"}}, {"resources", {{"gpus", 1}}},
+               {"env", {{"TROUPE_SIM_DURATION_S", "0.1"}}}};
+  auto id = c.submit_ok("t", spec);
+  auto done = c.wait_terminal(id, 20s);
+  REQUIRE(done);
+  // The exit is counted once the agent has published it (which the
+  // scheduler's terminal event follows).
+  auto body = http_get(port, "/metrics");
+  REQUIRE(body);
+  CHECK_THAT(*body, Catch::Contains("troupe_node_workers_launched_total{node=\"n1\"} 1"));
+  CHECK_THAT(*body, Catch::Contains("troupe_node_workers_exited_total{cause=\"succeeded\",node=\"n1\"} 1"));
+  CHECK_THAT(*body, Catch::Contains("troupe_node_heartbeats_sent_total{node=\"n1\"}"));
+}
