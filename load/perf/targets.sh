@@ -9,6 +9,8 @@
 #   latency RATE JOBS             p99 submit->placed at a moderate RATE (1,000 nodes, 1-GPU jobs)
 #   queued JOBS                   scheduler RSS with JOBS queued: no node of the
 #                                 asked GPU type, so every job stays queued
+#   backlog QUEUED NODES TEAMS JOBS   QUEUED jobs for h100 first (they stay queued:
+#                                 the fleet is a100), then the throughput run
 #
 # Each run starts its own nats-server -js on a free port, troupe-scheduler
 # and (for throughput and latency) troupe-node --simulate --count NODES, and
@@ -31,9 +33,13 @@ NATS=$(command -v nats-server || echo /usr/sbin/nats-server)
 DIR=$(mktemp -d /tmp/troupe-perf-XXXXXX)
 PIDS=()
 cleanup() {
-  for ((i=${#PIDS[@]}-1; i>=0; i--)); do kill "${PIDS[$i]}" 2>/dev/null || true; done
-  sleep 1
-  for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  for ((i=${#PIDS[@]}-1; i>=0; i--)); do
+    p=${PIDS[$i]}
+    kill "$p" 2>/dev/null || continue
+    for _ in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$p" 2>/dev/null || true
+    wait "$p" 2>/dev/null || true
+  done
   rm -rf "$DIR"
 }
 trap cleanup EXIT
@@ -50,9 +56,12 @@ fleet() {  # fleet N: N simulated nodes x 8 a100, waits until all are alive
   "$BIN/troupe-node" --nats "$URL" --simulate --count "$1" --gpus 8 --gpu-type a100 \
     --name-prefix f --state-dir "$DIR/fleet" --log-level warn >"$DIR/fleet.log" 2>&1 & PIDS+=($!)
   for _ in $(seq 240); do
-    n=$(TROUPE_NATS=$URL timeout 20 "$BIN/troupe" nodes --json 2>/dev/null |
-        python3 -c 'import json,sys; print(sum(1 for n in json.load(sys.stdin)["nodes"] if n.get("alive")))' 2>/dev/null || echo 0)
-    [[ "$n" -ge "$1" ]] && return 0
+    # GPUs the arbiter counts (troupe.sys.queues stays small at 10,000 nodes;
+    # troupe.sys.nodes does not).
+    g=$(TROUPE_NATS=$URL timeout 20 "$BIN/troupe" queues --json 2>/dev/null |
+        python3 -c 'import json,sys; print(sum(p.get("gpus_total",0) for p in json.load(sys.stdin)["pools"]))' 2>/dev/null || echo 0)
+    n=$((g / 8))
+    [[ "$n" -ge "$1" ]] && { sleep 2; return 0; }
     sleep 0.5
   done
   echo "fleet: only $n of $1 nodes alive" >&2; return 1
@@ -60,7 +69,7 @@ fleet() {  # fleet N: N simulated nodes x 8 a100, waits until all are alive
 
 profile_start() {
   [[ $PERF == 1 ]] || return 0
-  perf record -g -F 499 -p "$SCHED" -o "$DIR/perf.data" >"$DIR/perf.log" 2>&1 & PERF_PID=$!
+  perf record --call-graph dwarf,32768 -F 199 -p "$SCHED" -o "$DIR/perf.data" >"$DIR/perf.log" 2>&1 & PERF_PID=$!
   sleep 0.5
 }
 profile_stop() {
@@ -68,7 +77,7 @@ profile_stop() {
   kill -INT "$PERF_PID" 2>/dev/null || true
   wait "$PERF_PID" 2>/dev/null || true
   echo "--- perf report (children = inclusive), troupe-scheduler pid $SCHED ---"
-  perf report -i "$DIR/perf.data" --children --stdio --no-demangle -g none --percent-limit 2 \
+  perf report -i "$DIR/perf.data" --children --stdio --no-demangle -g none --percent-limit 3 \
     2>/dev/null | c++filt | grep -v '^$' | head -70
   echo "--- perf report (self) ---"
   perf report -i "$DIR/perf.data" --no-children --stdio -g none --percent-limit 1 \
@@ -99,6 +108,17 @@ case "$MEASURE" in
     profile_stop
     sleep 2
     echo "scheduler after 2 s: $(grep -E 'VmHWM|VmRSS' /proc/$SCHED/status | tr -s ' \n' ' ')" ;;
+  backlog)
+    QUEUED=${1:-100000}; NODES=${2:-1000}; TEAMS=${3:-4}; JOBS=${4:-20000}
+    "$BIN/troupe-load" --nats "$URL" --jobs "$QUEUED" --rate 0 --mix 1gpu --teams q1,q2,q3,q4 \
+      --gpu-type h100 --deadline-s 1 --scheduler-pid "$SCHED" --json --no-progress \
+      | python3 -c 'import json,sys; r=json.load(sys.stdin); print("backlog: %d acknowledged at %.0f/s, scheduler RSS %s MB" % (r["acknowledged"], r["submit_rate_per_s"], r["scheduler"]["peak_rss_mb"]))' || true
+    fleet "$NODES"
+    teams=$(seq -s, -f 't%g' 1 "$TEAMS")
+    profile_start
+    "$BIN/troupe-load" --nats "$URL" --jobs "$JOBS" --rate 0 --teams "$teams" --duration-s 0.05 \
+      --gpu-type a100 --deadline-s 300 --scheduler-pid "$SCHED" --json --no-progress || true
+    profile_stop ;;
   *) echo "unknown measure $MEASURE" >&2; exit 2 ;;
 esac
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
