@@ -173,6 +173,7 @@ void preempt_if_needed(Self* self, const std::string& pool, const policy::RoundI
   std::sort(wants.begin(), wants.end(), [](const Want& a, const Want& b) {
     return std::make_tuple(-a.t->priority, !a.below, a.t->seq) < std::make_tuple(-b.t->priority, !b.below, b.t->seq);
   });
+  if (wants.empty()) return;  // the common case: build no candidates
   std::vector<policy::PreemptCandidate> cands;
   std::vector<std::string> ids;
   for (const auto& [id, r] : st.running) {
@@ -250,17 +251,22 @@ void run_round(Self* self) {
     if (in.hold.active() && in.hold.start_ms != policy::kNever && in.hold.start_ms < now)
       in.hold = policy::Hold{};  // overdue: plan it again from what runs now
     std::vector<std::string> team_names;
+    std::vector<std::vector<size_t>> ticket_index;  // per team input: demand -> ticket
     for (const auto& [team, td] : st.teams) {
       policy::TeamInput ti;
-      for (const auto& t : td.tickets) {
+      ti.slots = kMaxInflight - static_cast<int>(td.inflight.size());
+      std::vector<size_t> ticket_of;  // demand -> index in td.tickets
+      for (size_t k = 0; k < td.tickets.size(); ++k) {
+        const auto& t = td.tickets[k];
         if (t.req.pool != pool || td.inflight.count(t.job_id)) continue;
         ti.demands.push_back({t.job_id, t.req, t.max_runtime_s, t.seq});
+        ticket_of.push_back(k);
       }
       if (ti.demands.empty()) continue;
       ti.standing = standing_of(st, team, pool);
-      ti.slots = kMaxInflight - static_cast<int>(td.inflight.size());
       in.teams.push_back(std::move(ti));
       team_names.push_back(team);
+      ticket_index.push_back(std::move(ticket_of));
     }
     for (const auto& [id, r] : st.running) {
       if (r.pool != pool) continue;
@@ -281,10 +287,7 @@ void run_round(Self* self) {
       if (!st.preempting_for.count(id) || st.preempting_for[id] <= now) st.reasons[id] = std::move(why);
     for (const auto& g : out.grants) {
       auto& td = st.teams[team_names[g.team]];
-      const auto& d = in.teams[g.team].demands[g.demand];
-      JobTicket ticket;
-      for (const auto& t : td.tickets)
-        if (t.job_id == d.job_id) ticket = t;
+      JobTicket ticket = td.tickets[ticket_index[g.team][g.demand]];
       CandidateList c;
       for (size_t n : g.nodes) {
         c.names.push_back(st.caps[n].name);
