@@ -192,8 +192,11 @@ RoundOutput plan_round(const RoundInput& in) {
       bool head = true;
       for (size_t k = 0; k < di; ++k) head = head && done[ti][k] == 2;  // only failures before it
       // The hold goes to the head of the most deserving queue that fits
-      // nowhere; it moves when a more deserving head needs it.
-      if (head && !hold_decided) {
+      // nowhere; it moves when a more deserving head needs it. A 1-GPU job
+      // needs none: the next GPU that frees anywhere fits it, and fair share
+      // already decides whose it is.
+      bool needs_block = req.workers > 1 || req.gpus > 1;
+      if (head && !hold_decided && needs_block) {
         hold_decided = true;
         if (!out.hold.active() || out.hold.job_id != d.job_id)
           out.hold = plan_hold(nodes, in.running, req, d.job_id, in.now_ms);

@@ -11,8 +11,8 @@
 //      which is granted and subtracted from the snapshot (overlay); the order
 //      is computed again before the next pass (usage changed). A demand that
 //      failed stays failed for the round (capacity only shrinks within it);
-//   3. the first head job (of the most deserving team) that fits nowhere gets
-//      the hold (backfill), unless a hold already stands for another job;
+//   3. the first head job (of the most deserving team) that fits nowhere and
+//      needs a block (several GPUs or workers) gets the hold (backfill);
 //   4. every demand not granted gets a reason, with numbers, as a user reads it.
 // Unit tests: tests/unit/policy_round_test.cpp.
 #pragma once

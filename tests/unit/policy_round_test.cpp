@@ -146,3 +146,15 @@ TEST_CASE("round: a more deserving head takes the hold over", "[policy][round][b
   CHECK(out.hold.job_id == "g");
   CHECK(out.hold.nodes == std::vector<size_t>{0, 1});
 }
+
+TEST_CASE("round: a 1-GPU job waits for turnover without a hold", "[policy][round][backfill]") {
+  auto in = input({node("a", 0)}, {team("v", 0, {demand("one", 1)})});
+  RunningWork w;
+  w.nodes = {0};
+  w.gpus = 8;
+  w.ends_ms = 5000;
+  in.running = {w};
+  auto out = plan_round(in);
+  CHECK_FALSE(out.hold.active());
+  CHECK(out.reasons.at("one").code == why::kFitsNowhere);
+}
