@@ -448,6 +448,11 @@ caf::behavior arbiter_behavior(Self* self, OutboxPtr out, bool fifo) {
         st.preempting_for.erase(a.job_id);
         st.running[a.job_id] = r;
         td.inflight.erase(it);
+        // The queue's next demand will not list it; until then, neither may
+        // the one we hold (a round in between would grant it a second time).
+        td.tickets.erase(std::remove_if(td.tickets.begin(), td.tickets.end(),
+                                        [&](const JobTicket& t) { return t.job_id == a.job_id; }),
+                         td.tickets.end());
         schedule_round(self);
       },
       [=](unplaced_atom, const std::string& team, const std::string& job_id) {
