@@ -355,7 +355,7 @@ teams:
 
 // --- Hard limit and guarantee -------------------------------------------------------
 
-TEST_CASE("policy: a hard limit of 8 holds with the rest idle; a team below its guarantee "
+TEST_CASE("policy: a hard limit of 8 holds with the rest idle, a team below its guarantee "
           "is served before a borrowing team",
           "[integration][policy]") {
   // 2 nodes x 8 GPUs.
@@ -757,7 +757,7 @@ teams: [{name: pk, weight: 1, borrow: true}]
 
 // --- GPU types -------------------------------------------------------------------------
 
-TEST_CASE("policy: an h100 job never lands on an a100 node; with no h100 node, why says so",
+TEST_CASE("policy: an h100 job never lands on an a100 node, with no h100 node, why says so",
           "[integration][policy]") {
   const std::string cfg = R"(
 pools: [{name: a100, gpu_type: a100}, {name: h100, gpu_type: h100}]
@@ -843,7 +843,7 @@ priority_classes: [{name: urgent, value: 100}, {name: normal, value: 50}]
 
 // --- Reload on SIGHUP --------------------------------------------------------------------
 
-TEST_CASE("policy: SIGHUP reloads the config without losing jobs; a bad config is refused",
+TEST_CASE("policy: SIGHUP reloads the config without losing jobs, a bad config is refused",
           "[integration][policy]") {
   const std::string cfg_v1 = R"(
 pools: [{name: a100, gpu_type: a100}]
@@ -908,7 +908,7 @@ teams: [{name: rl, weight: 1, borrow: true, quotas: {a100: {guaranteed: 8, limit
 
 // --- Gang fit and topology (troupe-node --pool / --rack) ------------------------------------
 
-TEST_CASE("policy: a gang takes the fewest nodes, then one rack; --pool puts a node in a pool",
+TEST_CASE("policy: a gang takes the fewest nodes, then one rack, --pool puts a node in a pool",
           "[integration][policy]") {
   const std::string cfg = R"(
 pools: [{name: a100, gpu_type: a100}, {name: spare, gpu_type: a100}]

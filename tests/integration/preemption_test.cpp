@@ -441,7 +441,7 @@ TEST_CASE("preemption: a team below its guarantee reclaims borrowed GPUs, taking
   CHECK(replay.clashes.empty());
 }
 
-TEST_CASE("node failure: a gang worker's agent is SIGKILLed; the gang stops whole, is requeued "
+TEST_CASE("node failure: a gang worker's agent is SIGKILLed, the gang stops whole, is requeued "
           "without using a retry, and runs again",
           "[integration][preemption][node_failure]") {
   TmpDir work("troupe-gang-loss");
@@ -507,7 +507,7 @@ TEST_CASE("node failure: a gang worker's agent is SIGKILLed; the gang stops whol
   CHECK(done->state == kCanceled);
 }
 
-TEST_CASE("node failure: an agent restarted at once adopts nothing; its job is requeued as an "
+TEST_CASE("node failure: an agent restarted at once adopts nothing, its job is requeued as an "
           "infrastructure failure and runs again",
           "[integration][preemption][node_failure]") {
   TmpDir work("troupe-agent-restart");
@@ -611,7 +611,7 @@ TEST_CASE("retries: a job whose node is lost runs again elsewhere without using 
   if (!attempts_of(st).empty()) CHECK(attempts_of(st)[0].value("cause", std::string()) == "node_lost");
 }
 
-TEST_CASE("fencing: a paused node's job moves; on its return the old worker is killed, and two "
+TEST_CASE("fencing: a paused node's job moves, on its return the old worker is killed, and two "
           "attempts never made progress at once",
           "[integration][preemption][fencing]") {
   TmpDir work("troupe-fencing");

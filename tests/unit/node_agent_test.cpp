@@ -304,7 +304,7 @@ TEST_CASE("node agent: malformed and misdirected messages are dropped and counte
   CHECK(f.cap.all().empty());
 }
 
-TEST_CASE("node agent: hello and start publish NodeRegister; heartbeats carry running",
+TEST_CASE("node agent: hello and start publish NodeRegister, heartbeats carry running",
           "[node][agent]") {
   Fixture f(true, 10, /*heartbeat_ms=*/50);
   f.agent->start();

@@ -202,7 +202,7 @@ TEST_CASE("checkpoint: the agent creates TROUPE_CHECKPOINT_DIR and reports check
   CHECK(f.agent->counters().checkpoints == 2);
 }
 
-TEST_CASE("checkpoint: no checkpoint dir, no variable; --simulate ignores checkpoints",
+TEST_CASE("checkpoint: no checkpoint dir, no variable, --simulate ignores checkpoints",
           "[node][checkpoint][agent]") {
   {
     Fixture f;

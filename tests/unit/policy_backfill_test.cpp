@@ -41,7 +41,7 @@ TEST_CASE("plan_hold: the gang fits when the last blocking work ends", "[policy]
   CHECK(h.nodes == std::vector<size_t>{0, 1});
 }
 
-TEST_CASE("plan_hold: fits now -> hold starts now; never -> no hold", "[policy][backfill]") {
+TEST_CASE("plan_hold: fits now -> hold starts now, never -> no hold", "[policy][backfill]") {
   std::vector<NodeCapacity> nodes = {node("a", 8)};
   auto now = plan_hold(nodes, {}, gang(8, 1), "j", 100);
   CHECK(now.active());

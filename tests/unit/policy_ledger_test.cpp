@@ -68,7 +68,7 @@ TEST_CASE("release is idempotent and frees GPUs", "[policy][ledger]") {
   CHECK(l.gpus_free() == 2);
 }
 
-TEST_CASE("re-reserving the same id replaces; a committed id is refused", "[policy][ledger]") {
+TEST_CASE("re-reserving the same id replaces, a committed id is refused", "[policy][ledger]") {
   auto l = ledger(4);
   REQUIRE(reserve(l, "a", want(2), 0, 100).ok);
   REQUIRE(reserve(l, "a", want(3), 0, 100).ok);

@@ -69,7 +69,7 @@ TEST_CASE("round: no node of the type", "[policy][round]") {
   CHECK(out.reasons.at("h").text.find("h100") != std::string::npos);
 }
 
-TEST_CASE("round: a big head gets a hold; small work backfills only if it ends first",
+TEST_CASE("round: a big head gets a hold, small work backfills only if it ends first",
           "[policy][round][backfill]") {
   auto in = input({node("a", 0), node("b", 2)},
                   {team("big", 0, {demand("gang", 8, 2)}), team("small", 8, {demand("s", 1, 1, 100)})});
