@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <stdlib.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -80,8 +81,18 @@ std::string own_dir() {
   return p.parent_path().string();
 }
 
-TempDir::TempDir(const std::string& prefix) {
-  std::string tmpl = (std::filesystem::temp_directory_path() / (prefix + "-XXXXXX")).string();
+std::string memory_temp_base() {
+  const char* shm = "/dev/shm";
+  struct statvfs v {};
+  if (::access(shm, W_OK | X_OK) != 0 || ::statvfs(shm, &v) != 0) return {};
+  unsigned long long free_bytes = static_cast<unsigned long long>(v.f_bavail) * v.f_frsize;
+  return free_bytes >= (2ULL << 30) ? std::string(shm) : std::string();
+}
+
+TempDir::TempDir(const std::string& prefix, const std::string& base) {
+  std::filesystem::path root = base.empty() ? std::filesystem::temp_directory_path()
+                                            : std::filesystem::path(base);
+  std::string tmpl = (root / (prefix + "-XXXXXX")).string();
   if (::mkdtemp(tmpl.data()) != nullptr) path_ = tmpl;
 }
 

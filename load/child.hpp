@@ -37,10 +37,18 @@ class Child {
 // The directory of the running executable (/proc/self/exe), "" if unknown.
 std::string own_dir();
 
-// A fresh temporary directory, removed (recursively) on destruction.
+// A folder on a memory file system for short-lived bulk files (the
+// simulated fleet's per-job state and logs, a self-hosted nats-server's
+// store): /dev/shm when it is a writable directory with at least 2 GiB free,
+// "" otherwise (then the system's temporary folder is used). Removing tens of
+// thousands of small files from a busy disk took minutes on the 2-core VM.
+std::string memory_temp_base();
+
+// A fresh temporary directory under `base` (default: the system's temporary
+// folder), removed (recursively) on destruction.
 class TempDir {
  public:
-  explicit TempDir(const std::string& prefix);
+  explicit TempDir(const std::string& prefix, const std::string& base = {});
   ~TempDir();
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;

@@ -85,7 +85,7 @@ std::unique_ptr<SelfHost> SelfHost::start(const HostOptions& opt, std::string* e
   if (!executable(scheduler)) return fail("cannot execute " + scheduler);
 
   std::unique_ptr<SelfHost> h(new SelfHost());
-  h->dir_ = std::make_unique<TempDir>("troupe-load-host");
+  h->dir_ = std::make_unique<TempDir>("troupe-load-host", memory_temp_base());
   const std::string dir = h->dir_->path();
   if (dir.empty()) return fail("cannot create a temporary folder");
 

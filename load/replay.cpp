@@ -146,7 +146,7 @@ int replay_once(const ReplayOptions& opt, const Plan& plan, const std::string& u
   std::unique_ptr<TempDir> fleet_dir;
   std::unique_ptr<Child> fleet;
   if (!opt.no_fleet) {
-    fleet_dir = std::make_unique<TempDir>("troupe-load-fleet");
+    fleet_dir = std::make_unique<TempDir>("troupe-load-fleet", memory_temp_base());
     std::vector<std::string> argv = {own_dir() + "/troupe-node",
                                      "--nats", url,
                                      "--simulate",
