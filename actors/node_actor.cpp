@@ -165,22 +165,27 @@ void to_job(Self* self, const std::string& job_id, const Envelope& env) {
   self->send(self->state.w.jobs, route_atom_v, job_id, caf::make_message(env));
 }
 
+// Ends a worker the agent can no longer report on: marks its hold exited and
+// tells its job, as an Exited the retry policy counts as infrastructure.
+void end_worker(Self* self, const std::string& id, policy::Hold& h, const std::string& reason) {
+  h.exited = true;
+  auto a = id.find('/');  // <job>/<attempt>/<rank>
+  auto b = id.rfind('/');
+  if (a == std::string::npos || b == a) return;
+  int attempt = std::atoi(id.substr(a + 1, b - a - 1).c_str());
+  int rank = std::atoi(id.substr(b + 1).c_str());
+  flatbuffers::FlatBufferBuilder fbb;
+  auto body = wire::CreateExited(fbb, fbb.CreateString(self->state.node), fbb.CreateString(h.job_id),
+                                 attempt, rank, -1, 0, fbb.CreateString(reason));
+  to_job(self, h.job_id, Envelope{wire::seal(fbb, body)});
+}
+
 // The node is lost: every worker it ran ends for its job as "node lost".
 void lose_workers(Self* self) {
   auto& st = self->state;
   for (auto& [id, h] : st.ledger.holds) {
     if (!h.launched || h.exited) continue;
-    h.exited = true;
-    auto parts = id;  // <job>/<attempt>/<rank>
-    auto a = parts.find('/');
-    auto b = parts.rfind('/');
-    if (a == std::string::npos || b == a) continue;
-    int attempt = std::atoi(parts.substr(a + 1, b - a - 1).c_str());
-    int rank = std::atoi(parts.substr(b + 1).c_str());
-    flatbuffers::FlatBufferBuilder fbb;
-    auto body = wire::CreateExited(fbb, fbb.CreateString(st.node), fbb.CreateString(h.job_id), attempt,
-                                   rank, -1, 0, fbb.CreateString("node lost: no heartbeat from " + st.node));
-    to_job(self, h.job_id, Envelope{wire::seal(fbb, body)});
+    end_worker(self, id, h, "node lost: no heartbeat from " + st.node);
   }
 }
 
@@ -194,16 +199,7 @@ void adopt_or_lose(Self* self, const flatbuffers::Vector<flatbuffers::Offset<wir
     for (const auto* w : *running) alive.insert(policy::hold_id(wire::str(w->job_id()), w->attempt(), w->rank()));
   for (auto& [id, h] : st.ledger.holds) {
     if (!h.launched || !h.started || h.exited || alive.count(id)) continue;
-    h.exited = true;
-    auto a = id.find('/');
-    auto b = id.rfind('/');
-    if (a == std::string::npos || b == a) continue;
-    int attempt = std::atoi(id.substr(a + 1, b - a - 1).c_str());
-    int rank = std::atoi(id.substr(b + 1).c_str());
-    flatbuffers::FlatBufferBuilder fbb;
-    auto body = wire::CreateExited(fbb, fbb.CreateString(st.node), fbb.CreateString(h.job_id), attempt, rank,
-                                   -1, 0, fbb.CreateString("agent lost: " + st.node + " restarted without this worker"));
-    to_job(self, h.job_id, Envelope{wire::seal(fbb, body)});
+    end_worker(self, id, h, "agent lost: " + st.node + " restarted without this worker");
   }
 }
 
