@@ -75,6 +75,8 @@ int main(int argc, char** argv) {
   std::string policy = "troupe";
   app.add_option("--policy", policy, "troupe (default) | fifo: strict FIFO, no fair share or backfill (a baseline)")
       ->check(CLI::IsMember({"troupe", "fifo"}));
+  app.add_flag("--debug-crash", opts.debug_crash,
+               "answer troupe.sys.debug.crash: crash a chosen job, queue or node actor (for tests)");
   CLI11_PARSE(app, argc, argv);
   opts.fifo = policy == "fifo";
   {
@@ -153,7 +155,7 @@ int main(int argc, char** argv) {
                           troupe::subjects::kSysStats, troupe::subjects::kAllAgents,
                           troupe::subjects::kAllWhy, troupe::subjects::kSysQueues,
                           troupe::subjects::kSysCordon, troupe::subjects::kSysUncordon,
-                          troupe::subjects::kSysDrain}) {
+                          troupe::subjects::kSysDrain, troupe::subjects::kSysDebugCrash}) {
       auto sub = troupe::bus::subscribe_actor(*in_conn, s, w.router);
       if (!sub) {
         std::fprintf(stderr, "troupe-scheduler: cannot subscribe to %s\n", s);

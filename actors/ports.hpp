@@ -55,6 +55,7 @@ using IntakePtr = std::shared_ptr<Intake>;
 struct SchedulerOptions {
   std::string checkpoint_root;  // jobs get <root>/<job id> as TROUPE_CHECKPOINT_DIR ("" = none)
   bool fifo = false;            // --policy fifo: the strict-FIFO baseline for comparisons
+  bool debug_crash = false;     // --debug-crash: troupe.sys.debug.crash crashes a chosen actor (tests)
 };
 
 inline int64_t now_ms() {

@@ -248,6 +248,25 @@ void on_inbound(Self* self, const Inbound& in) {
       self->send(st.w.nodes, cordon_atom_v, node, on, in.subject == subjects::kSysDrain, in.reply);
       return;
     }
+    if (in.subject == subjects::kSysDebugCrash) {
+      json req;
+      if (!parse_request(self, in, req)) return;
+      std::string kind = req.value("kind", std::string());
+      std::string id = req.value("id", std::string());
+      caf::actor sup = kind == "job" ? st.w.jobs : kind == "queue" ? st.w.queues
+                       : kind == "node" ? st.w.nodes : caf::actor{};
+      std::string error = !st.opts.debug_crash ? "debug requests are off (troupe-scheduler --debug-crash)"
+                          : !sup ? "kind must be job, queue or node"
+                          : !subjects::check_token(id).empty() ? "id is required" : "";
+      if (!error.empty()) {
+        ++st.n.rejected;
+        if (!in.reply.empty()) st.out->publish(in.reply, json{{"error", error}}.dump());
+        return;
+      }
+      self->send(sup, crash_atom_v, id);
+      if (!in.reply.empty()) st.out->publish(in.reply, json{{"crashed", kind + " " + id}}.dump());
+      return;
+    }
     if (in.subject == subjects::kSysQueues) {
       self->send(st.w.arbiter, queues_atom_v, in.reply);
       return;

@@ -17,7 +17,9 @@
 //   troupe.sys.cordon|uncordon|drain  request: {"node"} -> {"node","state","running"} | {"error"}
 //   troupe.sys.queues                 request: {} -> per team and pool: quota, use, pending, share
 //   troupe.sys.stats                  request: {} -> scheduler counters JSON (malformed, rejected, ...)
-//   troupe.sys.hello                  publish (scheduler start): agents register again
+//   troupe.sys.hello                  publish (scheduler start): agents register again; {"epoch"}
+//   troupe.sys.debug.crash            request (only with troupe-scheduler --debug-crash):
+//                                     {"kind":"job|queue|node","id"} -> {"crashed"} | {"error"}
 //   troupe.sys.agent.<node>.<kind>    publish: agent -> scheduler (register, heartbeat, started, exited, checkpointed)
 //   troupe.sys.node.<node>.<kind>     publish: scheduler -> agent (launch, stop, hello); request: logs
 //   troupe.sys.intake.<team>          JetStream: accepted submissions (stream TROUPE_INTAKE)
@@ -110,6 +112,7 @@ inline constexpr const char* kSysDrain = "troupe.sys.drain";
 inline constexpr const char* kSysNodes = "troupe.sys.nodes";
 inline constexpr const char* kSysHello = "troupe.sys.hello";
 inline constexpr const char* kSysStats = "troupe.sys.stats";
+inline constexpr const char* kSysDebugCrash = "troupe.sys.debug.crash";
 inline constexpr const char* kAllAgents = "troupe.sys.agent.>";
 
 // Token positions: troupe.<team>.<verb>...; troupe.sys.agent.<node>.<kind>.

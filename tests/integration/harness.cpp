@@ -440,6 +440,7 @@ Cluster::~Cluster() {
   std::vector<Process*> procs;
   for (auto& n : nodes_) procs.push_back(n.get());
   if (scheduler_) procs.push_back(scheduler_.get());
+  for (auto& p : old_schedulers_) procs.push_back(p.get());
   stop_all(procs, 5s);
   bool failed = current_test_failed();
   if (failed) {
@@ -464,11 +465,9 @@ void Cluster::start_nats() {
     std::string base = file("nats-" + std::to_string(attempt));
     std::string store = base + "-store";
     ::mkdir(store.c_str(), 0755);
-    nats_ = std::make_unique<Process>(
-        "nats-server",
-        std::vector<std::string>{nats_server_path(), "-js", "-a", "127.0.0.1", "-p",
-                                 std::to_string(port), "-sd", store},
-        base + ".out", base + ".err");
+    nats_argv_ = {nats_server_path(), "-js", "-a", "127.0.0.1", "-p", std::to_string(port), "-sd", store};
+    nats_base_ = base;
+    nats_ = std::make_unique<Process>("nats-server", nats_argv_, base + ".out", base + ".err");
     dump_.add("nats-server #" + std::to_string(attempt) + " stderr", base + ".err");
     url_ = "nats://127.0.0.1:" + std::to_string(port);
 
@@ -511,10 +510,66 @@ void Cluster::start_scheduler(const ClusterOptions& opts) {
     argv.push_back(config_path_);
   }
   for (const auto& a : opts.scheduler_args) argv.push_back(a);
-  scheduler_ = std::make_unique<Process>("troupe-scheduler", argv, file("scheduler.out"),
-                                         file("scheduler.err"));
-  dump_.add("troupe-scheduler stdout", file("scheduler.out"));
-  dump_.add("troupe-scheduler stderr", file("scheduler.err"));
+  scheduler_argv_ = argv;
+  restart_scheduler();
+}
+
+Process& Cluster::restart_scheduler() {
+  if (scheduler_) old_schedulers_.push_back(std::move(scheduler_));
+  std::string n = scheduler_starts_++ == 0 ? "" : "-" + std::to_string(scheduler_starts_);
+  scheduler_ = std::make_unique<Process>("troupe-scheduler" + n, scheduler_argv_,
+                                         file("scheduler" + n + ".out"), file("scheduler" + n + ".err"));
+  dump_.add("troupe-scheduler" + n + " stdout", file("scheduler" + n + ".out"));
+  dump_.add("troupe-scheduler" + n + " stderr", file("scheduler" + n + ".err"));
+  return *scheduler_;
+}
+
+void Cluster::kill_scheduler() {
+  REQUIRE(scheduler_);
+  scheduler_->kill_now();
+}
+
+Process& Cluster::add_scheduler() {
+  auto current = std::move(scheduler_);
+  auto& p = restart_scheduler();
+  // The earlier one stays the "current" scheduler; the new one is extra.
+  old_schedulers_.push_back(std::move(scheduler_));
+  scheduler_ = std::move(current);
+  return p;
+}
+
+std::vector<Process*> Cluster::schedulers() {
+  std::vector<Process*> all;
+  for (auto& p : old_schedulers_) all.push_back(p.get());
+  if (scheduler_) all.push_back(scheduler_.get());
+  return all;
+}
+
+void Cluster::restart_nats(bool kill, Clock::duration timeout) {
+  REQUIRE(nats_);
+  if (kill)
+    nats_->kill_now();
+  else
+    nats_->stop(5s);
+  std::string base = nats_base_ + "-restart-" + std::to_string(++nats_starts_);
+  nats_ = std::make_unique<Process>("nats-server", nats_argv_, base + ".out", base + ".err");
+  dump_.add("nats-server restart #" + std::to_string(nats_starts_) + " stderr", base + ".err");
+  auto deadline = Clock::now() + timeout;
+  while (Clock::now() < deadline && !(conn_->connected() && sub_conn_->connected()))
+    std::this_thread::sleep_for(50ms);
+  INFO("harness connections did not reconnect to the restarted nats-server");
+  REQUIRE((conn_->connected() && sub_conn_->connected()));
+}
+
+bool Cluster::wait_scheduler_serving(Clock::duration timeout) {
+  auto deadline = Clock::now() + timeout;
+  while (Clock::now() < deadline) {
+    std::string err;
+    auto r = conn_->request(subjects::kSysStats, std::string("{}"), 1000, &err);
+    if (r) return true;
+    std::this_thread::sleep_for(100ms);
+  }
+  return false;
 }
 
 std::vector<std::string> Cluster::node_argv(const NodeOptions& n) const {

@@ -278,6 +278,22 @@ class Cluster {
   // Runs the troupe CLI (TROUPE_NATS set to this cluster) to completion.
   RunResult run_cli(const std::vector<std::string>& args, Clock::duration timeout = 60s);
 
+  // --- recovery -----------------------------------------------------------
+  // SIGKILL to the scheduler (no clean stop).
+  void kill_scheduler();
+  // Starts the scheduler again with the same arguments (new output files).
+  Process& restart_scheduler();
+  // One more scheduler process with the same arguments (a standby).
+  Process& add_scheduler();
+  std::vector<Process*> schedulers();
+  // nats-server stopped (SIGKILL when `kill`, else SIGTERM) and started again
+  // on the same port and store directory; waits for this harness's
+  // connections to reconnect.
+  void restart_nats(bool kill = false, Clock::duration timeout = 20s);
+  Process& nats() { return *nats_; }
+  // Polls troupe.sys.stats until a scheduler answers (one leads and serves).
+  bool wait_scheduler_serving(Clock::duration timeout);
+
  private:
   void start_nats();
   void start_scheduler(const ClusterOptions& opts);
@@ -293,6 +309,12 @@ class Cluster {
   std::unique_ptr<bus::Connection> sub_conn_;  // the event subscription
   std::unique_ptr<EventLog> events_;
   std::unique_ptr<Process> scheduler_;
+  std::vector<std::unique_ptr<Process>> old_schedulers_;  // killed or extra ones
+  std::vector<std::string> scheduler_argv_;
+  int scheduler_starts_ = 0;
+  std::vector<std::string> nats_argv_;
+  std::string nats_base_;
+  int nats_starts_ = 0;
   std::vector<std::unique_ptr<Process>> nodes_;
   std::string config_path_;
   int cli_runs_ = 0;
