@@ -75,6 +75,10 @@ int main(int argc, char** argv) {
   std::string policy = "troupe";
   app.add_option("--policy", policy, "troupe (default) | fifo: strict FIFO, no fair share or backfill (a baseline)")
       ->check(CLI::IsMember({"troupe", "fifo"}));
+  int64_t events_max_age_s = 7 * 24 * 3600;
+  app.add_option("--events-max-age", events_max_age_s,
+                 "seconds job events are kept in the TROUPE_EVENTS stream (troupe history); 0: forever")
+      ->check(CLI::NonNegativeNumber);
   app.add_flag("--debug-crash", opts.debug_crash,
                "answer troupe.sys.debug.crash: crash a chosen job, queue or node actor (for tests)");
   CLI11_PARSE(app, argc, argv);
@@ -119,7 +123,9 @@ int main(int argc, char** argv) {
   }
   auto js = troupe::bus::JetStream::open(*out_conn, &err);
   if (!js || !js->ensure_stream({troupe::subjects::kIntakeStream, {troupe::subjects::kIntakeSubjects}}, &err) ||
-      !js->ensure_stream({troupe::subjects::kEventsStream, {troupe::subjects::kAllEvents}}, &err)) {
+      !js->ensure_stream({troupe::subjects::kEventsStream, {troupe::subjects::kAllEvents},
+                          2 * 60 * 1000, events_max_age_s},
+                         &err)) {
     std::fprintf(stderr, "troupe-scheduler: JetStream is required (nats-server -js): %s\n", err.c_str());
     return 1;
   }
