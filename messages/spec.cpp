@@ -14,8 +14,18 @@ namespace troupe::spec {
 
 namespace {
 
+// How long the JSON of a YAML text may grow: quoting and escaping make it at
+// most 8 times longer; only aliases make it longer still, and a few hundred
+// bytes of nested aliases name billions of nodes ("billion laughs").
+size_t json_limit(std::string_view yaml) {
+  return (size_t{1} << 20) + 8 * yaml.size();
+}
+
 // YAML node -> JSON text, so that YAML goes through the same protobuf mapping.
-void yaml_to_json(const YAML::Node& n, std::string& out) {
+// Throws once `out` passes `limit`.
+void yaml_to_json(const YAML::Node& n, std::string& out, size_t limit) {
+  if (out.size() > limit)
+    throw YAML::Exception(YAML::Mark::null_mark(), "aliases expand the document too far");
   switch (n.Type()) {
     case YAML::NodeType::Null:
     case YAML::NodeType::Undefined:
@@ -27,7 +37,7 @@ void yaml_to_json(const YAML::Node& n, std::string& out) {
       for (const auto& item : n) {
         if (!first) out += ',';
         first = false;
-        yaml_to_json(item, out);
+        yaml_to_json(item, out, limit);
       }
       out += ']';
       return;
@@ -41,7 +51,7 @@ void yaml_to_json(const YAML::Node& n, std::string& out) {
         out += '"';
         out += kv.first.Scalar();
         out += "\":";
-        yaml_to_json(kv.second, out);
+        yaml_to_json(kv.second, out, limit);
       }
       out += '}';
       return;
@@ -130,7 +140,7 @@ std::string parse_text(std::string_view text, google::protobuf::Message& m) {
     YAML::Node root = YAML::Load(std::string(text));
     if (!root.IsMap()) return "invalid YAML: the top level must be a mapping";
     std::string json;
-    yaml_to_json(root, json);
+    yaml_to_json(root, json, json_limit(text));
     auto err = parse_json(json, m);
     if (!err.empty()) err.replace(0, std::string("invalid JSON job spec").size(), "invalid YAML");
     return err;
@@ -148,7 +158,7 @@ Parsed from_yaml(std::string_view yaml) {
       return p;
     }
     std::string json;
-    yaml_to_json(root, json);
+    yaml_to_json(root, json, json_limit(yaml));
     p = from_json(json);
     if (!p.ok) p.error.replace(0, std::string("invalid JSON").size(), "invalid YAML");
   } catch (const YAML::Exception& e) {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages Troupe builds with (skipped when every one is
 # already installed, so a rerun is quick), then configures and builds into
-# build/ (binaries in build/bin/). Safe to run again at any time.
+# build/ (binaries in build/bin/). Safe to run again at any time. clang and
+# libclang-rt-dev (libFuzzer, the sanitizers) are for scripts/fuzz.sh only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,6 +13,7 @@ PACKAGES=(
   prometheus-cpp-dev catch2 libcli11-dev libspdlog-dev libyaml-cpp-dev
   nlohmann-json3-dev libcpp-httplib-dev libbenchmark-dev
   prometheus
+  clang libclang-rt-dev
   ca-certificates git
 )
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The whole test suite: installs and builds (scripts/setup.sh), then runs every
-# test through ctest. The exit code is ctest's.
+# The whole test suite: installs and builds (scripts/setup.sh), runs every
+# test through ctest, then every fuzz target for TROUPE_FUZZ_SECONDS (default
+# 60) seconds (scripts/fuzz.sh). Fails when either fails.
 #   unit only:         ctest --test-dir build -LE integration --output-on-failure
 #   integration only:  ctest --test-dir build -L integration --output-on-failure
 set -euo pipefail
@@ -12,5 +13,14 @@ bash scripts/setup.sh
 set +e
 ctest --test-dir build --output-on-failure -j2 --timeout 900
 rc=$?
+bash scripts/fuzz.sh
+fuzz_rc=$?
 set -e
-exit "$rc"
+if [ "$rc" -ne 0 ]; then
+  echo "test: ctest failed (exit $rc)" >&2
+  exit "$rc"
+fi
+if [ "$fuzz_rc" -ne 0 ]; then
+  echo "test: fuzzing failed (exit $fuzz_rc)" >&2
+  exit "$fuzz_rc"
+fi

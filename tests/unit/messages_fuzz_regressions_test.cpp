@@ -1,0 +1,62 @@
+// Inputs that the fuzz targets (tests/fuzz, docs/fuzzing.md) showed to break a
+// decoder, kept here so that the fix stays.
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <string>
+
+#include "messages/spec.hpp"
+
+using namespace troupe;
+
+namespace {
+
+// "Billion laughs": each level names the one below ten times, so these few
+// hundred bytes of YAML are 10^9 scalars once the aliases are expanded.
+std::string laughs(const std::string& head) {
+  std::string y = head + "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n";
+  for (int i = 1; i <= 8; ++i) {
+    std::string prev = "*a" + std::to_string(i - 1);
+    y += "a" + std::to_string(i) + ": &a" + std::to_string(i) + " [";
+    for (int k = 0; k < 10; ++k) y += (k ? ", " : "") + prev;
+    y += "]\n";
+  }
+  return y;
+}
+
+}  // namespace
+
+TEST_CASE("spec: YAML aliases that expand without bound are refused quickly",
+          "[messages][spec][fuzz]") {
+  // fuzz_spec_yaml and fuzz_config: spec::yaml_to_json expanded every alias,
+  // so this ran until memory ran out (a spec file for troupe submit, or the
+  // scheduler's --config on start and on SIGHUP).
+  std::string text = laughs("command: [\"true\"]\n");
+  auto start = std::chrono::steady_clock::now();
+  auto p = spec::from_yaml(text);
+  CHECK_FALSE(p.ok);
+  CHECK_THAT(p.error, Catch::Contains("aliases expand the document too far"));
+  pb::JobSpec s;
+  CHECK_THAT(spec::parse_text(text, s), Catch::Contains("aliases expand the document too far"));
+  CHECK_FALSE(spec::from_text(text).ok);
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(20));
+}
+
+TEST_CASE("spec: YAML aliases within bounds and long alias-free files still parse",
+          "[messages][spec][fuzz]") {
+  auto p = spec::from_yaml("command: [&p python, train.py]\nenv: {INTERPRETER: *p}\n");
+  INFO(p.error);
+  REQUIRE(p.ok);
+  CHECK(p.spec.env().at("INTERPRETER") == "python");
+  auto q = spec::from_yaml("res: &r {gpus: 2}\nresources: *r\ncommand: [x]\n");
+  CHECK_FALSE(q.ok);  // the alias expands, and "res" is an unknown field
+  CHECK_THAT(q.error, Catch::Contains("res"));
+
+  // A file whose JSON is well past the 1 MiB floor of the bound.
+  std::string big = "command:\n";
+  for (int i = 0; i < 120000; ++i) big += "  - arg" + std::to_string(i) + "\n";
+  auto b = spec::from_yaml(big);
+  INFO(b.error);
+  REQUIRE(b.ok);
+  CHECK(b.spec.command_size() == 120000);
+  CHECK(b.spec.command(119999) == "arg119999");
+}
