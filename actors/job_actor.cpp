@@ -53,10 +53,12 @@ void announce(Self* self, const std::string& cause = {}) {
 }
 
 // Every state change: record, snapshot, event (in that order).
-void enter(Self* self, std::string_view state, std::string reason = {}, const std::string& cause = {}) {
+void enter(Self* self, std::string_view state, std::string reason = {},
+           const std::string& cause = {}) {
   auto& r = self->state.rec;
   r.set_state(std::string(state));
   r.set_reason(std::move(reason));
+  r.set_event_seq(r.event_seq() + 1);
   if (state == names::kRunning) r.set_start_ms(now_ms());
   if (names::is_terminal(state)) r.set_end_ms(now_ms());
   save(self);
@@ -112,7 +114,8 @@ int signal_number(const std::string& name) {
 
 // Asks every rank still running to stop: `signal` first, SIGTERM after
 // `grace_s`, SIGKILL a little later (the agent escalates).
-void stop_all(Self* self, const std::string& reason, int signal = SIGTERM, int grace_s = kStopGraceS) {
+void stop_all(Self* self, const std::string& reason, int signal = SIGTERM,
+              int grace_s = kStopGraceS) {
   auto& st = self->state;
   if (st.stop_sent) return;
   st.stop_sent = true;
@@ -120,7 +123,7 @@ void stop_all(Self* self, const std::string& reason, int signal = SIGTERM, int g
     if (has(st.rec.exited_ranks(), p.rank())) continue;
     flatbuffers::FlatBufferBuilder fbb;
     auto body = wire::CreateStop(fbb, fbb.CreateString(st.rec.job_id()), st.rec.attempt(), p.rank(),
-                                 grace_s, fbb.CreateString(reason), signal, 5);
+                                 grace_s, fbb.CreateString(reason), signal, 5, st.w.epoch);
     to_node(self, p.node(), Envelope{wire::seal(fbb, body)});
   }
 }
@@ -186,7 +189,8 @@ void attempt_over(Self* self) {
     r.set_infra_requeues(r.infra_requeues() + 1);
     std::string why = "preempted on attempt " + std::to_string(attempt);
     enter(self, kPreempted, why, "preempted");
-    self->send(self->state.w.arbiter, retried_atom_v, std::string("preempted"), std::string("infra"));
+    self->send(self->state.w.arbiter, retried_atom_v, std::string("preempted"),
+               std::string("infra"));
     policy::RetryBudget b;
     b.infra_cap = self->state.infra_cap;
     b.infra_used = r.infra_requeues() - 1;
@@ -197,7 +201,8 @@ void attempt_over(Self* self) {
       finish(self, names::kFailed, "preempted");
     }
   } else if (kind != "none") {
-    policy::Outcome o{kind == "user" ? policy::FailureKind::kUser : policy::FailureKind::kInfra, cause};
+    policy::Outcome o{kind == "user" ? policy::FailureKind::kUser : policy::FailureKind::kInfra,
+                      cause};
     policy::RetryBudget b;
     b.max_retries = r.spec().max_retries();
     b.retries_used = r.retries_used();
@@ -273,7 +278,8 @@ void on_checkpointed(Self* self, const wire::Checkpointed* c) {
   r.set_last_checkpoint(path);
   r.set_last_checkpoint_ms(c->ts_ms());
   save(self);
-  self->send(self->state.w.arbiter, checkpoint_atom_v, r.job_id(), static_cast<int64_t>(c->ts_ms()));
+  self->send(self->state.w.arbiter, checkpoint_atom_v, r.job_id(),
+             static_cast<int64_t>(c->ts_ms()));
 }
 
 void on_placed(Self* self, const Assignment& a) {
@@ -309,14 +315,15 @@ void on_placed(Self* self, const Assignment& a) {
         fbb, fbb.CreateString(r.job_id()), fbb.CreateString(s.team()), r.attempt(), rank, world,
         fbb.CreateString(coordinator), fbb.CreateVector(gpus), fbb.CreateVector(cmd),
         fbb.CreateVectorOfSortedTables(&kv), s.max_runtime_s(), kStopGraceS,
-        fbb.CreateString(r.checkpoint_dir()));
+        fbb.CreateString(r.checkpoint_dir()), self->state.w.epoch);
     to_node(self, a.nodes[static_cast<size_t>(rank)], Envelope{wire::seal(fbb, body)});
   }
 }
 
 void reply_json(Self* self, const std::string& reply, const std::string& state) {
   if (reply.empty()) return;
-  self->state.out->publish(reply, "{\"job_id\":\"" + self->state.rec.job_id() + "\",\"state\":\"" + state + "\"}");
+  self->state.out->publish(
+      reply, "{\"job_id\":\"" + self->state.rec.job_id() + "\",\"state\":\"" + state + "\"}");
 }
 
 caf::behavior job_behavior(Self* self, Wiring w, OutboxPtr out, std::string snapshot) {
@@ -339,7 +346,12 @@ caf::behavior job_behavior(Self* self, Wiring w, OutboxPtr out, std::string snap
       enqueue(self);
   } else if (names::is_terminal(r.state())) {
     self->delayed_send(self, kLinger, done_atom_v);
+  } else if (r.state() != names::kStarting && r.state() != names::kRunning) {
+    // Restored between an attempt's end and its requeue (e.g. "preempted"):
+    // the attempt is over; the job goes back to its queue.
+    requeue(self, "recovered after a scheduler restart in state " + r.state(), "recovered", 0);
   }
+  // starting / running: the workers' agents report (adopted, ended, or lost).
   return {
       [=](placed_atom, const Assignment& a) { on_placed(self, a); },
       [=](const Envelope& env) {

@@ -5,7 +5,9 @@
 
 namespace troupe {
 
-int worker_count(const pb::JobSpec& s) { return s.has_workers() ? s.workers() : 1; }
+int worker_count(const pb::JobSpec& s) {
+  return s.has_workers() ? s.workers() : 1;
+}
 
 policy::PlacementRequest placement_request(const pb::JobSpec& s) {
   policy::PlacementRequest r;
@@ -70,6 +72,7 @@ pb::JobEvent job_event(const pb::JobRecord& r, int64_t now) {
   e.set_reason(r.reason());
   e.set_name(r.spec().name());
   e.set_kind(r.spec().kind());
+  e.set_seq(r.event_seq());
   return e;
 }
 

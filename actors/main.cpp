@@ -1,46 +1,78 @@
 // troupe-scheduler: runs the actor system and binds it to NATS.
 //   troupe-scheduler --nats URL [--config FILE] [--metrics HOST:PORT]
-// Stops cleanly on SIGTERM / SIGINT.
+// Several may run: one takes the leader lease and schedules, the others wait
+// as standbys (docs/recovery.md). A leader restores its actors from the KV
+// bucket and the streams, then asks the agents what runs. Stops cleanly on
+// SIGTERM / SIGINT; exits with code 3 when it finds itself deposed.
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 
-#include <CLI/CLI.hpp>
-
+#include "actors/durable.hpp"
 #include "actors/policy/config.hpp"
 #include "actors/scheduler.hpp"
 #include "bus/bridge.hpp"
 #include "bus/nats.hpp"
 #include "bus/subjects.hpp"
 #include "gateway/metrics.hpp"
+#include "messages/names.hpp"
 
 namespace {
 
+// Everything the actors publish passes the lease gate (actors/durable.hpp).
 class BusOutbox : public troupe::Outbox {
  public:
-  explicit BusOutbox(troupe::bus::Connection& c) : conn_(c) {}
+  explicit BusOutbox(troupe::LeaseGate& g) : gate_(g) {}
   void send(const std::string& subject, const void* data, size_t size,
             const std::string& reply) override {
-    conn_.publish(subject, data, size, reply);
+    gate_.publish(subject, data, size, reply);
   }
 
  private:
-  troupe::bus::Connection& conn_;
+  troupe::LeaseGate& gate_;
 };
 
 class StreamIntake : public troupe::Intake {
  public:
-  explicit StreamIntake(troupe::bus::JetStream& js) : js_(js) {}
+  StreamIntake(troupe::bus::JetStream& js, troupe::LeaseGate& g) : js_(js), gate_(g) {}
   void append(const std::string& subject, std::vector<uint8_t> bytes, const std::string& msg_id,
               Done done) override {
+    if (!gate_.open()) {  // not known to lead right now: nothing may be accepted
+      done(false, false, "this scheduler's leader lease is unconfirmed");
+      return;
+    }
     js_.publish_async(subject, bytes.data(), bytes.size(), msg_id, std::move(done));
   }
+  void ack(uint64_t stream_seq) override {
+    if (auto* c = consumer.load()) c->ack(stream_seq);
+  }
+  std::atomic<troupe::bus::Consumer*> consumer{nullptr};  // troupe.<team>.enqueue
 
  private:
   troupe::bus::JetStream& js_;
+  troupe::LeaseGate& gate_;
 };
+
+// Waits up to `ms` for one of `set`'s signals; 0 on timeout.
+int wait_signal(const sigset_t& set, int ms) {
+  timespec ts{ms / 1000, (ms % 1000) * 1000000L};
+  int sig = sigtimedwait(&set, nullptr, &ts);
+  return sig < 0 ? 0 : sig;
+}
+
+std::string holder_id() {
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  return std::string(host) + ":" + std::to_string(getpid()) + ":" +
+         std::to_string(troupe::now_ms());
+}
 
 // Reads and checks a config file; false (and why) when it is unusable.
 bool read_config(const std::string& path, std::string& text, std::string& err) {
@@ -60,7 +92,8 @@ bool read_config(const std::string& path, std::string& text, std::string& err) {
 
 int main(int argc, char** argv) {
   CLI::App app{"troupe-scheduler: the Troupe actor system on NATS"};
-  std::string url = std::getenv("TROUPE_NATS") ? std::getenv("TROUPE_NATS") : "nats://127.0.0.1:4222";
+  std::string url =
+      std::getenv("TROUPE_NATS") ? std::getenv("TROUPE_NATS") : "nats://127.0.0.1:4222";
   std::string config;
   app.add_option("--nats", url, "NATS server URL (env TROUPE_NATS)");
   app.add_option("--config", config, "cluster config file (YAML or JSON)");
@@ -73,14 +106,30 @@ int main(int argc, char** argv) {
   app.add_option("--metrics", metrics_addr,
                  "serve Prometheus /metrics on HOST:PORT (port 0: a free one; docs/metrics.md)");
   std::string policy = "troupe";
-  app.add_option("--policy", policy, "troupe (default) | fifo: strict FIFO, no fair share or backfill (a baseline)")
+  app.add_option("--policy", policy,
+                 "troupe (default) | fifo: strict FIFO, no fair share or backfill (a baseline)")
       ->check(CLI::IsMember({"troupe", "fifo"}));
   int64_t events_max_age_s = 7 * 24 * 3600;
-  app.add_option("--events-max-age", events_max_age_s,
-                 "seconds job events are kept in the TROUPE_EVENTS stream (troupe history); 0: forever")
+  app.add_option(
+         "--events-max-age", events_max_age_s,
+         "seconds job events are kept in the TROUPE_EVENTS stream (troupe history); 0: forever")
       ->check(CLI::NonNegativeNumber);
-  app.add_flag("--debug-crash", opts.debug_crash,
-               "answer troupe.sys.debug.crash: crash a chosen job, queue or node actor (for tests)");
+  std::string snapshots = "coalesced";
+  app.add_option(
+         "--snapshots", snapshots,
+         "how actor snapshots reach the KV bucket: coalesced (default), sync (one write per "
+         "change, waited for), off (memory only: no recovery after a restart)")
+      ->check(CLI::IsMember({"coalesced", "sync", "off"}));
+  int flush_ms = 20;
+  app.add_option("--flush-ms", flush_ms, "coalesced snapshots: write interval")
+      ->check(CLI::Range(1, 10000));
+  int lease_ttl_ms = 3000;
+  app.add_option("--lease-ttl-ms", lease_ttl_ms,
+                 "a leader that has not renewed its lease for this long is replaced by a standby")
+      ->check(CLI::Range(300, 60000));
+  app.add_flag(
+      "--debug-crash", opts.debug_crash,
+      "answer troupe.sys.debug.crash: crash a chosen job, queue or node actor (for tests)");
   CLI11_PARSE(app, argc, argv);
   opts.fifo = policy == "fifo";
   {
@@ -104,6 +153,7 @@ int main(int argc, char** argv) {
   sigaddset(&stop, SIGTERM);
   sigaddset(&stop, SIGINT);
   sigaddset(&stop, SIGHUP);
+  sigaddset(&stop, SIGUSR2);  // raised by the snapshot store when a write finds us deposed
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
 
   troupe::bus::Library lib;
@@ -111,6 +161,10 @@ int main(int argc, char** argv) {
   troupe::bus::ConnectOptions in_opts, out_opts;
   in_opts.url = out_opts.url = url;
   in_opts.name = "troupe-scheduler-in";
+  // After nats-server comes back, the agents are asked to register again (what
+  // they run, what ended meanwhile); the main loop sends that hello.
+  std::atomic<bool> reconnected{false};
+  in_opts.on_reconnected = [&reconnected] { reconnected = true; };
   out_opts.name = "troupe-scheduler-out";
   out_opts.send_asap = false;  // a busy publisher: let the client batch writes
   // Separate connections for receiving and publishing (a connection that both
@@ -122,11 +176,24 @@ int main(int argc, char** argv) {
     return 1;
   }
   auto js = troupe::bus::JetStream::open(*out_conn, &err);
-  if (!js || !js->ensure_stream({troupe::subjects::kIntakeStream, {troupe::subjects::kIntakeSubjects}}, &err) ||
-      !js->ensure_stream({troupe::subjects::kEventsStream, {troupe::subjects::kAllEvents},
-                          2 * 60 * 1000, events_max_age_s},
+  if (!js ||
+      !js->ensure_stream({troupe::subjects::kIntakeStream,
+                          {troupe::subjects::kIntakeSubjects, troupe::subjects::kAllEnqueue}},
+                         &err) ||
+      !js->ensure_stream({troupe::subjects::kEventsStream,
+                          {troupe::subjects::kAllEvents},
+                          2 * 60 * 1000,
+                          events_max_age_s},
                          &err)) {
-    std::fprintf(stderr, "troupe-scheduler: JetStream is required (nats-server -js): %s\n", err.c_str());
+    std::fprintf(stderr, "troupe-scheduler: JetStream is required (nats-server -js): %s\n",
+                 err.c_str());
+    return 1;
+  }
+  auto state_kv = troupe::bus::KeyValue::open(*js, troupe::subjects::kStateBucket, &err);
+  auto leader_kv =
+      state_kv ? troupe::bus::KeyValue::open(*js, troupe::subjects::kLeaderBucket, &err) : nullptr;
+  if (!state_kv || !leader_kv) {
+    std::fprintf(stderr, "troupe-scheduler: %s\n", err.c_str());
     return 1;
   }
   // The metrics collector: its own connection, a projection of events and
@@ -144,24 +211,86 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "troupe-scheduler: metrics on %s\n", metrics->url().c_str());
   }
 
+  // Lead, or wait as a standby until the leader stops renewing its lease.
+  troupe::LeaderLease lease(*leader_kv, holder_id(), lease_ttl_ms);
+  troupe::LeaseGate gate(
+      [&](const std::string& subject, const void* data, size_t size, const std::string& reply) {
+        out_conn->publish(subject, data, size, reply);
+      });
+  for (bool told = false;;) {
+    int64_t asked = troupe::LeaseGate::steady_ms();
+    if (lease.try_acquire()) {
+      gate.extend(asked + lease_ttl_ms);
+      break;
+    }
+    if (!told)
+      std::fprintf(stderr, "troupe-scheduler: standby: another scheduler holds the leader lease\n");
+    told = true;
+    int sig = wait_signal(stop, 200);
+    if (sig == SIGTERM || sig == SIGINT) return 0;
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  auto restored = troupe::restore_state(*state_kv, *js);
+  auto& rs = restored.state;
+  using Mode = troupe::KvSnapshotStore::Mode;
+  auto store = std::make_shared<troupe::KvSnapshotStore>(*state_kv,
+                                                         snapshots == "sync"  ? Mode::sync
+                                                         : snapshots == "off" ? Mode::off
+                                                                              : Mode::coalesced,
+                                                         flush_ms, [] { kill(getpid(), SIGUSR2); });
+  store->seed(restored.revisions);
+  store->start();
+  std::vector<std::string> job_records, node_records;
+  size_t active = 0;
+  for (const auto& [id, rec] : rs.jobs) {
+    std::string bytes;
+    rec.SerializeToString(&bytes);
+    if (rs.changed.count(id)) store->put(troupe::job_key(id), bytes);
+    active += troupe::names::is_terminal(rec.state()) ? 0 : 1;
+    job_records.push_back(std::move(bytes));
+  }
+  for (const auto& [name, rec] : rs.nodes) {
+    std::string bytes;
+    rec.SerializeToString(&bytes);
+    store->put(troupe::node_key(name), bytes);
+    node_records.push_back(std::move(bytes));
+  }
+  opts.store = store;
+  opts.epoch = lease.epoch();
+
   int rc = 0;
   {
     caf::actor_system_config cfg;
     troupe::configure(cfg);
     caf::actor_system sys{cfg};
-    auto out = std::make_shared<BusOutbox>(*out_conn);
-    auto intake = std::make_shared<StreamIntake>(*js);
+    auto out = std::make_shared<BusOutbox>(gate);
+    auto intake = std::make_shared<StreamIntake>(*js, gate);
     auto w = troupe::start_scheduler(sys, out, intake, opts);
     troupe::apply_config(w, config_text);
+    caf::anon_send(w.router, troupe::atoms::restore_atom_v, troupe::recovery::idempotency_keys(rs),
+                   static_cast<uint64_t>(troupe::recovery::max_seq(rs)));
+    caf::anon_send(w.nodes, troupe::atoms::restore_atom_v, std::move(node_records));
+    caf::anon_send(w.jobs, troupe::atoms::restore_atom_v, std::move(job_records));
+    auto ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+            .count();
+    std::fprintf(
+        stderr,
+        "troupe-scheduler: leader (epoch %llu); restored %zu jobs (%zu not ended), %zu nodes "
+        "in %lld ms (read since the last flush: %zu intake, %zu events; %zu moved on; %lld "
+        "unreadable)\n",
+        static_cast<unsigned long long>(lease.epoch()), rs.jobs.size(), active, rs.nodes.size(),
+        static_cast<long long>(ms), restored.intake_read, restored.events_read, rs.changed.size(),
+        static_cast<long long>(rs.bad));
 
     std::vector<troupe::bus::SubscriptionPtr> subs;
-    for (const char* s : {troupe::subjects::kAllSubmit, troupe::subjects::kAllStatus,
-                          troupe::subjects::kAllCancel, troupe::subjects::kAllLogs,
-                          troupe::subjects::kAllJobs, troupe::subjects::kSysNodes,
-                          troupe::subjects::kSysStats, troupe::subjects::kAllAgents,
-                          troupe::subjects::kAllWhy, troupe::subjects::kSysQueues,
-                          troupe::subjects::kSysCordon, troupe::subjects::kSysUncordon,
-                          troupe::subjects::kSysDrain, troupe::subjects::kSysDebugCrash}) {
+    for (const char* s :
+         {troupe::subjects::kAllSubmit, troupe::subjects::kAllStatus, troupe::subjects::kAllCancel,
+          troupe::subjects::kAllLogs, troupe::subjects::kAllJobs, troupe::subjects::kSysNodes,
+          troupe::subjects::kSysStats, troupe::subjects::kAllAgents, troupe::subjects::kAllWhy,
+          troupe::subjects::kSysQueues, troupe::subjects::kSysCordon,
+          troupe::subjects::kSysUncordon, troupe::subjects::kSysDrain,
+          troupe::subjects::kSysDebugCrash}) {
       auto sub = troupe::bus::subscribe_actor(*in_conn, s, w.router);
       if (!sub) {
         std::fprintf(stderr, "troupe-scheduler: cannot subscribe to %s\n", s);
@@ -169,14 +298,42 @@ int main(int argc, char** argv) {
       }
       subs.push_back(std::move(sub));
     }
+    // Submissions published with JetStream (troupe.<team>.enqueue), also
+    // those stored while no scheduler ran.
+    auto consumer = troupe::bus::Consumer::open(
+        *js, troupe::subjects::kIntakeStream, troupe::subjects::kEnqueueConsumer,
+        troupe::subjects::kAllEnqueue,
+        [router = w.router](troupe::Inbound&& in) { caf::anon_send(router, std::move(in)); }, &err);
+    if (!consumer) {
+      std::fprintf(stderr, "troupe-scheduler: %s\n", err.c_str());
+      rc = 1;
+    }
+    intake->consumer = consumer.get();
     in_conn->flush();
-    // Agents that started before us register again.
-    out_conn->publish(troupe::subjects::kSysHello, std::string());
+    // Agents that started before us register again (and learn our epoch).
+    out->publish(troupe::subjects::kSysHello, "{\"epoch\":" + std::to_string(lease.epoch()) + "}");
     std::fprintf(stderr, "troupe-scheduler: serving on %s\n", url.c_str());
 
     while (rc == 0) {
-      int sig = 0;
-      sigwait(&stop, &sig);
+      int sig = wait_signal(stop, std::max(100, lease_ttl_ms / 3));
+      if (reconnected.exchange(false))
+        out->publish(troupe::subjects::kSysHello,
+                     "{\"epoch\":" + std::to_string(lease.epoch()) + "}");
+      if (sig == 0 || sig == SIGUSR2) {
+        if (sig == 0) {
+          int64_t asked = troupe::LeaseGate::steady_ms();
+          auto r = lease.renew();
+          if (r == troupe::LeaderLease::Renewal::renewed) gate.extend(asked + lease_ttl_ms);
+          if (r != troupe::LeaderLease::Renewal::lost) continue;
+        }
+        // Deposed: another scheduler leads. Stop acting at once (no clean
+        // shutdown: that would publish and write as if still leading).
+        std::fprintf(stderr, "troupe-scheduler: deposed: %s; exiting\n",
+                     sig == SIGUSR2 ? "a snapshot write found another scheduler's revision"
+                                    : "another scheduler holds the leader lease");
+        std::fflush(stderr);
+        std::_Exit(3);
+      }
       if (sig != SIGHUP) {
         std::fprintf(stderr, "troupe-scheduler: stopping (signal %d)\n", sig);
         break;
@@ -193,10 +350,14 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "troupe-scheduler: config reloaded from %s\n", config.c_str());
       }
     }
+    intake->consumer = nullptr;
+    consumer.reset();
     subs.clear();
     troupe::stop_scheduler(w);
     sys.await_all_actors_done();
   }
+  store.reset();  // writes what is pending
+  lease.release();
   metrics.reset();
   js.reset();
   out_conn.reset();

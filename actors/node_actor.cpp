@@ -1,9 +1,10 @@
 #include "actors/node_actor.hpp"
 
 #include <chrono>
-#include <set>
 #include <csignal>
 #include <cstdlib>
+#include <map>
+#include <set>
 
 #include "actors/policy/ledger.hpp"
 #include "bus/subjects.hpp"
@@ -25,9 +26,9 @@ struct NodeState {
   policy::Ledger ledger;
   bool registered = false;
   bool alive = false;
-  bool lost_once = false;    // lost at least once in this scheduler's life: fence what it still runs
-  bool cordoned = false;     // takes no new work
-  bool draining = false;     // cordoned by drain: running work finishes
+  bool lost_once = false;  // lost at least once in this scheduler's life: fence what it still runs
+  bool cordoned = false;   // takes no new work
+  bool draining = false;   // cordoned by drain: running work finishes
   bool dirty = false;
   int64_t last_heartbeat_ms = 0;
   Wiring w;
@@ -79,6 +80,8 @@ void save(Self* self) {
   rec.set_gpus(st.ledger.gpus_total);
   rec.set_cpus(st.ledger.cpus_total);
   rec.set_memory_mb(st.ledger.memory_total_mb);
+  rec.set_cordoned(st.cordoned);
+  rec.set_draining(st.draining);
   for (const auto& [id, h] : st.ledger.holds) {
     if (!h.committed) continue;  // leases do not survive a restart
     auto* r = rec.add_holds();
@@ -116,12 +119,27 @@ void restore(Self* self, const std::string& snapshot) {
     h.launched = r.launched();
     h.started = r.launched();
     h.exited = r.exited();
-    for (int g : h.gpus)
-      if (g >= 0 && g < static_cast<int>(st.ledger.gpu_owner.size()))
-        st.ledger.gpu_owner[static_cast<size_t>(g)] = r.id();
+    for (int g : h.gpus) {
+      if (g < 0 || g > 4096) continue;
+      // A node known only from its jobs (rebuilt before its agent spoke) has
+      // no inventory yet: its holds still own their indices.
+      if (g >= static_cast<int>(st.ledger.gpu_owner.size()))
+        st.ledger.gpu_owner.resize(static_cast<size_t>(g) + 1);
+      st.ledger.gpu_owner[static_cast<size_t>(g)] = r.id();
+    }
     st.ledger.holds[r.id()] = std::move(h);
   }
+  st.cordoned = rec.cordoned();
+  st.draining = rec.draining();
   st.registered = true;  // the next heartbeat confirms liveness
+  if (rec.restored()) {
+    // Rebuilt after a scheduler restart: the agent is the ground truth. Until
+    // it registers, count it alive from now (lost after the usual timeout);
+    // what it runs that this ledger does not hold is fenced.
+    st.alive = true;
+    st.lost_once = true;
+    st.last_heartbeat_ms = now_ms();
+  }
 }
 
 Envelope accept(const std::string& node, const std::string& id, const std::vector<int>& gpus,
@@ -160,7 +178,6 @@ Envelope on_reserve(Self* self, const std::string& id, const std::string& job_id
   return accept(st.node, id, v.gpus, now + lease_ms);
 }
 
-
 void to_job(Self* self, const std::string& job_id, const Envelope& env) {
   self->send(self->state.w.jobs, route_atom_v, job_id, caf::make_message(env));
 }
@@ -175,8 +192,9 @@ void end_worker(Self* self, const std::string& id, policy::Hold& h, const std::s
   int attempt = std::atoi(id.substr(a + 1, b - a - 1).c_str());
   int rank = std::atoi(id.substr(b + 1).c_str());
   flatbuffers::FlatBufferBuilder fbb;
-  auto body = wire::CreateExited(fbb, fbb.CreateString(self->state.node), fbb.CreateString(h.job_id),
-                                 attempt, rank, -1, 0, fbb.CreateString(reason));
+  auto body =
+      wire::CreateExited(fbb, fbb.CreateString(self->state.node), fbb.CreateString(h.job_id),
+                         attempt, rank, -1, 0, fbb.CreateString(reason));
   to_job(self, h.job_id, Envelope{wire::seal(fbb, body)});
 }
 
@@ -189,16 +207,44 @@ void lose_workers(Self* self) {
   }
 }
 
-// An agent that registers (it restarted, or answers a hello) without a worker
-// this ledger holds as launched lost that worker: it died with the old agent.
-// Workers not yet reported started may still be on their way; they are left.
-void adopt_or_lose(Self* self, const flatbuffers::Vector<flatbuffers::Offset<wire::WorkerRef>>* running) {
+// An agent registers (it restarted, or answers a hello — after a scheduler
+// restart too). For every worker this ledger holds as launched:
+//  - the agent runs it: adopted (its job hears Started again; duplicates are ignored);
+//  - the agent saw it end (`ended`): its job gets that Exited, real exit code;
+//  - neither: it died with an old agent ("agent lost"). Workers not yet
+//    reported started may still be on their way; they are left.
+void adopt_or_lose(Self* self, const wire::NodeRegister* r) {
   auto& st = self->state;
   std::set<std::string> alive;
-  if (running != nullptr)
-    for (const auto* w : *running) alive.insert(policy::hold_id(wire::str(w->job_id()), w->attempt(), w->rank()));
+  if (auto* running = r->running())
+    for (const auto* w : *running) {
+      auto id = policy::hold_id(wire::str(w->job_id()), w->attempt(), w->rank());
+      alive.insert(id);
+      auto it = st.ledger.holds.find(id);
+      if (it == st.ledger.holds.end() || !it->second.launched || it->second.exited) continue;
+      it->second.started = true;
+      flatbuffers::FlatBufferBuilder fbb;
+      auto body = wire::CreateStarted(fbb, fbb.CreateString(st.node), fbb.CreateString(w->job_id()),
+                                      w->attempt(), w->rank(), 0);
+      to_job(self, wire::str(w->job_id()), Envelope{wire::seal(fbb, body)});
+    }
+  std::map<std::string, const wire::Exited*> ended;
+  if (auto* e = r->ended())
+    for (const auto* x : *e)
+      ended[policy::hold_id(wire::str(x->job_id()), x->attempt(), x->rank())] = x;
   for (auto& [id, h] : st.ledger.holds) {
-    if (!h.launched || !h.started || h.exited || alive.count(id)) continue;
+    if (!h.launched || h.exited || alive.count(id)) continue;
+    if (auto it = ended.find(id); it != ended.end()) {
+      const auto* x = it->second;
+      h.exited = true;
+      flatbuffers::FlatBufferBuilder fbb;
+      auto body = wire::CreateExited(fbb, fbb.CreateString(st.node), fbb.CreateString(h.job_id),
+                                     x->attempt(), x->rank(), x->exit_code(), x->signal(),
+                                     fbb.CreateString(wire::str(x->reason())));
+      to_job(self, h.job_id, Envelope{wire::seal(fbb, body)});
+      continue;
+    }
+    if (!h.started) continue;
     end_worker(self, id, h, "agent lost: " + st.node + " restarted without this worker");
   }
 }
@@ -215,9 +261,10 @@ void fence(Self* self, const flatbuffers::Vector<flatbuffers::Offset<wire::Worke
     auto it = st.ledger.holds.find(id);
     if (it != st.ledger.holds.end() && it->second.launched && !it->second.exited) continue;
     flatbuffers::FlatBufferBuilder fbb;
-    auto body = wire::CreateStop(fbb, fbb.CreateString(job), w->attempt(), w->rank(), 5,
-                                 fbb.CreateString("fenced: this attempt moved while the node was lost"),
-                                 SIGKILL, 1);
+    auto body =
+        wire::CreateStop(fbb, fbb.CreateString(job), w->attempt(), w->rank(), 5,
+                         fbb.CreateString("fenced: this attempt moved while the node was lost"),
+                         SIGKILL, 1, st.w.epoch);
     to_agent(self, subjects::kStop, wire::seal(fbb, body));
   }
 }
@@ -239,7 +286,7 @@ Envelope handle(Self* self, const Envelope& env) {
       st.alive = true;
       st.last_heartbeat_ms = now_ms();
       fence(self, r->running());
-      adopt_or_lose(self, r->running());
+      adopt_or_lose(self, r);
       report(self);
       return {};
     }
@@ -260,7 +307,8 @@ Envelope handle(Self* self, const Envelope& env) {
     case wire::Body::Started: {
       auto* x = e->body_as_Started();
       auto id = policy::hold_id(wire::str(x->job_id()), x->attempt(), x->rank());
-      if (auto it = st.ledger.holds.find(id); it != st.ledger.holds.end()) it->second.started = true;
+      if (auto it = st.ledger.holds.find(id); it != st.ledger.holds.end())
+        it->second.started = true;
       to_job(self, wire::str(x->job_id()), env);
       return {};
     }
@@ -312,7 +360,8 @@ Envelope handle(Self* self, const Envelope& env) {
       auto job = wire::str(s->job_id());
       std::vector<std::string> unlaunched;
       for (const auto& [id, h] : st.ledger.holds)
-        if (h.job_id == job && !h.launched && id.rfind(job + "/" + std::to_string(s->attempt()) + "/", 0) == 0)
+        if (h.job_id == job && !h.launched &&
+            id.rfind(job + "/" + std::to_string(s->attempt()) + "/", 0) == 0)
           unlaunched.push_back(id);
       for (const auto& id : unlaunched) policy::release(st.ledger, id);
       to_agent(self, subjects::kStop, env.bytes);
@@ -320,7 +369,8 @@ Envelope handle(Self* self, const Envelope& env) {
       return {};
     }
     default:
-      aout(self) << "node " << st.node << ": unexpected " << wire::body_name(e->body_type()) << "\n";
+      aout(self) << "node " << st.node << ": unexpected " << wire::body_name(e->body_type())
+                 << "\n";
       return {};
   }
 }
@@ -365,7 +415,10 @@ caf::behavior node_behavior(Self* self, Wiring w, OutboxPtr out, std::string nam
         report(self);
         int running = 0;
         for (const auto& [id, h] : st.ledger.holds) running += h.launched && !h.exited ? 1 : 0;
-        std::string state = !on ? "schedulable" : !drain ? "cordoned" : running ? "draining" : "drained";
+        std::string state = !on       ? "schedulable"
+                            : !drain  ? "cordoned"
+                            : running ? "draining"
+                                      : "drained";
         if (!reply.empty())
           st.out->publish(reply, "{\"node\":\"" + st.node + "\",\"state\":\"" + state +
                                      "\",\"running\":" + std::to_string(running) + "}");

@@ -17,7 +17,8 @@ class Outbox {
  public:
   virtual ~Outbox() = default;
   // Thread-safe; fire and forget.
-  void publish(const std::string& subject, const void* data, size_t size, const std::string& reply) {
+  void publish(const std::string& subject, const void* data, size_t size,
+               const std::string& reply) {
     published_.fetch_add(1, std::memory_order_relaxed);
     send(subject, data, size, reply);
   }
@@ -48,14 +49,37 @@ class Intake {
   // it is stored. `msg_id` de-duplicates.
   virtual void append(const std::string& subject, std::vector<uint8_t> bytes,
                       const std::string& msg_id, Done done) = 0;
+  // A submission that came from a JetStream consumer (Inbound::stream_seq) is
+  // done with (recorded, or refused for good): it is not redelivered.
+  virtual void ack(uint64_t /*stream_seq*/) {}
 };
 using IntakePtr = std::shared_ptr<Intake>;
+
+// The durable home of actor snapshots (the KV bucket TROUPE_STATE; docs/recovery.md).
+// put() only records the latest bytes of a key; the store writes them in the
+// background, coalesced, so an actor never waits for a write.
+class SnapshotStore {
+ public:
+  virtual ~SnapshotStore() = default;
+  virtual void put(const std::string& key, std::string bytes) = 0;
+};
+using SnapshotStorePtr = std::shared_ptr<SnapshotStore>;
+
+// Snapshot keys: job.<id>, node.<name> (tokens are valid KV key characters).
+inline std::string job_key(const std::string& id) {
+  return "job." + id;
+}
+inline std::string node_key(const std::string& name) {
+  return "node." + name;
+}
 
 // Settings of one scheduler process.
 struct SchedulerOptions {
   std::string checkpoint_root;  // jobs get <root>/<job id> as TROUPE_CHECKPOINT_DIR ("" = none)
   bool fifo = false;            // --policy fifo: the strict-FIFO baseline for comparisons
-  bool debug_crash = false;     // --debug-crash: troupe.sys.debug.crash crashes a chosen actor (tests)
+  bool debug_crash = false;  // --debug-crash: troupe.sys.debug.crash crashes a chosen actor (tests)
+  SnapshotStorePtr store;    // null: snapshots stay in memory only
+  uint64_t epoch = 0;        // leader lease revision (0: no lease)
 };
 
 inline int64_t now_ms() {

@@ -1,9 +1,8 @@
 #include "actors/router.hpp"
 
 #include <map>
-#include <unordered_map>
-
 #include <nlohmann/json.hpp>
+#include <unordered_map>
 
 #include "actors/policy/config.hpp"
 #include "bus/subjects.hpp"
@@ -28,6 +27,7 @@ struct Pending {
   pb::JobRecord rec;
   std::string key;  // idempotency key ("" when none)
   std::vector<Waiter> waiters;
+  uint64_t stream_seq = 0;  // from the enqueue consumer: acknowledged once recorded
 };
 
 struct Counters {
@@ -37,7 +37,7 @@ struct Counters {
   int64_t malformed = 0;   // not JSON / not a verifiable FlatBuffer
   int64_t duplicates = 0;  // answered from an idempotency key
   int64_t intake_errors = 0;
-  int64_t bus_in = 0;  // every message the scheduler received
+  int64_t bus_in = 0;                       // every message the scheduler received
   std::map<std::string, int64_t> restarts;  // by actor kind, as the supervisors report
 };
 
@@ -51,8 +51,8 @@ struct RouterState {
   spec::Limits limits;
   std::string id_prefix;
   uint64_t next_seq = 0;
-  std::unordered_map<std::string, std::string> keys;  // team/key -> job id
-  std::unordered_map<std::string, Pending> pending;   // job id -> awaiting intake ack
+  std::unordered_map<std::string, std::string> keys;          // team/key -> job id
+  std::unordered_map<std::string, Pending> pending;           // job id -> awaiting intake ack
   std::unordered_map<std::string, std::string> pending_keys;  // team/key -> job id
   static inline const char* name = "router";
 };
@@ -65,15 +65,16 @@ void log_bad(Self* self, const std::string& what, int64_t count) {
     aout(self) << "dropped bad input (" << count << " so far): " << what << "\n";
 }
 
-void reply_submit(Self* self, const Waiter& w, const std::string& job_id, const std::string& error) {
+void reply_submit(Self* self, const Waiter& w, const std::string& job_id,
+                  const std::string& error) {
   if (w.reply.empty()) return;
   if (w.flatbuffers) {
     flatbuffers::FlatBufferBuilder fbb;
     auto body = wire::CreateSubmitReply(fbb, fbb.CreateString(job_id), fbb.CreateString(error));
     self->state.out->publish(w.reply, wire::seal(fbb, body));
   } else {
-    self->state.out->publish(w.reply, error.empty() ? json{{"job_id", job_id}}.dump()
-                                                    : json{{"error", error}}.dump());
+    self->state.out->publish(
+        w.reply, error.empty() ? json{{"job_id", job_id}}.dump() : json{{"error", error}}.dump());
   }
 }
 
@@ -90,9 +91,21 @@ std::string new_job_id(Self* self) {
   return self->state.id_prefix + buf;
 }
 
+// Acknowledges a consumer-delivered submission on every way out of submit()
+// except the one that hands it to the intake stream (acknowledged there).
+struct ConsumerAck {
+  Intake& intake;
+  uint64_t seq;
+  bool handed_on = false;
+  ~ConsumerAck() {
+    if (seq != 0 && !handed_on) intake.ack(seq);
+  }
+};
+
 void submit(Self* self, const Inbound& in) {
   auto& st = self->state;
   ++st.n.submitted;
+  ConsumerAck consumer{*st.intake, in.stream_seq};
   std::string team(subjects::token(in.subject, subjects::kTeamToken));
   Waiter w{in.reply, false};
   if (!subjects::valid_team(team)) {
@@ -100,9 +113,11 @@ void submit(Self* self, const Inbound& in) {
     return;
   }
   spec::Parsed p;
-  auto first = std::find_if(in.data.begin(), in.data.end(), [](uint8_t c) { return !std::isspace(c); });
+  auto first =
+      std::find_if(in.data.begin(), in.data.end(), [](uint8_t c) { return !std::isspace(c); });
   if (first != in.data.end() && *first == '{') {
-    p = spec::from_json(std::string_view(reinterpret_cast<const char*>(in.data.data()), in.data.size()));
+    p = spec::from_json(
+        std::string_view(reinterpret_cast<const char*>(in.data.data()), in.data.size()));
     if (!p.ok) {
       reject(self, w, p.error, true);
       return;
@@ -110,7 +125,8 @@ void submit(Self* self, const Inbound& in) {
   } else {
     auto* e = wire::open(in.data);
     if (e == nullptr || e->body_as_SubmitRequest() == nullptr) {
-      reject(self, w, "malformed submission: neither a JSON job spec nor a FlatBuffers SubmitRequest", true);
+      reject(self, w,
+             "malformed submission: neither a JSON job spec nor a FlatBuffers SubmitRequest", true);
       return;
     }
     w.flatbuffers = true;
@@ -122,8 +138,12 @@ void submit(Self* self, const Inbound& in) {
   }
   auto& s = p.spec;
   if (s.team().empty()) s.set_team(team);
+  if (in.stream_seq != 0 && s.idempotency_key().empty())
+    s.set_idempotency_key(in.msg_id.empty() ? "enqueue-" + std::to_string(in.stream_seq)
+                                            : in.msg_id);
   if (s.team() != team) {
-    reject(self, w, "spec team '" + s.team() + "' does not match subject team '" + team + "'", false);
+    reject(self, w, "spec team '" + s.team() + "' does not match subject team '" + team + "'",
+           false);
     return;
   }
   if (s.priority().empty()) s.set_priority(st.cfg.default_class);
@@ -161,9 +181,12 @@ void submit(Self* self, const Inbound& in) {
   pend.rec.set_priority_value(adm.priority_value);
   pend.rec.set_preemptible(adm.preemptible);
   pend.rec.set_infra_cap(st.cfg.preemption.infra_requeue_cap);
-  if (!st.opts.checkpoint_root.empty()) pend.rec.set_checkpoint_dir(st.opts.checkpoint_root + "/" + job_id);
+  if (!st.opts.checkpoint_root.empty())
+    pend.rec.set_checkpoint_dir(st.opts.checkpoint_root + "/" + job_id);
   pend.key = key;
   pend.waiters.push_back(w);
+  pend.stream_seq = in.stream_seq;
+  consumer.handed_on = true;
   std::string bytes;
   pend.rec.SerializeToString(&bytes);
   if (!key.empty()) st.pending_keys[key] = job_id;
@@ -184,12 +207,13 @@ void on_intake(Self* self, const std::string& job_id, bool ok, const std::string
   st.pending.erase(it);
   if (!pend.key.empty()) st.pending_keys.erase(pend.key);
   if (!ok) {
-    ++st.n.intake_errors;
+    ++st.n.intake_errors;  // a consumer-delivered one is redelivered (not acknowledged)
     for (const auto& w : pend.waiters)
       reply_submit(self, w, {}, "submission not recorded (intake stream: " + error + "); retry");
     return;
   }
   ++st.n.accepted;
+  if (pend.stream_seq != 0) st.intake->ack(pend.stream_seq);
   if (!pend.key.empty()) st.keys[pend.key] = job_id;
   std::string bytes;
   pend.rec.SerializeToString(&bytes);
@@ -203,7 +227,8 @@ bool parse_request(Self* self, const Inbound& in, json& out) {
   if (in.data.empty()) out = json::object();
   if (out.is_discarded() || !out.is_object()) {
     log_bad(self, "bad JSON request on " + in.subject, ++self->state.n.malformed);
-    if (!in.reply.empty()) self->state.out->publish(in.reply, json{{"error", "request is not a JSON object"}}.dump());
+    if (!in.reply.empty())
+      self->state.out->publish(in.reply, json{{"error", "request is not a JSON object"}}.dump());
     return false;
   }
   return true;
@@ -215,7 +240,8 @@ bool job_id_of(Self* self, const Inbound& in, const json& req, std::string& id) 
     if (subjects::check_token(id).empty()) return true;
   }
   ++self->state.n.rejected;
-  if (!in.reply.empty()) self->state.out->publish(in.reply, json{{"error", "job_id is required"}}.dump());
+  if (!in.reply.empty())
+    self->state.out->publish(in.reply, json{{"error", "job_id is required"}}.dump());
   return false;
 }
 
@@ -224,6 +250,7 @@ void on_inbound(Self* self, const Inbound& in) {
   auto team_tok = subjects::token(in.subject, subjects::kTeamToken);
   auto verb = subjects::token(in.subject, 2);
   if (team_tok == names::kSysToken) {
+    if (in.stream_seq != 0) st.intake->ack(in.stream_seq);  // troupe.sys.enqueue: refused
     if (verb == "agent") {
       std::string node(subjects::token(in.subject, subjects::kAgentNodeToken));
       auto* e = wire::open(in.data);
@@ -241,7 +268,8 @@ void on_inbound(Self* self, const Inbound& in) {
       std::string node = req.value("node", std::string());
       if (!subjects::check_token(node).empty()) {
         ++st.n.rejected;
-        if (!in.reply.empty()) st.out->publish(in.reply, json{{"error", "node is required"}}.dump());
+        if (!in.reply.empty())
+          st.out->publish(in.reply, json{{"error", "node is required"}}.dump());
         return;
       }
       bool on = in.subject != subjects::kSysUncordon;
@@ -253,11 +281,15 @@ void on_inbound(Self* self, const Inbound& in) {
       if (!parse_request(self, in, req)) return;
       std::string kind = req.value("kind", std::string());
       std::string id = req.value("id", std::string());
-      caf::actor sup = kind == "job" ? st.w.jobs : kind == "queue" ? st.w.queues
-                       : kind == "node" ? st.w.nodes : caf::actor{};
-      std::string error = !st.opts.debug_crash ? "debug requests are off (troupe-scheduler --debug-crash)"
-                          : !sup ? "kind must be job, queue or node"
-                          : !subjects::check_token(id).empty() ? "id is required" : "";
+      caf::actor sup = kind == "job"     ? st.w.jobs
+                       : kind == "queue" ? st.w.queues
+                       : kind == "node"  ? st.w.nodes
+                                         : caf::actor{};
+      std::string error = !st.opts.debug_crash
+                              ? "debug requests are off (troupe-scheduler --debug-crash)"
+                          : !sup                               ? "kind must be job, queue or node"
+                          : !subjects::check_token(id).empty() ? "id is required"
+                                                               : "";
       if (!error.empty()) {
         ++st.n.rejected;
         if (!in.reply.empty()) st.out->publish(in.reply, json{{"error", error}}.dump());
@@ -276,9 +308,9 @@ void on_inbound(Self* self, const Inbound& in) {
       return;
     }
     if (in.subject == subjects::kSysStats) {
-      json j{{"submitted", st.n.submitted}, {"accepted", st.n.accepted},
-             {"rejected", st.n.rejected},   {"malformed", st.n.malformed},
-             {"duplicates", st.n.duplicates}, {"intake_errors", st.n.intake_errors},
+      json j{{"submitted", st.n.submitted},    {"accepted", st.n.accepted},
+             {"rejected", st.n.rejected},      {"malformed", st.n.malformed},
+             {"duplicates", st.n.duplicates},  {"intake_errors", st.n.intake_errors},
              {"bus_messages_in", st.n.bus_in}, {"bus_messages_out", st.out->published()},
              {"restarts", st.n.restarts}};
       for (const char* k : {"job", "queue", "node", "gang"})
@@ -297,7 +329,7 @@ void on_inbound(Self* self, const Inbound& in) {
     return;
   }
   std::string team(team_tok);
-  if (verb == subjects::kSubmit) {
+  if (verb == subjects::kSubmit || verb == subjects::kEnqueue) {
     submit(self, in);
     return;
   }
@@ -341,7 +373,8 @@ caf::behavior router_behavior(Self* self, OutboxPtr out, IntakePtr intake, Sched
           // Bad input must never take the router down.
           log_bad(self, std::string("request failed: ") + e.what(), ++self->state.n.malformed);
           if (!in.reply.empty())
-            self->state.out->publish(in.reply, json{{"error", std::string("bad request: ") + e.what()}}.dump());
+            self->state.out->publish(
+                in.reply, json{{"error", std::string("bad request: ") + e.what()}}.dump());
         }
       },
       [=](config_atom, const std::string& text) {
@@ -354,6 +387,13 @@ caf::behavior router_behavior(Self* self, OutboxPtr out, IntakePtr intake, Sched
         }
         self->state.cfg = std::move(cfg);
         self->state.limits.priority_classes = self->state.cfg.class_names();
+      },
+      [=](restore_atom, const std::vector<std::string>& keys, uint64_t next_seq) {
+        // After a scheduler restart: idempotency keys (team/key, job id pairs)
+        // and the submit order go on from the restored jobs.
+        auto& st = self->state;
+        for (size_t i = 0; i + 1 < keys.size(); i += 2) st.keys[keys[i]] = keys[i + 1];
+        st.next_seq = std::max(st.next_seq, next_seq);
       },
       [=](stats_atom, const std::string& kind, int64_t restarts) {
         self->state.n.restarts[kind] = restarts;

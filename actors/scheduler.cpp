@@ -20,10 +20,12 @@ Wiring start_scheduler(caf::actor_system& sys, OutboxPtr out, IntakePtr intake,
                        SchedulerOptions opts) {
   Wiring w;
   bool fifo = opts.fifo;
+  auto store = opts.store;
+  w.epoch = opts.epoch;
   w.router = spawn_router(sys, out, std::move(intake), std::move(opts));
-  w.jobs = spawn_job_supervisor(sys, out);
+  w.jobs = spawn_job_supervisor(sys, out, store);
   w.queues = spawn_queue_supervisor(sys);
-  w.nodes = spawn_node_supervisor(sys, out);
+  w.nodes = spawn_node_supervisor(sys, out, store);
   w.gangs = spawn_gang_supervisor(sys);
   w.arbiter = spawn_pool_arbiter(sys, out, fifo);
   for (const auto& a : {w.router, w.jobs, w.queues, w.nodes, w.gangs, w.arbiter})

@@ -8,11 +8,11 @@
 #include "actors/job_record.hpp"
 #include "actors/node_actor.hpp"
 #include "actors/policy/ledger.hpp"
-#include "messages/wire.hpp"
 #include "actors/team_queue_actor.hpp"
 #include "bus/subjects.hpp"
 #include "messages/names.hpp"
 #include "messages/spec.hpp"
+#include "messages/wire.hpp"
 #include "records.pb.h"
 
 namespace troupe {
@@ -21,13 +21,21 @@ using namespace troupe::atoms;
 
 namespace {
 
-std::string error_json(const std::string& what) { return nlohmann::json{{"error", what}}.dump(); }
+std::string error_json(const std::string& what) {
+  return nlohmann::json{{"error", what}}.dump();
+}
 
 struct SupState {
   explicit SupState(const char* kind, bool keep) : children(kind, keep) {}
   Wiring w;
   OutboxPtr out;
+  SnapshotStorePtr store;  // null: in memory only
   Children children;
+  // Keeps a child's snapshot (for restarts) and hands it to the durable store.
+  void snapshot(const std::string& id, const std::string& key, std::string bytes) {
+    if (store) store->put(key, bytes);
+    children.snapshot(id, std::move(bytes));
+  }
 };
 
 // Shuts children down with the supervisor.
@@ -70,8 +78,9 @@ bool load(JobSup* self, const std::string& id, const std::string& team, pb::JobR
   return true;
 }
 
-caf::behavior job_sup_behavior(JobSup* self, OutboxPtr out) {
+caf::behavior job_sup_behavior(JobSup* self, OutboxPtr out, SnapshotStorePtr store) {
   self->state.out = std::move(out);
+  self->state.store = std::move(store);
   auto factory = [=](const std::string&, const std::string& snap) {
     return spawn_job(self, self->state.w, self->state.out, snap);
   };
@@ -102,14 +111,28 @@ caf::behavior job_sup_behavior(JobSup* self, OutboxPtr out) {
           for (size_t rank = 0; rank < a.nodes.size(); ++rank) {
             flatbuffers::FlatBufferBuilder fbb;
             auto hid = policy::hold_id(a.job_id, a.attempt, static_cast<int>(rank));
-            auto body = wire::CreateRelease(fbb, fbb.CreateString(hid), fbb.CreateString("job gone"));
+            auto body =
+                wire::CreateRelease(fbb, fbb.CreateString(hid), fbb.CreateString("job gone"));
             self->send(self->state.w.nodes, route_atom_v, a.nodes[rank],
                        caf::make_message(Envelope{wire::seal(fbb, body)}));
           }
         }
       },
       [=](snapshot_atom, const std::string& id, std::string& bytes) {
-        self->state.children.snapshot(id, std::move(bytes));
+        self->state.snapshot(id, job_key(id), std::move(bytes));
+      },
+      [=](restore_atom, std::vector<std::string>& records) {
+        // After a scheduler restart: ended jobs are kept as snapshots only;
+        // the others get their actor back in the state they were in.
+        for (auto& bytes : records) {
+          pb::JobRecord rec;
+          if (!rec.ParseFromString(bytes) || rec.job_id().empty()) continue;
+          if (names::is_terminal(rec.state()))
+            self->state.children.snapshot(rec.job_id(), std::move(bytes));
+          else
+            self->state.live[rec.job_id()] =
+                self->state.children.start(self, rec.job_id(), bytes, factory);
+        }
       },
       [=](status_atom, const std::string& id, const std::string& team, const std::string& reply) {
         pb::JobRecord rec;
@@ -123,7 +146,8 @@ caf::behavior job_sup_behavior(JobSup* self, OutboxPtr out) {
           self->send(a, cancel_atom_v, reply);
           return;
         }
-        self->state.out->publish(reply, nlohmann::json{{"job_id", id}, {"state", rec.state()}}.dump());
+        self->state.out->publish(reply,
+                                 nlohmann::json{{"job_id", id}, {"state", rec.state()}}.dump());
       },
       [=](why_atom, const std::string& id, const std::string& team, const std::string& reply) {
         pb::JobRecord rec;
@@ -151,16 +175,19 @@ caf::behavior job_sup_behavior(JobSup* self, OutboxPtr out) {
         if (!load(self, id, team, rec, reply)) return;
         for (const auto& p : rec.placement()) {
           if (p.rank() != rank) continue;
-          nlohmann::json q{{"job_id", id}, {"attempt", rec.attempt()}, {"rank", rank},
-                           {"offset", offset}, {"max_bytes", max_bytes}};
+          nlohmann::json q{{"job_id", id},
+                           {"attempt", rec.attempt()},
+                           {"rank", rank},
+                           {"offset", offset},
+                           {"max_bytes", max_bytes}};
           // The agent answers the user directly (same reply inbox).
           self->state.out->publish(subjects::scheduler_to_agent(p.node(), subjects::kLogs),
                                    q.dump(), reply);
           return;
         }
-        self->state.out->publish(reply, error_json("job " + id + " has no rank " +
-                                                   std::to_string(rank) + " placed (state " +
-                                                   rec.state() + "); no logs yet"));
+        self->state.out->publish(reply,
+                                 error_json("job " + id + " has no rank " + std::to_string(rank) +
+                                            " placed (state " + rec.state() + "); no logs yet"));
       },
       [=](list_atom, const std::string& team, const std::string& reply) {
         pb::JobList list;
@@ -171,7 +198,9 @@ caf::behavior job_sup_behavior(JobSup* self, OutboxPtr out) {
           *list.add_jobs() = job_view(rec);
         }
         std::sort(list.mutable_jobs()->begin(), list.mutable_jobs()->end(),
-                  [](const pb::JobView& a, const pb::JobView& b) { return a.submit_ms() < b.submit_ms(); });
+                  [](const pb::JobView& a, const pb::JobView& b) {
+                    return a.submit_ms() < b.submit_ms();
+                  });
         self->state.out->publish(reply, spec::to_json(list));
       },
       [=](requeue_atom, const std::string& team) {
@@ -185,9 +214,7 @@ caf::behavior job_sup_behavior(JobSup* self, OutboxPtr out) {
       [=](crash_atom, const std::string& id) {
         if (auto a = self->state.children.find(id)) self->send(a, crash_atom_v);
       },
-      [=](stats_atom) {
-        return static_cast<int64_t>(self->state.children.total_restarts());
-      },
+      [=](stats_atom) { return static_cast<int64_t>(self->state.children.total_restarts()); },
   };
 }
 
@@ -245,8 +272,9 @@ struct NodeSupState : RoutingSupState {
 };
 using NodeSup = caf::stateful_actor<NodeSupState>;
 
-caf::behavior node_sup_behavior(NodeSup* self, OutboxPtr out) {
+caf::behavior node_sup_behavior(NodeSup* self, OutboxPtr out, SnapshotStorePtr store) {
   self->state.out = std::move(out);
+  self->state.store = std::move(store);
   auto factory = [=](const std::string& node, const std::string& snap) {
     return spawn_node(self, self->state.w, self->state.out, node, snap);
   };
@@ -279,7 +307,15 @@ caf::behavior node_sup_behavior(NodeSup* self, OutboxPtr out) {
         caf::anon_send(a, std::move(m));
       },
       [=](snapshot_atom, const std::string& node, std::string& bytes) {
-        self->state.children.snapshot(node, std::move(bytes));
+        self->state.snapshot(node, node_key(node), std::move(bytes));
+      },
+      [=](restore_atom, const std::vector<std::string>& records) {
+        for (const auto& bytes : records) {
+          pb::NodeRecord rec;
+          if (!rec.ParseFromString(bytes) || rec.node().empty()) continue;
+          self->state.live[rec.node()] =
+              self->state.children.start(self, rec.node(), bytes, factory);
+        }
       },
       [=](cordon_atom, const std::string& node, bool on, bool drain, const std::string& reply) {
         if (auto a = self->state.children.find(node)) {
@@ -333,9 +369,10 @@ caf::behavior gang_sup_behavior(GangSup* self) {
       [=](spawn_atom, const JobTicket& t, const CandidateList& c, const caf::actor& queue) {
         auto id = policy::hold_id(t.job_id, t.attempt, 0);
         self->state.plans[id] = GangPlan{t, c, queue};
-        auto a = self->state.children.start(self, id, {}, [=](const std::string&, const std::string&) {
-          return spawn_gang_reservation(self, t, c, queue, false);
-        });
+        auto a =
+            self->state.children.start(self, id, {}, [=](const std::string&, const std::string&) {
+              return spawn_gang_reservation(self, t, c, queue, false);
+            });
         self->state.live[id] = a;
       },
       [=](stats_atom) { return static_cast<int64_t>(self->state.children.total_restarts()); },
@@ -344,13 +381,17 @@ caf::behavior gang_sup_behavior(GangSup* self) {
 
 }  // namespace
 
-caf::actor spawn_job_supervisor(caf::actor_system& sys, OutboxPtr out) {
-  return sys.spawn(job_sup_behavior, std::move(out));
+caf::actor spawn_job_supervisor(caf::actor_system& sys, OutboxPtr out, SnapshotStorePtr store) {
+  return sys.spawn(job_sup_behavior, std::move(out), std::move(store));
 }
-caf::actor spawn_queue_supervisor(caf::actor_system& sys) { return sys.spawn(queue_sup_behavior); }
-caf::actor spawn_node_supervisor(caf::actor_system& sys, OutboxPtr out) {
-  return sys.spawn(node_sup_behavior, std::move(out));
+caf::actor spawn_queue_supervisor(caf::actor_system& sys) {
+  return sys.spawn(queue_sup_behavior);
 }
-caf::actor spawn_gang_supervisor(caf::actor_system& sys) { return sys.spawn(gang_sup_behavior); }
+caf::actor spawn_node_supervisor(caf::actor_system& sys, OutboxPtr out, SnapshotStorePtr store) {
+  return sys.spawn(node_sup_behavior, std::move(out), std::move(store));
+}
+caf::actor spawn_gang_supervisor(caf::actor_system& sys) {
+  return sys.spawn(gang_sup_behavior);
+}
 
 }  // namespace troupe

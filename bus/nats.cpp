@@ -1,10 +1,13 @@
 #include "bus/nats.hpp"
 
+#include <nats/nats.h>
+
+#include <atomic>
+#include <condition_variable>
 #include <cstring>
 #include <mutex>
+#include <thread>
 #include <unordered_map>
-
-#include <nats/nats.h>
 
 namespace troupe::bus {
 
@@ -38,8 +41,12 @@ void on_reconnected(natsConnection*, void* closure) {
 
 }  // namespace
 
-Library::Library() { nats_Open(-1); }
-Library::~Library() { nats_Close(); }
+Library::Library() {
+  nats_Open(-1);
+}
+Library::~Library() {
+  nats_Close();
+}
 
 Subscription::~Subscription() {
   if (sub_ != nullptr) {
@@ -68,8 +75,7 @@ std::unique_ptr<Connection> Connection::open(const ConnectOptions& o, std::strin
   if (s == NATS_OK) s = natsOptions_SetReconnectWait(opts, o.reconnect_wait_ms);
   if (s == NATS_OK) s = natsOptions_SetReconnectBufSize(opts, 64 * 1024 * 1024);
   if (s == NATS_OK) s = natsOptions_SetMaxPendingMsgs(opts, 1 << 20);
-  if (s == NATS_OK)
-    s = natsOptions_SetReconnectedCB(opts, on_reconnected, c->opts_.get());
+  if (s == NATS_OK) s = natsOptions_SetReconnectedCB(opts, on_reconnected, c->opts_.get());
   if (s == NATS_OK) s = natsConnection_Connect(&c->nc_, opts);
   natsOptions_Destroy(opts);
   if (s != NATS_OK) {
@@ -103,8 +109,8 @@ std::optional<std::vector<uint8_t>> Connection::request(const std::string& subje
                                                         const void* data, size_t size,
                                                         int timeout_ms, std::string* error) {
   natsMsg* reply = nullptr;
-  natsStatus s = natsConnection_Request(&reply, nc_, subject.c_str(), data,
-                                        static_cast<int>(size), timeout_ms);
+  natsStatus s = natsConnection_Request(&reply, nc_, subject.c_str(), data, static_cast<int>(size),
+                                        timeout_ms);
   if (s != NATS_OK) {
     if (error != nullptr) {
       if (s == NATS_NO_RESPONDERS)
@@ -128,11 +134,10 @@ SubscriptionPtr Connection::subscribe(const std::string& subject, Handler handle
   sub->handler_ = std::make_unique<Handler>(std::move(handler));
   natsStatus s;
   if (queue.empty())
-    s = natsConnection_Subscribe(&sub->sub_, nc_, subject.c_str(), on_message,
-                                 sub->handler_.get());
+    s = natsConnection_Subscribe(&sub->sub_, nc_, subject.c_str(), on_message, sub->handler_.get());
   else
-    s = natsConnection_QueueSubscribe(&sub->sub_, nc_, subject.c_str(), queue.c_str(),
-                                      on_message, sub->handler_.get());
+    s = natsConnection_QueueSubscribe(&sub->sub_, nc_, subject.c_str(), queue.c_str(), on_message,
+                                      sub->handler_.get());
   if (s != NATS_OK) {
     sub->sub_ = nullptr;
     return nullptr;
@@ -163,11 +168,12 @@ struct JetStream::Impl {
   Connection* conn = nullptr;
   jsCtx* js = nullptr;
   std::mutex mu;
-  std::unordered_map<natsMsg*, AckFn> pending;  // keyed by the published message
+  using RawFn = std::function<void(const jsPubAck*, const jsPubAckErr*)>;
+  std::unordered_map<natsMsg*, RawFn> pending;  // keyed by the published message
 
   static void on_ack(jsCtx*, natsMsg* msg, jsPubAck* pa, jsPubAckErr* pae, void* closure) {
     auto* self = static_cast<Impl*>(closure);
-    AckFn fn;
+    RawFn fn;
     {
       std::lock_guard<std::mutex> lock(self->mu);
       auto it = self->pending.find(msg);
@@ -176,16 +182,42 @@ struct JetStream::Impl {
         self->pending.erase(it);
       }
     }
-    if (fn) {
-      if (pa != nullptr)
-        fn(true, pa->Duplicate, {});
-      else
-        fn(false, false,
-           pae != nullptr && pae->ErrText != nullptr ? pae->ErrText : "publish failed");
-    }
+    if (fn) fn(pa, pae);
     natsMsg_Destroy(msg);
   }
+
+  // Publishes `msg` (owned) asynchronously; `fn` gets the server's answer.
+  void send(natsMsg* msg, RawFn fn) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      pending.emplace(msg, std::move(fn));
+    }
+    natsMsg* owned = msg;
+    natsStatus s = js_PublishMsgAsync(js, &owned, nullptr);
+    if (s == NATS_OK) return;
+    RawFn f;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      auto it = pending.find(msg);
+      if (it != pending.end()) {
+        f = std::move(it->second);
+        pending.erase(it);
+      }
+    }
+    if (owned != nullptr) natsMsg_Destroy(owned);
+    if (f) {
+      jsPubAckErr err{};
+      std::string text = status_text(s);
+      err.Err = s;
+      err.ErrText = text.c_str();
+      f(nullptr, &err);
+    }
+  }
 };
+
+__jsCtx* JetStream::ctx() {
+  return impl_->js;
+}
 
 std::unique_ptr<JetStream> JetStream::open(Connection& conn, std::string* error) {
   std::unique_ptr<JetStream> j(new JetStream());
@@ -248,25 +280,42 @@ void JetStream::publish_async(const std::string& subject, const void* data, size
     done(false, false, status_text(s));
     return;
   }
-  {
-    std::lock_guard<std::mutex> lock(impl_->mu);
-    impl_->pending.emplace(msg, std::move(done));
-  }
-  natsMsg* owned = msg;
-  s = js_PublishMsgAsync(impl_->js, &owned, nullptr);
+  impl_->send(msg, [done = std::move(done)](const jsPubAck* pa, const jsPubAckErr* pae) {
+    if (pa != nullptr)
+      done(true, pa->Duplicate, {});
+    else
+      done(false, false,
+           pae != nullptr && pae->ErrText != nullptr ? pae->ErrText : "publish failed");
+  });
+}
+
+void JetStream::publish_async_seq(const std::string& subject, const std::string& data,
+                                  const std::vector<std::pair<std::string, std::string>>& headers,
+                                  SeqAckFn done) {
+  natsMsg* msg = nullptr;
+  natsStatus s =
+      natsMsg_Create(&msg, subject.c_str(), nullptr, data.data(), static_cast<int>(data.size()));
+  for (const auto& [k, v] : headers)
+    if (s == NATS_OK) s = natsMsgHeader_Set(msg, k.c_str(), v.c_str());
   if (s != NATS_OK) {
-    AckFn fn;
-    {
-      std::lock_guard<std::mutex> lock(impl_->mu);
-      auto it = impl_->pending.find(msg);
-      if (it != impl_->pending.end()) {
-        fn = std::move(it->second);
-        impl_->pending.erase(it);
-      }
-    }
-    if (owned != nullptr) natsMsg_Destroy(owned);
-    if (fn) fn(false, false, status_text(s));
+    natsMsg_Destroy(msg);
+    done(0, 0, status_text(s));
+    return;
   }
+  impl_->send(msg, [done = std::move(done)](const jsPubAck* pa, const jsPubAckErr* pae) {
+    if (pa != nullptr)
+      done(pa->Sequence, 0, {});
+    else
+      done(0, pae != nullptr ? static_cast<int>(pae->ErrCode) : 0,
+           pae != nullptr && pae->ErrText != nullptr ? pae->ErrText : "publish failed");
+  });
+}
+
+bool JetStream::wait_acks(int timeout_ms) {
+  jsPubOptions po;
+  jsPubOptions_Init(&po);
+  po.MaxWait = timeout_ms;
+  return js_PublishAsyncComplete(impl_->js, &po) == NATS_OK;
 }
 
 std::string JetStream::publish(const std::string& subject, const void* data, size_t size,
@@ -276,14 +325,14 @@ std::string JetStream::publish(const std::string& subject, const void* data, siz
   if (!msg_id.empty()) po.MsgId = msg_id.c_str();
   jsPubAck* pa = nullptr;
   jsErrCode jerr = static_cast<jsErrCode>(0);
-  natsStatus s = js_Publish(&pa, impl_->js, subject.c_str(), data, static_cast<int>(size), &po,
-                            &jerr);
+  natsStatus s =
+      js_Publish(&pa, impl_->js, subject.c_str(), data, static_cast<int>(size), &po, &jerr);
   if (pa != nullptr) jsPubAck_Destroy(pa);
   return s == NATS_OK ? std::string() : status_text(s);
 }
 
 std::vector<Inbound> JetStream::read_all(const std::string& stream, const std::string& filter,
-                                         int timeout_ms) {
+                                         int timeout_ms, int64_t since_ms, bool last_per_subject) {
   std::vector<Inbound> out;
   jsStreamInfo* si = nullptr;
   jsErrCode jerr = static_cast<jsErrCode>(0);
@@ -297,11 +346,14 @@ std::vector<Inbound> JetStream::read_all(const std::string& stream, const std::s
   jsSubOptions_Init(&so);
   so.Stream = stream.c_str();
   so.Config.DeliverPolicy = js_DeliverAll;
-  so.Config.AckPolicy = js_AckNone;
-  so.Ordered = true;
+  if (last_per_subject) so.Config.DeliverPolicy = js_DeliverLastPerSubject;
+  if (since_ms > 0) {
+    so.Config.DeliverPolicy = js_DeliverByStartTime;
+    so.Config.OptStartTime = since_ms * 1000 * 1000;
+  }
+  so.Ordered = true;  // (an ordered consumer acknowledges nothing)
   natsSubscription* sub = nullptr;
-  if (js_SubscribeSync(&sub, impl_->js, filter.c_str(), nullptr, &so, &jerr) != NATS_OK)
-    return out;
+  if (js_SubscribeSync(&sub, impl_->js, filter.c_str(), nullptr, &so, &jerr) != NATS_OK) return out;
   for (;;) {
     natsMsg* msg = nullptr;
     if (natsSubscription_NextMsg(&msg, sub, timeout_ms) != NATS_OK) break;
@@ -310,17 +362,219 @@ std::vector<Inbound> JetStream::read_all(const std::string& stream, const std::s
     const auto* d = reinterpret_cast<const uint8_t*>(natsMsg_GetData(msg));
     in.data.assign(d, d + natsMsg_GetDataLength(msg));
     jsMsgMetaData* meta = nullptr;
-    uint64_t seq = 0;
+    uint64_t seq = 0, pending = 1;
     if (natsMsg_GetMetaData(&meta, msg) == NATS_OK) {
       seq = meta->Sequence.Stream;
+      pending = meta->NumPending;
       jsMsgMetaData_Destroy(meta);
     }
+    in.stream_seq = seq;
+    const char* op = nullptr;
+    bool deleted = natsMsgHeader_Get(msg, "KV-Operation", &op) == NATS_OK && op != nullptr;
     natsMsg_Destroy(msg);
-    out.push_back(std::move(in));
-    if (seq >= last) break;
+    if (!deleted) out.push_back(std::move(in));
+    if (seq >= last || pending == 0) break;
   }
   natsSubscription_Destroy(sub);
   return out;
+}
+
+// --- KV ------------------------------------------------------------------------
+
+std::unique_ptr<KeyValue> KeyValue::open(JetStream& js, const std::string& bucket,
+                                         std::string* error) {
+  std::unique_ptr<KeyValue> kv(new KeyValue());
+  kv->js_ = &js;
+  kv->bucket_ = bucket;
+  natsStatus s = js_KeyValue(&kv->kv_, js.raw(), bucket.c_str());
+  if (s != NATS_OK) {
+    kvConfig cfg;
+    kvConfig_Init(&cfg);
+    cfg.Bucket = bucket.c_str();
+    cfg.History = 1;
+    cfg.StorageType = js_FileStorage;
+    s = js_CreateKeyValue(&kv->kv_, js.raw(), &cfg);
+  }
+  if (s != NATS_OK) {
+    if (error != nullptr) *error = "KV bucket " + bucket + ": " + status_text(s);
+    return nullptr;
+  }
+  return kv;
+}
+
+KeyValue::~KeyValue() {
+  if (kv_ != nullptr) kvStore_Destroy(kv_);
+}
+
+std::optional<KvEntry> KeyValue::get(const std::string& key, bool* failed) {
+  kvEntry* e = nullptr;
+  natsStatus s = kvStore_Get(&e, kv_, key.c_str());
+  if (failed != nullptr) *failed = s != NATS_OK && s != NATS_NOT_FOUND;
+  if (s != NATS_OK || e == nullptr) return std::nullopt;
+  KvEntry out;
+  out.key = key;
+  const auto* v = static_cast<const char*>(kvEntry_Value(e));
+  out.value.assign(v != nullptr ? v : "", static_cast<size_t>(kvEntry_ValueLen(e)));
+  out.revision = kvEntry_Revision(e);
+  kvEntry_Destroy(e);
+  return out;
+}
+
+namespace {
+constexpr int kWrongLastSequence = 10071;  // JSStreamWrongLastSequenceErr
+}
+
+uint64_t KeyValue::update(const std::string& key, const std::string& value, uint64_t expected,
+                          bool* conflict, std::string* error) {
+  auto r = write_all({Write{key, value, expected}}, 5000);
+  if (conflict != nullptr) *conflict = r.front().conflict;
+  if (error != nullptr) *error = r.front().error;
+  return r.front().revision;
+}
+
+std::vector<KeyValue::Result> KeyValue::write_all(const std::vector<Write>& writes,
+                                                  int timeout_ms) {
+  struct Shared {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::vector<Result> results;
+    size_t answered = 0;
+  };
+  auto sh = std::make_shared<Shared>();
+  sh->results.resize(writes.size());
+  for (size_t i = 0; i < writes.size(); ++i) {
+    const auto& w = writes[i];
+    js_->publish_async_seq("$KV." + bucket_ + "." + w.key, w.value,
+                           {{"Nats-Expected-Last-Subject-Sequence", std::to_string(w.expected)}},
+                           [sh, i](uint64_t seq, int code, const std::string& err) {
+                             std::lock_guard<std::mutex> lock(sh->mu);
+                             auto& r = sh->results[i];
+                             r.revision = seq;
+                             r.conflict = code == kWrongLastSequence;
+                             r.error = err;
+                             if (seq == 0 && r.error.empty()) r.error = "not stored";
+                             ++sh->answered;
+                             sh->cv.notify_all();
+                           });
+  }
+  std::unique_lock<std::mutex> lock(sh->mu);
+  sh->cv.wait_for(lock, std::chrono::milliseconds(timeout_ms),
+                  [&] { return sh->answered >= writes.size(); });
+  auto out = sh->results;
+  for (auto& r : out)
+    if (r.revision == 0 && r.error.empty())
+      r.error = "no answer within " + std::to_string(timeout_ms) + " ms";
+  return out;
+}
+
+std::vector<KvEntry> KeyValue::read_all(int timeout_ms) {
+  std::vector<KvEntry> out;
+  std::string prefix = "$KV." + bucket_ + ".";
+  for (auto& in : js_->read_all("KV_" + bucket_, prefix + ">", timeout_ms, 0, true)) {
+    KvEntry e;
+    e.key = in.subject.substr(prefix.size());
+    e.value.assign(in.data.begin(), in.data.end());
+    e.revision = in.stream_seq;
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+// --- pull consumer ----------------------------------------------------------------
+
+struct Consumer::Impl {
+  natsSubscription* sub = nullptr;
+  Handler handler;
+  std::mutex mu;
+  std::unordered_map<uint64_t, natsMsg*> unacked;
+  std::atomic<bool> stop{false};
+  std::thread thread;
+
+  void run() {
+    while (!stop.load()) {
+      natsMsgList list{};
+      jsErrCode jerr = static_cast<jsErrCode>(0);
+      natsStatus s = natsSubscription_Fetch(&list, sub, 256, 500, &jerr);
+      if (s != NATS_OK) {
+        if (s != NATS_TIMEOUT) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        continue;
+      }
+      for (int i = 0; i < list.Count; ++i) {
+        natsMsg* msg = list.Msgs[i];
+        list.Msgs[i] = nullptr;
+        Inbound in;
+        in.subject = natsMsg_GetSubject(msg);
+        const auto* d = reinterpret_cast<const uint8_t*>(natsMsg_GetData(msg));
+        in.data.assign(d, d + natsMsg_GetDataLength(msg));
+        const char* id = nullptr;
+        if (natsMsgHeader_Get(msg, "Nats-Msg-Id", &id) == NATS_OK && id != nullptr) in.msg_id = id;
+        jsMsgMetaData* meta = nullptr;
+        if (natsMsg_GetMetaData(&meta, msg) == NATS_OK) {
+          in.stream_seq = meta->Sequence.Stream;
+          jsMsgMetaData_Destroy(meta);
+        }
+        if (in.stream_seq == 0) {
+          natsMsg_Destroy(msg);
+          continue;
+        }
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          auto [it, fresh] = unacked.emplace(in.stream_seq, msg);
+          if (!fresh) {  // redelivered while the first copy is still in hand
+            natsMsg_Destroy(it->second);
+            it->second = msg;
+          }
+        }
+        handler(std::move(in));
+      }
+      natsMsgList_Destroy(&list);
+    }
+  }
+};
+
+std::unique_ptr<Consumer> Consumer::open(JetStream& js, const std::string& stream,
+                                         const std::string& durable, const std::string& filter,
+                                         Handler handler, std::string* error, int ack_wait_ms) {
+  std::unique_ptr<Consumer> c(new Consumer());
+  c->impl_ = std::make_unique<Impl>();
+  c->impl_->handler = std::move(handler);
+  jsSubOptions so;
+  jsSubOptions_Init(&so);
+  so.Stream = stream.c_str();
+  so.Config.AckPolicy = js_AckExplicit;
+  so.Config.AckWait = static_cast<int64_t>(ack_wait_ms) * 1000 * 1000;
+  so.Config.MaxAckPending = 65536;
+  so.Config.DeliverPolicy = js_DeliverAll;
+  jsErrCode jerr = static_cast<jsErrCode>(0);
+  natsStatus s = js_PullSubscribe(&c->impl_->sub, js.raw(), filter.c_str(), durable.c_str(),
+                                  nullptr, &so, &jerr);
+  if (s != NATS_OK) {
+    if (error != nullptr) *error = "consumer " + durable + " on " + stream + ": " + status_text(s);
+    return nullptr;
+  }
+  c->impl_->thread = std::thread([impl = c->impl_.get()] { impl->run(); });
+  return c;
+}
+
+Consumer::~Consumer() {
+  if (!impl_) return;
+  impl_->stop = true;
+  if (impl_->thread.joinable()) impl_->thread.join();
+  for (auto& [seq, msg] : impl_->unacked) natsMsg_Destroy(msg);
+  if (impl_->sub != nullptr) natsSubscription_Destroy(impl_->sub);
+}
+
+void Consumer::ack(uint64_t stream_seq) {
+  natsMsg* msg = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    auto it = impl_->unacked.find(stream_seq);
+    if (it == impl_->unacked.end()) return;
+    msg = it->second;
+    impl_->unacked.erase(it);
+  }
+  natsMsg_Ack(msg, nullptr);
+  natsMsg_Destroy(msg);
 }
 
 }  // namespace troupe::bus

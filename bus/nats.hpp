@@ -17,6 +17,8 @@
 struct __natsConnection;
 struct __natsSubscription;
 struct __jsCtx;
+struct __kvStore;
+struct __natsMsg;
 
 namespace troupe::bus {
 
@@ -137,15 +139,102 @@ class JetStream {
   std::string publish(const std::string& subject, const void* data, size_t size,
                       const std::string& msg_id = {});
 
-  // Reads every message stored under `filter` in `stream`, oldest first.
+  // Reads every message stored under `filter` in `stream`, oldest first
+  // (Inbound::stream_seq set). `since_ms` > 0: only messages stored since
+  // then. `last_per_subject`: only the newest message of each subject.
   std::vector<Inbound> read_all(const std::string& stream, const std::string& filter,
-                                int timeout_ms = 2000);
+                                int timeout_ms = 2000, int64_t since_ms = 0,
+                                bool last_per_subject = false);
+
+  // Publishes with headers and reports the stored sequence (0 on error; the
+  // error text and JetStream error code otherwise).
+  using SeqAckFn = std::function<void(uint64_t seq, int err_code, const std::string& error)>;
+  void publish_async_seq(const std::string& subject, const std::string& data,
+                         const std::vector<std::pair<std::string, std::string>>& headers,
+                         SeqAckFn done);
+  // Waits until every async publish was acknowledged (or `timeout_ms` passed).
+  bool wait_acks(int timeout_ms);
+
+  __jsCtx* raw() { return ctx(); }
 
  private:
+  __jsCtx* ctx();
   struct Impl;
   JetStream() = default;
   std::unique_ptr<Impl> impl_;
 };
 using JetStreamPtr = std::unique_ptr<JetStream>;
+
+struct KvEntry {
+  std::string key;
+  std::string value;
+  uint64_t revision = 0;
+};
+
+// A JetStream key-value bucket (file storage, one value per key), created
+// when missing.
+class KeyValue {
+ public:
+  static std::unique_ptr<KeyValue> open(JetStream& js, const std::string& bucket,
+                                        std::string* error);
+  ~KeyValue();
+  KeyValue(const KeyValue&) = delete;
+  KeyValue& operator=(const KeyValue&) = delete;
+
+  // The newest entry of `key`; nullopt when there is none, or when the
+  // bucket could not be read (`*failed` true then).
+  std::optional<KvEntry> get(const std::string& key, bool* failed = nullptr);
+  // Compare-and-set: writes `value` when the key's revision is `expected`
+  // (0: the key must not exist yet). Returns the new revision, or 0 with
+  // `*conflict` true when another writer changed the key first.
+  uint64_t update(const std::string& key, const std::string& value, uint64_t expected,
+                  bool* conflict, std::string* error = nullptr);
+
+  struct Write {
+    std::string key;
+    std::string value;
+    uint64_t expected = 0;  // CAS on revision; 0: the key must be new
+  };
+  struct Result {
+    uint64_t revision = 0;  // 0: not written
+    bool conflict = false;  // the revision was not `expected`: someone else wrote
+    std::string error;
+  };
+  // Many compare-and-set writes, pipelined; waits for every answer up to
+  // `timeout_ms` (unanswered ones come back with an error).
+  std::vector<Result> write_all(const std::vector<Write>& writes, int timeout_ms);
+
+  // The newest value of every key (one pass over the bucket's stream).
+  std::vector<KvEntry> read_all(int timeout_ms = 2000);
+
+ private:
+  KeyValue() = default;
+  JetStream* js_ = nullptr;
+  __kvStore* kv_ = nullptr;
+  std::string bucket_;
+};
+using KeyValuePtr = std::unique_ptr<KeyValue>;
+
+// A durable pull consumer delivering to `handler` on its own thread; each
+// Inbound carries its stream sequence, to be passed to ack() once handled.
+// Unacknowledged messages come again after `ack_wait_ms`.
+class Consumer {
+ public:
+  static std::unique_ptr<Consumer> open(JetStream& js, const std::string& stream,
+                                        const std::string& durable, const std::string& filter,
+                                        Handler handler, std::string* error,
+                                        int ack_wait_ms = 30000);
+  ~Consumer();
+  Consumer(const Consumer&) = delete;
+  Consumer& operator=(const Consumer&) = delete;
+  // Thread-safe.
+  void ack(uint64_t stream_seq);
+
+ private:
+  struct Impl;
+  Consumer() = default;
+  std::unique_ptr<Impl> impl_;
+};
+using ConsumerPtr = std::unique_ptr<Consumer>;
 
 }  // namespace troupe::bus

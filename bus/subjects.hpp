@@ -5,24 +5,28 @@
 // Scheduler-internal traffic lives under troupe.sys.; "sys" is therefore
 // refused as a team name. Every token is validated where a subject is built.
 //
-//   troupe.<team>.submit              request: JSON or FlatBuffers job spec -> {"job_id"} | {"error"}
-//   troupe.<team>.status              request: {"job_id"} -> JobView JSON
+//   troupe.<team>.submit              request: JSON or FlatBuffers job spec -> {"job_id"} |
+//   {"error"} troupe.<team>.status              request: {"job_id"} -> JobView JSON
 //   troupe.<team>.cancel              request: {"job_id"} -> {"job_id","state"} | {"error"}
-//   troupe.<team>.logs                request: {"job_id","rank","offset","max_bytes"} -> {"data","offset","eof"}
-//   troupe.<team>.jobs                request: {} -> JobList JSON (that team's jobs)
-//   troupe.<team>.why                 request: {"job_id"} -> {"job_id","state","pending","code","reason"}
-//   troupe.<team>.events.<job_id>     publish: JobEvent JSON on every state change
-//   troupe.sys.jobs                   request: {} -> JobList JSON (every team)
+//   troupe.<team>.logs                request: {"job_id","rank","offset","max_bytes"} ->
+//   {"data","offset","eof"} troupe.<team>.jobs                request: {} -> JobList JSON (that
+//   team's jobs) troupe.<team>.why                 request: {"job_id"} ->
+//   {"job_id","state","pending","code","reason"} troupe.<team>.enqueue             JetStream
+//   publish (Nats-Msg-Id = idempotency key): a job spec,
+//                                     stored in TROUPE_INTAKE, scheduled when a scheduler leads
+//   troupe.<team>.events.<job_id>     publish: JobEvent JSON on every state change (stream
+//   TROUPE_EVENTS) troupe.sys.jobs                   request: {} -> JobList JSON (every team)
 //   troupe.sys.nodes                  request: {} -> NodeList JSON
 //   troupe.sys.cordon|uncordon|drain  request: {"node"} -> {"node","state","running"} | {"error"}
 //   troupe.sys.queues                 request: {} -> per team and pool: quota, use, pending, share
-//   troupe.sys.stats                  request: {} -> scheduler counters JSON (malformed, rejected, ...)
-//   troupe.sys.hello                  publish (scheduler start): agents register again; {"epoch"}
-//   troupe.sys.debug.crash            request (only with troupe-scheduler --debug-crash):
+//   troupe.sys.stats                  request: {} -> scheduler counters JSON (malformed, rejected,
+//   ...) troupe.sys.hello                  publish (scheduler start): agents register again;
+//   {"epoch"} troupe.sys.debug.crash            request (only with troupe-scheduler --debug-crash):
 //                                     {"kind":"job|queue|node","id"} -> {"crashed"} | {"error"}
-//   troupe.sys.agent.<node>.<kind>    publish: agent -> scheduler (register, heartbeat, started, exited, checkpointed)
-//   troupe.sys.node.<node>.<kind>     publish: scheduler -> agent (launch, stop, hello); request: logs
-//   troupe.sys.intake.<team>          JetStream: accepted submissions (stream TROUPE_INTAKE)
+//   troupe.sys.agent.<node>.<kind>    publish: agent -> scheduler (register, heartbeat, started,
+//   exited, checkpointed) troupe.sys.node.<node>.<kind>     publish: scheduler -> agent (launch,
+//   stop, hello); request: logs troupe.sys.intake.<team>          JetStream: accepted submissions
+//   (stream TROUPE_INTAKE)
 #pragma once
 
 #include <string>
@@ -56,6 +60,7 @@ inline constexpr std::string_view kLogs = "logs";
 inline constexpr std::string_view kJobs = "jobs";
 inline constexpr std::string_view kEvents = "events";
 inline constexpr std::string_view kWhy = "why";
+inline constexpr std::string_view kEnqueue = "enqueue";
 
 // Agent message kinds (last token of troupe.sys.agent.<node>.<kind> and
 // troupe.sys.node.<node>.<kind>).
@@ -78,12 +83,24 @@ inline std::string team_verb(std::string_view team, std::string_view verb) {
   s += verb;
   return s;
 }
-inline std::string team_submit(std::string_view team) { return team_verb(team, kSubmit); }
-inline std::string team_status(std::string_view team) { return team_verb(team, kStatus); }
-inline std::string team_cancel(std::string_view team) { return team_verb(team, kCancel); }
-inline std::string team_logs(std::string_view team) { return team_verb(team, kLogs); }
-inline std::string team_jobs(std::string_view team) { return team_verb(team, kJobs); }
-inline std::string team_why(std::string_view team) { return team_verb(team, kWhy); }
+inline std::string team_submit(std::string_view team) {
+  return team_verb(team, kSubmit);
+}
+inline std::string team_status(std::string_view team) {
+  return team_verb(team, kStatus);
+}
+inline std::string team_cancel(std::string_view team) {
+  return team_verb(team, kCancel);
+}
+inline std::string team_logs(std::string_view team) {
+  return team_verb(team, kLogs);
+}
+inline std::string team_jobs(std::string_view team) {
+  return team_verb(team, kJobs);
+}
+inline std::string team_why(std::string_view team) {
+  return team_verb(team, kWhy);
+}
 inline std::string job_events(std::string_view team, std::string_view job_id) {
   return team_verb(team, kEvents) + "." + std::string(job_id);
 }
@@ -105,6 +122,7 @@ inline constexpr const char* kAllLogs = "troupe.*.logs";
 inline constexpr const char* kAllJobs = "troupe.*.jobs";  // troupe.sys.jobs lists every team
 inline constexpr const char* kAllEvents = "troupe.*.events.>";
 inline constexpr const char* kAllWhy = "troupe.*.why";
+inline constexpr const char* kAllEnqueue = "troupe.*.enqueue";
 inline constexpr const char* kSysQueues = "troupe.sys.queues";
 inline constexpr const char* kSysCordon = "troupe.sys.cordon";
 inline constexpr const char* kSysUncordon = "troupe.sys.uncordon";
@@ -128,12 +146,19 @@ inline std::string_view token(std::string_view subject, int i) {
     start = dot + 1;
   }
   auto end = subject.find('.', start);
-  return subject.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start);
+  return subject.substr(start,
+                        end == std::string_view::npos ? std::string_view::npos : end - start);
 }
 
 // JetStream names ([A-Za-z0-9_-]+).
 inline constexpr const char* kIntakeStream = "TROUPE_INTAKE";
 inline constexpr const char* kIntakeSubjects = "troupe.sys.intake.>";
 inline constexpr const char* kEventsStream = "TROUPE_EVENTS";
+inline constexpr const char* kEnqueueConsumer = "troupe-scheduler";  // durable, on kAllEnqueue
+// KV buckets: actor snapshots (job.<id>, node.<name>, meta.flushed_ms) and
+// the leader lease (key "leader").
+inline constexpr const char* kStateBucket = "TROUPE_STATE";
+inline constexpr const char* kLeaderBucket = "TROUPE_LEADER";
+inline constexpr const char* kLeaderKey = "leader";
 
 }  // namespace troupe::subjects

@@ -3,11 +3,10 @@
 // bytes); atoms tag the few control messages that carry no protocol body.
 #pragma once
 
+#include <caf/all.hpp>
 #include <cstdint>
 #include <string>
 #include <vector>
-
-#include <caf/all.hpp>
 
 #include "actors/policy/placement.hpp"
 
@@ -16,14 +15,19 @@ namespace troupe {
 // One message from the bus (or an actor), as bytes plus routing. `reply` is
 // the NATS reply subject of a request ("" for plain publishes).
 struct Inbound {
+  Inbound() = default;
+  Inbound(std::string s, std::string r, std::vector<uint8_t> d)
+      : subject(std::move(s)), reply(std::move(r)), data(std::move(d)) {}
   std::string subject;
   std::string reply;
   std::vector<uint8_t> data;
+  std::string msg_id;       // Nats-Msg-Id header (JetStream publishers)
+  uint64_t stream_seq = 0;  // from a JetStream consumer: acknowledge via Intake::ack
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, Inbound& x) {
-  return f(caf::meta::type_name("Inbound"), x.subject, x.reply, x.data);
+  return f(caf::meta::type_name("Inbound"), x.subject, x.reply, x.data, x.msg_id, x.stream_seq);
 }
 
 // A FlatBuffers Envelope passed between actors inside the scheduler.
@@ -58,8 +62,8 @@ typename Inspector::result_type inspect(Inspector& f, JobTicket& x) {
 struct Assignment {
   std::string job_id;
   int32_t attempt = 1;
-  std::vector<std::string> nodes;  // by rank
-  std::vector<std::string> hosts;  // by rank
+  std::vector<std::string> nodes;          // by rank
+  std::vector<std::string> hosts;          // by rank
   std::vector<std::vector<int32_t>> gpus;  // by rank
 };
 
@@ -89,12 +93,13 @@ struct Wiring {
   caf::actor nodes;   // node supervisor (routes by node name)
   caf::actor gangs;   // gang reservation supervisor
   caf::actor arbiter;
+  uint64_t epoch = 0;  // leader lease revision: stamped on Launch and Stop (fencing)
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, Wiring& x) {
-  return f(caf::meta::type_name("Wiring"), x.router, x.jobs, x.queues, x.nodes, x.gangs,
-           x.arbiter);
+  return f(caf::meta::type_name("Wiring"), x.router, x.jobs, x.queues, x.nodes, x.gangs, x.arbiter,
+           x.epoch);
 }
 
 namespace policy {
@@ -106,9 +111,9 @@ typename Inspector::result_type inspect(Inspector& f, PlacementRequest& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, NodeCapacity& x) {
   return f(caf::meta::type_name("NodeCapacity"), x.name, x.host, x.gpu_type, x.pool, x.rack,
-           x.schedulable, x.gpus_total,
-           x.gpus_free, x.gpus_reserved, x.gpus_allocated, x.cpus_total, x.cpus_free,
-           x.memory_total_mb, x.memory_free_mb, x.alive, x.last_heartbeat_ms, x.running);
+           x.schedulable, x.gpus_total, x.gpus_free, x.gpus_reserved, x.gpus_allocated,
+           x.cpus_total, x.cpus_free, x.memory_total_mb, x.memory_free_mb, x.alive,
+           x.last_heartbeat_ms, x.running);
 }
 }  // namespace policy
 
@@ -116,56 +121,57 @@ typename Inspector::result_type inspect(Inspector& f, NodeCapacity& x) {
 
 CAF_BEGIN_TYPE_ID_BLOCK(troupe, caf::first_custom_type_id)
 
-  CAF_ADD_TYPE_ID(troupe, (troupe::Inbound))
-  CAF_ADD_TYPE_ID(troupe, (troupe::Envelope))
-  CAF_ADD_TYPE_ID(troupe, (std::vector<uint8_t>))
-  CAF_ADD_TYPE_ID(troupe, (std::vector<std::string>))
-  CAF_ADD_TYPE_ID(troupe, (troupe::JobTicket))
-  CAF_ADD_TYPE_ID(troupe, (std::vector<troupe::JobTicket>))
-  CAF_ADD_TYPE_ID(troupe, (troupe::Assignment))
-  CAF_ADD_TYPE_ID(troupe, (troupe::CandidateList))
-  CAF_ADD_TYPE_ID(troupe, (troupe::Wiring))
-  CAF_ADD_TYPE_ID(troupe, (troupe::policy::PlacementRequest))
-  CAF_ADD_TYPE_ID(troupe, (troupe::policy::NodeCapacity))
+CAF_ADD_TYPE_ID(troupe, (troupe::Inbound))
+CAF_ADD_TYPE_ID(troupe, (troupe::Envelope))
+CAF_ADD_TYPE_ID(troupe, (std::vector<uint8_t>))
+CAF_ADD_TYPE_ID(troupe, (std::vector<std::string>))
+CAF_ADD_TYPE_ID(troupe, (troupe::JobTicket))
+CAF_ADD_TYPE_ID(troupe, (std::vector<troupe::JobTicket>))
+CAF_ADD_TYPE_ID(troupe, (troupe::Assignment))
+CAF_ADD_TYPE_ID(troupe, (troupe::CandidateList))
+CAF_ADD_TYPE_ID(troupe, (troupe::Wiring))
+CAF_ADD_TYPE_ID(troupe, (troupe::policy::PlacementRequest))
+CAF_ADD_TYPE_ID(troupe, (troupe::policy::NodeCapacity))
 
-  // Supervision and routing.
-  CAF_ADD_ATOM(troupe, troupe::atoms, route_atom, "route")
-  CAF_ADD_ATOM(troupe, troupe::atoms, snapshot_atom, "snapshot")
-  CAF_ADD_ATOM(troupe, troupe::atoms, crash_atom, "crash")
-  CAF_ADD_ATOM(troupe, troupe::atoms, spawn_atom, "spawn")
-  CAF_ADD_ATOM(troupe, troupe::atoms, list_atom, "list")
-  CAF_ADD_ATOM(troupe, troupe::atoms, count_atom, "count")
-  // Timers.
-  CAF_ADD_ATOM(troupe, troupe::atoms, tick_atom, "tick")
-  CAF_ADD_ATOM(troupe, troupe::atoms, lease_atom, "lease")
-  CAF_ADD_ATOM(troupe, troupe::atoms, retry_atom, "retry")
-  // Placement between queues, the pool arbiter, gangs and jobs.
-  CAF_ADD_ATOM(troupe, troupe::atoms, enqueue_atom, "enqueue")
-  CAF_ADD_ATOM(troupe, troupe::atoms, dequeue_atom, "dequeue")
-  CAF_ADD_ATOM(troupe, troupe::atoms, candidates_atom, "candidates")
-  CAF_ADD_ATOM(troupe, troupe::atoms, capacity_atom, "capacity")
-  CAF_ADD_ATOM(troupe, troupe::atoms, wake_atom, "wake")
-  CAF_ADD_ATOM(troupe, troupe::atoms, placed_atom, "placed")
-  CAF_ADD_ATOM(troupe, troupe::atoms, unplaced_atom, "unplaced")
-  CAF_ADD_ATOM(troupe, troupe::atoms, done_atom, "done")
-  CAF_ADD_ATOM(troupe, troupe::atoms, cancel_atom, "cancel")
-  CAF_ADD_ATOM(troupe, troupe::atoms, status_atom, "status")
-  CAF_ADD_ATOM(troupe, troupe::atoms, logs_atom, "logs")
-  CAF_ADD_ATOM(troupe, troupe::atoms, intake_atom, "intake")
-  CAF_ADD_ATOM(troupe, troupe::atoms, stats_atom, "stats")
-  CAF_ADD_ATOM(troupe, troupe::atoms, requeue_atom, "requeue")
-  // Scheduling policy: queues <-> pool arbiter.
-  CAF_ADD_ATOM(troupe, troupe::atoms, demand_atom, "demand")
-  CAF_ADD_ATOM(troupe, troupe::atoms, grant_atom, "grant")
-  CAF_ADD_ATOM(troupe, troupe::atoms, round_atom, "round")
-  CAF_ADD_ATOM(troupe, troupe::atoms, why_atom, "why")
-  CAF_ADD_ATOM(troupe, troupe::atoms, queues_atom, "queues")
-  CAF_ADD_ATOM(troupe, troupe::atoms, config_atom, "config")
-  // Preemption, retries, node operations.
-  CAF_ADD_ATOM(troupe, troupe::atoms, preempt_atom, "preempt")
-  CAF_ADD_ATOM(troupe, troupe::atoms, checkpoint_atom, "checkpt")
-  CAF_ADD_ATOM(troupe, troupe::atoms, retried_atom, "retried")
-  CAF_ADD_ATOM(troupe, troupe::atoms, cordon_atom, "cordon")
-  CAF_ADD_ATOM(troupe, troupe::atoms, drain_atom, "drain")
+// Supervision and routing.
+CAF_ADD_ATOM(troupe, troupe::atoms, route_atom, "route")
+CAF_ADD_ATOM(troupe, troupe::atoms, snapshot_atom, "snapshot")
+CAF_ADD_ATOM(troupe, troupe::atoms, crash_atom, "crash")
+CAF_ADD_ATOM(troupe, troupe::atoms, spawn_atom, "spawn")
+CAF_ADD_ATOM(troupe, troupe::atoms, list_atom, "list")
+CAF_ADD_ATOM(troupe, troupe::atoms, count_atom, "count")
+// Timers.
+CAF_ADD_ATOM(troupe, troupe::atoms, tick_atom, "tick")
+CAF_ADD_ATOM(troupe, troupe::atoms, lease_atom, "lease")
+CAF_ADD_ATOM(troupe, troupe::atoms, retry_atom, "retry")
+// Placement between queues, the pool arbiter, gangs and jobs.
+CAF_ADD_ATOM(troupe, troupe::atoms, enqueue_atom, "enqueue")
+CAF_ADD_ATOM(troupe, troupe::atoms, dequeue_atom, "dequeue")
+CAF_ADD_ATOM(troupe, troupe::atoms, candidates_atom, "candidates")
+CAF_ADD_ATOM(troupe, troupe::atoms, capacity_atom, "capacity")
+CAF_ADD_ATOM(troupe, troupe::atoms, wake_atom, "wake")
+CAF_ADD_ATOM(troupe, troupe::atoms, placed_atom, "placed")
+CAF_ADD_ATOM(troupe, troupe::atoms, unplaced_atom, "unplaced")
+CAF_ADD_ATOM(troupe, troupe::atoms, done_atom, "done")
+CAF_ADD_ATOM(troupe, troupe::atoms, cancel_atom, "cancel")
+CAF_ADD_ATOM(troupe, troupe::atoms, status_atom, "status")
+CAF_ADD_ATOM(troupe, troupe::atoms, logs_atom, "logs")
+CAF_ADD_ATOM(troupe, troupe::atoms, intake_atom, "intake")
+CAF_ADD_ATOM(troupe, troupe::atoms, stats_atom, "stats")
+CAF_ADD_ATOM(troupe, troupe::atoms, requeue_atom, "requeue")
+// Scheduling policy: queues <-> pool arbiter.
+CAF_ADD_ATOM(troupe, troupe::atoms, demand_atom, "demand")
+CAF_ADD_ATOM(troupe, troupe::atoms, grant_atom, "grant")
+CAF_ADD_ATOM(troupe, troupe::atoms, round_atom, "round")
+CAF_ADD_ATOM(troupe, troupe::atoms, why_atom, "why")
+CAF_ADD_ATOM(troupe, troupe::atoms, queues_atom, "queues")
+CAF_ADD_ATOM(troupe, troupe::atoms, config_atom, "config")
+// Preemption, retries, node operations.
+CAF_ADD_ATOM(troupe, troupe::atoms, preempt_atom, "preempt")
+CAF_ADD_ATOM(troupe, troupe::atoms, checkpoint_atom, "checkpt")
+CAF_ADD_ATOM(troupe, troupe::atoms, retried_atom, "retried")
+CAF_ADD_ATOM(troupe, troupe::atoms, cordon_atom, "cordon")
+CAF_ADD_ATOM(troupe, troupe::atoms, drain_atom, "drain")
+CAF_ADD_ATOM(troupe, troupe::atoms, restore_atom, "restore")
 
 CAF_END_TYPE_ID_BLOCK(troupe)

@@ -1,11 +1,11 @@
 #include "messages/spec.hpp"
 
+#include <google/protobuf/util/json_util.h>
+#include <yaml-cpp/yaml.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-
-#include <google/protobuf/util/json_util.h>
-#include <yaml-cpp/yaml.h>
 
 #include "bus/subjects.hpp"
 #include "messages/names.hpp"
@@ -19,6 +19,39 @@ namespace {
 // bytes of nested aliases name billions of nodes ("billion laughs").
 size_t json_limit(std::string_view yaml) {
   return (size_t{1} << 20) + 8 * yaml.size();
+}
+
+// `s` as a JSON string literal (quoted, escaped).
+void append_json_string(std::string& out, const std::string& s) {
+  out += '"';
+  for (char c : s) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          out += buf;
+        } else {
+          out += c;
+        }
+    }
+  }
+  out += '"';
 }
 
 // YAML node -> JSON text, so that YAML goes through the same protobuf mapping.
@@ -48,9 +81,8 @@ void yaml_to_json(const YAML::Node& n, std::string& out, size_t limit) {
       for (const auto& kv : n) {
         if (!first) out += ',';
         first = false;
-        out += '"';
-        out += kv.first.Scalar();
-        out += "\":";
+        append_json_string(out, kv.first.Scalar());  // keys are escaped like values
+        out += ':';
         yaml_to_json(kv.second, out, limit);
       }
       out += '}';
@@ -73,25 +105,7 @@ void yaml_to_json(const YAML::Node& n, std::string& out, size_t limit) {
           return;
         }
       }
-      out += '"';
-      for (char c : s) {
-        switch (c) {
-          case '"': out += "\\\""; break;
-          case '\\': out += "\\\\"; break;
-          case '\n': out += "\\n"; break;
-          case '\t': out += "\\t"; break;
-          case '\r': out += "\\r"; break;
-          default:
-            if (static_cast<unsigned char>(c) < 0x20) {
-              char buf[8];
-              std::snprintf(buf, sizeof buf, "\\u%04x", c);
-              out += buf;
-            } else {
-              out += c;
-            }
-        }
-      }
-      out += '"';
+      append_json_string(out, s);
       return;
     }
   }
@@ -213,15 +227,14 @@ flatbuffers::Offset<wire::JobSpec> to_wire(flatbuffers::FlatBufferBuilder& fbb,
   std::vector<flatbuffers::Offset<wire::KeyValue>> env;
   for (const auto& [k, v] : s.env())
     env.push_back(wire::CreateKeyValue(fbb, fbb.CreateString(k), fbb.CreateString(v)));
-  auto res = wire::CreateResources(fbb, s.resources().gpus(),
-                                   fbb.CreateString(s.resources().gpu_type()),
-                                   s.resources().cpus(), s.resources().memory_mb());
-  return wire::CreateJobSpec(fbb, fbb.CreateString(s.name()), fbb.CreateString(s.team()),
-                             fbb.CreateString(s.kind()), fbb.CreateVector(cmd),
-                             fbb.CreateVectorOfSortedTables(&env), fbb.CreateString(s.image()),
-                             res, s.has_workers() ? s.workers() : 1,
-                             fbb.CreateString(s.priority()), s.max_runtime_s(), s.max_retries(),
-                             fbb.CreateString(s.idempotency_key()), fbb.CreateString(s.pool()));
+  auto res =
+      wire::CreateResources(fbb, s.resources().gpus(), fbb.CreateString(s.resources().gpu_type()),
+                            s.resources().cpus(), s.resources().memory_mb());
+  return wire::CreateJobSpec(
+      fbb, fbb.CreateString(s.name()), fbb.CreateString(s.team()), fbb.CreateString(s.kind()),
+      fbb.CreateVector(cmd), fbb.CreateVectorOfSortedTables(&env), fbb.CreateString(s.image()), res,
+      s.has_workers() ? s.workers() : 1, fbb.CreateString(s.priority()), s.max_runtime_s(),
+      s.max_retries(), fbb.CreateString(s.idempotency_key()), fbb.CreateString(s.pool()));
 }
 
 void apply_defaults(pb::JobSpec& s) {
@@ -241,16 +254,19 @@ std::string validate(const pb::JobSpec& s, const Limits& limits) {
   const auto& r = s.resources();
   if (r.gpus() < 0) return "resources.gpus must be >= 0 (got " + std::to_string(r.gpus()) + ")";
   if (r.gpus() > limits.max_gpus_per_worker)
-    return "resources.gpus " + std::to_string(r.gpus()) + " per worker is more than any node has (max " +
+    return "resources.gpus " + std::to_string(r.gpus()) +
+           " per worker is more than any node has (max " +
            std::to_string(limits.max_gpus_per_worker) + ")";
   if (r.cpus() < 0) return "resources.cpus must be >= 0";
   if (r.memory_mb() < 0) return "resources.memory_mb must be >= 0";
   if (!r.gpu_type().empty()) {
-    if (auto err = subjects::check_token(r.gpu_type()); !err.empty()) return "resources.gpu_type: " + err;
+    if (auto err = subjects::check_token(r.gpu_type()); !err.empty())
+      return "resources.gpu_type: " + err;
   }
   int workers = s.has_workers() ? s.workers() : 1;
   if (workers < 1) return "workers must be >= 1 (got " + std::to_string(workers) + ")";
-  if (workers > limits.max_workers) return "workers must be <= " + std::to_string(limits.max_workers);
+  if (workers > limits.max_workers)
+    return "workers must be <= " + std::to_string(limits.max_workers);
   if (workers > 1 && r.gpus() == 0) return "a gang (workers > 1) must request GPUs per worker";
   if (!s.priority().empty() && !contains(limits.priority_classes, s.priority())) {
     std::string known;

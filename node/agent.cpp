@@ -5,13 +5,13 @@
 #include "node/agent.hpp"
 
 #include <signal.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-
-#include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
 #include "bus/subjects.hpp"
 #include "node/agent_messages.hpp"
@@ -22,6 +22,7 @@ namespace troupe::node {
 
 namespace {
 constexpr size_t kFinishedMemory = 100000;  // finished workers remembered for de-duplication
+constexpr size_t kEndedMemory = 2048;  // exits re-sent with every register (a restarted scheduler)
 constexpr auto kReapWait = std::chrono::seconds(5);  // after SIGKILL at shutdown
 constexpr long long kMaxDelayS = 100000000;          // ~3 years: keeps time_point math finite
 // How often TROUPE_CHECKPOINT_DIR/latest is looked at for each watched worker.
@@ -53,7 +54,9 @@ Agent::Agent(AgentConfig cfg, Publish publish, std::shared_ptr<TimerQueue> share
   }
 }
 
-Agent::~Agent() { shutdown(); }
+Agent::~Agent() {
+  shutdown();
+}
 
 void Agent::send(const std::string& subject, const wire::Bytes& bytes) {
   publish_(subject, bytes.data(), bytes.size());
@@ -63,8 +66,7 @@ void Agent::start() {
   std::lock_guard<std::mutex> lock(mu_);
   if (started_ || shutting_down_) return;
   started_ = true;
-  send(register_subject_, make_register(cfg_.name, cfg_.host, cfg_.inventory, cfg_.simulate,
-                                        running_locked(), cfg_.pool, cfg_.rack));
+  send(register_subject_, register_locked());
   int first = cfg_.first_heartbeat_ms >= 0 ? cfg_.first_heartbeat_ms : cfg_.heartbeat_ms;
   timers_->after(std::chrono::milliseconds(first), [this] { on_heartbeat(); });
   // --simulate does nothing for checkpoints.
@@ -73,8 +75,26 @@ void Agent::start() {
 
 void Agent::publish_register() {
   std::lock_guard<std::mutex> lock(mu_);
-  send(register_subject_, make_register(cfg_.name, cfg_.host, cfg_.inventory, cfg_.simulate,
-                                        running_locked(), cfg_.pool, cfg_.rack));
+  send(register_subject_, register_locked());
+}
+
+wire::Bytes Agent::register_locked() const {
+  Ended ended(ended_.begin(), ended_.end());
+  return make_register(cfg_.name, cfg_.host, cfg_.inventory, cfg_.simulate, running_locked(),
+                       cfg_.pool, cfg_.rack, ended);
+}
+
+bool Agent::fenced(uint64_t epoch, const std::string& what) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (epoch == 0 || epoch >= epoch_) {
+      epoch_ = std::max(epoch_, epoch);
+      return false;
+    }
+    ++counters_.fenced;
+  }
+  spdlog::warn("refused {} from a deposed scheduler (epoch {} < {})", what, epoch, epoch_);
+  return true;
 }
 
 void Agent::on_heartbeat() {
@@ -122,6 +142,10 @@ void Agent::bad(const std::string& what, const std::string& subject) {
 void Agent::on_message(const Inbound& in) {
   try {
     if (in.subject == subjects::kSysHello) {
+      // {"epoch": N} from a scheduler that took the leader lease.
+      auto j = nlohmann::json::parse(in.data.begin(), in.data.end(), nullptr, false);
+      if (j.is_object() && j.contains("epoch") && j["epoch"].is_number_unsigned())
+        fenced(j["epoch"].get<uint64_t>(), "nothing");  // records the newer epoch
       publish_register();
       return;
     }
@@ -150,14 +174,14 @@ void Agent::on_message(const Inbound& in) {
       return;
     }
     if (kind == subjects::kLaunch) {
-      if (const auto* l = env->body_as_Launch())
-        handle_launch(*l);
-      else
+      if (const auto* l = env->body_as_Launch()) {
+        if (!fenced(l->epoch(), "a launch")) handle_launch(*l);
+      } else
         bad(std::string("expected Launch, got ") + wire::body_name(env->body_type()), in.subject);
     } else {
-      if (const auto* s = env->body_as_Stop())
-        handle_stop(*s);
-      else
+      if (const auto* s = env->body_as_Stop()) {
+        if (!fenced(s->epoch(), "a stop")) handle_stop(*s);
+      } else
         bad(std::string("expected Stop, got ") + wire::body_name(env->body_type()), in.subject);
     }
   } catch (const std::exception& e) {
@@ -204,8 +228,10 @@ void Agent::launch_sim(LaunchInfo info) {
   fs::create_directories(log_dir(cfg_.state_dir, info.key.job_id), ec);
   {
     std::ofstream log(path, std::ios::app);
-    if (log) log << "simulated run of " << command_line(info.command) << "\n";
-    else spdlog::warn("cannot write {} (simulated run goes on)", path);
+    if (log)
+      log << "simulated run of " << command_line(info.command) << "\n";
+    else
+      spdlog::warn("cannot write {} (simulated run goes on)", path);
   }
   Worker w;
   w.id = next_id_++;
@@ -214,16 +240,14 @@ void Agent::launch_sim(LaunchInfo info) {
   WorkerKey key = w.launch.key;
   uint64_t id = w.id;
   auto now = Clock::now();
-  auto end = now + std::chrono::duration_cast<Clock::duration>(
-                       std::chrono::duration<double>(
-                           std::min(w.sim.duration_s, static_cast<double>(kMaxDelayS))));
+  auto end = now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(
+                       std::min(w.sim.duration_s, static_cast<double>(kMaxDelayS))));
   long long max_rt = w.launch.max_runtime_s;
   running_.emplace(key, std::move(w));
   ++counters_.launches;
   send(started_subject_, make_started(cfg_.name, key, 0));
   timers_->at(end, [this, key, id] { on_sim_end(key, id); });
-  if (max_rt > 0)
-    timers_->at(now + secs(max_rt), [this, key, id] { on_max_runtime(key, id); });
+  if (max_rt > 0) timers_->at(now + secs(max_rt), [this, key, id] { on_max_runtime(key, id); });
 }
 
 void Agent::launch_real(LaunchInfo info) {
@@ -234,7 +258,8 @@ void Agent::launch_real(LaunchInfo info) {
     std::filesystem::create_directories(info.checkpoint_dir, ec);
     if (ec) {
       ++counters_.launch_failures;
-      std::string why = "cannot create the checkpoint dir " + info.checkpoint_dir + ": " + ec.message();
+      std::string why =
+          "cannot create the checkpoint dir " + info.checkpoint_dir + ": " + ec.message();
       spdlog::warn("launch of {} failed: {}", to_string(info.key), why);
       remember_finished(info.key);
       publish_exited(info.key, launch_failed(why));
@@ -275,8 +300,7 @@ void Agent::launch_real(LaunchInfo info) {
   spdlog::info("started {} as pid {}: {}", to_string(key), r.pid, command_line(spec.argv));
   send(started_subject_, make_started(cfg_.name, key, r.pid));
   reaper_->watch(r.pid);
-  if (max_rt > 0)
-    timers_->after(secs(max_rt), [this, key, id] { on_max_runtime(key, id); });
+  if (max_rt > 0) timers_->after(secs(max_rt), [this, key, id] { on_max_runtime(key, id); });
 }
 
 void Agent::handle_stop(const wire::Stop& s) {
@@ -428,6 +452,13 @@ void Agent::on_child_exit(pid_t pid, std::optional<int> status) {
 void Agent::finish(const WorkerKey& key, const ExitInfo& e) {
   running_.erase(key);
   remember_finished(key);
+  if (ended_.emplace(key, e).second) {
+    ended_order_.push_back(key);
+    if (ended_order_.size() > kEndedMemory) {
+      ended_.erase(ended_order_.front());
+      ended_order_.pop_front();
+    }
+  }
   publish_exited(key, e);
   if (running_.empty()) idle_cv_.notify_all();
 }
@@ -481,7 +512,8 @@ void Agent::shutdown() {
     // Cannot happen short of an unkillable (D state) process; say so and go.
     std::lock_guard<std::mutex> lock(mu_);
     for (const auto& [k, w] : running_) {
-      spdlog::error("{} (pid {}) did not die after SIGKILL; reporting it lost", to_string(k), w.pid);
+      spdlog::error("{} (pid {}) did not die after SIGKILL; reporting it lost", to_string(k),
+                    w.pid);
       publish_exited(k, classify(-1, SIGKILL, EndCause::shutdown));
     }
   }
@@ -492,10 +524,11 @@ void Agent::shutdown() {
   std::lock_guard<std::mutex> lock(mu_);
   shut_down_ = true;
   if (cfg_.log_summary)
-    spdlog::info("node agent stopped: {} launched, {} exited, {} launch failures, "
-                 "{} duplicates, {} bad messages dropped",
-                 counters_.launches, counters_.exits, counters_.launch_failures,
-                 counters_.duplicates, counters_.bad_messages);
+    spdlog::info(
+        "node agent stopped: {} launched, {} exited, {} launch failures, "
+        "{} duplicates, {} bad messages dropped",
+        counters_.launches, counters_.exits, counters_.launch_failures, counters_.duplicates,
+        counters_.bad_messages);
 }
 
 }  // namespace troupe::node

@@ -1,8 +1,8 @@
 // The node agent's core: the table of workers and everything that changes it
 // (Launch, Stop, child exits, --simulate ends, max_runtime_s, shutdown), plus
-// register/heartbeat/logs and the checkpoint watch (docs/checkpointing.md). It talks to the outside only through the Publish
-// function it is given, so tests drive it without NATS; troupe-node's main()
-// wires it to bus::Connection.
+// register/heartbeat/logs and the checkpoint watch (docs/checkpointing.md). It talks to the outside
+// only through the Publish function it is given, so tests drive it without NATS; troupe-node's
+// main() wires it to bus::Connection.
 #pragma once
 
 #include <sys/types.h>
@@ -39,12 +39,12 @@ struct AgentConfig {
   std::string host = "127.0.0.1";
   std::string state_dir;  // absolute
   bool simulate = false;
-  int grace_s = 10;       // Stop without grace_s, and shutdown
+  int grace_s = 10;  // Stop without grace_s, and shutdown
   int heartbeat_ms = 1000;
   Inventory inventory;
   std::vector<std::string> base_env;  // the agent's own environment, "K=V"
-  std::string pool;  // --pool, sent in NodeRegister ("": the pool of the GPU type)
-  std::string rack;  // --rack, the topology label sent in NodeRegister
+  std::string pool;                   // --pool, sent in NodeRegister ("": the pool of the GPU type)
+  std::string rack;                   // --rack, the topology label sent in NodeRegister
   // Delay of the first heartbeat after start(); < 0: heartbeat_ms. A fleet
   // spreads its agents' heartbeats over one period with it.
   int first_heartbeat_ms = -1;
@@ -58,11 +58,12 @@ using Publish = std::function<void(const std::string& subject, const void* data,
 
 struct AgentCounters {
   uint64_t bad_messages = 0;  // malformed, wrong body, unknown kind, no reply subject
+  uint64_t fenced = 0;        // Launch/Stop from a deposed scheduler (older epoch), refused
   uint64_t launches = 0;      // launches accepted (Started published)
   uint64_t duplicates = 0;    // Launch ignored as a duplicate
   uint64_t launch_failures = 0;
-  uint64_t exits = 0;         // Exited published
-  uint64_t checkpoints = 0;   // Checkpointed published
+  uint64_t exits = 0;        // Exited published
+  uint64_t checkpoints = 0;  // Checkpointed published
 };
 
 // How a Stop asks a worker to end: `signal` to its process group now; when it
@@ -157,6 +158,14 @@ class Agent {
   std::unordered_map<pid_t, WorkerKey> by_pid_;
   std::set<WorkerKey> finished_;
   std::deque<WorkerKey> finished_order_;  // bounds finished_
+  // How recently ended workers ended, re-sent on every register (bounded).
+  std::map<WorkerKey, ExitInfo> ended_;
+  std::deque<WorkerKey> ended_order_;
+  // Highest leader epoch seen (troupe.sys.hello, Launch, Stop): a Launch or
+  // Stop from an older one (a deposed scheduler) is refused.
+  uint64_t epoch_ = 0;
+  bool fenced(uint64_t epoch, const std::string& what);
+  wire::Bytes register_locked() const;
   uint64_t next_id_ = 1;
   uint64_t heartbeat_seq_ = 0;
   bool started_ = false;

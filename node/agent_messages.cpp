@@ -24,15 +24,20 @@ flatbuffers::Offset<flatbuffers::String> opt_string(flatbuffers::FlatBufferBuild
 
 wire::Bytes make_register(const std::string& node, const std::string& host, const Inventory& inv,
                           bool simulate, const std::vector<WorkerKey>& running,
-                          const std::string& pool, const std::string& rack) {
-  flatbuffers::FlatBufferBuilder fbb(256 + 64 * running.size());
+                          const std::string& pool, const std::string& rack, const Ended& ended) {
+  flatbuffers::FlatBufferBuilder fbb(256 + 64 * running.size() + 96 * ended.size());
+  std::vector<flatbuffers::Offset<wire::Exited>> ends;
+  for (const auto& [k, e] : ended)
+    ends.push_back(wire::CreateExited(fbb, fbb.CreateString(node), fbb.CreateString(k.job_id),
+                                      k.attempt, k.rank, e.exit_code, e.signal,
+                                      fbb.CreateString(e.reason)));
   std::vector<flatbuffers::Offset<wire::Gpu>> gpus;
   for (const auto& g : inv.gpus)
     gpus.push_back(wire::CreateGpu(fbb, g.index, fbb.CreateString(g.name), g.memory_mb));
-  auto body = wire::CreateNodeRegister(fbb, fbb.CreateString(node), fbb.CreateString(host),
-                                       fbb.CreateString(inv.gpu_type), fbb.CreateVector(gpus),
-                                       inv.cpus, inv.memory_mb, simulate, refs(fbb, running),
-                                       opt_string(fbb, pool), opt_string(fbb, rack));
+  auto body = wire::CreateNodeRegister(
+      fbb, fbb.CreateString(node), fbb.CreateString(host), fbb.CreateString(inv.gpu_type),
+      fbb.CreateVector(gpus), inv.cpus, inv.memory_mb, simulate, refs(fbb, running),
+      opt_string(fbb, pool), opt_string(fbb, rack), ends.empty() ? 0 : fbb.CreateVector(ends));
   return wire::seal(fbb, body);
 }
 
@@ -52,9 +57,8 @@ wire::Bytes make_started(const std::string& node, const WorkerKey& k, int pid) {
 
 wire::Bytes make_exited(const std::string& node, const WorkerKey& k, const ExitInfo& e) {
   flatbuffers::FlatBufferBuilder fbb(192);
-  auto body = wire::CreateExited(fbb, fbb.CreateString(node), fbb.CreateString(k.job_id),
-                                 k.attempt, k.rank, e.exit_code, e.signal,
-                                 fbb.CreateString(e.reason));
+  auto body = wire::CreateExited(fbb, fbb.CreateString(node), fbb.CreateString(k.job_id), k.attempt,
+                                 k.rank, e.exit_code, e.signal, fbb.CreateString(e.reason));
   return wire::seal(fbb, body);
 }
 

@@ -14,9 +14,13 @@
 namespace troupe::node {
 
 // `pool` (troupe-node --pool) and `rack` (--rack) are left out when empty.
+// `ended`: workers that ended recently with how (a restarted scheduler learns
+// the real exit of what ended while it was down).
+using Ended = std::vector<std::pair<WorkerKey, ExitInfo>>;
 wire::Bytes make_register(const std::string& node, const std::string& host, const Inventory& inv,
                           bool simulate, const std::vector<WorkerKey>& running,
-                          const std::string& pool = {}, const std::string& rack = {});
+                          const std::string& pool = {}, const std::string& rack = {},
+                          const Ended& ended = {});
 wire::Bytes make_heartbeat(const std::string& node, uint64_t seq,
                            const std::vector<WorkerKey>& running);
 wire::Bytes make_started(const std::string& node, const WorkerKey& k, int pid);

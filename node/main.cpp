@@ -4,8 +4,11 @@
 // feeds messages to the Agent/Fleet and waits for SIGTERM/SIGINT with sigwait
 // (the signals are blocked in every thread; no handler).
 #include <signal.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <filesystem>
 #include <iostream>
@@ -13,13 +16,10 @@
 #include <system_error>
 #include <vector>
 
-#include <spdlog/sinks/stdout_color_sinks.h>
-#include <spdlog/spdlog.h>
-
 #include "bus/nats.hpp"
+#include "bus/subjects.hpp"
 #include "gateway/node_metrics.hpp"
 #include "messages/wire.hpp"
-#include "bus/subjects.hpp"
 #include "node/agent.hpp"
 #include "node/fleet.hpp"
 #include "node/inventory.hpp"
@@ -77,8 +77,15 @@ int run_fleet(const node::Options& opt, node::AgentConfig cfg, const sigset_t& s
   bus::ConnectOptions copts;
   copts.url = opt.nats_url;
   copts.name = "troupe-node-fleet-" + opt.name_prefix + "-pub";
+  // After a reconnect (nats-server restarted), every agent registers again:
+  // what it runs and what ended meanwhile (its Exited may have been lost).
+  std::atomic<node::Fleet*> live{nullptr};
+  copts.on_reconnected = [&live] {
+    if (auto* f = live.load()) f->on_message(Inbound(subjects::kSysHello, "", {}));
+  };
   bus::ConnectionPtr pub = connect(copts, signals);
   if (!pub) return 0;
+  copts.on_reconnected = nullptr;
   copts.name = "troupe-node-fleet-" + opt.name_prefix + "-sub";
   bus::ConnectionPtr sub = connect(copts, signals);
   if (!sub) return 0;
@@ -89,11 +96,11 @@ int run_fleet(const node::Options& opt, node::AgentConfig cfg, const sigset_t& s
   fc.base = std::move(cfg);
   fc.prefix = opt.name_prefix;
   fc.count = opt.count;
-  node::Fleet fleet(std::move(fc), [pub_raw](const std::string& subject, const void* data,
-                                              size_t size) {
-    if (!pub_raw->publish(subject, data, size))
-      spdlog::warn("could not publish on {} (connection closed?)", subject);
-  });
+  node::Fleet fleet(std::move(fc),
+                    [pub_raw](const std::string& subject, const void* data, size_t size) {
+                      if (!pub_raw->publish(subject, data, size))
+                        spdlog::warn("could not publish on {} (connection closed?)", subject);
+                    });
   auto handler = [&fleet](Inbound&& in) { fleet.on_message(in); };
   bus::SubscriptionPtr node_sub = sub->subscribe(node::Fleet::node_wildcard(), handler);
   bus::SubscriptionPtr hello_sub = sub->subscribe(subjects::kSysHello, handler);
@@ -103,10 +110,12 @@ int run_fleet(const node::Options& opt, node::AgentConfig cfg, const sigset_t& s
   }
   sub->flush();
   fleet.start();
+  live = &fleet;
   spdlog::info("fleet of {} nodes registered", fleet.size());
 
   while (!wait_signal(signals, -1)) {
   }
+  live = nullptr;
   node_sub.reset();
   hello_sub.reset();
   fleet.shutdown();
@@ -146,10 +155,9 @@ int run(int argc, char** argv, const sigset_t& signals) {
   const node::Options& opt = *parsed.options;
   spdlog::set_default_logger(spdlog::stderr_color_mt("troupe-node"));
   spdlog::set_level(spdlog::level::from_str(opt.log_level));
-  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ [troupe-node " +
-                      (opt.count > 1 ? opt.name_prefix + "-* x" + std::to_string(opt.count)
-                                     : opt.name) +
-                      "] %v");
+  spdlog::set_pattern(
+      "%Y-%m-%dT%H:%M:%S.%e %^%l%$ [troupe-node " +
+      (opt.count > 1 ? opt.name_prefix + "-* x" + std::to_string(opt.count) : opt.name) + "] %v");
 
   std::filesystem::create_directories(opt.state_dir, ec);
   if (ec) {
@@ -177,8 +185,15 @@ int run(int argc, char** argv, const sigset_t& signals) {
   bus::ConnectOptions copts;
   copts.url = opt.nats_url;
   copts.name = "troupe-node-" + opt.name + "-pub";
+  // After a reconnect (nats-server restarted) the agent registers again: what
+  // it runs and what ended meanwhile (an Exited published then may be lost).
+  std::atomic<node::Agent*> live{nullptr};
+  copts.on_reconnected = [&live] {
+    if (auto* a = live.load()) a->publish_register();
+  };
   bus::ConnectionPtr pub = connect(copts, signals);
   if (!pub) return 0;
+  copts.on_reconnected = nullptr;
   copts.name = "troupe-node-" + opt.name + "-sub";
   bus::ConnectionPtr sub = connect(copts, signals);
   if (!sub) return 0;
@@ -197,11 +212,12 @@ int run(int argc, char** argv, const sigset_t& signals) {
 
   bus::Connection* pub_raw = pub.get();
   metrics::NodeMetrics* meter_raw = meter.get();
-  node::Agent agent(cfg, [pub_raw, meter_raw](const std::string& subject, const void* data, size_t size) {
-    if (meter_raw != nullptr) count(*meter_raw, subject, data, size);
-    if (!pub_raw->publish(subject, data, size))
-      spdlog::warn("could not publish on {} (connection closed?)", subject);
-  });
+  node::Agent agent(
+      cfg, [pub_raw, meter_raw](const std::string& subject, const void* data, size_t size) {
+        if (meter_raw != nullptr) count(*meter_raw, subject, data, size);
+        if (!pub_raw->publish(subject, data, size))
+          spdlog::warn("could not publish on {} (connection closed?)", subject);
+      });
 
   auto handler = [&agent](Inbound&& in) { agent.on_message(in); };
   bus::SubscriptionPtr node_sub =
@@ -213,11 +229,13 @@ int run(int argc, char** argv, const sigset_t& signals) {
   }
   sub->flush();
   agent.start();
+  live = &agent;
 
   while (!wait_signal(signals, -1)) {
   }
 
   // Stop taking messages, stop the workers (their Exited go out), then close.
+  live = nullptr;
   node_sub.reset();
   hello_sub.reset();
   agent.shutdown();

@@ -11,6 +11,12 @@
 #                                 asked GPU type, so every job stays queued
 #   backlog QUEUED NODES TEAMS JOBS   QUEUED jobs for h100 first (they stay queued:
 #                                 the fleet is a100), then the throughput run
+#   recovery JOBS                 JOBS queued jobs in the state, then kill -9 of the
+#                                 scheduler and a new one: time to restore, to serve,
+#                                 and until its queues hold every job again
+#
+# SCHED_ARGS (environment) is added to troupe-scheduler's arguments, e.g.
+# SCHED_ARGS="--snapshots sync" to compare snapshot modes (docs/recovery.md).
 #
 # Each run starts its own nats-server -js on a free port, troupe-scheduler
 # and (for throughput and latency) troupe-node --simulate --count NODES, and
@@ -48,7 +54,7 @@ PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); pr
 URL=nats://127.0.0.1:$PORT
 "$NATS" -js -a 127.0.0.1 -p "$PORT" -sd "$DIR/js" >"$DIR/nats.log" 2>&1 & PIDS+=($!)
 for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$PORT) 2>/dev/null && break; sleep 0.1; done
-"$BIN/troupe-scheduler" --nats "$URL" --checkpoint-root "$DIR/ckpt" >"$DIR/scheduler.log" 2>&1 &
+"$BIN/troupe-scheduler" --nats "$URL" --checkpoint-root "$DIR/ckpt" ${SCHED_ARGS:-} >"$DIR/scheduler.log" 2>&1 &
 SCHED=$!; PIDS+=($SCHED)
 sleep 1
 
@@ -119,6 +125,28 @@ case "$MEASURE" in
     "$BIN/troupe-load" --nats "$URL" --jobs "$JOBS" --rate 0 --teams "$teams" --duration-s 0.05 \
       --gpu-type a100 --deadline-s 300 --scheduler-pid "$SCHED" --json --no-progress || true
     profile_stop ;;
+  recovery)
+    JOBS=${1:-100000}
+    "$BIN/troupe-load" --nats "$URL" --jobs "$JOBS" --rate 0 --mix 1gpu --teams t1,t2,t3,t4 \
+      --gpu-type h100 --deadline-s 1 --scheduler-pid "$SCHED" --json --no-progress \
+      | python3 -c 'import json,sys; r=json.load(sys.stdin); print("state: %d jobs acknowledged at %.0f/s" % (r["acknowledged"], r["submit_rate_per_s"]))' || true
+    sleep 2  # let the last snapshots flush (a kill -9 any earlier is what the tests do)
+    kill -9 "$SCHED"; wait "$SCHED" 2>/dev/null || true
+    start=$(date +%s%N)
+    "$BIN/troupe-scheduler" --nats "$URL" --checkpoint-root "$DIR/ckpt" ${SCHED_ARGS:-} >"$DIR/scheduler2.log" 2>&1 &
+    SCHED=$!; PIDS+=($SCHED)
+    for _ in $(seq 1200); do grep -q "serving on" "$DIR/scheduler2.log" && break; sleep 0.05; done
+    serving=$(date +%s%N)
+    for _ in $(seq 1200); do
+      q=$(TROUPE_NATS=$URL timeout 20 "$BIN/troupe" queues --json 2>/dev/null |
+          python3 -c 'import json,sys; print(sum(t.get("pending_jobs",0) for t in json.load(sys.stdin)["teams"]))' 2>/dev/null || echo 0)
+      [[ "$q" -ge "$JOBS" ]] && break
+      sleep 0.2
+    done
+    queued=$(date +%s%N)
+    grep -E "leader|restored" "$DIR/scheduler2.log" || true
+    echo "recovery: serving after $(( (serving - start) / 1000000 )) ms (includes the lease TTL: the killed leader's lease must go stale), queues hold $q jobs after $(( (queued - start) / 1000000 )) ms"
+    echo "scheduler after: $(grep -E 'VmHWM|VmRSS' /proc/$SCHED/status | tr -s ' \n' ' ')" ;;
   *) echo "unknown measure $MEASURE" >&2; exit 2 ;;
 esac
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"

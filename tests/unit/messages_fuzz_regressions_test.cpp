@@ -60,3 +60,15 @@ TEST_CASE("spec: YAML aliases within bounds and long alias-free files still pars
   CHECK(b.spec.command_size() == 120000);
   CHECK(b.spec.command(119999) == "arg119999");
 }
+
+TEST_CASE("a YAML key with a quote in it stays one key (it cannot inject JSON fields)",
+          "[messages][spec][fuzz]") {
+  // Unescaped, this key would read as: "name": "n", "team": "x", "kind": "training".
+  auto p = troupe::spec::from_yaml(
+      "'name\": \"n\", \"team\": \"x\", \"kind': training\ncommand: [\"true\"]\n");
+  INFO(p.error);
+  if (p.ok)
+    CHECK(p.spec.team() != "x");
+  else
+    CHECK_FALSE(p.error.empty());  // refused (an unknown field): never read as team "x"
+}

@@ -1,0 +1,225 @@
+#include "actors/durable.hpp"
+
+#include <cstdio>
+
+#include "bus/subjects.hpp"
+
+namespace troupe {
+
+// --- snapshot store -------------------------------------------------------------
+
+KvSnapshotStore::KvSnapshotStore(bus::KeyValue& kv, Mode mode, int flush_ms,
+                                 std::function<void()> on_fenced)
+    : kv_(kv), mode_(mode), flush_ms_(flush_ms), on_fenced_(std::move(on_fenced)) {}
+
+void KvSnapshotStore::seed(std::unordered_map<std::string, uint64_t> revisions) {
+  std::lock_guard<std::mutex> lock(mu_);
+  revs_ = std::move(revisions);
+}
+
+void KvSnapshotStore::start() {
+  if (mode_ == Mode::coalesced) thread_ = std::thread([this] { run(); });
+}
+
+KvSnapshotStore::~KvSnapshotStore() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void KvSnapshotStore::put(const std::string& key, std::string bytes) {
+  if (mode_ == Mode::off) return;
+  ++n_.puts;
+  if (mode_ == Mode::sync) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (fenced_) return;
+    auto r = kv_.write_all({{key, std::move(bytes), revs_[key]}}, 5000).front();
+    ++n_.writes;
+    if (r.revision != 0) {
+      revs_[key] = r.revision;
+    } else if (r.conflict) {
+      ++n_.conflicts;
+      fenced_ = true;
+      on_fenced_();
+    } else {
+      ++n_.errors;
+    }
+    return;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  dirty_[key] = std::move(bytes);
+}
+
+void KvSnapshotStore::run() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    cv_.wait_for(lock, std::chrono::milliseconds(flush_ms_), [this] { return stop_; });
+    bool stopping = stop_;
+    if (!dirty_.empty() && !fenced_) {
+      auto batch = std::move(dirty_);
+      dirty_.clear();
+      int64_t started = now_ms();
+      lock.unlock();
+      flush(std::move(batch), started);
+      lock.lock();
+    }
+    if (stopping) return;
+  }
+}
+
+void KvSnapshotStore::flush(std::unordered_map<std::string, std::string> batch,
+                            int64_t started_ms) {
+  std::vector<bus::KeyValue::Write> writes;
+  writes.reserve(batch.size() + 1);
+  for (auto& [key, bytes] : batch) writes.push_back({key, std::move(bytes), revs_[key]});
+  auto results = kv_.write_all(writes, 10000);
+  ++n_.flushes;
+  n_.writes += static_cast<int64_t>(writes.size());
+  bool conflict = false;
+  for (size_t i = 0; i < writes.size(); ++i) {
+    const auto& r = results[i];
+    const auto& key = writes[i].key;
+    if (r.revision != 0) {
+      revs_[key] = r.revision;
+      failed_.erase(key);
+      continue;
+    }
+    if (r.conflict) {
+      ++n_.conflicts;
+      conflict = true;
+      continue;
+    }
+    // NATS away (restarting, say): written again with the next flush unless
+    // a newer value is already waiting.
+    ++n_.errors;
+    failed_.insert(key);
+    std::lock_guard<std::mutex> lock(mu_);
+    dirty_.emplace(key, std::move(writes[i].value));
+  }
+  if (conflict) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      fenced_ = true;
+    }
+    on_fenced_();
+    return;
+  }
+  // Every change made before `started_ms` is now stored: a restore reads the
+  // streams only from there on.
+  if (failed_.empty()) {
+    auto r = kv_.write_all({{kFlushedKey, std::to_string(started_ms), revs_[kFlushedKey]}}, 10000)
+                 .front();
+    if (r.revision != 0) revs_[kFlushedKey] = r.revision;
+  }
+}
+
+// --- leader lease -------------------------------------------------------------------
+
+bool LeaderLease::try_acquire() {
+  bool failed = false;
+  auto e = kv_.get(subjects::kLeaderKey, &failed);
+  if (failed) {
+    // Cannot see the lease (NATS away): whatever silence follows starts now.
+    seen_since_ms_ = now_ms();
+    return false;
+  }
+  uint64_t expected = 0;
+  if (e) {
+    bool stale = false;
+    if (e->value == holder_ || e->value.empty()) {
+      stale = true;  // ours (from before a reconnect), or given up
+    } else if (e->revision != seen_revision_) {
+      seen_revision_ = e->revision;
+      seen_since_ms_ = now_ms();
+    } else {
+      stale = now_ms() - seen_since_ms_ >= ttl_ms_;
+    }
+    if (!stale) return false;
+    expected = e->revision;
+  }
+  bool conflict = false;
+  uint64_t rev = kv_.update(subjects::kLeaderKey, holder_, expected, &conflict);
+  if (rev == 0) return false;
+  epoch_ = revision_ = rev;
+  return true;
+}
+
+LeaderLease::Renewal LeaderLease::renew() {
+  bool conflict = false;
+  uint64_t rev = kv_.update(subjects::kLeaderKey, holder_, revision_, &conflict);
+  if (rev != 0) {
+    revision_ = rev;
+    return Renewal::renewed;
+  }
+  return conflict ? Renewal::lost : Renewal::unreachable;
+}
+
+void LeaderLease::release() {
+  if (revision_ == 0) return;
+  bool conflict = false;
+  kv_.update(subjects::kLeaderKey, "", revision_, &conflict);
+}
+
+// --- lease gate -------------------------------------------------------------------
+
+int64_t LeaseGate::steady_ms() {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count();
+}
+
+void LeaseGate::extend(int64_t until_ms) {
+  std::lock_guard<std::mutex> lock(mu_);
+  valid_until_ = until_ms;
+  if (!open()) return;
+  for (const auto& [subject, data, reply] : held_) send_(subject, data.data(), data.size(), reply);
+  held_.clear();
+}
+
+void LeaseGate::publish(const std::string& subject, const void* data, size_t size,
+                        const std::string& reply) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (held_.empty() && open()) {
+    send_(subject, data, size, reply);
+    return;
+  }
+  held_.emplace_back(subject, std::string(static_cast<const char*>(data), size), reply);
+}
+
+size_t LeaseGate::held() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return held_.size();
+}
+
+// --- restore ----------------------------------------------------------------------
+
+Restored restore_state(bus::KeyValue& kv, bus::JetStream& js) {
+  Restored out;
+  for (auto& e : kv.read_all(5000)) {
+    out.revisions[e.key] = e.revision;
+    if (e.key == KvSnapshotStore::kFlushedKey) {
+      out.flushed_ms = std::atoll(e.value.c_str());
+      continue;
+    }
+    recovery::add_snapshot(out.state, e.key, e.value);
+  }
+  // The streams from a little before the last complete flush (clock margin;
+  // the stream stamps messages with the server's clock).
+  int64_t since = out.flushed_ms > 0 ? out.flushed_ms - 5000 : 0;
+  if (since <= 0) since = 1;  // never flushed: everything (DeliverByStartTime from the epoch)
+  auto as_string = [](const Inbound& in) { return std::string(in.data.begin(), in.data.end()); };
+  for (auto& in : js.read_all(subjects::kIntakeStream, subjects::kIntakeSubjects, 2000, since)) {
+    ++out.intake_read;
+    recovery::add_intake(out.state, as_string(in));
+  }
+  for (auto& in : js.read_all(subjects::kEventsStream, subjects::kAllEvents, 2000, since)) {
+    ++out.events_read;
+    recovery::add_event(out.state, as_string(in));
+  }
+  recovery::derive_holds(out.state);
+  return out;
+}
+
+}  // namespace troupe

@@ -1,0 +1,48 @@
+// Recovery after a scheduler restart — pure functions over plain records
+// (functional core; actors/main.cpp reads the KV bucket and the streams and
+// hands the result to the supervisors). docs/recovery.md tells the story.
+//
+//   1. add_snapshot: the latest KV value of every job.<id> and node.<name>.
+//   2. add_intake:   accepted submissions newer than the last snapshot flush
+//                    that no snapshot knows yet (they become queued jobs).
+//   3. add_event:    job events newer than a job's snapshot (JobEvent.seq >
+//                    JobRecord.event_seq) bring its record forward.
+//   4. derive_holds: node ledgers are rebuilt from the jobs — a committed,
+//                    launched hold for every worker of a starting or running
+//                    job; leases in flight are dropped (stale reservations
+//                    expire), and every node is marked restored so that its
+//                    agent's word (running, ended) decides what happened.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "records.pb.h"
+
+namespace troupe::recovery {
+
+struct State {
+  std::map<std::string, pb::JobRecord> jobs;    // by job id
+  std::map<std::string, pb::NodeRecord> nodes;  // by node name
+  std::set<std::string> changed;  // jobs whose record moved on past its stored snapshot
+  int64_t bad = 0;                // entries that could not be read (counted, skipped)
+};
+
+// KV key and value; false when the key is not a job or node snapshot.
+bool add_snapshot(State& s, const std::string& key, const std::string& bytes);
+// A serialized JobRecord from the intake stream; true when it was new.
+bool add_intake(State& s, const std::string& bytes);
+// Applies one event to a record when it is newer; true when applied.
+bool apply_event(pb::JobRecord& rec, const pb::JobEvent& e);
+// A JobEvent as JSON (the TROUPE_EVENTS payload); true when applied.
+bool add_event(State& s, const std::string& json);
+void derive_holds(State& s);
+
+// Router state: idempotency keys as (team/key, job id) pairs, flattened.
+std::vector<std::string> idempotency_keys(const State& s);
+uint64_t max_seq(const State& s);
+
+}  // namespace troupe::recovery

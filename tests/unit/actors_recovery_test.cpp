@@ -1,0 +1,177 @@
+// Unit tests for actors/recovery: rebuilding the scheduler's state from KV
+// snapshots, the intake stream and job events after a restart.
+#include <catch2/catch.hpp>
+
+#include "actors/job_record.hpp"
+#include "actors/recovery.hpp"
+#include "messages/spec.hpp"
+
+using namespace troupe;
+
+namespace {
+
+pb::JobRecord job(const std::string& id, const std::string& state, int attempt = 1) {
+  pb::JobRecord r;
+  r.set_job_id(id);
+  r.mutable_spec()->set_team("t1");
+  r.mutable_spec()->mutable_resources()->set_gpus(2);
+  r.mutable_spec()->mutable_resources()->set_cpus(4);
+  r.mutable_spec()->mutable_resources()->set_memory_mb(1024);
+  r.set_state(state);
+  r.set_attempt(attempt);
+  return r;
+}
+
+std::string bytes(const google::protobuf::Message& m) {
+  std::string s;
+  m.SerializeToString(&s);
+  return s;
+}
+
+void place(pb::JobRecord& r, const std::string& node, std::vector<int> gpus, int rank = 0) {
+  auto* p = r.add_placement();
+  p->set_rank(rank);
+  p->set_node(node);
+  for (int g : gpus) p->add_gpus(g);
+}
+
+// The event the job actor would have published for `r` as its `seq`th.
+std::string event_json(pb::JobRecord r, int64_t seq) {
+  r.set_event_seq(seq);
+  return spec::to_json(job_event(r, 1000 + seq));
+}
+
+}  // namespace
+
+TEST_CASE("recovery reads job and node snapshots and counts unreadable ones", "[recovery]") {
+  recovery::State s;
+  CHECK(recovery::add_snapshot(s, "job.j1", bytes(job("j1", "queued"))));
+  pb::NodeRecord n;
+  n.set_node("n1");
+  n.set_gpus(8);
+  CHECK(recovery::add_snapshot(s, "node.n1", bytes(n)));
+  CHECK_FALSE(recovery::add_snapshot(s, "job.j2", "\xff\xff not a record"));
+  CHECK_FALSE(recovery::add_snapshot(s, "meta.flushed_ms", "123"));
+  CHECK(s.jobs.size() == 1);
+  CHECK(s.nodes.at("n1").gpus() == 8);
+  CHECK(s.bad == 1);
+}
+
+TEST_CASE("recovery adds accepted submissions no snapshot knows, once", "[recovery]") {
+  recovery::State s;
+  recovery::add_snapshot(s, "job.j1", bytes(job("j1", "running")));
+  auto fresh = job("j2", "");
+  CHECK(recovery::add_intake(s, bytes(fresh)));
+  CHECK_FALSE(recovery::add_intake(s, bytes(fresh)));
+  CHECK_FALSE(recovery::add_intake(s, bytes(job("j1", ""))));  // the snapshot wins
+  CHECK(s.jobs.at("j1").state() == "running");
+  CHECK(s.jobs.at("j2").state().empty());  // its actor starts it as a new job
+  CHECK(s.changed == std::set<std::string>{"j2"});
+}
+
+TEST_CASE("recovery applies only events newer than the snapshot", "[recovery]") {
+  recovery::State s;
+  auto r = job("j1", "queued");
+  r.set_event_seq(1);
+  recovery::add_snapshot(s, "job.j1", bytes(r));
+
+  auto starting = r;
+  starting.set_state("starting");
+  place(starting, "n1", {2, 3});
+  auto running = starting;
+  running.set_state("running");
+
+  CHECK_FALSE(recovery::add_event(s, event_json(r, 1)));  // already in the snapshot
+  CHECK(recovery::add_event(s, event_json(starting, 2)));
+  CHECK(recovery::add_event(s, event_json(running, 3)));
+  CHECK_FALSE(recovery::add_event(s, event_json(starting, 2)));  // older: ignored
+  CHECK_FALSE(recovery::add_event(s, "{not json"));
+  const auto& got = s.jobs.at("j1");
+  CHECK(got.state() == "running");
+  CHECK(got.event_seq() == 3);
+  REQUIRE(got.placement_size() == 1);
+  CHECK(got.placement(0).node() == "n1");
+  CHECK(got.started_ranks_size() == 1);
+  CHECK(s.bad == 1);
+
+  // The attempt failed and the job was requeued: attempt 2, no placement.
+  auto requeued = job("j1", "queued", 2);
+  CHECK(recovery::add_event(s, event_json(requeued, 4)));
+  CHECK(s.jobs.at("j1").attempt() == 2);
+  CHECK(s.jobs.at("j1").placement_size() == 0);
+  CHECK(s.jobs.at("j1").started_ranks_size() == 0);
+
+  // Events of unknown jobs are not invented into jobs.
+  CHECK_FALSE(recovery::add_event(s, event_json(job("zz", "running"), 5)));
+  CHECK(s.jobs.count("zz") == 0);
+}
+
+TEST_CASE("recovery keeps a terminal event's exit code", "[recovery]") {
+  recovery::State s;
+  auto r = job("j1", "running");
+  r.set_event_seq(3);
+  recovery::add_snapshot(s, "job.j1", bytes(r));
+  auto failed = r;
+  failed.set_state("failed");
+  failed.set_exit_code(7);
+  CHECK(recovery::add_event(s, event_json(failed, 4)));
+  CHECK(s.jobs.at("j1").state() == "failed");
+  REQUIRE(s.jobs.at("j1").has_exit_code());
+  CHECK(s.jobs.at("j1").exit_code() == 7);
+}
+
+TEST_CASE("recovery derives node ledgers from the jobs that hold GPUs", "[recovery]") {
+  recovery::State s;
+  pb::NodeRecord n1;
+  n1.set_node("n1");
+  n1.set_gpus(8);
+  auto* stale = n1.add_holds();  // a lease in flight when the scheduler died
+  stale->set_id("old/1/0");
+  stale->set_job_id("old");
+  stale->add_gpus(7);
+  recovery::add_snapshot(s, "node.n1", bytes(n1));
+
+  auto running = job("j1", "running");
+  place(running, "n1", {0, 1});
+  auto gang = job("j2", "starting", 2);
+  place(gang, "n1", {2, 3}, 0);
+  place(gang, "n9", {0, 1}, 1);  // a node no snapshot knows yet
+  auto queued = job("j3", "queued");
+  auto done = job("j4", "succeeded");
+  place(done, "n1", {4, 5});
+  for (const auto& r : {running, gang, queued, done})
+    recovery::add_snapshot(s, "job." + r.job_id(), bytes(r));
+
+  recovery::derive_holds(s);
+  const auto& a = s.nodes.at("n1");
+  CHECK(a.restored());
+  CHECK(a.gpus() == 8);
+  REQUIRE(a.holds_size() == 2);
+  std::set<std::string> ids;
+  for (const auto& h : a.holds()) {
+    ids.insert(h.id());
+    CHECK(h.committed());
+    CHECK(h.launched());
+    CHECK(h.cpus() == 4);
+  }
+  CHECK(ids == std::set<std::string>{"j1/1/0", "j2/2/0"});
+  const auto& b = s.nodes.at("n9");
+  CHECK(b.restored());
+  REQUIRE(b.holds_size() == 1);
+  CHECK(b.holds(0).id() == "j2/2/1");
+  CHECK(std::vector<int>(b.holds(0).gpus().begin(), b.holds(0).gpus().end()) ==
+        std::vector<int>{0, 1});
+}
+
+TEST_CASE("recovery gives the router its idempotency keys and submit order back", "[recovery]") {
+  recovery::State s;
+  auto a = job("j1", "queued");
+  a.mutable_spec()->set_idempotency_key("k1");
+  a.set_seq(41);
+  auto b = job("j2", "running");
+  b.set_seq(7);
+  recovery::add_snapshot(s, "job.j1", bytes(a));
+  recovery::add_snapshot(s, "job.j2", bytes(b));
+  CHECK(recovery::idempotency_keys(s) == std::vector<std::string>{"t1/k1", "j1"});
+  CHECK(recovery::max_seq(s) == 41);
+}
