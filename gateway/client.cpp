@@ -150,6 +150,20 @@ std::string Client::node_op(const std::string& op, const std::string& node, std:
   return {};
 }
 
+std::string Client::history(const std::string& team, const std::string& job_id,
+                            std::vector<std::string>* raw) {
+  if (auto err = check_job_id(job_id); !err.empty()) return err;
+  if (!team.empty())
+    if (auto err = check_team(team); !err.empty()) return err;
+  std::string err;
+  auto js = bus::JetStream::open(*conn_, &err);
+  if (!js) return err;
+  auto filter = subjects::job_events(team.empty() ? std::string("*") : team, job_id);
+  for (auto& m : js->read_all(subjects::kEventsStream, filter))
+    raw->emplace_back(m.data.begin(), m.data.end());
+  return {};
+}
+
 std::string Client::find_team(const std::string& job_id, std::string* team) {
   if (auto err = check_job_id(job_id); !err.empty()) return err;
   pb::JobList all;

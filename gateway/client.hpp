@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "bus/nats.hpp"
 #include "gateway/policy_view.hpp"
@@ -41,6 +42,11 @@ class Client {
   // troupe.sys.cordon|uncordon|drain: `op` is one of those verbs; `state` is
   // what the node is now (cordoned, schedulable, draining, drained).
   std::string node_op(const std::string& op, const std::string& node, std::string* state);
+  // The job's events as stored in the TROUPE_EVENTS stream (raw JSON, stream
+  // order): troupe.<team>.events.<job_id>, or troupe.*.events.<job_id> when
+  // `team` is empty. No events is not an error here (`raw` stays empty).
+  std::string history(const std::string& team, const std::string& job_id,
+                      std::vector<std::string>* raw);
   // The team of `job_id`, looked up in troupe.sys.jobs.
   std::string find_team(const std::string& job_id, std::string* team);
   // `team` when given (checked), else find_team.

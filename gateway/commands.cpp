@@ -1,5 +1,5 @@
 // The request/reply verbs of `troupe`: submit, status, jobs, cancel, logs,
-// nodes, queues, why (`up` is in up.cpp).
+// nodes, queues, why, history (`up` is in up.cpp).
 #include "gateway/commands.hpp"
 
 #include <chrono>
@@ -9,6 +9,7 @@
 #include <sstream>
 #include <thread>
 
+#include "bus/subjects.hpp"
 #include "gateway/client.hpp"
 #include "gateway/format.hpp"
 #include "gateway/policy_view.hpp"
@@ -183,6 +184,29 @@ int run_why(const std::string& url, const std::string& job_id, const std::string
     std::cout << raw << "\n";
   else
     std::cout << why_text(w);
+  return 0;
+}
+
+int run_history(const std::string& url, const std::string& job_id, const std::string& team,
+                bool json) {
+  auto c = open_client(url);
+  if (!c) return 1;
+  std::vector<std::string> raw;
+  if (auto err = c->history(team, job_id, &raw); !err.empty())
+    return fail("history " + job_id + ": " + err);
+  size_t skipped = 0;
+  auto events = parse_events(raw, &skipped);
+  if (events.empty())
+    return fail("no events for " + job_id + (team.empty() ? "" : " in team " + team) +
+                " in stream " + subjects::kEventsStream +
+                " (unknown job, or its events are older than the scheduler's --events-max-age)");
+  if (skipped > 0)
+    std::cerr << "troupe: history " << job_id << ": " << skipped
+              << " stored message(s) are not job events, left out\n";
+  if (json)
+    std::cout << history_json(raw) << "\n";
+  else
+    std::cout << history_table(events);
   return 0;
 }
 

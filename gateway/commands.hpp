@@ -29,6 +29,11 @@ int run_node_op(const std::string& url, const std::string& op, const std::string
 // `troupe why ID`: why the job is not running now.
 int run_why(const std::string& url, const std::string& job_id, const std::string& team, bool json);
 
+// `troupe history ID`: every stored event of the job, oldest first (a table,
+// or with `json` the raw events as a JSON array). No events: exit code 1.
+int run_history(const std::string& url, const std::string& job_id, const std::string& team,
+                bool json);
+
 struct UpOptions {
   std::string home;  // "" -> $TROUPE_HOME or ./.troupe
   int port = 4222;

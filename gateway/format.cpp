@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <ctime>
+#include <nlohmann/json.hpp>
 
+#include "gateway/replies.hpp"
 #include "messages/names.hpp"
 
 namespace troupe::gateway {
@@ -43,25 +45,27 @@ std::tm local_tm(int64_t epoch_ms) {
   return tm;
 }
 
+// ".mmm" of an epoch time (also before 1970).
+std::string millis_suffix(int64_t epoch_ms) {
+  char buf[8];
+  std::snprintf(buf, sizeof buf, ".%03d", static_cast<int>(((epoch_ms % 1000) + 1000) % 1000));
+  return buf;
+}
+
 }  // namespace
 
 std::string format_clock(int64_t epoch_ms, bool millis) {
   std::tm tm = local_tm(epoch_ms);
   char buf[32];
   std::strftime(buf, sizeof buf, "%H:%M:%S", &tm);
-  std::string out = buf;
-  if (millis) {
-    std::snprintf(buf, sizeof buf, ".%03d", static_cast<int>(((epoch_ms % 1000) + 1000) % 1000));
-    out += buf;
-  }
-  return out;
+  return millis ? buf + millis_suffix(epoch_ms) : std::string(buf);
 }
 
-std::string format_datetime(int64_t epoch_ms) {
+std::string format_datetime(int64_t epoch_ms, bool millis) {
   std::tm tm = local_tm(epoch_ms);
   char buf[40];
   std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
-  return buf;
+  return millis ? buf + millis_suffix(epoch_ms) : std::string(buf);
 }
 
 std::string format_memory_mb(int64_t mb) {
@@ -270,6 +274,62 @@ std::string event_line(const pb::JobEvent& e) {
   if (e.has_exit_code()) out += "  exit " + std::to_string(e.exit_code());
   if (!e.reason().empty()) out += "  (" + e.reason() + ")";
   while (!out.empty() && out.back() == ' ') out.pop_back();
+  return out;
+}
+
+std::vector<pb::JobEvent> parse_events(const std::vector<std::string>& raw, size_t* skipped) {
+  std::vector<pb::JobEvent> out;
+  size_t bad = 0;
+  for (const auto& text : raw) {
+    pb::JobEvent e;
+    if (parse_view(text, e).empty() && !e.job_id().empty() && !e.state().empty())
+      out.push_back(std::move(e));
+    else
+      ++bad;
+  }
+  if (skipped != nullptr) *skipped = bad;
+  return out;
+}
+
+namespace {
+
+std::string history_reason(const pb::JobEvent& e) {
+  std::string out = e.reason();
+  if (!e.cause().empty() && e.cause() != e.state()) {
+    if (!out.empty()) out += ' ';
+    out += "(cause " + e.cause() + ")";
+  }
+  return out.empty() ? "-" : out;
+}
+
+}  // namespace
+
+std::string history_table(const std::vector<pb::JobEvent>& events) {
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& e : events) {
+    std::string when = e.ts_ms() > 0    ? format_datetime(e.ts_ms(), true)
+                       : e.ts().empty() ? std::string("-")
+                                        : e.ts();
+    rows.push_back({when, e.state(), e.attempt() > 0 ? std::to_string(e.attempt()) : "-",
+                    placement_text(e.workers()),
+                    e.has_exit_code() ? std::to_string(e.exit_code()) : "-", history_reason(e)});
+  }
+  return render_table({"TIME", "STATE", "ATTEMPT", "NODES/GPUS", "EXIT", "REASON"}, rows);
+}
+
+std::string history_json(const std::vector<std::string>& raw) {
+  std::string out = "[";
+  bool first = true;
+  for (const auto& text : raw) {
+    auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !j.is_object()) continue;
+    auto begin = text.find_first_not_of(" \t\r\n");
+    auto end = text.find_last_not_of(" \t\r\n");
+    out += first ? "\n" : ",\n";
+    out += text.substr(begin, end - begin + 1);
+    first = false;
+  }
+  out += first ? "]" : "\n]";
   return out;
 }
 

@@ -17,8 +17,8 @@ std::string format_age(int64_t ms);
 std::string format_duration(int64_t ms);
 // Local wall-clock time "HH:MM:SS" (with ".mmm" when `millis`).
 std::string format_clock(int64_t epoch_ms, bool millis = false);
-// Local date and time "YYYY-MM-DD HH:MM:SS".
-std::string format_datetime(int64_t epoch_ms);
+// Local date and time "YYYY-MM-DD HH:MM:SS" (with ".mmm" when `millis`).
+std::string format_datetime(int64_t epoch_ms, bool millis = false);
 // "512M", "16G", "1.5T" from mebibytes; "-" for 0.
 std::string format_memory_mb(int64_t mb);
 // "0,1,2,3".
@@ -44,5 +44,18 @@ std::string nodes_table(const pb::NodeList& nodes, int64_t now_ms);
 std::string status_text(const pb::JobView& j, int64_t now_ms);
 // One line per event: time, job, name, state, placement, exit code and reason.
 std::string event_line(const pb::JobEvent& e);
+
+// `troupe history ID`: the job's events as stored in TROUPE_EVENTS (raw JSON
+// messages, stream order). parse_events reads them in order, leaving out any
+// that is not a JobEvent (`skipped` counts those).
+std::vector<pb::JobEvent> parse_events(const std::vector<std::string>& raw,
+                                       size_t* skipped = nullptr);
+// One row per event, in the given order: TIME STATE ATTEMPT NODES/GPUS EXIT
+// REASON. The reason ends with the event's cause ("(cause exit_code)") when it
+// has one that is not the state itself.
+std::string history_table(const std::vector<pb::JobEvent>& events);
+// `troupe history ID --json`: the raw events as one JSON array, an event per
+// line, unchanged; a message that is not a JSON object is left out.
+std::string history_json(const std::vector<std::string>& raw);
 
 }  // namespace troupe::gateway

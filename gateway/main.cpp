@@ -103,6 +103,13 @@ int main(int argc, char** argv) {
   why->add_option("--team", job_team, "the job's team (else looked up)");
   why->add_flag("--json", json, "print the raw troupe.<team>.why reply");
 
+  // history
+  auto* history =
+      app.add_subcommand("history", "Show every stored state change of a job, oldest first");
+  history->add_option("id", job_id, "job id")->required();
+  history->add_option("--team", job_team, "the job's team (else every team's events are searched)");
+  history->add_flag("--json", json, "print the raw events (JobEvent JSON) as a JSON array");
+
   // up
   auto* up = app.add_subcommand("up", "Run a local cluster (nats-server, scheduler, 2 nodes) and a demo");
   gw::UpOptions upo;
@@ -167,6 +174,7 @@ int main(int argc, char** argv) {
   if (nodes->parsed()) return gw::run_nodes(url, json);
   if (queues->parsed()) return gw::run_queues(url, json);
   if (why->parsed()) return gw::run_why(url, job_id, job_team, json);
+  if (history->parsed()) return gw::run_history(url, job_id, job_team, json);
   if (cordon->parsed()) return gw::run_node_op(url, "cordon", node_name);
   if (uncordon->parsed()) return gw::run_node_op(url, "uncordon", node_name);
   if (drain->parsed()) return gw::run_node_op(url, "drain", node_name);

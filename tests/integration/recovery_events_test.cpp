@@ -1,0 +1,447 @@
+// Job events kept in JetStream and `troupe history` (issue 5, point 2), and a
+// nats-server restart on the same store (point 5): the scheduler and the
+// agents reconnect, nothing acknowledged is lost, stored events survive.
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <functional>
+#include <iterator>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "bus/subjects.hpp"
+#include "harness.hpp"
+#include "messages/names.hpp"
+
+using namespace troupe;
+using namespace troupe::it;
+
+namespace {
+
+int64_t as_i64(const Json& v) {
+  if (v.is_number()) return v.get<int64_t>();
+  if (v.is_string()) return std::stoll(v.get<std::string>());
+  return 0;
+}
+
+int64_t wall_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+int attempt_of(const Json& e) {
+  return static_cast<int>(as_i64(e.value("attempt", Json(0))));
+}
+int64_t ts_of(const Json& e) {
+  return as_i64(e.value("ts_ms", Json(0)));
+}
+
+// The rows of a printed table, each split at blanks into its words.
+std::vector<std::vector<std::string>> rows_of(const std::string& table) {
+  std::vector<std::vector<std::string>> rows;
+  std::istringstream in(table);
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream cells(line);
+    rows.emplace_back(std::istream_iterator<std::string>(cells),
+                      std::istream_iterator<std::string>());
+  }
+  return rows;
+}
+
+// Polls `probe` until it returns true or `timeout` passes (there is no event
+// to wait on for what the stream or the CLI shows).
+bool poll_until(const std::function<bool()>& probe, Clock::duration timeout,
+                Clock::duration every = 100ms) {
+  for (auto deadline = Clock::now() + timeout;;) {
+    if (probe()) return true;
+    if (Clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(every);
+  }
+}
+
+std::string describe(const RunResult& r) {
+  return "rc=" + std::to_string(r.exit_code) + (r.timed_out ? " (timed out)" : "") + "\nstdout:\n" +
+         r.out + "\nstderr:\n" + r.err;
+}
+
+// `troupe history ID [args] --json`, parsed (a JSON array; null when the
+// command failed or printed something else).
+Json history_json(Cluster& c, const std::string& id, std::vector<std::string> args = {}) {
+  std::vector<std::string> argv = {"history", id, "--json"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  RunResult r = c.run_cli(argv, 20s);
+  if (r.exit_code != 0) return nullptr;
+  Json j = Json::parse(r.out, nullptr, false);
+  return j.is_array() ? j : Json(nullptr);
+}
+
+// Every event stored in TROUPE_EVENTS, in stream order (the scheduler's
+// publish order), as harness Events (`seq` is the position).
+std::vector<Event> stored_events(Cluster& c) {
+  std::string err;
+  auto js = bus::JetStream::open(c.conn(), &err);
+  INFO("JetStream: " << err);
+  REQUIRE(js);
+  std::vector<Event> out;
+  for (auto& m : js->read_all(subjects::kEventsStream, subjects::kAllEvents)) {
+    Event e;
+    e.seq = out.size();
+    e.subject = m.subject;
+    e.json = Json::parse(m.data.begin(), m.data.end(), nullptr, false);
+    if (!e.json.is_object()) continue;
+    e.job_id = e.json.value("job_id", "");
+    e.state = e.json.value("state", "");
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+std::vector<Json> of_job(const std::vector<Event>& events, const std::string& id) {
+  std::vector<Json> out;
+  for (const auto& e : events)
+    if (e.job_id == id) out.push_back(e.json);
+  return out;
+}
+
+// TROUPE_EVENTS' max_age in nanoseconds, from the JetStream API.
+int64_t events_max_age_ns(Cluster& c) {
+  Json info =
+      c.request(std::string("$JS.API.STREAM.INFO.") + subjects::kEventsStream, Json::object());
+  INFO("stream info: " << info.dump());
+  REQUIRE(info.contains("config"));
+  return as_i64(info["config"].value("max_age", Json(-1)));
+}
+
+// "state@attempt" of each event, in order.
+std::vector<std::string> story(const std::vector<Json>& events) {
+  std::vector<std::string> out;
+  for (const auto& e : events)
+    out.push_back(e.value("state", "?") + "@" + std::to_string(attempt_of(e)));
+  return out;
+}
+
+// True when `want` appears in `have` in this order (other entries may come between).
+bool in_order(const std::vector<std::string>& have, const std::vector<std::string>& want) {
+  size_t i = 0;
+  for (const auto& h : have)
+    if (i < want.size() && h == want[i]) ++i;
+  return i == want.size();
+}
+
+std::string joined(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& s : v) out += (out.empty() ? "" : " ") + s;
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "history: a job that fails once and is retried shows every state in order, and --json "
+    "is what the live events were",
+    "[integration][history]") {
+  Cluster c(ClusterOptions{}.node("n1"));
+  REQUIRE(c.wait_nodes_alive(1, 20s));
+  // Retention: 7 days unless --events-max-age says otherwise.
+  CHECK(events_max_age_ns(c) == 7LL * 24 * 3600 * 1'000'000'000);
+
+  Json spec = job_spec("t1", {"sh", "-c",
+                              "echo attempt $TROUPE_ATTEMPT; "
+                              "[ \"$TROUPE_ATTEMPT\" -ge 2 ] || exit 3"});
+  spec["name"] = "flaky";
+  spec["max_retries"] = 1;
+  const std::string id = c.submit_ok("t1", spec);
+  auto done = c.wait_terminal(id, 30s);
+  INFO("live events:\n" << c.events().describe(id));
+  REQUIRE(done);
+  CHECK(done->state == names::kSucceeded);
+  std::vector<Json> live;
+  for (const auto& e : c.events().of_job(id)) live.push_back(e.json);
+  auto states = story(live);
+  INFO("story: " << joined(states));
+  CHECK(in_order(states, {"queued@1", "starting@1", "running@1", "queued@2", "starting@2",
+                          "running@2", "succeeded@2"}));
+  CHECK(states.back() == "succeeded@2");
+
+  // --json: the stored events are the live ones, in the same order. The stream
+  // stores the terminal event as the harness sees it; poll until it is there.
+  Json stored;
+  CHECK(poll_until(
+      [&] {
+        stored = history_json(c, id);
+        return stored.is_array() && stored.size() >= live.size();
+      },
+      10s));
+  INFO("troupe history --json: " << stored.dump());
+  REQUIRE(stored.is_array());
+  REQUIRE(stored.size() == live.size());
+  for (size_t i = 0; i < live.size(); ++i) CHECK(stored[i] == live[i]);
+  CHECK(history_json(c, id, {"--team", "t1"}) == stored);
+
+  // The table: a header, then one row per event with its state and attempt.
+  RunResult table = c.run_cli({"history", id});
+  INFO("troupe history: " << describe(table));
+  REQUIRE(table.exit_code == 0);
+  auto rows = rows_of(table.out);
+  REQUIRE(rows.size() == live.size() + 1);
+  CHECK(rows[0].at(0) == "TIME");
+  for (size_t i = 0; i < live.size(); ++i) {
+    const auto& w = rows[i + 1];
+    REQUIRE(w.size() >= 6);
+    CHECK(w[2] + "@" + w[3] == states[i]);
+  }
+  // The requeue says why (the exit code and its cause); the end has exit 0.
+  auto row = [&](const std::string& state) {
+    auto at = std::find(states.begin(), states.end(), state) - states.begin();
+    return joined(rows.at(static_cast<size_t>(at) + 1));
+  };
+  CHECK_THAT(row("queued@2"),
+             Catch::Contains("exited with code 3") && Catch::Contains("(cause exit_code)"));
+  CHECK_THAT(row("running@1"), Catch::Contains("n1["));  // where it ran
+  CHECK(rows.back().at(2) == "succeeded");
+  CHECK(rows.back().at(5) == "0");
+
+  // No events: a clear error and a non-zero exit code.
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"history", "j-00000000deadbeef"}, {"history", id, "--team", "other"}}) {
+    RunResult none = c.run_cli(args);
+    INFO(describe(none));
+    CHECK(none.exit_code == 1);
+    CHECK_THAT(none.err, Catch::Contains("no events for"));
+    CHECK(none.out.empty());
+  }
+  RunResult bad = c.run_cli({"history", "not a job id"});
+  CHECK(bad.exit_code == 1);
+}
+
+TEST_CASE("history: troupe-scheduler --events-max-age 1 keeps events one second",
+          "[integration][history][retention]") {
+  ClusterOptions o;
+  o.node("n1", 4, /*simulate=*/true);
+  o.scheduler_args = {"--events-max-age", "1"};
+  Cluster c(o);
+  {
+    bool serving = c.wait_scheduler_serving(20s);
+    INFO("troupe-scheduler stderr:\n" << tail_file(c.scheduler().err_path(), 10));
+    REQUIRE(serving);
+  }
+  REQUIRE(c.wait_nodes_alive(1, 20s));
+  CHECK(events_max_age_ns(c) == 1'000'000'000);
+
+  Json spec = job_spec("t1", {"train"});
+  spec["env"] = {{"TROUPE_SIM_DURATION_S", "0.1"}};
+  const std::string id = c.submit_ok("t1", spec);
+  auto done = c.wait_terminal(id, 20s);
+  REQUIRE(done);
+  CHECK(done->state == names::kSucceeded);
+  const auto last_ts = ts_of(done->json);
+
+  // Stored at first (while the terminal event is younger than a second; the
+  // earlier ones may already have gone)...
+  Json first = history_json(c, id);
+  INFO("first history: " << first.dump());
+  if (wall_ms() - last_ts < 500) {
+    REQUIRE(first.is_array());
+    REQUIRE_FALSE(first.empty());
+    CHECK(first.back().value("state", "") == names::kSucceeded);
+  } else {
+    WARN("too slow to see the events before they aged out");
+  }
+  // ...then gone once they are older than a second.
+  RunResult gone;
+  CHECK(poll_until(
+      [&] {
+        gone = c.run_cli({"history", id});
+        return gone.exit_code != 0;
+      },
+      15s, 200ms));
+  INFO(describe(gone));
+  CHECK(gone.exit_code == 1);
+  CHECK_THAT(gone.err, Catch::Contains("no events for " + id));
+  CHECK(wall_ms() - last_ts >= 1000);
+  // A job submitted now is stored again (retention drops old events only).
+  const std::string id2 = c.submit_ok("t1", spec);
+  REQUIRE(c.events().wait_state(id2, std::string(names::kQueued), 10s));
+  Json fresh;
+  CHECK(poll_until(
+      [&] {
+        fresh = history_json(c, id2);
+        return fresh.is_array() && !fresh.empty();
+      },
+      5s, 50ms));
+}
+
+namespace {
+
+// A job that sleeps `seconds`, leaves the file <dir>/ended-<job id>, and
+// exits `exit`; no retries.
+Json sleeper(const std::string& team, const std::string& dir, double seconds, int exit) {
+  std::ostringstream cmd;
+  cmd << "sleep " << seconds << "; touch " << dir << "/ended-$TROUPE_JOB_ID; exit " << exit;
+  Json spec = job_spec(team, {"sh", "-c", cmd.str()});
+  spec["max_retries"] = 0;
+  return spec;
+}
+
+struct Submitted {
+  std::string id;
+  std::string team;
+  int exit = 0;  // what the job exits with: 0 succeeds, else fails with it
+};
+
+// The job's state from troupe.<team>.status once it is terminal (polled; the
+// live event subscription may have missed events while nats-server was down).
+Json wait_status_terminal(Cluster& c, const Submitted& s, Clock::time_point deadline) {
+  Json st;
+  poll_until(
+      [&] {
+        st = c.status(s.team, s.id);
+        return names::is_terminal(st.value("state", ""));
+      },
+      std::max<Clock::duration>(deadline - Clock::now(), 0s), 200ms);
+  return st;
+}
+
+// Jobs before and after a restart of nats-server (SIGTERM, or SIGKILL when
+// `kill`), on two agents: every acknowledged job ends as it should, no GPU is
+// held twice, and the stored events hold every job's whole story. With
+// `kill`, nats-server stays down until some workers have ended, so that their
+// agents report the exits to a server that is not there.
+void restart_scenario(bool kill) {
+  Cluster c(ClusterOptions{}.node("n1").node("n2"));
+  REQUIRE(c.wait_nodes_alive(2, 20s));
+  const std::string dir = c.file("markers");
+  std::filesystem::create_directory(dir);
+
+  std::vector<Submitted> jobs;
+  auto submit = [&](const std::string& team, double seconds, int exit) {
+    jobs.push_back({c.submit_ok(team, sleeper(team, dir, seconds, exit)), team, exit});
+    return jobs.back().id;
+  };
+  // Before: 2 short jobs that end before the restart, 8 long ones (every GPU;
+  // 4 end while nats-server is down, 4 run on after it is back), 4 queued
+  // behind them.
+  std::vector<std::string> short_ids, long_ids;
+  for (int i = 0; i < 2; ++i) short_ids.push_back(submit("ta", 0, 0));
+  for (int i = 0; i < 8; ++i)
+    long_ids.push_back(submit(i % 2 ? "ta" : "tb", i < 4 ? 2 : 6, i % 4 == 3 ? 7 : 0));
+  for (int i = 0; i < 4; ++i) submit("tb", 0.5, i == 1 ? 2 : 0);
+  for (const auto& id : short_ids) REQUIRE(c.wait_terminal(id, 20s));
+  REQUIRE(c.events().wait_for(
+      [&](const std::vector<Event>& ev) {
+        std::set<std::string> running;
+        for (const auto& e : ev)
+          if (e.state == names::kRunning) running.insert(e.job_id);
+        return std::all_of(long_ids.begin(), long_ids.end(),
+                           [&](const auto& id) { return running.count(id) > 0; });
+      },
+      20s));
+
+  const int64_t restart_ms = wall_ms();
+  if (kill) {
+    c.nats().kill_now();
+    // Down until the 2-second jobs have ended (their agents noticed it alone).
+    CHECK(poll_until(
+        [&] {
+          return std::all_of(long_ids.begin(), long_ids.begin() + 4, [&](const std::string& id) {
+            return std::filesystem::exists(dir + "/ended-" + id);
+          });
+        },
+        10s, 20ms));
+  }
+  c.restart_nats(kill);
+  REQUIRE(c.wait_scheduler_serving(20s));
+  REQUIRE(c.wait_nodes_alive(2, 20s));
+
+  // After: more jobs, acknowledged by the restarted server.
+  for (int i = 0; i < 6; ++i) submit(i % 2 ? "ta" : "tc", 0.3, i == 4 ? 9 : 0);
+
+  auto deadline = Clock::now() + 40s;
+  for (const auto& s : jobs) {
+    Json st = wait_status_terminal(c, s, deadline);
+    INFO(s.id << " (team " << s.team << ", exits " << s.exit << "): " << st.dump()
+              << "\nlive events:\n"
+              << c.events().describe(s.id));
+    CHECK(st.value("state", "") == (s.exit == 0 ? names::kSucceeded : names::kFailed));
+    if (s.exit != 0) CHECK(as_i64(st.value("exit_code", Json(-1))) == s.exit);
+  }
+
+  // Every event the stream stored, in the order the scheduler published them.
+  std::vector<Event> stored;
+  CHECK(poll_until(
+      [&] {
+        stored = stored_events(c);
+        return std::all_of(jobs.begin(), jobs.end(), [&](const Submitted& s) {
+          auto ev = of_job(stored, s.id);
+          return !ev.empty() && names::is_terminal(ev.back().value("state", ""));
+        });
+      },
+      10s));
+  for (const auto& s : jobs) {
+    auto ev = of_job(stored, s.id);
+    auto states = story(ev);
+    INFO(s.id << " stored: " << joined(states));
+    CHECK(in_order(states, {"queued@1", "starting@1", "running@1"}));
+    REQUIRE_FALSE(states.empty());
+    CHECK(names::is_terminal(ev.back().value("state", "")));
+  }
+  GpuReplay from_stream = replay_gpus(stored);
+  INFO("stored events:\n"
+       << [&] {
+            std::string out;
+            for (const auto& e : stored) out += "  " + e.json.dump() + "\n";
+            return out;
+          }());
+  for (const auto& clash : from_stream.clashes) FAIL_CHECK(clash);
+  CHECK(from_stream.max_held == 8);
+
+  // Nothing the live subscription saw is missing from the stream. (The live
+  // subscription itself may miss events published while it reconnects: a
+  // plain subscriber gets only what is published while it is connected, so
+  // the GPU replay above runs on the stream.)
+  std::set<std::tuple<std::string, std::string, int, int64_t>> in_stream;
+  for (const auto& e : stored)
+    in_stream.insert({e.job_id, e.state, attempt_of(e.json), ts_of(e.json)});
+  for (const auto& e : c.events().all()) {
+    INFO("live event not stored: " << e.json.dump());
+    CHECK(in_stream.count({e.job_id, e.state, attempt_of(e.json), ts_of(e.json)}) == 1);
+  }
+
+  // The restart really came between: long jobs ended after it, and
+  // `troupe history` of jobs acknowledged before it still shows their events
+  // from before it (the stream is on disk).
+  int ended_after = 0;
+  for (const auto& id : long_ids) ended_after += ts_of(of_job(stored, id).back()) > restart_ms;
+  CHECK(ended_after > 0);
+  for (const auto& s : std::vector<Submitted>(jobs.begin(), jobs.begin() + 3)) {
+    Json h = history_json(c, s.id);
+    INFO(s.id << " history: " << h.dump());
+    REQUIRE(h.is_array());
+    REQUIRE_FALSE(h.empty());
+    CHECK(h.front().value("state", "") == names::kQueued);
+    CHECK(ts_of(h.front()) < restart_ms);
+    CHECK(std::vector<Json>(h.begin(), h.end()) == of_job(stored, s.id));
+  }
+}
+
+}  // namespace
+
+TEST_CASE(
+    "nats restart: nats-server stopped and started on its store, the scheduler and agents "
+    "go on and no acknowledged job or stored event is lost",
+    "[integration][recovery][nats_restart]") {
+  restart_scenario(/*kill=*/false);
+}
+
+TEST_CASE(
+    "nats restart: nats-server killed with SIGKILL and started on its store loses no "
+    "acknowledged job or stored event",
+    "[integration][recovery][nats_restart]") {
+  restart_scenario(/*kill=*/true);
+}
