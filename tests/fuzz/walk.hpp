@@ -81,13 +81,13 @@ TROUPE_FUZZ_TABLE(JobEvent, t->job_id(), t->team(), t->state(), t->attempt(), t-
 TROUPE_FUZZ_TABLE(Gpu, t->index(), t->name(), t->memory_mb())
 TROUPE_FUZZ_TABLE(WorkerRef, t->job_id(), t->attempt(), t->rank())
 TROUPE_FUZZ_TABLE(NodeRegister, t->node(), t->host(), t->gpu_type(), t->gpus(), t->cpus(),
-                  t->memory_mb(), t->simulate(), t->running(), t->pool(), t->rack())
+                  t->memory_mb(), t->simulate(), t->running(), t->pool(), t->rack(), t->ended())
 TROUPE_FUZZ_TABLE(Heartbeat, t->node(), t->seq(), t->running())
 TROUPE_FUZZ_TABLE(Launch, t->job_id(), t->team(), t->attempt(), t->rank(), t->world_size(),
                   t->coordinator(), t->gpus(), t->command(), t->env(), t->max_runtime_s(),
-                  t->grace_s(), t->checkpoint_dir())
+                  t->grace_s(), t->checkpoint_dir(), t->epoch())
 TROUPE_FUZZ_TABLE(Stop, t->job_id(), t->attempt(), t->rank(), t->grace_s(), t->reason(),
-                  t->signal(), t->kill_after_s())
+                  t->signal(), t->kill_after_s(), t->epoch())
 TROUPE_FUZZ_TABLE(Checkpointed, t->node(), t->job_id(), t->attempt(), t->rank(), t->path(),
                   t->ts_ms())
 TROUPE_FUZZ_TABLE(Started, t->node(), t->job_id(), t->attempt(), t->rank(), t->pid())
