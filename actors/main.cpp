@@ -180,11 +180,13 @@ int main(int argc, char** argv) {
       !js->ensure_stream({troupe::subjects::kIntakeStream,
                           {troupe::subjects::kIntakeSubjects, troupe::subjects::kAllEnqueue}},
                          &err) ||
-      !js->ensure_stream({troupe::subjects::kEventsStream,
-                          {troupe::subjects::kAllEvents},
-                          2 * 60 * 1000,
-                          events_max_age_s},
-                         &err)) {
+      !js->ensure_stream(
+          {troupe::subjects::kEventsStream,
+           {troupe::subjects::kAllEvents},
+           // the duplicate window may not outlast the events
+           events_max_age_s > 0 ? std::min<int64_t>(120000, events_max_age_s * 1000) : 120000,
+           events_max_age_s},
+          &err)) {
     std::fprintf(stderr, "troupe-scheduler: JetStream is required (nats-server -js): %s\n",
                  err.c_str());
     return 1;

@@ -31,6 +31,10 @@ struct NodeState {
   bool draining = false;   // cordoned by drain: running work finishes
   bool dirty = false;
   int64_t last_heartbeat_ms = 0;
+  // Launches not yet reported started: sent when, and the bytes to send again
+  // (a Launch can be lost around a nats-server restart; agents ignore duplicates).
+  std::unordered_map<std::string, std::pair<int64_t, std::vector<uint8_t>>> unstarted;
+  int64_t last_resync_ms = 0;  // last hello sent because a heartbeat disagreed
   Wiring w;
   OutboxPtr out;
   NodeOptions opts;
@@ -269,6 +273,43 @@ void fence(Self* self, const flatbuffers::Vector<flatbuffers::Offset<wire::Worke
   }
 }
 
+// A heartbeat lists what the agent runs. Against the ledger:
+//  - launched, not reported started, not running after kLaunchResendMs: the
+//    Launch (or its Started) was lost — the Launch goes again;
+//  - reported started, not exited, not running: its Exited was lost (the
+//    agent published it before this heartbeat) — the agent is asked to
+//    register again, which re-sends what ended recently (adopt_or_lose).
+constexpr int64_t kLaunchResendMs = 3000;
+constexpr int64_t kResyncMs = 2000;
+
+void reconcile(Self* self,
+               const flatbuffers::Vector<flatbuffers::Offset<wire::WorkerRef>>* running) {
+  auto& st = self->state;
+  std::set<std::string> alive;
+  if (running != nullptr)
+    for (const auto* w : *running)
+      alive.insert(policy::hold_id(wire::str(w->job_id()), w->attempt(), w->rank()));
+  int64_t now = now_ms();
+  bool lost_exit = false;
+  for (const auto& [id, h] : st.ledger.holds) {
+    if (!h.launched || h.exited || alive.count(id)) continue;
+    if (h.started) {
+      lost_exit = true;
+      continue;
+    }
+    auto u = st.unstarted.find(id);
+    if (u == st.unstarted.end() || now - u->second.first < kLaunchResendMs) continue;
+    aout(self) << "node " << st.node << ": " << id << " not started " << (now - u->second.first)
+               << " ms after its launch; sending it again\n";
+    u->second.first = now;
+    to_agent(self, subjects::kLaunch, u->second.second);
+  }
+  if (lost_exit && now - st.last_resync_ms >= kResyncMs) {
+    st.last_resync_ms = now;
+    to_agent(self, subjects::kHello, {});
+  }
+}
+
 Envelope handle(Self* self, const Envelope& env) {
   auto& st = self->state;
   auto* e = wire::open(env.bytes);
@@ -300,6 +341,7 @@ Envelope handle(Self* self, const Envelope& env) {
         report(self);
       }
       fence(self, e->body_as_Heartbeat()->running());
+      reconcile(self, e->body_as_Heartbeat()->running());
       return {};
     case wire::Body::Checkpointed:
       to_job(self, wire::str(e->body_as_Checkpointed()->job_id()), env);
@@ -309,6 +351,7 @@ Envelope handle(Self* self, const Envelope& env) {
       auto id = policy::hold_id(wire::str(x->job_id()), x->attempt(), x->rank());
       if (auto it = st.ledger.holds.find(id); it != st.ledger.holds.end())
         it->second.started = true;
+      st.unstarted.erase(id);
       to_job(self, wire::str(x->job_id()), env);
       return {};
     }
@@ -316,6 +359,7 @@ Envelope handle(Self* self, const Envelope& env) {
       auto* x = e->body_as_Exited();
       auto id = policy::hold_id(wire::str(x->job_id()), x->attempt(), x->rank());
       if (auto it = st.ledger.holds.find(id); it != st.ledger.holds.end()) it->second.exited = true;
+      st.unstarted.erase(id);
       to_job(self, wire::str(x->job_id()), env);
       return {};
     }
@@ -337,6 +381,7 @@ Envelope handle(Self* self, const Envelope& env) {
       return v.ok ? accept(st.node, id, v.gpus, 0) : reject(st.node, id, v.reason);
     }
     case wire::Body::Release:
+      st.unstarted.erase(wire::str(e->body_as_Release()->reservation_id()));
       if (policy::release(st.ledger, wire::str(e->body_as_Release()->reservation_id()))) {
         report(self);
         save(self);
@@ -351,6 +396,7 @@ Envelope handle(Self* self, const Envelope& env) {
         return {};
       }
       it->second.launched = true;
+      st.unstarted[id] = {now_ms(), env.bytes};
       to_agent(self, subjects::kLaunch, env.bytes);
       report(self);
       return {};

@@ -6,7 +6,10 @@
 //   agent (via the node supervisor); Propose, Reserve, Commit (requests, answered
 //   with Accept or Reject) and Release from queues and gang reservations;
 //   Launch, Stop, Release from job actors. Timers: (lease_atom), (tick_atom).
-//   (crash_atom) for supervision tests.
+//   (crash_atom) for supervision tests. After a scheduler restart (snapshot
+//   marked restored) and on every register it reconciles the ledger with what
+//   the agent runs and saw end; each heartbeat re-sends lost Launches and asks
+//   again for exits it missed (reconcile, adopt_or_lose, fence).
 // Emits: Launch/Stop/hello to the agent on troupe.sys.node.<node>.*; Started
 //   and Exited to the job actor; (capacity_atom, ...) to the pool arbiter; its
 //   snapshot (pb::NodeRecord) to the node supervisor, coalesced per tick.
