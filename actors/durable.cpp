@@ -193,6 +193,59 @@ size_t LeaseGate::held() const {
   return held_.size();
 }
 
+// --- events -----------------------------------------------------------------------
+
+EventPublisher::EventPublisher(bus::JetStream& js, int retry_ms) : js_(js), retry_ms_(retry_ms) {
+  thread_ = std::thread([this] { run(); });
+}
+
+EventPublisher::~EventPublisher() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+std::string EventPublisher::msg_id(const std::string& subject, std::string_view json) {
+  // The protobuf JSON printer writes int64 as a string: "seq":"12".
+  constexpr std::string_view key = "\"seq\":\"";
+  auto at = json.find(key);
+  if (at == std::string_view::npos) return {};
+  auto from = at + key.size();
+  auto to = json.find('"', from);
+  if (to == std::string_view::npos) return {};
+  return subject + "#" + std::string(json.substr(from, to - from));
+}
+
+void EventPublisher::publish(const std::string& subject, const void* data, size_t size) {
+  std::string payload(static_cast<const char*>(data), size);
+  auto id = msg_id(subject, payload);
+  js_.publish_async(subject, payload.data(), payload.size(), id,
+                    [this, subject, payload](bool ok, bool, const std::string&) {
+                      if (ok) return;
+                      std::lock_guard<std::mutex> lock(mu_);
+                      failed_.emplace_back(subject, payload);
+                    });
+}
+
+void EventPublisher::run() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    cv_.wait_for(lock, std::chrono::milliseconds(retry_ms_), [this] { return stop_; });
+    if (stop_ || failed_.empty()) continue;
+    auto again = std::move(failed_);
+    failed_.clear();
+    lock.unlock();
+    for (const auto& [subject, payload] : again) {
+      ++retried_;
+      publish(subject, payload.data(), payload.size());
+    }
+    lock.lock();
+  }
+}
+
 // --- restore ----------------------------------------------------------------------
 
 Restored restore_state(bus::KeyValue& kv, bus::JetStream& js) {

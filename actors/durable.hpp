@@ -10,6 +10,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <tuple>
 #include <unordered_map>
@@ -111,6 +112,32 @@ class LeaseGate {
   std::atomic<int64_t> valid_until_{0};
   mutable std::mutex mu_;
   std::vector<std::tuple<std::string, std::string, std::string>> held_;
+};
+
+// Job events (troupe.<team>.events.<id>) go to the TROUPE_EVENTS stream as
+// JetStream publishes: one the stream did not take (nats-server stopping,
+// an ack that never came) is published again every `retry_ms` until it is.
+// Nats-Msg-Id = subject + "#" + the event's seq, so a copy the stream already
+// holds is dropped. A retried event may land after later ones of other jobs:
+// order by the event's own ts_ms and seq (docs/recovery.md).
+class EventPublisher {
+ public:
+  EventPublisher(bus::JetStream& js, int retry_ms = 250);
+  ~EventPublisher();
+  void publish(const std::string& subject, const void* data, size_t size);
+  int64_t retried() const { return retried_.load(); }
+  static std::string msg_id(const std::string& subject, std::string_view json);
+
+ private:
+  void run();
+  bus::JetStream& js_;
+  int retry_ms_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::pair<std::string, std::string>> failed_;  // subject, payload
+  bool stop_ = false;
+  std::atomic<int64_t> retried_{0};
+  std::thread thread_;
 };
 
 // Reads the KV bucket and the streams into a recovery::State (jobs brought

@@ -215,9 +215,13 @@ int main(int argc, char** argv) {
 
   // Lead, or wait as a standby until the leader stops renewing its lease.
   troupe::LeaderLease lease(*leader_kv, holder_id(), lease_ttl_ms);
+  auto events = std::make_unique<troupe::EventPublisher>(*js);
   troupe::LeaseGate gate(
       [&](const std::string& subject, const void* data, size_t size, const std::string& reply) {
-        out_conn->publish(subject, data, size, reply);
+        if (reply.empty() && troupe::subjects::token(subject, 2) == troupe::subjects::kEvents)
+          events->publish(subject, data, size);  // kept by TROUPE_EVENTS: acknowledged, retried
+        else
+          out_conn->publish(subject, data, size, reply);
       });
   for (bool told = false;;) {
     int64_t asked = troupe::LeaseGate::steady_ms();
@@ -361,6 +365,7 @@ int main(int argc, char** argv) {
   store.reset();  // writes what is pending
   lease.release();
   metrics.reset();
+  events.reset();
   js.reset();
   out_conn.reset();
   in_conn.reset();

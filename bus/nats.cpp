@@ -164,6 +164,8 @@ bool Connection::connected() const {
 
 // --- JetStream ---------------------------------------------------------------
 
+constexpr int64_t kAckWaitMs = 5000;
+
 struct JetStream::Impl {
   Connection* conn = nullptr;
   jsCtx* js = nullptr;
@@ -193,7 +195,12 @@ struct JetStream::Impl {
       pending.emplace(msg, std::move(fn));
     }
     natsMsg* owned = msg;
-    natsStatus s = js_PublishMsgAsync(js, &owned, nullptr);
+    // An ack that never comes (nats-server stopped before storing it) ends
+    // as an error after MaxWait, not as a publish pending forever.
+    jsPubOptions po;
+    jsPubOptions_Init(&po);
+    po.MaxWait = kAckWaitMs;
+    natsStatus s = js_PublishMsgAsync(js, &owned, &po);
     if (s == NATS_OK) return;
     RawFn f;
     {

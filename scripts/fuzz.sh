@@ -7,6 +7,7 @@
 # (build-fuzz/artifacts/); see docs/fuzzing.md.
 #   TROUPE_FUZZ_SECONDS=5 bash scripts/fuzz.sh            # a quick pass
 #   TROUPE_FUZZ_TARGETS="spec_yaml config" bash scripts/fuzz.sh
+#   TROUPE_FUZZ_JOBS=1 bash scripts/fuzz.sh               # one target at a time
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,17 +32,17 @@ trap 'rm -rf "$work"' EXIT
 mkdir -p "$build/artifacts" "$build/logs"
 export UBSAN_OPTIONS=print_stacktrace=1
 
-failed=()
-for t in $targets; do
+# Targets run TROUPE_FUZZ_JOBS (default 2) at a time, each on one core.
+jobs=${TROUPE_FUZZ_JOBS:-2}
+run_one() {  # run_one TARGET: fuzzes it; prints its report into $work/$t.report; exit code 0/1
+  local t=$1 dict=() rc execs corpus repro log
   case "$t" in
     spec_json | spec_yaml | submit) dict=(-dict=tests/fuzz/spec.dict) ;;
     config) dict=(-dict=tests/fuzz/config.dict) ;;
-    *) dict=() ;;
   esac
   if [ ! -x "$build/fuzz_$t" ] || [ ! -d "tests/fuzz/corpus/$t" ]; then
-    failed+=("$t")
-    echo "fuzz: $t: no such target (build-fuzz/fuzz_$t and tests/fuzz/corpus/$t/)" >&2
-    continue
+    echo "fuzz: $t: no such target (build-fuzz/fuzz_$t and tests/fuzz/corpus/$t/)" >"$work/$t.report"
+    return 1
   fi
   cp -r "tests/fuzz/corpus/$t" "$work/$t"
   rm -f "$build/artifacts/$t-"*
@@ -57,16 +58,30 @@ for t in $targets; do
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
   corpus=$(find "$work/$t" -type f | wc -l)
   if [ "$rc" -eq 0 ]; then
-    printf 'fuzz: %-10s ok      %10s execs in %ss, corpus %s inputs\n' "$t" "${execs:-?}" "$seconds" "$corpus"
-  else
-    failed+=("$t")
+    printf 'fuzz: %-10s ok      %10s execs in %ss, corpus %s inputs\n' "$t" "${execs:-?}" "$seconds" "$corpus" >"$work/$t.report"
+    return 0
+  fi
+  {
     repro=$(sed -n 's/.*Test unit written to \(.*\)$/\1/p' "$log" | tail -n 1)
     printf 'fuzz: %-10s FAILED  %10s execs, exit %s\n' "$t" "${execs:-?}" "$rc"
     echo "fuzz: $t: log $log; reproducer: ${repro:-none written (killed from outside?)}"
     [ -n "$repro" ] && echo "fuzz: $t: rerun with: $build/fuzz_$t $repro"
     grep -n -m1 -E '^==[0-9]+==|ERROR|invariant broken|runtime error|deadly signal' "$log" |
       cut -d: -f1 | { read -r from && sed -n "${from},$((from + 40))p" "$log"; } || tail -n 40 "$log"
-  fi
+  } >"$work/$t.report"
+  return 1
+}
+
+for t in $targets; do
+  while (($(jobs -rp | wc -l) >= jobs)); do wait -n || true; done
+  run_one "$t" &
+done
+wait || true
+
+failed=()
+for t in $targets; do
+  cat "$work/$t.report" 2>/dev/null || echo "fuzz: $t: no report"
+  grep -q "^fuzz: $t *ok " "$work/$t.report" 2>/dev/null || failed+=("$t")
 done
 
 finished=$(date +%s)

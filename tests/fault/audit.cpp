@@ -438,6 +438,11 @@ AuditReport audit_json(const std::vector<std::string>& texts,
     else
       problems.push_back("#" + std::to_string(i + 1) + ": " + err + ": " + texts[i].substr(0, 200));
   }
+  // In the order the scheduler decided them (each event's own ts_ms; stream
+  // order among equal ones): an event the stream did not take at once
+  // (nats-server stopping) is published again and stored after later ones.
+  std::stable_sort(events.begin(), events.end(),
+                   [](const JobEvent& a, const JobEvent& b) { return a.ts_ms < b.ts_ms; });
   AuditReport r = audit(events, acknowledged);
   r.events = texts.size();
   r.malformed = problems.size();

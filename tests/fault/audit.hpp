@@ -59,7 +59,7 @@ struct Worker {
 
 // One JobEvent, with its position in the stream.
 struct JobEvent {
-  uint64_t seq = 0;  // stream order (or arrival order); events are audited in this order
+  uint64_t seq = 0;  // stream order (or arrival order); audit_json orders by ts_ms, then this
   std::string job_id;
   std::string team;
   std::string state;

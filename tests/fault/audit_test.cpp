@@ -22,6 +22,7 @@ struct Ev {
   std::vector<std::tuple<int, std::string, std::vector<int>>> workers;  // rank, node, gpus
   int exit_code = -1000;                                                // -1000: none
   long seq = 0;                                                         // JobEvent.seq; 0: left out
+  long long ts = 1700000000000;                                         // JobEvent.ts_ms
 
   std::string json() const {
     Json w = Json::array();
@@ -31,7 +32,7 @@ struct Ev {
               {"team", "t"},
               {"state", state},
               {"attempt", attempt},
-              {"ts_ms", "1700000000000"},
+              {"ts_ms", std::to_string(ts)},
               {"ts", ""},
               {"workers", w},
               {"reason", ""},
@@ -334,4 +335,30 @@ TEST_CASE("fault audit: event numbers tell lost events and rewritten ones apart 
   // Context only: a's figures hold; b left its terminal state (figure 1).
   CHECK(r.terminal_once == 1);
   CHECK(r.gpu_clashes == 0);
+}
+
+TEST_CASE(
+    "fault audit: events are audited in the order the scheduler decided them (ts_ms), not the "
+    "order a retried publish reached the stream",
+    "[fault][audit]") {
+  W g0 = {{0, "n1", {0}}};
+  Ev a_run{"a", "running", 1, g0};
+  a_run.ts = 1000;
+  Ev a_done{"a", "succeeded", 1, g0, 0};
+  a_done.ts = 2000;  // stored late: its first publish was lost and retried
+  Ev b_start{"b", "starting", 1, g0};
+  b_start.ts = 3000;
+  Ev b_run{"b", "running", 1, g0};
+  b_run.ts = 3001;
+  Ev b_done{"b", "succeeded", 1, g0, 0};
+  b_done.ts = 4000;
+  std::map<std::string, JobInfo> acked = {{"a", JobInfo{1, 1}}, {"b", JobInfo{1, 1}}};
+  auto in_order = run({a_run, a_done, b_start, b_run, b_done}, acked);
+  auto retried = run({a_run, b_start, b_run, a_done, b_done}, acked);
+  CHECK(in_order.gpu_clashes == 0);
+  CHECK(retried.gpu_clashes == 0);
+  // Out of order in time as well, it is a clash.
+  a_done.ts = 3500;
+  auto clash = run({a_run, b_start, b_run, a_done, b_done}, acked);
+  CHECK(clash.gpu_clashes > 0);
 }
