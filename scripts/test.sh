@@ -13,6 +13,11 @@ bash scripts/setup.sh
 set +e
 ctest --test-dir build --output-on-failure -j2 --timeout 900
 rc=$?
+# The fault-injection suite's four figures (ctest shows a passing test's output not at all).
+if [ -f build/tests/fault/fault-report.txt ]; then
+  echo "--- fault-injection suite (tests/fault) ---"
+  head -4 build/tests/fault/fault-report.txt
+fi
 bash scripts/fuzz.sh
 fuzz_rc=$?
 set -e
