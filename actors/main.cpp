@@ -263,6 +263,16 @@ int main(int argc, char** argv) {
   }
   opts.store = store;
   opts.epoch = lease.epoch();
+  opts.extra_stats = [store = store.get(), ev = events.get(), epoch = lease.epoch()] {
+    const auto& n = store->counters();
+    return "{\"leader_epoch\":" + std::to_string(epoch) +
+           ",\"snapshots\":{\"puts\":" + std::to_string(n.puts.load()) +
+           ",\"writes\":" + std::to_string(n.writes.load()) +
+           ",\"flushes\":" + std::to_string(n.flushes.load()) +
+           ",\"errors\":" + std::to_string(n.errors.load()) +
+           ",\"conflicts\":" + std::to_string(n.conflicts.load()) +
+           "},\"events_retried\":" + std::to_string(ev->retried()) + "}";
+  };
 
   int rc = 0;
   {
@@ -362,6 +372,8 @@ int main(int argc, char** argv) {
     troupe::stop_scheduler(w);
     sys.await_all_actors_done();
   }
+  opts.store.reset();  // (the last owner is below: its writer needs the KV bucket)
+  opts.extra_stats = nullptr;
   store.reset();  // writes what is pending
   lease.release();
   metrics.reset();

@@ -315,6 +315,10 @@ void on_inbound(Self* self, const Inbound& in) {
              {"restarts", st.n.restarts}};
       for (const char* k : {"job", "queue", "node", "gang"})
         if (!j["restarts"].contains(k)) j["restarts"][k] = 0;
+      if (st.opts.extra_stats) {
+        auto more = json::parse(st.opts.extra_stats(), nullptr, false);
+        if (more.is_object()) j.update(more);
+      }
       st.out->publish(in.reply, j.dump());
       return;
     }

@@ -198,6 +198,17 @@ TEST_CASE(
           return r.value("job", 0) >= 1 && r.value("node", 0) >= 1 && r.value("queue", 0) >= 1;
         },
         10s));
+    // The durability figures: this scheduler leads, and its snapshots reach KV.
+    Json stats;
+    CHECK(poll_until(
+        [&] {
+          stats = c.request(subjects::kSysStats, Json::object());
+          return stats.value("snapshots", Json::object()).value("writes", 0) > 0;
+        },
+        10s));
+    INFO(stats.dump());
+    CHECK(stats.value("leader_epoch", 0) > 0);
+    CHECK(stats.value("snapshots", Json::object()).value("conflicts", -1) == 0);
     // The restarted job actor still knows its running attempt.
     Json st = c.status("t1", a);
     CHECK(st.value("state", std::string()) == "running");
