@@ -11,9 +11,9 @@ namespace troupe::metrics {
 
 namespace {
 
-const std::vector<double> kWaitBuckets = {0.01, 0.05, 0.1, 0.25, 0.5, 1,    2.5,   5,     10,   30,
+const std::vector<double> kWaitBuckets = {0.01, 0.05, 0.1, 0.25, 0.5,  1,    2.5,  5,     10,   30,
                                           60,   120,  300, 600,  1800, 3600, 7200, 21600, 86400};
-const std::vector<double> kPlacementBuckets = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
+const std::vector<double> kPlacementBuckets = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,  1,
                                                2.5,   5,    10,    30,   60,  300,  1800, 3600};
 
 SeriesInfo gauge(std::string name, std::vector<std::string> labels, std::string help) {
@@ -46,9 +46,13 @@ std::string_view core_reason(std::string_view r) {
   return r;
 }
 
-bool contains(std::string_view s, std::string_view p) { return s.find(p) != std::string_view::npos; }
+bool contains(std::string_view s, std::string_view p) {
+  return s.find(p) != std::string_view::npos;
+}
 
-int int_of(const Json& j, const char* key) { return static_cast<int>(num(j, key)); }
+int int_of(const Json& j, const char* key) {
+  return static_cast<int>(num(j, key));
+}
 
 std::string str_of(const Json& j, const char* key) {
   auto it = j.find(key);
@@ -99,10 +103,14 @@ const std::vector<SeriesInfo>& scheduler_series() {
               "Submissions by result: accepted, rejected, duplicate, intake_error."),
       counter("troupe_bus_messages_total", {"direction"},
               "NATS messages the scheduler received (in) and published (out)."),
-      counter("troupe_bus_malformed_messages_total", {},
-              "Messages the scheduler could not parse."),
+      counter("troupe_bus_malformed_messages_total", {}, "Messages the scheduler could not parse."),
       counter("troupe_actor_restarts_total", {"actor"},
               "Crashed actors restarted by their supervisor (job, queue, node, gang)."),
+      counter("troupe_snapshot_writes_total", {"result"},
+              "Actor snapshots written to the KV bucket TROUPE_STATE: ok, error (NATS away: "
+              "written again with the next flush), conflict (another scheduler wrote: deposed)."),
+      counter("troupe_events_republished_total", {},
+              "Job events the TROUPE_EVENTS stream did not acknowledge, published again."),
       // Job events (troupe.*.events.>).
       histogram("troupe_queue_wait_seconds", {"team", "kind"},
                 "Per attempt: from its queued event to its first running event.", kWaitBuckets),
@@ -155,8 +163,8 @@ const SeriesInfo* find_series(const std::vector<SeriesInfo>& table, std::string_
 
 const std::vector<std::string>& known_causes() {
   static const std::vector<std::string> causes = {
-      "succeeded",     "exit_code", "signal",     "oom_killed", "max_runtime", "launch_failed",
-      "node_lost",     "agent_lost", "preempted", "canceled",   "stopped",     "other"};
+      "succeeded", "exit_code",  "signal",    "oom_killed", "max_runtime", "launch_failed",
+      "node_lost", "agent_lost", "preempted", "canceled",   "stopped",     "other"};
   return causes;
 }
 
@@ -165,7 +173,7 @@ std::string cause_of(std::string_view state, std::string_view reason,
   if (!event_cause.empty()) {
     const auto& k = known_causes();
     return std::find(k.begin(), k.end(), event_cause) != k.end() ? std::string(event_cause)
-                                                                  : "other";
+                                                                 : "other";
   }
   if (state == "succeeded") return "succeeded";
   if (state == "canceled") return "canceled";
@@ -305,13 +313,25 @@ std::vector<Cumulative> cumulative_values(const Json& stats, const Json& queues)
       {"troupe_bus_messages_total", {{"direction", "out"}}, num(stats, "bus_messages_out")},
       {"troupe_bus_malformed_messages_total", {}, num(stats, "malformed")},
   };
-  Json restarts = stats.is_object() && stats.contains("restarts") ? stats["restarts"] : Json::object();
+  Json restarts =
+      stats.is_object() && stats.contains("restarts") ? stats["restarts"] : Json::object();
   for (const char* actor : {"job", "queue", "node", "gang"})
     out.push_back({"troupe_actor_restarts_total", {{"actor", actor}}, num(restarts, actor)});
+  Json snaps =
+      stats.is_object() && stats.contains("snapshots") ? stats["snapshots"] : Json::object();
+  double errors = num(snaps, "errors"), conflicts = num(snaps, "conflicts");
+  out.push_back({"troupe_snapshot_writes_total",
+                 {{"result", "ok"}},
+                 std::max(0.0, num(snaps, "writes") - errors - conflicts)});
+  out.push_back({"troupe_snapshot_writes_total", {{"result", "error"}}, errors});
+  out.push_back({"troupe_snapshot_writes_total", {{"result", "conflict"}}, conflicts});
+  out.push_back({"troupe_events_republished_total", {}, num(stats, "events_retried")});
   return out;
 }
 
-std::string label_or_none(const std::string& s) { return s.empty() ? "none" : s; }
+std::string label_or_none(const std::string& s) {
+  return s.empty() ? "none" : s;
+}
 
 std::optional<std::vector<PendingShape>> shapes_from_queues(const Json& queues) {
   if (!queues.is_object() || !queues.contains("teams") || !queues["teams"].is_array())
@@ -346,7 +366,8 @@ bool any_pending(const Json& queues) {
   return false;
 }
 
-Sample build_sample(const Json& nodes, const Json& queues, const std::vector<PendingShape>& pending) {
+Sample build_sample(const Json& nodes, const Json& queues,
+                    const std::vector<PendingShape>& pending) {
   Sample s;
   // Nodes held by a backfill reservation, by name.
   std::set<std::string> held;

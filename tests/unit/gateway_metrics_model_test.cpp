@@ -2,7 +2,6 @@
 // transitions, counter mirroring, reply readers (gauge rows, fragmentation),
 // HOST:PORT parsing, and the node agent's nvidia-smi and exit-cause parsing.
 #include <catch2/catch.hpp>
-
 #include <string>
 
 #include "gateway/metrics.hpp"
@@ -164,11 +163,12 @@ TEST_CASE("counter mirror turns cumulative values into increments", "[metrics]")
 
 TEST_CASE("cumulative values: present at 0, read when the scheduler reports them", "[metrics]") {
   auto empty = cumulative_values(Json::object(), Json::object());
-  CHECK(empty.size() == 15);
+  CHECK(empty.size() == 19);
   for (const auto& c : empty) CHECK(c.value == 0);
   auto stats = Json::parse(R"({"accepted":7,"rejected":2,"malformed":3,"duplicates":1,
       "intake_errors":0,"bus_messages_in":"120","bus_messages_out":95,
-      "restarts":{"job":1,"node":2}})");
+      "restarts":{"job":1,"node":2},
+      "snapshots":{"writes":10,"errors":2,"conflicts":1},"events_retried":4})");
   auto queues = Json::parse(
       R"({"reserved_idle_gpu_seconds":12.5,"grants":9,"preemptions":2,"gpu_seconds_lost":640.5})");
   std::map<std::string, double> got;
@@ -185,6 +185,10 @@ TEST_CASE("cumulative values: present at 0, read when the scheduler reports them
   CHECK(got["troupe_actor_restarts_total,actor=job"] == 1);
   CHECK(got["troupe_actor_restarts_total,actor=node"] == 2);
   CHECK(got["troupe_actor_restarts_total,actor=gang"] == 0);
+  CHECK(got["troupe_snapshot_writes_total,result=ok"] == 7);
+  CHECK(got["troupe_snapshot_writes_total,result=error"] == 2);
+  CHECK(got["troupe_snapshot_writes_total,result=conflict"] == 1);
+  CHECK(got["troupe_events_republished_total"] == 4);
   CHECK(got["troupe_reserved_idle_gpu_seconds_total"] == 12.5);
   CHECK(got["troupe_grants_total"] == 9);
   CHECK(got["troupe_preemptions_total"] == 2);
