@@ -9,8 +9,13 @@ namespace troupe {
 // --- snapshot store -------------------------------------------------------------
 
 KvSnapshotStore::KvSnapshotStore(bus::KeyValue& kv, Mode mode, int flush_ms,
-                                 std::function<void()> on_fenced)
-    : kv_(kv), mode_(mode), flush_ms_(flush_ms), on_fenced_(std::move(on_fenced)) {}
+                                 std::function<void()> on_fenced,
+                                 std::function<bool()> still_leader)
+    : kv_(kv),
+      mode_(mode),
+      flush_ms_(flush_ms),
+      on_fenced_(std::move(on_fenced)),
+      still_leader_(std::move(still_leader)) {}
 
 void KvSnapshotStore::seed(std::unordered_map<std::string, uint64_t> revisions) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -78,7 +83,7 @@ void KvSnapshotStore::flush(std::unordered_map<std::string, std::string> batch,
   auto results = kv_.write_all(writes, 10000);
   ++n_.flushes;
   n_.writes += static_cast<int64_t>(writes.size());
-  bool conflict = false;
+  std::vector<size_t> conflicts;
   for (size_t i = 0; i < writes.size(); ++i) {
     const auto& r = results[i];
     const auto& key = writes[i].key;
@@ -89,7 +94,7 @@ void KvSnapshotStore::flush(std::unordered_map<std::string, std::string> batch,
     }
     if (r.conflict) {
       ++n_.conflicts;
-      conflict = true;
+      conflicts.push_back(i);
       continue;
     }
     // NATS away (restarting, say): written again with the next flush unless
@@ -99,13 +104,25 @@ void KvSnapshotStore::flush(std::unordered_map<std::string, std::string> batch,
     std::lock_guard<std::mutex> lock(mu_);
     dirty_.emplace(key, std::move(writes[i].value));
   }
-  if (conflict) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      fenced_ = true;
+  if (!conflicts.empty()) {
+    if (!still_leader_()) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        fenced_ = true;
+      }
+      on_fenced_();
+      return;
     }
-    on_fenced_();
-    return;
+    // Still the leader: the server lost acknowledged writes. Write again on
+    // top of what it holds now.
+    for (size_t i : conflicts) {
+      const auto& key = writes[i].key;
+      auto now = kv_.get(key);
+      revs_[key] = now ? now->revision : 0;
+      failed_.insert(key);
+      std::lock_guard<std::mutex> lock(mu_);
+      dirty_.emplace(key, std::move(writes[i].value));
+    }
   }
   // Every change made before `started_ms` is now stored: a restore reads the
   // streams only from there on.
@@ -150,11 +167,22 @@ bool LeaderLease::try_acquire() {
 LeaderLease::Renewal LeaderLease::renew() {
   bool conflict = false;
   uint64_t rev = kv_.update(subjects::kLeaderKey, holder_, revision_, &conflict);
+  if (rev == 0 && conflict && still_ours()) {
+    // nats-server lost our last renewal (killed before its file store
+    // flushed it): the key still names us; renew on top of what it holds.
+    if (auto e = kv_.get(subjects::kLeaderKey))
+      rev = kv_.update(subjects::kLeaderKey, holder_, e->revision, &conflict);
+  }
   if (rev != 0) {
     revision_ = rev;
     return Renewal::renewed;
   }
   return conflict ? Renewal::lost : Renewal::unreachable;
+}
+
+bool LeaderLease::still_ours() {
+  auto e = kv_.get(subjects::kLeaderKey);
+  return e && e->value == holder_;
 }
 
 void LeaderLease::release() {

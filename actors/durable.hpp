@@ -26,15 +26,20 @@ namespace troupe {
 // writes every key that changed once per flush interval (only its newest
 // bytes), all writes of a flush pipelined; sync: put() writes and waits (for
 // comparison); off: nothing is written. Each write is a compare-and-set on
-// the key's revision: a conflict means another scheduler wrote it — this one
-// was deposed — and `on_fenced` runs (once).
+// the key's revision. A conflict means another scheduler wrote it — this one
+// was deposed, and `on_fenced` runs (once) — unless `still_leader()` says the
+// lease is still ours: then nats-server lost writes it had acknowledged (it
+// was killed before its file store flushed them), the key's current revision
+// is read and the write goes again with the next flush.
 class KvSnapshotStore : public SnapshotStore {
  public:
   enum class Mode { coalesced, sync, off };
   struct Counters {
     std::atomic<int64_t> puts{0}, writes{0}, flushes{0}, errors{0}, conflicts{0};
   };
-  KvSnapshotStore(bus::KeyValue& kv, Mode mode, int flush_ms, std::function<void()> on_fenced);
+  KvSnapshotStore(
+      bus::KeyValue& kv, Mode mode, int flush_ms, std::function<void()> on_fenced,
+      std::function<bool()> still_leader = [] { return false; });
   ~KvSnapshotStore() override;  // writes what is pending, then stops
   // Revisions of the keys as restored (the CAS base of their next write).
   void seed(std::unordered_map<std::string, uint64_t> revisions);
@@ -51,6 +56,7 @@ class KvSnapshotStore : public SnapshotStore {
   Mode mode_;
   int flush_ms_;
   std::function<void()> on_fenced_;
+  std::function<bool()> still_leader_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::unordered_map<std::string, std::string> dirty_;
@@ -76,6 +82,8 @@ class LeaderLease {
   Renewal renew();
   // Gives the lease up (a clean stop): a standby takes it at once.
   void release();
+  // The lease key names this process (thread-safe: reads the bucket).
+  bool still_ours();
   uint64_t epoch() const { return epoch_; }
   const std::string& holder() const { return holder_; }
 

@@ -239,11 +239,12 @@ int main(int argc, char** argv) {
   auto restored = troupe::restore_state(*state_kv, *js);
   auto& rs = restored.state;
   using Mode = troupe::KvSnapshotStore::Mode;
-  auto store = std::make_shared<troupe::KvSnapshotStore>(*state_kv,
-                                                         snapshots == "sync"  ? Mode::sync
-                                                         : snapshots == "off" ? Mode::off
-                                                                              : Mode::coalesced,
-                                                         flush_ms, [] { kill(getpid(), SIGUSR2); });
+  auto store = std::make_shared<troupe::KvSnapshotStore>(
+      *state_kv,
+      snapshots == "sync"  ? Mode::sync
+      : snapshots == "off" ? Mode::off
+                           : Mode::coalesced,
+      flush_ms, [] { kill(getpid(), SIGUSR2); }, [&lease] { return lease.still_ours(); });
   store->seed(restored.revisions);
   store->start();
   std::vector<std::string> job_records, node_records;
