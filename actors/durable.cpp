@@ -216,11 +216,6 @@ void LeaseGate::publish(const std::string& subject, const void* data, size_t siz
   held_.emplace_back(subject, std::string(static_cast<const char*>(data), size), reply);
 }
 
-size_t LeaseGate::held() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return held_.size();
-}
-
 // --- events -----------------------------------------------------------------------
 
 EventPublisher::EventPublisher(bus::JetStream& js, int retry_ms) : js_(js), retry_ms_(retry_ms) {

@@ -112,7 +112,6 @@ class LeaseGate {
   void extend(int64_t until_ms);
   bool open() const { return steady_ms() < valid_until_.load(); }
   void publish(const std::string& subject, const void* data, size_t size, const std::string& reply);
-  size_t held() const;
   static int64_t steady_ms();
 
  private:

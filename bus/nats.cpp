@@ -318,13 +318,6 @@ void JetStream::publish_async_seq(const std::string& subject, const std::string&
   });
 }
 
-bool JetStream::wait_acks(int timeout_ms) {
-  jsPubOptions po;
-  jsPubOptions_Init(&po);
-  po.MaxWait = timeout_ms;
-  return js_PublishAsyncComplete(impl_->js, &po) == NATS_OK;
-}
-
 std::string JetStream::publish(const std::string& subject, const void* data, size_t size,
                                const std::string& msg_id) {
   jsPubOptions po;

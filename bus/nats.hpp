@@ -152,8 +152,6 @@ class JetStream {
   void publish_async_seq(const std::string& subject, const std::string& data,
                          const std::vector<std::pair<std::string, std::string>>& headers,
                          SeqAckFn done);
-  // Waits until every async publish was acknowledged (or `timeout_ms` passed).
-  bool wait_acks(int timeout_ms);
 
   __jsCtx* raw() { return ctx(); }
 
