@@ -134,8 +134,9 @@ TmpDir::TmpDir(const std::string& prefix) {
 }
 
 TmpDir::~TmpDir() {
-  if (current_test_failed()) {
-    std::cerr << "[harness] test failed: keeping " << path_ << "\n";
+  if (current_test_failed() || std::getenv("TROUPE_KEEP_TMP") != nullptr) {
+    std::cerr << "[harness] " << (current_test_failed() ? "test failed" : "TROUPE_KEEP_TMP set")
+              << ": keeping " << path_ << "\n";
     return;
   }
   std::error_code ec;
@@ -465,7 +466,8 @@ void Cluster::start_nats() {
     std::string base = file("nats-" + std::to_string(attempt));
     std::string store = base + "-store";
     ::mkdir(store.c_str(), 0755);
-    nats_argv_ = {nats_server_path(), "-js", "-a", "127.0.0.1", "-p", std::to_string(port), "-sd", store};
+    nats_argv_ = {nats_server_path(),   "-js", "-a", "127.0.0.1", "-p",
+                  std::to_string(port), "-sd", store};
     nats_base_ = base;
     nats_ = std::make_unique<Process>("nats-server", nats_argv_, base + ".out", base + ".err");
     dump_.add("nats-server #" + std::to_string(attempt) + " stderr", base + ".err");
@@ -517,8 +519,9 @@ void Cluster::start_scheduler(const ClusterOptions& opts) {
 Process& Cluster::restart_scheduler() {
   if (scheduler_) old_schedulers_.push_back(std::move(scheduler_));
   std::string n = scheduler_starts_++ == 0 ? "" : "-" + std::to_string(scheduler_starts_);
-  scheduler_ = std::make_unique<Process>("troupe-scheduler" + n, scheduler_argv_,
-                                         file("scheduler" + n + ".out"), file("scheduler" + n + ".err"));
+  scheduler_ =
+      std::make_unique<Process>("troupe-scheduler" + n, scheduler_argv_,
+                                file("scheduler" + n + ".out"), file("scheduler" + n + ".err"));
   dump_.add("troupe-scheduler" + n + " stdout", file("scheduler" + n + ".out"));
   dump_.add("troupe-scheduler" + n + " stderr", file("scheduler" + n + ".err"));
   return *scheduler_;
