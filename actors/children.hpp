@@ -3,11 +3,11 @@
 // limit). Used inside the supervisor actors of actors/supervisors.cpp.
 #pragma once
 
+#include <caf/all.hpp>
+#include <chrono>
 #include <functional>
 #include <string>
 #include <unordered_map>
-
-#include <caf/all.hpp>
 
 namespace troupe {
 
@@ -44,7 +44,8 @@ class Children {
   const std::unordered_map<std::string, std::string>& snapshots() const { return snaps_; }
 
   // Handles a child's down message: a normal end forgets the child; a crash
-  // restarts it from its snapshot, up to `max_restarts` times per id.
+  // restarts it from its snapshot, up to `max_restarts` times per id within
+  // `restart_window`.
   // Returns the id of the child concerned ("" when unknown).
   std::string on_down(caf::event_based_actor* self, const caf::down_msg& dm, const Factory& make,
                       bool* restarted) {
@@ -59,8 +60,14 @@ class Children {
       if (!keep_) snaps_.erase(id);
       return id;
     }
-    if (++restarts_[id] > max_restarts) {
-      aout(self) << kind_ << " " << id << " crashed too often; not restarted\n";
+    // Restart intensity, as in OTP: at most max_restarts within restart_window.
+    auto now = std::chrono::steady_clock::now();
+    auto& r = restarts_[id];
+    if (now - r.since > restart_window) r = {now, 0};
+    if (++r.count > max_restarts) {
+      aout(self) << kind_ << " " << id << " crashed " << r.count << " times within "
+                 << std::chrono::duration_cast<std::chrono::seconds>(restart_window).count()
+                 << " s; not restarted\n";
       return id;
     }
     ++total_restarts_;
@@ -74,6 +81,7 @@ class Children {
   size_t live() const { return live_.size(); }
 
   static constexpr int max_restarts = 5;
+  static constexpr std::chrono::seconds restart_window{30};
 
  private:
   std::string kind_;
@@ -81,7 +89,11 @@ class Children {
   std::unordered_map<std::string, caf::actor> live_;
   std::unordered_map<caf::actor_addr, std::string> ids_;
   std::unordered_map<std::string, std::string> snaps_;
-  std::unordered_map<std::string, int> restarts_;
+  struct Restarts {
+    std::chrono::steady_clock::time_point since;
+    int count = 0;
+  };
+  std::unordered_map<std::string, Restarts> restarts_;
   size_t total_restarts_ = 0;
 };
 

@@ -22,6 +22,7 @@ struct GangState {
   caf::actor queue;
   std::vector<size_t> order;               // ranks in reservation order
   std::vector<std::vector<int32_t>> gpus;  // by rank, once accepted
+  std::vector<bool> accepted;              // by rank: reserved here (released on give-up)
   size_t next = 0;                         // position in `order`
   size_t committed = 0;
   static inline const char* name = "gang_reservation";
@@ -35,12 +36,12 @@ std::string id_of(const GangState& st, size_t rank) {
 
 void release_all(Self* self) {
   auto& st = self->state;
-  for (size_t rank = 0; rank < st.c.actors.size(); ++rank) {
-    flatbuffers::FlatBufferBuilder fbb;
-    auto body = wire::CreateRelease(fbb, fbb.CreateString(id_of(st, rank)),
-                                    fbb.CreateString("gang not placed"));
-    self->send(st.c.actors[rank], Envelope{wire::seal(fbb, body)});
-  }
+  // Only what this gang reserved: a rank refused as "already allocated" may
+  // be a running attempt's hold of the same id.
+  for (size_t rank = 0; rank < st.c.actors.size(); ++rank)
+    if (st.accepted[rank])
+      self->send(st.c.actors[rank],
+                 Envelope{wire::release(id_of(st, rank), "gang not placed", true)});
 }
 
 void give_up(Self* self, const std::string& reason) {
@@ -88,10 +89,10 @@ void reserve_next(Self* self) {
   flatbuffers::FlatBufferBuilder fbb;
   auto res = wire::CreateResources(fbb, st.t.req.gpus, fbb.CreateString(st.t.req.gpu_type),
                                    st.t.req.cpus, st.t.req.memory_mb);
-  auto body = wire::CreateReserve(fbb, fbb.CreateString(id_of(st, rank)),
-                                  fbb.CreateString(st.t.job_id), fbb.CreateString(st.t.job_id),
-                                  fbb.CreateString(st.t.team), res, kLeaseMs,
-                                  static_cast<int>(rank));
+  auto body =
+      wire::CreateReserve(fbb, fbb.CreateString(id_of(st, rank)), fbb.CreateString(st.t.job_id),
+                          fbb.CreateString(st.t.job_id), fbb.CreateString(st.t.team), res, kLeaseMs,
+                          static_cast<int>(rank));
   self->request(st.c.actors[rank], kAskTimeout, Envelope{wire::seal(fbb, body)})
       .then(
           [=](const Envelope& answer) {
@@ -103,6 +104,7 @@ void reserve_next(Self* self) {
               return;
             }
             self->state.gpus[rank] = wire::ints(ok->gpu_indices());
+            self->state.accepted[rank] = true;
             ++self->state.next;
             reserve_next(self);
           },
@@ -116,6 +118,7 @@ caf::behavior gang_behavior(Self* self, JobTicket t, CandidateList c, caf::actor
   st.c = std::move(c);
   st.queue = std::move(queue);
   st.gpus.resize(st.c.actors.size());
+  st.accepted.assign(st.c.actors.size(), false);
   st.order.resize(st.c.actors.size());
   std::iota(st.order.begin(), st.order.end(), size_t{0});
   std::sort(st.order.begin(), st.order.end(), [&](size_t a, size_t b) {

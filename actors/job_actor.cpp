@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <csignal>
+#include <set>
 
 #include "actors/job_record.hpp"
 #include "actors/policy/ledger.hpp"
@@ -89,12 +90,10 @@ void enqueue(Self* self) {
 void release_holds(Self* self, const std::string& job_id, int attempt,
                    const std::vector<std::string>& nodes) {
   self->send(self->state.w.arbiter, done_atom_v, job_id);
-  for (size_t rank = 0; rank < nodes.size(); ++rank) {
-    flatbuffers::FlatBufferBuilder fbb;
-    auto id = policy::hold_id(job_id, attempt, static_cast<int>(rank));
-    auto body = wire::CreateRelease(fbb, fbb.CreateString(id), fbb.CreateString("attempt ended"));
-    to_node(self, nodes[rank], Envelope{wire::seal(fbb, body)});
-  }
+  for (size_t rank = 0; rank < nodes.size(); ++rank)
+    to_node(self, nodes[rank],
+            Envelope{wire::release(policy::hold_id(job_id, attempt, static_cast<int>(rank)),
+                                   "attempt ended")});
 }
 
 std::vector<std::string> placed_nodes(const pb::JobRecord& r) {
@@ -282,11 +281,46 @@ void on_checkpointed(Self* self, const wire::Checkpointed* c) {
              static_cast<int64_t>(c->ts_ms()));
 }
 
+// Sends the Launch of one rank of the current attempt to its node.
+void send_launch(Self* self, int rank) {
+  const auto& r = self->state.rec;
+  if (rank < 0 || rank >= r.placement_size()) return;
+  const auto& p = r.placement(rank);
+  const auto& s = r.spec();
+  std::map<std::string, std::string> env(s.env().begin(), s.env().end());
+  if (!r.last_checkpoint().empty() && !r.checkpoint_dir().empty())
+    env["TROUPE_RESUME_FROM"] = r.checkpoint_dir() + "/" + r.last_checkpoint();
+  flatbuffers::FlatBufferBuilder fbb;
+  std::vector<flatbuffers::Offset<flatbuffers::String>> cmd;
+  for (const auto& c : s.command()) cmd.push_back(fbb.CreateString(c));
+  std::vector<flatbuffers::Offset<wire::KeyValue>> kv;
+  for (const auto& [k, v] : env)
+    kv.push_back(wire::CreateKeyValue(fbb, fbb.CreateString(k), fbb.CreateString(v)));
+  std::vector<int32_t> gpus(p.gpus().begin(), p.gpus().end());
+  auto body = wire::CreateLaunch(
+      fbb, fbb.CreateString(r.job_id()), fbb.CreateString(s.team()), r.attempt(), rank,
+      r.placement_size(), fbb.CreateString(r.coordinator()), fbb.CreateVector(gpus),
+      fbb.CreateVector(cmd), fbb.CreateVectorOfSortedTables(&kv), s.max_runtime_s(), kStopGraceS,
+      fbb.CreateString(r.checkpoint_dir()), self->state.w.epoch);
+  to_node(self, p.node(), Envelope{wire::seal(fbb, body)});
+}
+
 void on_placed(Self* self, const Assignment& a) {
   auto& r = self->state.rec;
   if (r.state() != names::kQueued || a.attempt != r.attempt()) {
-    // Late or stale: the job moved on (canceled, say). Give the GPUs back.
-    release_holds(self, a.job_id, a.attempt, a.nodes);
+    // Late or stale: the job moved on (canceled, say), or a second grant of
+    // the attempt that runs. What is not the running attempt's own goes back,
+    // and only if never launched.
+    bool current =
+        a.attempt == r.attempt() && (r.state() == names::kStarting || r.state() == names::kRunning);
+    if (!current) self->send(self->state.w.arbiter, done_atom_v, a.job_id);
+    for (size_t rank = 0; rank < a.nodes.size(); ++rank) {
+      int k = static_cast<int>(rank);
+      if (current && k < r.placement_size() && r.placement(k).node() == a.nodes[rank]) continue;
+      to_node(self, a.nodes[rank],
+              Envelope{
+                  wire::release(policy::hold_id(a.job_id, a.attempt, k), "stale placement", true)});
+    }
     return;
   }
   r.clear_placement();
@@ -297,26 +331,31 @@ void on_placed(Self* self, const Assignment& a) {
     p->set_node(a.nodes[static_cast<size_t>(rank)]);
     for (int g : a.gpus[static_cast<size_t>(rank)]) p->add_gpus(g);
   }
+  r.set_coordinator(a.hosts.front() + ":" + std::to_string(coordinator_port(r.job_id())));
   enter(self, names::kStarting);
-  std::string coordinator = a.hosts.front() + ":" + std::to_string(coordinator_port(r.job_id()));
-  const auto& s = r.spec();
-  std::map<std::string, std::string> env(s.env().begin(), s.env().end());
-  if (!r.last_checkpoint().empty() && !r.checkpoint_dir().empty())
-    env["TROUPE_RESUME_FROM"] = r.checkpoint_dir() + "/" + r.last_checkpoint();
-  for (int rank = 0; rank < world; ++rank) {
-    flatbuffers::FlatBufferBuilder fbb;
-    std::vector<flatbuffers::Offset<flatbuffers::String>> cmd;
-    for (const auto& c : s.command()) cmd.push_back(fbb.CreateString(c));
-    std::vector<flatbuffers::Offset<wire::KeyValue>> kv;
-    for (const auto& [k, v] : env)
-      kv.push_back(wire::CreateKeyValue(fbb, fbb.CreateString(k), fbb.CreateString(v)));
-    const auto& gpus = a.gpus[static_cast<size_t>(rank)];
-    auto body = wire::CreateLaunch(
-        fbb, fbb.CreateString(r.job_id()), fbb.CreateString(s.team()), r.attempt(), rank, world,
-        fbb.CreateString(coordinator), fbb.CreateVector(gpus), fbb.CreateVector(cmd),
-        fbb.CreateVectorOfSortedTables(&kv), s.max_runtime_s(), kStopGraceS,
-        fbb.CreateString(r.checkpoint_dir()), self->state.w.epoch);
-    to_node(self, a.nodes[static_cast<size_t>(rank)], Envelope{wire::seal(fbb, body)});
+  for (int rank = 0; rank < world; ++rank) send_launch(self, rank);
+}
+
+// A node asks about a hold of this job that waited too long (policy::judge_hold).
+void on_hold_check(Self* self, const std::string& node, const std::string& hold_id, int32_t attempt,
+                   int32_t rank, bool launched) {
+  const auto& r = self->state.rec;
+  policy::JobSide job;
+  job.state = r.state();
+  job.attempt = r.attempt();
+  if (rank >= 0 && rank < r.placement_size()) job.node_of_rank = r.placement(rank).node();
+  job.rank_started = has(r.started_ranks(), rank);
+  switch (policy::judge_hold(job, {node, attempt, launched})) {
+    case policy::HoldAnswer::release:
+      to_node(self, node, Envelope{wire::release(hold_id, "not the job's (hold check)")});
+      break;
+    case policy::HoldAnswer::relaunch:
+      aout(self) << "job " << r.job_id() << ": rank " << rank << " on " << node
+                 << " never launched; sending its Launch again\n";
+      send_launch(self, rank);
+      break;
+    case policy::HoldAnswer::keep:
+      break;
   }
 }
 
@@ -350,8 +389,16 @@ caf::behavior job_behavior(Self* self, Wiring w, OutboxPtr out, std::string snap
     // Restored between an attempt's end and its requeue (e.g. "preempted"):
     // the attempt is over; the job goes back to its queue.
     requeue(self, "recovered after a scheduler restart in state " + r.state(), "recovered", 0);
+  } else {
+    // starting / running: the workers' agents report (adopted, ended, or
+    // lost). Started or Exited messages that died with the previous actor's
+    // mailbox: its nodes tell again what they know.
+    std::set<std::string> nodes;
+    for (const auto& p : r.placement()) nodes.insert(p.node());
+    for (const auto& n : nodes)
+      self->send(st.w.nodes, route_atom_v, n,
+                 caf::make_message(sync_atom_v, r.job_id(), static_cast<int32_t>(r.attempt())));
   }
-  // starting / running: the workers' agents report (adopted, ended, or lost).
   return {
       [=](placed_atom, const Assignment& a) { on_placed(self, a); },
       [=](const Envelope& env) {
@@ -398,6 +445,9 @@ caf::behavior job_behavior(Self* self, Wiring w, OutboxPtr out, std::string snap
       [=](retry_atom) {
         if (self->state.rec.state() == names::kQueued) enqueue(self);
       },
+      [=](hold_atom, const std::string& node, const std::string& hold_id, int32_t attempt,
+          int32_t rank,
+          bool launched) { on_hold_check(self, node, hold_id, attempt, rank, launched); },
       [=](crash_atom) { self->quit(caf::sec::runtime_error); },
       [=](done_atom) { self->quit(); },
   };

@@ -6,7 +6,10 @@
 //   Checkpointed} forwarded by node actors (a lost node's ranks arrive as
 //   Exited "node lost"); (cancel_atom, reply); (preempt_atom, reason) from the
 //   arbiter; (requeue_atom) from its supervisor; (retry_atom) its back-off
-//   timer; (crash_atom) for supervision tests; (done_atom) its end timer.
+//   timer; (hold_atom, node, hold, attempt, rank, launched) from a node's hold
+//   check (answered with Release or the Launch again, policy::judge_hold);
+//   (crash_atom) for supervision tests; (done_atom) its end timer. Restarted
+//   in starting/running, it sends (sync_atom, id, attempt) to its nodes.
 // Emits: JobEvent JSON on troupe.<team>.events.<id>; (enqueue_atom, JobTicket)
 //   and (dequeue_atom, id) to its team queue; Envelope{Launch|Stop|Release}
 //   to node actors; (done_atom, id), (checkpoint_atom, ...), (retried_atom,
@@ -29,7 +32,6 @@ namespace troupe {
 
 // `snapshot`: a serialized pb::JobRecord. A record with an empty state is a
 // new job (it is queued and announced); any other is a restart.
-caf::actor spawn_job(caf::event_based_actor* parent, Wiring w, OutboxPtr out,
-                     std::string snapshot);
+caf::actor spawn_job(caf::event_based_actor* parent, Wiring w, OutboxPtr out, std::string snapshot);
 
 }  // namespace troupe

@@ -2,7 +2,6 @@
 
 #include <chrono>
 #include <csignal>
-#include <cstdlib>
 #include <map>
 #include <set>
 
@@ -97,6 +96,9 @@ void save(Self* self) {
     r->set_committed(true);
     r->set_launched(h.launched);
     r->set_exited(h.exited);
+    r->set_exit_code(h.exit_code);
+    r->set_signal(h.signal);
+    r->set_exit_reason(h.exit_reason);
   }
   std::string bytes;
   rec.SerializeToString(&bytes);
@@ -123,6 +125,10 @@ void restore(Self* self, const std::string& snapshot) {
     h.launched = r.launched();
     h.started = r.launched();
     h.exited = r.exited();
+    h.exit_code = r.exit_code();
+    h.signal = r.signal();
+    h.exit_reason = r.exit_reason();
+    h.changed_ms = now_ms();
     for (int g : h.gpus) {
       if (g < 0 || g > 4096) continue;
       // A node known only from its jobs (rebuilt before its agent spoke) has
@@ -186,20 +192,33 @@ void to_job(Self* self, const std::string& job_id, const Envelope& env) {
   self->send(self->state.w.jobs, route_atom_v, job_id, caf::make_message(env));
 }
 
+// Tells a hold's job how its worker ended (as the hold remembers it).
+void tell_exit(Self* self, const std::string& id, const policy::Hold& h) {
+  std::string job;
+  int attempt = 0, rank = 0;
+  if (!policy::parse_hold_id(id, &job, &attempt, &rank)) return;
+  flatbuffers::FlatBufferBuilder fbb;
+  auto body =
+      wire::CreateExited(fbb, fbb.CreateString(self->state.node), fbb.CreateString(job), attempt,
+                         rank, h.exit_code, h.signal, fbb.CreateString(h.exit_reason));
+  to_job(self, job, Envelope{wire::seal(fbb, body)});
+}
+
+// Marks a hold's worker ended, remembering how (until the hold is released).
+void mark_exited(Self* self, policy::Hold& h, int exit_code, int signal, std::string reason) {
+  h.exited = true;
+  h.exit_code = exit_code;
+  h.signal = signal;
+  h.exit_reason = std::move(reason);
+  h.changed_ms = now_ms();
+  self->state.dirty = true;
+}
+
 // Ends a worker the agent can no longer report on: marks its hold exited and
 // tells its job, as an Exited the retry policy counts as infrastructure.
 void end_worker(Self* self, const std::string& id, policy::Hold& h, const std::string& reason) {
-  h.exited = true;
-  auto a = id.find('/');  // <job>/<attempt>/<rank>
-  auto b = id.rfind('/');
-  if (a == std::string::npos || b == a) return;
-  int attempt = std::atoi(id.substr(a + 1, b - a - 1).c_str());
-  int rank = std::atoi(id.substr(b + 1).c_str());
-  flatbuffers::FlatBufferBuilder fbb;
-  auto body =
-      wire::CreateExited(fbb, fbb.CreateString(self->state.node), fbb.CreateString(h.job_id),
-                         attempt, rank, -1, 0, fbb.CreateString(reason));
-  to_job(self, h.job_id, Envelope{wire::seal(fbb, body)});
+  mark_exited(self, h, -1, 0, reason);
+  tell_exit(self, id, h);
 }
 
 // The node is lost: every worker it ran ends for its job as "node lost".
@@ -225,7 +244,10 @@ void adopt_or_lose(Self* self, const wire::NodeRegister* r) {
       auto id = policy::hold_id(wire::str(w->job_id()), w->attempt(), w->rank());
       alive.insert(id);
       auto it = st.ledger.holds.find(id);
-      if (it == st.ledger.holds.end() || !it->second.launched || it->second.exited) continue;
+      if (it == st.ledger.holds.end() || !it->second.committed || it->second.exited) continue;
+      // A hold restored from a snapshot taken before its Launch: the agent runs it.
+      if (!it->second.launched) st.dirty = true;
+      it->second.launched = true;
       it->second.started = true;
       flatbuffers::FlatBufferBuilder fbb;
       auto body = wire::CreateStarted(fbb, fbb.CreateString(st.node), fbb.CreateString(w->job_id()),
@@ -240,12 +262,8 @@ void adopt_or_lose(Self* self, const wire::NodeRegister* r) {
     if (!h.launched || h.exited || alive.count(id)) continue;
     if (auto it = ended.find(id); it != ended.end()) {
       const auto* x = it->second;
-      h.exited = true;
-      flatbuffers::FlatBufferBuilder fbb;
-      auto body = wire::CreateExited(fbb, fbb.CreateString(st.node), fbb.CreateString(h.job_id),
-                                     x->attempt(), x->rank(), x->exit_code(), x->signal(),
-                                     fbb.CreateString(wire::str(x->reason())));
-      to_job(self, h.job_id, Envelope{wire::seal(fbb, body)});
+      mark_exited(self, h, x->exit_code(), x->signal(), wire::str(x->reason()));
+      tell_exit(self, id, h);
       continue;
     }
     if (!h.started) continue;
@@ -310,6 +328,24 @@ void reconcile(Self* self,
   }
 }
 
+// Holds that wait too long (policy::hold_needs_check): the job is asked about
+// each; an exited one's Exited goes first (the job may have lost it).
+void check_holds(Self* self) {
+  auto& st = self->state;
+  int64_t now = now_ms();
+  for (auto& [id, h] : st.ledger.holds) {
+    if (!policy::hold_needs_check(h, now, st.opts.hold_check_ms)) continue;
+    std::string job;
+    int attempt = 0, rank = 0;
+    if (!policy::parse_hold_id(id, &job, &attempt, &rank)) continue;
+    h.checked_ms = now;
+    if (h.exited) tell_exit(self, id, h);
+    self->send(st.w.jobs, route_atom_v, job,
+               caf::make_message(hold_atom_v, st.node, id, static_cast<int32_t>(attempt),
+                                 static_cast<int32_t>(rank), h.launched));
+  }
+}
+
 Envelope handle(Self* self, const Envelope& env) {
   auto& st = self->state;
   auto* e = wire::open(env.bytes);
@@ -349,8 +385,13 @@ Envelope handle(Self* self, const Envelope& env) {
     case wire::Body::Started: {
       auto* x = e->body_as_Started();
       auto id = policy::hold_id(wire::str(x->job_id()), x->attempt(), x->rank());
-      if (auto it = st.ledger.holds.find(id); it != st.ledger.holds.end())
+      if (auto it = st.ledger.holds.find(id); it != st.ledger.holds.end()) {
         it->second.started = true;
+        if (!it->second.launched && it->second.committed) {
+          it->second.launched = true;  // its Launch predates this actor's snapshot
+          save(self);
+        }
+      }
       st.unstarted.erase(id);
       to_job(self, wire::str(x->job_id()), env);
       return {};
@@ -358,7 +399,10 @@ Envelope handle(Self* self, const Envelope& env) {
     case wire::Body::Exited: {
       auto* x = e->body_as_Exited();
       auto id = policy::hold_id(wire::str(x->job_id()), x->attempt(), x->rank());
-      if (auto it = st.ledger.holds.find(id); it != st.ledger.holds.end()) it->second.exited = true;
+      if (auto it = st.ledger.holds.find(id); it != st.ledger.holds.end()) {
+        mark_exited(self, it->second, x->exit_code(), x->signal(), wire::str(x->reason()));
+        save(self);
+      }
       st.unstarted.erase(id);
       to_job(self, wire::str(x->job_id()), env);
       return {};
@@ -377,28 +421,48 @@ Envelope handle(Self* self, const Envelope& env) {
       auto id = wire::str(e->body_as_Commit()->reservation_id());
       auto v = policy::commit(st.ledger, id, now_ms());
       report(self);
-      if (v.ok) save(self);
-      return v.ok ? accept(st.node, id, v.gpus, 0) : reject(st.node, id, v.reason);
-    }
-    case wire::Body::Release:
-      st.unstarted.erase(wire::str(e->body_as_Release()->reservation_id()));
-      if (policy::release(st.ledger, wire::str(e->body_as_Release()->reservation_id()))) {
-        report(self);
+      if (v.ok) {
+        st.ledger.holds[id].changed_ms = now_ms();
         save(self);
       }
+      return v.ok ? accept(st.node, id, v.gpus, 0) : reject(st.node, id, v.reason);
+    }
+    case wire::Body::Release: {
+      auto* x = e->body_as_Release();
+      auto id = wire::str(x->reservation_id());
+      auto it = st.ledger.holds.find(id);
+      if (it == st.ledger.holds.end()) return {};
+      if (x->if_unlaunched() && it->second.launched) {
+        aout(self) << "node " << st.node << ": kept " << id
+                   << " (launched) against a release: " << wire::str(x->reason()) << "\n";
+        return {};
+      }
+      st.unstarted.erase(id);
+      policy::release(st.ledger, id);
+      report(self);
+      save(self);
       return {};
+    }
     case wire::Body::Launch: {
       auto* l = e->body_as_Launch();
       auto id = policy::hold_id(wire::str(l->job_id()), l->attempt(), l->rank());
       auto it = st.ledger.holds.find(id);
       if (it == st.ledger.holds.end() || !it->second.committed) {
+        // Its hold was handed back meanwhile (an orphan check that raced the
+        // placement): the attempt ends as an infrastructure failure and is requeued.
         aout(self) << "node " << st.node << ": launch for " << id << " without allocation\n";
+        policy::Hold gone;
+        gone.exit_code = -1;
+        gone.exit_reason = "launch failed: no allocation for " + id + " on " + st.node;
+        tell_exit(self, id, gone);
         return {};
       }
       it->second.launched = true;
+      it->second.changed_ms = now_ms();
       st.unstarted[id] = {now_ms(), env.bytes};
       to_agent(self, subjects::kLaunch, env.bytes);
       report(self);
+      save(self);
       return {};
     }
     case wire::Body::Stop: {
@@ -450,6 +514,7 @@ caf::behavior node_behavior(Self* self, Wiring w, OutboxPtr out, std::string nam
           report(self);
         }
         if (!policy::expire(st.ledger, now_ms()).empty()) st.dirty = true;
+        check_holds(self);
         if (st.dirty) save(self);
         if (st.registered) report(self, false);
         self->delayed_send(self, std::chrono::milliseconds(st.opts.tick_ms), tick_atom_v);
@@ -468,6 +533,24 @@ caf::behavior node_behavior(Self* self, Wiring w, OutboxPtr out, std::string nam
         if (!reply.empty())
           st.out->publish(reply, "{\"node\":\"" + st.node + "\",\"state\":\"" + state +
                                      "\",\"running\":" + std::to_string(running) + "}");
+      },
+      [=](sync_atom, const std::string& job_id, int32_t attempt) {
+        // A job restarted from its snapshot: what it may have missed.
+        auto& st = self->state;
+        for (const auto& [id, h] : st.ledger.holds) {
+          std::string job;
+          int a = 0, rank = 0;
+          if (h.job_id != job_id || !policy::parse_hold_id(id, &job, &a, &rank) || a != attempt)
+            continue;
+          if (h.exited) {
+            tell_exit(self, id, h);
+          } else if (h.started) {
+            flatbuffers::FlatBufferBuilder fbb;
+            auto body = wire::CreateStarted(fbb, fbb.CreateString(st.node),
+                                            fbb.CreateString(job_id), a, rank, 0);
+            to_job(self, job_id, Envelope{wire::seal(fbb, body)});
+          }
+        }
       },
       [=](crash_atom) { self->quit(caf::sec::runtime_error); },
   };

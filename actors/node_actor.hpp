@@ -5,18 +5,24 @@
 // Handles (Envelope bodies): NodeRegister, Heartbeat, Started, Exited from the
 //   agent (via the node supervisor); Propose, Reserve, Commit (requests, answered
 //   with Accept or Reject) and Release from queues and gang reservations;
-//   Launch, Stop, Release from job actors. Timers: (lease_atom), (tick_atom).
+//   Launch, Stop, Release from job actors; (sync_atom, job, attempt) from a
+//   restarted job (Started/Exited told again). Timers: (lease_atom),
+//   (tick_atom), which also runs the hold check: a hold committed but
+//   unlaunched, or exited but unreleased, for hold_check_ms is asked about
+//   ((hold_atom, ...) to its job, policy::judge_hold).
 //   (crash_atom) for supervision tests. After a scheduler restart (snapshot
 //   marked restored) and on every register it reconciles the ledger with what
 //   the agent runs and saw end; each heartbeat re-sends lost Launches and asks
 //   again for exits it missed (reconcile, adopt_or_lose, fence).
 // Emits: Launch/Stop/hello to the agent on troupe.sys.node.<node>.*; Started
 //   and Exited to the job actor; (capacity_atom, ...) to the pool arbiter; its
-//   snapshot (pb::NodeRecord) to the node supervisor, coalesced per tick.
+//   snapshot (pb::NodeRecord) to the node supervisor: at once on commit,
+//   launch, exit and release; coalesced per tick otherwise.
 #pragma once
 
 #include <string>
 
+#include "actors/policy/ledger.hpp"
 #include "actors/ports.hpp"
 #include "messages/caf_types.hpp"
 
@@ -25,6 +31,7 @@ namespace troupe {
 struct NodeOptions {
   int64_t heartbeat_timeout_ms = 10000;
   int64_t tick_ms = 1000;
+  int64_t hold_check_ms = policy::kHoldCheckMs;  // see policy::hold_needs_check
 };
 
 caf::actor spawn_node(caf::event_based_actor* parent, Wiring w, OutboxPtr out, std::string name,

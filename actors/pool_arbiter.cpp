@@ -2,12 +2,11 @@
 
 #include <algorithm>
 #include <chrono>
-#include <tuple>
 #include <map>
-#include <set>
-#include <unordered_map>
-
 #include <nlohmann/json.hpp>
+#include <set>
+#include <tuple>
+#include <unordered_map>
 
 #include "actors/policy/config.hpp"
 #include "actors/policy/preemption.hpp"
@@ -25,6 +24,9 @@ namespace {
 constexpr auto kTick = std::chrono::milliseconds(500);
 // Grants a team may have in flight (negotiations its queue runs at once).
 constexpr int kMaxInflight = 256;
+// A grant not answered (placed or unplaced) after this is dropped: negotiations
+// time out well before (a few seconds per node asked).
+constexpr int64_t kInflightExpiryMs = 60000;
 
 struct TeamDemand {
   caf::actor queue;
@@ -34,6 +36,7 @@ struct TeamDemand {
   struct Inflight {
     JobTicket ticket;
     bool borrowed = false;
+    int64_t granted_ms = 0;
   };
   std::unordered_map<std::string, Inflight> inflight;  // grants being carried out, by job id
 };
@@ -53,8 +56,8 @@ struct Running {
 };
 
 struct Figures {
-  int64_t preemptions = 0;        // victim jobs asked to stop
-  double gpu_seconds_lost = 0;    // work since their last checkpoint x GPUs
+  int64_t preemptions = 0;                 // victim jobs asked to stop
+  double gpu_seconds_lost = 0;             // work since their last checkpoint x GPUs
   std::map<std::string, int64_t> retries;  // by cause ("user:exit_code", "infra:node_lost", ...)
 };
 
@@ -63,8 +66,8 @@ struct ArbiterState {
   OutboxPtr out;
   Figures figures;
   std::unordered_map<std::string, std::vector<int64_t>> preempted_at;  // job -> when (churn)
-  std::map<std::string, std::vector<int64_t>> pool_preemptions;       // pool -> when (rate limit)
-  std::unordered_map<std::string, int64_t> preempting_for;            // preemptor -> until
+  std::map<std::string, std::vector<int64_t>> pool_preemptions;        // pool -> when (rate limit)
+  std::unordered_map<std::string, int64_t> preempting_for;             // preemptor -> until
   policy::ClusterConfig cfg = policy::open_config();
   std::vector<policy::NodeCapacity> caps;
   std::vector<std::string> named_pool;  // what each node asked for (--pool)
@@ -146,8 +149,9 @@ void preempt_if_needed(Self* self, const std::string& pool, const policy::RoundI
   int64_t now = now_ms();
   const auto& pc = st.cfg.preemption;
   auto& recent = st.pool_preemptions[pool];
-  recent.erase(std::remove_if(recent.begin(), recent.end(), [&](int64_t t) { return now - t > 60000; }),
-               recent.end());
+  recent.erase(
+      std::remove_if(recent.begin(), recent.end(), [&](int64_t t) { return now - t > 60000; }),
+      recent.end());
   if (static_cast<int>(recent.size()) >= pc.max_per_minute) return;
   // Candidates to preempt for: pending, not placeable, highest priority first.
   struct Want {
@@ -165,13 +169,16 @@ void preempt_if_needed(Self* self, const std::string& pool, const policy::RoundI
       if (code != policy::why::kFitsNowhere && code != policy::why::kReservation &&
           code != policy::why::kHeldForOther)
         continue;
-      if (auto p = st.preempting_for.find(t.job_id); p != st.preempting_for.end() && p->second > now) continue;
+      if (auto p = st.preempting_for.find(t.job_id);
+          p != st.preempting_for.end() && p->second > now)
+        continue;
       bool below = standing.used.gpus + t.req.gpus * t.req.workers <= standing.guaranteed;
       wants.push_back({&t, below});
     }
   }
   std::sort(wants.begin(), wants.end(), [](const Want& a, const Want& b) {
-    return std::make_tuple(-a.t->priority, !a.below, a.t->seq) < std::make_tuple(-b.t->priority, !b.below, b.t->seq);
+    return std::make_tuple(-a.t->priority, !a.below, a.t->seq) <
+           std::make_tuple(-b.t->priority, !b.below, b.t->seq);
   });
   if (wants.empty()) return;  // the common case: build no candidates
   std::vector<policy::PreemptCandidate> cands;
@@ -187,8 +194,8 @@ void preempt_if_needed(Self* self, const std::string& pool, const policy::RoundI
     c.started_ms = r.started_ms;
     c.last_checkpoint_ms = r.last_checkpoint_ms;
     if (auto p = st.preempted_at.find(id); p != st.preempted_at.end())
-      c.protected_until_ms = policy::protected_until(p->second, pc.protect_after, pc.window_s * 1000LL,
-                                                     pc.protect_s * 1000LL);
+      c.protected_until_ms = policy::protected_until(p->second, pc.protect_after,
+                                                     pc.window_s * 1000LL, pc.protect_s * 1000LL);
     for (const auto& n : r.nodes)
       if (auto it = st.index.find(n); it != st.index.end()) c.nodes.push_back(it->second);
     c.gpus = r.req.gpus;
@@ -284,7 +291,8 @@ void run_round(Self* self) {
     st.holds[pool] = out.hold;
     if (!st.fifo) preempt_if_needed(self, pool, in, out);
     for (auto& [id, why] : out.reasons)
-      if (!st.preempting_for.count(id) || st.preempting_for[id] <= now) st.reasons[id] = std::move(why);
+      if (!st.preempting_for.count(id) || st.preempting_for[id] <= now)
+        st.reasons[id] = std::move(why);
     for (const auto& g : out.grants) {
       auto& td = st.teams[team_names[g.team]];
       JobTicket ticket = td.tickets[ticket_index[g.team][g.demand]];
@@ -295,7 +303,7 @@ void run_round(Self* self) {
         c.actors.push_back(st.actors[n]);
       }
       policy::take(st.caps, ticket.req, g.nodes);  // overlay until the nodes report
-      td.inflight[ticket.job_id] = TeamDemand::Inflight{ticket, g.borrowed};
+      td.inflight[ticket.job_id] = TeamDemand::Inflight{ticket, g.borrowed, now_ms()};
       st.reasons.erase(ticket.job_id);
       ++st.grants;
       self->send(td.queue, grant_atom_v, ticket, c);
@@ -321,7 +329,8 @@ json queues_json(const ArbiterState& st) {
     if (it != st.holds.end() && it->second.active()) {
       json nodes = json::array();
       for (size_t n : it->second.nodes) nodes.push_back(st.caps[n].name);
-      pj["hold"] = {{"job_id", it->second.job_id}, {"nodes", nodes},
+      pj["hold"] = {{"job_id", it->second.job_id},
+                    {"nodes", nodes},
                     {"start_ms", it->second.start_ms == policy::kNever ? -1 : it->second.start_ms},
                     {"idle_gpus", policy::held_idle_gpus(it->second, st.caps)}};
     }
@@ -351,7 +360,8 @@ json queues_json(const ArbiterState& st) {
         std::set<std::tuple<int, std::string, std::string>> seen;
         for (const auto& t : it->second.tickets)
           if (t.req.pool == pool && seen.insert({t.req.gpus, t.req.gpu_type, t.req.pool}).second)
-            shapes.push_back({{"gpus", t.req.gpus}, {"gpu_type", t.req.gpu_type}, {"pool", t.req.pool}});
+            shapes.push_back(
+                {{"gpus", t.req.gpus}, {"gpu_type", t.req.gpu_type}, {"pool", t.req.pool}});
       }
       rows.push_back({{"team", team},
                       {"pending_shapes", shapes},
@@ -423,7 +433,11 @@ caf::behavior arbiter_behavior(Self* self, OutboxPtr out, bool fifo) {
       [=](demand_atom, const std::string& team, std::vector<JobTicket>& tickets, int32_t jobs,
           int32_t gpus) {
         auto& td = self->state.teams[team];
-        td.queue = caf::actor_cast<caf::actor>(self->current_sender());
+        auto sender = caf::actor_cast<caf::actor>(self->current_sender());
+        // A new queue actor (the old one crashed): the grants it was carrying
+        // out died with it. Their jobs are in the new queue's demand again.
+        if (td.queue && sender != td.queue) td.inflight.clear();
+        td.queue = sender;
         td.tickets = std::move(tickets);
         td.pending_jobs = jobs;
         td.pending_gpus = gpus;
@@ -473,30 +487,47 @@ caf::behavior arbiter_behavior(Self* self, OutboxPtr out, bool fifo) {
       },
       [=](round_atom) { run_round(self); },
       [=](tick_atom) {
+        // A grant whose answer never came (lost with a crashed actor) frees
+        // its job for another round.
+        int64_t now = now_ms();
+        for (auto& [team, td] : self->state.teams)
+          for (auto it = td.inflight.begin(); it != td.inflight.end();)
+            it = now - it->second.granted_ms > kInflightExpiryMs ? td.inflight.erase(it)
+                                                                 : std::next(it);
         schedule_round(self);
         self->delayed_send(self, kTick, tick_atom_v);
       },
       [=](why_atom, const std::string& job_id, const std::string& team, const std::string& to) {
         auto& st = self->state;
         if (auto it = st.reasons.find(job_id); it != st.reasons.end()) {
-          reply(self, to, {{"job_id", job_id}, {"state", "queued"}, {"pending", true},
-                           {"code", it->second.code}, {"reason", it->second.text}});
+          reply(self, to,
+                {{"job_id", job_id},
+                 {"state", "queued"},
+                 {"pending", true},
+                 {"code", it->second.code},
+                 {"reason", it->second.text}});
           return;
         }
         auto td = st.teams.find(team);
         if (td != st.teams.end() && td->second.inflight.count(job_id)) {
-          reply(self, to, {{"job_id", job_id}, {"state", "queued"}, {"pending", true},
-                           {"code", policy::why::kNegotiating},
-                           {"reason", "being placed right now (reserving on its node(s))"}});
+          reply(self, to,
+                {{"job_id", job_id},
+                 {"state", "queued"},
+                 {"pending", true},
+                 {"code", policy::why::kNegotiating},
+                 {"reason", "being placed right now (reserving on its node(s))"}});
           return;
         }
         if (td != st.teams.end() && td->second.queue) {
           self->send(td->second.queue, why_atom_v, job_id, to);  // the queue knows its position
           return;
         }
-        reply(self, to, {{"job_id", job_id}, {"state", "queued"}, {"pending", true},
-                         {"code", "not_yet_considered"},
-                         {"reason", "not yet considered by the scheduler; ask again in a moment"}});
+        reply(self, to,
+              {{"job_id", job_id},
+               {"state", "queued"},
+               {"pending", true},
+               {"code", "not_yet_considered"},
+               {"reason", "not yet considered by the scheduler; ask again in a moment"}});
       },
       [=](queues_atom, const std::string& to) { reply(self, to, queues_json(self->state)); },
       [=](list_atom, const std::string& to) {

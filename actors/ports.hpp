@@ -80,6 +80,9 @@ struct SchedulerOptions {
   bool debug_crash = false;  // --debug-crash: troupe.sys.debug.crash crashes a chosen actor (tests)
   SnapshotStorePtr store;    // null: snapshots stay in memory only
   uint64_t epoch = 0;        // leader lease revision (0: no lease)
+  // How long a node actor lets a hold wait (committed, unlaunched; or exited,
+  // unreleased) before asking its job (policy::hold_needs_check).
+  int64_t hold_check_ms = 10000;
   // More troupe.sys.stats fields, as a JSON object's text (the process's
   // durability figures: snapshot writes, retried events, the epoch).
   std::function<std::string()> extra_stats;

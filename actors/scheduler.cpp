@@ -1,5 +1,6 @@
 #include "actors/scheduler.hpp"
 
+#include "actors/node_actor.hpp"
 #include "actors/pool_arbiter.hpp"
 #include "actors/router.hpp"
 #include "actors/supervisors.hpp"
@@ -25,7 +26,9 @@ Wiring start_scheduler(caf::actor_system& sys, OutboxPtr out, IntakePtr intake,
   w.router = spawn_router(sys, out, std::move(intake), std::move(opts));
   w.jobs = spawn_job_supervisor(sys, out, store);
   w.queues = spawn_queue_supervisor(sys);
-  w.nodes = spawn_node_supervisor(sys, out, store);
+  NodeOptions node_opts;
+  node_opts.hold_check_ms = opts.hold_check_ms;
+  w.nodes = spawn_node_supervisor(sys, out, store, node_opts);
   w.gangs = spawn_gang_supervisor(sys);
   w.arbiter = spawn_pool_arbiter(sys, out, fifo);
   for (const auto& a : {w.router, w.jobs, w.queues, w.nodes, w.gangs, w.arbiter})

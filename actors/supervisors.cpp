@@ -1,6 +1,7 @@
 #include "actors/supervisors.hpp"
 
 #include <nlohmann/json.hpp>
+#include <unordered_set>
 
 #include "actors/children.hpp"
 #include "actors/gang_reservation_actor.hpp"
@@ -104,18 +105,20 @@ caf::behavior job_sup_behavior(JobSup* self, OutboxPtr out, SnapshotStorePtr sto
           caf::anon_send(a, std::move(m));
           return;
         }
-        // The job's actor is gone (ended). Late placements are handed back.
+        // The job's actor is gone (ended). Late placements, and holds a node
+        // asks about, are handed back.
+        auto give_back = [&](const std::string& node, const std::string& hold_id) {
+          self->send(self->state.w.nodes, route_atom_v, node,
+                     caf::make_message(Envelope{wire::release(hold_id, "job gone")}));
+        };
         if (m.match_elements<placed_atom, Assignment>()) {
           const auto& a = m.get_as<Assignment>(1);
           self->send(self->state.w.arbiter, done_atom_v, a.job_id);
-          for (size_t rank = 0; rank < a.nodes.size(); ++rank) {
-            flatbuffers::FlatBufferBuilder fbb;
-            auto hid = policy::hold_id(a.job_id, a.attempt, static_cast<int>(rank));
-            auto body =
-                wire::CreateRelease(fbb, fbb.CreateString(hid), fbb.CreateString("job gone"));
-            self->send(self->state.w.nodes, route_atom_v, a.nodes[rank],
-                       caf::make_message(Envelope{wire::seal(fbb, body)}));
-          }
+          for (size_t rank = 0; rank < a.nodes.size(); ++rank)
+            give_back(a.nodes[rank], policy::hold_id(a.job_id, a.attempt, static_cast<int>(rank)));
+        } else if (m.match_elements<hold_atom, std::string, std::string, int32_t, int32_t,
+                                    bool>()) {
+          give_back(m.get_as<std::string>(1), m.get_as<std::string>(2));
         }
       },
       [=](snapshot_atom, const std::string& id, std::string& bytes) {
@@ -231,6 +234,7 @@ struct RoutingSupState : SupState {
 
 struct QueueSupState : RoutingSupState {
   QueueSupState() : RoutingSupState("queue") {}
+  std::unordered_set<std::string> seen;  // teams that had a queue
   static inline const char* name = "queue_supervisor";
 };
 using QueueSup = caf::stateful_actor<QueueSupState>;
@@ -253,8 +257,14 @@ caf::behavior queue_sup_behavior(QueueSup* self) {
   return {
       [=](const Wiring& w) { self->state.w = w; },
       [=](route_atom, const std::string& team, caf::message& m) {
-        auto a = self->state.children.start(self, team, {}, factory);
-        self->state.live[team] = a;
+        auto& st = self->state;
+        auto a = st.children.find(team);
+        if (!a) {
+          a = st.children.start(self, team, {}, factory);
+          st.live[team] = a;
+          // A queue made again after one that crashed too often: refill it.
+          if (!st.seen.insert(team).second) self->send(st.w.jobs, requeue_atom_v, team);
+        }
         caf::anon_send(a, std::move(m));
       },
       [=](crash_atom, const std::string& team) {
@@ -268,15 +278,18 @@ caf::behavior queue_sup_behavior(QueueSup* self) {
 
 struct NodeSupState : RoutingSupState {
   NodeSupState() : RoutingSupState("node") {}
+  NodeOptions opts;
   static inline const char* name = "node_supervisor";
 };
 using NodeSup = caf::stateful_actor<NodeSupState>;
 
-caf::behavior node_sup_behavior(NodeSup* self, OutboxPtr out, SnapshotStorePtr store) {
+caf::behavior node_sup_behavior(NodeSup* self, OutboxPtr out, SnapshotStorePtr store,
+                                NodeOptions opts) {
+  self->state.opts = opts;
   self->state.out = std::move(out);
   self->state.store = std::move(store);
   auto factory = [=](const std::string& node, const std::string& snap) {
-    return spawn_node(self, self->state.w, self->state.out, node, snap);
+    return spawn_node(self, self->state.w, self->state.out, node, snap, self->state.opts);
   };
   self->set_down_handler([=](caf::down_msg& dm) {
     bool restarted = false;
@@ -301,7 +314,10 @@ caf::behavior node_sup_behavior(NodeSup* self, OutboxPtr out, SnapshotStorePtr s
                                e->body_type() == wire::Body::Heartbeat);
           }
           if (!from_agent) return;
-          a = self->state.children.start(self, node, {}, factory);
+          // From its last snapshot, if it had one (it crashed too often to be
+          // restarted at once): its ledger must not forget what runs there.
+          auto* snap = self->state.children.snapshot_of(node);
+          a = self->state.children.start(self, node, snap ? *snap : std::string(), factory);
           self->state.live[node] = a;
         }
         caf::anon_send(a, std::move(m));
@@ -387,8 +403,9 @@ caf::actor spawn_job_supervisor(caf::actor_system& sys, OutboxPtr out, SnapshotS
 caf::actor spawn_queue_supervisor(caf::actor_system& sys) {
   return sys.spawn(queue_sup_behavior);
 }
-caf::actor spawn_node_supervisor(caf::actor_system& sys, OutboxPtr out, SnapshotStorePtr store) {
-  return sys.spawn(node_sup_behavior, std::move(out), std::move(store));
+caf::actor spawn_node_supervisor(caf::actor_system& sys, OutboxPtr out, SnapshotStorePtr store,
+                                 NodeOptions opts) {
+  return sys.spawn(node_sup_behavior, std::move(out), std::move(store), opts);
 }
 caf::actor spawn_gang_supervisor(caf::actor_system& sys) {
   return sys.spawn(gang_sup_behavior);

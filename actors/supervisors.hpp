@@ -21,6 +21,7 @@
 //   handles: Wiring; (spawn_atom, JobTicket, CandidateList, queue); (stats_atom).
 #pragma once
 
+#include "actors/node_actor.hpp"
 #include "actors/ports.hpp"
 #include "messages/caf_types.hpp"
 
@@ -30,7 +31,7 @@ caf::actor spawn_job_supervisor(caf::actor_system& sys, OutboxPtr out,
                                 SnapshotStorePtr store = nullptr);
 caf::actor spawn_queue_supervisor(caf::actor_system& sys);
 caf::actor spawn_node_supervisor(caf::actor_system& sys, OutboxPtr out,
-                                 SnapshotStorePtr store = nullptr);
+                                 SnapshotStorePtr store = nullptr, NodeOptions opts = {});
 caf::actor spawn_gang_supervisor(caf::actor_system& sys);
 
 }  // namespace troupe

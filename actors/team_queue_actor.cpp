@@ -2,9 +2,8 @@
 
 #include <chrono>
 #include <map>
-#include <unordered_map>
-
 #include <nlohmann/json.hpp>
+#include <unordered_map>
 
 #include "actors/policy/ledger.hpp"
 #include "actors/policy/queue_order.hpp"
@@ -65,9 +64,7 @@ bool erase(Self* self, const std::string& job_id) {
 }
 
 void release(Self* self, const caf::actor& node, const std::string& id) {
-  flatbuffers::FlatBufferBuilder fbb;
-  auto body = wire::CreateRelease(fbb, fbb.CreateString(id), fbb.CreateString("not committed"));
-  self->send(node, Envelope{wire::seal(fbb, body)});
+  self->send(node, Envelope{wire::release(id, "not committed", true)});
 }
 
 void unplaced(Self* self, const std::string& job_id) {
@@ -162,7 +159,8 @@ caf::behavior queue_behavior(Self* self, Wiring w, std::string team) {
       [=](placed_atom, const Assignment& a) {
         if (!self->state.index.count(a.job_id)) {
           // Canceled while its gang reserved: the job actor gives it back.
-          self->send(self->state.w.jobs, route_atom_v, a.job_id, caf::make_message(placed_atom_v, a));
+          self->send(self->state.w.jobs, route_atom_v, a.job_id,
+                     caf::make_message(placed_atom_v, a));
           self->send(self->state.w.arbiter, placed_atom_v, self->state.team, a);
           return;
         }

@@ -173,5 +173,8 @@ CAF_ADD_ATOM(troupe, troupe::atoms, retried_atom, "retried")
 CAF_ADD_ATOM(troupe, troupe::atoms, cordon_atom, "cordon")
 CAF_ADD_ATOM(troupe, troupe::atoms, drain_atom, "drain")
 CAF_ADD_ATOM(troupe, troupe::atoms, restore_atom, "restore")
+// Holds that wait too long (node -> job) and a restarted job's resync (job -> node).
+CAF_ADD_ATOM(troupe, troupe::atoms, hold_atom, "hold")
+CAF_ADD_ATOM(troupe, troupe::atoms, sync_atom, "sync")
 
 CAF_END_TYPE_ID_BLOCK(troupe)

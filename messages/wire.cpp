@@ -19,4 +19,10 @@ std::vector<int> ints(const flatbuffers::Vector<int32_t>* v) {
   return out;
 }
 
+Bytes release(const std::string& id, const std::string& reason, bool if_unlaunched) {
+  flatbuffers::FlatBufferBuilder fbb;
+  auto body = CreateRelease(fbb, fbb.CreateString(id), fbb.CreateString(reason), if_unlaunched);
+  return seal(fbb, body);
+}
+
 }  // namespace troupe::wire

@@ -16,7 +16,9 @@ using Bytes = std::vector<uint8_t>;
 // Verifies `data` as an Envelope with a body. Returns nullptr when the buffer
 // is malformed (the caller drops it, counts it and logs it).
 const Envelope* open(const uint8_t* data, size_t size);
-inline const Envelope* open(const Bytes& b) { return open(b.data(), b.size()); }
+inline const Envelope* open(const Bytes& b) {
+  return open(b.data(), b.size());
+}
 
 // Finishes `fbb` with an Envelope around `body` and returns the bytes.
 template <class T>
@@ -27,10 +29,17 @@ Bytes seal(flatbuffers::FlatBufferBuilder& fbb, flatbuffers::Offset<T> body) {
 }
 
 // Short helpers for the common fields.
-inline std::string str(const flatbuffers::String* s) { return s ? s->str() : std::string(); }
+inline std::string str(const flatbuffers::String* s) {
+  return s ? s->str() : std::string();
+}
 std::vector<int> ints(const flatbuffers::Vector<int32_t>* v);
 
+// A Release of hold `id` (see Release.if_unlaunched).
+Bytes release(const std::string& id, const std::string& reason, bool if_unlaunched = false);
+
 // Name of a body type, for logs and counters.
-inline const char* body_name(Body b) { return EnumNameBody(b); }
+inline const char* body_name(Body b) {
+  return EnumNameBody(b);
+}
 
 }  // namespace troupe::wire

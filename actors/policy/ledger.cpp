@@ -1,11 +1,30 @@
 #include "actors/policy/ledger.hpp"
 
+#include <cstdlib>
 #include <set>
+
+#include "messages/names.hpp"
 
 namespace troupe::policy {
 
 std::string hold_id(const std::string& job_id, int attempt, int rank) {
   return job_id + "/" + std::to_string(attempt) + "/" + std::to_string(rank);
+}
+
+bool parse_hold_id(const std::string& id, std::string* job_id, int* attempt, int* rank) {
+  auto b = id.rfind('/');
+  if (b == std::string::npos || b == 0) return false;
+  auto a = id.rfind('/', b - 1);
+  if (a == std::string::npos || a == 0 || b - a < 2 || b + 1 == id.size()) return false;
+  char* end = nullptr;
+  long at = std::strtol(id.c_str() + a + 1, &end, 10);
+  if (end != id.c_str() + b) return false;
+  long rk = std::strtol(id.c_str() + b + 1, &end, 10);
+  if (*end != '\0' || at < 0 || rk < 0 || at > 1000000 || rk > 1000000) return false;
+  *job_id = id.substr(0, a);
+  *attempt = static_cast<int>(at);
+  *rank = static_cast<int>(rk);
+  return true;
 }
 
 void Ledger::resize(int gpus, int cpus, int64_t memory_mb) {
@@ -142,6 +161,19 @@ std::string check_invariants(const Ledger& l) {
     if (!l.gpu_owner[i].empty() && !seen.count(static_cast<int>(i)))
       return "GPU " + std::to_string(i) + " owned by a missing hold";
   return {};
+}
+
+bool hold_needs_check(const Hold& h, int64_t now_ms, int64_t check_ms) {
+  if (!h.committed || (h.launched && !h.exited)) return false;
+  return now_ms - h.changed_ms >= check_ms && now_ms - h.checked_ms >= check_ms;
+}
+
+HoldAnswer judge_hold(const JobSide& job, const HoldSide& hold) {
+  bool active = job.state == names::kStarting || job.state == names::kRunning;
+  if (!active || hold.attempt != job.attempt || job.node_of_rank != hold.node)
+    return HoldAnswer::release;
+  if (!hold.launched && !job.rank_started) return HoldAnswer::relaunch;
+  return HoldAnswer::keep;
 }
 
 }  // namespace troupe::policy

@@ -24,10 +24,18 @@ struct Hold {
   bool launched = false;   // the agent was told to start it
   bool started = false;    // the agent reported the worker started
   bool exited = false;     // the agent reported its end; freed on release
+  // How the worker ended (kept until the hold is released, to tell its job again).
+  int exit_code = 0;
+  int signal = 0;
+  std::string exit_reason;
+  int64_t changed_ms = 0;  // last commit / launch / exit: how long it has waited
+  int64_t checked_ms = 0;  // last time its job was asked about it
 };
 
 // Reservation / hold id: one per worker of one attempt.
 std::string hold_id(const std::string& job_id, int attempt, int rank);
+// Splits a hold id; false when it is not <job>/<attempt>/<rank>.
+bool parse_hold_id(const std::string& id, std::string* job_id, int* attempt, int* rank);
 
 struct Ledger {
   int gpus_total = 0;
@@ -62,5 +70,36 @@ bool release(Ledger& l, const std::string& id);
 std::vector<std::string> expire(Ledger& l, int64_t now_ms);
 // Empty when the ledger is consistent, else what is broken.
 std::string check_invariants(const Ledger& l);
+
+// --- holds that wait too long -------------------------------------------------
+// A hold committed but never launched, or exited but never released, for
+// longer than kHoldCheckMs means a message was lost when an actor crashed (a
+// Launch, a Release, a placement, an Exited: an actor's mailbox dies with
+// it). The node asks the hold's job, which answers from its own record.
+constexpr int64_t kHoldCheckMs = 10000;
+
+// Whether the node should ask about `h` now (and then again every `check_ms`).
+bool hold_needs_check(const Hold& h, int64_t now_ms, int64_t check_ms = kHoldCheckMs);
+
+// What the job knows about one of its ranks.
+struct JobSide {
+  std::string state;         // the job's state (messages/names.hpp)
+  int attempt = 0;           // its current attempt
+  std::string node_of_rank;  // where its current attempt placed that rank ("" if nowhere)
+  bool rank_started = false;
+};
+// What the node asks about.
+struct HoldSide {
+  std::string node;
+  int attempt = 0;
+  bool launched = false;
+};
+enum class HoldAnswer {
+  keep,      // in use by the current attempt (an exited rank waits for the others)
+  release,   // no longer the job's: an orphan of a placement that never reached
+             // the job, or of an attempt that ended
+  relaunch,  // the current attempt's, never launched: its Launch was lost
+};
+HoldAnswer judge_hold(const JobSide& job, const HoldSide& hold);
 
 }  // namespace troupe::policy

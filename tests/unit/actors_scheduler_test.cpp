@@ -2,13 +2,12 @@
 // life through router, supervisors, queue, arbiter and node actor, and
 // supervision (a crashed actor is restarted from its snapshot).
 #include <catch2/catch.hpp>
-
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
-
 #include <nlohmann/json.hpp>
 
+#include "actors/policy/ledger.hpp"
 #include "actors/scheduler.hpp"
 #include "bus/subjects.hpp"
 #include "messages/wire.hpp"
@@ -37,7 +36,8 @@ class FakeOutbox : public Outbox {
   }
   // Waits until some published message satisfies `pred`; returns it.
   template <class Pred>
-  std::optional<Published> wait_for(Pred pred, std::chrono::milliseconds within = std::chrono::seconds(5)) {
+  std::optional<Published> wait_for(Pred pred,
+                                    std::chrono::milliseconds within = std::chrono::seconds(5)) {
     std::unique_lock<std::mutex> lock(mu_);
     std::optional<Published> found;
     cv_.wait_for(lock, within, [&] {
@@ -82,10 +82,10 @@ struct Fixture {
   Wiring w;
   int replies = 0;
 
-  Fixture() {
+  explicit Fixture(SchedulerOptions opts = {}) {
     configure(cfg);
     sys = std::make_unique<caf::actor_system>(cfg);
-    w = start_scheduler(*sys, out, std::make_shared<InstantIntake>());
+    w = start_scheduler(*sys, out, std::make_shared<InstantIntake>(), std::move(opts));
   }
   ~Fixture() {
     stop_scheduler(w);
@@ -97,7 +97,8 @@ struct Fixture {
   }
   std::string submit(const std::string& spec_json) {
     std::string reply = "_INBOX.test." + std::to_string(++replies);
-    inbound(subjects::team_submit("t"), std::vector<uint8_t>(spec_json.begin(), spec_json.end()), reply);
+    inbound(subjects::team_submit("t"), std::vector<uint8_t>(spec_json.begin(), spec_json.end()),
+            reply);
     auto r = out->wait_for([&](const Published& m) { return m.subject == reply; });
     REQUIRE(r);
     auto j = json::parse(r->text());
@@ -107,7 +108,8 @@ struct Fixture {
   void register_node(const std::string& name, int gpus) {
     flatbuffers::FlatBufferBuilder fbb;
     std::vector<flatbuffers::Offset<wire::Gpu>> g;
-    for (int i = 0; i < gpus; ++i) g.push_back(wire::CreateGpu(fbb, i, fbb.CreateString("a100"), 80000));
+    for (int i = 0; i < gpus; ++i)
+      g.push_back(wire::CreateGpu(fbb, i, fbb.CreateString("a100"), 80000));
     auto body = wire::CreateNodeRegister(fbb, fbb.CreateString(name), fbb.CreateString("127.0.0.1"),
                                          fbb.CreateString("a100"), fbb.CreateVector(g), 16, 64000);
     inbound(subjects::agent_to_scheduler(name, subjects::kRegister), wire::seal(fbb, body));
@@ -125,13 +127,14 @@ struct Fixture {
   }
   void agent_reports(const std::string& node, const wire::Launch* l, int exit_code) {
     flatbuffers::FlatBufferBuilder a;
-    auto started = wire::CreateStarted(a, a.CreateString(node), a.CreateString(wire::str(l->job_id())),
-                                       l->attempt(), l->rank(), 4242);
+    auto started =
+        wire::CreateStarted(a, a.CreateString(node), a.CreateString(wire::str(l->job_id())),
+                            l->attempt(), l->rank(), 4242);
     inbound(subjects::agent_to_scheduler(node, subjects::kStarted), wire::seal(a, started));
     flatbuffers::FlatBufferBuilder b;
-    auto exited = wire::CreateExited(b, b.CreateString(node), b.CreateString(wire::str(l->job_id())),
-                                     l->attempt(), l->rank(), exit_code, 0,
-                                     b.CreateString("exited with code " + std::to_string(exit_code)));
+    auto exited = wire::CreateExited(
+        b, b.CreateString(node), b.CreateString(wire::str(l->job_id())), l->attempt(), l->rank(),
+        exit_code, 0, b.CreateString("exited with code " + std::to_string(exit_code)));
     inbound(subjects::agent_to_scheduler(node, subjects::kExited), wire::seal(b, exited));
   }
   bool event(const std::string& job, const std::string& state) {
@@ -141,6 +144,19 @@ struct Fixture {
           return json::parse(p.text())["state"] == state;
         })
         .has_value();
+  }
+  // Sends an Envelope to node `node`'s actor, as the other actors do.
+  void to_node(const std::string& node, std::vector<uint8_t> bytes) {
+    caf::anon_send(w.nodes, route_atom_v, node, caf::make_message(Envelope{std::move(bytes)}));
+  }
+  // How many workers node `node` counts as running (launched, not exited),
+  // once every message sent to it before is handled (it answers in order).
+  int running_on(const std::string& node) {
+    std::string reply = "_INBOX.cordon." + std::to_string(++replies);
+    caf::anon_send(w.nodes, cordon_atom_v, node, false, false, reply);
+    auto r = out->wait_for([&](const Published& m) { return m.subject == reply; });
+    REQUIRE(r);
+    return json::parse(r->text())["running"].get<int>();
   }
   int64_t restarts(const caf::actor& sup) {
     caf::scoped_actor self{*sys};
@@ -188,7 +204,8 @@ TEST_CASE("a failing job with max_retries runs again with the next attempt", "[a
   CHECK(f.event(id, "failed"));
 }
 
-TEST_CASE("a crashed job actor is restarted from its snapshot and still runs", "[actors][supervision]") {
+TEST_CASE("a crashed job actor is restarted from its snapshot and still runs",
+          "[actors][supervision]") {
   Fixture f;
   auto id = f.submit(kJob);  // no node yet: stays queued
   REQUIRE(f.event(id, "queued"));
@@ -220,7 +237,9 @@ TEST_CASE("a crashed node actor is restarted and keeps placing", "[actors][super
   CHECK(n == 1);
   // The restarted actor asks its agent to register again (as the agent does).
   REQUIRE(f.out->wait_count(
-      [](const Published& p) { return p.subject == subjects::scheduler_to_agent("n1", subjects::kHello); },
+      [](const Published& p) {
+        return p.subject == subjects::scheduler_to_agent("n1", subjects::kHello);
+      },
       2));
   f.register_node("n1", 2);
   auto b = f.submit(kJob);
@@ -240,4 +259,54 @@ TEST_CASE("malformed agent messages are dropped and counted", "[actors][input]")
   auto s = f.out->wait_for([](const Published& p) { return p.subject == "_INBOX.s"; });
   REQUIRE(s);
   CHECK(json::parse(s->text()).contains("error"));
+}
+
+TEST_CASE("a give-up release never frees a launched hold; the job's own release does",
+          "[actors][holds]") {
+  // A second grant of a running attempt (its placement lost with a crashed
+  // queue) ends in a gang or queue giving up: its release must not free the
+  // GPUs the running worker uses.
+  Fixture f;
+  f.register_node("n1", 1);
+  auto a = f.submit(kJob);
+  Published k;
+  auto* l = f.launched("n1", a, k);
+  auto hold = troupe::policy::hold_id(a, l->attempt(), l->rank());
+  REQUIRE(f.running_on("n1") == 1);
+  f.to_node("n1", wire::release(hold, "gang not placed", true));
+  CHECK(f.running_on("n1") == 1);
+  f.to_node("n1", wire::release(hold, "attempt ended"));
+  CHECK(f.running_on("n1") == 0);
+}
+
+TEST_CASE("a hold whose placement never reached its job is handed back by the node's hold check",
+          "[actors][holds]") {
+  // A placement that died with a crashed actor's mailbox leaves the node a
+  // committed hold nobody launches. The node asks the job, which disowns it.
+  SchedulerOptions opts;
+  opts.hold_check_ms = 300;
+  Fixture f(opts);
+  f.register_node("n1", 1);
+  auto a = f.submit(kJob);
+  Published k1;
+  f.agent_reports("n1", f.launched("n1", a, k1), 0);
+  REQUIRE(f.event(a, "succeeded"));
+  // An orphan of job a's first attempt on the node's only GPU.
+  auto orphan = troupe::policy::hold_id(a, 1, 0);
+  {
+    flatbuffers::FlatBufferBuilder fbb;
+    auto res = wire::CreateResources(fbb, 1, fbb.CreateString(""), 0, 0);
+    f.to_node("n1", wire::seal(fbb, wire::CreateReserve(fbb, fbb.CreateString(orphan),
+                                                        fbb.CreateString(a), fbb.CreateString(a),
+                                                        fbb.CreateString("t"), res, 60000, 0)));
+    flatbuffers::FlatBufferBuilder c;
+    f.to_node("n1", wire::seal(c, wire::CreateCommit(c, c.CreateString(orphan))));
+  }
+  // Job b needs that GPU: it is placed once the orphan is handed back.
+  auto b = f.submit(kJob);
+  Published k2;
+  auto* l = f.launched("n1", b, k2);
+  CHECK(l->gpus()->size() == 1);
+  f.agent_reports("n1", l, 0);
+  CHECK(f.event(b, "succeeded"));
 }

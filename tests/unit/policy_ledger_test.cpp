@@ -45,7 +45,8 @@ TEST_CASE("a lease ends: commit fails and the GPUs are free", "[policy][ledger][
   CHECK(check_invariants(l).empty());
 }
 
-TEST_CASE("expire frees only uncommitted reservations past their lease", "[policy][ledger][lease]") {
+TEST_CASE("expire frees only uncommitted reservations past their lease",
+          "[policy][ledger][lease]") {
   auto l = ledger(4);
   REQUIRE(reserve(l, "a", want(1), 0, 100).ok);
   REQUIRE(reserve(l, "b", want(1), 0, 100).ok);
@@ -96,4 +97,54 @@ TEST_CASE("check_invariants catches a GPU held twice", "[policy][ledger]") {
   bad.gpus = {0};
   l.holds["b"] = bad;
   CHECK_FALSE(check_invariants(l).empty());
+}
+
+TEST_CASE("hold ids split back into job, attempt and rank", "[policy][ledger]") {
+  std::string job;
+  int attempt = 0, rank = 0;
+  REQUIRE(parse_hold_id(hold_id("j-1/x", 3, 7), &job, &attempt, &rank));
+  CHECK(job == "j-1/x");
+  CHECK(attempt == 3);
+  CHECK(rank == 7);
+  for (const char* bad : {"", "j", "j/1", "/1/2", "j//2", "j/1/", "j/a/2", "j/1/2x", "j/-1/2"})
+    CHECK_FALSE(parse_hold_id(bad, &job, &attempt, &rank));
+}
+
+TEST_CASE("a hold is checked when committed and unlaunched, or exited, for kHoldCheckMs",
+          "[policy][ledger]") {
+  Hold h = want(1);
+  h.changed_ms = 1000;
+  CHECK_FALSE(hold_needs_check(h, 1000 + kHoldCheckMs));  // a lease: it expires by itself
+  h.committed = true;
+  CHECK_FALSE(hold_needs_check(h, 1000 + kHoldCheckMs - 1));
+  CHECK(hold_needs_check(h, 1000 + kHoldCheckMs));
+  h.checked_ms = 1000 + kHoldCheckMs;  // asked: again only after another kHoldCheckMs
+  CHECK_FALSE(hold_needs_check(h, 1000 + kHoldCheckMs + 5));
+  CHECK(hold_needs_check(h, 1000 + 2 * kHoldCheckMs));
+  h.launched = true;  // running: its agent reports on it
+  CHECK_FALSE(hold_needs_check(h, 1000 + 3 * kHoldCheckMs));
+  h.exited = true;  // ended but never released
+  CHECK(hold_needs_check(h, 1000 + 3 * kHoldCheckMs));
+}
+
+TEST_CASE("a job judges a hold it is asked about from its own record", "[policy][ledger]") {
+  JobSide job;
+  job.state = "running";
+  job.attempt = 2;
+  job.node_of_rank = "n1";
+  HoldSide hold{"n1", 2, true};
+  CHECK(judge_hold(job, hold) == HoldAnswer::keep);  // exited, waiting for the other ranks
+  hold.launched = false;
+  CHECK(judge_hold(job, hold) == HoldAnswer::relaunch);  // its Launch was lost
+  job.rank_started = true;
+  CHECK(judge_hold(job, hold) == HoldAnswer::keep);  // it runs: the node learns from Started
+  job.rank_started = false;
+  CHECK(judge_hold(job, HoldSide{"n2", 2, false}) == HoldAnswer::release);  // another node
+  CHECK(judge_hold(job, HoldSide{"n1", 1, true}) == HoldAnswer::release);   // an older attempt
+  for (const char* state : {"queued", "succeeded", "failed", "canceled", "preempted"}) {
+    job.state = state;  // a placement that never reached the job, or an attempt over
+    CHECK(judge_hold(job, HoldSide{"n1", 2, false}) == HoldAnswer::release);
+  }
+  job.state = "starting";
+  CHECK(judge_hold(job, HoldSide{"n1", 2, false}) == HoldAnswer::relaunch);
 }
