@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <csignal>
-#include <set>
 
 #include "actors/job_record.hpp"
 #include "actors/policy/ledger.hpp"
@@ -24,12 +23,21 @@ constexpr auto kLinger = std::chrono::seconds(30);
 constexpr int kDefaultPreemptGraceS = 30;
 constexpr int kStopGraceS = 10;
 constexpr const char* kPreempted = "preempted";
+constexpr auto kStopResend = std::chrono::seconds(15);
 
 struct JobState {
   pb::JobRecord rec;
   Wiring w;
   OutboxPtr out;
   bool stop_sent = false;
+  // The last stop asked of the current attempt, sent again every kStopResend
+  // until the attempt ends (a Stop can die with a crashed node actor's mailbox;
+  // agents take a repeated Stop as the same request).
+  struct StopOrder {
+    std::string reason;
+    int signal = SIGTERM;
+    int grace_s = kStopGraceS;
+  } stop;
   int infra_cap = 10;
   static inline const char* name = "job";
 };
@@ -113,18 +121,26 @@ int signal_number(const std::string& name) {
 
 // Asks every rank still running to stop: `signal` first, SIGTERM after
 // `grace_s`, SIGKILL a little later (the agent escalates).
+void send_stops(Self* self) {
+  auto& st = self->state;
+  for (const auto& p : st.rec.placement()) {
+    if (has(st.rec.exited_ranks(), p.rank())) continue;
+    flatbuffers::FlatBufferBuilder fbb;
+    auto body = wire::CreateStop(fbb, fbb.CreateString(st.rec.job_id()), st.rec.attempt(), p.rank(),
+                                 st.stop.grace_s, fbb.CreateString(st.stop.reason), st.stop.signal,
+                                 5, st.w.epoch);
+    to_node(self, p.node(), Envelope{wire::seal(fbb, body)});
+  }
+}
+
 void stop_all(Self* self, const std::string& reason, int signal = SIGTERM,
               int grace_s = kStopGraceS) {
   auto& st = self->state;
   if (st.stop_sent) return;
   st.stop_sent = true;
-  for (const auto& p : st.rec.placement()) {
-    if (has(st.rec.exited_ranks(), p.rank())) continue;
-    flatbuffers::FlatBufferBuilder fbb;
-    auto body = wire::CreateStop(fbb, fbb.CreateString(st.rec.job_id()), st.rec.attempt(), p.rank(),
-                                 grace_s, fbb.CreateString(reason), signal, 5, st.w.epoch);
-    to_node(self, p.node(), Envelope{wire::seal(fbb, body)});
-  }
+  st.stop = {reason, signal, grace_s};
+  send_stops(self);
+  self->delayed_send(self, kStopResend, restop_atom_v, static_cast<int32_t>(st.rec.attempt()));
 }
 
 void finish(Self* self, std::string_view state, const std::string& cause) {
@@ -393,11 +409,18 @@ caf::behavior job_behavior(Self* self, Wiring w, OutboxPtr out, std::string snap
     // starting / running: the workers' agents report (adopted, ended, or
     // lost). Started or Exited messages that died with the previous actor's
     // mailbox: its nodes tell again what they know.
-    std::set<std::string> nodes;
-    for (const auto& p : r.placement()) nodes.insert(p.node());
-    for (const auto& n : nodes)
-      self->send(st.w.nodes, route_atom_v, n,
-                 caf::make_message(sync_atom_v, r.job_id(), static_cast<int32_t>(r.attempt())));
+    for (const auto& p : r.placement())
+      self->send(st.w.nodes, route_atom_v, p.node(),
+                 caf::make_message(sync_atom_v, r.job_id(), static_cast<int32_t>(r.attempt()),
+                                   static_cast<int32_t>(p.rank())));
+    // A stop asked before the restart is asked again (it may not have gone out).
+    if (r.cancel_requested())
+      stop_all(self, "canceled");
+    else if (r.preempt_requested())
+      stop_all(self, r.reason(), signal_number(r.spec().checkpoint_signal()),
+               r.spec().has_grace_s() ? r.spec().grace_s() : kDefaultPreemptGraceS);
+    else if (!r.end_cause().empty())
+      stop_all(self, "another rank ended: " + r.end_cause());
   }
   return {
       [=](placed_atom, const Assignment& a) { on_placed(self, a); },
@@ -448,6 +471,15 @@ caf::behavior job_behavior(Self* self, Wiring w, OutboxPtr out, std::string snap
       [=](hold_atom, const std::string& node, const std::string& hold_id, int32_t attempt,
           int32_t rank,
           bool launched) { on_hold_check(self, node, hold_id, attempt, rank, launched); },
+      [=](restop_atom, int32_t attempt) {
+        auto& st = self->state;
+        const auto& r = st.rec;
+        if (!st.stop_sent || attempt != r.attempt() ||
+            (r.state() != names::kStarting && r.state() != names::kRunning))
+          return;
+        send_stops(self);
+        self->delayed_send(self, kStopResend, restop_atom_v, attempt);
+      },
       [=](crash_atom) { self->quit(caf::sec::runtime_error); },
       [=](done_atom) { self->quit(); },
   };

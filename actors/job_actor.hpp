@@ -9,7 +9,9 @@
 //   timer; (hold_atom, node, hold, attempt, rank, launched) from a node's hold
 //   check (answered with Release or the Launch again, policy::judge_hold);
 //   (crash_atom) for supervision tests; (done_atom) its end timer. Restarted
-//   in starting/running, it sends (sync_atom, id, attempt) to its nodes.
+//   in starting/running, it sends (sync_atom, id, attempt, rank) to its nodes
+//   and asks again for a stop it had asked for; (restop_atom, attempt) sends
+//   an unanswered stop again every 15 s.
 // Emits: JobEvent JSON on troupe.<team>.events.<id>; (enqueue_atom, JobTicket)
 //   and (dequeue_atom, id) to its team queue; Envelope{Launch|Stop|Release}
 //   to node actors; (done_atom, id), (checkpoint_atom, ...), (retried_atom,

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <nlohmann/json.hpp>
 
 #include "actors/durable.hpp"
 #include "actors/policy/config.hpp"
@@ -266,13 +267,15 @@ int main(int argc, char** argv) {
   opts.epoch = lease.epoch();
   opts.extra_stats = [store = store.get(), ev = events.get(), epoch = lease.epoch()] {
     const auto& n = store->counters();
-    return "{\"leader_epoch\":" + std::to_string(epoch) +
-           ",\"snapshots\":{\"puts\":" + std::to_string(n.puts.load()) +
-           ",\"writes\":" + std::to_string(n.writes.load()) +
-           ",\"flushes\":" + std::to_string(n.flushes.load()) +
-           ",\"errors\":" + std::to_string(n.errors.load()) +
-           ",\"conflicts\":" + std::to_string(n.conflicts.load()) +
-           "},\"events_retried\":" + std::to_string(ev->retried()) + "}";
+    return nlohmann::json{{"leader_epoch", epoch},
+                          {"snapshots",
+                           {{"puts", n.puts.load()},
+                            {"writes", n.writes.load()},
+                            {"flushes", n.flushes.load()},
+                            {"errors", n.errors.load()},
+                            {"conflicts", n.conflicts.load()}}},
+                          {"events_retried", ev->retried()}}
+        .dump();
   };
 
   int rc = 0;

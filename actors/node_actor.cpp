@@ -236,13 +236,23 @@ void lose_workers(Self* self) {
 //  - the agent saw it end (`ended`): its job gets that Exited, real exit code;
 //  - neither: it died with an old agent ("agent lost"). Workers not yet
 //    reported started may still be on their way; they are left.
+using Running = flatbuffers::Vector<flatbuffers::Offset<wire::WorkerRef>>;
+
+// The hold ids of the workers an agent says it runs.
+std::set<std::string> running_ids(const Running* running) {
+  std::set<std::string> ids;
+  if (running != nullptr)
+    for (const auto* w : *running)
+      ids.insert(policy::hold_id(wire::str(w->job_id()), w->attempt(), w->rank()));
+  return ids;
+}
+
 void adopt_or_lose(Self* self, const wire::NodeRegister* r) {
   auto& st = self->state;
-  std::set<std::string> alive;
+  auto alive = running_ids(r->running());
   if (auto* running = r->running())
     for (const auto* w : *running) {
       auto id = policy::hold_id(wire::str(w->job_id()), w->attempt(), w->rank());
-      alive.insert(id);
       auto it = st.ledger.holds.find(id);
       if (it == st.ledger.holds.end() || !it->second.committed || it->second.exited) continue;
       // A hold restored from a snapshot taken before its Launch: the agent runs it.
@@ -259,14 +269,16 @@ void adopt_or_lose(Self* self, const wire::NodeRegister* r) {
     for (const auto* x : *e)
       ended[policy::hold_id(wire::str(x->job_id()), x->attempt(), x->rank())] = x;
   for (auto& [id, h] : st.ledger.holds) {
-    if (!h.launched || h.exited || alive.count(id)) continue;
+    if (!h.committed || h.exited || alive.count(id)) continue;
     if (auto it = ended.find(id); it != ended.end()) {
+      // (Also a hold this actor's snapshot had as unlaunched: the agent ran it.)
       const auto* x = it->second;
+      h.launched = true;
       mark_exited(self, h, x->exit_code(), x->signal(), wire::str(x->reason()));
       tell_exit(self, id, h);
       continue;
     }
-    if (!h.started) continue;
+    if (!h.launched || !h.started) continue;
     end_worker(self, id, h, "agent lost: " + st.node + " restarted without this worker");
   }
 }
@@ -274,7 +286,7 @@ void adopt_or_lose(Self* self, const wire::NodeRegister* r) {
 // Fencing: a node that comes back may still run workers whose attempt moved
 // on while it was gone. Anything it runs that this ledger does not hold as a
 // live launched worker is told to stop.
-void fence(Self* self, const flatbuffers::Vector<flatbuffers::Offset<wire::WorkerRef>>* running) {
+void fence(Self* self, const Running* running) {
   auto& st = self->state;
   if (!st.lost_once || running == nullptr) return;
   for (const auto* w : *running) {
@@ -300,13 +312,9 @@ void fence(Self* self, const flatbuffers::Vector<flatbuffers::Offset<wire::Worke
 constexpr int64_t kLaunchResendMs = 3000;
 constexpr int64_t kResyncMs = 2000;
 
-void reconcile(Self* self,
-               const flatbuffers::Vector<flatbuffers::Offset<wire::WorkerRef>>* running) {
+void reconcile(Self* self, const Running* running) {
   auto& st = self->state;
-  std::set<std::string> alive;
-  if (running != nullptr)
-    for (const auto* w : *running)
-      alive.insert(policy::hold_id(wire::str(w->job_id()), w->attempt(), w->rank()));
+  auto alive = running_ids(running);
   int64_t now = now_ms();
   bool lost_exit = false;
   for (const auto& [id, h] : st.ledger.holds) {
@@ -326,6 +334,38 @@ void reconcile(Self* self,
     st.last_resync_ms = now;
     to_agent(self, subjects::kHello, {});
   }
+}
+
+// A job restarted from its snapshot asks about one of its ranks here: what it
+// may have missed (Started, Exited) is told again. A rank this ledger does not
+// hold must not run: its worker is stopped and the rank ends (infrastructure).
+void sync_rank(Self* self, const std::string& job_id, int attempt, int rank) {
+  auto& st = self->state;
+  auto id = policy::hold_id(job_id, attempt, rank);
+  auto it = st.ledger.holds.find(id);
+  if (it != st.ledger.holds.end()) {
+    const auto& h = it->second;
+    if (h.exited) {
+      tell_exit(self, id, h);
+    } else if (h.started) {
+      flatbuffers::FlatBufferBuilder fbb;
+      auto body = wire::CreateStarted(fbb, fbb.CreateString(st.node), fbb.CreateString(job_id),
+                                      attempt, rank, 0);
+      to_job(self, job_id, Envelope{wire::seal(fbb, body)});
+    }
+    return;
+  }
+  if (!st.registered) return;  // no ledger yet: the agent's register reconciles
+  aout(self) << "node " << st.node << ": " << id << " has no allocation here; ending it\n";
+  flatbuffers::FlatBufferBuilder fbb;
+  auto body = wire::CreateStop(fbb, fbb.CreateString(job_id), attempt, rank, 5,
+                               fbb.CreateString("fenced: no allocation on this node"), SIGKILL, 1,
+                               st.w.epoch);
+  to_agent(self, subjects::kStop, wire::seal(fbb, body));
+  policy::Hold gone;
+  gone.exit_code = -1;
+  gone.exit_reason = "agent lost: " + st.node + " holds no allocation for " + id;
+  tell_exit(self, id, gone);
 }
 
 // Holds that wait too long (policy::hold_needs_check): the job is asked about
@@ -534,23 +574,8 @@ caf::behavior node_behavior(Self* self, Wiring w, OutboxPtr out, std::string nam
           st.out->publish(reply, "{\"node\":\"" + st.node + "\",\"state\":\"" + state +
                                      "\",\"running\":" + std::to_string(running) + "}");
       },
-      [=](sync_atom, const std::string& job_id, int32_t attempt) {
-        // A job restarted from its snapshot: what it may have missed.
-        auto& st = self->state;
-        for (const auto& [id, h] : st.ledger.holds) {
-          std::string job;
-          int a = 0, rank = 0;
-          if (h.job_id != job_id || !policy::parse_hold_id(id, &job, &a, &rank) || a != attempt)
-            continue;
-          if (h.exited) {
-            tell_exit(self, id, h);
-          } else if (h.started) {
-            flatbuffers::FlatBufferBuilder fbb;
-            auto body = wire::CreateStarted(fbb, fbb.CreateString(st.node),
-                                            fbb.CreateString(job_id), a, rank, 0);
-            to_job(self, job_id, Envelope{wire::seal(fbb, body)});
-          }
-        }
+      [=](sync_atom, const std::string& job_id, int32_t attempt, int32_t rank) {
+        sync_rank(self, job_id, attempt, rank);
       },
       [=](crash_atom) { self->quit(caf::sec::runtime_error); },
   };

@@ -5,8 +5,9 @@
 // Handles (Envelope bodies): NodeRegister, Heartbeat, Started, Exited from the
 //   agent (via the node supervisor); Propose, Reserve, Commit (requests, answered
 //   with Accept or Reject) and Release from queues and gang reservations;
-//   Launch, Stop, Release from job actors; (sync_atom, job, attempt) from a
-//   restarted job (Started/Exited told again). Timers: (lease_atom),
+//   Launch, Stop, Release from job actors; (sync_atom, job, attempt, rank)
+//   from a restarted job (Started/Exited told again; a rank not held here is
+//   stopped and ends as agent lost). Timers: (lease_atom),
 //   (tick_atom), which also runs the hold check: a hold committed but
 //   unlaunched, or exited but unreleased, for hold_check_ms is asked about
 //   ((hold_atom, ...) to its job, policy::judge_hold).

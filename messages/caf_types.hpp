@@ -176,5 +176,6 @@ CAF_ADD_ATOM(troupe, troupe::atoms, restore_atom, "restore")
 // Holds that wait too long (node -> job) and a restarted job's resync (job -> node).
 CAF_ADD_ATOM(troupe, troupe::atoms, hold_atom, "hold")
 CAF_ADD_ATOM(troupe, troupe::atoms, sync_atom, "sync")
+CAF_ADD_ATOM(troupe, troupe::atoms, restop_atom, "restop")
 
 CAF_END_TYPE_ID_BLOCK(troupe)

@@ -21,8 +21,6 @@
 namespace troupe::node {
 
 namespace {
-constexpr size_t kFinishedMemory = 100000;  // finished workers remembered for de-duplication
-constexpr size_t kEndedMemory = 2048;  // exits re-sent with every register (a restarted scheduler)
 constexpr auto kReapWait = std::chrono::seconds(5);  // after SIGKILL at shutdown
 constexpr long long kMaxDelayS = 100000000;          // ~3 years: keeps time_point math finite
 // How often TROUPE_CHECKPOINT_DIR/latest is looked at for each watched worker.
@@ -79,7 +77,7 @@ void Agent::publish_register() {
 }
 
 wire::Bytes Agent::register_locked() const {
-  Ended ended(ended_.begin(), ended_.end());
+  Ended ended(ended_.items().begin(), ended_.items().end());
   return make_register(cfg_.name, cfg_.host, cfg_.inventory, cfg_.simulate, running_locked(),
                        cfg_.pool, cfg_.rack, ended);
 }
@@ -202,15 +200,17 @@ void Agent::handle_logs(const Inbound& in) {
 void Agent::handle_launch(const wire::Launch& l) {
   LaunchInfo info = decode_launch(l);
   std::lock_guard<std::mutex> lock(mu_);
-  if (running_.count(info.key) != 0 || finished_.count(info.key) != 0) {
+  if (running_.count(info.key) != 0 || finished_.contains(info.key)) {
     ++counters_.duplicates;
     spdlog::debug("ignoring duplicate launch of {}", to_string(info.key));
+    // Sent again because the scheduler lost track of it: how it ended, again.
+    if (const auto* e = ended_.find(info.key)) publish_exited(info.key, *e);
     return;
   }
   auto fail = [&](const std::string& why) {
     ++counters_.launch_failures;
     spdlog::warn("launch of {} failed: {}", to_string(info.key), why);
-    remember_finished(info.key);
+    finished_.remember(info.key);
     publish_exited(info.key, launch_failed(why));
   };
   if (shutting_down_) return fail("the node agent is shutting down");
@@ -261,7 +261,7 @@ void Agent::launch_real(LaunchInfo info) {
       std::string why =
           "cannot create the checkpoint dir " + info.checkpoint_dir + ": " + ec.message();
       spdlog::warn("launch of {} failed: {}", to_string(info.key), why);
-      remember_finished(info.key);
+      finished_.remember(info.key);
       publish_exited(info.key, launch_failed(why));
       return;
     }
@@ -277,7 +277,7 @@ void Agent::launch_real(LaunchInfo info) {
   if (r.pid <= 0) {
     ++counters_.launch_failures;
     spdlog::warn("launch of {} failed: {}", to_string(info.key), r.error);
-    remember_finished(info.key);
+    finished_.remember(info.key);
     publish_exited(info.key, launch_failed(r.error));
     return;
   }
@@ -451,14 +451,8 @@ void Agent::on_child_exit(pid_t pid, std::optional<int> status) {
 
 void Agent::finish(const WorkerKey& key, const ExitInfo& e) {
   running_.erase(key);
-  remember_finished(key);
-  if (ended_.emplace(key, e).second) {
-    ended_order_.push_back(key);
-    if (ended_order_.size() > kEndedMemory) {
-      ended_.erase(ended_order_.front());
-      ended_order_.pop_front();
-    }
-  }
+  finished_.remember(key);
+  ended_.remember(key, e);
   publish_exited(key, e);
   if (running_.empty()) idle_cv_.notify_all();
 }
@@ -466,15 +460,6 @@ void Agent::finish(const WorkerKey& key, const ExitInfo& e) {
 void Agent::publish_exited(const WorkerKey& key, const ExitInfo& e) {
   ++counters_.exits;
   send(exited_subject_, make_exited(cfg_.name, key, e));
-}
-
-void Agent::remember_finished(const WorkerKey& key) {
-  if (!finished_.insert(key).second) return;
-  finished_order_.push_back(key);
-  if (finished_order_.size() > kFinishedMemory) {
-    finished_.erase(finished_order_.front());
-    finished_order_.pop_front();
-  }
 }
 
 // --- shutdown -------------------------------------------------------------------------

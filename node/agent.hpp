@@ -11,7 +11,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -29,6 +28,7 @@
 #include "node/inventory.hpp"
 #include "node/launch_spec.hpp"
 #include "node/reaper.hpp"
+#include "node/recent.hpp"
 #include "node/spawner.hpp"
 #include "node/timer_queue.hpp"
 
@@ -135,7 +135,6 @@ class Agent {
   void finish(const WorkerKey& key, const ExitInfo& e);
   void publish_exited(const WorkerKey& key, const ExitInfo& e);
   std::vector<WorkerKey> running_locked() const;
-  void remember_finished(const WorkerKey& key);
 
   // Timer and reaper callbacks (take mu_).
   void on_child_exit(pid_t pid, std::optional<int> status);
@@ -156,11 +155,11 @@ class Agent {
   std::condition_variable idle_cv_;
   std::map<WorkerKey, Worker> running_;
   std::unordered_map<pid_t, WorkerKey> by_pid_;
-  std::set<WorkerKey> finished_;
-  std::deque<WorkerKey> finished_order_;  // bounds finished_
-  // How recently ended workers ended, re-sent on every register (bounded).
-  std::map<WorkerKey, ExitInfo> ended_;
-  std::deque<WorkerKey> ended_order_;
+  // Finished workers, remembered for de-duplication of repeated Launches.
+  Recent<WorkerKey, bool> finished_{100000};
+  // How recently ended workers ended: re-sent with every register (a
+  // restarted scheduler) and on a repeated Launch.
+  Recent<WorkerKey, ExitInfo> ended_{2048};
   // Highest leader epoch seen (troupe.sys.hello, Launch, Stop): a Launch or
   // Stop from an older one (a deposed scheduler) is refused.
   uint64_t epoch_ = 0;

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <condition_variable>
+#include <csignal>
 #include <mutex>
 #include <nlohmann/json.hpp>
 
@@ -169,6 +170,13 @@ struct Fixture {
 
 const char* kJob = R"({"command":["true"],"resources":{"gpus":1}})";
 
+// A node asks about a hold after 300 ms instead of 10 s.
+SchedulerOptions quick_hold_check() {
+  SchedulerOptions opts;
+  opts.hold_check_ms = 300;
+  return opts;
+}
+
 }  // namespace
 
 TEST_CASE("a job runs through the actors: queued, starting, running, succeeded", "[actors]") {
@@ -283,9 +291,7 @@ TEST_CASE("a hold whose placement never reached its job is handed back by the no
           "[actors][holds]") {
   // A placement that died with a crashed actor's mailbox leaves the node a
   // committed hold nobody launches. The node asks the job, which disowns it.
-  SchedulerOptions opts;
-  opts.hold_check_ms = 300;
-  Fixture f(opts);
+  Fixture f(quick_hold_check());
   f.register_node("n1", 1);
   auto a = f.submit(kJob);
   Published k1;
@@ -309,4 +315,53 @@ TEST_CASE("a hold whose placement never reached its job is handed back by the no
   CHECK(l->gpus()->size() == 1);
   f.agent_reports("n1", l, 0);
   CHECK(f.event(b, "succeeded"));
+}
+
+TEST_CASE("a job actor crashed as its worker exits still ends with the real exit code",
+          "[actors][holds]") {
+  // The Exited may die with the crashed actor's mailbox: the restarted job
+  // asks its node (sync), and the hold check tells it again.
+  Fixture f(quick_hold_check());
+  f.register_node("n1", 1);
+  auto a = f.submit(R"({"command":["false"],"resources":{"gpus":1}})");
+  Published k;
+  auto* l = f.launched("n1", a, k);
+  caf::anon_send(f.w.jobs, crash_atom_v, a);
+  f.agent_reports("n1", l, 3);
+  REQUIRE(f.event(a, "failed"));
+  auto ev = f.out->wait_for([&](const Published& p) {
+    return p.subject == subjects::job_events("t", a) && json::parse(p.text())["state"] == "failed";
+  });
+  REQUIRE(ev);
+  CHECK(json::parse(ev->text())["exit_code"] == 3);
+}
+
+TEST_CASE("a restarted job whose rank its node does not hold has it stopped and runs again",
+          "[actors][holds]") {
+  Fixture f;
+  f.register_node("n1", 1);
+  auto a = f.submit(kJob);
+  Published k1;
+  auto* l1 = f.launched("n1", a, k1);
+  REQUIRE(l1->attempt() == 1);
+  f.to_node("n1", wire::release(troupe::policy::hold_id(a, 1, 0), "lost track"));
+  REQUIRE(f.running_on("n1") == 0);
+  caf::anon_send(f.w.jobs, crash_atom_v, a);
+  // The node stops whatever runs of attempt 1 (SIGKILL) ...
+  auto stop = f.out->wait_for([&](const Published& p) {
+    if (p.subject != subjects::scheduler_to_agent("n1", subjects::kStop)) return false;
+    auto* e = wire::open(p.data);
+    auto* s = e ? e->body_as_Stop() : nullptr;
+    return s && wire::str(s->job_id()) == a && s->attempt() == 1 && s->signal() == SIGKILL;
+  });
+  CHECK(stop);
+  // ... and the job runs again as attempt 2 (an infrastructure failure).
+  auto second = f.out->wait_for([&](const Published& p) {
+    auto* e = wire::open(p.data);
+    return p.subject == subjects::scheduler_to_agent("n1", subjects::kLaunch) && e &&
+           e->body_as_Launch() && e->body_as_Launch()->attempt() == 2;
+  });
+  REQUIRE(second);
+  f.agent_reports("n1", wire::open(second->data)->body_as_Launch(), 0);
+  CHECK(f.event(a, "succeeded"));
 }

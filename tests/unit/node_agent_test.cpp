@@ -6,11 +6,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
-#include <thread>
-
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "bus/subjects.hpp"
 #include "node/agent.hpp"
@@ -51,8 +50,7 @@ Inbound launch_msg(const LaunchArgs& a) {
                                  a.attempt, a.rank, a.world_size, fbb.CreateString("host:1234"),
                                  fbb.CreateVector(a.gpus), fbb.CreateVector(cmd),
                                  fbb.CreateVector(env), a.max_runtime_s, a.grace_s);
-  return Inbound{subjects::scheduler_to_agent(kNode, subjects::kLaunch), "",
-                 wire::seal(fbb, body)};
+  return Inbound{subjects::scheduler_to_agent(kNode, subjects::kLaunch), "", wire::seal(fbb, body)};
 }
 
 Inbound stop_msg(const std::string& job_id, int attempt, int rank, std::optional<int> grace) {
@@ -87,9 +85,8 @@ struct Fixture {
     cfg.grace_s = grace_s;
     cfg.heartbeat_ms = heartbeat_ms;
     cfg.base_env = {"PATH=/usr/local/bin:/usr/bin:/bin", "AGENT_VAR=from-agent"};
-    agent = std::make_unique<Agent>(cfg, [this](const std::string& s, const void* d, size_t n) {
-      cap(s, d, n);
-    });
+    agent = std::make_unique<Agent>(
+        cfg, [this](const std::string& s, const void* d, size_t n) { cap(s, d, n); });
   }
 
   const wire::Exited* exited_at(std::vector<Published>& keep, size_t i) {
@@ -257,23 +254,32 @@ TEST_CASE("node agent: max_runtime_s kills the worker", "[node][agent]") {
   CHECK(wire::str(x->reason()) == "exceeded max_runtime_s");
 }
 
-TEST_CASE("node agent: duplicate launches are ignored", "[node][agent]") {
+TEST_CASE("node agent: duplicate launches start nothing; a finished worker's exit is told again",
+          "[node][agent]") {
   Fixture f;
   LaunchArgs a;
-  a.command = {"/bin/sh", "-c", "echo once"};
+  a.command = {"/bin/sh", "-c", "exec sleep 30"};
   f.agent->on_message(launch_msg(a));
-  f.agent->on_message(launch_msg(a));  // while running (or already finished)
+  REQUIRE(f.cap.wait_count(f.started, 1));
+  f.agent->on_message(launch_msg(a));  // while it runs: ignored
+  f.agent->on_message(stop_msg("j-1", 0, -1, 0));
   REQUIRE(f.cap.wait_count(f.exited, 1));
-  f.agent->on_message(launch_msg(a));  // after it finished
+  // After it finished (the scheduler lost track of it): told how it ended, again.
+  f.agent->on_message(launch_msg(a));
+  REQUIRE(f.cap.wait_count(f.exited, 2));
   LaunchArgs retry = a;
   retry.attempt = 1;
+  retry.command = {"/bin/sh", "-c", "true"};
   f.agent->on_message(launch_msg(retry));  // a new attempt is not a duplicate
-  REQUIRE(f.cap.wait_count(f.exited, 2));
-  std::this_thread::sleep_for(100ms);
+  REQUIRE(f.cap.wait_count(f.exited, 3));
   CHECK(f.cap.on(f.started).size() == 2);
-  CHECK(f.cap.on(f.exited).size() == 2);
-  CHECK(f.agent->counters().duplicates == 2);
-  CHECK(test::read_file(log_path(f.tmp.path(), WorkerKey{"j-1", 0, 0})) == "once\n");
+  std::vector<Published> k0, k1;
+  const auto* first = f.exited_at(k0, 0);
+  const auto* again = f.exited_at(k1, 1);
+  CHECK(again->attempt() == first->attempt());
+  CHECK(again->signal() == first->signal());
+  CHECK(wire::str(again->reason()) == wire::str(first->reason()));
+  CHECK(f.agent->counters().duplicates == 2);  // and nothing started twice (above)
 }
 
 TEST_CASE("node agent: malformed and misdirected messages are dropped and counted",
@@ -290,14 +296,15 @@ TEST_CASE("node agent: malformed and misdirected messages are dropped and counte
   LaunchArgs a;
   a.command = {"true"};
   auto launch = launch_msg(a);
-  f.agent->on_message(Inbound{subjects::scheduler_to_agent(kNode, subjects::kStop), "", launch.data});
+  f.agent->on_message(
+      Inbound{subjects::scheduler_to_agent(kNode, subjects::kStop), "", launch.data});
   f.agent->on_message(Inbound{subjects::scheduler_to_agent(kNode, "bogus"), "", launch.data});
   f.agent->on_message(Inbound{subjects::scheduler_to_agent(kNode, "logs"), "", {}});  // no reply
   // Truncated copies of a valid Launch (cut well into its data: trailing
   // alignment padding may legitimately be missing from a valid buffer).
   for (size_t n = 1; n < launch.data.size() / 2; n += 3)
-    f.agent->on_message(Inbound{launch_subject, "",
-                                std::vector<uint8_t>(launch.data.begin(), launch.data.begin() + n)});
+    f.agent->on_message(Inbound{
+        launch_subject, "", std::vector<uint8_t>(launch.data.begin(), launch.data.begin() + n)});
   auto c = f.agent->counters();
   CHECK(c.bad_messages >= 7);
   CHECK(c.launches == 0);

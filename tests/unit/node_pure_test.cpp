@@ -3,12 +3,11 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <catch2/catch.hpp>
 
 #include "messages/wire.hpp"
 #include "node/agent_messages.hpp"
@@ -16,6 +15,7 @@
 #include "node/inventory.hpp"
 #include "node/launch_spec.hpp"
 #include "node/options.hpp"
+#include "node/recent.hpp"
 
 using namespace troupe;
 using namespace troupe::node;
@@ -53,10 +53,10 @@ TEST_CASE("node options: defaults", "[node][options]") {
 }
 
 TEST_CASE("node options: flags and environment", "[node][options]") {
-  auto r = parse({"--name", "n1", "--gpus", "4", "--gpu-type", "h100", "--simulate", "--host",
-                  "10.0.0.5", "--heartbeat-ms", "250", "--cpus", "8", "--memory-mb", "1024",
-                  "--grace-s", "3"},
-                 {{"TROUPE_NATS", "nats://x:1"}, {"TROUPE_HOME", "/srv/troupe"}});
+  auto r = parse(
+      {"--name", "n1", "--gpus", "4", "--gpu-type", "h100", "--simulate", "--host", "10.0.0.5",
+       "--heartbeat-ms", "250", "--cpus", "8", "--memory-mb", "1024", "--grace-s", "3"},
+      {{"TROUPE_NATS", "nats://x:1"}, {"TROUPE_HOME", "/srv/troupe"}});
   REQUIRE(r.options);
   const Options& o = *r.options;
   CHECK(o.nats_url == "nats://x:1");
@@ -222,7 +222,10 @@ TEST_CASE("node launch: paths and child environment", "[node][launch]") {
   l.world_size = 2;
   l.coordinator = "h:1";
   l.gpus = {1};
-  l.env = {{"FOO", "job"}, {"NEW", "x=y"}, {"", "skipped"}, {"BAD=KEY", "skipped"},
+  l.env = {{"FOO", "job"},
+           {"NEW", "x=y"},
+           {"", "skipped"},
+           {"BAD=KEY", "skipped"},
            {"CUDA_VISIBLE_DEVICES", "9"}};
   auto env = build_child_env({"PATH=/bin", "FOO=agent", "junk", "HOME=/root"}, l);
   std::map<std::string, std::string> m;
@@ -272,8 +275,7 @@ TEST_CASE("node exit classification", "[node][exit]") {
         ExitInfo{3, 0, "exited with code 3"});
   CHECK(classify_wait_status(W_EXITCODE(0, 9), EndCause::natural) ==
         ExitInfo{-1, 9, "killed by signal 9"});
-  CHECK(classify_wait_status(W_EXITCODE(0, 15), EndCause::stopped) ==
-        ExitInfo{-1, 15, "stopped"});
+  CHECK(classify_wait_status(W_EXITCODE(0, 15), EndCause::stopped) == ExitInfo{-1, 15, "stopped"});
   CHECK(classify_wait_status(W_EXITCODE(0, 0), EndCause::stopped) == ExitInfo{0, 0, "stopped"});
   CHECK(classify_wait_status(W_EXITCODE(0, 9), EndCause::max_runtime) ==
         ExitInfo{-1, 9, "exceeded max_runtime_s"});
@@ -323,4 +325,20 @@ TEST_CASE("node wire messages round-trip", "[node][wire]") {
   CHECK(x->exit_code() == -1);
   CHECK(x->signal() == 9);
   CHECK(wire::str(x->reason()) == "killed by signal 9");
+}
+
+TEST_CASE("Recent remembers its last N keys and forgets the oldest first", "[node][pure]") {
+  troupe::node::Recent<int, std::string> r(2);
+  CHECK(r.remember(1, "a"));
+  CHECK_FALSE(r.remember(1, "b"));  // known: unchanged
+  CHECK(*r.find(1) == "a");
+  CHECK(r.remember(2, "c"));
+  CHECK(r.remember(3, "d"));  // 1 is forgotten
+  CHECK_FALSE(r.contains(1));
+  CHECK(r.find(1) == nullptr);
+  CHECK(r.contains(2));
+  CHECK(r.contains(3));
+  CHECK(r.items().size() == 2);
+  CHECK(r.remember(1, "e"));  // new again
+  CHECK_FALSE(r.contains(2));
 }
