@@ -12,7 +12,7 @@
 // [2000], TROUPE_FAULT_SEED [20261201], TROUPE_FAULT_SCHEDULER_KILLS [3],
 // TROUPE_FAULT_AGENT_KILLS [2], TROUPE_FAULT_NATS_RESTARTS [1],
 // TROUPE_FAULT_NATS_KILL [0; 1: kill -9 nats-server instead of SIGTERM],
-// TROUPE_FAULT_CRASH_ROUNDS [4], TROUPE_FAULT_AGENTS [8],
+// TROUPE_FAULT_CRASH_ROUNDS [8], TROUPE_FAULT_AGENTS [8],
 // TROUPE_FAULT_BUDGET_S [285] (the whole test case, start to audit).
 #include <algorithm>
 #include <atomic>
@@ -352,7 +352,7 @@ TEST_CASE("fault injection: mixed jobs and gangs survive scheduler, agent, nats 
   const int agent_kills = static_cast<int>(env_long("TROUPE_FAULT_AGENT_KILLS", 2));
   const int nats_restarts = static_cast<int>(env_long("TROUPE_FAULT_NATS_RESTARTS", 1));
   const bool nats_kill = env_long("TROUPE_FAULT_NATS_KILL", 0) != 0;
-  const int crash_rounds = static_cast<int>(env_long("TROUPE_FAULT_CRASH_ROUNDS", 4));
+  const int crash_rounds = static_cast<int>(env_long("TROUPE_FAULT_CRASH_ROUNDS", 8));
   const int n_agents = static_cast<int>(env_long("TROUPE_FAULT_AGENTS", 8));
   const int gpus_per_agent = 8;
   const auto deadline = t0 + std::chrono::seconds(env_long("TROUPE_FAULT_BUDGET_S", 285));
