@@ -281,10 +281,12 @@ Restored restore_state(bus::KeyValue& kv, bus::JetStream& js) {
     }
     recovery::add_snapshot(out.state, e.key, e.value);
   }
-  // The streams from a little before the last complete flush (clock margin;
-  // the stream stamps messages with the server's clock).
-  int64_t since = out.flushed_ms > 0 ? out.flushed_ms - 5000 : 0;
+  // The streams from a while before the last complete flush: a clock margin
+  // (the stream stamps messages with the server's clock), and events still
+  // awaiting their acknowledgement (5 s at most, then retried) at the kill.
+  int64_t since = out.flushed_ms > 0 ? out.flushed_ms - 15000 : 0;
   if (since <= 0) since = 1;  // never flushed: everything (DeliverByStartTime from the epoch)
+  out.since_ms = since;
   auto as_string = [](const Inbound& in) { return std::string(in.data.begin(), in.data.end()); };
   for (auto& in : js.read_all(subjects::kIntakeStream, subjects::kIntakeSubjects, 2000, since)) {
     ++out.intake_read;

@@ -154,6 +154,7 @@ struct Restored {
   recovery::State state;
   std::unordered_map<std::string, uint64_t> revisions;
   int64_t flushed_ms = 0;
+  int64_t since_ms = 0;  // where the stream reads began
   size_t intake_read = 0, events_read = 0;
 };
 Restored restore_state(bus::KeyValue& kv, bus::JetStream& js);

@@ -54,11 +54,10 @@ void save(Self* self) {
   self->send(self->state.w.jobs, snapshot_atom_v, self->state.rec.job_id(), std::move(bytes));
 }
 
-void announce(Self* self, const std::string& cause = {}) {
-  auto& r = self->state.rec;
-  auto e = job_event(r, now_ms());
-  e.set_cause(cause);
-  self->state.out->publish(subjects::job_events(r.spec().team(), r.job_id()), spec::to_json(e));
+void announce(Self* self) {
+  const auto& r = self->state.rec;
+  self->state.out->publish(subjects::job_events(r.spec().team(), r.job_id()),
+                           spec::to_json(last_event(r)));
 }
 
 // Every state change: record, snapshot, event (in that order).
@@ -68,10 +67,14 @@ void enter(Self* self, std::string_view state, std::string reason = {},
   r.set_state(std::string(state));
   r.set_reason(std::move(reason));
   r.set_event_seq(r.event_seq() + 1);
-  if (state == names::kRunning) r.set_start_ms(now_ms());
-  if (names::is_terminal(state)) r.set_end_ms(now_ms());
+  // The first event is dated by the submission (kept in the intake stream):
+  // a job restored from the intake after a kill announces it identical.
+  r.set_event_ts_ms(r.event_seq() == 1 && r.submit_ms() > 0 ? r.submit_ms() : now_ms());
+  r.set_event_cause(cause);
+  if (state == names::kRunning) r.set_start_ms(r.event_ts_ms());
+  if (names::is_terminal(state)) r.set_end_ms(r.event_ts_ms());
   save(self);
-  announce(self, cause);
+  announce(self);
 }
 
 void to_node(Self* self, const std::string& node, Envelope env) {

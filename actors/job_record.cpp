@@ -76,6 +76,12 @@ pb::JobEvent job_event(const pb::JobRecord& r, int64_t now) {
   return e;
 }
 
+pb::JobEvent last_event(const pb::JobRecord& r) {
+  auto e = job_event(r, r.event_ts_ms());
+  e.set_cause(r.event_cause());
+  return e;
+}
+
 int coordinator_port(const std::string& job_id) {
   return 29500 + static_cast<int>(std::hash<std::string>{}(job_id) % 500);
 }

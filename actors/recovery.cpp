@@ -2,6 +2,9 @@
 
 #include <google/protobuf/util/json_util.h>
 
+#include <algorithm>
+
+#include "actors/job_record.hpp"
 #include "actors/policy/ledger.hpp"
 #include "messages/names.hpp"
 
@@ -54,6 +57,8 @@ bool apply_event(pb::JobRecord& rec, const pb::JobEvent& e) {
   const std::string& state = e.state();
   bool new_attempt = e.attempt() != rec.attempt();
   rec.set_event_seq(e.seq());
+  rec.set_event_ts_ms(e.ts_ms());
+  rec.set_event_cause(e.cause());
   rec.set_state(state);
   rec.set_attempt(e.attempt());
   rec.set_reason(e.reason());
@@ -86,6 +91,8 @@ bool add_event(State& s, const std::string& json) {
     ++s.bad;
     return false;
   }
+  auto& stored = s.stored_seq[e.job_id()];
+  stored = std::max<int64_t>(stored, e.seq());
   auto it = s.jobs.find(e.job_id());
   if (it == s.jobs.end() || !apply_event(it->second, e)) return false;
   s.changed.insert(e.job_id());
@@ -117,6 +124,17 @@ void derive_holds(State& s) {
       h->set_launched(true);
     }
   }
+}
+
+std::vector<pb::JobEvent> unannounced(const State& s, int64_t since_ms) {
+  std::vector<pb::JobEvent> out;
+  for (const auto& [id, r] : s.jobs) {
+    if (r.event_seq() <= 0 || r.event_ts_ms() < since_ms) continue;
+    auto it = s.stored_seq.find(id);
+    if (it != s.stored_seq.end() && it->second >= r.event_seq()) continue;
+    out.push_back(last_event(r));
+  }
+  return out;
 }
 
 std::vector<std::string> idempotency_keys(const State& s) {

@@ -7,7 +7,9 @@
 //                    that no snapshot knows yet (they become queued jobs).
 //   3. add_event:    job events newer than a job's snapshot (JobEvent.seq >
 //                    JobRecord.event_seq) bring its record forward.
-//   4. derive_holds: node ledgers are rebuilt from the jobs — a committed,
+//   4. unannounced:  a record's last event that is not in the stream (it was
+//                    awaiting its acknowledgement at the kill) is announced again.
+//   5. derive_holds: node ledgers are rebuilt from the jobs — a committed,
 //                    launched hold for every worker of a starting or running
 //                    job; leases in flight are dropped (stale reservations
 //                    expire), and every node is marked restored so that its
@@ -27,8 +29,9 @@ namespace troupe::recovery {
 struct State {
   std::map<std::string, pb::JobRecord> jobs;    // by job id
   std::map<std::string, pb::NodeRecord> nodes;  // by node name
-  std::set<std::string> changed;  // jobs whose record moved on past its stored snapshot
-  int64_t bad = 0;                // entries that could not be read (counted, skipped)
+  std::set<std::string> changed;              // jobs whose record moved on past its stored snapshot
+  std::map<std::string, int64_t> stored_seq;  // highest JobEvent.seq read per job
+  int64_t bad = 0;                            // entries that could not be read (counted, skipped)
 };
 
 // KV key and value; false when the key is not a job or node snapshot.
@@ -40,6 +43,12 @@ bool apply_event(pb::JobRecord& rec, const pb::JobEvent& e);
 // A JobEvent as JSON (the TROUPE_EVENTS payload); true when applied.
 bool add_event(State& s, const std::string& json);
 void derive_holds(State& s);
+// Events a record says were announced but that the stream read (from
+// `since_ms`, its start) does not hold: published by the killed scheduler but
+// never stored (their acknowledgement was still awaited). Rebuilt identical
+// from the record, to publish again (the stream drops what it already has by
+// Nats-Msg-Id). Only records whose last event is at or after `since_ms`.
+std::vector<pb::JobEvent> unannounced(const State& s, int64_t since_ms);
 
 // Router state: idempotency keys as (team/key, job id) pairs, flattened.
 std::vector<std::string> idempotency_keys(const State& s);

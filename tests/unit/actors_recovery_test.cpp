@@ -175,3 +175,43 @@ TEST_CASE("recovery gives the router its idempotency keys and submit order back"
   CHECK(recovery::idempotency_keys(s) == std::vector<std::string>{"t1/k1", "j1"});
   CHECK(recovery::max_seq(s) == 41);
 }
+
+TEST_CASE("recovery announces again a record's last event the stream does not hold", "[recovery]") {
+  recovery::State s;
+  // j1: its snapshot says event 3 (running, at t=5000) went out; the stream
+  // holds 1 and 2 only (3 was awaiting its acknowledgement at the kill).
+  auto r = job("j1", "running");
+  place(r, "n1", {0});
+  r.set_event_seq(3);
+  r.set_event_ts_ms(5000);
+  r.set_event_cause("");
+  recovery::add_snapshot(s, "job.j1", bytes(r));
+  CHECK_FALSE(recovery::add_event(s, event_json(job("j1", "queued"), 1)));
+  CHECK_FALSE(recovery::add_event(s, event_json(job("j1", "starting"), 2)));
+  // j2: its last event is in the stream.
+  auto done = job("j2", "succeeded");
+  done.set_event_seq(4);
+  done.set_event_ts_ms(6000);
+  done.set_event_cause("succeeded");
+  recovery::add_snapshot(s, "job.j2", bytes(done));
+  CHECK_FALSE(recovery::add_event(s, event_json(done, 4)));
+  // j3: its last event is older than the stream read: not judged.
+  auto old = job("j3", "queued");
+  old.set_event_seq(1);
+  old.set_event_ts_ms(100);
+  recovery::add_snapshot(s, "job.j3", bytes(old));
+
+  auto again = recovery::unannounced(s, 1000);
+  REQUIRE(again.size() == 1);
+  CHECK(again[0].job_id() == "j1");
+  CHECK(again[0].seq() == 3);
+  CHECK(again[0].state() == "running");
+  CHECK(again[0].ts_ms() == 5000);  // identical to the lost one: same time, same seq
+  CHECK(spec::to_json(again[0]) == spec::to_json(last_event(r)));
+  // A record brought forward by an event knows that event as its last.
+  auto ended = r;
+  ended.set_state("succeeded");
+  CHECK(recovery::add_event(s, event_json(ended, 4)));
+  CHECK(s.jobs.at("j1").event_ts_ms() == 1004);
+  CHECK(recovery::unannounced(s, 1000).empty());
+}
