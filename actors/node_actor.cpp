@@ -192,16 +192,28 @@ void to_job(Self* self, const std::string& job_id, const Envelope& env) {
   self->send(self->state.w.jobs, route_atom_v, job_id, caf::make_message(env));
 }
 
-// Tells a hold's job how its worker ended (as the hold remembers it).
-void tell_exit(Self* self, const std::string& id, const policy::Hold& h) {
+// Tells the job of hold `id` that its worker ended, and how.
+void tell_exit(Self* self, const std::string& id, int exit_code, int signal,
+               const std::string& reason) {
   std::string job;
   int attempt = 0, rank = 0;
   if (!policy::parse_hold_id(id, &job, &attempt, &rank)) return;
   flatbuffers::FlatBufferBuilder fbb;
-  auto body =
-      wire::CreateExited(fbb, fbb.CreateString(self->state.node), fbb.CreateString(job), attempt,
-                         rank, h.exit_code, h.signal, fbb.CreateString(h.exit_reason));
+  auto body = wire::CreateExited(fbb, fbb.CreateString(self->state.node), fbb.CreateString(job),
+                                 attempt, rank, exit_code, signal, fbb.CreateString(reason));
   to_job(self, job, Envelope{wire::seal(fbb, body)});
+}
+// ... as the hold remembers it.
+void tell_exit(Self* self, const std::string& id, const policy::Hold& h) {
+  tell_exit(self, id, h.exit_code, h.signal, h.exit_reason);
+}
+
+// Tells a job that one of its workers runs here.
+void tell_started(Self* self, const std::string& job_id, int attempt, int rank) {
+  flatbuffers::FlatBufferBuilder fbb;
+  auto body = wire::CreateStarted(fbb, fbb.CreateString(self->state.node), fbb.CreateString(job_id),
+                                  attempt, rank, 0);
+  to_job(self, job_id, Envelope{wire::seal(fbb, body)});
 }
 
 // Marks a hold's worker ended, remembering how (until the hold is released).
@@ -259,10 +271,7 @@ void adopt_or_lose(Self* self, const wire::NodeRegister* r) {
       if (!it->second.launched) st.dirty = true;
       it->second.launched = true;
       it->second.started = true;
-      flatbuffers::FlatBufferBuilder fbb;
-      auto body = wire::CreateStarted(fbb, fbb.CreateString(st.node), fbb.CreateString(w->job_id()),
-                                      w->attempt(), w->rank(), 0);
-      to_job(self, wire::str(w->job_id()), Envelope{wire::seal(fbb, body)});
+      tell_started(self, wire::str(w->job_id()), w->attempt(), w->rank());
     }
   std::map<std::string, const wire::Exited*> ended;
   if (auto* e = r->ended())
@@ -348,10 +357,7 @@ void sync_rank(Self* self, const std::string& job_id, int attempt, int rank) {
     if (h.exited) {
       tell_exit(self, id, h);
     } else if (h.started) {
-      flatbuffers::FlatBufferBuilder fbb;
-      auto body = wire::CreateStarted(fbb, fbb.CreateString(st.node), fbb.CreateString(job_id),
-                                      attempt, rank, 0);
-      to_job(self, job_id, Envelope{wire::seal(fbb, body)});
+      tell_started(self, job_id, attempt, rank);
     }
     return;
   }
@@ -362,10 +368,7 @@ void sync_rank(Self* self, const std::string& job_id, int attempt, int rank) {
                                fbb.CreateString("fenced: no allocation on this node"), SIGKILL, 1,
                                st.w.epoch);
   to_agent(self, subjects::kStop, wire::seal(fbb, body));
-  policy::Hold gone;
-  gone.exit_code = -1;
-  gone.exit_reason = "agent lost: " + st.node + " holds no allocation for " + id;
-  tell_exit(self, id, gone);
+  tell_exit(self, id, -1, 0, "agent lost: " + st.node + " holds no allocation for " + id);
 }
 
 // Holds that wait too long (policy::hold_needs_check): the job is asked about
@@ -491,10 +494,7 @@ Envelope handle(Self* self, const Envelope& env) {
         // Its hold was handed back meanwhile (an orphan check that raced the
         // placement): the attempt ends as an infrastructure failure and is requeued.
         aout(self) << "node " << st.node << ": launch for " << id << " without allocation\n";
-        policy::Hold gone;
-        gone.exit_code = -1;
-        gone.exit_reason = "launch failed: no allocation for " + id + " on " + st.node;
-        tell_exit(self, id, gone);
+        tell_exit(self, id, -1, 0, "launch failed: no allocation for " + id + " on " + st.node);
         return {};
       }
       it->second.launched = true;
