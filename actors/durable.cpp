@@ -271,9 +271,13 @@ void EventPublisher::run() {
 
 // --- restore ----------------------------------------------------------------------
 
-Restored restore_state(bus::KeyValue& kv, bus::JetStream& js) {
-  Restored out;
-  for (auto& e : kv.read_all(5000)) {
+namespace {
+
+// One pass over the bucket and the streams; false when a read stopped short
+// of the newest message (then nothing of it may be used).
+bool read_state(bus::KeyValue& kv, bus::JetStream& js, Restored& out) {
+  bool complete = true, whole = true;
+  for (auto& e : kv.read_all(5000, &complete)) {
     out.revisions[e.key] = e.revision;
     if (e.key == KvSnapshotStore::kFlushedKey) {
       out.flushed_ms = std::atoll(e.value.c_str());
@@ -281,6 +285,7 @@ Restored restore_state(bus::KeyValue& kv, bus::JetStream& js) {
     }
     recovery::add_snapshot(out.state, e.key, e.value);
   }
+  whole = whole && complete;
   // The streams from a while before the last complete flush: a clock margin
   // (the stream stamps messages with the server's clock), and events still
   // awaiting their acknowledgement (5 s at most, then retried) at the kill.
@@ -288,13 +293,29 @@ Restored restore_state(bus::KeyValue& kv, bus::JetStream& js) {
   if (since <= 0) since = 1;  // never flushed: everything (DeliverByStartTime from the epoch)
   out.since_ms = since;
   auto as_string = [](const Inbound& in) { return std::string(in.data.begin(), in.data.end()); };
-  for (auto& in : js.read_all(subjects::kIntakeStream, subjects::kIntakeSubjects, 2000, since)) {
+  for (auto& in : js.read_all(subjects::kIntakeStream, subjects::kIntakeSubjects, 2000, since,
+                              false, &complete)) {
     ++out.intake_read;
     recovery::add_intake(out.state, as_string(in));
   }
-  for (auto& in : js.read_all(subjects::kEventsStream, subjects::kAllEvents, 2000, since)) {
+  whole = whole && complete;
+  for (auto& in :
+       js.read_all(subjects::kEventsStream, subjects::kAllEvents, 2000, since, false, &complete)) {
     ++out.events_read;
     recovery::add_event(out.state, as_string(in));
+  }
+  return whole && complete;
+}
+
+}  // namespace
+
+Restored restore_state(bus::KeyValue& kv, bus::JetStream& js, int tries) {
+  Restored out;
+  for (int i = 1; i <= tries; ++i) {
+    out = Restored{};
+    out.tries = i;
+    out.complete = read_state(kv, js, out);
+    if (out.complete) break;
   }
   recovery::derive_holds(out.state);
   return out;

@@ -7,6 +7,7 @@
 #include "actors/job_record.hpp"
 #include "actors/policy/ledger.hpp"
 #include "actors/policy/retry.hpp"
+#include "actors/recovery.hpp"
 #include "bus/subjects.hpp"
 #include "messages/names.hpp"
 #include "messages/spec.hpp"
@@ -64,6 +65,7 @@ void announce(Self* self) {
 void enter(Self* self, std::string_view state, std::string reason = {},
            const std::string& cause = {}) {
   auto& r = self->state.rec;
+  recovery::keep_earlier(r, now_ms());
   r.set_state(std::string(state));
   r.set_reason(std::move(reason));
   r.set_event_seq(r.event_seq() + 1);

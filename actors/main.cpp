@@ -239,6 +239,15 @@ int main(int argc, char** argv) {
   }
   auto t0 = std::chrono::steady_clock::now();
   auto restored = troupe::restore_state(*state_kv, *js);
+  if (!restored.complete) {
+    // Acting on part of the past could place a job twice: leave it to a
+    // restart (or the standby, once the lease runs out).
+    std::fprintf(stderr,
+                 "troupe-scheduler: cannot restore: reading the KV bucket or the streams stopped "
+                 "short of their newest message %d times\n",
+                 restored.tries);
+    return 1;
+  }
   auto& rs = restored.state;
   using Mode = troupe::KvSnapshotStore::Mode;
   auto store = std::make_shared<troupe::KvSnapshotStore>(

@@ -91,8 +91,7 @@ bool add_event(State& s, const std::string& json) {
     ++s.bad;
     return false;
   }
-  auto& stored = s.stored_seq[e.job_id()];
-  stored = std::max<int64_t>(stored, e.seq());
+  s.stored_seqs[e.job_id()].insert(e.seq());
   auto it = s.jobs.find(e.job_id());
   if (it == s.jobs.end() || !apply_event(it->second, e)) return false;
   s.changed.insert(e.job_id());
@@ -127,14 +126,31 @@ void derive_holds(State& s) {
 }
 
 std::vector<pb::JobEvent> unannounced(const State& s, int64_t since_ms) {
+  static const std::set<int64_t> kNone;
   std::vector<pb::JobEvent> out;
   for (const auto& [id, r] : s.jobs) {
-    if (r.event_seq() <= 0 || r.event_ts_ms() < since_ms) continue;
-    auto it = s.stored_seq.find(id);
-    if (it != s.stored_seq.end() && it->second >= r.event_seq()) continue;
-    out.push_back(last_event(r));
+    if (r.event_seq() <= 0) continue;
+    auto it = s.stored_seqs.find(id);
+    const auto& stored = it == s.stored_seqs.end() ? kNone : it->second;
+    auto missing = [&](const pb::JobEvent& e) {
+      return e.seq() > 0 && e.seq() <= r.event_seq() && e.ts_ms() >= since_ms &&
+             !stored.count(e.seq());
+    };
+    for (const auto& e : r.earlier())
+      if (missing(e)) out.push_back(e);
+    auto last = last_event(r);
+    if (missing(last)) out.push_back(std::move(last));
   }
   return out;
+}
+
+void keep_earlier(pb::JobRecord& r, int64_t now_ms) {
+  auto* earlier = r.mutable_earlier();
+  if (r.event_seq() > 0) *earlier->Add() = last_event(r);
+  int keep_from = std::max(0, earlier->size() - kEarlierEventsMax);
+  while (keep_from < earlier->size() && earlier->Get(keep_from).ts_ms() < now_ms - kEarlierEventsMs)
+    ++keep_from;
+  if (keep_from > 0) earlier->DeleteSubrange(0, keep_from);
 }
 
 std::vector<std::string> idempotency_keys(const State& s) {

@@ -29,9 +29,9 @@ namespace troupe::recovery {
 struct State {
   std::map<std::string, pb::JobRecord> jobs;    // by job id
   std::map<std::string, pb::NodeRecord> nodes;  // by node name
-  std::set<std::string> changed;              // jobs whose record moved on past its stored snapshot
-  std::map<std::string, int64_t> stored_seq;  // highest JobEvent.seq read per job
-  int64_t bad = 0;                            // entries that could not be read (counted, skipped)
+  std::set<std::string> changed;  // jobs whose record moved on past its stored snapshot
+  std::map<std::string, std::set<int64_t>> stored_seqs;  // JobEvent.seq read, per job
+  int64_t bad = 0;  // entries that could not be read (counted, skipped)
 };
 
 // KV key and value; false when the key is not a job or node snapshot.
@@ -45,10 +45,21 @@ bool add_event(State& s, const std::string& json);
 void derive_holds(State& s);
 // Events a record says were announced but that the stream read (from
 // `since_ms`, its start) does not hold: published by the killed scheduler but
-// never stored (their acknowledgement was still awaited). Rebuilt identical
-// from the record, to publish again (the stream drops what it already has by
-// Nats-Msg-Id). Only records whose last event is at or after `since_ms`.
+// never stored (their acknowledgement was still awaited, as after a
+// nats-server restart). The last one is rebuilt identical from the record,
+// earlier ones are kept in it (keep_earlier); to publish again (the stream
+// drops what it already has by Nats-Msg-Id). Only events at or after
+// `since_ms`, oldest first.
 std::vector<pb::JobEvent> unannounced(const State& s, int64_t since_ms);
+
+// How long a record keeps the events before its last one. Longer than the
+// stream read's reach before the last flush (durable.cpp, 15 s).
+constexpr int64_t kEarlierEventsMs = 20000;
+constexpr int kEarlierEventsMax = 16;
+// Before a record announces its next event: its current last event joins
+// `earlier`, and those older than kEarlierEventsMs (or past the
+// kEarlierEventsMax newest) leave it.
+void keep_earlier(pb::JobRecord& r, int64_t now_ms);
 
 // Router state: idempotency keys as (team/key, job id) pairs, flattened.
 std::vector<std::string> idempotency_keys(const State& s);

@@ -331,52 +331,184 @@ std::string JetStream::publish(const std::string& subject, const void* data, siz
   return s == NATS_OK ? std::string() : status_text(s);
 }
 
-std::vector<Inbound> JetStream::read_all(const std::string& stream, const std::string& filter,
-                                         int timeout_ms, int64_t since_ms, bool last_per_subject) {
-  std::vector<Inbound> out;
+// Whether `filter` is exactly the subjects `stream` keeps (then a consumer
+// needs no filter).
+bool JetStream::whole_stream(const std::string& stream, const std::string& filter) {
   jsStreamInfo* si = nullptr;
   jsErrCode jerr = static_cast<jsErrCode>(0);
-  if (js_GetStreamInfo(&si, impl_->js, stream.c_str(), nullptr, &jerr) != NATS_OK) return out;
-  uint64_t last = si->State.LastSeq;
-  uint64_t total = si->State.Msgs;
+  if (js_GetStreamInfo(&si, impl_->js, stream.c_str(), nullptr, &jerr) != NATS_OK) return false;
+  bool whole = si->Config->SubjectsLen == 1 && filter == si->Config->Subjects[0];
   jsStreamInfo_Destroy(si);
-  if (total == 0) return out;
+  return whole;
+}
 
-  jsSubOptions so;
-  jsSubOptions_Init(&so);
-  so.Stream = stream.c_str();
-  so.Config.DeliverPolicy = js_DeliverAll;
-  if (last_per_subject) so.Config.DeliverPolicy = js_DeliverLastPerSubject;
-  if (since_ms > 0) {
-    so.Config.DeliverPolicy = js_DeliverByStartTime;
-    so.Config.OptStartTime = since_ms * 1000 * 1000;
-  }
-  so.Ordered = true;  // (an ordered consumer acknowledges nothing)
-  natsSubscription* sub = nullptr;
-  if (js_SubscribeSync(&sub, impl_->js, filter.c_str(), nullptr, &so, &jerr) != NATS_OK) return out;
-  for (;;) {
-    natsMsg* msg = nullptr;
-    if (natsSubscription_NextMsg(&msg, sub, timeout_ms) != NATS_OK) break;
-    Inbound in;
-    in.subject = natsMsg_GetSubject(msg);
-    const auto* d = reinterpret_cast<const uint8_t*>(natsMsg_GetData(msg));
-    in.data.assign(d, d + natsMsg_GetDataLength(msg));
-    jsMsgMetaData* meta = nullptr;
-    uint64_t seq = 0, pending = 1;
-    if (natsMsg_GetMetaData(&meta, msg) == NATS_OK) {
-      seq = meta->Sequence.Stream;
-      pending = meta->NumPending;
-      jsMsgMetaData_Destroy(meta);
+// The first sequence in `stream` stored at or after `since_ns` (server time),
+// by binary search over stored times (LastSeq + 1 when none); false when the
+// stream did not answer.
+bool JetStream::first_since(const std::string& stream, int64_t since_ns, uint64_t* out) {
+  jsStreamInfo* si = nullptr;
+  jsErrCode jerr = static_cast<jsErrCode>(0);
+  if (js_GetStreamInfo(&si, impl_->js, stream.c_str(), nullptr, &jerr) != NATS_OK) return false;
+  uint64_t lo = si->State.FirstSeq, hi = si->State.LastSeq + 1;
+  jsStreamInfo_Destroy(si);
+  while (lo < hi) {
+    uint64_t mid = lo + (hi - lo) / 2;
+    // The stored time at `mid`, or at the next stored sequence before `hi`.
+    uint64_t at = mid;
+    int64_t t = -1;
+    for (; at < hi; ++at) {
+      natsMsg* m = nullptr;
+      jerr = static_cast<jsErrCode>(0);
+      natsStatus st = js_GetMsg(&m, impl_->js, stream.c_str(), at, nullptr, &jerr);
+      if (st == NATS_OK) {
+        t = natsMsg_GetTime(m);
+        natsMsg_Destroy(m);
+        break;
+      }
+      if (jerr != JSNoMessageFoundErr) return false;  // no answer
     }
-    in.stream_seq = seq;
-    const char* op = nullptr;
-    bool deleted = natsMsgHeader_Get(msg, "KV-Operation", &op) == NATS_OK && op != nullptr;
-    natsMsg_Destroy(msg);
-    if (!deleted) out.push_back(std::move(in));
-    if (seq >= last || pending == 0) break;
+    if (t < 0 || t >= since_ns)
+      hi = mid;  // nothing stored in [mid, hi) before `since`
+    else
+      lo = at + 1;
   }
-  natsSubscription_Destroy(sub);
-  return out;
+  *out = lo;
+  return true;
+}
+
+namespace {
+
+// Owning handles for what read_all takes from nats.c.
+struct MsgFree {
+  void operator()(natsMsg* m) const { natsMsg_Destroy(m); }
+};
+struct SubFree {
+  void operator()(natsSubscription* s) const { natsSubscription_Destroy(s); }
+};
+using MsgHandle = std::unique_ptr<natsMsg, MsgFree>;
+using SubHandle = std::unique_ptr<natsSubscription, SubFree>;
+
+MsgHandle request(natsConnection* nc, const std::string& subject, const std::string& body,
+                  int timeout_ms) {
+  natsMsg* reply = nullptr;
+  if (natsConnection_Request(&reply, nc, subject.c_str(), body.data(),
+                             static_cast<int>(body.size()), timeout_ms) != NATS_OK)
+    return nullptr;
+  return MsgHandle(reply);
+}
+
+// A stored message as read_all hands it out; false for a KV delete marker.
+bool to_inbound(natsMsg* msg, Inbound* in) {
+  in->subject = natsMsg_GetSubject(msg);
+  const auto* d = reinterpret_cast<const uint8_t*>(natsMsg_GetData(msg));
+  in->data.assign(d, d + natsMsg_GetDataLength(msg));
+  jsMsgMetaData* meta = nullptr;
+  if (natsMsg_GetMetaData(&meta, msg) == NATS_OK) {
+    in->stream_seq = meta->Sequence.Stream;
+    jsMsgMetaData_Destroy(meta);
+  }
+  const char* op = nullptr;
+  return !(natsMsgHeader_Get(msg, "KV-Operation", &op) == NATS_OK && op != nullptr);
+}
+
+}  // namespace
+
+std::vector<Inbound> JetStream::read_all(const std::string& stream, const std::string& filter,
+                                         int timeout_ms, int64_t since_ms, bool last_per_subject,
+                                         bool* complete) {
+  std::vector<Inbound> out;
+  bool whole = true;  // reached the newest message stored when the read began
+  auto done = [&] {
+    if (complete != nullptr) *complete = whole;
+    return std::move(out);
+  };
+  // Where to stop: the newest message under `filter` now. (Not a consumer's
+  // NumPending: nats-server 2.9 reported 0 there a few messages before the
+  // end of a read from a start time, which silently dropped the newest ones.)
+  natsMsg* raw_newest = nullptr;
+  jsErrCode jerr = static_cast<jsErrCode>(0);
+  if (js_GetLastMsg(&raw_newest, impl_->js, stream.c_str(), filter.c_str(), nullptr, &jerr) !=
+      NATS_OK) {
+    whole = jerr == JSNoMessageFoundErr;  // nothing stored under the filter, or no answer
+    return done();
+  }
+  MsgHandle newest(raw_newest);
+  uint64_t last = natsMsg_GetSequence(newest.get());
+  if (since_ms > 0 && natsMsg_GetTime(newest.get()) < since_ms * 1000 * 1000) return done();
+  // From a time: from the first sequence stored since, found here (a
+  // consumer that starts by time was seen in the same spin as below).
+  uint64_t from = 1;
+  if (since_ms > 0 && !first_since(stream, since_ms * 1000 * 1000, &from)) {
+    whole = false;
+    return done();
+  }
+
+  // The consumer, made through the JetStream API: without a filter when
+  // `filter` is the whole stream. (nats-server 2.9.10 was seen spinning at
+  // full CPU, delivering nothing, in a filtered consumer's pending count
+  // (filteredPendingLocked), and nats.c always sets a filter.) It acknowledges
+  // nothing, and the server drops it a minute after a reader that died.
+  std::string config = R"({"ack_policy":"none","inactive_threshold":60000000000)";
+  if (last_per_subject)
+    config += R"(,"deliver_policy":"last_per_subject")";  // (needs the filter)
+  else if (since_ms > 0)
+    config += R"(,"deliver_policy":"by_start_sequence","opt_start_seq":)" + std::to_string(from);
+  else
+    config += R"(,"deliver_policy":"all")";
+  if (last_per_subject || !whole_stream(stream, filter))
+    config += R"(,"filter_subject":")" + filter + "\"";
+  config += "}";
+  natsConnection* nc = impl_->conn->raw();
+  auto created =
+      request(nc, "$JS.API.CONSUMER.CREATE." + stream,
+              R"({"stream_name":")" + stream + R"(","config":)" + config + "}", timeout_ms);
+  std::string answer =
+      created ? std::string(natsMsg_GetData(created.get()), natsMsg_GetDataLength(created.get()))
+              : std::string();
+  auto at = answer.find(R"("name":")");
+  if (at == std::string::npos) {
+    whole = false;
+    return done();
+  }
+  at += 8;
+  std::string name = answer.substr(at, answer.find('"', at) - at);
+
+  // Pulled in batches on an inbox of our own.
+  std::string inbox = impl_->conn->new_inbox();
+  natsSubscription* raw_sub = nullptr;
+  if (natsConnection_SubscribeSync(&raw_sub, nc, inbox.c_str()) != NATS_OK) whole = false;
+  SubHandle sub(raw_sub);
+  std::string next = "$JS.API.CONSUMER.MSG.NEXT." + stream + "." + name;
+  constexpr int kBatch = 1024;
+  std::string ask = R"({"batch":)" + std::to_string(kBatch) + R"(,"expires":)" +
+                    std::to_string(int64_t{timeout_ms} * 1000 * 1000) + "}";
+  for (uint64_t seq = 0; whole && seq < last;) {
+    if (natsConnection_PublishRequest(nc, next.c_str(), inbox.c_str(), ask.data(),
+                                      static_cast<int>(ask.size())) != NATS_OK) {
+      whole = false;
+      break;
+    }
+    int got = 0;
+    for (bool ended = false; !ended && got < kBatch && seq < last;) {
+      natsMsg* raw = nullptr;
+      if (natsSubscription_NextMsg(&raw, sub.get(), timeout_ms + 1000) != NATS_OK) break;
+      MsgHandle msg(raw);
+      const char* status = nullptr;
+      if (natsMsg_GetDataLength(msg.get()) == 0 &&
+          natsMsgHeader_Get(msg.get(), "Status", &status) == NATS_OK && status != nullptr) {
+        ended = true;  // the pull ended: 404 nothing left, 408 expired
+        continue;
+      }
+      ++got;
+      Inbound in;
+      bool kept = to_inbound(msg.get(), &in);
+      seq = std::max(seq, in.stream_seq);
+      if (kept) out.push_back(std::move(in));
+    }
+    if (got == 0) whole = false;  // nothing for a whole pull: stopped short of `last`
+  }
+  request(nc, "$JS.API.CONSUMER.DELETE." + stream + "." + name, {}, timeout_ms);
+  return done();
 }
 
 // --- KV ------------------------------------------------------------------------
@@ -467,10 +599,12 @@ std::vector<KeyValue::Result> KeyValue::write_all(const std::vector<Write>& writ
   return out;
 }
 
-std::vector<KvEntry> KeyValue::read_all(int timeout_ms) {
+std::vector<KvEntry> KeyValue::read_all(int timeout_ms, bool* complete) {
   std::vector<KvEntry> out;
   std::string prefix = "$KV." + bucket_ + ".";
-  for (auto& in : js_->read_all("KV_" + bucket_, prefix + ">", timeout_ms, 0, true)) {
+  // Every message of the bucket's stream: it keeps one per key (History 1),
+  // so no last-per-subject consumer (and its filter) is needed.
+  for (auto& in : js_->read_all("KV_" + bucket_, prefix + ">", timeout_ms, 0, false, complete)) {
     KvEntry e;
     e.key = in.subject.substr(prefix.size());
     e.value.assign(in.data.begin(), in.data.end());

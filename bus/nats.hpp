@@ -142,9 +142,16 @@ class JetStream {
   // Reads every message stored under `filter` in `stream`, oldest first
   // (Inbound::stream_seq set). `since_ms` > 0: only messages stored since
   // then. `last_per_subject`: only the newest message of each subject.
+  // Reads up to the newest message stored under `filter` when it began;
+  // `complete` (if given) is false when it stopped short of it (no message
+  // for `timeout_ms`, or the stream did not answer).
   std::vector<Inbound> read_all(const std::string& stream, const std::string& filter,
                                 int timeout_ms = 2000, int64_t since_ms = 0,
-                                bool last_per_subject = false);
+                                bool last_per_subject = false, bool* complete = nullptr);
+  // The first sequence of `stream` stored at or after `since_ns` (nats-server
+  // time, ns since the epoch); LastSeq + 1 when none. False: no answer.
+  bool first_since(const std::string& stream, int64_t since_ns, uint64_t* out);
+  bool whole_stream(const std::string& stream, const std::string& filter);
 
   // Publishes with headers and reports the stored sequence (0 on error; the
   // error text and JetStream error code otherwise).
@@ -203,7 +210,7 @@ class KeyValue {
   std::vector<Result> write_all(const std::vector<Write>& writes, int timeout_ms);
 
   // The newest value of every key (one pass over the bucket's stream).
-  std::vector<KvEntry> read_all(int timeout_ms = 2000);
+  std::vector<KvEntry> read_all(int timeout_ms = 2000, bool* complete = nullptr);
 
  private:
   KeyValue() = default;

@@ -2,6 +2,7 @@
 // nodes, queues, why, history (`up` is in up.cpp).
 #include "gateway/commands.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -28,7 +29,8 @@ int fail(const std::string& what) {
 ClientPtr open_client(const std::string& url) {
   std::string err;
   auto c = Client::connect(url, &err);
-  if (!c) std::cerr << "troupe: " << err << " (start a cluster with `troupe up`, or pass --nats URL)\n";
+  if (!c)
+    std::cerr << "troupe: " << err << " (start a cluster with `troupe up`, or pass --nats URL)\n";
   return c;
 }
 
@@ -46,8 +48,7 @@ int run_submit(const std::string& url, const std::optional<std::string>& file,
   }
   auto built = build_spec(text, flags);
   if (!built.ok) return fail((file ? *file + ": " : std::string()) + built.error);
-  if (auto err = check_spec(built.spec); !err.empty())
-    return fail("invalid job spec: " + err);
+  if (auto err = check_spec(built.spec); !err.empty()) return fail("invalid job spec: " + err);
   auto c = open_client(url);
   if (!c) return 1;
   std::string id;
@@ -72,8 +73,7 @@ int run_status(const std::string& url, const std::string& job_id, const std::str
   return 0;
 }
 
-int run_jobs(const std::string& url, const std::string& team, const std::string& state,
-             bool json) {
+int run_jobs(const std::string& url, const std::string& team, const std::string& state, bool json) {
   auto c = open_client(url);
   if (!c) return 1;
   pb::JobList list;
@@ -98,7 +98,8 @@ int run_cancel(const std::string& url, const std::string& job_id, const std::str
   std::string t;
   if (auto err = c->resolve_team(team, job_id, &t); !err.empty()) return fail(err);
   CancelReply r;
-  if (auto err = c->cancel(t, job_id, &r); !err.empty()) return fail("cancel " + job_id + ": " + err);
+  if (auto err = c->cancel(t, job_id, &r); !err.empty())
+    return fail("cancel " + job_id + ": " + err);
   std::cout << r.state << "\n";
   return 0;
 }
@@ -171,15 +172,15 @@ int run_queues(const std::string& url, bool json) {
   return 0;
 }
 
-int run_why(const std::string& url, const std::string& job_id, const std::string& team,
-            bool json) {
+int run_why(const std::string& url, const std::string& job_id, const std::string& team, bool json) {
   auto c = open_client(url);
   if (!c) return 1;
   std::string t;
   if (auto err = c->resolve_team(team, job_id, &t); !err.empty()) return fail(err);
   WhyView w;
   std::string raw;
-  if (auto err = c->why(t, job_id, &w, &raw); !err.empty()) return fail("why " + job_id + ": " + err);
+  if (auto err = c->why(t, job_id, &w, &raw); !err.empty())
+    return fail("why " + job_id + ": " + err);
   if (json)
     std::cout << raw << "\n";
   else
@@ -194,6 +195,13 @@ int run_history(const std::string& url, const std::string& job_id, const std::st
   std::vector<std::string> raw;
   if (auto err = c->history(team, job_id, &raw); !err.empty())
     return fail("history " + job_id + ": " + err);
+  // In story order (JobEvent.seq): an event announced again after a restart
+  // (recovery.hpp, unannounced) is stored after later ones.
+  std::stable_sort(raw.begin(), raw.end(), [](const std::string& a, const std::string& b) {
+    size_t ignored = 0;
+    auto ea = parse_events({a}, &ignored), eb = parse_events({b}, &ignored);
+    return !ea.empty() && !eb.empty() && ea[0].seq() < eb[0].seq();
+  });
   size_t skipped = 0;
   auto events = parse_events(raw, &skipped);
   if (events.empty())
@@ -214,7 +222,8 @@ int run_node_op(const std::string& url, const std::string& op, const std::string
   auto c = open_client(url);
   if (!c) return 1;
   std::string state;
-  if (auto err = c->node_op(op, node, &state); !err.empty()) return fail(op + " " + node + ": " + err);
+  if (auto err = c->node_op(op, node, &state); !err.empty())
+    return fail(op + " " + node + ": " + err);
   std::cout << node << ": " << state << "\n";
   return 0;
 }

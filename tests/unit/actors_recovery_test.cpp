@@ -215,3 +215,59 @@ TEST_CASE("recovery announces again a record's last event the stream does not ho
   CHECK(s.jobs.at("j1").event_ts_ms() == 1004);
   CHECK(recovery::unannounced(s, 1000).empty());
 }
+
+TEST_CASE(
+    "a record keeps its recent earlier events, and recovery announces again those the "
+    "stream lacks",
+    "[recovery]") {
+  // A job's story, as its actor records it: each new event first moves the
+  // last one into `earlier`.
+  auto r = job("j1", "queued");
+  auto step = [&r](const std::string& state, int64_t at) {
+    recovery::keep_earlier(r, at);
+    r.set_state(state);
+    r.set_event_seq(r.event_seq() + 1);
+    r.set_event_ts_ms(at);
+  };
+  step("queued", 100000);    // seq 1
+  step("starting", 101000);  // seq 2
+  step("running", 102000);   // seq 3
+  step("queued", 110000);    // seq 4 (a retry)
+  step("starting", 111000);  // seq 5: lost (nats-server restarting)
+  step("running", 112000);   // seq 6
+  REQUIRE(r.earlier_size() == 5);
+  CHECK(r.earlier(4).seq() == 5);
+  CHECK(r.earlier(4).state() == "starting");
+  CHECK(r.earlier(4).ts_ms() == 111000);
+  // Past kEarlierEventsMs, older events leave the record; past
+  // kEarlierEventsMax, so do the oldest.
+  auto later = r;
+  recovery::keep_earlier(later, 102000 + recovery::kEarlierEventsMs + 1);
+  // (seq 6 joins; 1-3 leave, seq 3 at 102000 too old by 1 ms)
+  REQUIRE(later.earlier_size() == 3);
+  CHECK(later.earlier(0).seq() == 4);
+  CHECK(later.earlier(2).seq() == 6);
+  auto many = r;
+  for (int i = 0; i < 40; ++i) recovery::keep_earlier(many, 112000);
+  CHECK(many.earlier_size() == recovery::kEarlierEventsMax);
+
+  // The stream holds 1-4 and 6; 5 was never stored. Its snapshot says 6.
+  recovery::State s;
+  recovery::add_snapshot(s, "job.j1", bytes(r));
+  for (int64_t seq : {1, 2, 3, 4, 6}) {
+    pb::JobEvent e;
+    e.set_job_id("j1");
+    e.set_team("t1");
+    e.set_state("running");
+    e.set_seq(seq);
+    recovery::add_event(s, spec::to_json(e));
+  }
+  auto again = recovery::unannounced(s, 100500);
+  REQUIRE(again.size() == 1);
+  CHECK(again[0].seq() == 5);
+  CHECK(again[0].state() == "starting");
+  CHECK(again[0].ts_ms() == 111000);
+  CHECK(again[0].attempt() == r.earlier(4).attempt());
+  // Older than the read's start: not judged (the stream read did not cover it).
+  CHECK(recovery::unannounced(s, 111001).empty());
+}
