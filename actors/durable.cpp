@@ -202,18 +202,20 @@ void LeaseGate::extend(int64_t until_ms) {
   std::lock_guard<std::mutex> lock(mu_);
   valid_until_ = until_ms;
   if (!open()) return;
-  for (const auto& [subject, data, reply] : held_) send_(subject, data.data(), data.size(), reply);
+  for (auto& h : held_)
+    send_(h.subject, h.data.data(), h.data.size(), h.reply, std::move(h.stored));
   held_.clear();
 }
 
 void LeaseGate::publish(const std::string& subject, const void* data, size_t size,
-                        const std::string& reply) {
+                        const std::string& reply, std::function<void()> stored) {
   std::lock_guard<std::mutex> lock(mu_);
   if (held_.empty() && open()) {
-    send_(subject, data, size, reply);
+    send_(subject, data, size, reply, std::move(stored));
     return;
   }
-  held_.emplace_back(subject, std::string(static_cast<const char*>(data), size), reply);
+  held_.push_back(
+      Held{subject, std::string(static_cast<const char*>(data), size), reply, std::move(stored)});
 }
 
 // --- events -----------------------------------------------------------------------
@@ -242,14 +244,19 @@ std::string EventPublisher::msg_id(const std::string& subject, std::string_view 
   return subject + "#" + std::string(json.substr(from, to - from));
 }
 
-void EventPublisher::publish(const std::string& subject, const void* data, size_t size) {
+void EventPublisher::publish(const std::string& subject, const void* data, size_t size,
+                             std::function<void()> stored) {
   std::string payload(static_cast<const char*>(data), size);
   auto id = msg_id(subject, payload);
   js_.publish_async(subject, payload.data(), payload.size(), id,
-                    [this, subject, payload](bool ok, bool, const std::string&) {
-                      if (ok) return;
+                    [this, subject, payload, stored = std::move(stored)](
+                        bool ok, bool, const std::string&) mutable {
+                      if (ok) {
+                        if (stored) stored();
+                        return;
+                      }
                       std::lock_guard<std::mutex> lock(mu_);
-                      failed_.emplace_back(subject, payload);
+                      failed_.push_back(Failed{subject, payload, std::move(stored)});
                     });
 }
 
@@ -261,9 +268,9 @@ void EventPublisher::run() {
     auto again = std::move(failed_);
     failed_.clear();
     lock.unlock();
-    for (const auto& [subject, payload] : again) {
+    for (auto& f : again) {
       ++retried_;
-      publish(subject, payload.data(), payload.size());
+      publish(f.subject, f.payload.data(), f.payload.size(), std::move(f.stored));
     }
     lock.lock();
   }

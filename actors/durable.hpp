@@ -105,20 +105,26 @@ class LeaderLease {
 // exits with it unsent.
 class LeaseGate {
  public:
+  // `stored`: set for a job event (Outbox::publish_event), run once kept.
   using Send = std::function<void(const std::string& subject, const void* data, size_t size,
-                                  const std::string& reply)>;
+                                  const std::string& reply, std::function<void()> stored)>;
   explicit LeaseGate(Send send) : send_(std::move(send)) {}
   // Valid until `until_ms` (steady clock); lets out what was held.
   void extend(int64_t until_ms);
   bool open() const { return steady_ms() < valid_until_.load(); }
-  void publish(const std::string& subject, const void* data, size_t size, const std::string& reply);
+  void publish(const std::string& subject, const void* data, size_t size, const std::string& reply,
+               std::function<void()> stored = {});
   static int64_t steady_ms();
 
  private:
+  struct Held {
+    std::string subject, data, reply;
+    std::function<void()> stored;
+  };
   Send send_;
   std::atomic<int64_t> valid_until_{0};
   mutable std::mutex mu_;
-  std::vector<std::tuple<std::string, std::string, std::string>> held_;
+  std::vector<Held> held_;
 };
 
 // Job events (troupe.<team>.events.<id>) go to the TROUPE_EVENTS stream as
@@ -131,7 +137,9 @@ class EventPublisher {
  public:
   EventPublisher(bus::JetStream& js, int retry_ms = 250);
   ~EventPublisher();
-  void publish(const std::string& subject, const void* data, size_t size);
+  // `stored` (may be empty) runs once the stream holds the event.
+  void publish(const std::string& subject, const void* data, size_t size,
+               std::function<void()> stored = {});
   int64_t retried() const { return retried_.load(); }
   static std::string msg_id(const std::string& subject, std::string_view json);
 
@@ -141,7 +149,11 @@ class EventPublisher {
   int retry_ms_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<std::pair<std::string, std::string>> failed_;  // subject, payload
+  struct Failed {
+    std::string subject, payload;
+    std::function<void()> stored;
+  };
+  std::vector<Failed> failed_;
   bool stop_ = false;
   std::atomic<int64_t> retried_{0};
   std::thread thread_;

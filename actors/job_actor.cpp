@@ -31,6 +31,11 @@ struct JobState {
   Wiring w;
   OutboxPtr out;
   bool stop_sent = false;
+  // The Launches of the current attempt wait until the events stream holds
+  // its `starting` event (this seq): a scheduler killed in between restores
+  // the job as starting (its nodes then say the workers never ran) and never
+  // places it again under a worker id an agent already runs.
+  int64_t launch_after_seq = 0;
   // The last stop asked of the current attempt, sent again every kStopResend
   // until the attempt ends (a Stop can die with a crashed node actor's mailbox;
   // agents take a repeated Stop as the same request).
@@ -55,15 +60,25 @@ void save(Self* self) {
   self->send(self->state.w.jobs, snapshot_atom_v, self->state.rec.job_id(), std::move(bytes));
 }
 
-void announce(Self* self) {
+void announce(Self* self, bool write_ahead) {
   const auto& r = self->state.rec;
-  self->state.out->publish(subjects::job_events(r.spec().team(), r.job_id()),
-                           spec::to_json(last_event(r)));
+  auto subject = subjects::job_events(r.spec().team(), r.job_id());
+  auto json = spec::to_json(last_event(r));
+  if (!write_ahead) {
+    self->state.out->publish(subject, json);
+    return;
+  }
+  self->state.out->publish_event(
+      subject, json,
+      [me = caf::actor_cast<caf::actor>(self), attempt = r.attempt(), seq = r.event_seq()] {
+        caf::anon_send(me, stored_atom_v, static_cast<int32_t>(attempt), static_cast<int64_t>(seq));
+      });
 }
 
-// Every state change: record, snapshot, event (in that order).
+// Every state change: record, snapshot, event (in that order). `write_ahead`:
+// this actor hears (stored_atom) once the events stream holds the event.
 void enter(Self* self, std::string_view state, std::string reason = {},
-           const std::string& cause = {}) {
+           const std::string& cause = {}, bool write_ahead = false) {
   auto& r = self->state.rec;
   recovery::keep_earlier(r, now_ms());
   r.set_state(std::string(state));
@@ -76,7 +91,7 @@ void enter(Self* self, std::string_view state, std::string reason = {},
   if (state == names::kRunning) r.set_start_ms(r.event_ts_ms());
   if (names::is_terminal(state)) r.set_end_ms(r.event_ts_ms());
   save(self);
-  announce(self);
+  announce(self, write_ahead);
 }
 
 void to_node(Self* self, const std::string& node, Envelope env) {
@@ -353,8 +368,19 @@ void on_placed(Self* self, const Assignment& a) {
     for (int g : a.gpus[static_cast<size_t>(rank)]) p->add_gpus(g);
   }
   r.set_coordinator(a.hosts.front() + ":" + std::to_string(coordinator_port(r.job_id())));
-  enter(self, names::kStarting);
-  for (int rank = 0; rank < world; ++rank) send_launch(self, rank);
+  enter(self, names::kStarting, {}, {}, true);
+  self->state.launch_after_seq = r.event_seq();  // the Launches go on stored_atom
+}
+
+// The events stream holds event `seq`: the Launches that waited for it go.
+void on_stored(Self* self, int32_t attempt, int64_t seq) {
+  auto& st = self->state;
+  const auto& r = st.rec;
+  if (st.launch_after_seq == 0 || seq != st.launch_after_seq || attempt != r.attempt() ||
+      r.state() != names::kStarting)
+    return;  // the attempt moved on meanwhile (canceled, lost, ...)
+  st.launch_after_seq = 0;
+  for (int rank = 0; rank < r.placement_size(); ++rank) send_launch(self, rank);
 }
 
 // A node asks about a hold of this job that waited too long (policy::judge_hold).
@@ -371,6 +397,7 @@ void on_hold_check(Self* self, const std::string& node, const std::string& hold_
       to_node(self, node, Envelope{wire::release(hold_id, "not the job's (hold check)")});
       break;
     case policy::HoldAnswer::relaunch:
+      if (self->state.launch_after_seq != 0) break;  // still waiting for its event to be kept
       aout(self) << "job " << r.job_id() << ": rank " << rank << " on " << node
                  << " never launched; sending its Launch again\n";
       send_launch(self, rank);
@@ -476,6 +503,7 @@ caf::behavior job_behavior(Self* self, Wiring w, OutboxPtr out, std::string snap
       [=](hold_atom, const std::string& node, const std::string& hold_id, int32_t attempt,
           int32_t rank,
           bool launched) { on_hold_check(self, node, hold_id, attempt, rank, launched); },
+      [=](stored_atom, int32_t attempt, int64_t seq) { on_stored(self, attempt, seq); },
       [=](restop_atom, int32_t attempt) {
         auto& st = self->state;
         const auto& r = st.rec;

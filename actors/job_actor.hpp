@@ -11,7 +11,9 @@
 //   (crash_atom) for supervision tests; (done_atom) its end timer. Restarted
 //   in starting/running, it sends (sync_atom, id, attempt, rank) to its nodes
 //   and asks again for a stop it had asked for; (restop_atom, attempt) sends
-//   an unanswered stop again every 15 s.
+//   an unanswered stop again every 15 s; (stored_atom, attempt, seq) once the
+//   events stream holds its `starting` event: only then do its Launches go
+//   (written ahead, docs/recovery.md).
 // Emits: JobEvent JSON on troupe.<team>.events.<id>; (enqueue_atom, JobTicket)
 //   and (dequeue_atom, id) to its team queue; Envelope{Launch|Stop|Release}
 //   to node actors; (done_atom, id), (checkpoint_atom, ...), (retried_atom,

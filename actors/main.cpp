@@ -36,6 +36,9 @@ class BusOutbox : public troupe::Outbox {
             const std::string& reply) override {
     gate_.publish(subject, data, size, reply);
   }
+  void send_event(const std::string& subject, const std::string& data, Stored stored) override {
+    gate_.publish(subject, data.data(), data.size(), {}, std::move(stored));
+  }
 
  private:
   troupe::LeaseGate& gate_;
@@ -218,13 +221,14 @@ int main(int argc, char** argv) {
   // Lead, or wait as a standby until the leader stops renewing its lease.
   troupe::LeaderLease lease(*leader_kv, holder_id(), lease_ttl_ms);
   auto events = std::make_unique<troupe::EventPublisher>(*js);
-  troupe::LeaseGate gate(
-      [&](const std::string& subject, const void* data, size_t size, const std::string& reply) {
-        if (reply.empty() && troupe::subjects::token(subject, 2) == troupe::subjects::kEvents)
-          events->publish(subject, data, size);  // kept by TROUPE_EVENTS: acknowledged, retried
-        else
-          out_conn->publish(subject, data, size, reply);
-      });
+  troupe::LeaseGate gate([&](const std::string& subject, const void* data, size_t size,
+                             const std::string& reply, std::function<void()> stored) {
+    if (reply.empty() && troupe::subjects::token(subject, 2) == troupe::subjects::kEvents)
+      events->publish(subject, data, size,  // kept by TROUPE_EVENTS: acknowledged, retried
+                      std::move(stored));
+    else
+      out_conn->publish(subject, data, size, reply);
+  });
   for (bool told = false;;) {
     int64_t asked = troupe::LeaseGate::steady_ms();
     if (lease.try_acquire()) {

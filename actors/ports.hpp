@@ -29,12 +29,24 @@ class Outbox {
                const std::string& reply = {}) {
     publish(subject, data.data(), data.size(), reply);
   }
+  // A job event, kept by the events stream: `stored` runs (on any thread)
+  // once the stream holds it — what waits for it (a Launch) is written ahead.
+  using Stored = std::function<void()>;
+  void publish_event(const std::string& subject, const std::string& data, Stored stored) {
+    published_.fetch_add(1, std::memory_order_relaxed);
+    send_event(subject, data, std::move(stored));
+  }
   // Messages published so far (troupe.sys.stats: bus_messages_out).
   int64_t published() const { return published_.load(std::memory_order_relaxed); }
 
  protected:
   virtual void send(const std::string& subject, const void* data, size_t size,
                     const std::string& reply) = 0;
+  // Without a durable stream (in-process tests): sent, and taken as stored.
+  virtual void send_event(const std::string& subject, const std::string& data, Stored stored) {
+    send(subject, data.data(), data.size(), {});
+    if (stored) stored();
+  }
 
  private:
   std::atomic<int64_t> published_{0};

@@ -479,7 +479,7 @@ std::vector<Inbound> JetStream::read_all(const std::string& stream, const std::s
   if (natsConnection_SubscribeSync(&raw_sub, nc, inbox.c_str()) != NATS_OK) whole = false;
   SubHandle sub(raw_sub);
   std::string next = "$JS.API.CONSUMER.MSG.NEXT." + stream + "." + name;
-  constexpr int kBatch = 1024;
+  constexpr int kBatch = 8192;
   std::string ask = R"({"batch":)" + std::to_string(kBatch) + R"(,"expires":)" +
                     std::to_string(int64_t{timeout_ms} * 1000 * 1000) + "}";
   for (uint64_t seq = 0; whole && seq < last;) {

@@ -177,5 +177,7 @@ CAF_ADD_ATOM(troupe, troupe::atoms, restore_atom, "restore")
 CAF_ADD_ATOM(troupe, troupe::atoms, hold_atom, "hold")
 CAF_ADD_ATOM(troupe, troupe::atoms, sync_atom, "sync")
 CAF_ADD_ATOM(troupe, troupe::atoms, restop_atom, "restop")
+// An event is in the events stream (Outbox::publish_event -> job): a Launch waits for it.
+CAF_ADD_ATOM(troupe, troupe::atoms, stored_atom, "stored")
 
 CAF_END_TYPE_ID_BLOCK(troupe)

@@ -35,6 +35,31 @@ class FakeOutbox : public Outbox {
     log_.push_back({subject, reply, std::vector<uint8_t>(p, p + size)});
     cv_.notify_all();
   }
+  // Job events: taken as stored at once, or (hold_events) only on
+  // store_events() — a JetStream that has not acknowledged them yet.
+  void send_event(const std::string& subject, const std::string& data, Stored stored) override {
+    send(subject, data.data(), data.size(), {});
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (hold_events) {
+        unstored_.push_back(std::move(stored));
+        return;
+      }
+    }
+    if (stored) stored();
+  }
+  size_t store_events() {
+    std::vector<Stored> now;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      now.swap(unstored_);
+      hold_events = false;
+    }
+    for (auto& f : now)
+      if (f) f();
+    return now.size();
+  }
+  bool hold_events = false;  // set before any job exists
   // Waits until some published message satisfies `pred`; returns it.
   template <class Pred>
   std::optional<Published> wait_for(Pred pred,
@@ -67,6 +92,7 @@ class FakeOutbox : public Outbox {
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<Published> log_;
+  std::vector<Stored> unstored_;
 };
 
 class InstantIntake : public Intake {
@@ -364,4 +390,32 @@ TEST_CASE("a restarted job whose rank its node does not hold has it stopped and 
   REQUIRE(second);
   f.agent_reports("n1", wire::open(second->data)->body_as_Launch(), 0);
   CHECK(f.event(a, "succeeded"));
+}
+
+TEST_CASE("a job's Launch waits until the events stream holds its starting event",
+          "[actors][holds]") {
+  Fixture f;
+  f.out->hold_events = true;  // JetStream has not acknowledged anything yet
+  f.register_node("n1", 1);
+  auto id = f.submit(R"({"name":"wal","team":"t","command":["true"],"resources":{"gpus":1}})");
+  auto is_launch = [&](const Published& p) {
+    return p.subject == subjects::scheduler_to_agent("n1", subjects::kLaunch);
+  };
+  // The placement is decided and announced...
+  REQUIRE(f.out->wait_for([&](const Published& p) {
+    return p.subject == subjects::job_events("t", id) &&
+           json::parse(p.text()).value("state", "") == "starting";
+  }));
+  // ...but no Launch goes while the event is not kept (a scheduler killed now
+  // must not leave a worker its restored state does not know of).
+  CHECK_FALSE(f.out->wait_for(is_launch, std::chrono::milliseconds(500)));
+  CHECK(f.out->store_events() == 1);  // the starting event (the others need no answer)
+  Published keep;
+  const auto* l = f.launched("n1", id, keep);
+  CHECK(l->attempt() == 1);
+  f.agent_reports("n1", l, 0);
+  REQUIRE(f.out->wait_for([&](const Published& p) {
+    return p.subject == subjects::job_events("t", id) &&
+           json::parse(p.text()).value("state", "") == "succeeded";
+  }));
 }
