@@ -300,14 +300,14 @@ bool read_state(bus::KeyValue& kv, bus::JetStream& js, Restored& out) {
   if (since <= 0) since = 1;  // never flushed: everything (DeliverByStartTime from the epoch)
   out.since_ms = since;
   auto as_string = [](const Inbound& in) { return std::string(in.data.begin(), in.data.end()); };
-  for (auto& in : js.read_all(subjects::kIntakeStream, subjects::kIntakeSubjects, 2000, since,
-                              false, &complete)) {
+  for (auto& in :
+       js.read_all(subjects::kIntakeStream, subjects::kIntakeSubjects, 2000, since, &complete)) {
     ++out.intake_read;
     recovery::add_intake(out.state, as_string(in));
   }
   whole = whole && complete;
   for (auto& in :
-       js.read_all(subjects::kEventsStream, subjects::kAllEvents, 2000, since, false, &complete)) {
+       js.read_all(subjects::kEventsStream, subjects::kAllEvents, 2000, since, &complete)) {
     ++out.events_read;
     recovery::add_event(out.state, as_string(in));
   }

@@ -62,17 +62,13 @@ void save(Self* self) {
 
 void announce(Self* self, bool write_ahead) {
   const auto& r = self->state.rec;
-  auto subject = subjects::job_events(r.spec().team(), r.job_id());
-  auto json = spec::to_json(last_event(r));
-  if (!write_ahead) {
-    self->state.out->publish(subject, json);
-    return;
-  }
-  self->state.out->publish_event(
-      subject, json,
-      [me = caf::actor_cast<caf::actor>(self), attempt = r.attempt(), seq = r.event_seq()] {
-        caf::anon_send(me, stored_atom_v, static_cast<int32_t>(attempt), static_cast<int64_t>(seq));
-      });
+  Outbox::Stored stored;
+  if (write_ahead)
+    stored = [me = caf::actor_cast<caf::actor>(self), attempt = r.attempt(), seq = r.event_seq()] {
+      caf::anon_send(me, stored_atom_v, static_cast<int32_t>(attempt), static_cast<int64_t>(seq));
+    };
+  self->state.out->publish_event(subjects::job_events(r.spec().team(), r.job_id()),
+                                 spec::to_json(last_event(r)), std::move(stored));
 }
 
 // Every state change: record, snapshot, event (in that order). `write_ahead`:

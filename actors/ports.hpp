@@ -29,8 +29,9 @@ class Outbox {
                const std::string& reply = {}) {
     publish(subject, data.data(), data.size(), reply);
   }
-  // A job event, kept by the events stream: `stored` runs (on any thread)
-  // once the stream holds it — what waits for it (a Launch) is written ahead.
+  // A job event, kept by the events stream: `stored` (may be empty) runs on
+  // any thread once the stream holds it — what waits for it (a Launch) is
+  // written ahead.
   using Stored = std::function<void()>;
   void publish_event(const std::string& subject, const std::string& data, Stored stored) {
     published_.fetch_add(1, std::memory_order_relaxed);

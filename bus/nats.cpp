@@ -331,51 +331,6 @@ std::string JetStream::publish(const std::string& subject, const void* data, siz
   return s == NATS_OK ? std::string() : status_text(s);
 }
 
-// Whether `filter` is exactly the subjects `stream` keeps (then a consumer
-// needs no filter).
-bool JetStream::whole_stream(const std::string& stream, const std::string& filter) {
-  jsStreamInfo* si = nullptr;
-  jsErrCode jerr = static_cast<jsErrCode>(0);
-  if (js_GetStreamInfo(&si, impl_->js, stream.c_str(), nullptr, &jerr) != NATS_OK) return false;
-  bool whole = si->Config->SubjectsLen == 1 && filter == si->Config->Subjects[0];
-  jsStreamInfo_Destroy(si);
-  return whole;
-}
-
-// The first sequence in `stream` stored at or after `since_ns` (server time),
-// by binary search over stored times (LastSeq + 1 when none); false when the
-// stream did not answer.
-bool JetStream::first_since(const std::string& stream, int64_t since_ns, uint64_t* out) {
-  jsStreamInfo* si = nullptr;
-  jsErrCode jerr = static_cast<jsErrCode>(0);
-  if (js_GetStreamInfo(&si, impl_->js, stream.c_str(), nullptr, &jerr) != NATS_OK) return false;
-  uint64_t lo = si->State.FirstSeq, hi = si->State.LastSeq + 1;
-  jsStreamInfo_Destroy(si);
-  while (lo < hi) {
-    uint64_t mid = lo + (hi - lo) / 2;
-    // The stored time at `mid`, or at the next stored sequence before `hi`.
-    uint64_t at = mid;
-    int64_t t = -1;
-    for (; at < hi; ++at) {
-      natsMsg* m = nullptr;
-      jerr = static_cast<jsErrCode>(0);
-      natsStatus st = js_GetMsg(&m, impl_->js, stream.c_str(), at, nullptr, &jerr);
-      if (st == NATS_OK) {
-        t = natsMsg_GetTime(m);
-        natsMsg_Destroy(m);
-        break;
-      }
-      if (jerr != JSNoMessageFoundErr) return false;  // no answer
-    }
-    if (t < 0 || t >= since_ns)
-      hi = mid;  // nothing stored in [mid, hi) before `since`
-    else
-      lo = at + 1;
-  }
-  *out = lo;
-  return true;
-}
-
 namespace {
 
 // Owning handles for what read_all takes from nats.c.
@@ -411,11 +366,39 @@ bool to_inbound(natsMsg* msg, Inbound* in) {
   return !(natsMsgHeader_Get(msg, "KV-Operation", &op) == NATS_OK && op != nullptr);
 }
 
+// The first sequence in [lo, hi) of `stream` stored at or after `since_ns`
+// (server time), by binary search over stored times; `hi` when none. False
+// when the stream did not answer.
+bool first_since(jsCtx* js, const std::string& stream, uint64_t lo, uint64_t hi, int64_t since_ns,
+                 uint64_t* out) {
+  while (lo < hi) {
+    uint64_t mid = lo + (hi - lo) / 2;
+    // The stored time at `mid`, or at the next stored sequence before `hi`.
+    uint64_t at = mid;
+    int64_t t = -1;
+    for (; at < hi; ++at) {
+      natsMsg* m = nullptr;
+      jsErrCode jerr = static_cast<jsErrCode>(0);
+      if (js_GetMsg(&m, js, stream.c_str(), at, nullptr, &jerr) == NATS_OK) {
+        t = natsMsg_GetTime(m);
+        natsMsg_Destroy(m);
+        break;
+      }
+      if (jerr != JSNoMessageFoundErr) return false;  // no answer
+    }
+    if (t < 0 || t >= since_ns)
+      hi = mid;  // nothing stored in [mid, hi) before `since`
+    else
+      lo = at + 1;
+  }
+  *out = lo;
+  return true;
+}
+
 }  // namespace
 
 std::vector<Inbound> JetStream::read_all(const std::string& stream, const std::string& filter,
-                                         int timeout_ms, int64_t since_ms, bool last_per_subject,
-                                         bool* complete) {
+                                         int timeout_ms, int64_t since_ms, bool* complete) {
   std::vector<Inbound> out;
   bool whole = true;  // reached the newest message stored when the read began
   auto done = [&] {
@@ -435,10 +418,20 @@ std::vector<Inbound> JetStream::read_all(const std::string& stream, const std::s
   MsgHandle newest(raw_newest);
   uint64_t last = natsMsg_GetSequence(newest.get());
   if (since_ms > 0 && natsMsg_GetTime(newest.get()) < since_ms * 1000 * 1000) return done();
+  // The stream's bounds and subjects (one request).
+  jsStreamInfo* si = nullptr;
+  if (js_GetStreamInfo(&si, impl_->js, stream.c_str(), nullptr, &jerr) != NATS_OK) {
+    whole = false;
+    return done();
+  }
+  uint64_t first = si->State.FirstSeq;
+  bool filtered = !(si->Config->SubjectsLen == 1 && filter == si->Config->Subjects[0]);
+  jsStreamInfo_Destroy(si);
   // From a time: from the first sequence stored since, found here (a
   // consumer that starts by time was seen in the same spin as below).
-  uint64_t from = 1;
-  if (since_ms > 0 && !first_since(stream, since_ms * 1000 * 1000, &from)) {
+  uint64_t from = first;
+  if (since_ms > 0 &&
+      !first_since(impl_->js, stream, first, last + 1, since_ms * 1000 * 1000, &from)) {
     whole = false;
     return done();
   }
@@ -448,15 +441,10 @@ std::vector<Inbound> JetStream::read_all(const std::string& stream, const std::s
   // full CPU, delivering nothing, in a filtered consumer's pending count
   // (filteredPendingLocked), and nats.c always sets a filter.) It acknowledges
   // nothing, and the server drops it a minute after a reader that died.
-  std::string config = R"({"ack_policy":"none","inactive_threshold":60000000000)";
-  if (last_per_subject)
-    config += R"(,"deliver_policy":"last_per_subject")";  // (needs the filter)
-  else if (since_ms > 0)
-    config += R"(,"deliver_policy":"by_start_sequence","opt_start_seq":)" + std::to_string(from);
-  else
-    config += R"(,"deliver_policy":"all")";
-  if (last_per_subject || !whole_stream(stream, filter))
-    config += R"(,"filter_subject":")" + filter + "\"";
+  std::string config =
+      R"({"ack_policy":"none","inactive_threshold":60000000000,"deliver_policy":"by_start_sequence","opt_start_seq":)" +
+      std::to_string(from);
+  if (filtered) config += R"(,"filter_subject":")" + filter + "\"";
   config += "}";
   natsConnection* nc = impl_->conn->raw();
   auto created =
@@ -604,7 +592,7 @@ std::vector<KvEntry> KeyValue::read_all(int timeout_ms, bool* complete) {
   std::string prefix = "$KV." + bucket_ + ".";
   // Every message of the bucket's stream: it keeps one per key (History 1),
   // so no last-per-subject consumer (and its filter) is needed.
-  for (auto& in : js_->read_all("KV_" + bucket_, prefix + ">", timeout_ms, 0, false, complete)) {
+  for (auto& in : js_->read_all("KV_" + bucket_, prefix + ">", timeout_ms, 0, complete)) {
     KvEntry e;
     e.key = in.subject.substr(prefix.size());
     e.value.assign(in.data.begin(), in.data.end());

@@ -140,18 +140,13 @@ class JetStream {
                       const std::string& msg_id = {});
 
   // Reads every message stored under `filter` in `stream`, oldest first
-  // (Inbound::stream_seq set). `since_ms` > 0: only messages stored since
-  // then. `last_per_subject`: only the newest message of each subject.
-  // Reads up to the newest message stored under `filter` when it began;
-  // `complete` (if given) is false when it stopped short of it (no message
-  // for `timeout_ms`, or the stream did not answer).
+  // (Inbound::stream_seq set), up to the newest one stored when it began.
+  // `since_ms` > 0: only messages stored since then (nats-server's clock).
+  // `complete` (if given) is false when it stopped short of the newest (no
+  // message for `timeout_ms`, or the stream did not answer).
   std::vector<Inbound> read_all(const std::string& stream, const std::string& filter,
                                 int timeout_ms = 2000, int64_t since_ms = 0,
-                                bool last_per_subject = false, bool* complete = nullptr);
-  // The first sequence of `stream` stored at or after `since_ns` (nats-server
-  // time, ns since the epoch); LastSeq + 1 when none. False: no answer.
-  bool first_since(const std::string& stream, int64_t since_ns, uint64_t* out);
-  bool whole_stream(const std::string& stream, const std::string& filter);
+                                bool* complete = nullptr);
 
   // Publishes with headers and reports the stored sequence (0 on error; the
   // error text and JetStream error code otherwise).

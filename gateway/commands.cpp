@@ -197,11 +197,15 @@ int run_history(const std::string& url, const std::string& job_id, const std::st
     return fail("history " + job_id + ": " + err);
   // In story order (JobEvent.seq): an event announced again after a restart
   // (recovery.hpp, unannounced) is stored after later ones.
-  std::stable_sort(raw.begin(), raw.end(), [](const std::string& a, const std::string& b) {
+  std::vector<std::pair<int64_t, std::string>> by_seq;  // (seq, raw); 0: not an event
+  for (auto& text : raw) {
     size_t ignored = 0;
-    auto ea = parse_events({a}, &ignored), eb = parse_events({b}, &ignored);
-    return !ea.empty() && !eb.empty() && ea[0].seq() < eb[0].seq();
-  });
+    auto e = parse_events({text}, &ignored);
+    by_seq.emplace_back(e.empty() ? 0 : e[0].seq(), std::move(text));
+  }
+  std::stable_sort(by_seq.begin(), by_seq.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (size_t i = 0; i < raw.size(); ++i) raw[i] = std::move(by_seq[i].second);
   size_t skipped = 0;
   auto events = parse_events(raw, &skipped);
   if (events.empty())

@@ -493,7 +493,7 @@ TEST_CASE("bus: a stream read from a start time returns every message up to the 
   publish(kOld, kNew);
   for (int round = 0; round < 8; ++round) {
     bool complete = false;
-    auto got = js->read_all(sc.name, "tread.>", 2000, start, false, &complete);
+    auto got = js->read_all(sc.name, "tread.>", 2000, start, &complete);
     INFO("round " << round << ": read " << got.size() << " messages, the last #"
                   << (got.empty() ? 0 : got.back().stream_seq));
     CHECK(complete);
@@ -503,9 +503,9 @@ TEST_CASE("bus: a stream read from a start time returns every message up to the 
   }
   // From a start time after the newest message: nothing, and complete.
   bool complete = false;
-  CHECK(js->read_all(sc.name, "tread.>", 2000, wall_ms() + 60000, false, &complete).empty());
+  CHECK(js->read_all(sc.name, "tread.>", 2000, wall_ms() + 60000, &complete).empty());
   CHECK(complete);
   // A filter nothing is stored under: nothing, and complete.
-  CHECK(js->read_all(sc.name, "tread.none.>", 2000, 0, false, &complete).empty());
+  CHECK(js->read_all(sc.name, "tread.none.>", 2000, 0, &complete).empty());
   CHECK(complete);
 }

@@ -41,7 +41,7 @@ class FakeOutbox : public Outbox {
     send(subject, data.data(), data.size(), {});
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (hold_events) {
+      if (hold_events && stored) {
         unstored_.push_back(std::move(stored));
         return;
       }
@@ -55,8 +55,7 @@ class FakeOutbox : public Outbox {
       now.swap(unstored_);
       hold_events = false;
     }
-    for (auto& f : now)
-      if (f) f();
+    for (auto& f : now) f();
     return now.size();
   }
   bool hold_events = false;  // set before any job exists
