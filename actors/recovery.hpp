@@ -7,8 +7,9 @@
 //                    that no snapshot knows yet (they become queued jobs).
 //   3. add_event:    job events newer than a job's snapshot (JobEvent.seq >
 //                    JobRecord.event_seq) bring its record forward.
-//   4. unannounced:  a record's last event that is not in the stream (it was
-//                    awaiting its acknowledgement at the kill) is announced again.
+//   4. unannounced:  events a record holds (its last one, and the earlier ones
+//                    of keep_earlier) that are not in the stream (they were
+//                    awaiting their acknowledgement at the kill) go out again.
 //   5. derive_holds: node ledgers are rebuilt from the jobs — a committed,
 //                    launched hold for every worker of a starting or running
 //                    job; leases in flight are dropped (stale reservations
