@@ -385,7 +385,8 @@ void check_holds(Self* self) {
     if (h.exited) tell_exit(self, id, h);
     self->send(st.w.jobs, route_atom_v, job,
                caf::make_message(hold_atom_v, st.node, id, static_cast<int32_t>(attempt),
-                                 static_cast<int32_t>(rank), h.launched));
+                                 static_cast<int32_t>(rank),
+                                 h.launched || h.exited));  // an exited one is not launched again
   }
 }
 
@@ -497,6 +498,10 @@ Envelope handle(Self* self, const Envelope& env) {
         tell_exit(self, id, -1, 0, "launch failed: no allocation for " + id + " on " + st.node);
         return {};
       }
+      if (it->second.exited) {  // stopped before this Launch came: it never runs
+        tell_exit(self, id, it->second);
+        return {};
+      }
       it->second.launched = true;
       it->second.changed_ms = now_ms();
       st.unstarted[id] = {now_ms(), env.bytes};
@@ -506,16 +511,26 @@ Envelope handle(Self* self, const Envelope& env) {
       return {};
     }
     case wire::Body::Stop: {
+      // A rank stopped before its Launch ends here: it is told to its job as
+      // exited, and its hold stays until the job releases it, after the job
+      // has announced how the attempt ended. Freed now, its GPUs could be
+      // announced as another job's before that end (two jobs on one GPU in
+      // the events stream).
       auto* s = e->body_as_Stop();
       auto job = wire::str(s->job_id());
-      std::vector<std::string> unlaunched;
-      for (const auto& [id, h] : st.ledger.holds)
-        if (h.job_id == job && !h.launched &&
-            id.rfind(job + "/" + std::to_string(s->attempt()) + "/", 0) == 0)
-          unlaunched.push_back(id);
-      for (const auto& id : unlaunched) policy::release(st.ledger, id);
+      bool changed = false;
+      for (auto& [id, h] : st.ledger.holds) {
+        if (h.job_id != job || !h.committed || h.launched || h.exited) continue;
+        std::string of_job;
+        int attempt = 0, rank = 0;
+        if (!policy::parse_hold_id(id, &of_job, &attempt, &rank) || attempt != s->attempt() ||
+            (s->rank() >= 0 && rank != s->rank()))
+          continue;
+        end_worker(self, id, h, "stopped before its launch: " + wire::str(s->reason()));
+        changed = true;
+      }
       to_agent(self, subjects::kStop, env.bytes);
-      if (!unlaunched.empty()) report(self);
+      if (changed) save(self);
       return {};
     }
     default:

@@ -76,6 +76,16 @@ class FakeOutbox : public Outbox {
     return found;
   }
 
+  // Where the first published message satisfying `pred` is in the order of
+  // publication (-1: none).
+  template <class Pred>
+  long position(Pred pred) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t i = 0; i < log_.size(); ++i)
+      if (pred(log_[i])) return static_cast<long>(i);
+    return -1;
+  }
+
   // Waits until at least `n` published messages satisfy `pred`.
   template <class Pred>
   bool wait_count(Pred pred, size_t n, std::chrono::milliseconds within = std::chrono::seconds(5)) {
@@ -417,4 +427,41 @@ TEST_CASE("a job's Launch waits until the events stream holds its starting event
     return p.subject == subjects::job_events("t", id) &&
            json::parse(p.text()).value("state", "") == "succeeded";
   }));
+}
+
+TEST_CASE("a job canceled before its Launch keeps its GPU until it has announced its end",
+          "[actors][holds]") {
+  // The Launch waits for the starting event to be kept; a cancel meanwhile
+  // stops a rank that never ran. Its GPU must not be announced as another
+  // job's before this job's own end is.
+  Fixture f;
+  f.out->hold_events = true;
+  f.register_node("n1", 1);
+  auto a = f.submit(kJob);
+  auto event_of = [&](const std::string& job, const std::string& state) {
+    return [job, state](const Published& p) {
+      return p.subject == subjects::job_events("t", job) &&
+             json::parse(p.text()).value("state", "") == state;
+    };
+  };
+  REQUIRE(f.out->wait_for(event_of(a, "starting")));
+  auto b = f.submit(kJob);  // waits for n1's only GPU
+  REQUIRE(f.out->wait_for(event_of(b, "queued")));
+  std::string body = "{\"job_id\":\"" + a + "\"}";
+  f.inbound(subjects::team_cancel("t"), std::vector<uint8_t>(body.begin(), body.end()),
+            "_INBOX.cancel");
+  REQUIRE(f.out->wait_for(event_of(a, "canceled")));
+  REQUIRE(f.out->wait_for(event_of(b, "starting")));
+  CHECK(f.out->position(event_of(a, "canceled")) < f.out->position(event_of(b, "starting")));
+  // The starting event is kept only now: job a's Launch never goes.
+  f.out->store_events();
+  Published keep;
+  auto* l = f.launched("n1", b, keep);
+  f.agent_reports("n1", l, 0);
+  REQUIRE(f.out->wait_for(event_of(b, "succeeded")));
+  CHECK(f.out->position([&](const Published& p) {
+    auto* e = wire::open(p.data);
+    return p.subject == subjects::scheduler_to_agent("n1", subjects::kLaunch) && e &&
+           e->body_as_Launch() && wire::str(e->body_as_Launch()->job_id()) == a;
+  }) == -1);
 }
