@@ -343,15 +343,6 @@ struct SubFree {
 using MsgHandle = std::unique_ptr<natsMsg, MsgFree>;
 using SubHandle = std::unique_ptr<natsSubscription, SubFree>;
 
-MsgHandle request(natsConnection* nc, const std::string& subject, const std::string& body,
-                  int timeout_ms) {
-  natsMsg* reply = nullptr;
-  if (natsConnection_Request(&reply, nc, subject.c_str(), body.data(),
-                             static_cast<int>(body.size()), timeout_ms) != NATS_OK)
-    return nullptr;
-  return MsgHandle(reply);
-}
-
 // A stored message as read_all hands it out; false for a KV delete marker.
 bool to_inbound(natsMsg* msg, Inbound* in) {
   in->subject = natsMsg_GetSubject(msg);
@@ -446,13 +437,10 @@ std::vector<Inbound> JetStream::read_all(const std::string& stream, const std::s
       std::to_string(from);
   if (filtered) config += R"(,"filter_subject":")" + filter + "\"";
   config += "}";
-  natsConnection* nc = impl_->conn->raw();
-  auto created =
-      request(nc, "$JS.API.CONSUMER.CREATE." + stream,
-              R"({"stream_name":")" + stream + R"(","config":)" + config + "}", timeout_ms);
-  std::string answer =
-      created ? std::string(natsMsg_GetData(created.get()), natsMsg_GetDataLength(created.get()))
-              : std::string();
+  auto created = impl_->conn->request(
+      "$JS.API.CONSUMER.CREATE." + stream,
+      R"({"stream_name":")" + stream + R"(","config":)" + config + "}", timeout_ms);
+  std::string answer = created ? std::string(created->begin(), created->end()) : std::string();
   auto at = answer.find(R"("name":")");
   if (at == std::string::npos) {
     whole = false;
@@ -462,6 +450,7 @@ std::vector<Inbound> JetStream::read_all(const std::string& stream, const std::s
   std::string name = answer.substr(at, answer.find('"', at) - at);
 
   // Pulled in batches on an inbox of our own.
+  natsConnection* nc = impl_->conn->raw();
   std::string inbox = impl_->conn->new_inbox();
   natsSubscription* raw_sub = nullptr;
   if (natsConnection_SubscribeSync(&raw_sub, nc, inbox.c_str()) != NATS_OK) whole = false;
@@ -495,7 +484,7 @@ std::vector<Inbound> JetStream::read_all(const std::string& stream, const std::s
     }
     if (got == 0) whole = false;  // nothing for a whole pull: stopped short of `last`
   }
-  request(nc, "$JS.API.CONSUMER.DELETE." + stream + "." + name, {}, timeout_ms);
+  impl_->conn->request("$JS.API.CONSUMER.DELETE." + stream + "." + name, std::string(), timeout_ms);
   return done();
 }
 

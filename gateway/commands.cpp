@@ -195,19 +195,27 @@ int run_history(const std::string& url, const std::string& job_id, const std::st
   std::vector<std::string> raw;
   if (auto err = c->history(team, job_id, &raw); !err.empty())
     return fail("history " + job_id + ": " + err);
-  // In story order (JobEvent.seq): an event announced again after a restart
-  // (recovery.hpp, unannounced) is stored after later ones.
-  std::vector<std::pair<int64_t, std::string>> by_seq;  // (seq, raw); 0: not an event
-  for (auto& text : raw) {
-    size_t ignored = 0;
-    auto e = parse_events({text}, &ignored);
-    by_seq.emplace_back(e.empty() ? 0 : e[0].seq(), std::move(text));
-  }
-  std::stable_sort(by_seq.begin(), by_seq.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
-  for (size_t i = 0; i < raw.size(); ++i) raw[i] = std::move(by_seq[i].second);
+  // Each stored message parsed once; the events in story order (JobEvent.seq):
+  // one announced again after a restart (recovery.hpp, unannounced) is stored
+  // after later ones.
+  std::vector<std::pair<pb::JobEvent, std::string>> story;  // (event, its stored text)
   size_t skipped = 0;
-  auto events = parse_events(raw, &skipped);
+  for (auto& text : raw) {
+    auto e = parse_events({text});
+    if (e.empty()) {
+      ++skipped;
+      continue;
+    }
+    story.emplace_back(std::move(e[0]), std::move(text));
+  }
+  std::stable_sort(story.begin(), story.end(),
+                   [](const auto& a, const auto& b) { return a.first.seq() < b.first.seq(); });
+  std::vector<pb::JobEvent> events;
+  raw.clear();
+  for (auto& [e, text] : story) {
+    events.push_back(std::move(e));
+    raw.push_back(std::move(text));
+  }
   if (events.empty())
     return fail("no events for " + job_id + (team.empty() ? "" : " in team " + team) +
                 " in stream " + subjects::kEventsStream +
