@@ -1,5 +1,7 @@
 #include "messages/spec.hpp"
 
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <google/protobuf/util/json_util.h>
 #include <yaml-cpp/yaml.h>
 
@@ -243,43 +245,190 @@ void apply_defaults(pb::JobSpec& s) {
   if (s.kind().empty()) s.set_kind("training");
 }
 
-std::string validate(const pb::JobSpec& s, const Limits& limits) {
-  if (s.team().empty()) return "team is required";
-  if (auto err = subjects::check_token(s.team()); !err.empty()) return "team: " + err;
-  if (s.team() == names::kSysToken) return "team name 'sys' is reserved";
+namespace {
+
+std::string num(int64_t v) { return std::to_string(v); }
+
+// The first control character (< 0x20 or 0x7f) in `s`, as "0x0a"; "" when none.
+std::string control_char(std::string_view s) {
+  for (char c : s) {
+    auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "0x%02x", u);
+      return buf;
+    }
+  }
+  return {};
+}
+
+bool env_key_ok(std::string_view k) {
+  auto alpha = [](char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_'; };
+  if (k.empty() || !alpha(k[0])) return false;
+  for (char c : k)
+    if (!alpha(c) && !(c >= '0' && c <= '9')) return false;
+  return true;
+}
+
+// `s` shortened for an error message (hostile values can be long).
+std::string shown(std::string_view s) {
+  std::string out;
+  for (char c : s.substr(0, 40)) {
+    auto u = static_cast<unsigned char>(c);
+    out += (u < 0x20 || u == 0x7f) ? '?' : c;
+  }
+  if (s.size() > 40) out += "...";
+  return out;
+}
+
+Verdict invalid(std::string e) { return {Verdict::Kind::invalid, std::move(e)}; }
+Verdict too_large(std::string e) { return {Verdict::Kind::too_large, std::move(e)}; }
+
+// The sizes: checked first, before anything walks a hostile spec twice.
+Verdict check_sizes(const pb::JobSpec& s, const Limits& limits) {
+  if (static_cast<int64_t>(s.name().size()) > limits.max_name_bytes)
+    return too_large("name is " + num(s.name().size()) + " bytes (limit max_name_bytes " +
+                     num(limits.max_name_bytes) + ")");
+  if (static_cast<int64_t>(s.image().size()) > limits.max_image_bytes)
+    return too_large("image is " + num(s.image().size()) + " bytes (limit max_image_bytes " +
+                     num(limits.max_image_bytes) + ")");
+  if (static_cast<int64_t>(s.idempotency_key().size()) > limits.max_idempotency_key_bytes)
+    return too_large("idempotency_key is " + num(s.idempotency_key().size()) +
+                     " bytes, longer than " + num(limits.max_idempotency_key_bytes) +
+                     " characters (limit max_idempotency_key_bytes)");
+  if (s.command_size() > limits.max_command_args)
+    return too_large("command has too many arguments: " + num(s.command_size()) +
+                     " (limit max_command_args " + num(limits.max_command_args) + ")");
+  int64_t cmd_bytes = 0;
+  for (const auto& a : s.command()) cmd_bytes += static_cast<int64_t>(a.size());
+  if (cmd_bytes > limits.max_command_bytes)
+    return too_large("command is " + num(cmd_bytes) + " bytes (limit max_command_bytes " +
+                     num(limits.max_command_bytes) + ")");
+  if (static_cast<int64_t>(s.env_size()) > limits.max_env_entries)
+    return too_large("env has " + num(s.env_size()) + " entries (limit max_env_entries " +
+                     num(limits.max_env_entries) + ")");
+  int64_t env_bytes = 0;
+  for (const auto& [k, v] : s.env()) env_bytes += static_cast<int64_t>(k.size() + v.size());
+  if (env_bytes > limits.max_env_bytes)
+    return too_large("env is " + num(env_bytes) + " bytes, keys and values (limit max_env_bytes " +
+                     num(limits.max_env_bytes) + ")");
+  if (auto est = launch_bytes_estimate(s); est > limits.max_launch_bytes)
+    return too_large("the job's launch message would be about " + num(est) +
+                     " bytes (limit max_launch_bytes " + num(limits.max_launch_bytes) + ")");
+  return {};
+}
+
+}  // namespace
+
+int64_t launch_bytes_estimate(const pb::JobSpec& s) {
+  // FlatBuffers: a string costs its bytes, a 4-byte length, a NUL and up to 3
+  // bytes of padding, plus its 4-byte offset in a vector; a KeyValue table
+  // adds its vtable and offsets. The fixed part covers the ids, the GPU list
+  // (64 ints at most) and the other scalar fields with room to spare.
+  constexpr int64_t kFixed = 4096, kPerString = 12, kPerEntry = 40;
+  int64_t n = kFixed;
+  for (const auto& a : s.command()) n += static_cast<int64_t>(a.size()) + kPerString;
+  for (const auto& [k, v] : s.env()) n += static_cast<int64_t>(k.size() + v.size()) + kPerEntry;
+  for (const std::string* f : {&s.name(), &s.team(), &s.kind(), &s.image(), &s.priority(),
+                               &s.idempotency_key(), &s.pool(), &s.checkpoint_signal(),
+                               &s.resources().gpu_type()})
+    n += static_cast<int64_t>(f->size()) + kPerString;
+  return n;
+}
+
+std::string fingerprint(const pb::JobSpec& s) {
+  std::string bytes;
+  {
+    google::protobuf::io::StringOutputStream sos(&bytes);
+    google::protobuf::io::CodedOutputStream cos(&sos);
+    cos.SetSerializationDeterministic(true);  // map entries in key order
+    s.SerializeToCodedStream(&cos);
+  }
+  // FNV-1a, 64 bits: keys are scoped to a team, so a collision could only
+  // mistake one of a team's own specs for another of its own.
+  uint64_t h = 14695981039346656037ULL;
+  for (char c : bytes) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 1099511628211ULL;
+  }
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%016llx-%zx", static_cast<unsigned long long>(h),
+                bytes.size());
+  return buf;
+}
+
+Verdict check(const pb::JobSpec& s, const Limits& limits) {
+  if (auto v = check_sizes(s, limits); !v.ok()) return v;
+  if (s.team().empty()) return invalid("team is required");
+  if (auto err = subjects::check_token(s.team()); !err.empty()) return invalid("team: " + err);
+  if (s.team() == names::kSysToken) return invalid("team name 'sys' is reserved");
+  if (auto c = control_char(s.name()); !c.empty())
+    return invalid("name contains the control character " + c);
   if (!contains(names::kKinds, s.kind()))
-    return "unknown kind '" + s.kind() + "' (expected training, inference or evaluation)";
-  if (s.command().empty()) return "command is required";
-  if (s.command_size() > limits.max_command_args) return "command has too many arguments";
+    return invalid("unknown kind '" + shown(s.kind()) +
+                   "' (expected training, inference or evaluation)");
+  if (s.command().empty()) return invalid("command is required");
+  for (int i = 0; i < s.command_size(); ++i)
+    if (s.command(i).find('\0') != std::string::npos)
+      return invalid("command argument " + num(i) + " contains a NUL byte");
+  for (const auto& [k, v] : s.env()) {
+    if (!env_key_ok(k))
+      return invalid("env key '" + shown(k) + "' is not a variable name ([A-Za-z_][A-Za-z0-9_]*)");
+    if (v.find('\0') != std::string::npos)
+      return invalid("env value of " + k + " contains a NUL byte");
+  }
+  if (auto c = control_char(s.image()); !c.empty())
+    return invalid("image contains the control character " + c);
+  if (auto c = control_char(s.idempotency_key()); !c.empty())
+    return invalid("idempotency_key contains the control character " + c);
   const auto& r = s.resources();
-  if (r.gpus() < 0) return "resources.gpus must be >= 0 (got " + std::to_string(r.gpus()) + ")";
+  if (r.gpus() < 0) return invalid("resources.gpus must be >= 0 (got " + num(r.gpus()) + ")");
   if (r.gpus() > limits.max_gpus_per_worker)
-    return "resources.gpus " + std::to_string(r.gpus()) +
-           " per worker is more than any node has (max " +
-           std::to_string(limits.max_gpus_per_worker) + ")";
-  if (r.cpus() < 0) return "resources.cpus must be >= 0";
-  if (r.memory_mb() < 0) return "resources.memory_mb must be >= 0";
+    return invalid("resources.gpus " + num(r.gpus()) +
+                   " per worker is more than any node has (max " +
+                   num(limits.max_gpus_per_worker) + ")");
+  if (r.cpus() < 0) return invalid("resources.cpus must be >= 0 (got " + num(r.cpus()) + ")");
+  if (r.memory_mb() < 0)
+    return invalid("resources.memory_mb must be >= 0 (got " + num(r.memory_mb()) + ")");
   if (!r.gpu_type().empty()) {
     if (auto err = subjects::check_token(r.gpu_type()); !err.empty())
-      return "resources.gpu_type: " + err;
+      return invalid("resources.gpu_type: " + err);
   }
   int workers = s.has_workers() ? s.workers() : 1;
-  if (workers < 1) return "workers must be >= 1 (got " + std::to_string(workers) + ")";
+  if (workers < 1) return invalid("workers must be >= 1 (got " + num(workers) + ")");
   if (workers > limits.max_workers)
-    return "workers must be <= " + std::to_string(limits.max_workers);
-  if (workers > 1 && r.gpus() == 0) return "a gang (workers > 1) must request GPUs per worker";
+    return invalid("workers must be <= " + num(limits.max_workers) + " (got " + num(workers) +
+                   ")");
+  if (workers > 1 && r.gpus() == 0) return invalid("a gang (workers > 1) must request GPUs per worker");
+  if (int64_t total = int64_t{workers} * r.gpus(); total > limits.max_gpus_per_job)
+    return invalid("the job asks for " + num(total) + " GPUs (" + num(workers) + " workers x " +
+                   num(r.gpus()) + "); limit max_gpus_per_job " + num(limits.max_gpus_per_job));
   if (!s.priority().empty() && !contains(limits.priority_classes, s.priority())) {
     std::string known;
     for (const auto& c : limits.priority_classes) known += (known.empty() ? "" : ", ") + c;
-    return "unknown priority class '" + s.priority() + "' (known: " + known + ")";
+    return invalid("unknown priority class '" + shown(s.priority()) + "' (known: " + known + ")");
   }
   if (!s.pool().empty()) {
-    if (auto err = subjects::check_token(s.pool()); !err.empty()) return "pool: " + err;
+    if (auto err = subjects::check_token(s.pool()); !err.empty()) return invalid("pool: " + err);
   }
-  if (s.max_runtime_s() < 0) return "max_runtime_s must be >= 0";
-  if (s.max_retries() < 0) return "max_retries must be >= 0";
-  if (s.idempotency_key().size() > 256) return "idempotency_key is longer than 256 characters";
+  if (s.max_runtime_s() < 0)
+    return invalid("max_runtime_s must be >= 0 (got " + num(s.max_runtime_s()) + ")");
+  if (s.max_runtime_s() > limits.max_runtime_s)
+    return invalid("max_runtime_s " + num(s.max_runtime_s()) + " is more than " +
+                   num(limits.max_runtime_s) + " (limit max_runtime_s, 30 days)");
+  if (s.max_retries() < 0)
+    return invalid("max_retries must be >= 0 (got " + num(s.max_retries()) + ")");
+  if (s.max_retries() > limits.max_retries)
+    return invalid("max_retries " + num(s.max_retries()) + " is more than " +
+                   num(limits.max_retries) + " (limit max_retries)");
+  if (s.has_grace_s() && (s.grace_s() < 0 || s.grace_s() > limits.max_grace_s))
+    return invalid("grace_s " + num(s.grace_s()) + " is outside 0.." + num(limits.max_grace_s) +
+                   " (limit max_grace_s)");
+  if (auto c = control_char(s.checkpoint_signal()); !c.empty())
+    return invalid("checkpoint_signal contains the control character " + c);
   return {};
 }
+
+std::string validate(const pb::JobSpec& s, const Limits& limits) { return check(s, limits).error; }
 
 }  // namespace troupe::spec

@@ -2,6 +2,7 @@
 // validation (pure), and conversion to and from the wire (FlatBuffers) form.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -29,19 +30,51 @@ Parsed from_wire(const wire::JobSpec* s);
 flatbuffers::Offset<wire::JobSpec> to_wire(flatbuffers::FlatBufferBuilder& fbb,
                                            const pb::JobSpec& s);
 
-// Bounds a spec must stay within to be possible at all.
+// Bounds a spec must stay within to be possible at all, and to stay small
+// enough for the bus: a job's Launch (command + env) and its record (the whole
+// spec) travel as NATS messages, whose max_payload is 1 MiB. The defaults are
+// documented in docs/admission.md; every refusal names the limit and the value.
 struct Limits {
   int max_gpus_per_worker = 64;
   int max_workers = 1024;
+  int64_t max_gpus_per_job = 32768;  // workers x resources.gpus
   int max_command_args = 4096;
+  int64_t max_command_bytes = 128 * 1024;  // all arguments together
+  int max_env_entries = 256;
+  int64_t max_env_bytes = 64 * 1024;  // keys and values together
+  int max_name_bytes = 128;
+  int max_image_bytes = 1024;
+  int max_idempotency_key_bytes = 256;
+  int max_retries = 100;
+  int64_t max_runtime_s = 30LL * 24 * 3600;  // 30 days
+  int max_grace_s = 3600;                    // a longer grace would make a job unpreemptible
+  int64_t max_launch_bytes = 256 * 1024;     // launch_bytes_estimate()
   // Priority class names a spec may use (the cluster config's, else these).
   std::vector<std::string> priority_classes = {"high", "normal", "low"};
 };
 
 // Fills in defaults (workers 1, priority normal, gpu_type empty = any).
 void apply_defaults(pb::JobSpec& s);
-// Returns an empty string when the spec is valid, else what is wrong.
+
+// What validation found: nothing, a spec that cannot be right (invalid), or
+// one that is too large to carry (too_large: the sizes of Limits).
+struct Verdict {
+  enum class Kind { ok, invalid, too_large };
+  Kind kind = Kind::ok;
+  std::string error;  // what is wrong, naming the limit and the value
+  bool ok() const { return kind == Kind::ok; }
+};
+Verdict check(const pb::JobSpec& s, const Limits& limits = {});
+// Returns an empty string when the spec is valid, else what is wrong (check().error).
 std::string validate(const pb::JobSpec& s, const Limits& limits = {});
+
+// An upper estimate of the encoded size of the job's largest bus messages (its
+// Launch: command, env and fixed fields; its record: the whole spec), in bytes.
+int64_t launch_bytes_estimate(const pb::JobSpec& s);
+
+// A stable fingerprint of a spec (deterministic serialization, hashed): two
+// submissions with the same idempotency key must carry equal fingerprints.
+std::string fingerprint(const pb::JobSpec& s);
 
 // Any protobuf message as JSON with the field names of the .proto.
 std::string to_json(const google::protobuf::Message& m);

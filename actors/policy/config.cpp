@@ -1,5 +1,7 @@
 #include "actors/policy/config.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "bus/subjects.hpp"
@@ -47,6 +49,60 @@ std::string ClusterConfig::pool_of_node(std::string_view named_pool,
   return {};
 }
 
+namespace {
+// A team's own key, else the cluster default's, else `none`.
+template <class T>
+T first_of(const std::optional<T>* own, const std::optional<T>& fallback, T none) {
+  if (own != nullptr && own->has_value()) return **own;
+  return fallback.value_or(none);
+}
+}  // namespace
+
+TeamLimits ClusterConfig::limits_of(std::string_view name) const {
+  const TeamCfg* t = team(name);
+  const LimitKeys* own = t ? &t->limits : nullptr;
+  const LimitKeys& d = default_limits;
+  TeamLimits l;
+  l.max_queued_jobs = first_of<int64_t>(own ? &own->max_queued_jobs : nullptr, d.max_queued_jobs, -1);
+  l.submit_rate = first_of<double>(own ? &own->submit_rate : nullptr, d.submit_rate, 0.0);
+  l.submit_burst = first_of<double>(own ? &own->submit_burst : nullptr, d.submit_burst, 0.0);
+  l.max_gpus_per_job = first_of<int>(own ? &own->max_gpus_per_job : nullptr, d.max_gpus_per_job, -1);
+  // A rate without a burst: one second's worth, at least one submission.
+  if (l.submit_rate > 0 && l.submit_burst < 1) l.submit_burst = std::max(1.0, l.submit_rate);
+  return l;
+}
+
+namespace {
+// `limits:` / `default_limits:` -> LimitKeys; "" or what is wrong (`where` names it).
+std::string load_limits(const pb::AdmissionLimits& p, const std::string& where, LimitKeys& out) {
+  LimitKeys k;
+  if (p.has_max_queued_jobs()) {
+    if (p.max_queued_jobs() < -1)
+      return "config: " + where + ": max_queued_jobs must be >= 0 or -1 (no limit), not " +
+             std::to_string(p.max_queued_jobs());
+    k.max_queued_jobs = p.max_queued_jobs();
+  }
+  if (p.has_submit_rate()) {
+    if (!std::isfinite(p.submit_rate()) || p.submit_rate() < 0)
+      return "config: " + where + ": submit_rate must be >= 0 per second (0: no limit)";
+    k.submit_rate = p.submit_rate();
+  }
+  if (p.has_submit_burst()) {
+    if (!std::isfinite(p.submit_burst()) || p.submit_burst() < 1)
+      return "config: " + where + ": submit_burst must be >= 1";
+    k.submit_burst = p.submit_burst();
+  }
+  if (p.has_max_gpus_per_job()) {
+    if (p.max_gpus_per_job() < -1)
+      return "config: " + where + ": max_gpus_per_job must be >= 0 or -1 (no limit), not " +
+             std::to_string(p.max_gpus_per_job());
+    k.max_gpus_per_job = p.max_gpus_per_job();
+  }
+  out = k;
+  return {};
+}
+}  // namespace
+
 ClusterConfig open_config() {
   ClusterConfig c;
   c.open = true;
@@ -86,6 +142,9 @@ std::string load_config(std::string_view text, ClusterConfig& out) {
                " is below guaranteed " + std::to_string(qc.guaranteed);
       tc.quotas[pool] = qc;
     }
+    if (auto err = load_limits(t.limits(), "team '" + t.name() + "' limits", tc.limits);
+        !err.empty())
+      return err;
     c.teams.push_back(std::move(tc));
   }
   seen.clear();
@@ -103,6 +162,9 @@ std::string load_config(std::string_view text, ClusterConfig& out) {
   if (pr.has_window_s()) c.preemption.window_s = pr.window_s();
   if (pr.has_protect_s()) c.preemption.protect_s = pr.protect_s();
   if (pr.has_infra_requeue_cap()) c.preemption.infra_requeue_cap = pr.infra_requeue_cap();
+  if (auto err = load_limits(pbc.default_limits(), "default_limits", c.default_limits);
+      !err.empty())
+    return err;
   out = std::move(c);
   return {};
 }

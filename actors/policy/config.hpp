@@ -3,7 +3,9 @@
 // loading live in config.cpp. Unit tests: tests/unit/policy_config_test.cpp.
 #pragma once
 
+#include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -17,11 +19,30 @@ struct QuotaCfg {
   int limit = -1;  // -1: no hard limit
 };
 
+// Admission limits as written in the config (a team's `limits:` or the
+// cluster's `default_limits:`): each key may be absent.
+struct LimitKeys {
+  std::optional<int64_t> max_queued_jobs;
+  std::optional<double> submit_rate;
+  std::optional<double> submit_burst;
+  std::optional<int> max_gpus_per_job;
+};
+
+// A team's admission limits once resolved (docs/admission.md). The defaults
+// limit nothing: a cluster without `limits:` admits as before.
+struct TeamLimits {
+  int64_t max_queued_jobs = -1;  // -1: no limit
+  double submit_rate = 0;        // submissions per second; 0: no limit
+  double submit_burst = 0;       // token bucket size (resolved: >= 1 when a rate is set)
+  int max_gpus_per_job = -1;     // -1: no limit
+};
+
 struct TeamCfg {
   std::string name;
   double weight = 1.0;
   bool borrow = false;
   std::map<std::string, QuotaCfg> quotas;  // by pool
+  LimitKeys limits;                        // its own `limits:` (absent keys: default_limits)
   // A team with no quota for a pool has guarantee 0 and no limit there.
   QuotaCfg quota(const std::string& pool) const {
     auto it = quotas.find(pool);
@@ -57,6 +78,7 @@ struct ClusterConfig {
   std::vector<ClassCfg> classes;
   std::string default_class = "normal";
   PreemptionCfg preemption;
+  LimitKeys default_limits;  // `default_limits:`, for teams without their own key
 
   const TeamCfg* team(std::string_view name) const;
   const ClassCfg* cls(std::string_view name) const;
@@ -64,6 +86,9 @@ struct ClusterConfig {
   // The team's settings; for an open config, the defaults for any name.
   TeamCfg team_or_default(std::string_view name) const;
   std::vector<std::string> class_names() const;
+  // The team's admission limits: each key from its own `limits:`, else from
+  // `default_limits:`, else no limit. Also for a team absent from the config.
+  TeamLimits limits_of(std::string_view team) const;
   // The pool a node joins: its --pool when named, else the pool of its GPU
   // type; "" when none (nothing is placed there).
   std::string pool_of_node(std::string_view named_pool, std::string_view gpu_type) const;

@@ -287,6 +287,179 @@ TEST_CASE("spec: custom limits are honoured", "[messages][spec]") {
   CHECK_THAT(spec::validate(s, l), Catch::Contains("workers"));
 }
 
+TEST_CASE("spec: hostile sizes are refused as too_large, naming the limit and the value",
+          "[messages][spec][limits]") {
+  struct Row {
+    const char* name;
+    std::function<void(pb::JobSpec&)> change;
+    const char* limit;  // the limit's name, in the message
+    const char* value;  // the value, in the message
+  };
+  const std::vector<Row> rows = {
+      {"60,000 env entries",
+       [](pb::JobSpec& s) {
+         for (int i = 0; i < 60000; ++i) (*s.mutable_env())["K" + std::to_string(i)] = "v";
+       },
+       "max_env_entries", "60000"},
+      {"one 100 KB env value",
+       [](pb::JobSpec& s) { (*s.mutable_env())["BIG"] = std::string(100000, 'x'); },
+       "max_env_bytes", "100003"},
+      {"5,000 arguments",
+       [](pb::JobSpec& s) {
+         for (int i = 0; i < 5000; ++i) s.add_command("a");
+       },
+       "max_command_args", "5001"},
+      {"a 200 KB argument", [](pb::JobSpec& s) { s.add_command(std::string(200000, 'a')); },
+       "max_command_bytes", "200004"},
+      {"name of 129 bytes", [](pb::JobSpec& s) { s.set_name(std::string(129, 'n')); },
+       "max_name_bytes", "129"},
+      {"image of 2,000 bytes", [](pb::JobSpec& s) { s.set_image(std::string(2000, 'i')); },
+       "max_image_bytes", "2000"},
+      {"idempotency_key of 257 bytes",
+       [](pb::JobSpec& s) { s.set_idempotency_key(std::string(257, 'k')); },
+       "max_idempotency_key_bytes", "257"},
+  };
+  for (const auto& row : rows) {
+    DYNAMIC_SECTION(row.name) {
+      pb::JobSpec s = valid_spec();
+      row.change(s);
+      auto v = spec::check(s);
+      CHECK(v.kind == spec::Verdict::Kind::too_large);
+      CHECK_THAT(v.error, Catch::Contains(row.limit));
+      CHECK_THAT(v.error, Catch::Contains(row.value));
+      CHECK(spec::validate(s) == v.error);
+    }
+  }
+}
+
+TEST_CASE("spec: the launch estimate bounds command and env together", "[messages][spec][limits]") {
+  // Under the default limits the parts alone keep a launch under 256 KiB; an
+  // operator's smaller max_launch_bytes catches parts that are each allowed.
+  pb::JobSpec s = valid_spec();
+  for (int i = 0; i < 2000; ++i) s.add_command(std::string(30, 'a'));  // 60 KB
+  for (int i = 0; i < 200; ++i)
+    (*s.mutable_env())["K" + std::to_string(i)] = std::string(250, 'v');  // 50 KB
+  CHECK(spec::check(s).ok());
+  spec::Limits l;
+  l.max_launch_bytes = 100 * 1024;
+  auto v = spec::check(s, l);
+  CHECK(v.kind == spec::Verdict::Kind::too_large);
+  CHECK_THAT(v.error, Catch::Contains("max_launch_bytes 102400"));
+  CHECK_THAT(v.error, Catch::Contains("about " + std::to_string(spec::launch_bytes_estimate(s))));
+  // The largest spec the default parts allow still fits the default launch limit.
+  pb::JobSpec big = valid_spec();
+  big.clear_command();
+  for (int i = 0; i < 4096; ++i) big.add_command(std::string(32, 'a'));
+  for (int i = 0; i < 256; ++i)
+    (*big.mutable_env())["K" + std::to_string(1000 + i)] = std::string(251, 'v');
+  big.set_name(std::string(128, 'n'));
+  big.set_image(std::string(1024, 'i'));
+  INFO(spec::check(big).error);
+  CHECK(spec::check(big).ok());
+}
+
+TEST_CASE("spec: impossible values are refused as invalid, naming the limit and the value",
+          "[messages][spec][limits]") {
+  struct Row {
+    const char* name;
+    std::function<void(pb::JobSpec&)> change;
+    const char* contains;
+  };
+  const std::vector<Row> rows = {
+      {"max_runtime_s 2^63-1",
+       [](pb::JobSpec& s) { s.set_max_runtime_s(9223372036854775807LL); },
+       "max_runtime_s 9223372036854775807 is more than 2592000"},
+      {"max_retries 2^31-1", [](pb::JobSpec& s) { s.set_max_retries(2147483647); },
+       "max_retries 2147483647 is more than 100"},
+      {"1,024 workers x 64 GPUs",
+       [](pb::JobSpec& s) {
+         s.set_workers(1024);
+         s.mutable_resources()->set_gpus(64);
+       },
+       "65536 GPUs (1024 workers x 64); limit max_gpus_per_job 32768"},
+      {"grace_s 2^31-1", [](pb::JobSpec& s) { s.set_grace_s(2147483647); },
+       "grace_s 2147483647 is outside 0..3600"},
+      {"negative grace_s", [](pb::JobSpec& s) { s.set_grace_s(-1); }, "grace_s -1"},
+      {"newline in the name", [](pb::JobSpec& s) { s.set_name("a\nb"); },
+       "name contains the control character 0x0a"},
+      {"escape in the name", [](pb::JobSpec& s) { s.set_name("\x1b[31mred"); }, "0x1b"},
+      {"DEL in the image", [](pb::JobSpec& s) { s.set_image("img\x7f"); }, "0x7f"},
+      {"CR LF in the idempotency key (a header injection)",
+       [](pb::JobSpec& s) { s.set_idempotency_key("k\r\nNats-Msg-Id: other"); },
+       "idempotency_key contains the control character 0x0d"},
+      {"env key with '='", [](pb::JobSpec& s) { (*s.mutable_env())["A=B"] = "v"; },
+       "env key 'A=B' is not a variable name"},
+      {"env key starting with a digit", [](pb::JobSpec& s) { (*s.mutable_env())["1A"] = "v"; },
+       "env key '1A'"},
+      {"empty env key", [](pb::JobSpec& s) { (*s.mutable_env())[""] = "v"; }, "env key ''"},
+      {"env key with a newline", [](pb::JobSpec& s) { (*s.mutable_env())["A\nB"] = "v"; },
+       "env key 'A?B'"},
+      {"NUL in an env value",
+       [](pb::JobSpec& s) { (*s.mutable_env())["A"] = std::string("x\0y", 3); },
+       "env value of A contains a NUL byte"},
+      {"NUL in an argument", [](pb::JobSpec& s) { s.add_command(std::string("a\0b", 3)); },
+       "command argument 1 contains a NUL byte"},
+      {"workers over the limit names the value", [](pb::JobSpec& s) { s.set_workers(5000); },
+       "(got 5000)"},
+  };
+  for (const auto& row : rows) {
+    DYNAMIC_SECTION(row.name) {
+      pb::JobSpec s = valid_spec();
+      row.change(s);
+      auto v = spec::check(s);
+      CHECK(v.kind == spec::Verdict::Kind::invalid);
+      CHECK_THAT(v.error, Catch::Contains(row.contains));
+    }
+  }
+}
+
+TEST_CASE("spec: values at the limits are accepted", "[messages][spec][limits]") {
+  pb::JobSpec s = valid_spec();
+  s.set_name(std::string(128, 'n'));
+  s.set_max_runtime_s(30LL * 24 * 3600);
+  s.set_max_retries(100);
+  s.set_grace_s(3600);
+  s.set_workers(512);
+  s.mutable_resources()->set_gpus(64);  // 32768 GPUs: max_gpus_per_job
+  for (int i = 0; i < 256; ++i) (*s.mutable_env())["K_" + std::to_string(i)] = "line1\nline2";
+  s.set_idempotency_key(std::string(256, 'k'));
+  auto v = spec::check(s);
+  INFO(v.error);
+  CHECK(v.ok());
+  CHECK(spec::launch_bytes_estimate(s) < 256 * 1024);
+}
+
+TEST_CASE("spec: the launch estimate is an upper bound of the encoded Launch",
+          "[messages][spec][limits]") {
+  pb::JobSpec s = valid_spec();
+  for (int i = 0; i < 200; ++i) s.add_command(std::string(i % 50, 'a'));
+  for (int i = 0; i < 200; ++i) (*s.mutable_env())["K" + std::to_string(i)] = std::string(i, 'v');
+  flatbuffers::FlatBufferBuilder fbb;
+  fbb.Finish(spec::to_wire(fbb, s));
+  CHECK(static_cast<int64_t>(fbb.GetSize()) < spec::launch_bytes_estimate(s));
+  CHECK(static_cast<int64_t>(s.ByteSizeLong()) < spec::launch_bytes_estimate(s));
+}
+
+TEST_CASE("spec: fingerprints are stable and tell specs apart", "[messages][spec]") {
+  pb::JobSpec a = valid_spec();
+  (*a.mutable_env())["B"] = "2";
+  (*a.mutable_env())["A"] = "1";
+  pb::JobSpec b = valid_spec();
+  (*b.mutable_env())["A"] = "1";
+  (*b.mutable_env())["B"] = "2";
+  CHECK(spec::fingerprint(a) == spec::fingerprint(b));  // map order does not matter
+  pb::JobSpec c = a;
+  c.add_command("--more");
+  CHECK(spec::fingerprint(a) != spec::fingerprint(c));
+  pb::JobSpec d = a;
+  d.mutable_resources()->set_gpus(2);
+  CHECK(spec::fingerprint(a) != spec::fingerprint(d));
+  // The same spec through its bytes and back.
+  pb::JobSpec e;
+  REQUIRE(e.ParseFromString(a.SerializeAsString()));
+  CHECK(spec::fingerprint(a) == spec::fingerprint(e));
+}
+
 TEST_CASE("spec: to_wire / from_wire round trip", "[messages][spec][wire]") {
   auto p = spec::from_json(kJsonSpec);
   REQUIRE(p.ok);

@@ -96,3 +96,91 @@ TEST_CASE("a node joins the pool of its GPU type, or the one it names", "[policy
   CHECK(c.pool_of_node("", "v100") == "");
   CHECK(c.pool_of_node("nope", "a100") == "");
 }
+
+TEST_CASE("admission limits: none configured limits nothing", "[policy][config][limits]") {
+  // The documented defaults: no queue limit, no rate, no GPU cap per job.
+  for (const auto& c : {open_config(), [] {
+                          ClusterConfig c;
+                          REQUIRE(load_config(kConfig, c) == "");
+                          return c;
+                        }()}) {
+    for (const char* team : {"vision", "nlp", "ghost"}) {
+      auto l = c.limits_of(team);
+      CHECK(l.max_queued_jobs == -1);
+      CHECK(l.submit_rate == 0);
+      CHECK(l.submit_burst == 0);
+      CHECK(l.max_gpus_per_job == -1);
+    }
+  }
+}
+
+TEST_CASE("admission limits: per team, with default_limits per key", "[policy][config][limits]") {
+  const char* text = R"(
+pools:
+  - {name: a100, gpu_type: a100}
+default_limits: {max_queued_jobs: 5000, submit_rate: 100, max_gpus_per_job: 256}
+teams:
+  - name: vision
+    limits: {max_queued_jobs: 1000, submit_rate: 200, submit_burst: 400, max_gpus_per_job: 64}
+  - name: nlp
+    limits: {submit_rate: 10}
+  - name: free
+    limits: {submit_rate: 0, max_queued_jobs: -1}
+  - {name: plain}
+)";
+  ClusterConfig c;
+  REQUIRE(load_config(text, c) == "");
+  auto v = c.limits_of("vision");
+  CHECK(v.max_queued_jobs == 1000);
+  CHECK(v.submit_rate == 200);
+  CHECK(v.submit_burst == 400);
+  CHECK(v.max_gpus_per_job == 64);
+  // nlp: its own rate; the rest from default_limits; burst one second's worth.
+  auto n = c.limits_of("nlp");
+  CHECK(n.submit_rate == 10);
+  CHECK(n.submit_burst == 10);
+  CHECK(n.max_queued_jobs == 5000);
+  CHECK(n.max_gpus_per_job == 256);
+  // free: explicitly unlimited where it says so.
+  auto f = c.limits_of("free");
+  CHECK(f.submit_rate == 0);
+  CHECK(f.max_queued_jobs == -1);
+  CHECK(f.max_gpus_per_job == 256);
+  // plain (no limits:) and a team absent from the config: default_limits.
+  for (const char* t : {"plain", "ghost"}) {
+    auto p = c.limits_of(t);
+    CHECK(p.max_queued_jobs == 5000);
+    CHECK(p.submit_rate == 100);
+    CHECK(p.submit_burst == 100);
+    CHECK(p.max_gpus_per_job == 256);
+  }
+}
+
+TEST_CASE("admission limits: a slow rate still gets a burst of one", "[policy][config][limits]") {
+  ClusterConfig c;
+  REQUIRE(load_config("pools: [{name: a, gpu_type: a}]\nteams: [{name: t, limits: {submit_rate: 0.5}}]",
+                      c) == "");
+  CHECK(c.limits_of("t").submit_burst == 1);
+}
+
+TEST_CASE("admission limits: bad values are refused with a reason", "[policy][config][limits]") {
+  struct Case {
+    const char* text;
+    const char* want;
+  };
+  std::vector<Case> cases = {
+      {"teams: [{name: t, limits: {submit_rate: -1}}]", "team 't' limits: submit_rate"},
+      {"teams: [{name: t, limits: {submit_burst: 0.5}}]", "submit_burst must be >= 1"},
+      {"teams: [{name: t, limits: {max_queued_jobs: -2}}]", "max_queued_jobs must be >= 0"},
+      {"teams: [{name: t, limits: {max_gpus_per_job: -5}}]", "max_gpus_per_job must be >= 0"},
+      {"default_limits: {submit_rate: -3}", "default_limits: submit_rate"},
+      {"teams: [{name: t, limits: {max_jobs: 3}}]", "config"},  // unknown key
+  };
+  for (const auto& k : cases) {
+    SECTION(k.text) {
+      ClusterConfig out;
+      auto err = load_config(std::string("pools: [{name: a, gpu_type: a}]\n") + k.text, out);
+      CHECK_THAT(err, Catch::Contains(k.want));
+    }
+  }
+}

@@ -1,0 +1,97 @@
+// Admission at the router (docs/admission.md): the refusal codes, a token
+// bucket per team (time is a parameter; no clocks here), the queued-jobs and
+// GPUs-per-job limits of a team, the feasibility of a spec against the largest
+// nodes registered in its pool, and idempotency conflicts. Pure; the router
+// (actors/router.cpp) holds the state and calls these. Unit tests:
+// tests/unit/policy_admission_test.cpp.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "actors/policy/config.hpp"
+#include "actors/policy/placement.hpp"
+
+namespace troupe::policy {
+
+// Why a submission was refused: a stable code, part of the API (docs/api.md),
+// beside the text for a person.
+enum class Refusal {
+  none,
+  malformed,             // neither a JSON job spec nor a verifiable FlatBuffers SubmitRequest
+  invalid_spec,          // the spec cannot be right (spec::check, the cluster config)
+  wrong_team,            // the spec's team is not the subject's
+  rate_limited,          // the team's submit_rate / submit_burst
+  too_many_queued,       // the team's max_queued_jobs
+  too_large,             // a size limit of the spec, or the team's max_gpus_per_job
+  unsatisfiable,         // no registered node of its pool could ever hold one worker
+  idempotency_conflict,  // the key was used with a different spec
+  unavailable,           // the intake stream did not record it: retry
+  not_allowed,           // a reserved or unknown team
+};
+inline constexpr Refusal kAllRefusals[] = {
+    Refusal::malformed,       Refusal::invalid_spec,  Refusal::wrong_team,
+    Refusal::rate_limited,    Refusal::too_many_queued, Refusal::too_large,
+    Refusal::unsatisfiable,   Refusal::idempotency_conflict, Refusal::unavailable,
+    Refusal::not_allowed};
+
+// "rate_limited", ...; "" for none.
+const char* code_name(Refusal r);
+
+// One submission per token; `burst` tokens at most, refilled at `rate` per
+// second. A new bucket is full.
+struct TokenBucket {
+  double tokens = -1;  // < 0: not used yet (full)
+  int64_t last_ms = 0;
+};
+// Takes a token at `now_ms` (any monotonic clock); false when none is left.
+// `rate <= 0` means no limit (always true, the bucket is not touched).
+bool take_token(TokenBucket& b, double rate, double burst, int64_t now_ms);
+// True when the bucket would be full at `now_ms` (it can be forgotten).
+bool bucket_full(const TokenBucket& b, double rate, double burst, int64_t now_ms);
+
+struct Decision {
+  Refusal code = Refusal::none;
+  std::string error;  // names the limit and the value
+  bool ok() const { return code == Refusal::none; }
+};
+
+// The team's rate: takes a token or refuses rate_limited.
+Decision check_rate(TokenBucket& b, const TeamLimits& l, std::string_view team, int64_t now_ms);
+// The team's max_queued_jobs against the jobs it has queued now (accepted, or
+// being recorded, and not started yet).
+Decision check_queued(const TeamLimits& l, std::string_view team, int64_t queued_now);
+// The team's max_gpus_per_job against workers x GPUs per worker.
+Decision check_job_gpus(const TeamLimits& l, std::string_view team, int workers, int gpus);
+
+// The shape of one registered node (from its NodeRegister): what it could
+// ever hold. `pool` is resolved with the cluster config ("" = none).
+struct NodeShape {
+  std::string name;
+  std::string pool;
+  std::string gpu_type;
+  int gpus = 0;
+  int cpus = 0;
+  int64_t memory_mb = 0;
+};
+
+// Whether one worker of `req` (its pool resolved) could ever run on a node
+// registered in that pool (of its GPU type, when it names one). A pool with
+// no such node yet accepts (nodes may join later); otherwise the refusal is
+// unsatisfiable with the numbers ("needs 16 GPUs per worker; the largest node
+// of pool a100 has 8").
+Decision check_feasible(const std::vector<NodeShape>& nodes, const PlacementRequest& req);
+
+// The same idempotency key with another spec: `stored` is the fingerprint
+// (spec::fingerprint) of the key's job, "" when unknown (then no conflict).
+Decision check_idempotency(std::string_view key, std::string_view stored,
+                          std::string_view fingerprint);
+
+// A job counts against max_queued_jobs from its acceptance until it first
+// leaves `queued` (starts or ends). For a record after a restart: state
+// queued (or not set yet) and no ended attempt.
+bool awaiting_first_start(std::string_view state, int ended_attempts);
+
+}  // namespace troupe::policy
