@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 
 #include "bus/nats.hpp"
+#include "gateway/auth/store.hpp"
 #include "gateway/client.hpp"
 #include "gateway/commands.hpp"
 #include "gateway/submit_args.hpp"
@@ -120,14 +121,71 @@ int main(int argc, char** argv) {
   up->add_option("--port", upo.port, "NATS port")->capture_default_str();
   up->add_option("--config", upo.config, "cluster config for troupe-scheduler --config (YAML or JSON)");
 
+  // auth: NATS identities and TLS material under <home>/auth (gateway/auth/store.hpp)
+  auto* auth = app.add_subcommand("auth", "Make NATS identities (.creds) and TLS material in <home>/auth");
+  auth->require_subcommand(1);
+  std::string auth_home, auth_name;
+  int auth_count = 0;
+  bool auth_rotate = false;
+  auto* auth_init = auth->add_subcommand(
+      "init", "Create the operator, accounts, TLS material, scheduler.creds and nats-auth.conf (keeps what exists)");
+  auto* auth_team = auth->add_subcommand("add-team", "Write team-NAME.creds (the team's verbs and events)");
+  auto* auth_node = auth->add_subcommand("add-node", "Write node-NAME.creds (one node agent)");
+  auto* auth_fleet =
+      auth->add_subcommand("add-fleet", "Write fleet-PREFIX.creds (troupe-node --count N --name-prefix PREFIX)");
+  auto* auth_admin = auth->add_subcommand("add-admin", "Write admin-NAME.creds (every team, node operations)");
+  for (auto* sc : {auth_init, auth_team, auth_node, auth_fleet, auth_admin})
+    sc->add_option("--home", auth_home, "state directory (default $TROUPE_HOME or ./.troupe)");
+  auth_team->add_option("NAME", auth_name, "team name")->required();
+  auth_node->add_option("NAME", auth_name, "node name (troupe-node --name)")->required();
+  auth_fleet->add_option("PREFIX", auth_name, "fleet name prefix (members PREFIX-00001 ...)")->required();
+  auth_fleet->add_option("--count", auth_count, "number of fleet members")->required();
+  auth_admin->add_option("NAME", auth_name, "admin name")->required();
+  for (auto* sc : {auth_team, auth_node, auth_fleet, auth_admin})
+    sc->add_flag("--rotate", auth_rotate, "replace the identity's key even if its .creds exists");
+
   try {
     app.parse(static_cast<int>(args.size()), args.data());
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    int rc = app.exit(e);
+    if (auth->parsed() && rc != 0) return 2;  // troupe auth: usage errors exit 2
+    return rc;
   }
   if (split.had_dashdash && !submit->parsed()) {
     std::cerr << "troupe: only `troupe submit` takes a command after --\n";
     return 2;
+  }
+
+  if (auth->parsed()) {
+    namespace ta = troupe::auth;
+    std::string usage = auth_team->parsed()    ? ta::check_team_name(auth_name)
+                        : auth_fleet->parsed() ? ta::check_fleet(auth_name, auth_count)
+                        : auth_init->parsed()  ? std::string()
+                                               : ta::check_node_name(auth_name);
+    if (!usage.empty()) {
+      std::cerr << "troupe auth: " << usage << "\n";
+      return 2;
+    }
+    const std::string dir = ta::auth_dir_of(ta::troupe_home(auth_home));
+    std::string written, error;
+    if (auth_init->parsed()) error = ta::init(dir);
+    if (auth_team->parsed()) error = ta::add_team(dir, auth_name, auth_rotate, &written);
+    if (auth_node->parsed()) error = ta::add_node(dir, auth_name, auth_rotate, &written);
+    if (auth_fleet->parsed()) error = ta::add_fleet(dir, auth_name, auth_count, auth_rotate, &written);
+    if (auth_admin->parsed()) error = ta::add_admin(dir, auth_name, auth_rotate, &written);
+    if (!error.empty()) {
+      std::cerr << "troupe auth: " << error << "\n";
+      return 1;
+    }
+    if (auth_init->parsed()) {  // paths only, never their content
+      std::cout << ta::server_config_path(dir, true) << "\n"
+                << ta::server_config_path(dir, false) << "\n"
+                << dir << "/" << ta::kCaCertFile << "\n"
+                << ta::creds_path(dir, "scheduler") << "\n";
+    } else {
+      std::cout << written << "\n";
+    }
+    return 0;
   }
 
   if (up->parsed()) {

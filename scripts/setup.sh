@@ -11,7 +11,7 @@ PACKAGES=(
   libcaf-dev libnats-dev nats-server
   flatbuffers-compiler libflatbuffers-dev libprotobuf-dev protobuf-compiler
   prometheus-cpp-dev catch2 libcli11-dev libspdlog-dev libyaml-cpp-dev
-  nlohmann-json3-dev libcpp-httplib-dev libbenchmark-dev
+  nlohmann-json3-dev libcpp-httplib-dev libbenchmark-dev openssl libssl-dev
   prometheus
   clang libclang-rt-dev
   ca-certificates git

@@ -1,0 +1,81 @@
+// Role -> NATS permissions of every Troupe identity (see permissions.hpp).
+#include "gateway/auth/permissions.hpp"
+
+#include "bus/subjects.hpp"
+
+namespace troupe::auth {
+namespace {
+
+namespace sj = troupe::subjects;
+
+const char* const kJetStreamApi = "$JS.>";
+const char* const kKv = "$KV.>";
+const char* const kSysAll = "troupe.sys.>";
+
+std::string identity(std::string_view prefix, std::string_view name) {
+  return std::string(prefix) + std::string(name);
+}
+
+void add_node(Permissions& p, std::string_view node) {
+  p.pub_allow.push_back(sj::agent_to_scheduler(node, ">"));
+  p.sub_allow.push_back(sj::scheduler_to_agent(node, ">"));
+}
+
+}  // namespace
+
+Permissions team_permissions(std::string_view team) {
+  Permissions p;
+  for (auto verb : sj::kTeamVerbs) p.pub_allow.push_back(sj::team_verb(team, verb));
+  const std::string events = sj::team_verb(team, sj::kEvents) + ".>";
+  p.pub_deny = {events, kJetStreamApi, kKv, kSysAll};
+  p.sub_allow = {sj::inbox_prefix(identity(sj::kTeamIdentityPrefix, team)) + ".>", events};
+  p.sub_deny = {kJetStreamApi, kKv, kSysAll};
+  return p;
+}
+
+Permissions node_permissions(std::string_view node) {
+  Permissions p;
+  add_node(p, node);
+  p.sub_allow.emplace_back(sj::kSysHello);
+  p.allow_responses = true;
+  return p;
+}
+
+std::string fleet_member_name(std::string_view prefix, int i, int count) {
+  int width = 5;
+  for (long long c = 100000; c <= count; c *= 10) ++width;
+  std::string digits = std::to_string(i);
+  if (static_cast<int>(digits.size()) < width)
+    digits.insert(0, static_cast<std::size_t>(width) - digits.size(), '0');
+  return std::string(prefix) + "-" + digits;
+}
+
+Permissions fleet_permissions(std::string_view prefix, int count) {
+  Permissions p;
+  for (int i = 1; i <= count; ++i) add_node(p, fleet_member_name(prefix, i, count));
+  p.sub_allow.emplace_back(sj::kSysHello);
+  p.allow_responses = true;
+  return p;
+}
+
+Permissions scheduler_permissions() {
+  Permissions p;
+  p.pub_allow = {">"};
+  p.sub_allow = {">"};
+  return p;
+}
+
+Permissions admin_permissions(std::string_view name) {
+  Permissions p;
+  for (auto verb : sj::kTeamVerbs) p.pub_allow.push_back(sj::team_verb("*", verb));
+  p.pub_allow.push_back(sj::team_verb("sys", sj::kJobs));
+  for (const char* s : {sj::kSysNodes, sj::kSysQueues, sj::kSysStats, sj::kSysCordon,
+                        sj::kSysUncordon, sj::kSysDrain, "troupe.sys.find", sj::kSysDebugCrash})
+    p.pub_allow.emplace_back(s);
+  p.pub_deny = {sj::kAllEvents, kJetStreamApi,        kKv, sj::kAllAgents, "troupe.sys.node.>",
+                sj::kSysHello,  "troupe.sys.intake.>"};
+  p.sub_allow = {sj::inbox_prefix(identity(sj::kAdminIdentityPrefix, name)) + ".>", sj::kAllEvents};
+  return p;
+}
+
+}  // namespace troupe::auth
