@@ -303,13 +303,13 @@ bool read_state(bus::KeyValue& kv, bus::JetStream& js, Restored& out) {
   for (auto& in :
        js.read_all(subjects::kIntakeStream, subjects::kIntakeSubjects, 2000, since, &complete)) {
     ++out.intake_read;
-    recovery::add_intake(out.state, as_string(in));
+    recovery::add_intake(out.state, as_string(in), in.subject);
   }
   whole = whole && complete;
   for (auto& in :
        js.read_all(subjects::kEventsStream, subjects::kAllEvents, 2000, since, &complete)) {
     ++out.events_read;
-    recovery::add_event(out.state, as_string(in));
+    recovery::add_event(out.state, as_string(in), in.subject);
   }
   return whole && complete;
 }

@@ -265,9 +265,18 @@ void attempt_over(Self* self) {
   release_holds(self, r.job_id(), attempt, nodes);
 }
 
+// Whether rank `rank` of the current attempt is placed on `node`: only that
+// node's report about it counts.
+bool placed_on(const pb::JobRecord& r, int rank, const flatbuffers::String* node) {
+  for (const auto& p : r.placement())
+    if (p.rank() == rank) return node != nullptr && node->string_view() == p.node();
+  return false;
+}
+
 void on_started(Self* self, const wire::Started* s) {
   auto& r = self->state.rec;
   if (s->attempt() != r.attempt() || has(r.started_ranks(), s->rank())) return;
+  if (!placed_on(r, s->rank(), s->node())) return;
   r.add_started_ranks(s->rank());
   if (r.state() == names::kStarting && r.started_ranks_size() == r.placement_size())
     enter(self, names::kRunning);
@@ -279,6 +288,7 @@ void on_exited(Self* self, const wire::Exited* x) {
   auto& r = self->state.rec;
   if (x->attempt() != r.attempt() || has(r.exited_ranks(), x->rank())) return;
   if (r.state() != names::kStarting && r.state() != names::kRunning) return;
+  if (!placed_on(r, x->rank(), x->node())) return;
   r.add_exited_ranks(x->rank());
   bool stopping = r.cancel_requested() || r.preempt_requested();
   auto o = policy::classify_exit(x->exit_code(), x->signal(), wire::str(x->reason()), stopping,

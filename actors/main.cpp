@@ -9,14 +9,19 @@
 #include <CLI/CLI.hpp>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <csignal>
 #include <cstdio>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <mutex>
+#include <thread>
 #include <nlohmann/json.hpp>
 
 #include "actors/durable.hpp"
+#include "actors/policy/admission.hpp"
 #include "actors/policy/config.hpp"
 #include "actors/scheduler.hpp"
 #include "bus/bridge.hpp"
@@ -65,6 +70,67 @@ class StreamIntake : public troupe::Intake {
   troupe::LeaseGate& gate_;
 };
 
+// troupe.<team>.history: a job's events read from TROUPE_EVENTS (only the
+// subject troupe.<team>.events.<job_id>) on a thread of its own, one read at
+// a time, so no actor waits. At most kMaxWaiting reads wait; more are refused
+// at once (a flood of requests is not queued without end).
+class StreamHistory : public troupe::History {
+ public:
+  explicit StreamHistory(troupe::bus::JetStream& js) : js_(js), thread_([this] { run(); }) {}
+  ~StreamHistory() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  void read(const std::string& team, const std::string& job_id, Done done) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!stop_ && waiting_.size() < kMaxWaiting) {
+        waiting_.push_back(Read{team, job_id, std::move(done)});
+        cv_.notify_one();
+        return;
+      }
+    }
+    done({}, "too many history reads waiting; retry");
+  }
+
+ private:
+  static constexpr size_t kMaxWaiting = 64;
+  struct Read {
+    std::string team, job_id;
+    Done done;
+  };
+  void run() {
+    for (;;) {
+      Read r;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [this] { return stop_ || !waiting_.empty(); });
+        if (stop_) return;
+        r = std::move(waiting_.front());
+        waiting_.pop_front();
+      }
+      bool complete = true;
+      auto msgs = js_.read_all(troupe::subjects::kEventsStream,
+                               troupe::subjects::job_events(r.team, r.job_id), 2000, 0, &complete);
+      std::vector<std::string> events;
+      events.reserve(msgs.size());
+      for (auto& m : msgs) events.emplace_back(m.data.begin(), m.data.end());
+      r.done(std::move(events),
+             complete ? std::string() : "the events stream did not answer in full; retry");
+    }
+  }
+  troupe::bus::JetStream& js_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Read> waiting_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
 // Waits up to `ms` for one of `set`'s signals; 0 on timeout.
 int wait_signal(const sigset_t& set, int ms) {
   timespec ts{ms / 1000, (ms % 1000) * 1000000L};
@@ -100,7 +166,12 @@ int main(int argc, char** argv) {
   std::string url =
       std::getenv("TROUPE_NATS") ? std::getenv("TROUPE_NATS") : "nats://127.0.0.1:4222";
   std::string config;
-  app.add_option("--nats", url, "NATS server URL (env TROUPE_NATS)");
+  app.add_option("--nats", url, "NATS server URL(s), comma-separated (env TROUPE_NATS)");
+  // The scheduler's identity (docs/security.md): scheduler.creds.
+  std::string creds = std::getenv("TROUPE_NATS_CREDS") ? std::getenv("TROUPE_NATS_CREDS") : "";
+  std::string tls_ca = std::getenv("TROUPE_NATS_CA") ? std::getenv("TROUPE_NATS_CA") : "";
+  app.add_option("--creds", creds, "NATS credentials file (env TROUPE_NATS_CREDS)");
+  app.add_option("--tls-ca", tls_ca, "CA of the NATS server's TLS certificate (env TROUPE_NATS_CA)");
   app.add_option("--config", config, "cluster config file (YAML or JSON)");
   const char* home = std::getenv("TROUPE_HOME");
   troupe::SchedulerOptions opts;
@@ -165,6 +236,8 @@ int main(int argc, char** argv) {
   std::string err;
   troupe::bus::ConnectOptions in_opts, out_opts;
   in_opts.url = out_opts.url = url;
+  in_opts.creds_file = out_opts.creds_file = creds;
+  in_opts.tls_ca = out_opts.tls_ca = tls_ca;
   in_opts.name = "troupe-scheduler-in";
   // After nats-server comes back, the agents are asked to register again (what
   // they run, what ended meanwhile); the main loop sends that hello.
@@ -209,6 +282,8 @@ int main(int argc, char** argv) {
   if (!metrics_addr.empty()) {
     troupe::metrics::MetricsCollector::Options mo;
     mo.nats_url = url;
+    mo.creds_file = creds;
+    mo.tls_ca = tls_ca;
     mo.bind = metrics_addr;
     metrics = troupe::metrics::MetricsCollector::start(mo, &err);
     if (!metrics) {
@@ -286,9 +361,19 @@ int main(int argc, char** argv) {
   }
   opts.store = store;
   opts.epoch = lease.epoch();
-  opts.extra_stats = [store = store.get(), ev = events.get(), epoch = lease.epoch()] {
+  // Stored records that failed validation at restore: never run, kept where
+  // they are (the KV bucket, the streams), shown here (docs/security.md).
+  nlohmann::json quarantine = nlohmann::json::object();
+  for (const auto& [where, why] : rs.quarantined) {
+    std::fprintf(stderr, "troupe-scheduler: quarantined %s: %s\n", where.c_str(), why.c_str());
+    if (quarantine.size() < 100) quarantine[where] = why;
+  }
+  opts.extra_stats = [store = store.get(), ev = events.get(), epoch = lease.epoch(),
+                      quarantined = rs.quarantined.size(), quarantine] {
     const auto& n = store->counters();
     return nlohmann::json{{"leader_epoch", epoch},
+                          {"quarantined", quarantined},
+                          {"quarantine", quarantine},
                           {"snapshots",
                            {{"puts", n.puts.load()},
                             {"writes", n.writes.load()},
@@ -306,10 +391,26 @@ int main(int argc, char** argv) {
     caf::actor_system sys{cfg};
     auto out = std::make_shared<BusOutbox>(gate);
     auto intake = std::make_shared<StreamIntake>(*js, gate);
+    auto history = std::make_shared<StreamHistory>(*js);
+    opts.history = history;
     auto w = troupe::start_scheduler(sys, out, intake, opts);
     troupe::apply_config(w, config_text);
+    // The router also learns each key's spec fingerprint (idempotency_conflict)
+    // and, per restored job still awaiting its first start, its team
+    // (max_queued_jobs); the job supervisor tracks the same jobs.
+    std::vector<std::string> fingerprints, unstarted;
+    for (const auto& [id, rec] : rs.jobs) {
+      if (!rec.spec().idempotency_key().empty()) {
+        fingerprints.push_back(rec.spec().team() + "/" + rec.spec().idempotency_key());
+        fingerprints.push_back(troupe::spec::fingerprint(rec.spec()));
+      }
+      if (!troupe::names::is_terminal(rec.state()) &&
+          troupe::policy::awaiting_first_start(rec.state(), rec.attempts_size()))
+        unstarted.push_back(rec.spec().team());
+    }
     caf::anon_send(w.router, troupe::atoms::restore_atom_v, troupe::recovery::idempotency_keys(rs),
-                   static_cast<uint64_t>(troupe::recovery::max_seq(rs)));
+                   static_cast<uint64_t>(troupe::recovery::max_seq(rs)), std::move(fingerprints),
+                   std::move(unstarted));
     caf::anon_send(w.nodes, troupe::atoms::restore_atom_v, std::move(node_records));
     caf::anon_send(w.jobs, troupe::atoms::restore_atom_v, std::move(job_records));
     auto ms =
@@ -319,10 +420,10 @@ int main(int argc, char** argv) {
         stderr,
         "troupe-scheduler: leader (epoch %llu); restored %zu jobs (%zu not ended), %zu nodes "
         "in %lld ms (read since the last flush: %zu intake, %zu events; %zu moved on; %zu "
-        "events announced again; %lld unreadable)\n",
+        "events announced again; %lld unreadable, %zu quarantined)\n",
         static_cast<unsigned long long>(lease.epoch()), rs.jobs.size(), active, rs.nodes.size(),
         static_cast<long long>(ms), restored.intake_read, restored.events_read, rs.changed.size(),
-        unannounced.size(), static_cast<long long>(rs.bad));
+        unannounced.size(), static_cast<long long>(rs.bad), rs.quarantined.size());
 
     std::vector<troupe::bus::SubscriptionPtr> subs;
     for (const char* s :
@@ -331,7 +432,8 @@ int main(int argc, char** argv) {
           troupe::subjects::kSysStats, troupe::subjects::kAllAgents, troupe::subjects::kAllWhy,
           troupe::subjects::kSysQueues, troupe::subjects::kSysCordon,
           troupe::subjects::kSysUncordon, troupe::subjects::kSysDrain,
-          troupe::subjects::kSysDebugCrash}) {
+          troupe::subjects::kSysDebugCrash, troupe::subjects::kAllHistory,
+          troupe::subjects::kSysFind}) {
       auto sub = troupe::bus::subscribe_actor(*in_conn, s, w.router);
       if (!sub) {
         std::fprintf(stderr, "troupe-scheduler: cannot subscribe to %s\n", s);
@@ -353,7 +455,8 @@ int main(int argc, char** argv) {
     in_conn->flush();
     // Agents that started before us register again (and learn our epoch).
     out->publish(troupe::subjects::kSysHello, "{\"epoch\":" + std::to_string(lease.epoch()) + "}");
-    std::fprintf(stderr, "troupe-scheduler: serving on %s\n", url.c_str());
+    std::fprintf(stderr, "troupe-scheduler: serving on %s\n",
+                 troupe::bus::redact_url(url).c_str());
 
     while (rc == 0) {
       int sig = wait_signal(stop, std::max(100, lease_ttl_ms / 3));
@@ -396,6 +499,8 @@ int main(int argc, char** argv) {
     subs.clear();
     troupe::stop_scheduler(w);
     sys.await_all_actors_done();
+    opts.history.reset();
+    history.reset();  // (before the JetStream context: its thread reads with it)
   }
   opts.store.reset();  // (the last owner is below: its writer needs the KV bucket)
   opts.extra_stats = nullptr;

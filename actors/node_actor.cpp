@@ -24,6 +24,7 @@ struct NodeState {
   std::string rack;
   policy::Ledger ledger;
   bool registered = false;
+  bool shape_known = false;  // its inventory came from its agent (now or before a restart)
   bool alive = false;
   bool lost_once = false;  // lost at least once in this scheduler's life: fence what it still runs
   bool cordoned = false;   // takes no new work
@@ -115,6 +116,7 @@ void restore(Self* self, const std::string& snapshot) {
   st.pool = rec.pool();
   st.rack = rec.rack();
   st.ledger.resize(rec.gpus(), rec.cpus(), rec.memory_mb());
+  st.shape_known = rec.gpus() > 0 || rec.cpus() > 0 || rec.memory_mb() > 0;
   for (const auto& r : rec.holds()) {
     policy::Hold h;
     h.job_id = r.job_id();
@@ -130,7 +132,7 @@ void restore(Self* self, const std::string& snapshot) {
     h.exit_reason = r.exit_reason();
     h.changed_ms = now_ms();
     for (int g : h.gpus) {
-      if (g < 0 || g > 4096) continue;
+      if (g < 0 || g >= policy::kMaxGpuIndex) continue;
       // A node known only from its jobs (rebuilt before its agent spoke) has
       // no inventory yet: its holds still own their indices.
       if (g >= static_cast<int>(st.ledger.gpu_owner.size()))
@@ -397,13 +399,27 @@ Envelope handle(Self* self, const Envelope& env) {
   switch (e->body_type()) {
     case wire::Body::NodeRegister: {
       auto* r = e->body_as_NodeRegister();
+      int gpus = r->gpus() ? static_cast<int>(r->gpus()->size()) : 0;
+      if (st.registered && st.shape_known && !st.ledger.holds.empty() &&
+          (gpus != st.ledger.gpus_total || r->cpus() != st.ledger.cpus_total ||
+           r->memory_mb() != st.ledger.memory_total_mb || wire::str(r->gpu_type()) != st.gpu_type ||
+           wire::str(r->pool()) != st.pool)) {
+        // A node does not change its shape under running work: a register
+        // that would (0 GPUs, or 1,000) is refused and counted; the node
+        // keeps its ledger. Drain it first, then restart its agent.
+        aout(self) << "node " << st.node << ": register refused: it changes the node's capacity ("
+                   << st.ledger.gpus_total << " -> " << gpus << " GPUs) while "
+                   << st.ledger.holds.size() << " holds are on it\n";
+        self->send(st.w.router, distrust_atom_v, std::string("register_capacity_change"));
+        return {};
+      }
       st.host = wire::str(r->host());
       st.gpu_type = wire::str(r->gpu_type());
       st.pool = wire::str(r->pool());
       st.rack = wire::str(r->rack());
-      int gpus = r->gpus() ? static_cast<int>(r->gpus()->size()) : 0;
       st.ledger.resize(gpus, r->cpus(), r->memory_mb());
       st.registered = true;
+      st.shape_known = true;
       st.alive = true;
       st.last_heartbeat_ms = now_ms();
       fence(self, r->running());
@@ -423,18 +439,24 @@ Envelope handle(Self* self, const Envelope& env) {
       fence(self, e->body_as_Heartbeat()->running());
       reconcile(self, e->body_as_Heartbeat()->running());
       return {};
-    case wire::Body::Checkpointed:
-      to_job(self, wire::str(e->body_as_Checkpointed()->job_id()), env);
+    case wire::Body::Checkpointed: {
+      // Only about a worker this node holds: a node speaks for its own work.
+      auto* x = e->body_as_Checkpointed();
+      if (st.ledger.holds.count(policy::hold_id(wire::str(x->job_id()), x->attempt(), x->rank())))
+        to_job(self, wire::str(x->job_id()), env);
       return {};
+    }
     case wire::Body::Started: {
       auto* x = e->body_as_Started();
       auto id = policy::hold_id(wire::str(x->job_id()), x->attempt(), x->rank());
-      if (auto it = st.ledger.holds.find(id); it != st.ledger.holds.end()) {
-        it->second.started = true;
-        if (!it->second.launched && it->second.committed) {
-          it->second.launched = true;  // its Launch predates this actor's snapshot
-          save(self);
-        }
+      auto it = st.ledger.holds.find(id);
+      // A worker this node does not hold is not its to report (a late or
+      // forged report): the job never hears of it.
+      if (it == st.ledger.holds.end()) return {};
+      it->second.started = true;
+      if (!it->second.launched && it->second.committed) {
+        it->second.launched = true;  // its Launch predates this actor's snapshot
+        save(self);
       }
       st.unstarted.erase(id);
       to_job(self, wire::str(x->job_id()), env);
@@ -443,10 +465,10 @@ Envelope handle(Self* self, const Envelope& env) {
     case wire::Body::Exited: {
       auto* x = e->body_as_Exited();
       auto id = policy::hold_id(wire::str(x->job_id()), x->attempt(), x->rank());
-      if (auto it = st.ledger.holds.find(id); it != st.ledger.holds.end()) {
-        mark_exited(self, it->second, x->exit_code(), x->signal(), wire::str(x->reason()));
-        save(self);
-      }
+      auto it = st.ledger.holds.find(id);
+      if (it == st.ledger.holds.end()) return {};  // not its worker (see Started)
+      mark_exited(self, it->second, x->exit_code(), x->signal(), wire::str(x->reason()));
+      save(self);
       st.unstarted.erase(id);
       to_job(self, wire::str(x->job_id()), env);
       return {};

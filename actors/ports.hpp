@@ -1,6 +1,7 @@
-// What the actors need from the world, as interfaces: publishing on the bus and
-// the durable intake log. The scheduler binds them to NATS (actors/main.cpp);
-// tests bind fakes. Actors never include NATS headers.
+// What the actors need from the world, as interfaces: publishing on the bus,
+// the durable intake log, snapshots and the stored job events. The scheduler
+// binds them to NATS (actors/main.cpp); tests bind fakes. Actors never include
+// NATS headers.
 #pragma once
 
 #include <atomic>
@@ -78,6 +79,18 @@ class SnapshotStore {
 };
 using SnapshotStorePtr = std::shared_ptr<SnapshotStore>;
 
+// The stored events of one job (the events stream TROUPE_EVENTS), for
+// troupe.<team>.history. read() returns at once; `done` runs later on another
+// thread with the stored messages' texts in stream order, or an error text.
+// Only the subject troupe.<team>.events.<job_id> is read.
+class History {
+ public:
+  virtual ~History() = default;
+  using Done = std::function<void(std::vector<std::string> events, std::string error)>;
+  virtual void read(const std::string& team, const std::string& job_id, Done done) = 0;
+};
+using HistoryPtr = std::shared_ptr<History>;
+
 // Snapshot keys: job.<id>, node.<name> (tokens are valid KV key characters).
 inline std::string job_key(const std::string& id) {
   return "job." + id;
@@ -92,6 +105,7 @@ struct SchedulerOptions {
   bool fifo = false;            // --policy fifo: the strict-FIFO baseline for comparisons
   bool debug_crash = false;  // --debug-crash: troupe.sys.debug.crash crashes a chosen actor (tests)
   SnapshotStorePtr store;    // null: snapshots stay in memory only
+  HistoryPtr history;        // null: troupe.<team>.history is answered "unavailable"
   uint64_t epoch = 0;        // leader lease revision (0: no lease)
   // How long a node actor lets a hold wait (committed, unlaunched; or exited,
   // unreleased) before asking its job (policy::hold_needs_check).

@@ -6,7 +6,9 @@
 
 #include "actors/job_record.hpp"
 #include "actors/policy/ledger.hpp"
+#include "bus/subjects.hpp"
 #include "messages/names.hpp"
+#include "messages/spec.hpp"
 
 namespace troupe::recovery {
 
@@ -16,13 +18,60 @@ bool starts_with(const std::string& s, const std::string& prefix) {
   return s.compare(0, prefix.size(), prefix) == 0;
 }
 
+bool known_state(std::string_view s) {
+  for (auto k : {names::kQueued, names::kPlacing, names::kStarting, names::kRunning,
+                 names::kSucceeded, names::kFailed, names::kCanceled})
+    if (s == k) return true;
+  return false;
+}
+
+std::string check_placement(const google::protobuf::RepeatedPtrField<pb::WorkerPlacement>& ps,
+                            int workers) {
+  for (const auto& p : ps) {
+    if (!subjects::check_token(p.node()).empty()) return "a worker's node is not a node name";
+    if (p.rank() < 0 || p.rank() >= workers) return "a worker's rank is out of range";
+    for (int g : p.gpus())
+      if (g < 0 || g >= policy::kMaxGpuIndex) return "a worker's GPU index is out of range";
+  }
+  return {};
+}
+
 }  // namespace
+
+std::string check_job(const pb::JobRecord& r) {
+  if (auto e = subjects::check_token(r.job_id()); !e.empty()) return "job id " + e;
+  if (!subjects::valid_team(r.spec().team())) return "team '" + r.spec().team() + "' is not valid";
+  spec::Limits limits;
+  limits.priority_classes = {r.spec().priority()};  // classes come from the config of its day
+  if (auto e = spec::validate(r.spec(), limits); !e.empty()) return "spec: " + e;
+  if (!r.state().empty() && !known_state(r.state())) return "unknown state '" + r.state() + "'";
+  if (r.attempt() < 0) return "negative attempt";
+  return check_placement(r.placement(), std::max(1, r.spec().workers()));
+}
+
+std::string check_node(const pb::NodeRecord& n) {
+  if (auto e = subjects::check_token(n.node()); !e.empty()) return "node name " + e;
+  if (n.gpus() < 0 || n.gpus() > policy::kMaxGpuIndex) return "GPU count out of range";
+  for (const auto& h : n.holds()) {
+    std::string job;
+    int attempt = 0, rank = 0;
+    if (!policy::parse_hold_id(h.id(), &job, &attempt, &rank) || job != h.job_id())
+      return "hold '" + h.id() + "' is malformed";
+    for (int g : h.gpus())
+      if (g < 0 || g >= policy::kMaxGpuIndex) return "hold '" + h.id() + "': GPU out of range";
+  }
+  return {};
+}
 
 bool add_snapshot(State& s, const std::string& key, const std::string& bytes) {
   if (starts_with(key, "job.")) {
     pb::JobRecord r;
     if (!r.ParseFromString(bytes) || r.job_id().empty()) {
       ++s.bad;
+      return false;
+    }
+    if (auto why = check_job(r); !why.empty() || key != "job." + r.job_id()) {
+      s.quarantined[key] = why.empty() ? "stored under another job's key" : why;
       return false;
     }
     s.jobs[r.job_id()] = std::move(r);
@@ -34,16 +83,29 @@ bool add_snapshot(State& s, const std::string& key, const std::string& bytes) {
       ++s.bad;
       return false;
     }
+    if (auto why = check_node(n); !why.empty() || key != "node." + n.node()) {
+      s.quarantined[key] = why.empty() ? "stored under another node's key" : why;
+      return false;
+    }
     s.nodes[n.node()] = std::move(n);
     return true;
   }
   return false;
 }
 
-bool add_intake(State& s, const std::string& bytes) {
+bool add_intake(State& s, const std::string& bytes, const std::string& subject) {
   pb::JobRecord r;
   if (!r.ParseFromString(bytes) || r.job_id().empty()) {
     ++s.bad;
+    return false;
+  }
+  std::string why = check_job(r);
+  if (why.empty() && !subject.empty() && subject != subjects::intake(r.spec().team()))
+    why = "its team is not the one of its subject";
+  if (why.empty() && (!r.state().empty() || r.placement_size() != 0))
+    why = "an intake record is a new job (no state or placement)";
+  if (!why.empty()) {
+    s.quarantined["intake " + (subject.empty() ? r.job_id() : subject + " " + r.job_id())] = why;
     return false;
   }
   if (s.jobs.count(r.job_id())) return false;
@@ -83,7 +145,7 @@ bool apply_event(pb::JobRecord& rec, const pb::JobEvent& e) {
   return true;
 }
 
-bool add_event(State& s, const std::string& json) {
+bool add_event(State& s, const std::string& json, const std::string& subject) {
   pb::JobEvent e;
   google::protobuf::util::JsonParseOptions o;
   o.ignore_unknown_fields = true;
@@ -91,8 +153,24 @@ bool add_event(State& s, const std::string& json) {
     ++s.bad;
     return false;
   }
-  s.stored_seqs[e.job_id()].insert(e.seq());
   auto it = s.jobs.find(e.job_id());
+  std::string why;
+  if (!subjects::check_token(e.job_id()).empty() || !subjects::valid_team(e.team()))
+    why = "job id or team is not valid";
+  else if (!subject.empty() && subject != subjects::job_events(e.team(), e.job_id()))
+    why = "its job or team is not the one of its subject";
+  else if (!e.state().empty() && !known_state(e.state()))
+    why = "unknown state '" + e.state() + "'";
+  else if (it != s.jobs.end() && it->second.spec().team() != e.team())
+    why = "its team is not its job's";
+  else if (it != s.jobs.end())
+    why = check_placement(e.workers(), std::max(1, it->second.spec().workers()));
+  if (!why.empty()) {
+    s.quarantined["event " + (subject.empty() ? e.job_id() : subject) + " #" +
+                  std::to_string(e.seq())] = why;
+    return false;
+  }
+  s.stored_seqs[e.job_id()].insert(e.seq());
   if (it == s.jobs.end() || !apply_event(it->second, e)) return false;
   s.changed.insert(e.job_id());
   return true;

@@ -33,16 +33,29 @@ struct State {
   std::set<std::string> changed;  // jobs whose record moved on past its stored snapshot
   std::map<std::string, std::set<int64_t>> stored_seqs;  // JobEvent.seq read, per job
   int64_t bad = 0;  // entries that could not be read (counted, skipped)
+  // Entries that read but fail validation, as new input would (a forged or
+  // corrupted record): never run, counted, shown by troupe.sys.stats. By
+  // where they were ("job.<id>", "intake <subject>", "event <subject>"), why.
+  std::map<std::string, std::string> quarantined;
 };
+
+// Why a stored job record may not be used ("" when it may): the checks new
+// input gets (job id, team, spec) plus its own fields (state, placement).
+std::string check_job(const pb::JobRecord& r);
+// The same for a node record (name, holds).
+std::string check_node(const pb::NodeRecord& n);
 
 // KV key and value; false when the key is not a job or node snapshot.
 bool add_snapshot(State& s, const std::string& key, const std::string& bytes);
 // A serialized JobRecord from the intake stream; true when it was new.
-bool add_intake(State& s, const std::string& bytes);
+// `subject` (troupe.sys.intake.<team>) must name the record's team.
+bool add_intake(State& s, const std::string& bytes, const std::string& subject = {});
 // Applies one event to a record when it is newer; true when applied.
 bool apply_event(pb::JobRecord& rec, const pb::JobEvent& e);
 // A JobEvent as JSON (the TROUPE_EVENTS payload); true when applied.
-bool add_event(State& s, const std::string& json);
+// `subject` (troupe.<team>.events.<job_id>) must name the event's job and
+// team, and the team must be the record's.
+bool add_event(State& s, const std::string& json, const std::string& subject = {});
 void derive_holds(State& s);
 // Events a record says were announced but that the stream read (from
 // `since_ms`, its start) does not hold: published by the killed scheduler but

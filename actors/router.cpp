@@ -1,10 +1,14 @@
 #include "actors/router.hpp"
 
+#include <chrono>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
+#include "actors/errors.hpp"
+#include "actors/policy/admission.hpp"
 #include "actors/policy/config.hpp"
+#include "actors/policy/pages.hpp"
 #include "bus/subjects.hpp"
 #include "messages/names.hpp"
 #include "messages/spec.hpp"
@@ -28,6 +32,8 @@ struct Pending {
   std::string key;  // idempotency key ("" when none)
   std::vector<Waiter> waiters;
   uint64_t stream_seq = 0;  // from the enqueue consumer: acknowledged once recorded
+  std::string team;
+  std::string fingerprint;  // of the spec, when it has a key (spec::fingerprint)
 };
 
 struct Counters {
@@ -39,6 +45,13 @@ struct Counters {
   int64_t intake_errors = 0;
   int64_t bus_in = 0;                       // every message the scheduler received
   std::map<std::string, int64_t> restarts;  // by actor kind, as the supervisors report
+  // Refused submissions by code (policy::Refusal), and by team and code for
+  // at most kMaxCountedTeams teams (the rest under "(other)").
+  std::map<std::string, int64_t> refused;
+  std::map<std::string, std::map<std::string, int64_t>> refused_by_team;
+  // Messages refused because their sender may not say them (docs/security.md):
+  // node_not_in_roster, register_capacity_change, ...
+  std::map<std::string, int64_t> distrusted;
 };
 
 struct RouterState {
@@ -54,6 +67,13 @@ struct RouterState {
   std::unordered_map<std::string, std::string> keys;          // team/key -> job id
   std::unordered_map<std::string, Pending> pending;           // job id -> awaiting intake ack
   std::unordered_map<std::string, std::string> pending_keys;  // team/key -> job id
+  // Admission (actors/policy/admission.hpp, docs/admission.md).
+  std::unordered_map<std::string, std::string> fingerprints;  // team/key -> spec fingerprint
+  std::unordered_map<std::string, policy::TokenBucket> buckets;  // by team (rate-limited ones)
+  std::unordered_map<std::string, int64_t> queued;  // by team: accepted or being recorded, not started
+  std::map<std::string, policy::NodeShape> nodes;  // by node, as registered (pool: as named)
+  std::vector<policy::NodeShape> shapes;           // the same, pools resolved with cfg
+  bool shapes_stale = false;
   static inline const char* name = "router";
 };
 
@@ -65,24 +85,81 @@ void log_bad(Self* self, const std::string& what, int64_t count) {
     aout(self) << "dropped bad input (" << count << " so far): " << what << "\n";
 }
 
-void reply_submit(Self* self, const Waiter& w, const std::string& job_id,
-                  const std::string& error) {
+constexpr size_t kMaxCountedTeams = 1024;  // refused_by_team; bounded against made-up teams
+constexpr size_t kMaxBuckets = 4096;       // full buckets are forgotten past this many
+
+int64_t steady_ms() {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count();
+}
+
+// Replies to a submission: the job id, or an error with its stable code.
+void reply_submit(Self* self, const Waiter& w, const std::string& job_id, const std::string& error,
+                  policy::Refusal code = policy::Refusal::none) {
   if (w.reply.empty()) return;
+  const char* c = policy::code_name(code);
   if (w.flatbuffers) {
     flatbuffers::FlatBufferBuilder fbb;
-    auto body = wire::CreateSubmitReply(fbb, fbb.CreateString(job_id), fbb.CreateString(error));
+    auto body = wire::CreateSubmitReply(fbb, fbb.CreateString(job_id), fbb.CreateString(error),
+                                        fbb.CreateString(c));
     self->state.out->publish(w.reply, wire::seal(fbb, body));
   } else {
-    self->state.out->publish(
-        w.reply, error.empty() ? json{{"job_id", job_id}}.dump() : json{{"error", error}}.dump());
+    self->state.out->publish(w.reply, error.empty() ? json{{"job_id", job_id}}.dump()
+                                                    : json{{"error", error}, {"code", c}}.dump());
   }
 }
 
-void reject(Self* self, const Waiter& w, const std::string& error, bool malformed) {
+// Counts a refused submission (by code, and by team) and answers it.
+void reject(Self* self, const Waiter& w, policy::Refusal code, const std::string& error,
+            const std::string& team) {
   auto& n = self->state.n;
-  int64_t c = malformed ? ++n.malformed : ++n.rejected;
-  if (malformed) log_bad(self, error, c);
-  reply_submit(self, w, {}, error);
+  const char* c = policy::code_name(code);
+  ++n.refused[c];
+  if (!team.empty()) {
+    bool known = n.refused_by_team.count(team) != 0;
+    auto& by = n.refused_by_team[known || n.refused_by_team.size() < kMaxCountedTeams ? team
+                                                                                      : "(other)"];
+    ++by[c];
+  }
+  if (code == policy::Refusal::malformed) {
+    log_bad(self, error, ++n.malformed);
+  } else if (code != policy::Refusal::unavailable) {  // unavailable: intake_errors
+
+    ++n.rejected;
+  }
+  reply_submit(self, w, {}, error, code);
+}
+
+policy::TokenBucket& bucket_of(RouterState& st, const std::string& team, int64_t now) {
+  if (st.buckets.size() >= kMaxBuckets && st.buckets.count(team) == 0) {
+    for (auto it = st.buckets.begin(); it != st.buckets.end();) {
+      auto l = st.cfg.limits_of(it->first);
+      it = policy::bucket_full(it->second, l.submit_rate, l.submit_burst, now)
+               ? st.buckets.erase(it)
+               : std::next(it);
+    }
+  }
+  return st.buckets[team];
+}
+
+// The registered nodes' shapes with their pools resolved by the current config.
+const std::vector<policy::NodeShape>& shapes(RouterState& st) {
+  if (st.shapes_stale) {
+    st.shapes.clear();
+    for (const auto& [name, n] : st.nodes) {
+      auto r = n;
+      r.pool = st.cfg.pool_of_node(n.pool, n.gpu_type);
+      st.shapes.push_back(std::move(r));
+    }
+    st.shapes_stale = false;
+  }
+  return st.shapes;
+}
+
+void unqueue(RouterState& st, const std::string& team) {
+  auto it = st.queued.find(team);
+  if (it == st.queued.end()) return;
+  if (--it->second <= 0) st.queued.erase(it);
 }
 
 std::string new_job_id(Self* self) {
@@ -103,38 +180,46 @@ struct ConsumerAck {
 };
 
 void submit(Self* self, const Inbound& in) {
+  using policy::Refusal;
   auto& st = self->state;
   ++st.n.submitted;
-  ConsumerAck consumer{*st.intake, in.stream_seq};
+  ConsumerAck consumer{*st.intake, in.stream_seq};  // also a refused enqueued one: for good
   std::string team(subjects::token(in.subject, subjects::kTeamToken));
   Waiter w{in.reply, false};
   if (!subjects::valid_team(team)) {
-    reject(self, w, "team name '" + team + "' is not allowed", false);
+    reject(self, w, Refusal::not_allowed, "team name '" + team + "' is not allowed", {});
     return;
   }
-  spec::Parsed p;
   auto first =
       std::find_if(in.data.begin(), in.data.end(), [](uint8_t c) { return !std::isspace(c); });
-  if (first != in.data.end() && *first == '{') {
-    p = spec::from_json(
-        std::string_view(reinterpret_cast<const char*>(in.data.data()), in.data.size()));
-    if (!p.ok) {
-      reject(self, w, p.error, true);
-      return;
-    }
-  } else {
-    auto* e = wire::open(in.data);
+  bool is_json = first != in.data.end() && *first == '{';
+  const wire::Envelope* e = nullptr;
+  if (!is_json) {
+    e = wire::open(in.data);
     if (e == nullptr || e->body_as_SubmitRequest() == nullptr) {
-      reject(self, w,
-             "malformed submission: neither a JSON job spec nor a FlatBuffers SubmitRequest", true);
+      reject(self, w, Refusal::malformed,
+             "malformed submission: neither a JSON job spec nor a FlatBuffers SubmitRequest",
+             team);
       return;
     }
     w.flatbuffers = true;
-    p = spec::from_wire(e->body_as_SubmitRequest()->spec());
-    if (!p.ok) {
-      reject(self, w, p.error, false);
+  }
+  // The team's rate first: a flood is refused before it is parsed.
+  auto lim = st.cfg.limits_of(team);
+  if (lim.submit_rate > 0) {
+    int64_t now = steady_ms();
+    if (auto v = policy::check_rate(bucket_of(st, team, now), lim, team, now); !v.ok()) {
+      reject(self, w, v.code, v.error, team);
       return;
     }
+  }
+  spec::Parsed p =
+      is_json ? spec::from_json(std::string_view(reinterpret_cast<const char*>(in.data.data()),
+                                                 in.data.size()))
+              : spec::from_wire(e->body_as_SubmitRequest()->spec());
+  if (!p.ok) {
+    reject(self, w, is_json ? Refusal::malformed : Refusal::invalid_spec, p.error, team);
+    return;
   }
   auto& s = p.spec;
   if (s.team().empty()) s.set_team(team);
@@ -142,35 +227,81 @@ void submit(Self* self, const Inbound& in) {
     s.set_idempotency_key(in.msg_id.empty() ? "enqueue-" + std::to_string(in.stream_seq)
                                             : in.msg_id);
   if (s.team() != team) {
-    reject(self, w, "spec team '" + s.team() + "' does not match subject team '" + team + "'",
-           false);
+    reject(self, w, Refusal::wrong_team,
+           "spec team '" + s.team().substr(0, 128) + "' does not match subject team '" + team +
+               "'",
+           team);
     return;
   }
   if (s.priority().empty()) s.set_priority(st.cfg.default_class);
   spec::apply_defaults(s);
-  if (auto err = spec::validate(s, st.limits); !err.empty()) {
-    reject(self, w, err, false);
+  if (auto v = spec::check(s, st.limits); !v.ok()) {
+    reject(self, w,
+           v.kind == spec::Verdict::Kind::too_large ? Refusal::too_large : Refusal::invalid_spec,
+           v.error, team);
+    return;
+  }
+  if (!st.cfg.open && !st.cfg.team(team)) {
+    reject(self, w, Refusal::not_allowed,
+           "unknown team '" + team + "' (not in the cluster config)", team);
     return;
   }
   auto adm = policy::admit(st.cfg, s.team(), s.pool(), s.resources().gpu_type(),
                            s.resources().gpus(), s.priority());
   if (!adm.error.empty()) {
-    reject(self, w, adm.error, false);
+    reject(self, w, Refusal::invalid_spec, adm.error, team);
     return;
   }
+  // The same key: the same job, unless the spec differs. Before the limits
+  // below: a retry of an accepted submission always gets its job id.
   std::string key = s.idempotency_key().empty() ? std::string() : team + "/" + s.idempotency_key();
+  std::string fp = key.empty() ? std::string() : spec::fingerprint(s);
   if (!key.empty()) {
     if (auto it = st.keys.find(key); it != st.keys.end()) {
+      auto f = st.fingerprints.find(key);
+      if (auto v = policy::check_idempotency(s.idempotency_key(),
+                                             f == st.fingerprints.end() ? "" : f->second, fp);
+          !v.ok()) {
+        reject(self, w, v.code, v.error, team);
+        return;
+      }
       ++st.n.duplicates;
       reply_submit(self, w, it->second, {});
       return;
     }
     if (auto it = st.pending_keys.find(key); it != st.pending_keys.end()) {
+      auto& pend = st.pending[it->second];
+      if (auto v = policy::check_idempotency(s.idempotency_key(), pend.fingerprint, fp); !v.ok()) {
+        reject(self, w, v.code, v.error, team);
+        return;
+      }
       ++st.n.duplicates;
-      st.pending[it->second].waiters.push_back(w);
+      pend.waiters.push_back(w);
       return;
     }
   }
+  const auto& r = s.resources();
+  if (auto v = policy::check_job_gpus(lim, team, s.workers(), r.gpus()); !v.ok()) {
+    reject(self, w, v.code, v.error, team);
+    return;
+  }
+  policy::PlacementRequest req;
+  req.pool = adm.pool;
+  req.gpus = r.gpus();
+  req.gpu_type = r.gpu_type();
+  req.cpus = r.cpus();
+  req.memory_mb = r.memory_mb();
+  req.workers = s.workers();
+  if (auto v = policy::check_feasible(shapes(st), req); !v.ok()) {
+    reject(self, w, v.code, v.error, team);
+    return;
+  }
+  auto q = st.queued.find(team);
+  if (auto v = policy::check_queued(lim, team, q == st.queued.end() ? 0 : q->second); !v.ok()) {
+    reject(self, w, v.code, v.error, team);
+    return;
+  }
+  ++st.queued[team];  // until the job first leaves `queued` (unqueued_atom) or is not recorded
   auto job_id = new_job_id(self);
   Pending pend;
   pend.rec.set_job_id(job_id);
@@ -184,6 +315,8 @@ void submit(Self* self, const Inbound& in) {
   if (!st.opts.checkpoint_root.empty())
     pend.rec.set_checkpoint_dir(st.opts.checkpoint_root + "/" + job_id);
   pend.key = key;
+  pend.team = team;
+  pend.fingerprint = std::move(fp);
   pend.waiters.push_back(w);
   pend.stream_seq = in.stream_seq;
   consumer.handed_on = true;
@@ -208,13 +341,18 @@ void on_intake(Self* self, const std::string& job_id, bool ok, const std::string
   if (!pend.key.empty()) st.pending_keys.erase(pend.key);
   if (!ok) {
     ++st.n.intake_errors;  // a consumer-delivered one is redelivered (not acknowledged)
+    unqueue(st, pend.team);
     for (const auto& w : pend.waiters)
-      reply_submit(self, w, {}, "submission not recorded (intake stream: " + error + "); retry");
+      reject(self, w, policy::Refusal::unavailable,
+             "submission not recorded (intake stream: " + error + "); retry", pend.team);
     return;
   }
   ++st.n.accepted;
   if (pend.stream_seq != 0) st.intake->ack(pend.stream_seq);
-  if (!pend.key.empty()) st.keys[pend.key] = job_id;
+  if (!pend.key.empty()) {
+    st.keys[pend.key] = job_id;
+    st.fingerprints[pend.key] = pend.fingerprint;
+  }
   std::string bytes;
   pend.rec.SerializeToString(&bytes);
   self->send(st.w.jobs, spawn_atom_v, job_id, std::move(bytes));
@@ -228,7 +366,8 @@ bool parse_request(Self* self, const Inbound& in, json& out) {
   if (out.is_discarded() || !out.is_object()) {
     log_bad(self, "bad JSON request on " + in.subject, ++self->state.n.malformed);
     if (!in.reply.empty())
-      self->state.out->publish(in.reply, json{{"error", "request is not a JSON object"}}.dump());
+      self->state.out->publish(
+          in.reply, errors::error_json(errors::kBadRequest, "request is not a JSON object"));
     return false;
   }
   return true;
@@ -241,8 +380,22 @@ bool job_id_of(Self* self, const Inbound& in, const json& req, std::string& id) 
   }
   ++self->state.n.rejected;
   if (!in.reply.empty())
-    self->state.out->publish(in.reply, json{{"error", "job_id is required"}}.dump());
+    self->state.out->publish(in.reply,
+                             errors::error_json(errors::kBadRequest, "job_id is required"));
   return false;
+}
+
+// troupe.<team>.jobs and troupe.sys.jobs: {"limit","after","state"} (each
+// optional) to the job supervisor, which answers one page.
+void list_jobs(Self* self, const Inbound& in, const std::string& team, const json& req) {
+  policy::PageRequest page;
+  if (auto err = policy::parse_page_request(req, &page); !err.empty()) {
+    ++self->state.n.rejected;
+    if (!in.reply.empty())
+      self->state.out->publish(in.reply, errors::error_json(errors::kBadRequest, err));
+    return;
+  }
+  self->send(self->state.w.jobs, list_atom_v, team, page.limit, page.after, page.state, in.reply);
 }
 
 void on_inbound(Self* self, const Inbound& in) {
@@ -258,6 +411,12 @@ void on_inbound(Self* self, const Inbound& in) {
         log_bad(self, "malformed agent message on " + in.subject, ++st.n.malformed);
         return;
       }
+      // A node speaks only for itself, and only as an agent does.
+      if (auto why = wire::check_agent_message(*e, node); !why.empty()) {
+        int64_t c = ++st.n.distrusted["agent_message_not_from_node"];
+        log_bad(self, "refused agent message on " + in.subject + ": " + why, c);
+        return;
+      }
       self->send(st.w.nodes, route_atom_v, node, caf::make_message(Envelope{in.data}));
       return;
     }
@@ -269,7 +428,7 @@ void on_inbound(Self* self, const Inbound& in) {
       if (!subjects::check_token(node).empty()) {
         ++st.n.rejected;
         if (!in.reply.empty())
-          st.out->publish(in.reply, json{{"error", "node is required"}}.dump());
+          st.out->publish(in.reply, errors::error_json(errors::kBadRequest, "node is required"));
         return;
       }
       bool on = in.subject != subjects::kSysUncordon;
@@ -292,7 +451,8 @@ void on_inbound(Self* self, const Inbound& in) {
                                                                : "";
       if (!error.empty()) {
         ++st.n.rejected;
-        if (!in.reply.empty()) st.out->publish(in.reply, json{{"error", error}}.dump());
+        if (!in.reply.empty())
+          st.out->publish(in.reply, errors::error_json(errors::kBadRequest, error));
         return;
       }
       self->send(sup, crash_atom_v, id);
@@ -315,6 +475,14 @@ void on_inbound(Self* self, const Inbound& in) {
              {"restarts", st.n.restarts}};
       for (const char* k : {"job", "queue", "node", "gang"})
         if (!j["restarts"].contains(k)) j["restarts"][k] = 0;
+      j["refused"] = st.n.refused;
+      for (auto r : policy::kAllRefusals)
+        if (!j["refused"].contains(policy::code_name(r))) j["refused"][policy::code_name(r)] = 0;
+      j["refused_by_team"] = st.n.refused_by_team;
+      j["distrusted"] = st.n.distrusted;
+      for (const char* k : {"node_not_in_roster", "register_capacity_change",
+                            "agent_message_not_from_node"})
+        if (!j["distrusted"].contains(k)) j["distrusted"][k] = 0;
       if (st.opts.extra_stats) {
         auto more = json::parse(st.opts.extra_stats(), nullptr, false);
         if (more.is_object()) j.update(more);
@@ -323,11 +491,20 @@ void on_inbound(Self* self, const Inbound& in) {
       return;
     }
     if (verb == subjects::kJobs) {
-      self->send(st.w.jobs, list_atom_v, std::string(names::kSysToken), in.reply);
+      json req;
+      if (parse_request(self, in, req)) list_jobs(self, in, std::string(names::kSysToken), req);
+      return;
+    }
+    if (in.subject == subjects::kSysFind) {
+      json req;
+      std::string id;
+      if (!parse_request(self, in, req) || !job_id_of(self, in, req, id)) return;
+      self->send(st.w.jobs, find_atom_v, id, in.reply);
       return;
     }
     if (verb == subjects::kSubmit) {
-      reject(self, Waiter{in.reply, false}, "team name 'sys' is reserved", false);
+      reject(self, Waiter{in.reply, false}, policy::Refusal::not_allowed,
+             "team name 'sys' is reserved", {});
       return;
     }
     return;
@@ -340,7 +517,7 @@ void on_inbound(Self* self, const Inbound& in) {
   json req;
   if (!parse_request(self, in, req)) return;
   if (verb == subjects::kJobs) {
-    self->send(st.w.jobs, list_atom_v, team, in.reply);
+    list_jobs(self, in, team, req);
     return;
   }
   std::string id;
@@ -356,7 +533,30 @@ void on_inbound(Self* self, const Inbound& in) {
     int64_t offset = req.value("offset", int64_t{0});
     int64_t max_bytes = req.value("max_bytes", int64_t{65536});
     self->send(st.w.jobs, logs_atom_v, id, team, rank, offset, max_bytes, in.reply);
+  } else if (verb == subjects::kHistory) {
+    // The job supervisor checks the job is the team's, then hands it back
+    // (history_atom below) to be read.
+    self->send(st.w.jobs, history_atom_v, id, team, in.reply);
   }
+}
+
+// A job of `team` exists: its stored events are read (a worker thread of the
+// History port) and the reply is published from there.
+void read_history(Self* self, const std::string& id, const std::string& team,
+                  const std::string& reply) {
+  auto& st = self->state;
+  if (reply.empty()) return;
+  if (!st.opts.history) {
+    st.out->publish(reply, errors::error_json(errors::kUnavailable,
+                                              "this scheduler does not read job histories"));
+    return;
+  }
+  st.opts.history->read(
+      team, id, [out = st.out, id, reply](std::vector<std::string> events, std::string error) {
+        out->publish(reply, error.empty()
+                                ? policy::history_reply(id, events, policy::kMaxReplyBytes)
+                                : errors::error_json(errors::kUnavailable, error));
+      });
 }
 
 caf::behavior router_behavior(Self* self, OutboxPtr out, IntakePtr intake, SchedulerOptions opts) {
@@ -378,7 +578,8 @@ caf::behavior router_behavior(Self* self, OutboxPtr out, IntakePtr intake, Sched
           log_bad(self, std::string("request failed: ") + e.what(), ++self->state.n.malformed);
           if (!in.reply.empty())
             self->state.out->publish(
-                in.reply, json{{"error", std::string("bad request: ") + e.what()}}.dump());
+                in.reply, errors::error_json(errors::kBadRequest,
+                                             std::string("bad request: ") + e.what()));
         }
       },
       [=](config_atom, const std::string& text) {
@@ -390,23 +591,51 @@ caf::behavior router_behavior(Self* self, OutboxPtr out, IntakePtr intake, Sched
           }
         }
         self->state.cfg = std::move(cfg);
+        self->state.shapes_stale = true;  // pools may have moved
         self->state.limits.priority_classes = self->state.cfg.class_names();
       },
-      [=](restore_atom, const std::vector<std::string>& keys, uint64_t next_seq) {
+      [=](restore_atom, const std::vector<std::string>& keys, uint64_t next_seq,
+          const std::vector<std::string>& fingerprints, const std::vector<std::string>& queued) {
         // After a scheduler restart: idempotency keys (team/key, job id pairs)
-        // and the submit order go on from the restored jobs.
+        // and their specs' fingerprints (team/key, fingerprint pairs), the
+        // submit order, and a team per restored job still awaiting its first
+        // start (max_queued_jobs).
         auto& st = self->state;
         for (size_t i = 0; i + 1 < keys.size(); i += 2) st.keys[keys[i]] = keys[i + 1];
+        for (size_t i = 0; i + 1 < fingerprints.size(); i += 2)
+          st.fingerprints[fingerprints[i]] = fingerprints[i + 1];
+        for (const auto& team : queued) ++st.queued[team];
         st.next_seq = std::max(st.next_seq, next_seq);
+      },
+      [=](shape_atom, const policy::NodeCapacity& c) {
+        // A node registered (node supervisor): what it could ever hold.
+        auto& st = self->state;
+        policy::NodeShape n{c.name, c.pool, c.gpu_type, c.gpus_total, c.cpus_total,
+                            c.memory_total_mb};
+        auto it = st.nodes.find(c.name);
+        if (it != st.nodes.end() && it->second.pool == n.pool &&
+            it->second.gpu_type == n.gpu_type && it->second.gpus == n.gpus &&
+            it->second.cpus == n.cpus && it->second.memory_mb == n.memory_mb)
+          return;
+        st.nodes[c.name] = std::move(n);
+        st.shapes_stale = true;
+      },
+      [=](unqueued_atom, const std::string& team) {
+        // A job left `queued` for the first time (job supervisor).
+        unqueue(self->state, team);
       },
       [=](stats_atom, const std::string& kind, int64_t restarts) {
         self->state.n.restarts[kind] = restarts;
       },
+      [=](distrust_atom, const std::string& what) { ++self->state.n.distrusted[what]; },
       [=](why_atom, const std::string& reply, const std::string& body) {
         if (!reply.empty()) self->state.out->publish(reply, body);
       },
       [=](intake_atom, const std::string& job_id, bool ok, const std::string& error) {
         on_intake(self, job_id, ok, error);
+      },
+      [=](history_atom, const std::string& id, const std::string& team, const std::string& reply) {
+        read_history(self, id, team, reply);
       },
   };
 }

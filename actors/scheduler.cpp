@@ -40,6 +40,7 @@ void apply_config(const Wiring& w, const std::string& text) {
   using namespace troupe::atoms;
   caf::anon_send(w.router, config_atom_v, text);
   caf::anon_send(w.arbiter, config_atom_v, text);
+  caf::anon_send(w.nodes, config_atom_v, text);  // the node roster
 }
 
 void stop_scheduler(const Wiring& w) {

@@ -1,14 +1,19 @@
 #include "actors/supervisors.hpp"
 
+#include <map>
 #include <nlohmann/json.hpp>
 #include <unordered_set>
 
 #include "actors/children.hpp"
+#include "actors/errors.hpp"
 #include "actors/gang_reservation_actor.hpp"
 #include "actors/job_actor.hpp"
 #include "actors/job_record.hpp"
 #include "actors/node_actor.hpp"
+#include "actors/policy/admission.hpp"
+#include "actors/policy/config.hpp"
 #include "actors/policy/ledger.hpp"
+#include "actors/policy/pages.hpp"
 #include "actors/team_queue_actor.hpp"
 #include "bus/subjects.hpp"
 #include "messages/names.hpp"
@@ -21,10 +26,6 @@ namespace troupe {
 using namespace troupe::atoms;
 
 namespace {
-
-std::string error_json(const std::string& what) {
-  return nlohmann::json{{"error", what}}.dump();
-}
 
 struct SupState {
   explicit SupState(const char* kind, bool keep) : children(kind, keep) {}
@@ -60,6 +61,29 @@ void report_restarts(Self* self, const char* kind) {
 struct JobSupState : SupState {
   JobSupState() : SupState("job", true) {}
   std::unordered_map<std::string, caf::actor> live;  // mirror for shutdown
+  // Every job in list order, submit order: (JobRecord.seq, job id) -> team.
+  // The seq goes on across scheduler restarts (the router's restore).
+  std::map<std::pair<uint64_t, std::string>, std::string> order;
+  std::unordered_map<std::string, uint64_t> seq_of;  // job id -> its seq
+  // Jobs that have not left `queued` yet (job id -> team): the router counts
+  // them against max_queued_jobs and hears (unqueued_atom) when each leaves.
+  std::unordered_map<std::string, std::string> unstarted;
+  void track(const pb::JobRecord& rec) {
+    if (!names::is_terminal(rec.state()) &&
+        policy::awaiting_first_start(rec.state(), rec.attempts_size()))
+      unstarted.emplace(rec.job_id(), rec.spec().team());
+  }
+  // `id` left `queued` for good (started, ended, or its actor is gone).
+  void left(const std::string& id) {
+    auto it = unstarted.find(id);
+    if (it == unstarted.end()) return;
+    caf::anon_send(w.router, unqueued_atom_v, it->second);
+    unstarted.erase(it);
+  }
+  void index(const pb::JobRecord& rec) {
+    if (!seq_of.emplace(rec.job_id(), rec.seq()).second) return;
+    order.emplace(std::make_pair(rec.seq(), rec.job_id()), rec.spec().team());
+  }
   template <class F>
   void for_each_child(F f) {
     for (auto& [id, a] : live) f(a);
@@ -72,8 +96,8 @@ bool load(JobSup* self, const std::string& id, const std::string& team, pb::JobR
           const std::string& reply) {
   auto* snap = self->state.children.snapshot_of(id);
   if (snap == nullptr || !rec.ParseFromString(*snap) || rec.spec().team() != team) {
-    if (!reply.empty())
-      self->state.out->publish(reply, error_json("unknown job " + id + " in team " + team));
+    // The same reply for another team's job as for no job at all.
+    if (!reply.empty()) self->state.out->publish(reply, errors::no_job(id));
     return false;
   }
   return true;
@@ -92,12 +116,19 @@ caf::behavior job_sup_behavior(JobSup* self, OutboxPtr out, SnapshotStorePtr sto
     if (restarted) {
       self->state.live[id] = self->state.children.find(id);
       report_restarts(self, "job");
+    } else {
+      self->state.left(id);
     }
   });
   on_exit_stop_children(self);
   return {
       [=](const Wiring& w) { self->state.w = w; },
       [=](spawn_atom, const std::string& id, const std::string& record) {
+        pb::JobRecord rec;
+        if (rec.ParseFromString(record)) {
+          self->state.index(rec);
+          self->state.track(rec);
+        }
         self->state.live[id] = self->state.children.start(self, id, record, factory);
       },
       [=](route_atom, const std::string& id, caf::message& m) {
@@ -122,6 +153,12 @@ caf::behavior job_sup_behavior(JobSup* self, OutboxPtr out, SnapshotStorePtr sto
         }
       },
       [=](snapshot_atom, const std::string& id, std::string& bytes) {
+        if (self->state.unstarted.count(id) != 0) {
+          pb::JobRecord rec;
+          if (rec.ParseFromString(bytes) &&
+              !policy::awaiting_first_start(rec.state(), rec.attempts_size()))
+            self->state.left(id);
+        }
         self->state.snapshot(id, job_key(id), std::move(bytes));
       },
       [=](restore_atom, std::vector<std::string>& records) {
@@ -130,6 +167,8 @@ caf::behavior job_sup_behavior(JobSup* self, OutboxPtr out, SnapshotStorePtr sto
         for (auto& bytes : records) {
           pb::JobRecord rec;
           if (!rec.ParseFromString(bytes) || rec.job_id().empty()) continue;
+          self->state.index(rec);
+          self->state.track(rec);  // the router's count: actors/main.cpp tells it
           if (names::is_terminal(rec.state()))
             self->state.children.snapshot(rec.job_id(), std::move(bytes));
           else
@@ -188,23 +227,70 @@ caf::behavior job_sup_behavior(JobSup* self, OutboxPtr out, SnapshotStorePtr sto
                                    q.dump(), reply);
           return;
         }
-        self->state.out->publish(reply,
-                                 error_json("job " + id + " has no rank " + std::to_string(rank) +
-                                            " placed (state " + rec.state() + "); no logs yet"));
+        self->state.out->publish(
+            reply, errors::error_json(errors::kNoRank, "job " + id + " has no rank " +
+                                                           std::to_string(rank) + " placed (state " +
+                                                           rec.state() + "); no logs yet"));
       },
-      [=](list_atom, const std::string& team, const std::string& reply) {
-        pb::JobList list;
-        for (const auto& [id, snap] : self->state.children.snapshots()) {
-          pb::JobRecord rec;
-          if (!rec.ParseFromString(snap)) continue;
-          if (team != names::kSysToken && rec.spec().team() != team) continue;
-          *list.add_jobs() = job_view(rec);
+      [=](list_atom, const std::string& team, int64_t limit, const std::string& after,
+          const std::string& state, const std::string& reply) {
+        // One page in submit order ("sys": every team's jobs), after the job
+        // `after`; {"jobs":[JobView...],"next"} (actors/policy/pages.hpp).
+        auto& st = self->state;
+        bool every_team = team == names::kSysToken;
+        auto first = st.order.begin();
+        if (!after.empty()) {
+          auto seq = st.seq_of.find(after);
+          auto at = seq == st.seq_of.end() ? st.order.end()
+                                           : st.order.find(std::make_pair(seq->second, after));
+          if (at == st.order.end() || (!every_team && at->second != team)) {
+            st.out->publish(reply, errors::error_json(errors::kBadRequest, "after: no job " + after));
+            return;
+          }
+          first = std::next(at);
         }
-        std::sort(list.mutable_jobs()->begin(), list.mutable_jobs()->end(),
-                  [](const pb::JobView& a, const pb::JobView& b) {
-                    return a.submit_ms() < b.submit_ms();
-                  });
-        self->state.out->publish(reply, spec::to_json(list));
+        using Item = decltype(st.order)::value_type;
+        pb::JobRecord rec;
+        std::string parsed;  // the job whose snapshot `rec` holds
+        auto record = [&](const Item& item) -> const pb::JobRecord* {
+          const auto& id = item.first.second;
+          if (parsed == id) return &rec;
+          parsed.clear();
+          auto* snap = st.children.snapshot_of(id);
+          if (snap == nullptr || !rec.ParseFromString(*snap)) return nullptr;
+          parsed = id;
+          return &rec;
+        };
+        auto page = policy::take_page(
+            first, st.order.end(), static_cast<size_t>(limit), policy::kMaxReplyBytes,
+            [&](const Item& item) {
+              if (!every_team && item.second != team) return false;
+              auto* r = record(item);
+              return r != nullptr && (state.empty() || r->state() == state);
+            },
+            [&](const Item& item) { return spec::to_json(job_view(*record(item))); },
+            [](const Item& item) { return item.first.second; });
+        st.out->publish(reply, page.body);
+      },
+      [=](find_atom, const std::string& id, const std::string& reply) {
+        // troupe.sys.find (admin): the team of a job.
+        pb::JobRecord rec;
+        auto* snap = self->state.children.snapshot_of(id);
+        if (reply.empty()) return;
+        if (snap == nullptr || !rec.ParseFromString(*snap)) {
+          self->state.out->publish(reply, errors::no_job(id));
+          return;
+        }
+        self->state.out->publish(
+            reply,
+            nlohmann::json{{"job_id", id}, {"team", rec.spec().team()}, {"state", rec.state()}}
+                .dump());
+      },
+      [=](history_atom, const std::string& id, const std::string& team, const std::string& reply) {
+        // troupe.<team>.history: only a job of that team; the router reads it.
+        pb::JobRecord rec;
+        if (load(self, id, team, rec, reply))
+          self->send(self->state.w.router, history_atom_v, id, team, reply);
       },
       [=](requeue_atom, const std::string& team) {
         for (auto& [id, a] : self->state.live) {
@@ -279,9 +365,33 @@ caf::behavior queue_sup_behavior(QueueSup* self) {
 struct NodeSupState : RoutingSupState {
   NodeSupState() : RoutingSupState("node") {}
   NodeOptions opts;
+  policy::ClusterConfig cfg = policy::open_config();  // its node roster
   static inline const char* name = "node_supervisor";
 };
 using NodeSup = caf::stateful_actor<NodeSupState>;
+
+// Tells the router what a node could ever hold (its admission feasibility
+// check): on every NodeRegister, and for every node restored.
+void tell_shape(NodeSup* self, const std::string& node, const std::string& gpu_type,
+                const std::string& named_pool, int gpus, int cpus, int64_t memory_mb) {
+  policy::NodeCapacity c;
+  c.name = node;
+  c.gpu_type = gpu_type;
+  c.pool = named_pool;
+  c.gpus_total = c.gpus_free = gpus;
+  c.cpus_total = c.cpus_free = cpus;
+  c.memory_total_mb = c.memory_free_mb = memory_mb;
+  self->send(self->state.w.router, shape_atom_v, c);
+}
+
+void tell_shape(NodeSup* self, const std::string& node, const caf::message& m) {
+  if (!m.match_elements<Envelope>()) return;
+  auto* e = wire::open(m.get_as<Envelope>(0).bytes);
+  auto* r = e ? e->body_as_NodeRegister() : nullptr;
+  if (r == nullptr) return;
+  tell_shape(self, node, wire::str(r->gpu_type()), wire::str(r->pool()),
+             r->gpus() ? static_cast<int>(r->gpus()->size()) : 0, r->cpus(), r->memory_mb());
+}
 
 caf::behavior node_sup_behavior(NodeSup* self, OutboxPtr out, SnapshotStorePtr store,
                                 NodeOptions opts) {
@@ -314,21 +424,35 @@ caf::behavior node_sup_behavior(NodeSup* self, OutboxPtr out, SnapshotStorePtr s
                                e->body_type() == wire::Body::Heartbeat);
           }
           if (!from_agent) return;
+          if (!self->state.cfg.node_allowed(node)) {
+            // Not on the roster (`nodes:` in the cluster config): no actor,
+            // no capacity, no Launch ever goes there.
+            self->send(self->state.w.router, distrust_atom_v, std::string("node_not_in_roster"));
+            return;
+          }
           // From its last snapshot, if it had one (it crashed too often to be
           // restarted at once): its ledger must not forget what runs there.
           auto* snap = self->state.children.snapshot_of(node);
           a = self->state.children.start(self, node, snap ? *snap : std::string(), factory);
           self->state.live[node] = a;
         }
+        tell_shape(self, node, m);
         caf::anon_send(a, std::move(m));
       },
       [=](snapshot_atom, const std::string& node, std::string& bytes) {
         self->state.snapshot(node, node_key(node), std::move(bytes));
       },
+      [=](config_atom, const std::string& text) {
+        policy::ClusterConfig cfg = policy::open_config();
+        if (text.empty() || policy::load_config(text, cfg).empty())
+          self->state.cfg = std::move(cfg);
+      },
       [=](restore_atom, const std::vector<std::string>& records) {
         for (const auto& bytes : records) {
           pb::NodeRecord rec;
           if (!rec.ParseFromString(bytes) || rec.node().empty()) continue;
+          tell_shape(self, rec.node(), rec.gpu_type(), rec.pool(), rec.gpus(), rec.cpus(),
+                     rec.memory_mb());
           self->state.live[rec.node()] =
               self->state.children.start(self, rec.node(), bytes, factory);
         }
@@ -338,7 +462,9 @@ caf::behavior node_sup_behavior(NodeSup* self, OutboxPtr out, SnapshotStorePtr s
           self->send(a, cordon_atom_v, on, drain, reply);
           return;
         }
-        if (!reply.empty()) self->state.out->publish(reply, error_json("unknown node " + node));
+        if (!reply.empty())
+          self->state.out->publish(
+              reply, errors::error_json(errors::kUnknownNode, "unknown node " + node));
       },
       [=](crash_atom, const std::string& node) {
         if (auto a = self->state.children.find(node)) self->send(a, crash_atom_v);

@@ -9,8 +9,10 @@
 //   handles: Wiring; (spawn_atom, id, record); (route_atom, id, message);
 //   (snapshot_atom, id, bytes); (status_atom, id, team, reply);
 //   (cancel_atom, id, team, reply); (logs_atom, id, team, rank, offset, max, reply);
-//   (list_atom, team, reply); (requeue_atom, team); (crash_atom, id); (stats_atom);
-//   (restore_atom, JobRecords).
+//   (list_atom, team, limit, after, state, reply): one page, submit order;
+//   (find_atom, id, reply); (history_atom, id, team, reply): checked, then
+//   handed back to the router to read; (requeue_atom, team); (crash_atom, id);
+//   (stats_atom); (restore_atom, JobRecords).
 // queue supervisor  — TeamQueueActors by team, created on first use. A
 //                     restarted queue is refilled by its queued jobs (requeue).
 //   handles: Wiring; (route_atom, team, message); (crash_atom, team); (stats_atom).

@@ -2,7 +2,12 @@
 
 #include <nats/nats.h>
 
+#include "bus/subjects.hpp"
+
 #include <atomic>
+#include <chrono>
+#include <cerrno>
+#include <cstdio>
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
@@ -39,7 +44,113 @@ void on_reconnected(natsConnection*, void* closure) {
   if (opts->on_reconnected) opts->on_reconnected();
 }
 
+// base64url (no padding) -> bytes; "" when malformed.
+std::string base64url_decode(std::string_view in) {
+  std::string out;
+  uint32_t acc = 0;
+  int bits = 0;
+  for (char ch : in) {
+    int v;
+    if (ch >= 'A' && ch <= 'Z') v = ch - 'A';
+    else if (ch >= 'a' && ch <= 'z') v = ch - 'a' + 26;
+    else if (ch >= '0' && ch <= '9') v = ch - '0' + 52;
+    else if (ch == '-' || ch == '+') v = 62;
+    else if (ch == '_' || ch == '/') v = 63;
+    else if (ch == '=') break;
+    else return {};
+    acc = (acc << 6) | static_cast<uint32_t>(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out.push_back(static_cast<char>((acc >> bits) & 0xff));
+    }
+  }
+  return out;
+}
+
 }  // namespace
+
+// What the server reported asynchronously (libnats' error handler).
+struct Connection::Errors {
+  mutable std::mutex mu;
+  std::condition_variable cv;
+  std::string last;
+  std::vector<std::string> unseen;  // for wait_async_error (bounded)
+  std::function<void(const std::string&)> sink;
+  static void on_error(natsConnection*, natsSubscription* sub, natsStatus s, void* closure) {
+    auto* self = static_cast<Errors*>(closure);
+    const char* last = nats_GetLastError(nullptr);
+    std::string text = (last != nullptr && *last != '\0') ? last : natsStatus_GetText(s);
+    if (sub != nullptr) {
+      if (const char* subj = natsSubscription_GetSubject(sub))
+        text += std::string(" (subscription ") + subj + ")";
+    }
+    {
+      std::lock_guard<std::mutex> lock(self->mu);
+      self->last = text;
+      if (self->unseen.size() < 1000) self->unseen.push_back(text);
+    }
+    self->cv.notify_all();
+    if (self->sink)
+      self->sink(text);
+    else
+      std::fprintf(stderr, "nats: %s\n", text.c_str());
+  }
+};
+
+std::string redact_url(const std::string& url) {
+  std::string out;
+  size_t start = 0;
+  while (start <= url.size()) {
+    size_t comma = url.find(',', start);
+    std::string one = url.substr(start, comma == std::string::npos ? std::string::npos
+                                                                   : comma - start);
+    size_t scheme = one.find("://");
+    size_t from = scheme == std::string::npos ? 0 : scheme + 3;
+    size_t at = one.find('@', from);
+    if (at != std::string::npos) one = one.substr(0, from) + "***" + one.substr(at);
+    out += one;
+    if (comma == std::string::npos) break;
+    out += ',';
+    start = comma + 1;
+  }
+  return out;
+}
+
+std::string creds_identity(const std::string& creds_file, std::string* error) {
+  auto fail = [&](const std::string& why) {
+    if (error != nullptr) *error = creds_file + ": " + why;
+    return std::string();
+  };
+  FILE* f = std::fopen(creds_file.c_str(), "rb");
+  if (f == nullptr) return fail(std::strerror(errno));
+  std::string text;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0 && text.size() < (1u << 20))
+    text.append(buf, n);
+  std::fclose(f);
+  const std::string begin = "-----BEGIN NATS USER JWT-----";
+  auto b = text.find(begin);
+  if (b == std::string::npos) return fail("no NATS USER JWT in the file");
+  b = text.find_first_not_of("\r\n", b + begin.size());
+  auto e = b == std::string::npos ? b : text.find_first_of("\r\n", b);
+  if (e == std::string::npos) return fail("unterminated JWT");
+  std::string jwt = text.substr(b, e - b);
+  auto d1 = jwt.find('.');
+  auto d2 = d1 == std::string::npos ? d1 : jwt.find('.', d1 + 1);
+  if (d2 == std::string::npos) return fail("the JWT is malformed");
+  std::string claims = base64url_decode(std::string_view(jwt).substr(d1 + 1, d2 - d1 - 1));
+  // {"...","name":"team-nlp",...}: the claims are JSON made by our signer or
+  // by nsc; the name is a plain string (identities are subject tokens).
+  auto k = claims.find("\"name\":\"");
+  if (k == std::string::npos) return fail("the JWT has no name");
+  k += 8;
+  auto q = claims.find('"', k);
+  if (q == std::string::npos) return fail("the JWT's name is malformed");
+  return claims.substr(k, q - k);
+}
+
 
 Library::Library() {
   nats_Open(-1);
@@ -64,9 +175,44 @@ int64_t Subscription::dropped() const {
 std::unique_ptr<Connection> Connection::open(const ConnectOptions& o, std::string* error) {
   std::unique_ptr<Connection> c(new Connection());
   c->opts_ = std::make_unique<ConnectOptions>(o);
+  c->errors_ = std::make_unique<Errors>();
+  c->errors_->sink = o.on_error;
+  if (!o.creds_file.empty() && c->opts_->inbox_prefix.empty()) {
+    std::string err;
+    std::string identity = creds_identity(o.creds_file, &err);
+    if (identity.empty()) {
+      if (error != nullptr) *error = "cannot use the credentials " + err;
+      return nullptr;
+    }
+    c->opts_->inbox_prefix = subjects::inbox_prefix(identity);
+  }
   natsOptions* opts = nullptr;
   natsStatus s = natsOptions_Create(&opts);
-  if (s == NATS_OK) s = natsOptions_SetURL(opts, o.url.c_str());
+  if (s == NATS_OK) {
+    if (o.url.find(',') == std::string::npos) {
+      s = natsOptions_SetURL(opts, o.url.c_str());
+    } else {
+      std::vector<std::string> urls;
+      for (size_t start = 0;;) {
+        size_t comma = o.url.find(',', start);
+        urls.push_back(o.url.substr(start, comma == std::string::npos ? comma : comma - start));
+        if (comma == std::string::npos) break;
+        start = comma + 1;
+      }
+      std::vector<const char*> ptrs;
+      for (const auto& u : urls) ptrs.push_back(u.c_str());
+      s = natsOptions_SetServers(opts, ptrs.data(), static_cast<int>(ptrs.size()));
+    }
+  }
+  if (s == NATS_OK && !o.creds_file.empty())
+    s = natsOptions_SetUserCredentialsFromFiles(opts, o.creds_file.c_str(), nullptr);
+  if (s == NATS_OK && !c->opts_->inbox_prefix.empty())
+    s = natsOptions_SetCustomInboxPrefix(opts, c->opts_->inbox_prefix.c_str());
+  if (s == NATS_OK && !o.tls_ca.empty()) {
+    s = natsOptions_SetSecure(opts, true);
+    if (s == NATS_OK) s = natsOptions_LoadCATrustedCertificates(opts, o.tls_ca.c_str());
+  }
+  if (s == NATS_OK) s = natsOptions_SetErrorHandler(opts, &Errors::on_error, c->errors_.get());
   if (s == NATS_OK) s = natsOptions_SetName(opts, o.name.c_str());
   if (s == NATS_OK) s = natsOptions_SetTimeout(opts, o.timeout_ms);
   if (s == NATS_OK) s = natsOptions_SetSendAsap(opts, o.send_asap);
@@ -79,7 +225,14 @@ std::unique_ptr<Connection> Connection::open(const ConnectOptions& o, std::strin
   if (s == NATS_OK) s = natsConnection_Connect(&c->nc_, opts);
   natsOptions_Destroy(opts);
   if (s != NATS_OK) {
-    if (error != nullptr) *error = "cannot connect to " + o.url + ": " + status_text(s);
+    if (error != nullptr) {
+      *error = "cannot connect to " + redact_url(o.url) + ": " + status_text(s);
+      if (o.creds_file.empty() && s == NATS_CONNECTION_AUTH_FAILED)
+        *error += " (the server requires an identity: pass --creds FILE or set TROUPE_NATS_CREDS)";
+      else if (o.tls_ca.empty() &&
+               (s == NATS_SECURE_CONNECTION_REQUIRED || error->find("SSL") != std::string::npos))
+        *error += " (the server requires TLS: pass --tls-ca FILE or set TROUPE_NATS_CA)";
+    }
     c->nc_ = nullptr;
     return nullptr;
   }
@@ -117,6 +270,12 @@ std::optional<std::vector<uint8_t>> Connection::request(const std::string& subje
         *error = "no responders on " + subject + " (is troupe-scheduler running?)";
       else if (s == NATS_TIMEOUT)
         *error = "request on " + subject + " timed out";
+      // A request the server refused to carry (no permission to publish the
+      // subject or to receive on the inbox) looks like a timeout: say why.
+      if (s == NATS_TIMEOUT || s == NATS_NOT_PERMITTED) {
+        auto last = last_async_error();
+        if (last.find("ermission") != std::string::npos) *error += " (" + last + ")";
+      }
       else
         *error = status_text(s);
     }
@@ -155,7 +314,29 @@ std::string Connection::new_inbox() {
   natsInbox_Create(&inbox);
   std::string out(inbox);
   natsInbox_Destroy(inbox);
+  // natsInbox_Create ignores the custom prefix: "_INBOX.<nuid>".
+  if (!opts_->inbox_prefix.empty() && out.rfind("_INBOX.", 0) == 0)
+    out = opts_->inbox_prefix + out.substr(6);
   return out;
+}
+
+std::string Connection::last_async_error() const {
+  std::lock_guard<std::mutex> lock(errors_->mu);
+  return errors_->last;
+}
+
+bool Connection::wait_async_error(const std::string& needle, int timeout_ms) {
+  std::unique_lock<std::mutex> lock(errors_->mu);
+  auto& u = errors_->unseen;
+  auto found = [&] {
+    for (auto it = u.begin(); it != u.end(); ++it)
+      if (it->find(needle) != std::string::npos) {
+        u.erase(u.begin(), it + 1);
+        return true;
+      }
+    return false;
+  };
+  return errors_->cv.wait_for(lock, std::chrono::milliseconds(timeout_ms), found);
 }
 
 bool Connection::connected() const {

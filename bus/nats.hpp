@@ -51,7 +51,17 @@ class Subscription {
 using SubscriptionPtr = std::unique_ptr<Subscription>;
 
 struct ConnectOptions {
+  // One URL or several, comma-separated (nats:// or tls://). A URL may hold
+  // user:password@; it is never printed (redact_url).
   std::string url = "nats://127.0.0.1:4222";
+  // The identity (docs/security.md): a NATS .creds file (user JWT + nkey
+  // seed), "" for none. Its inbox prefix is derived from the JWT's name
+  // (subjects::inbox_prefix) unless `inbox_prefix` is set.
+  std::string creds_file;
+  std::string inbox_prefix;
+  // A CA bundle (PEM): the server must present a certificate it signed
+  // (TLS is then required). "" for plain TCP (unless the URL is tls://).
+  std::string tls_ca;
   std::string name = "troupe";
   int timeout_ms = 2000;
   int reconnect_wait_ms = 250;
@@ -61,7 +71,16 @@ struct ConnectOptions {
   bool send_asap = true;
   // Called (on a NATS thread) when the connection is re-established.
   std::function<void()> on_reconnected;
+  // Called (on a NATS thread) with an asynchronous error the server reported,
+  // such as a permissions violation ("Permissions Violation for Publish to
+  // ..."), which libnats reports nowhere else. Default: a line on stderr.
+  std::function<void(const std::string&)> on_error;
 };
+
+// `url` with any user:password@ replaced by "***@" (for logs and errors).
+std::string redact_url(const std::string& url);
+// The NATS user name in a .creds file's JWT ("" and `error` when unreadable).
+std::string creds_identity(const std::string& creds_file, std::string* error = nullptr);
 
 class Connection {
  public:
@@ -97,8 +116,15 @@ class Connection {
                             const std::string& queue = {});
 
   bool flush(int timeout_ms = 2000);
+  // A fresh reply subject under this connection's inbox prefix.
   std::string new_inbox();
   bool connected() const;
+  // The last asynchronous error the server reported (a permissions
+  // violation, say), "" when none.
+  std::string last_async_error() const;
+  // Waits up to `timeout_ms` for an asynchronous error containing `needle`
+  // reported since the last call that found one; true when it came.
+  bool wait_async_error(const std::string& needle, int timeout_ms);
 
   __natsConnection* raw() { return nc_; }
 
@@ -106,6 +132,8 @@ class Connection {
   Connection() = default;
   __natsConnection* nc_ = nullptr;
   std::unique_ptr<ConnectOptions> opts_;
+  struct Errors;
+  std::unique_ptr<Errors> errors_;
 };
 using ConnectionPtr = std::unique_ptr<Connection>;
 

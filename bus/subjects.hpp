@@ -17,6 +17,8 @@
 //   troupe.<team>.events.<job_id>     publish: JobEvent JSON on every state change (stream
 //   TROUPE_EVENTS) troupe.sys.jobs                   request: {} -> JobList JSON (every team)
 //   troupe.sys.nodes                  request: {} -> NodeList JSON
+//   troupe.sys.find                   request: {"job_id"} -> {"job_id","team","state"} | {"error","code"}
+//   troupe.<team>.history             request: {"job_id"} -> {"job_id","events":[JobEvent...]}
 //   troupe.sys.cordon|uncordon|drain  request: {"node"} -> {"node","state","running"} | {"error"}
 //   troupe.sys.queues                 request: {} -> per team and pool: quota, use, pending, share
 //   troupe.sys.stats                  request: {} -> scheduler counters JSON (malformed, rejected,
@@ -61,6 +63,30 @@ inline constexpr std::string_view kJobs = "jobs";
 inline constexpr std::string_view kEvents = "events";
 inline constexpr std::string_view kWhy = "why";
 inline constexpr std::string_view kEnqueue = "enqueue";
+inline constexpr std::string_view kHistory = "history";
+
+// Every request verb a team identity may publish under troupe.<team>. (the
+// NATS permissions of team-<team> are built from this list).
+inline constexpr std::string_view kTeamVerbs[] = {kSubmit, kEnqueue, kStatus, kCancel,
+                                                  kLogs,   kJobs,    kWhy,    kHistory};
+
+// Identities (docs/security.md): the NATS user names Troupe signs, one per
+// party. The .creds file of identity I is <auth dir>/I.creds.
+inline constexpr std::string_view kTeamIdentityPrefix = "team-";
+inline constexpr std::string_view kNodeIdentityPrefix = "node-";
+inline constexpr std::string_view kFleetIdentityPrefix = "fleet-";
+inline constexpr std::string_view kAdminIdentityPrefix = "admin-";
+inline constexpr std::string_view kSchedulerIdentity = "scheduler";
+
+// The reply-inbox prefix of an identity: _INBOX_<team> for team-<team>,
+// _INBOX_<identity> for every other one. Each identity may subscribe only to
+// its own (a shared _INBOX.> would let one party read another's replies).
+inline std::string inbox_prefix(std::string_view identity) {
+  std::string_view rest = identity;
+  if (rest.substr(0, kTeamIdentityPrefix.size()) == kTeamIdentityPrefix)
+    rest.remove_prefix(kTeamIdentityPrefix.size());
+  return "_INBOX_" + std::string(rest);
+}
 
 // Agent message kinds (last token of troupe.sys.agent.<node>.<kind> and
 // troupe.sys.node.<node>.<kind>).
@@ -101,6 +127,9 @@ inline std::string team_jobs(std::string_view team) {
 inline std::string team_why(std::string_view team) {
   return team_verb(team, kWhy);
 }
+inline std::string team_history(std::string_view team) {
+  return team_verb(team, kHistory);
+}
 inline std::string job_events(std::string_view team, std::string_view job_id) {
   return team_verb(team, kEvents) + "." + std::string(job_id);
 }
@@ -123,11 +152,13 @@ inline constexpr const char* kAllJobs = "troupe.*.jobs";  // troupe.sys.jobs lis
 inline constexpr const char* kAllEvents = "troupe.*.events.>";
 inline constexpr const char* kAllWhy = "troupe.*.why";
 inline constexpr const char* kAllEnqueue = "troupe.*.enqueue";
+inline constexpr const char* kAllHistory = "troupe.*.history";
 inline constexpr const char* kSysQueues = "troupe.sys.queues";
 inline constexpr const char* kSysCordon = "troupe.sys.cordon";
 inline constexpr const char* kSysUncordon = "troupe.sys.uncordon";
 inline constexpr const char* kSysDrain = "troupe.sys.drain";
 inline constexpr const char* kSysNodes = "troupe.sys.nodes";
+inline constexpr const char* kSysFind = "troupe.sys.find";  // {"job_id"} -> its team (admin)
 inline constexpr const char* kSysHello = "troupe.sys.hello";
 inline constexpr const char* kSysStats = "troupe.sys.stats";
 inline constexpr const char* kSysDebugCrash = "troupe.sys.debug.crash";

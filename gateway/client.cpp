@@ -2,6 +2,8 @@
 #include "gateway/client.hpp"
 
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
 
 #include <nlohmann/json.hpp>
 
@@ -17,13 +19,62 @@ int64_t now_ms() {
       .count();
 }
 
+Identity resolve_identity(const EnvFn& env) {
+  Identity id;
+  auto get = [&](const char* k) {
+    auto v = env(k);
+    return v ? *v : std::string();
+  };
+  id.creds_file = get("TROUPE_NATS_CREDS");
+  id.tls_ca = get("TROUPE_NATS_CA");
+  if (!id.creds_file.empty() && !id.tls_ca.empty()) return id;
+  // A `troupe up` cluster: its admin identity and CA under $TROUPE_HOME/auth
+  // (./.troupe/auth by default), unless that cluster runs --insecure.
+  std::string home = get("TROUPE_HOME");
+  if (home.empty()) home = "./.troupe";
+  std::error_code ec;
+  if (std::filesystem::exists(home + "/" + kInsecureMarker, ec)) return id;
+  std::string auth = home + "/auth";
+  if (id.creds_file.empty()) {
+    std::string admin = auth + "/admin-admin.creds";
+    if (std::filesystem::exists(admin, ec)) {
+      id.creds_file = admin;
+    } else if (std::filesystem::is_directory(auth, ec)) {
+      for (const auto& e : std::filesystem::directory_iterator(auth, ec)) {
+        auto n = e.path().filename().string();
+        if (n.rfind("admin-", 0) == 0 && e.path().extension() == ".creds") {
+          id.creds_file = e.path().string();
+          break;
+        }
+      }
+    }
+    id.discovered = !id.creds_file.empty();
+  }
+  if (id.tls_ca.empty() && std::filesystem::exists(auth + "/ca.pem", ec)) id.tls_ca = auth + "/ca.pem";
+  return id;
+}
+
 std::unique_ptr<Client> Client::connect(const std::string& url, std::string* error,
                                         const std::string& name) {
   bus::ConnectOptions o;
   o.url = url;
+  auto id = resolve_identity([](const char* k) -> std::optional<std::string> {
+    const char* v = std::getenv(k);
+    if (v == nullptr || *v == '\0') return std::nullopt;
+    return std::string(v);
+  });
+  o.creds_file = id.creds_file;
+  o.tls_ca = id.tls_ca;
   o.name = name;
   o.timeout_ms = 2000;
   o.max_reconnect = 5;
+  return open(std::move(o), error);
+}
+
+std::unique_ptr<Client> Client::open(bus::ConnectOptions o, std::string* error) {
+  // A permission the server denied is printed by the verb's own error (the
+  // request's error names it), not once more on stderr.
+  if (!o.on_error) o.on_error = [](const std::string&) {};
   auto c = bus::Connection::open(o, error);
   if (!c) return nullptr;
   return std::unique_ptr<Client>(new Client(std::move(c)));
@@ -99,7 +150,8 @@ std::string Client::logs(const std::string& team, const std::string& job_id, int
   return out->error;
 }
 
-std::string Client::jobs(const std::string& team, pb::JobList* out) {
+std::string Client::jobs_page(const std::string& team, int64_t limit, const std::string& after,
+                              const std::string& state, pb::JobList* out, std::string* next) {
   std::string subject;
   if (team.empty()) {
     subject = subjects::team_jobs(names::kSysToken);  // troupe.sys.jobs
@@ -108,8 +160,32 @@ std::string Client::jobs(const std::string& team, pb::JobList* out) {
     subject = subjects::team_jobs(team);
   }
   std::string reply;
-  if (auto err = call(subject, "{}", &reply); !err.empty()) return err;
-  return parse_view(reply, *out);
+  if (auto err = call(subject, jobs_request(limit, after, state), &reply); !err.empty())
+    return err;
+  if (auto err = parse_view(reply, *out); !err.empty()) return err;
+  *next = parse_jobs_next(reply);
+  return {};
+}
+
+std::string Client::jobs(const std::string& team, pb::JobList* out, const std::string& state,
+                         int64_t max_jobs, const std::string& after, std::string* next) {
+  std::string from = after;
+  for (;;) {
+    int64_t have = out->jobs_size();
+    int64_t want = max_jobs > 0 ? max_jobs - have : kJobsPageLimit;
+    pb::JobList page;
+    std::string more;
+    if (auto err = jobs_page(team, want, from, state, &page, &more); !err.empty()) return err;
+    for (auto& j : *page.mutable_jobs()) *out->add_jobs() = std::move(j);
+    bool full = max_jobs > 0 && out->jobs_size() >= max_jobs;
+    // An empty page with a "next" cannot come from a scheduler that keeps
+    // its word; stop rather than ask again forever.
+    if (more.empty() || full || page.jobs_size() == 0) {
+      if (next != nullptr) *next = more;
+      return {};
+    }
+    from = more;
+  }
 }
 
 std::string Client::nodes(pb::NodeList* out) {
@@ -151,41 +227,45 @@ std::string Client::node_op(const std::string& op, const std::string& node, std:
 }
 
 std::string Client::history(const std::string& team, const std::string& job_id,
-                            std::vector<std::string>* raw) {
+                            std::vector<std::string>* raw, bool* truncated, std::string* code) {
+  if (auto err = check_team(team); !err.empty()) return err;
   if (auto err = check_job_id(job_id); !err.empty()) return err;
-  if (!team.empty())
-    if (auto err = check_team(team); !err.empty()) return err;
-  std::string err;
-  auto js = bus::JetStream::open(*conn_, &err);
-  if (!js) return err;
-  auto filter = subjects::job_events(team.empty() ? std::string("*") : team, job_id);
-  for (auto& m : js->read_all(subjects::kEventsStream, filter))
-    raw->emplace_back(m.data.begin(), m.data.end());
+  std::string reply;
+  if (auto err = call(subjects::team_history(team), job_request(job_id), &reply); !err.empty())
+    return err;
+  if (auto e = reply_error_of(reply); e && code != nullptr) *code = e->code;
+  bool cut = false;
+  auto err = parse_history_reply(reply, raw, &cut);
+  if (truncated != nullptr) *truncated = cut;
+  return err;
+}
+
+std::string Client::find_team(const std::string& job_id, std::string* team, std::string* code) {
+  if (auto err = check_job_id(job_id); !err.empty()) return err;
+  std::string reply;
+  if (auto err = call(subjects::kSysFind, job_request(job_id), &reply); !err.empty())
+    return "cannot look up the job's team: " + err;
+  if (auto e = reply_error_of(reply)) {
+    if (code != nullptr) *code = e->code;
+    return *reply_error(reply);
+  }
+  auto j = nlohmann::json::parse(reply, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("team") || !j["team"].is_string() ||
+      j["team"].get<std::string>().empty())
+    return "cannot look up the job's team: unreadable reply: " + reply.substr(0, 200) +
+           "; pass --team";
+  *team = j["team"].get<std::string>();
   return {};
 }
 
-std::string Client::find_team(const std::string& job_id, std::string* team) {
-  if (auto err = check_job_id(job_id); !err.empty()) return err;
-  pb::JobList all;
-  if (auto err = jobs({}, &all); !err.empty()) return "cannot look up the job's team: " + err;
-  for (const auto& j : all.jobs()) {
-    if (j.job_id() == job_id) {
-      if (j.team().empty()) return "the scheduler lists " + job_id + " without a team; pass --team";
-      *team = j.team();
-      return {};
-    }
-  }
-  return "no job " + job_id;
-}
-
 std::string Client::resolve_team(const std::string& given, const std::string& job_id,
-                                 std::string* team) {
+                                 std::string* team, std::string* code) {
   if (!given.empty()) {
     if (auto err = check_team(given); !err.empty()) return err;
     *team = given;
     return {};
   }
-  return find_team(job_id, team);
+  return find_team(job_id, team, code);
 }
 
 }  // namespace troupe::gateway

@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,12 +19,31 @@ namespace troupe::gateway {
 
 inline constexpr const char* kDefaultNatsUrl = "nats://127.0.0.1:4222";
 inline constexpr int kRequestTimeoutMs = 5000;
+// Jobs asked for per page when every job is wanted (the scheduler's most;
+// its replies stop earlier at about 512 KiB).
+inline constexpr int64_t kJobsPageLimit = 5000;
+// `troupe up --insecure` leaves this file in its home: the CLI then looks for
+// no identity there.
+inline constexpr const char* kInsecureMarker = "insecure";
+
+// The NATS identity the CLI connects with: $TROUPE_NATS_CREDS and
+// $TROUPE_NATS_CA (the --creds / --tls-ca flags set them), else a `troupe up`
+// cluster's admin identity and CA from $TROUPE_HOME/auth/ (./.troupe/auth).
+struct Identity {
+  std::string creds_file;
+  std::string tls_ca;
+  bool discovered = false;  // creds found under $TROUPE_HOME/auth
+};
+using EnvFn = std::function<std::optional<std::string>(const char*)>;
+Identity resolve_identity(const EnvFn& env);
 
 class Client {
  public:
   // Connects once (no retries); nullptr and `error` when it cannot.
   static std::unique_ptr<Client> connect(const std::string& url, std::string* error,
                                          const std::string& name = "troupe-cli");
+  // The same with the identity given (no lookup in the environment).
+  static std::unique_ptr<Client> open(bus::ConnectOptions o, std::string* error);
 
   // Each returns "" on success or what went wrong (timeout, no responders,
   // the scheduler's {"error"}, an unreadable reply).
@@ -32,8 +53,16 @@ class Client {
   std::string cancel(const std::string& team, const std::string& job_id, CancelReply* out);
   std::string logs(const std::string& team, const std::string& job_id, int rank, int64_t offset,
                    int max_bytes, LogChunk* out);
-  // Every team's jobs when `team` is empty (troupe.sys.jobs).
-  std::string jobs(const std::string& team, pb::JobList* out);
+  // Every team's jobs when `team` is empty (troupe.sys.jobs): one page of
+  // at most `limit` (0: the scheduler's default) after the job `after`, only
+  // those in `state` when given; `next` is the job to ask after for the next
+  // page ("" on the last).
+  std::string jobs_page(const std::string& team, int64_t limit, const std::string& after,
+                        const std::string& state, pb::JobList* out, std::string* next);
+  // Pages appended to `out` until `max_jobs` (0: all of them); `next` as above.
+  std::string jobs(const std::string& team, pb::JobList* out, const std::string& state = {},
+                   int64_t max_jobs = 0, const std::string& after = {},
+                   std::string* next = nullptr);
   std::string nodes(pb::NodeList* out);
   // troupe.<team>.why and troupe.sys.queues (docs/contract.md, "Scheduling policy").
   std::string why(const std::string& team, const std::string& job_id, WhyView* out,
@@ -43,14 +72,18 @@ class Client {
   // what the node is now (cordoned, schedulable, draining, drained).
   std::string node_op(const std::string& op, const std::string& node, std::string* state);
   // The job's events as stored in the TROUPE_EVENTS stream (raw JSON, stream
-  // order): troupe.<team>.events.<job_id>, or troupe.*.events.<job_id> when
-  // `team` is empty. No events is not an error here (`raw` stays empty).
+  // order), through troupe.<team>.history (the scheduler reads the stream).
+  // No events is not an error here (`raw` stays empty). `code` (optional)
+  // gets the error reply's code (not_found: no such job in that team).
   std::string history(const std::string& team, const std::string& job_id,
-                      std::vector<std::string>* raw);
-  // The team of `job_id`, looked up in troupe.sys.jobs.
-  std::string find_team(const std::string& job_id, std::string* team);
+                      std::vector<std::string>* raw, bool* truncated = nullptr,
+                      std::string* code = nullptr);
+  // The team of `job_id`, looked up with troupe.sys.find.
+  std::string find_team(const std::string& job_id, std::string* team,
+                        std::string* code = nullptr);
   // `team` when given (checked), else find_team.
-  std::string resolve_team(const std::string& given, const std::string& job_id, std::string* team);
+  std::string resolve_team(const std::string& given, const std::string& job_id, std::string* team,
+                           std::string* code = nullptr);
 
   bus::Connection& connection() { return *conn_; }
   void set_timeout_ms(int ms) { timeout_ms_ = ms; }

@@ -62,10 +62,12 @@ int run_status(const std::string& url, const std::string& job_id, const std::str
   auto c = open_client(url);
   if (!c) return 1;
   std::string t;
-  if (auto err = c->resolve_team(team, job_id, &t); !err.empty()) return fail(err);
+  if (auto err = c->resolve_team(team, job_id, &t); !err.empty())
+    return fail("status " + job_id + ": " + err);
   pb::JobView view;
   std::string raw;
-  if (auto err = c->status(t, job_id, &view, &raw); !err.empty()) return fail(err);
+  if (auto err = c->status(t, job_id, &view, &raw); !err.empty())
+    return fail("status " + job_id + ": " + err);
   if (json)
     std::cout << raw << "\n";
   else
@@ -73,22 +75,22 @@ int run_status(const std::string& url, const std::string& job_id, const std::str
   return 0;
 }
 
-int run_jobs(const std::string& url, const std::string& team, const std::string& state, bool json) {
+int run_jobs(const std::string& url, const std::string& team, const std::string& state, bool json,
+             int64_t limit, const std::string& after) {
   auto c = open_client(url);
   if (!c) return 1;
   pb::JobList list;
-  if (auto err = c->jobs(team, &list); !err.empty()) return fail(err);
-  if (json) {
-    if (!state.empty()) {
-      pb::JobList kept;
-      for (const auto& j : list.jobs())
-        if (j.state() == state) *kept.add_jobs() = j;
-      list = std::move(kept);
-    }
+  std::string next;
+  // The scheduler filters by state and pages; every page until `limit`.
+  if (auto err = c->jobs(team, &list, state, limit, after, &next); !err.empty())
+    return fail("jobs: " + err);
+  if (json)
     std::cout << spec::to_json(list) << "\n";
-  } else {
+  else
     std::cout << jobs_table(list, now_ms(), state);
-  }
+  if (!next.empty())
+    std::cerr << "troupe: more jobs after " << next << " (troupe jobs --after " << next
+              << ")\n";
   return 0;
 }
 
@@ -111,7 +113,8 @@ int run_logs(const std::string& url, const std::string& job_id, const std::strin
   auto c = open_client(url);
   if (!c) return 1;
   std::string t;
-  if (auto err = c->resolve_team(team, job_id, &t); !err.empty()) return fail(err);
+  if (auto err = c->resolve_team(team, job_id, &t); !err.empty())
+    return fail("logs " + job_id + ": " + err);
   int64_t offset = 0;
   bool terminal = false;  // seen terminal: one more read to eof, then stop
   std::string last_error;
@@ -193,8 +196,17 @@ int run_history(const std::string& url, const std::string& job_id, const std::st
   auto c = open_client(url);
   if (!c) return 1;
   std::vector<std::string> raw;
-  if (auto err = c->history(team, job_id, &raw); !err.empty())
-    return fail("history " + job_id + ": " + err);
+  std::string t, code;
+  bool truncated = false;
+  auto err = c->resolve_team(team, job_id, &t, &code);
+  if (err.empty()) err = c->history(t, job_id, &raw, &truncated, &code);
+  if (code == "not_found")  // no such job (in that team): the same as no events
+    return fail("history " + job_id + ": no events for " + job_id +
+                (team.empty() ? "" : " in team " + team) + " (" + err + ")");
+  if (!err.empty()) return fail("history " + job_id + ": " + err);
+  if (truncated)
+    std::cerr << "troupe: history " << job_id
+              << ": the oldest events are left out (the reply would be too large)\n";
   // Each stored message parsed once; the events in story order (JobEvent.seq):
   // one announced again after a restart (recovery.hpp, unannounced) is stored
   // after later ones.

@@ -4,6 +4,7 @@
 // blocked the stop signals.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -15,8 +16,11 @@ int run_submit(const std::string& url, const std::optional<std::string>& file,
                const SubmitFlags& flags);
 int run_status(const std::string& url, const std::string& job_id, const std::string& team,
                bool json);
+// `troupe jobs`: pages of troupe.<team>.jobs / troupe.sys.jobs until `limit`
+// jobs (0: all), after the job `after` when given; a hint on stderr when more
+// remain.
 int run_jobs(const std::string& url, const std::string& team, const std::string& state,
-             bool json);
+             bool json, int64_t limit = 0, const std::string& after = {});
 int run_cancel(const std::string& url, const std::string& job_id, const std::string& team);
 int run_logs(const std::string& url, const std::string& job_id, const std::string& team, int rank,
              bool follow);
@@ -43,6 +47,9 @@ struct UpOptions {
   int gpus_per_node = 4;
   std::string gpu_type = "a100";
   std::string config;  // cluster config for troupe-scheduler --config ("" none)
+  // Open NATS (no identities, no TLS), as before the trust work: anyone on
+  // the machine may act as any team, node or scheduler. Off by default.
+  bool insecure = false;
 };
 int run_up(const UpOptions& opts);
 

@@ -1,5 +1,6 @@
 // main() of the `troupe` CLI: parses the command line (CLI11) and runs one
 // verb from gateway/commands.hpp. Nothing else lives here.
+#include <cstdlib>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -25,6 +26,15 @@ int main(int argc, char** argv) {
   app.fallthrough();
   std::string url = gw::kDefaultNatsUrl;
   app.add_option("--nats", url, "NATS server URL")->envname("TROUPE_NATS")->capture_default_str();
+  std::string creds, tls_ca;
+  app.add_option("--creds", creds,
+                 "NATS credentials file (default: $TROUPE_NATS_CREDS, else a `troupe up` "
+                 "cluster's admin identity in $TROUPE_HOME/auth)")
+      ->envname("TROUPE_NATS_CREDS");
+  app.add_option("--tls-ca", tls_ca,
+                 "CA of the NATS server's TLS certificate (default: $TROUPE_NATS_CA, else "
+                 "$TROUPE_HOME/auth/ca.pem)")
+      ->envname("TROUPE_NATS_CA");
 
   // submit
   auto* submit = app.add_subcommand("submit", "Submit a job from a spec file and/or flags (command after --)");
@@ -65,6 +75,11 @@ int main(int argc, char** argv) {
   jobs->add_option("--team", job_team, "only this team's jobs");
   jobs->add_flag("--all", all, "every team's jobs (the default without --team)");
   jobs->add_option("--state", state, "only jobs in this state (queued, running, failed, ...)");
+  long long jobs_limit = 0;
+  std::string jobs_after;
+  jobs->add_option("--limit", jobs_limit, "at most this many jobs (default: all, page by page)")
+      ->check(CLI::PositiveNumber);
+  jobs->add_option("--after", jobs_after, "start after this job id (submit order)");
   jobs->add_flag("--json", json, "print the JobList JSON");
 
   // cancel
@@ -120,6 +135,8 @@ int main(int argc, char** argv) {
   up->add_flag("--exit-after-demo", upo.exit_after_demo, "stop after the demo (exit 1 if it misbehaved)");
   up->add_option("--port", upo.port, "NATS port")->capture_default_str();
   up->add_option("--config", upo.config, "cluster config for troupe-scheduler --config (YAML or JSON)");
+  up->add_flag("--insecure", upo.insecure,
+               "open NATS: no identities, no TLS (anyone on this machine may act as any team)");
 
   // auth: NATS identities and TLS material under <home>/auth (gateway/auth/store.hpp)
   auto* auth = app.add_subcommand("auth", "Make NATS identities (.creds) and TLS material in <home>/auth");
@@ -197,6 +214,10 @@ int main(int argc, char** argv) {
     return gw::run_up(upo);
   }
 
+  // The identity flags reach Client::connect through the environment it reads
+  // (gateway/client.hpp resolve_identity), the same way as for child processes.
+  if (!creds.empty()) ::setenv("TROUPE_NATS_CREDS", creds.c_str(), 1);
+  if (!tls_ca.empty()) ::setenv("TROUPE_NATS_CA", tls_ca.c_str(), 1);
   troupe::bus::Library lib;
   if (submit->parsed()) {
     if (o_team->count()) flags.team = team;
@@ -225,7 +246,7 @@ int main(int argc, char** argv) {
       std::cerr << "troupe jobs: --all and --team exclude each other\n";
       return 2;
     }
-    return gw::run_jobs(url, job_team, state, json);
+    return gw::run_jobs(url, job_team, state, json, jobs_limit, jobs_after);
   }
   if (cancel->parsed()) return gw::run_cancel(url, job_id, job_team);
   if (logs->parsed()) return gw::run_logs(url, job_id, job_team, rank, follow);

@@ -274,6 +274,8 @@ std::unique_ptr<MetricsCollector> MetricsCollector::start(const Options& opts, s
 
   bus::ConnectOptions co;
   co.url = opts.nats_url;
+  co.creds_file = opts.creds_file;
+  co.tls_ca = opts.tls_ca;
   co.name = "troupe-scheduler-metrics";
   std::string err;
   impl->conn = bus::Connection::open(co, &err);

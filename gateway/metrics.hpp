@@ -19,6 +19,8 @@ class MetricsCollector {
  public:
   struct Options {
     std::string nats_url = "nats://127.0.0.1:4222";
+    std::string creds_file;  // its identity ("" none)
+    std::string tls_ca;
     std::string bind = "127.0.0.1:9464";  // HOST:PORT; port 0 picks a free one
     int poll_ms = 1000;
     int request_timeout_ms = 1000;

@@ -15,6 +15,14 @@ std::string logs_request(const std::string& job_id, int rank, int64_t offset, in
       .dump();
 }
 
+std::string jobs_request(int64_t limit, const std::string& after, const std::string& state) {
+  json j = json::object();
+  if (limit > 0) j["limit"] = limit;
+  if (!after.empty()) j["after"] = after;
+  if (!state.empty()) j["state"] = state;
+  return j.dump();
+}
+
 namespace {
 
 // Parses `body` as a JSON object; nullopt when it is not one.
@@ -45,12 +53,39 @@ int64_t as_int(const json& v) {
 
 }  // namespace
 
-std::optional<std::string> reply_error(std::string_view body) {
+std::optional<ReplyError> reply_error_of(std::string_view body) {
   auto j = object(body);
   if (!j || !j->contains("error")) return std::nullopt;
+  ReplyError r;
   const json& e = (*j)["error"];
-  if (e.is_string()) return e.get<std::string>();
-  return e.dump();
+  r.text = e.is_string() ? e.get<std::string>() : e.dump();
+  if (auto it = j->find("code"); it != j->end() && it->is_string()) r.code = it->get<std::string>();
+  return r;
+}
+
+std::optional<std::string> reply_error(std::string_view body) {
+  auto r = reply_error_of(body);
+  if (!r) return std::nullopt;
+  return r->code.empty() ? r->text : r->code + ": " + r->text;
+}
+
+std::string parse_jobs_next(std::string_view body) {
+  auto j = object(body);
+  if (!j) return {};
+  if (auto it = j->find("next"); it != j->end() && it->is_string()) return it->get<std::string>();
+  return {};
+}
+
+std::string parse_history_reply(std::string_view body, std::vector<std::string>* events,
+                                bool* truncated) {
+  if (auto err = reply_error(body)) return *err;
+  // ordered_json: each event is printed back with its fields in stored order.
+  auto j = nlohmann::ordered_json::parse(body.begin(), body.end(), nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("events") || !j["events"].is_array())
+    return "unreadable history reply: " + short_body(body);
+  for (const auto& e : j["events"]) events->push_back(e.dump());
+  *truncated = j.value("truncated", false);
+  return {};
 }
 
 std::string parse_view(std::string_view body, google::protobuf::Message& m) {

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <google/protobuf/message.h>
 
@@ -16,14 +17,38 @@ std::string job_request(const std::string& job_id);
 // `{"job_id","rank","offset","max_bytes"}` for logs.
 std::string logs_request(const std::string& job_id, int rank, int64_t offset, int max_bytes);
 
-// The text of `{"error":"..."}` when `body` is such a reply; nullopt otherwise
-// (also for bodies that are not JSON: the caller's parser reports those).
+// `{"limit","after","state"}` for troupe.<team>.jobs and troupe.sys.jobs
+// (limit 0 and empty fields are left out: the scheduler's defaults).
+std::string jobs_request(int64_t limit, const std::string& after, const std::string& state);
+
+// `{"error":"...","code":"..."}`: the code is stable (docs/api.md: not_found,
+// bad_request, no_rank, unknown_node, unavailable), the text is for a person.
+// `code` is "" when the reply has none (older schedulers, agents).
+struct ReplyError {
+  std::string code;
+  std::string text;
+};
+std::optional<ReplyError> reply_error_of(std::string_view body);
+
+// The error of `{"error":"..."}` when `body` is such a reply, as
+// "<code>: <text>" when it carries a code; nullopt otherwise (also for bodies
+// that are not JSON: the caller's parser reports those).
 std::optional<std::string> reply_error(std::string_view body);
 
 // Parses a reply into a protobuf view (JobView, JobList, NodeList, JobEvent),
 // ignoring fields this CLI does not know yet. Returns "" or what is wrong,
 // including the server's own `{"error"}` text.
 std::string parse_view(std::string_view body, google::protobuf::Message& m);
+
+// The "next" of a jobs page ("" on the last page, or when the reply is not
+// JSON).
+std::string parse_jobs_next(std::string_view body);
+
+// A troupe.<team>.history reply: the job's stored events (each a JSON
+// object's text, as stored), in stream order; `truncated` when the scheduler
+// left out the oldest. Returns "" or what is wrong (the server's error too).
+std::string parse_history_reply(std::string_view body, std::vector<std::string>* events,
+                                bool* truncated);
 
 // `{"job_id":"..."}` from a submit reply.
 struct SubmitReply {

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <deque>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <mutex>
@@ -14,8 +15,11 @@
 
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
+
 #include "bus/nats.hpp"
 #include "bus/subjects.hpp"
+#include "gateway/auth/store.hpp"
 #include "gateway/client.hpp"
 #include "gateway/commands.hpp"
 #include "gateway/demo.hpp"
@@ -107,6 +111,49 @@ class EventQueue {
   std::deque<std::string> q_;
 };
 
+// The demo's teams (and `demo`, the team of the hint printed at the end).
+constexpr const char* kUpTeams[] = {"vision", "nlp", "research", "demo"};
+
+std::string up_node_name(int i) {
+  return "node-" + std::to_string(i);
+}
+
+// The trust boundary, shown: team nlp may not even ask about team vision's
+// job (NATS refuses the publish), and asking under its own name says only
+// "not found". Appends to `problems` when either leaks.
+void show_isolation(const std::string& auth_dir, const bus::ConnectOptions& admin,
+                    const std::string& vision_job, std::vector<std::string>& problems) {
+  bus::ConnectOptions o = admin;
+  o.name = "troupe-up-nlp";
+  o.creds_file = auth::creds_path(auth_dir, "team-nlp");
+  o.on_error = [](const std::string&) {};
+  std::string err;
+  auto nlp = bus::Connection::open(o, &err);
+  if (!nlp) {
+    problems.push_back("team nlp cannot connect with its own identity: " + err);
+    return;
+  }
+  std::string body = nlohmann::json{{"job_id", vision_job}}.dump();
+  std::cout << "\nTrust: team nlp (its own identity) asks about team vision's job " << vision_job
+            << "\n";
+  if (auto r = nlp->request(subjects::team_status("vision"), body, 1000, &err)) {
+    problems.push_back("team nlp read team vision's job on troupe.vision.status");
+  } else {
+    std::cout << "  on troupe.vision.status: refused by NATS (" << err << ")\n";
+  }
+  if (auto r = nlp->request(subjects::team_status("nlp"), body, 3000, &err)) {
+    std::string reply(r->begin(), r->end());
+    auto j = nlohmann::json::parse(reply, nullptr, false);
+    if (j.is_object() && j.contains("error"))
+      std::cout << "  on troupe.nlp.status:    " << j.value("code", "") << " ("
+                << j["error"].get<std::string>() << ")\n";
+    else
+      problems.push_back("team nlp read team vision's job on troupe.nlp.status: " + reply);
+  } else {
+    problems.push_back("troupe.nlp.status did not answer: " + err);
+  }
+}
+
 std::string run_tag() {
   std::ostringstream ss;
   ss << std::hex << now_ms() << "-" << ::getpid();
@@ -124,12 +171,12 @@ std::string home_dir(const UpOptions& o) {
   return (ec ? fs::path(h) : p).lexically_normal().string();
 }
 
-// Connects to NATS, retrying until the deadline.
-Wait connect_nats(const std::string& url, SignalWatch& sig, Cluster& cluster, ClientPtr* out,
-                  std::string* last_error) {
+// Connects to NATS (as `id`), retrying until the deadline.
+Wait connect_nats(const bus::ConnectOptions& id, SignalWatch& sig, Cluster& cluster,
+                  ClientPtr* out, std::string* last_error) {
   auto deadline = Clock::now() + kNatsDeadline;
   while (Clock::now() < deadline) {
-    if (auto c = Client::connect(url, last_error, "troupe-up")) {
+    if (auto c = Client::open(id, last_error)) {
       *out = std::move(c);
       return Wait::ok;
     }
@@ -173,7 +220,8 @@ Wait wait_for_nodes(Client& client, int want, SignalWatch& sig, Cluster& cluster
 
 // Submits the demo, prints events as they come, then a summary. 0 when every
 // job ended as expected; 1 otherwise; 130 on Ctrl-C.
-int run_demo(Client& client, const UpOptions& o, SignalWatch& sig, Cluster& cluster) {
+int run_demo(Client& client, const UpOptions& o, SignalWatch& sig, Cluster& cluster,
+             const std::string& auth_dir, const bus::ConnectOptions& admin) {
   EventQueue events;
   auto sub = client.connection().subscribe(subjects::kAllEvents, [&events](Inbound&& m) {
     events.push(std::string(m.data.begin(), m.data.end()));
@@ -212,6 +260,9 @@ int run_demo(Client& client, const UpOptions& o, SignalWatch& sig, Cluster& clus
                 << " with the same idempotency key: same id " << again << " (runs once)\n";
     }
   }
+
+  if (!auth_dir.empty() && !ids.empty() && !ids[0].empty() && jobs[0].spec.team() == "vision")
+    show_isolation(auth_dir, admin, ids[0], problems);
 
   std::set<std::string> mine;
   std::map<std::string, size_t> index;  // job id -> position in `jobs`
@@ -340,6 +391,7 @@ int run_up(const UpOptions& o) {
   const std::string home = home_dir(o);
   const std::string logs = home + "/logs";
   const std::string url = "nats://127.0.0.1:" + std::to_string(o.port);
+  const std::string auth_dir = auth::auth_dir_of(home);
   std::error_code ec;
   for (const auto& d : {home + "/nats", logs, home + "/nodes"}) {
     fs::create_directories(d, ec);
@@ -376,7 +428,54 @@ int run_up(const UpOptions& o) {
     return 1;
   }
 
-  std::cout << "Starting a local Troupe cluster in " << home << "\n";
+  // Identities (docs/security.md): one per demo team, node, the scheduler and
+  // an admin, signed into $TROUPE_HOME/auth; the server serves TLS with a CA
+  // made there. Kept across runs (creds handed out stay valid).
+  bus::ConnectOptions admin;
+  admin.url = url;
+  admin.name = "troupe-up";
+  std::vector<std::string> nats_argv = {nats, "-js", "-a", "127.0.0.1", "-p",
+                                        std::to_string(o.port), "-sd", home + "/nats"};
+  const std::string marker = home + "/" + kInsecureMarker;
+  if (o.insecure) {
+    std::cerr << "troupe up: WARNING: --insecure: NATS without identities or TLS. Any process "
+                 "on this machine can submit, read and cancel as any team, and act as a node "
+                 "or the scheduler.\n";
+    std::ofstream(marker) << "troupe up --insecure\n";
+  } else {
+    fs::remove(marker, ec);
+    std::string aerr = auth::init(auth_dir);
+    for (const char* team : kUpTeams)
+      if (aerr.empty()) aerr = auth::add_team(auth_dir, team);
+    for (int i = 1; i <= o.nodes && aerr.empty(); ++i)
+      aerr = auth::add_node(auth_dir, up_node_name(i));
+    if (aerr.empty()) aerr = auth::add_admin(auth_dir, "admin");
+    if (!aerr.empty()) {
+      std::cerr << "troupe up: cannot make the cluster's identities in " << auth_dir << ": "
+                << aerr << "\n";
+      return 1;
+    }
+    const std::string conf = home + "/nats-server.conf";
+    std::ofstream(conf) << "# written by troupe up\nlisten: 127.0.0.1:" << o.port
+                        << "\njetstream { store_dir: \"" << home << "/nats\" }\n"
+                        // (relative to this file's folder, as nats-server reads an include)
+                        << "include \"auth/" << auth::kServerConfigFile << "\"\n";
+    nats_argv = {nats, "-c", conf};
+    admin.creds_file = auth::creds_path(auth_dir, "admin-admin");
+    admin.tls_ca = auth_dir + "/" + auth::kCaCertFile;
+  }
+  // What every Troupe process gets to connect as `identity`.
+  auto identity_args = [&](const std::string& identity) {
+    std::vector<std::string> a;
+    if (o.insecure) return a;
+    return std::vector<std::string>{"--creds", auth::creds_path(auth_dir, identity), "--tls-ca",
+                                    admin.tls_ca};
+  };
+
+  std::cout << "Starting a local Troupe cluster in " << home
+            << (o.insecure ? " (INSECURE: no identities, no TLS)"
+                           : " (secured: an identity per party, TLS; see " + auth_dir + ")")
+            << "\n";
   Cluster cluster;
   auto failed = [&](const std::string& what) {
     std::cerr << "troupe up: " << what << "\n";
@@ -395,19 +494,17 @@ int run_up(const UpOptions& o) {
     return failed(what);
   };
 
-  if (!cluster.start("nats-server",
-                     {nats, "-js", "-a", "127.0.0.1", "-p", std::to_string(o.port), "-sd",
-                      home + "/nats"},
-                     logs))
-    return failed("cannot start nats-server");
+  if (!cluster.start("nats-server", nats_argv, logs)) return failed("cannot start nats-server");
   ClientPtr client;
   std::string err;
-  if (auto w = connect_nats(url, sig, cluster, &client, &err); w != Wait::ok)
+  if (auto w = connect_nats(admin, sig, cluster, &client, &err); w != Wait::ok)
     return ended(w, "NATS at " + url + " did not answer within " +
                         std::to_string(kNatsDeadline.count()) + " s (" + err + "); see " + logs +
                         "/nats-server.log");
 
   std::vector<std::string> scheduler_argv = {scheduler, "--nats", url};
+  for (auto& a : identity_args(std::string(subjects::kSchedulerIdentity)))
+    scheduler_argv.push_back(a);
   if (!config.empty()) {
     scheduler_argv.push_back("--config");
     scheduler_argv.push_back(config);
@@ -417,14 +514,23 @@ int run_up(const UpOptions& o) {
     return failed("cannot start troupe-scheduler");
   std::vector<std::string> node_logs;
   for (int i = 1; i <= o.nodes; ++i) {
-    std::string name = "node-" + std::to_string(i);
+    std::string name = up_node_name(i);
     std::string state_dir = home + "/nodes/" + name;
     fs::create_directories(state_dir, ec);
-    if (!cluster.start(name,
-                       {node, "--nats", url, "--name", name, "--gpus",
-                        std::to_string(o.gpus_per_node), "--gpu-type", o.gpu_type, "--state-dir",
-                        state_dir},
-                       logs))
+    std::vector<std::string> argv = {node,
+                                     "--nats",
+                                     url,
+                                     "--name",
+                                     name,
+                                     "--gpus",
+                                     std::to_string(o.gpus_per_node),
+                                     "--gpu-type",
+                                     o.gpu_type,
+                                     "--state-dir",
+                                     state_dir};
+    for (auto& a : identity_args(std::string(subjects::kNodeIdentityPrefix) + name))
+      argv.push_back(a);
+    if (!cluster.start(name, argv, logs))
       return failed("cannot start troupe-node " + name);
     node_logs.push_back(logs + "/" + name + ".log");
   }
@@ -443,7 +549,7 @@ int run_up(const UpOptions& o) {
 
   int demo_rc = 0;
   if (o.demo) {
-    demo_rc = run_demo(*client, o, sig, cluster);
+    demo_rc = run_demo(*client, o, sig, cluster, o.insecure ? std::string() : auth_dir, admin);
     if (demo_rc == 130) {
       client.reset();
       cluster.stop();
@@ -458,7 +564,7 @@ int run_up(const UpOptions& o) {
 
   const std::string self = self_dir() + "/troupe";
   std::cout << "\nThe cluster is running. From another terminal:\n"
-            << "  export TROUPE_NATS=" << url << "\n"
+            << "  export TROUPE_NATS=" << url << " TROUPE_HOME=" << home << "\n"
             << "  " << self << " nodes\n"
             << "  " << self << " jobs\n"
             << "  " << self

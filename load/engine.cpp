@@ -2,6 +2,8 @@
 // bookkeeping that joins replies and events by job id.
 #include "load/engine.hpp"
 
+#include <cstdlib>
+
 #include "bus/subjects.hpp"
 #include "load/scan.hpp"
 #include "messages/names.hpp"
@@ -12,6 +14,10 @@ std::unique_ptr<Engine> Engine::open(const std::string& url, std::string* error)
   std::unique_ptr<Engine> e(new Engine());
   bus::ConnectOptions o;
   o.url = url;
+  // Its identity: $TROUPE_NATS_CREDS / $TROUPE_NATS_CA (--creds / --tls-ca
+  // set them): an admin's, or the one team's it submits as.
+  if (const char* c = std::getenv("TROUPE_NATS_CREDS")) o.creds_file = c;
+  if (const char* c = std::getenv("TROUPE_NATS_CA")) o.tls_ca = c;
   o.name = "troupe-load-pub";
   e->pub_ = bus::Connection::open(o, error);
   if (!e->pub_) return nullptr;

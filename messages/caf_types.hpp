@@ -159,6 +159,13 @@ CAF_ADD_ATOM(troupe, troupe::atoms, logs_atom, "logs")
 CAF_ADD_ATOM(troupe, troupe::atoms, intake_atom, "intake")
 CAF_ADD_ATOM(troupe, troupe::atoms, stats_atom, "stats")
 CAF_ADD_ATOM(troupe, troupe::atoms, requeue_atom, "requeue")
+// Admission (router): a node's shape on every register (node supervisor), a
+// job that left `queued` for good (job supervisor).
+CAF_ADD_ATOM(troupe, troupe::atoms, shape_atom, "shape")
+CAF_ADD_ATOM(troupe, troupe::atoms, unqueued_atom, "unqueued")
+// troupe.sys.find and troupe.<team>.history (router <-> job supervisor).
+CAF_ADD_ATOM(troupe, troupe::atoms, find_atom, "find")
+CAF_ADD_ATOM(troupe, troupe::atoms, history_atom, "history")
 // Scheduling policy: queues <-> pool arbiter.
 CAF_ADD_ATOM(troupe, troupe::atoms, demand_atom, "demand")
 CAF_ADD_ATOM(troupe, troupe::atoms, grant_atom, "grant")
@@ -179,5 +186,8 @@ CAF_ADD_ATOM(troupe, troupe::atoms, sync_atom, "sync")
 CAF_ADD_ATOM(troupe, troupe::atoms, restop_atom, "restop")
 // An event is in the events stream (Outbox::publish_event -> job): a Launch waits for it.
 CAF_ADD_ATOM(troupe, troupe::atoms, stored_atom, "stored")
+// (distrust_atom, what): a message refused because its sender may not say it
+// (an unlisted node, a capacity change with work held): counted by the router.
+CAF_ADD_ATOM(troupe, troupe::atoms, distrust_atom, "distrust")
 
 CAF_END_TYPE_ID_BLOCK(troupe)

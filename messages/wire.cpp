@@ -25,4 +25,31 @@ Bytes release(const std::string& id, const std::string& reason, bool if_unlaunch
   return seal(fbb, body);
 }
 
+std::string check_agent_message(const Envelope& e, std::string_view node) {
+  const flatbuffers::String* named = nullptr;
+  switch (e.body_type()) {
+    case Body::NodeRegister:
+      named = e.body_as_NodeRegister()->node();
+      break;
+    case Body::Heartbeat:
+      named = e.body_as_Heartbeat()->node();
+      break;
+    case Body::Started:
+      named = e.body_as_Started()->node();
+      break;
+    case Body::Exited:
+      named = e.body_as_Exited()->node();
+      break;
+    case Body::Checkpointed:
+      named = e.body_as_Checkpointed()->node();
+      break;
+    default:
+      return std::string("an agent does not send ") + body_name(e.body_type());
+  }
+  if (named == nullptr || named->string_view() != node)
+    return std::string(body_name(e.body_type())) + " names node '" + str(named) +
+           "', not its sender '" + std::string(node) + "'";
+  return {};
+}
+
 }  // namespace troupe::wire

@@ -37,6 +37,12 @@ std::vector<int> ints(const flatbuffers::Vector<int32_t>* v);
 // A Release of hold `id` (see Release.if_unlaunched).
 Bytes release(const std::string& id, const std::string& reason, bool if_unlaunched = false);
 
+// Whether an envelope may come from the agent of `node` (on
+// troupe.sys.agent.<node>.<kind>): only the kinds an agent sends (register,
+// heartbeat, started, exited, checkpointed), each naming that node and no
+// other. "" when it may, else why not. A node speaks only for itself.
+std::string check_agent_message(const Envelope& e, std::string_view node);
+
 // Name of a body type, for logs and counters.
 inline const char* body_name(Body b) {
   return EnumNameBody(b);

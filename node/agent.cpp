@@ -85,13 +85,19 @@ wire::Bytes Agent::register_locked() const {
 bool Agent::fenced(uint64_t epoch, const std::string& what) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (epoch == 0 || epoch >= epoch_) {
+    // Never an epoch lower than the highest seen, and never none: a leader's
+    // epoch is its lease revision (>= 1); a Launch or Stop without one was not
+    // sent by a scheduler.
+    if (epoch > 0 && epoch >= epoch_) {
       epoch_ = std::max(epoch_, epoch);
       return false;
     }
     ++counters_.fenced;
   }
-  spdlog::warn("refused {} from a deposed scheduler (epoch {} < {})", what, epoch, epoch_);
+  if (epoch == 0)
+    spdlog::warn("refused {} without a leader's epoch (not sent by a scheduler)", what);
+  else
+    spdlog::warn("refused {} from a deposed scheduler (epoch {} < {})", what, epoch, epoch_);
   return true;
 }
 
@@ -142,7 +148,8 @@ void Agent::on_message(const Inbound& in) {
     if (in.subject == subjects::kSysHello) {
       // {"epoch": N} from a scheduler that took the leader lease.
       auto j = nlohmann::json::parse(in.data.begin(), in.data.end(), nullptr, false);
-      if (j.is_object() && j.contains("epoch") && j["epoch"].is_number_unsigned())
+      if (j.is_object() && j.contains("epoch") && j["epoch"].is_number_unsigned() &&
+          j["epoch"].get<uint64_t>() > 0)
         fenced(j["epoch"].get<uint64_t>(), "nothing");  // records the newer epoch
       publish_register();
       return;

@@ -37,9 +37,30 @@ std::string hostname() {
   return buf;
 }
 
+// What a worker inherits from the agent's environment: only the variables a
+// program needs to run (PATH, locale, time zone, home, temp dir). Never the
+// agent's identity (TROUPE_NATS_CREDS and the rest of TROUPE_*) nor anything
+// else it was started with: a job is not trusted (docs/security.md).
+// Replies (to a logs request, on the asker's _INBOX_... subject) go out on the
+// connection that received the request: NATS allows a node to answer only
+// there (its identity's response permission is per connection).
+bus::Connection& out_for(const std::string& subject, bus::Connection& pub, bus::Connection& sub) {
+  return subject.rfind("_INBOX", 0) == 0 ? sub : pub;
+}
+
 std::vector<std::string> own_environment() {
+  static constexpr std::string_view kKept[] = {"PATH=", "HOME=", "LANG=", "LANGUAGE=", "LC_",
+                                               "TZ=",   "TMPDIR=", "USER=", "LOGNAME=", "SHELL=",
+                                               "TERM="};
   std::vector<std::string> out;
-  for (char** e = environ; e != nullptr && *e != nullptr; ++e) out.emplace_back(*e);
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    std::string_view v(*e);
+    for (auto k : kKept)
+      if (v.substr(0, k.size()) == k) {
+        out.emplace_back(v);
+        break;
+      }
+  }
   return out;
 }
 
@@ -75,7 +96,11 @@ int run_fleet(const node::Options& opt, node::AgentConfig cfg, const sigset_t& s
                cfg.inventory.gpus.size(), cfg.inventory.gpu_type, cfg.state_dir);
   bus::Library library;
   bus::ConnectOptions copts;
+  // A denied publish or subscription is reported only here: log it with its subject.
+  copts.on_error = [](const std::string& e) { spdlog::warn("nats: {}", e); };
   copts.url = opt.nats_url;
+  copts.creds_file = opt.creds_file;
+  copts.tls_ca = opt.tls_ca;
   copts.name = "troupe-node-fleet-" + opt.name_prefix + "-pub";
   // After a reconnect (nats-server restarted), every agent registers again:
   // what it runs and what ended meanwhile (its Exited may have been lost).
@@ -89,16 +114,17 @@ int run_fleet(const node::Options& opt, node::AgentConfig cfg, const sigset_t& s
   copts.name = "troupe-node-fleet-" + opt.name_prefix + "-sub";
   bus::ConnectionPtr sub = connect(copts, signals);
   if (!sub) return 0;
-  spdlog::info("connected to {}", opt.nats_url);
+  spdlog::info("connected to {}", bus::redact_url(opt.nats_url));
 
   bus::Connection* pub_raw = pub.get();
+  bus::Connection* sub_raw = sub.get();
   node::FleetConfig fc;
   fc.base = std::move(cfg);
   fc.prefix = opt.name_prefix;
   fc.count = opt.count;
   node::Fleet fleet(std::move(fc),
-                    [pub_raw](const std::string& subject, const void* data, size_t size) {
-                      if (!pub_raw->publish(subject, data, size))
+                    [pub_raw, sub_raw](const std::string& subject, const void* data, size_t size) {
+                      if (!out_for(subject, *pub_raw, *sub_raw).publish(subject, data, size))
                         spdlog::warn("could not publish on {} (connection closed?)", subject);
                     });
   auto handler = [&fleet](Inbound&& in) { fleet.on_message(in); };
@@ -183,7 +209,11 @@ int run(int argc, char** argv, const sigset_t& signals) {
 
   bus::Library library;
   bus::ConnectOptions copts;
+  // A denied publish or subscription is reported only here: log it with its subject.
+  copts.on_error = [](const std::string& e) { spdlog::warn("nats: {}", e); };
   copts.url = opt.nats_url;
+  copts.creds_file = opt.creds_file;
+  copts.tls_ca = opt.tls_ca;
   copts.name = "troupe-node-" + opt.name + "-pub";
   // After a reconnect (nats-server restarted) the agent registers again: what
   // it runs and what ended meanwhile (an Exited published then may be lost).
@@ -197,7 +227,7 @@ int run(int argc, char** argv, const sigset_t& signals) {
   copts.name = "troupe-node-" + opt.name + "-sub";
   bus::ConnectionPtr sub = connect(copts, signals);
   if (!sub) return 0;
-  spdlog::info("connected to {}", opt.nats_url);
+  spdlog::info("connected to {}", bus::redact_url(opt.nats_url));
 
   std::unique_ptr<metrics::NodeMetrics> meter;
   if (!opt.metrics.empty()) {
@@ -211,11 +241,12 @@ int run(int argc, char** argv, const sigset_t& signals) {
   }
 
   bus::Connection* pub_raw = pub.get();
+  bus::Connection* sub_raw = sub.get();
   metrics::NodeMetrics* meter_raw = meter.get();
   node::Agent agent(
-      cfg, [pub_raw, meter_raw](const std::string& subject, const void* data, size_t size) {
+      cfg, [pub_raw, sub_raw, meter_raw](const std::string& subject, const void* data, size_t size) {
         if (meter_raw != nullptr) count(*meter_raw, subject, data, size);
-        if (!pub_raw->publish(subject, data, size))
+        if (!out_for(subject, *pub_raw, *sub_raw).publish(subject, data, size))
           spdlog::warn("could not publish on {} (connection closed?)", subject);
       });
 

@@ -46,6 +46,11 @@ ParseResult parse_options(int argc, const char* const* argv, const EnvLookup& en
   auto* nats_opt = app.add_option("--nats", nats, "NATS URL (default $TROUPE_NATS or " +
                                                       o.nats_url + ")");
   app.add_option("--name", o.name, "node name (default: the hostname)");
+  std::string creds, tls_ca;
+  auto* creds_opt =
+      app.add_option("--creds", creds, "NATS credentials file (default $TROUPE_NATS_CREDS)");
+  auto* ca_opt = app.add_option("--tls-ca", tls_ca,
+                                "CA of the NATS server's certificate (default $TROUPE_NATS_CA)");
   auto* gpus_opt = app.add_option("--gpus", gpus, "number of GPUs (wins over nvidia-smi)")
                        ->check(CLI::NonNegativeNumber);
   auto* type_opt = app.add_option("--gpu-type", gpu_type, "GPU type (default generic)");
@@ -88,6 +93,14 @@ ParseResult parse_options(int argc, const char* const* argv, const EnvLookup& en
     o.nats_url = nats;
   else if (auto v = env("TROUPE_NATS"); v && !v->empty())
     o.nats_url = *v;
+  if (!creds_opt->empty())
+    o.creds_file = creds;
+  else if (auto v = env("TROUPE_NATS_CREDS"); v && !v->empty())
+    o.creds_file = *v;
+  if (!ca_opt->empty())
+    o.tls_ca = tls_ca;
+  else if (auto v = env("TROUPE_NATS_CA"); v && !v->empty())
+    o.tls_ca = *v;
   if (!gpus_opt->empty()) o.gpus = gpus;
   if (!type_opt->empty()) o.gpu_type = gpu_type;
   if (!cpus_opt->empty()) o.cpus = cpus;

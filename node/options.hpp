@@ -11,6 +11,11 @@ namespace troupe::node {
 
 struct Options {
   std::string nats_url = "nats://127.0.0.1:4222";
+  // Its identity (node-<name>.creds, or fleet-<prefix>.creds for --count N)
+  // and the CA of the server's TLS certificate; "" for none
+  // (--creds / $TROUPE_NATS_CREDS, --tls-ca / $TROUPE_NATS_CA).
+  std::string creds_file;
+  std::string tls_ca;
   std::string name;                 // node name: one subject token
   std::optional<int> gpus;          // set only when --gpus was given
   std::optional<std::string> gpu_type;  // set only when --gpu-type was given

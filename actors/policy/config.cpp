@@ -162,11 +162,30 @@ std::string load_config(std::string_view text, ClusterConfig& out) {
   if (pr.has_window_s()) c.preemption.window_s = pr.window_s();
   if (pr.has_protect_s()) c.preemption.protect_s = pr.protect_s();
   if (pr.has_infra_requeue_cap()) c.preemption.infra_requeue_cap = pr.infra_requeue_cap();
+  for (const auto& n : pbc.nodes()) {
+    std::string_view name(n);
+    if (!name.empty() && name.back() == '*') name.remove_suffix(1);
+    if (name.empty() || !subjects::check_token(name).empty())
+      return "nodes: '" + n + "' is not a node name (or a prefix ending in '*')";
+    c.nodes.push_back(n);
+  }
   if (auto err = load_limits(pbc.default_limits(), "default_limits", c.default_limits);
       !err.empty())
     return err;
   out = std::move(c);
   return {};
+}
+
+bool ClusterConfig::node_allowed(std::string_view name) const {
+  if (nodes.empty()) return true;
+  for (const auto& n : nodes) {
+    if (!n.empty() && n.back() == '*') {
+      if (name.substr(0, n.size() - 1) == std::string_view(n).substr(0, n.size() - 1)) return true;
+    } else if (name == n) {
+      return true;
+    }
+  }
+  return false;
 }
 
 Admission admit(const ClusterConfig& cfg, std::string_view team, std::string_view pool,

@@ -78,6 +78,9 @@ struct ClusterConfig {
   std::vector<ClassCfg> classes;
   std::string default_class = "normal";
   PreemptionCfg preemption;
+  // The node roster (`nodes:`): names, or prefixes ending in '*'; empty: any.
+  std::vector<std::string> nodes;
+  bool node_allowed(std::string_view name) const;
   LimitKeys default_limits;  // `default_limits:`, for teams without their own key
 
   const TeamCfg* team(std::string_view name) const;

@@ -37,6 +37,10 @@ std::string hold_id(const std::string& job_id, int attempt, int rank);
 // Splits a hold id; false when it is not <job>/<attempt>/<rank>.
 bool parse_hold_id(const std::string& id, std::string* job_id, int* attempt, int* rank);
 
+// GPU indices are below this (a node record or event naming another is not
+// to be believed).
+inline constexpr int kMaxGpuIndex = 4096;
+
 struct Ledger {
   int gpus_total = 0;
   int cpus_total = 0;

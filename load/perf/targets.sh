@@ -17,6 +17,10 @@
 #
 # SCHED_ARGS (environment) is added to troupe-scheduler's arguments, e.g.
 # SCHED_ARGS="--snapshots sync" to compare snapshot modes (docs/recovery.md).
+# SECURE=1 (environment): the production configuration of docs/security.md —
+# nats-server in operator mode over TLS with the identities `troupe auth`
+# makes; the scheduler, the fleet (one fleet identity) and troupe-load (the
+# admin's) each connect with their own. Compare a run with and without.
 #
 # Each run starts its own nats-server -js on a free port, troupe-scheduler
 # and (for throughput and latency) troupe-node --simulate --count NODES, and
@@ -52,14 +56,29 @@ trap cleanup EXIT
 
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 URL=nats://127.0.0.1:$PORT
-"$NATS" -js -a 127.0.0.1 -p "$PORT" -sd "$DIR/js" >"$DIR/nats.log" 2>&1 & PIDS+=($!)
+SCHED_ID=()
+FLEET_ID=()
+if [[ ${SECURE:-0} == 1 ]]; then
+  "$BIN/troupe" auth init --home "$DIR" >/dev/null
+  "$BIN/troupe" auth add-admin admin --home "$DIR" >/dev/null
+  printf 'listen: 127.0.0.1:%s\njetstream { store_dir: "%s/js" }\ninclude "auth/nats-auth.conf"\n' \
+    "$PORT" "$DIR" >"$DIR/nats.conf"
+  "$NATS" -c "$DIR/nats.conf" >"$DIR/nats.log" 2>&1 & PIDS+=($!)
+  export TROUPE_NATS_CREDS=$DIR/auth/admin-admin.creds TROUPE_NATS_CA=$DIR/auth/ca.pem
+  SCHED_ID=(--creds "$DIR/auth/scheduler.creds" --tls-ca "$DIR/auth/ca.pem")
+  FLEET_ID=(--creds "$DIR/auth/fleet-f.creds" --tls-ca "$DIR/auth/ca.pem")
+  echo "secure: operator mode, TLS, an identity per process"
+else
+  "$NATS" -js -a 127.0.0.1 -p "$PORT" -sd "$DIR/js" >"$DIR/nats.log" 2>&1 & PIDS+=($!)
+fi
 for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$PORT) 2>/dev/null && break; sleep 0.1; done
-"$BIN/troupe-scheduler" --nats "$URL" --checkpoint-root "$DIR/ckpt" ${SCHED_ARGS:-} >"$DIR/scheduler.log" 2>&1 &
+"$BIN/troupe-scheduler" --nats "$URL" "${SCHED_ID[@]}" --checkpoint-root "$DIR/ckpt" ${SCHED_ARGS:-} >"$DIR/scheduler.log" 2>&1 &
 SCHED=$!; PIDS+=($SCHED)
 sleep 1
 
 fleet() {  # fleet N: N simulated nodes x 8 a100, waits until all are alive
-  "$BIN/troupe-node" --nats "$URL" --simulate --count "$1" --gpus 8 --gpu-type a100 \
+  if [[ ${SECURE:-0} == 1 ]]; then "$BIN/troupe" auth add-fleet f --count "$1" --home "$DIR" >/dev/null; fi
+  "$BIN/troupe-node" --nats "$URL" "${FLEET_ID[@]}" --simulate --count "$1" --gpus 8 --gpu-type a100 \
     --name-prefix f --state-dir "$DIR/fleet" --log-level warn >"$DIR/fleet.log" 2>&1 & PIDS+=($!)
   for _ in $(seq 240); do
     # GPUs the arbiter counts (troupe.sys.queues stays small at 10,000 nodes;
@@ -133,7 +152,7 @@ case "$MEASURE" in
     sleep 2  # let the last snapshots flush (a kill -9 any earlier is what the tests do)
     kill -9 "$SCHED"; wait "$SCHED" 2>/dev/null || true
     start=$(date +%s%N)
-    "$BIN/troupe-scheduler" --nats "$URL" --checkpoint-root "$DIR/ckpt" ${SCHED_ARGS:-} >"$DIR/scheduler2.log" 2>&1 &
+    "$BIN/troupe-scheduler" --nats "$URL" "${SCHED_ID[@]}" --checkpoint-root "$DIR/ckpt" ${SCHED_ARGS:-} >"$DIR/scheduler2.log" 2>&1 &
     SCHED=$!; PIDS+=($SCHED)
     for _ in $(seq 1200); do grep -q "serving on" "$DIR/scheduler2.log" && break; sleep 0.05; done
     serving=$(date +%s%N)

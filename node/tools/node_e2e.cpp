@@ -65,13 +65,13 @@ wire::Bytes launch(const std::string& job, std::vector<std::string> cmd, std::ve
   return wire::seal(fbb, wire::CreateLaunch(fbb, fbb.CreateString(job), fbb.CreateString("t"), 0, 0,
                                             1, fbb.CreateString("127.0.0.1:29500"),
                                             fbb.CreateVector(gpus), fbb.CreateVector(c),
-                                            fbb.CreateVector(e), 0, 10));
+                                            fbb.CreateVector(e), 0, 10, 0, 1));
 }
 
 wire::Bytes stop(const std::string& job, int grace) {
   flatbuffers::FlatBufferBuilder fbb;
   return wire::seal(fbb, wire::CreateStop(fbb, fbb.CreateString(job), 0, -1, grace,
-                                          fbb.CreateString("test")));
+                                          fbb.CreateString("test"), 15, 5, 1));
 }
 
 const wire::Exited* exited_of(const std::optional<Inbound>& in) {

@@ -116,6 +116,16 @@ bus::Library& library() {
   return lib;
 }
 
+bool is_regular(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+// <auth dir>/<identity>.creds (the layout `troupe auth` writes).
+std::string creds_path_of(const std::string& auth_dir, const std::string& identity) {
+  return auth_dir + "/" + identity + ".creds";
+}
+
 bool is_executable(const std::string& path) {
   return ::access(path.c_str(), X_OK) == 0;
 }
@@ -432,6 +442,13 @@ Cluster::Cluster(const ClusterOptions& opts) {
     INFO("missing binary " << p << " (build it first: cmake --build build)");
     REQUIRE(is_executable(p));
   }
+  secure_ = opts.secure;
+  tls_ = opts.secure && opts.tls;
+  if (secure_) {
+    REQUIRE(is_executable(bin_dir() + "/troupe"));
+    auth({"init"});
+    auth({"add-admin", "admin"});
+  }
   start_nats();
   if (opts.scheduler) start_scheduler(opts);
   for (const auto& n : opts.nodes) add_node(n);
@@ -468,6 +485,17 @@ void Cluster::start_nats() {
     ::mkdir(store.c_str(), 0755);
     nats_argv_ = {nats_server_path(),   "-js", "-a", "127.0.0.1", "-p",
                   std::to_string(port), "-sd", store};
+    if (secure_) {
+      // Operator mode (and TLS) from what `troupe auth init` wrote.
+      std::string conf = base + ".conf";
+      std::ofstream(conf) << "listen: 127.0.0.1:" << port << "\n"
+                          << "jetstream { store_dir: \"" << store << "\" }\n"
+                          // (nats-server reads an include relative to the config's folder)
+                          << "include \"auth/"
+                          << (tls_ ? "nats-auth.conf" : "nats-auth-notls.conf") << "\"\n";
+      dump_.add("nats-server config", conf);
+      nats_argv_ = {nats_server_path(), "-c", conf};
+    }
     nats_base_ = base;
     nats_ = std::make_unique<Process>("nats-server", nats_argv_, base + ".out", base + ".err");
     dump_.add("nats-server #" + std::to_string(attempt) + " stderr", base + ".err");
@@ -476,19 +504,21 @@ void Cluster::start_nats() {
     // Readiness: the server accepts a client connection. Poll (there is no
     // event to wait on), bounded by a deadline.
     auto deadline = Clock::now() + 10s;
+    bus::ConnectOptions o;
+    o.url = url_;
+    o.timeout_ms = 1000;
+    if (secure_) {
+      o.creds_file = creds(std::string(subjects::kSchedulerIdentity));
+      o.tls_ca = tls_ca();
+    }
     while (Clock::now() < deadline && nats_->running()) {
-      bus::ConnectOptions o;
-      o.url = url_;
       o.name = "troupe-it";
-      o.timeout_ms = 1000;
       last_error.clear();
       conn_ = bus::Connection::open(o, &last_error);
       if (conn_) break;
       std::this_thread::sleep_for(50ms);
     }
     if (conn_) {
-      bus::ConnectOptions o;
-      o.url = url_;
       o.name = "troupe-it-events";
       sub_conn_ = bus::Connection::open(o, &last_error);
       INFO("second connection to " << url_ << ": " << last_error);
@@ -504,6 +534,7 @@ void Cluster::start_nats() {
 
 void Cluster::start_scheduler(const ClusterOptions& opts) {
   std::vector<std::string> argv = {bin_dir() + "/troupe-scheduler", "--nats", url_};
+  for (auto& a : identity_args(std::string(subjects::kSchedulerIdentity))) argv.push_back(a);
   if (!opts.config.empty()) {
     config_path_ = file("cluster-config.yaml");
     std::ofstream(config_path_) << opts.config;
@@ -589,7 +620,82 @@ std::vector<std::string> Cluster::node_argv(const NodeOptions& n) const {
                                    file("node-" + n.name + "-state")};
   if (n.simulate) argv.push_back("--simulate");
   for (const auto& a : n.extra_args) argv.push_back(a);
+  if (secure_) {
+    // One identity per node; a simulated fleet (--count N) shares one for
+    // its N members.
+    std::string identity = std::string(subjects::kNodeIdentityPrefix) + n.name;
+    for (size_t i = 0; i + 1 < n.extra_args.size(); ++i) {
+      if (n.extra_args[i] != "--count") continue;
+      identity = std::string(subjects::kFleetIdentityPrefix) + n.name;
+      if (!is_regular(creds_path_of(auth_dir(), identity)))
+        const_cast<Cluster*>(this)->auth({"add-fleet", n.name, "--count", n.extra_args[i + 1]});
+    }
+    for (auto& a : const_cast<Cluster*>(this)->identity_args(identity)) argv.push_back(a);
+  }
   return argv;
+}
+
+void Cluster::auth(const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {bin_dir() + "/troupe", "auth"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  argv.push_back("--home");
+  argv.push_back(dir());
+  auto r = run_program(argv, dir(), "auth-" + std::to_string(++auth_runs_), 30s, &dump_);
+  INFO("troupe auth " << args.at(0) << " failed (rc " << r.exit_code << "): " << r.err);
+  REQUIRE(r.exit_code == 0);
+}
+
+std::string Cluster::creds(const std::string& identity) {
+  std::string path = creds_path_of(auth_dir(), identity);
+  if (is_regular(path)) return path;
+  for (auto [prefix, verb] : {std::pair{subjects::kTeamIdentityPrefix, "add-team"},
+                              std::pair{subjects::kNodeIdentityPrefix, "add-node"},
+                              std::pair{subjects::kAdminIdentityPrefix, "add-admin"}}) {
+    if (identity.rfind(std::string(prefix), 0) == 0) {
+      auth({verb, identity.substr(prefix.size())});
+      break;
+    }
+  }
+  INFO("no credentials for " << identity << " at " << path);
+  REQUIRE(is_regular(path));
+  return path;
+}
+
+bus::ConnectionPtr Cluster::connect_as(const std::string& identity, std::string* error) {
+  bus::ConnectOptions o;
+  o.url = url_;
+  o.name = "troupe-it-" + identity;
+  o.timeout_ms = 2000;
+  o.max_reconnect = 0;
+  if (!identity.empty()) o.creds_file = creds(identity);
+  o.tls_ca = tls_ca();
+  o.on_error = [](const std::string&) {};  // tests read last_async_error()
+  std::string err;
+  auto c = bus::Connection::open(o, &err);
+  if (error != nullptr) *error = err;
+  return c;
+}
+
+std::vector<std::string> Cluster::client_env() {
+  std::vector<std::string> env = {"TROUPE_NATS=" + url_};
+  if (secure_) {
+    env.push_back("TROUPE_NATS_CREDS=" + creds("admin-admin"));
+    if (tls_) env.push_back("TROUPE_NATS_CA=" + tls_ca());
+  } else {
+    // Never an identity found under $TROUPE_HOME for an open cluster.
+    env.push_back("TROUPE_HOME=" + file("no-home"));
+  }
+  return env;
+}
+
+std::vector<std::string> Cluster::identity_args(const std::string& identity) {
+  if (!secure_) return {};
+  std::vector<std::string> a = {"--creds", creds(identity)};
+  if (tls_) {
+    a.push_back("--tls-ca");
+    a.push_back(tls_ca());
+  }
+  return a;
 }
 
 Process& Cluster::add_node(const NodeOptions& n) {
@@ -766,7 +872,7 @@ RunResult Cluster::run_cli(const std::vector<std::string>& args, Clock::duration
   std::vector<std::string> argv = {bin_dir() + "/troupe"};
   argv.insert(argv.end(), args.begin(), args.end());
   std::string label = "cli-" + std::to_string(++cli_runs_);
-  return run_program(argv, dir(), label, timeout, &dump_, {"TROUPE_NATS=" + url_});
+  return run_program(argv, dir(), label, timeout, &dump_, client_env());
 }
 
 GpuReplay replay_gpus(const std::vector<Event>& events) {

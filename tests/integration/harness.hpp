@@ -187,6 +187,13 @@ struct NodeOptions {
 struct ClusterOptions {
   std::vector<NodeOptions> nodes;
   bool scheduler = true;
+  // Secured like a `troupe up` cluster (docs/security.md): nats-server in
+  // operator mode with the identities `troupe auth` makes, over TLS. Every
+  // process connects with its own identity; the harness's own connections use
+  // the scheduler's (which may do everything). false: an open server (what
+  // `troupe up --insecure` runs).
+  bool secure = true;
+  bool tls = true;
   std::vector<std::string> scheduler_args;
   // Cluster config text (YAML or JSON). When set, it is written to
   // <dir>/cluster-config.yaml and the scheduler gets --config with that file.
@@ -205,6 +212,11 @@ struct ClusterOptions {
   }
   ClusterOptions& with_config(std::string text) {
     config = std::move(text);
+    return *this;
+  }
+  ClusterOptions& insecure() {
+    secure = false;
+    tls = false;
     return *this;
   }
 };
@@ -275,8 +287,29 @@ class Cluster {
   Json queues(Clock::duration timeout = 5s);
   Json why(const std::string& team, const std::string& job_id, Clock::duration timeout = 5s);
 
-  // Runs the troupe CLI (TROUPE_NATS set to this cluster) to completion.
+  // Runs the troupe CLI (TROUPE_NATS set to this cluster, and the admin
+  // identity when secure) to completion.
   RunResult run_cli(const std::vector<std::string>& args, Clock::duration timeout = 60s);
+
+  // --- identities (secure clusters) ----------------------------------------
+  bool secure() const { return secure_; }
+  // <dir>/auth: what `troupe auth` wrote (creds files, ca.pem).
+  std::string auth_dir() const { return file("auth"); }
+  // Runs `troupe auth ARGS --home <dir>`; fails the test unless it exits 0.
+  void auth(const std::vector<std::string>& args);
+  // The .creds file of `identity` (team-t1, node-n1, admin-admin, scheduler),
+  // made with `troupe auth add-team|add-node|add-admin` when missing.
+  std::string creds(const std::string& identity);
+  // CA of the server's certificate ("" without TLS).
+  std::string tls_ca() const { return tls_ ? file("auth/ca.pem") : std::string(); }
+  // A new connection as `identity` ("" for none); nullptr and `error` when
+  // the server refuses it.
+  bus::ConnectionPtr connect_as(const std::string& identity, std::string* error = nullptr);
+  // TROUPE_NATS, TROUPE_NATS_CREDS (the admin's) and TROUPE_NATS_CA, for
+  // programs run against this cluster (troupe, troupe-load).
+  std::vector<std::string> client_env();
+  // The arguments giving a binary an identity: --creds FILE [--tls-ca CA].
+  std::vector<std::string> identity_args(const std::string& identity);
 
   // --- recovery -----------------------------------------------------------
   // SIGKILL to the scheduler (no clean stop).
@@ -318,6 +351,9 @@ class Cluster {
   std::vector<std::unique_ptr<Process>> nodes_;
   std::string config_path_;
   int cli_runs_ = 0;
+  bool secure_ = true;
+  bool tls_ = true;
+  int auth_runs_ = 0;
 };
 
 // Replays job events in arrival order and reports every moment two jobs held

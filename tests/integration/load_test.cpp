@@ -72,7 +72,7 @@ TEST_CASE("troupe-load: 300 jobs on a 20-node simulated fleet all end, report co
   RunResult r = run_program({bin_dir() + "/troupe-load", "--nats", c.url(), "--jobs", "300",
                              "--teams", "la,lb", "--duration-s", "0.05", "--deadline-s", "40",
                              "--scheduler-pid", std::to_string(c.scheduler().pid()), "--json"},
-                            c.dir(), "troupe-load", 60s, &c.dump());
+                            c.dir(), "troupe-load", 60s, &c.dump(), c.client_env());
   Json j = parse_report(r);
   INFO(j.dump(2) << "\nstderr:\n" << r.err);
   CHECK(r.exit_code == 0);
@@ -110,7 +110,9 @@ TEST_CASE("troupe-load: 300 jobs on a 20-node simulated fleet all end, report co
 
 TEST_CASE("troupe-load replay: 30 tiresias jobs on its own fleet, fast-forwarded",
           "[integration][load]") {
-  Cluster c(ClusterOptions{});  // nats-server and the scheduler; the replay starts the nodes
+  // nats-server and the scheduler; the replay starts its own simulated fleet,
+  // which on an open cluster needs no identity of its own.
+  Cluster c(ClusterOptions{}.insecure());
   RunResult r = run_program({bin_dir() + "/troupe-load", "replay",
                              "/work/shared/traces/tiresias-60job/60_job.csv", "--format",
                              "tiresias", "--nats", c.url(), "--speedup", "200", "--nodes", "4",
@@ -159,7 +161,7 @@ TEST_CASE("troupe-load acceptance: 20,000 jobs on 1,000 simulated nodes x 8 GPUs
                              "--teams", "ta,tb,tc,td", "--duration-s", "0.05", "--deadline-s",
                              "120", "--scheduler-pid", std::to_string(c.scheduler().pid()),
                              "--json", "--no-progress"},
-                            c.dir(), "troupe-load-20k", 170s, &c.dump());
+                            c.dir(), "troupe-load-20k", 170s, &c.dump(), c.client_env());
   const double took = std::chrono::duration<double>(Clock::now() - t0).count();
   Json j = parse_report(r);
   INFO(j.dump(2) << "\nstderr:\n" << r.err << "\ntook " << took << " s");

@@ -14,6 +14,9 @@ pb::JobRecord job(const std::string& id, const std::string& state, int attempt =
   pb::JobRecord r;
   r.set_job_id(id);
   r.mutable_spec()->set_team("t1");
+  r.mutable_spec()->set_kind("training");
+  r.mutable_spec()->set_priority("normal");
+  r.mutable_spec()->add_command("true");
   r.mutable_spec()->mutable_resources()->set_gpus(2);
   r.mutable_spec()->mutable_resources()->set_cpus(4);
   r.mutable_spec()->mutable_resources()->set_memory_mb(1024);
@@ -134,6 +137,7 @@ TEST_CASE("recovery derives node ledgers from the jobs that hold GPUs", "[recove
   auto running = job("j1", "running");
   place(running, "n1", {0, 1});
   auto gang = job("j2", "starting", 2);
+  gang.mutable_spec()->set_workers(2);
   place(gang, "n1", {2, 3}, 0);
   place(gang, "n9", {0, 1}, 1);  // a node no snapshot knows yet
   auto queued = job("j3", "queued");
@@ -270,4 +274,55 @@ TEST_CASE(
   CHECK(again[0].attempt() == r.earlier(4).attempt());
   // Older than the read's start: not judged (the stream read did not cover it).
   CHECK(recovery::unannounced(s, 111001).empty());
+}
+
+TEST_CASE("recovery quarantines stored records that fail validation", "[recovery][security]") {
+  recovery::State s;
+  auto huge = job("j1", "queued");
+  huge.mutable_spec()->mutable_resources()->set_gpus(100000);
+  CHECK_FALSE(recovery::add_snapshot(s, "job.j1", bytes(huge)));
+  auto bad_team = job("j2", "queued");
+  bad_team.mutable_spec()->set_team("sys");
+  CHECK_FALSE(recovery::add_snapshot(s, "job.j2", bytes(bad_team)));
+  auto elsewhere = job("j3", "queued");
+  CHECK_FALSE(recovery::add_snapshot(s, "job.other", bytes(elsewhere)));  // under another key
+  auto weird = job("j4", "exploded");
+  CHECK_FALSE(recovery::add_snapshot(s, "job.j4", bytes(weird)));
+  auto bad_gpu = job("j5", "running");
+  place(bad_gpu, "n1", {1 << 20});
+  CHECK_FALSE(recovery::add_snapshot(s, "job.j5", bytes(bad_gpu)));
+  CHECK(s.jobs.empty());
+  CHECK(s.quarantined.size() == 5);
+  CHECK(s.quarantined.count("job.j1"));
+
+  // An intake record on another team's subject, and a new job with a placement.
+  auto fresh = job("j6", "");
+  CHECK_FALSE(recovery::add_intake(s, bytes(fresh), "troupe.sys.intake.t2"));
+  auto placed = job("j7", "");
+  place(placed, "n1", {0});
+  CHECK_FALSE(recovery::add_intake(s, bytes(placed), "troupe.sys.intake.t1"));
+  CHECK(recovery::add_intake(s, bytes(job("j8", "")), "troupe.sys.intake.t1"));
+
+  // An event of j8 published on another team's subject, or naming another team.
+  auto running = job("j8", "running");
+  place(running, "n1", {0});
+  CHECK_FALSE(recovery::add_event(s, event_json(running, 2), "troupe.t2.events.j8"));
+  auto other_team = running;
+  other_team.mutable_spec()->set_team("t2");
+  CHECK_FALSE(recovery::add_event(s, event_json(other_team, 3), "troupe.t2.events.j8"));
+  CHECK(s.jobs.at("j8").state().empty());
+  CHECK(recovery::add_event(s, event_json(running, 4), "troupe.t1.events.j8"));
+  CHECK(s.jobs.at("j8").state() == "running");
+
+  // A node record whose hold names a GPU out of range.
+  pb::NodeRecord n;
+  n.set_node("n1");
+  n.set_gpus(8);
+  auto* h = n.add_holds();
+  h->set_id("j8/1/0");
+  h->set_job_id("j8");
+  h->add_gpus(99999);
+  CHECK_FALSE(recovery::add_snapshot(s, "node.n1", bytes(n)));
+  CHECK(s.nodes.empty());
+  CHECK(s.quarantined.size() == 10);
 }

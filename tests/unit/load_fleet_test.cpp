@@ -36,7 +36,7 @@ Inbound launch_for(const std::string& node, const std::string& job_id, double du
   std::vector<int> gpus{0};
   auto body = wire::CreateLaunch(fbb, fbb.CreateString(job_id), fbb.CreateString("team"), 1, 0, 1,
                                  fbb.CreateString("host:1"), fbb.CreateVector(gpus),
-                                 fbb.CreateVector(cmd), fbb.CreateVector(env), 0, 10);
+                                 fbb.CreateVector(cmd), fbb.CreateVector(env), 0, 10, 0, 1);
   return Inbound{subjects::scheduler_to_agent(node, subjects::kLaunch), "", wire::seal(fbb, body)};
 }
 

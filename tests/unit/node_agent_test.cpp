@@ -49,7 +49,7 @@ Inbound launch_msg(const LaunchArgs& a) {
   auto body = wire::CreateLaunch(fbb, fbb.CreateString(a.job_id), fbb.CreateString("team"),
                                  a.attempt, a.rank, a.world_size, fbb.CreateString("host:1234"),
                                  fbb.CreateVector(a.gpus), fbb.CreateVector(cmd),
-                                 fbb.CreateVector(env), a.max_runtime_s, a.grace_s);
+                                 fbb.CreateVector(env), a.max_runtime_s, a.grace_s, 0, 1);
   return Inbound{subjects::scheduler_to_agent(kNode, subjects::kLaunch), "", wire::seal(fbb, body)};
 }
 
@@ -62,6 +62,7 @@ Inbound stop_msg(const std::string& job_id, int attempt, int rank, std::optional
   b.add_attempt(attempt);
   b.add_rank(rank);
   b.add_reason(reason);
+  b.add_epoch(1);
   if (grace) {
     fbb.ForceDefaults(true);
     b.add_grace_s(*grace);

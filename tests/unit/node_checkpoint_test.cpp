@@ -43,7 +43,7 @@ Inbound launch(const std::string& job, int attempt, int rank, std::vector<std::s
   auto body = wire::CreateLaunch(fbb, fbb.CreateString(job), fbb.CreateString("team"), attempt,
                                  rank, 1, fbb.CreateString("host:1"), fbb.CreateVector(std::vector<int>{}),
                                  fbb.CreateVector(cmd), fbb.CreateVectorOfSortedTables(&kv), 0, 10,
-                                 fbb.CreateString(checkpoint_dir));
+                                 fbb.CreateString(checkpoint_dir), 1);
   return Inbound{subjects::scheduler_to_agent(kNode, subjects::kLaunch), "", wire::seal(fbb, body)};
 }
 
@@ -51,7 +51,7 @@ Inbound stop(const std::string& job, int attempt, int signal, int grace_s, int k
   flatbuffers::FlatBufferBuilder fbb;
   fbb.ForceDefaults(true);
   auto body = wire::CreateStop(fbb, fbb.CreateString(job), attempt, -1, grace_s,
-                               fbb.CreateString("test"), signal, kill_after_s);
+                               fbb.CreateString("test"), signal, kill_after_s, 1);
   return Inbound{subjects::scheduler_to_agent(kNode, subjects::kStop), "", wire::seal(fbb, body)};
 }
 
