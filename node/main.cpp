@@ -128,9 +128,22 @@ int run_fleet(const node::Options& opt, node::AgentConfig cfg, const sigset_t& s
                         spdlog::warn("could not publish on {} (connection closed?)", subject);
                     });
   auto handler = [&fleet](Inbound&& in) { fleet.on_message(in); };
-  bus::SubscriptionPtr node_sub = sub->subscribe(node::Fleet::node_wildcard(), handler);
+  // With an identity (fleet-<prefix>.creds), NATS lets the fleet subscribe to
+  // its own members' subjects only, one by one; an open server takes the
+  // wildcard.
+  std::vector<bus::SubscriptionPtr> node_subs;
+  bool subscribed = true;
+  if (opt.creds_file.empty()) {
+    node_subs.push_back(sub->subscribe(node::Fleet::node_wildcard(), handler));
+  } else {
+    for (int i = 1; i <= opt.count; ++i)
+      node_subs.push_back(sub->subscribe(
+          subjects::scheduler_to_agent(node::fleet_node_name(opt.name_prefix, i, opt.count), ">"),
+          handler));
+  }
+  for (const auto& s : node_subs) subscribed = subscribed && s != nullptr;
   bus::SubscriptionPtr hello_sub = sub->subscribe(subjects::kSysHello, handler);
-  if (!node_sub || !hello_sub) {
+  if (!subscribed || !hello_sub) {
     spdlog::error("cannot subscribe on {}", opt.nats_url);
     return 1;
   }
@@ -142,7 +155,7 @@ int run_fleet(const node::Options& opt, node::AgentConfig cfg, const sigset_t& s
   while (!wait_signal(signals, -1)) {
   }
   live = nullptr;
-  node_sub.reset();
+  node_subs.clear();
   hello_sub.reset();
   fleet.shutdown();
   if (!pub->flush(5000)) spdlog::warn("could not flush the last messages");
