@@ -68,9 +68,10 @@ struct RouterState {
   std::unordered_map<std::string, Pending> pending;           // job id -> awaiting intake ack
   std::unordered_map<std::string, std::string> pending_keys;  // team/key -> job id
   // Admission (actors/policy/admission.hpp, docs/admission.md).
-  std::unordered_map<std::string, std::string> fingerprints;  // team/key -> spec fingerprint
+  std::unordered_map<std::string, std::string> fingerprints;     // team/key -> spec fingerprint
   std::unordered_map<std::string, policy::TokenBucket> buckets;  // by team (rate-limited ones)
-  std::unordered_map<std::string, int64_t> queued;  // by team: accepted or being recorded, not started
+  // By team: jobs accepted or being recorded that have not left `queued` yet.
+  std::unordered_map<std::string, int64_t> queued;
   std::map<std::string, policy::NodeShape> nodes;  // by node, as registered (pool: as named)
   std::vector<policy::NodeShape> shapes;           // the same, pools resolved with cfg
   bool shapes_stale = false;
@@ -117,8 +118,8 @@ void reject(Self* self, const Waiter& w, policy::Refusal code, const std::string
   ++n.refused[c];
   if (!team.empty()) {
     bool known = n.refused_by_team.count(team) != 0;
-    auto& by = n.refused_by_team[known || n.refused_by_team.size() < kMaxCountedTeams ? team
-                                                                                      : "(other)"];
+    auto& by =
+        n.refused_by_team[known || n.refused_by_team.size() < kMaxCountedTeams ? team : "(other)"];
     ++by[c];
   }
   if (code == policy::Refusal::malformed) {
@@ -198,8 +199,7 @@ void submit(Self* self, const Inbound& in) {
     e = wire::open(in.data);
     if (e == nullptr || e->body_as_SubmitRequest() == nullptr) {
       reject(self, w, Refusal::malformed,
-             "malformed submission: neither a JSON job spec nor a FlatBuffers SubmitRequest",
-             team);
+             "malformed submission: neither a JSON job spec nor a FlatBuffers SubmitRequest", team);
       return;
     }
     w.flatbuffers = true;
@@ -213,10 +213,9 @@ void submit(Self* self, const Inbound& in) {
       return;
     }
   }
-  spec::Parsed p =
-      is_json ? spec::from_json(std::string_view(reinterpret_cast<const char*>(in.data.data()),
-                                                 in.data.size()))
-              : spec::from_wire(e->body_as_SubmitRequest()->spec());
+  spec::Parsed p = is_json ? spec::from_json(std::string_view(
+                                 reinterpret_cast<const char*>(in.data.data()), in.data.size()))
+                           : spec::from_wire(e->body_as_SubmitRequest()->spec());
   if (!p.ok) {
     reject(self, w, is_json ? Refusal::malformed : Refusal::invalid_spec, p.error, team);
     return;
@@ -228,8 +227,7 @@ void submit(Self* self, const Inbound& in) {
                                             : in.msg_id);
   if (s.team() != team) {
     reject(self, w, Refusal::wrong_team,
-           "spec team '" + s.team().substr(0, 128) + "' does not match subject team '" + team +
-               "'",
+           "spec team '" + s.team().substr(0, 128) + "' does not match subject team '" + team + "'",
            team);
     return;
   }
@@ -242,8 +240,8 @@ void submit(Self* self, const Inbound& in) {
     return;
   }
   if (!st.cfg.open && !st.cfg.team(team)) {
-    reject(self, w, Refusal::not_allowed,
-           "unknown team '" + team + "' (not in the cluster config)", team);
+    reject(self, w, Refusal::not_allowed, "unknown team '" + team + "' (not in the cluster config)",
+           team);
     return;
   }
   auto adm = policy::admit(st.cfg, s.team(), s.pool(), s.resources().gpu_type(),
@@ -610,8 +608,8 @@ caf::behavior router_behavior(Self* self, OutboxPtr out, IntakePtr intake, Sched
       [=](shape_atom, const policy::NodeCapacity& c) {
         // A node registered (node supervisor): what it could ever hold.
         auto& st = self->state;
-        policy::NodeShape n{c.name, c.pool, c.gpu_type, c.gpus_total, c.cpus_total,
-                            c.memory_total_mb};
+        policy::NodeShape n{c.name,       c.pool,       c.gpu_type,
+                            c.gpus_total, c.cpus_total, c.memory_total_mb};
         auto it = st.nodes.find(c.name);
         if (it != st.nodes.end() && it->second.pool == n.pool &&
             it->second.gpu_type == n.gpu_type && it->second.gpus == n.gpus &&

@@ -247,7 +247,9 @@ void apply_defaults(pb::JobSpec& s) {
 
 namespace {
 
-std::string num(int64_t v) { return std::to_string(v); }
+std::string num(int64_t v) {
+  return std::to_string(v);
+}
 
 // The first control character (< 0x20 or 0x7f) in `s`, as "0x0a"; "" when none.
 std::string control_char(std::string_view s) {
@@ -281,8 +283,12 @@ std::string shown(std::string_view s) {
   return out;
 }
 
-Verdict invalid(std::string e) { return {Verdict::Kind::invalid, std::move(e)}; }
-Verdict too_large(std::string e) { return {Verdict::Kind::too_large, std::move(e)}; }
+Verdict invalid(std::string e) {
+  return {Verdict::Kind::invalid, std::move(e)};
+}
+Verdict too_large(std::string e) {
+  return {Verdict::Kind::too_large, std::move(e)};
+}
 
 // The sizes: checked first, before anything walks a hostile spec twice.
 Verdict check_sizes(const pb::JobSpec& s, const Limits& limits) {
@@ -329,9 +335,9 @@ int64_t launch_bytes_estimate(const pb::JobSpec& s) {
   int64_t n = kFixed;
   for (const auto& a : s.command()) n += static_cast<int64_t>(a.size()) + kPerString;
   for (const auto& [k, v] : s.env()) n += static_cast<int64_t>(k.size() + v.size()) + kPerEntry;
-  for (const std::string* f : {&s.name(), &s.team(), &s.kind(), &s.image(), &s.priority(),
-                               &s.idempotency_key(), &s.pool(), &s.checkpoint_signal(),
-                               &s.resources().gpu_type()})
+  for (const std::string* f :
+       {&s.name(), &s.team(), &s.kind(), &s.image(), &s.priority(), &s.idempotency_key(), &s.pool(),
+        &s.checkpoint_signal(), &s.resources().gpu_type()})
     n += static_cast<int64_t>(f->size()) + kPerString;
   return n;
 }
@@ -352,8 +358,7 @@ std::string fingerprint(const pb::JobSpec& s) {
     h *= 1099511628211ULL;
   }
   char buf[24];
-  std::snprintf(buf, sizeof buf, "%016llx-%zx", static_cast<unsigned long long>(h),
-                bytes.size());
+  std::snprintf(buf, sizeof buf, "%016llx-%zx", static_cast<unsigned long long>(h), bytes.size());
   return buf;
 }
 
@@ -385,8 +390,8 @@ Verdict check(const pb::JobSpec& s, const Limits& limits) {
   if (r.gpus() < 0) return invalid("resources.gpus must be >= 0 (got " + num(r.gpus()) + ")");
   if (r.gpus() > limits.max_gpus_per_worker)
     return invalid("resources.gpus " + num(r.gpus()) +
-                   " per worker is more than any node has (max " +
-                   num(limits.max_gpus_per_worker) + ")");
+                   " per worker is more than any node has (max " + num(limits.max_gpus_per_worker) +
+                   ")");
   if (r.cpus() < 0) return invalid("resources.cpus must be >= 0 (got " + num(r.cpus()) + ")");
   if (r.memory_mb() < 0)
     return invalid("resources.memory_mb must be >= 0 (got " + num(r.memory_mb()) + ")");
@@ -397,9 +402,9 @@ Verdict check(const pb::JobSpec& s, const Limits& limits) {
   int workers = s.has_workers() ? s.workers() : 1;
   if (workers < 1) return invalid("workers must be >= 1 (got " + num(workers) + ")");
   if (workers > limits.max_workers)
-    return invalid("workers must be <= " + num(limits.max_workers) + " (got " + num(workers) +
-                   ")");
-  if (workers > 1 && r.gpus() == 0) return invalid("a gang (workers > 1) must request GPUs per worker");
+    return invalid("workers must be <= " + num(limits.max_workers) + " (got " + num(workers) + ")");
+  if (workers > 1 && r.gpus() == 0)
+    return invalid("a gang (workers > 1) must request GPUs per worker");
   if (int64_t total = int64_t{workers} * r.gpus(); total > limits.max_gpus_per_job)
     return invalid("the job asks for " + num(total) + " GPUs (" + num(workers) + " workers x " +
                    num(r.gpus()) + "); limit max_gpus_per_job " + num(limits.max_gpus_per_job));
@@ -429,6 +434,8 @@ Verdict check(const pb::JobSpec& s, const Limits& limits) {
   return {};
 }
 
-std::string validate(const pb::JobSpec& s, const Limits& limits) { return check(s, limits).error; }
+std::string validate(const pb::JobSpec& s, const Limits& limits) {
+  return check(s, limits).error;
+}
 
 }  // namespace troupe::spec

@@ -2,12 +2,12 @@
 // validation (pure), and conversion to and from the wire (FlatBuffers) form.
 #pragma once
 
+#include <google/protobuf/message.h>
+
 #include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <google/protobuf/message.h>
 
 #include "job_spec.pb.h"
 #include "messages/wire.hpp"

@@ -16,9 +16,13 @@ std::string num(double v) {
   std::snprintf(buf, sizeof buf, "%g", v);
   return buf;
 }
-std::string num(int64_t v) { return std::to_string(v); }
+std::string num(int64_t v) {
+  return std::to_string(v);
+}
 
-Decision refuse(Refusal r, std::string e) { return {r, std::move(e)}; }
+Decision refuse(Refusal r, std::string e) {
+  return {r, std::move(e)};
+}
 
 }  // namespace
 
@@ -82,28 +86,27 @@ bool bucket_full(const TokenBucket& b, double rate, double burst, int64_t now_ms
 
 Decision check_rate(TokenBucket& b, const TeamLimits& l, std::string_view team, int64_t now_ms) {
   if (take_token(b, l.submit_rate, l.submit_burst, now_ms)) return {};
-  return refuse(Refusal::rate_limited,
-                "team " + std::string(team) + " submits faster than its limit: submit_rate " +
-                    num(l.submit_rate) + "/s, submit_burst " +
-                    num(std::max(1.0, l.submit_burst)) + "; retry later");
+  return refuse(Refusal::rate_limited, "team " + std::string(team) +
+                                           " submits faster than its limit: submit_rate " +
+                                           num(l.submit_rate) + "/s, submit_burst " +
+                                           num(std::max(1.0, l.submit_burst)) + "; retry later");
 }
 
 Decision check_queued(const TeamLimits& l, std::string_view team, int64_t queued_now) {
   if (l.max_queued_jobs < 0 || queued_now < l.max_queued_jobs) return {};
-  return refuse(Refusal::too_many_queued,
-                "team " + std::string(team) + " has " + num(queued_now) +
-                    " jobs queued (limit max_queued_jobs " + num(l.max_queued_jobs) +
-                    "); submit again once some have started");
+  return refuse(Refusal::too_many_queued, "team " + std::string(team) + " has " + num(queued_now) +
+                                              " jobs queued (limit max_queued_jobs " +
+                                              num(l.max_queued_jobs) +
+                                              "); submit again once some have started");
 }
 
 Decision check_job_gpus(const TeamLimits& l, std::string_view team, int workers, int gpus) {
   int64_t total = int64_t{std::max(workers, 1)} * std::max(gpus, 0);
   if (l.max_gpus_per_job < 0 || total <= l.max_gpus_per_job) return {};
-  return refuse(Refusal::too_large, "the job asks for " + num(total) + " GPUs (" +
-                                        num(int64_t{workers}) + " workers x " +
-                                        num(int64_t{gpus}) + "); team " + std::string(team) +
-                                        " has the limit max_gpus_per_job " +
-                                        num(int64_t{l.max_gpus_per_job}));
+  return refuse(Refusal::too_large,
+                "the job asks for " + num(total) + " GPUs (" + num(int64_t{workers}) +
+                    " workers x " + num(int64_t{gpus}) + "); team " + std::string(team) +
+                    " has the limit max_gpus_per_job " + num(int64_t{l.max_gpus_per_job}));
 }
 
 Decision check_feasible(const std::vector<NodeShape>& nodes, const PlacementRequest& req) {
@@ -137,15 +140,14 @@ Decision check_feasible(const std::vector<NodeShape>& nodes, const PlacementRequ
   else
     e = "needs " + num(int64_t{req.gpus}) + " GPUs, " + num(int64_t{req.cpus}) + " CPUs and " +
         num(req.memory_mb) + " MB per worker together; no node of " + where +
-        " has all three (largest: " + num(int64_t{max_gpus}) + " GPUs, " +
-        num(int64_t{max_cpus}) + " CPUs, " + num(max_mem) + " MB)";
-  return refuse(Refusal::unsatisfiable,
-                e + " (" + num(static_cast<int64_t>(candidates)) + " node" +
-                    (candidates == 1 ? "" : "s") + " registered there)");
+        " has all three (largest: " + num(int64_t{max_gpus}) + " GPUs, " + num(int64_t{max_cpus}) +
+        " CPUs, " + num(max_mem) + " MB)";
+  return refuse(Refusal::unsatisfiable, e + " (" + num(static_cast<int64_t>(candidates)) + " node" +
+                                            (candidates == 1 ? "" : "s") + " registered there)");
 }
 
 Decision check_idempotency(std::string_view key, std::string_view stored,
-                          std::string_view fingerprint) {
+                           std::string_view fingerprint) {
   if (stored.empty() || stored == fingerprint) return {};
   return refuse(Refusal::idempotency_conflict,
                 "idempotency_key '" + std::string(key) +

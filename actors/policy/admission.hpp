@@ -31,11 +31,11 @@ enum class Refusal {
   unavailable,           // the intake stream did not record it: retry
   not_allowed,           // a reserved or unknown team
 };
-inline constexpr Refusal kAllRefusals[] = {
-    Refusal::malformed,       Refusal::invalid_spec,  Refusal::wrong_team,
-    Refusal::rate_limited,    Refusal::too_many_queued, Refusal::too_large,
-    Refusal::unsatisfiable,   Refusal::idempotency_conflict, Refusal::unavailable,
-    Refusal::not_allowed};
+inline constexpr Refusal kAllRefusals[] = {Refusal::malformed,       Refusal::invalid_spec,
+                                           Refusal::wrong_team,      Refusal::rate_limited,
+                                           Refusal::too_many_queued, Refusal::too_large,
+                                           Refusal::unsatisfiable,   Refusal::idempotency_conflict,
+                                           Refusal::unavailable,     Refusal::not_allowed};
 
 // "rate_limited", ...; "" for none.
 const char* code_name(Refusal r);
@@ -87,7 +87,7 @@ Decision check_feasible(const std::vector<NodeShape>& nodes, const PlacementRequ
 // The same idempotency key with another spec: `stored` is the fingerprint
 // (spec::fingerprint) of the key's job, "" when unknown (then no conflict).
 Decision check_idempotency(std::string_view key, std::string_view stored,
-                          std::string_view fingerprint);
+                           std::string_view fingerprint);
 
 // A job counts against max_queued_jobs from its acceptance until it first
 // leaves `queued` (starts or ends). For a record after a restart: state

@@ -63,10 +63,12 @@ TeamLimits ClusterConfig::limits_of(std::string_view name) const {
   const LimitKeys* own = t ? &t->limits : nullptr;
   const LimitKeys& d = default_limits;
   TeamLimits l;
-  l.max_queued_jobs = first_of<int64_t>(own ? &own->max_queued_jobs : nullptr, d.max_queued_jobs, -1);
+  l.max_queued_jobs =
+      first_of<int64_t>(own ? &own->max_queued_jobs : nullptr, d.max_queued_jobs, -1);
   l.submit_rate = first_of<double>(own ? &own->submit_rate : nullptr, d.submit_rate, 0.0);
   l.submit_burst = first_of<double>(own ? &own->submit_burst : nullptr, d.submit_burst, 0.0);
-  l.max_gpus_per_job = first_of<int>(own ? &own->max_gpus_per_job : nullptr, d.max_gpus_per_job, -1);
+  l.max_gpus_per_job =
+      first_of<int>(own ? &own->max_gpus_per_job : nullptr, d.max_gpus_per_job, -1);
   // A rate without a burst: one second's worth, at least one submission.
   if (l.submit_rate > 0 && l.submit_burst < 1) l.submit_burst = std::max(1.0, l.submit_rate);
   return l;

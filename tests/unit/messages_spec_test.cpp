@@ -366,8 +366,7 @@ TEST_CASE("spec: impossible values are refused as invalid, naming the limit and 
     const char* contains;
   };
   const std::vector<Row> rows = {
-      {"max_runtime_s 2^63-1",
-       [](pb::JobSpec& s) { s.set_max_runtime_s(9223372036854775807LL); },
+      {"max_runtime_s 2^63-1", [](pb::JobSpec& s) { s.set_max_runtime_s(9223372036854775807LL); },
        "max_runtime_s 9223372036854775807 is more than 2592000"},
       {"max_retries 2^31-1", [](pb::JobSpec& s) { s.set_max_retries(2147483647); },
        "max_retries 2147483647 is more than 100"},

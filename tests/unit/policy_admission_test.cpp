@@ -119,8 +119,7 @@ TEST_CASE("admission: feasibility against the registered node shapes", "[policy]
       {"h1", "h100", "h100", 8, 32, 256'000},
       {"lost", "", "v100", 64, 1000, 9'000'000},  // in no pool: never counts
   };
-  auto req = [](std::string pool, int gpus, int cpus = 0, int64_t mem = 0,
-                std::string type = "") {
+  auto req = [](std::string pool, int gpus, int cpus = 0, int64_t mem = 0, std::string type = "") {
     PlacementRequest r;
     r.pool = std::move(pool);
     r.gpus = gpus;
@@ -137,7 +136,8 @@ TEST_CASE("admission: feasibility against the registered node shapes", "[policy]
              Catch::Contains("needs 16 GPUs per worker; the largest node of pool a100 has 8"));
   CHECK_THAT(g.error, Catch::Contains("2 nodes registered there"));
   auto c = check_feasible(nodes, req("h100", 1, 64));
-  CHECK_THAT(c.error, Catch::Contains("needs 64 CPUs per worker; the largest node of pool h100 has 32"));
+  CHECK_THAT(c.error,
+             Catch::Contains("needs 64 CPUs per worker; the largest node of pool h100 has 32"));
   auto m = check_feasible(nodes, req("h100", 1, 1, 300'000));
   CHECK_THAT(m.error, Catch::Contains("needs 300000 MB of memory per worker"));
   CHECK_THAT(m.error, Catch::Contains("has 256000"));
