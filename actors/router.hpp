@@ -3,9 +3,11 @@
 //   append to the intake stream before the job exists), job id assignment,
 //   and the bad-input counters.
 // Handles: Inbound from every bus subscription of the scheduler
-//   (troupe.*.submit|status|cancel|logs|jobs, troupe.sys.nodes|stats,
-//   troupe.sys.agent.>); (intake_atom, job id, ok, error) when the intake
-//   stream acknowledged.
+//   (troupe.*.submit|status|cancel|logs|jobs|why|history, troupe.sys.nodes|
+//   stats|find, troupe.sys.agent.>); (intake_atom, job id, ok, error) when the
+//   intake stream acknowledged; (history_atom, id, team, reply) from the job
+//   supervisor once it checked the job is the team's: the History port reads
+//   the events and the reply is published from its thread.
 // Emits: replies on the request's reply subject; (spawn_atom, ...) to the job
 //   supervisor; requests routed to the job supervisor, the arbiter, and agent
 //   messages to the node supervisor.

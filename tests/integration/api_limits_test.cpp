@@ -41,7 +41,7 @@ double seconds_since(Clock::time_point t0) {
 
 TEST_CASE("api: another team's job is answered like no job at all, with stable codes",
           "[integration][api]") {
-  Cluster c(ClusterOptions{}.insecure().node("n1", 2));
+  Cluster c(ClusterOptions{}.node("n1", 2));
   REQUIRE(c.wait_nodes_alive(1, 20s));
   // t1's job runs (it has a log, a placement and events) while t2 asks about it.
   const std::string id = c.submit_ok("t1", job_spec("t1", {"sh", "-c", "echo hello; sleep 60"}));
@@ -56,6 +56,19 @@ TEST_CASE("api: another team's job is answered like no job at all, with stable c
       // The same reply whether the job is another team's or nobody's: the
       // text names only the id that was asked for.
       CHECK(r == error_reply("not_found", "no job " + job));
+    }
+  }
+  // The same through a tenant's own identity (team-t2 may ask only troupe.t2.*).
+  if (c.secure()) {
+    auto t2 = c.connect_as("team-t2");
+    REQUIRE(t2);
+    for (const char* verb : {"status", "history", "why"}) {
+      std::string err;
+      auto r = t2->request(subjects::team_verb("t2", verb), Json{{"job_id", id}}.dump(), 5000,
+                           &err);
+      INFO(verb << " as team-t2: " << err);
+      REQUIRE(r);
+      CHECK(Json::parse(r->begin(), r->end()) == error_reply("not_found", "no job " + id));
     }
   }
   // t2's cancel did nothing.
@@ -135,7 +148,6 @@ TEST_CASE("api: 100,000 queued jobs: paged lists stay small and status stays qui
   constexpr size_t kInFlight = 4000;
   constexpr size_t kMaxReply = 1024 * 1024;
   ClusterOptions o;  // no node: every job stays queued
-  o.insecure();
   o.scheduler_args = {"--snapshots", "off"};
   Cluster c(o);
   REQUIRE(c.wait_scheduler_serving(20s));
