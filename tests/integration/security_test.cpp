@@ -168,6 +168,7 @@ TEST_CASE("a team identity reaches only its own subjects", "[integration][securi
   SECTION("it cannot reach the agents, the scheduler's subjects or the stored state") {
     CHECK(publish_denied(*a, subjects::scheduler_to_agent("n1", subjects::kLaunch)));
     CHECK(publish_denied(*a, subjects::scheduler_to_agent("n1", subjects::kStop)));
+    CHECK(publish_denied(*a, subjects::scheduler_to_agent("n1", subjects::kLogs)));
     CHECK(publish_denied(*a, subjects::kSysHello, "{\"epoch\":999999999}"));
     CHECK(publish_denied(*a, subjects::agent_to_scheduler("n1", subjects::kExited)));
     CHECK(publish_denied(*a, subjects::agent_to_scheduler("fake", subjects::kRegister)));
@@ -181,6 +182,35 @@ TEST_CASE("a team identity reaches only its own subjects", "[integration][securi
     CHECK(c.status("teamb", b_job).value("state", "") == "running");
     CHECK(c.wait_scheduler_serving(5s));
   }
+}
+
+TEST_CASE("an admin operates the cluster but cannot act as a node or the scheduler",
+          "[integration][security]") {
+  Cluster c(ClusterOptions{}.node("n1", 2));
+  REQUIRE(c.wait_nodes_alive(1, 20s));
+  auto job = c.submit_ok("t1", sleeper("t1"));
+  REQUIRE(c.events().wait_state(job, "running", 20s));
+  auto admin = c.connect_as("admin-admin");
+  REQUIRE(admin);
+  // What it may: every team's jobs, the nodes, a team's verbs.
+  Json all = ask(*admin, "troupe.sys.jobs", Json::object());
+  CHECK(all.dump().find(job) != std::string::npos);
+  CHECK(ask(*admin, subjects::kSysNodes, Json::object()).contains("nodes"));
+  CHECK(ask(*admin, subjects::team_status("t1"), {{"job_id", job}}).value("state", "") ==
+        "running");
+  // What it may not.
+  CHECK(publish_denied(*admin, subjects::scheduler_to_agent("n1", subjects::kLaunch)));
+  CHECK(publish_denied(*admin, subjects::scheduler_to_agent("n1", subjects::kStop)));
+  CHECK(publish_denied(*admin, subjects::scheduler_to_agent("n1", subjects::kLogs)));
+  CHECK(publish_denied(*admin, subjects::kSysHello));
+  CHECK(publish_denied(*admin, subjects::agent_to_scheduler("n1", subjects::kExited)));
+  CHECK(publish_denied(*admin, subjects::agent_to_scheduler("n1", subjects::kHeartbeat)));
+  CHECK(publish_denied(*admin, "$KV.TROUPE_LEADER.leader"));
+  CHECK(publish_denied(*admin, "$JS.API.STREAM.DELETE.TROUPE_INTAKE"));
+  CHECK(publish_denied(*admin, subjects::job_events("t1", job)));
+  CHECK(subscribe_denied(*admin, "troupe.sys.node.>"));
+  CHECK(subscribe_denied(*admin, "_INBOX.>"));
+  CHECK(c.status("t1", job).value("state", "") == "running");
 }
 
 TEST_CASE("a node identity speaks only for its own node", "[integration][security]") {
