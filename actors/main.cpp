@@ -113,9 +113,13 @@ class StreamHistory : public troupe::History {
         r = std::move(waiting_.front());
         waiting_.pop_front();
       }
-      bool complete = true;
-      auto msgs = js_.read_all(troupe::subjects::kEventsStream,
-                               troupe::subjects::job_events(r.team, r.job_id), 2000, 0, &complete);
+      // A read stops short when the newest event it aimed at went meanwhile
+      // (--events-max-age): the next read starts from what is stored now.
+      bool complete = false;
+      std::vector<troupe::Inbound> msgs;
+      for (int tries = 0; tries < 3 && !complete; ++tries)
+        msgs = js_.read_all(troupe::subjects::kEventsStream,
+                            troupe::subjects::job_events(r.team, r.job_id), 2000, 0, &complete);
       std::vector<std::string> events;
       events.reserve(msgs.size());
       for (auto& m : msgs) events.emplace_back(m.data.begin(), m.data.end());
