@@ -2,7 +2,10 @@
 // bookkeeping that joins replies and events by job id.
 #include "load/engine.hpp"
 
-#include <cstdlib>
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <system_error>
 
 #include "bus/subjects.hpp"
 #include "load/scan.hpp"
@@ -10,48 +13,146 @@
 
 namespace troupe::load {
 
-std::unique_ptr<Engine> Engine::open(const std::string& url, std::string* error) {
-  std::unique_ptr<Engine> e(new Engine());
-  bus::ConnectOptions o;
-  o.url = url;
-  // Its identity: $TROUPE_NATS_CREDS / $TROUPE_NATS_CA (--creds / --tls-ca
-  // set them): an admin's, or the one team's it submits as.
-  if (const char* c = std::getenv("TROUPE_NATS_CREDS")) o.creds_file = c;
-  if (const char* c = std::getenv("TROUPE_NATS_CA")) o.tls_ca = c;
-  o.name = "troupe-load-pub";
-  e->pub_ = bus::Connection::open(o, error);
-  if (!e->pub_) return nullptr;
-  o.name = "troupe-load-replies";
-  e->reply_conn_ = bus::Connection::open(o, error);
-  if (!e->reply_conn_) return nullptr;
-  o.name = "troupe-load-events";
-  e->event_conn_ = bus::Connection::open(o, error);
-  if (!e->event_conn_) return nullptr;
-  o.name = "troupe-load-requests";
-  e->req_ = bus::Connection::open(o, error);
-  if (!e->req_) return nullptr;
+namespace {
+bool is_file(const std::string& path) {
+  std::error_code ec;
+  return std::filesystem::is_regular_file(path, ec);
+}
+}  // namespace
 
-  Engine* self = e.get();
-  e->inbox_ = e->reply_conn_->new_inbox();
-  e->reply_sub_ =
-      e->reply_conn_->subscribe(e->inbox_ + ".*", [self](Inbound&& in) { self->on_reply(std::move(in)); });
-  e->event_sub_ = e->event_conn_->subscribe(subjects::kAllEvents,
-                                            [self](Inbound&& in) { self->on_event(std::move(in)); });
-  if (!e->reply_sub_ || !e->event_sub_) {
+bool Engine::open_lane(Lane& lane, const bus::ConnectOptions& base, const std::string& label,
+                       const std::string& events, std::string* error) {
+  bus::ConnectOptions o = base;
+  std::string url = bus::redact_url(o.url);
+  // A refused publish or subscription means replies or events that will
+  // never come: the waits end at once (refused()).
+  o.on_error = [this](const std::string& text) {
+    std::fprintf(stderr, "nats: %s\n", text.c_str());
+    if (text.find("ermission") == std::string::npos) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (refused_.empty()) refused_ = text;
+    cv_.notify_all();
+  };
+  o.name = "troupe-load-pub" + label;
+  lane.pub = bus::Connection::open(o, error);
+  if (!lane.pub) return false;
+  o.name = "troupe-load-replies" + label;
+  lane.reply_conn = bus::Connection::open(o, error);
+  if (!lane.reply_conn) return false;
+  o.name = "troupe-load-events" + label;
+  lane.event_conn = bus::Connection::open(o, error);
+  if (!lane.event_conn) return false;
+
+  lane.inbox = lane.reply_conn->new_inbox();
+  lane.reply_sub = lane.reply_conn->subscribe(lane.inbox + ".*",
+                                              [this](Inbound&& in) { on_reply(std::move(in)); });
+  lane.event_sub =
+      lane.event_conn->subscribe(events, [this](Inbound&& in) { on_event(std::move(in)); });
+  if (!lane.reply_sub || !lane.event_sub) {
     if (error != nullptr) *error = "cannot subscribe on " + url;
-    return nullptr;
+    return false;
   }
   // The subscriptions must be in place on the server before the first submit.
-  if (!e->reply_conn_->flush(5000) || !e->event_conn_->flush(5000)) {
+  if (!lane.reply_conn->flush(5000) || !lane.event_conn->flush(5000)) {
     if (error != nullptr) *error = "cannot flush the subscriptions to " + url;
-    return nullptr;
+    return false;
+  }
+  // A refused subscription is reported asynchronously, often by now: then
+  // say so before submitting anything (otherwise the waits end when it comes).
+  if (std::string why = refused(); !why.empty()) {
+    if (error != nullptr)
+      *error = refusal_text(why, events == subjects::kAllEvents && !o.creds_file.empty());
+    return false;
+  }
+  return true;
+}
+
+std::unique_ptr<Engine> Engine::open(const EngineOptions& opts, std::string* error) {
+  std::unique_ptr<Engine> e(new Engine());
+  const IdentityOptions& id = opts.identity;
+  bus::ConnectOptions base;
+  base.url = opts.url;
+  base.tls_ca = effective_tls_ca(id, is_file);
+  e->per_team_ = !id.creds_dir.empty();
+  e->anonymous_ = !e->per_team_ && id.creds.empty();
+
+  if (e->per_team_) {
+    // Every team's identity is there before anything connects.
+    std::vector<std::string> missing;
+    for (const auto& t : opts.teams)
+      if (!is_file(team_creds_path(id.creds_dir, t)))
+        missing.push_back(team_creds_path(id.creds_dir, t));
+    if (!missing.empty()) {
+      if (error != nullptr) {
+        *error = "--creds-dir: no credentials for ";
+        for (size_t i = 0; i < missing.size(); ++i) *error += (i > 0 ? ", " : "") + missing[i];
+        *error +=
+            " (troupe-load submits as each team with its own team-<t>.creds; make one "
+            "with `troupe auth add-team <t>`)";
+      }
+      return nullptr;
+    }
+    std::vector<std::string> teams;
+    for (const auto& t : opts.teams)
+      if (std::find(teams.begin(), teams.end(), t) == teams.end()) teams.push_back(t);
+    if (teams.empty()) {
+      if (error != nullptr) *error = "--creds-dir: no team to submit as";
+      return nullptr;
+    }
+    e->lanes_.resize(teams.size());
+    for (size_t i = 0; i < teams.size(); ++i) {
+      const std::string& t = teams[i];
+      bus::ConnectOptions o = base;
+      o.creds_file = team_creds_path(id.creds_dir, t);
+      std::string why;
+      if (!e->open_lane(e->lanes_[i], o, "-" + t, subjects::team_verb(t, subjects::kEvents) + ".>",
+                        &why)) {
+        if (error != nullptr) *error = "as team " + t + " (" + o.creds_file + "): " + why;
+        return nullptr;
+      }
+      e->lane_of_.emplace(t, i);
+    }
+  } else {
+    // One identity (an admin's, or the one team's it submits as) or none.
+    bus::ConnectOptions o = base;
+    o.creds_file = id.creds;
+    e->lanes_.resize(1);
+    if (!e->open_lane(e->lanes_[0], o, "", subjects::kAllEvents, error)) return nullptr;
+  }
+  if (opts.admin_requests && (!e->per_team_ || !id.creds.empty())) {
+    bus::ConnectOptions o = base;
+    o.creds_file = id.creds;
+    o.name = "troupe-load-requests";
+    e->req_ = bus::Connection::open(o, error);
+    if (!e->req_) return nullptr;
   }
   return e;
 }
 
+std::string Engine::refused() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return refused_;
+}
+
+std::string Engine::refusal_text(const std::string& why, bool one_identity) {
+  return "the server refused: " + why +
+         (one_identity ? " (one team's identity may use only its own subjects and watch only its "
+                         "own events: give --creds-dir DIR with team-<t>.creds, or an admin's "
+                         "--creds)"
+                       : "");
+}
+
+const char* Engine::identity_mode() const {
+  if (per_team_) return "one per team";
+  return anonymous_ ? "none" : "one identity";
+}
+
 Engine::~Engine() {
-  event_sub_.reset();
-  reply_sub_.reset();
+  // Subscriptions first (no callback after this), then the connections.
+  for (auto& l : lanes_) {
+    l.event_sub.reset();
+    l.reply_sub.reset();
+  }
 }
 
 int64_t Engine::now_ns() const {
@@ -59,7 +160,10 @@ int64_t Engine::now_ns() const {
 }
 
 int64_t Engine::dropped() const {
-  return (reply_sub_ ? reply_sub_->dropped() : 0) + (event_sub_ ? event_sub_->dropped() : 0);
+  int64_t n = 0;
+  for (const auto& l : lanes_)
+    n += (l.reply_sub ? l.reply_sub->dropped() : 0) + (l.event_sub ? l.event_sub->dropped() : 0);
+  return n;
 }
 
 size_t Engine::submit(const std::string& team, const std::string& body, int gpus, bool* ok) {
@@ -73,10 +177,19 @@ size_t Engine::submit(const std::string& team, const std::string& body, int gpus
     r.sent_ns = now_ns();
     jobs_.push_back(std::move(r));
   }
-  bool sent = pub_->publish(subjects::team_submit(team), body, inbox_ + "." + std::to_string(index));
+  // lane_of_ and lanes_ do not change after open(): no lock needed.
+  const Lane* lane = nullptr;
+  if (!per_team_) {
+    lane = &lanes_[0];
+  } else if (auto l = lane_of_.find(team); l != lane_of_.end()) {
+    lane = &lanes_[l->second];
+  }
+  bool sent = lane != nullptr && lane->pub->publish(subjects::team_submit(team), body,
+                                                    lane->inbox + "." + std::to_string(index));
   if (!sent) {
     std::lock_guard<std::mutex> lock(mu_);
-    jobs_[index].error = "the NATS client refused the publish";
+    jobs_[index].error = lane == nullptr ? "no identity for team " + team + " (not in --teams)"
+                                         : "the NATS client refused the publish";
     jobs_[index].acked_ns = -1;
     ++answered_;
     ++rejected_;
@@ -159,12 +272,14 @@ bool Engine::done() const {
 
 bool Engine::wait_inflight_below(size_t max, Clock::time_point until) {
   std::unique_lock<std::mutex> lock(mu_);
-  return cv_.wait_until(lock, until, [&] { return jobs_.size() - answered_ < max; });
+  cv_.wait_until(lock, until, [&] { return jobs_.size() - answered_ < max || !refused_.empty(); });
+  return jobs_.size() - answered_ < max && refused_.empty();
 }
 
 bool Engine::wait_done(Clock::time_point until) {
   std::unique_lock<std::mutex> lock(mu_);
-  return cv_.wait_until(lock, until, [&] { return done_locked(); });
+  cv_.wait_until(lock, until, [&] { return done_locked() || !refused_.empty(); });
+  return done_locked();
 }
 
 Progress Engine::progress() const {

@@ -1,11 +1,15 @@
 // troupe-load's NATS side: pipelined submissions and the job event watch.
 //
-// Three connections (publishing fast and subscribing on one connection gets
-// a client dropped as a slow consumer): one publishes submissions, each with
-// the reply subject <inbox>.<index>; one subscribes to <inbox>.* for every
-// reply; one subscribes to troupe.*.events.> (before the first submission)
-// and records, per job id, when the first starting/running, the first
-// running and the first terminal event arrived. Times are nanoseconds on the
+// One lane per identity, of three connections (publishing fast and
+// subscribing on one connection gets a client dropped as a slow consumer):
+// one publishes submissions, each with the reply subject <inbox>.<index>; one
+// subscribes to <inbox>.* for every reply; one subscribes to the lane's
+// events (before the first submission) and records, per job id, when the
+// first starting/running, the first running and the first terminal event
+// arrived. With one identity (or none) there is one lane for every team,
+// watching troupe.*.events.>; with a creds dir, one lane per team as
+// team-<t>.creds, with that team's inbox and troupe.<t>.events.> (a team may
+// not subscribe to the other teams' events). Times are nanoseconds on the
 // steady clock since the Engine opened.
 #pragma once
 
@@ -20,6 +24,7 @@
 #include <vector>
 
 #include "bus/nats.hpp"
+#include "load/options.hpp"
 
 namespace troupe::load {
 
@@ -37,11 +42,26 @@ struct Progress {
   size_t sent = 0, acked = 0, rejected = 0, placed = 0, terminal = 0;
 };
 
+struct EngineOptions {
+  std::string url = "nats://127.0.0.1:4222";
+  // creds: the one identity (creds_dir empty), or the admin requests' (see
+  // `admin_requests`); creds_dir: one identity per team in `teams`,
+  // <creds_dir>/team-<t>.creds. tls_ca as given (effective_tls_ca applies).
+  IdentityOptions identity;
+  // The teams that will be submitted as; with a creds dir, the only ones.
+  std::vector<std::string> teams;
+  // Open a connection for troupe.sys.* requests (requester()): as
+  // identity.creds, or without identity when there is no creds dir. With a
+  // creds dir and no creds there is none (can_request() is false).
+  bool admin_requests = false;
+};
+
 class Engine {
  public:
   using Clock = std::chrono::steady_clock;
-  // Connects and subscribes; nullptr and `error` when it cannot.
-  static std::unique_ptr<Engine> open(const std::string& url, std::string* error);
+  // Connects and subscribes; nullptr and `error` when it cannot (a team's
+  // missing creds file is named).
+  static std::unique_ptr<Engine> open(const EngineOptions& opts, std::string* error);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -49,19 +69,31 @@ class Engine {
   // Publishes one submission on troupe.<team>.submit (not waiting for the
   // reply); returns its index. False `ok` when the client refused.
   size_t submit(const std::string& team, const std::string& body, int gpus, bool* ok = nullptr);
-  // Waits until fewer than `max` submissions await their reply, or `until`.
+  // Waits until fewer than `max` submissions await their reply, or `until`;
+  // false at the deadline, or at once when the server refused (refused()).
   bool wait_inflight_below(size_t max, Clock::time_point until);
   // Waits until every submission was answered and every acknowledged job
-  // reached a terminal state, or `until`; false at the deadline.
+  // reached a terminal state, or `until`; false at the deadline, or at once
+  // when the server refused a publish or subscription (refused()).
   bool wait_done(Clock::time_point until);
+  // The first permissions violation the server reported on a submit, reply
+  // or event connection ("" when none): what it refused cannot be answered.
+  std::string refused() const;
+  // Says why a refusal happened; `one_identity`: one identity submitting
+  // for every team and watching troupe.*.events.>.
+  static std::string refusal_text(const std::string& why, bool one_identity);
   bool done() const;
   Progress progress() const;
   // Every submission, in submission order, joined with its events.
   std::vector<JobResult> results() const;
 
   int64_t now_ns() const;
-  // A connection for other requests (troupe.sys.nodes samples).
+  // A connection for other requests (troupe.sys.nodes samples); only when
+  // can_request().
+  bool can_request() const { return req_ != nullptr; }
   bus::Connection& requester() { return *req_; }
+  // "none", "one identity" (`creds` or none) or "one per team".
+  const char* identity_mode() const;
   int64_t dropped() const;
 
  private:
@@ -69,23 +101,39 @@ class Engine {
     int64_t placed_ns = -1, running_ns = -1, ended_ns = -1;
     std::string final_state;
   };
+  // The connections of one identity.
+  struct Lane {
+    std::string inbox;
+    // The subscriptions, declared after their connections, go first.
+    std::unique_ptr<bus::Connection> pub, reply_conn, event_conn;
+    bus::SubscriptionPtr reply_sub, event_sub;
+  };
   Engine() = default;
+  // Opens `lane` as base.creds_file ("" none), subscribes to its replies and
+  // to `events`; false and `error` when it cannot.
+  bool open_lane(Lane& lane, const bus::ConnectOptions& base, const std::string& label,
+                 const std::string& events, std::string* error);
   void on_reply(Inbound&& in);
   void on_event(Inbound&& in);
   bool done_locked() const;
 
   Clock::time_point origin_ = Clock::now();
-  std::string inbox_;
+  bool per_team_ = false;
+  bool anonymous_ = true;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<JobResult> jobs_;
   std::unordered_map<std::string, size_t> by_id_;  // acknowledged job id -> index
   std::unordered_map<std::string, EventTimes> events_;
   size_t answered_ = 0, rejected_ = 0, placed_ = 0, terminal_ = 0;
+  std::string refused_;
 
   // Declared last: closed first, so no callback runs into freed state.
-  std::unique_ptr<bus::Connection> pub_, reply_conn_, event_conn_, req_;
-  bus::SubscriptionPtr reply_sub_, event_sub_;
+  // lanes_[lane_of_.at(team)] submits as `team` (lanes_[0] for every team
+  // with one identity); fixed once open() returns.
+  std::unordered_map<std::string, size_t> lane_of_;
+  std::vector<Lane> lanes_;
+  std::unique_ptr<bus::Connection> req_;
 };
 
 }  // namespace troupe::load

@@ -7,30 +7,20 @@
 #include <iostream>
 #include <optional>
 #include <string>
-#include <vector>
 
 #include "load/options.hpp"
 #include "load/run.hpp"
 
 int main(int argc, char** argv) {
   ::signal(SIGPIPE, SIG_IGN);
-  // --creds FILE / --tls-ca FILE (anywhere on the line) become the
-  // environment the connections read (TROUPE_NATS_CREDS, TROUPE_NATS_CA).
-  std::vector<char*> args;
-  for (int i = 0; i < argc; ++i) {
-    std::string a = argv[i];
-    if ((a == "--creds" || a == "--tls-ca") && i + 1 < argc) {
-      ::setenv(a == "--creds" ? "TROUPE_NATS_CREDS" : "TROUPE_NATS_CA", argv[i + 1], 1);
-      ++i;
-      continue;
-    }
-    args.push_back(argv[i]);
-  }
-  argc = static_cast<int>(args.size());
-  argv = args.data();
-  const char* nats = std::getenv("TROUPE_NATS");
-  troupe::load::Command c = troupe::load::parse_command_line(
-      argc, argv, nats != nullptr ? std::optional<std::string>(nats) : std::nullopt);
+  // The environment gives --nats, --creds and --tls-ca their defaults.
+  auto env = [](const char* name) {
+    const char* v = std::getenv(name);
+    return v != nullptr ? std::optional<std::string>(v) : std::nullopt;
+  };
+  troupe::load::Environment environment{env("TROUPE_NATS"), env("TROUPE_NATS_CREDS"),
+                                        env("TROUPE_NATS_CA")};
+  troupe::load::Command c = troupe::load::parse_command_line(argc, argv, environment);
   try {
     switch (c.kind) {
       case troupe::load::Command::run_load:

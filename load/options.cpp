@@ -9,18 +9,75 @@
 
 namespace troupe::load {
 
+std::string team_creds_path(const std::string& creds_dir, const std::string& team) {
+  std::string dir = creds_dir;
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  return dir + "/" + std::string(subjects::kTeamIdentityPrefix) + team + ".creds";
+}
+
+std::string effective_tls_ca(const IdentityOptions& id,
+                             const std::function<bool(const std::string&)>& exists) {
+  if (!id.tls_ca.empty() || id.creds_dir.empty()) return id.tls_ca;
+  std::string dir = id.creds_dir;
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  std::string ca = dir + "/ca.pem";
+  return exists(ca) ? ca : std::string();
+}
+
 namespace {
 const char* kMixHelp =
     "job mix: comma-separated SHAPE[:WEIGHT]; SHAPE is cpu, <N>gpu (one worker, N GPUs) or "
     "gang<W>x<G> (W workers of G GPUs); weights are relative";
+const char* kCredsHelp =
+    "NATS .creds file (default $TROUPE_NATS_CREDS): the one identity, or with --creds-dir the "
+    "admin's for troupe.sys.* requests";
+const char* kTlsCaHelp =
+    "CA bundle (PEM) the server's certificate must be signed by (default $TROUPE_NATS_CA, "
+    "else <creds-dir>/ca.pem when it exists)";
+const char* kCredsDirHelp =
+    "folder holding team-<t>.creds for every team submitted as: each team submits, and "
+    "watches its events, with its own identity";
+
+// The identity flags of one (sub)command; `given` tells which were on the line.
+struct IdentityFlags {
+  IdentityOptions values;
+  CLI::Option* creds = nullptr;
+  CLI::Option* tls_ca = nullptr;
+  CLI::Option* creds_dir = nullptr;
+  bool any() const { return !creds->empty() || !tls_ca->empty() || !creds_dir->empty(); }
+};
+
+void add_identity_flags(CLI::App& app, IdentityFlags& f) {
+  f.creds = app.add_option("--creds", f.values.creds, kCredsHelp);
+  f.tls_ca = app.add_option("--tls-ca", f.values.tls_ca, kTlsCaHelp);
+  f.creds_dir = app.add_option("--creds-dir", f.values.creds_dir, kCredsDirHelp)
+                    ->check(CLI::ExistingDirectory);
 }
 
-Command parse_command_line(int argc, const char* const* argv,
-                           const std::optional<std::string>& env_nats) {
+// Each value from the subcommand's flag, else the top level's, else the
+// environment.
+IdentityOptions merge_identity(const IdentityFlags& sub, const IdentityFlags& top,
+                               const Environment& env) {
+  IdentityOptions id;
+  auto pick = [](const CLI::Option* s, const std::string& sv, const CLI::Option* t,
+                 const std::string& tv, const std::optional<std::string>& e) {
+    if (s != nullptr && !s->empty()) return sv;
+    if (!t->empty()) return tv;
+    return e.value_or(std::string());
+  };
+  id.creds = pick(sub.creds, sub.values.creds, top.creds, top.values.creds, env.creds);
+  id.tls_ca = pick(sub.tls_ca, sub.values.tls_ca, top.tls_ca, top.values.tls_ca, env.tls_ca);
+  id.creds_dir =
+      pick(sub.creds_dir, sub.values.creds_dir, top.creds_dir, top.values.creds_dir, std::nullopt);
+  return id;
+}
+}  // namespace
+
+Command parse_command_line(int argc, const char* const* argv, const Environment& env) {
   Command c;
   LoadOptions& l = c.load;
   ReplayOptions& r = c.replay;
-  if (env_nats && !env_nats->empty()) l.nats = r.nats = *env_nats;
+  if (env.nats && !env.nats->empty()) l.nats = r.nats = *env.nats;
 
   CLI::App app{"troupe-load: load generator and trace replayer for Troupe", "troupe-load"};
   auto* nats_opt =
@@ -49,6 +106,8 @@ Command parse_command_line(int argc, const char* const* argv,
                       ->check(CLI::PositiveNumber);
   bool no_progress = false;
   app.add_flag("--no-progress", no_progress, "no progress bar on stderr");
+  IdentityFlags top_id;
+  add_identity_flags(app, top_id);
 
   CLI::App* rp = app.add_subcommand(
       "replay", "replay a GPU-cluster trace against a simulated fleet (troupe-node --count)");
@@ -104,6 +163,8 @@ Command parse_command_line(int argc, const char* const* argv,
       ->capture_default_str()->check(CLI::Range(size_t{1}, size_t{10000000}));
   bool rp_no_progress = false;
   rp->add_flag("--no-progress", rp_no_progress, "no progress bar on stderr");
+  IdentityFlags rp_id;
+  add_identity_flags(*rp, rp_id);
 
   try {
     app.parse(argc, argv);
@@ -146,11 +207,20 @@ Command parse_command_line(int argc, const char* const* argv,
         return fail("--compare and --self-host start their own nats-server and scheduler; "
                     "leave out --nats (or drop --compare/--self-host to use that cluster)");
       if (r.no_fleet) return fail("--no-fleet needs an external cluster: drop --self-host/--compare");
+      if (rp_id.any() || top_id.any())
+        return fail("--compare and --self-host start their own open nats-server; "
+                    "leave out --creds, --tls-ca and --creds-dir");
       if (r.policies.empty()) r.policies = {"troupe"};
       for (const auto& p : r.policies)
         if (p != "troupe" && p != "fifo")
           return fail("--policy: '" + p + "' is not a policy of troupe-scheduler (troupe, fifo)");
     }
+    // The self-hosted nats-server is open: no identity (not the environment's either).
+    if (!r.self_host) r.identity = merge_identity(rp_id, top_id, env);
+    if (!r.identity.creds_dir.empty() && r.identity.creds.empty())
+      return fail("replay --creds-dir: the replay asks troupe.sys.nodes and troupe.sys.queues, "
+                  "which only an admin may; give --creds admin-<name>.creds (or "
+                  "$TROUPE_NATS_CREDS) as well");
     if (!rp_pid_opt->empty()) r.scheduler_pid = rp_pid;
     else if (!pid_opt->empty()) r.scheduler_pid = sched_pid;
     r.progress = !(rp_no_progress || no_progress);
@@ -175,6 +245,7 @@ Command parse_command_line(int argc, const char* const* argv,
   }
   if (l.teams.empty()) return fail("--teams: give at least one team");
   if (!pid_opt->empty()) l.scheduler_pid = sched_pid;
+  l.identity = merge_identity(IdentityFlags{}, top_id, env);
   l.progress = !no_progress;
   c.kind = Command::run_load;
   return c;

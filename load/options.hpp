@@ -1,7 +1,9 @@
 // troupe-load's command line: the load run (default) and `replay TRACE...`,
-// parsed (CLI11) into plain structs. Pure: no environment, no I/O.
+// parsed (CLI11) into plain structs. Pure: the environment comes in as
+// `Environment`; the only I/O is CLI11's checks that named files exist.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -11,8 +13,29 @@
 
 namespace troupe::load {
 
+// Who troupe-load is on the bus (docs/security.md, docs/load.md).
+struct IdentityOptions {
+  // --creds FILE (default $TROUPE_NATS_CREDS): without --creds-dir, the one
+  // identity of every connection; with it, the identity of the requests
+  // only an admin may make (troupe.sys.*). "" for none.
+  std::string creds;
+  // --tls-ca FILE (default $TROUPE_NATS_CA, then <creds_dir>/ca.pem when it
+  // exists: effective_tls_ca). "" for plain TCP.
+  std::string tls_ca;
+  // --creds-dir DIR: submit as each team with DIR/team-<t>.creds. "" for none.
+  std::string creds_dir;
+};
+
+// DIR/team-<team>.creds.
+std::string team_creds_path(const std::string& creds_dir, const std::string& team);
+// The CA bundle to trust: `id.tls_ca` when set, else <creds_dir>/ca.pem when
+// there is a creds dir and `exists` says that file is there, else "".
+std::string effective_tls_ca(const IdentityOptions& id,
+                             const std::function<bool(const std::string&)>& exists);
+
 struct LoadOptions {
   std::string nats = "nats://127.0.0.1:4222";
+  IdentityOptions identity;
   size_t jobs = 1000;
   double rate = 0;  // submissions per second; 0: as fast as possible
   std::string mix_text = "1gpu:0.8,gang2x4:0.1,8gpu:0.1";
@@ -30,6 +53,9 @@ struct LoadOptions {
 
 struct ReplayOptions {
   std::string nats = "nats://127.0.0.1:4222";
+  // Unused when self-hosting (its own nats-server is open): explicit flags
+  // are refused there, the environment's defaults dropped.
+  IdentityOptions identity;
   std::vector<std::string> traces;
   TraceFormat format = TraceFormat::tiresias;
   double speedup = 1;
@@ -67,8 +93,13 @@ struct Command {
   std::string message;   // with exit_now: help or error text
 };
 
-// `env_nats` is $TROUPE_NATS (the default of --nats) when set.
-Command parse_command_line(int argc, const char* const* argv,
-                           const std::optional<std::string>& env_nats);
+// The environment variables that give options their defaults, when set.
+struct Environment {
+  std::optional<std::string> nats;    // $TROUPE_NATS: --nats
+  std::optional<std::string> creds;   // $TROUPE_NATS_CREDS: --creds
+  std::optional<std::string> tls_ca;  // $TROUPE_NATS_CA: --tls-ca
+};
+
+Command parse_command_line(int argc, const char* const* argv, const Environment& env);
 
 }  // namespace troupe::load

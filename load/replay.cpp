@@ -134,10 +134,24 @@ int replay_once(const ReplayOptions& opt, const Plan& plan, const std::string& u
                 const std::string& policy, SelfHost* host, Json& report, std::ostream& err) {
   const auto& runnable = plan.runnable;
   std::string error;
-  auto engine = Engine::open(url, &error);
+  EngineOptions eo;
+  eo.url = url;
+  // A self-hosted cluster is open: no identity there.
+  if (host == nullptr) eo.identity = opt.identity;
+  for (const auto& j : runnable)
+    if (std::find(eo.teams.begin(), eo.teams.end(), j.team) == eo.teams.end())
+      eo.teams.push_back(j.team);
+  // troupe.sys.nodes and troupe.sys.queues: the fleet wait and the samples.
+  eo.admin_requests = true;
+  auto engine = Engine::open(eo, &error);
   if (!engine) {
     err << "troupe-load: " << error << "\n";
     return 1;
+  }
+  if (!engine->can_request()) {
+    err << "troupe-load: the replay asks troupe.sys.nodes and troupe.sys.queues, which only an "
+           "admin may: give --creds admin-<name>.creds with --creds-dir\n";
+    return 2;
   }
   QueuesFigures before = queues_figures(engine->requester());
 

@@ -2,7 +2,9 @@
 // the report (load/report.hpp) printed as a table or JSON.
 #include "load/run.hpp"
 
+#include <filesystem>
 #include <random>
+#include <system_error>
 #include <thread>
 
 #include "bus/nats.hpp"
@@ -33,6 +35,7 @@ void submit_all(const LoadOptions& opt, Engine& engine, Clock::time_point start,
           start + std::chrono::duration_cast<Clock::duration>(
                       std::chrono::duration<double>(static_cast<double>(i) / opt.rate)));
     if (!engine.wait_inflight_below(opt.max_inflight, Clock::now() + std::chrono::seconds(30))) {
+      if (!engine.refused().empty()) break;  // run_load says why
       err << "troupe-load: no reply to " << opt.max_inflight
           << " outstanding submissions for 30 s; giving up submitting\n";
       break;
@@ -49,12 +52,34 @@ void submit_all(const LoadOptions& opt, Engine& engine, Clock::time_point start,
   }
 }
 
+Json or_null(const std::string& s) {
+  return s.empty() ? Json(nullptr) : Json(s);
+}
+
+// Who the run was on the bus (paths only, never the credentials).
+Json identity_json(const IdentityOptions& id, const char* mode) {
+  return Json{{"mode", mode},
+              {"creds", or_null(id.creds)},
+              {"creds_dir", or_null(id.creds_dir)},
+              {"tls_ca", or_null(effective_tls_ca(id, [](const std::string& p) {
+                 std::error_code ec;
+                 return std::filesystem::is_regular_file(p, ec);
+               }))}};
+}
+
 }  // namespace
 
 int run_load(const LoadOptions& opt, std::ostream& out, std::ostream& err) {
   bus::Library library;
   std::string error;
-  auto engine = Engine::open(opt.nats, &error);
+  EngineOptions eo;
+  eo.url = opt.nats;
+  eo.identity = opt.identity;
+  eo.teams = opt.teams;
+  // The load run asks nothing of troupe.sys.*: the scheduler's memory comes
+  // from /proc, everything else from the replies and the events.
+  eo.admin_requests = false;
+  auto engine = Engine::open(eo, &error);
   if (!engine) {
     err << "troupe-load: " << error << "\n";
     return 1;
@@ -84,14 +109,19 @@ int run_load(const LoadOptions& opt, std::ostream& out, std::ostream& err) {
                      {"duration_s", opt.duration_s},
                      {"deadline_s", opt.deadline_s},
                      {"max_inflight", opt.max_inflight},
-                     {"seed", opt.seed}};
+                     {"seed", opt.seed},
+                     {"identity", identity_json(opt.identity, engine->identity_mode())}};
   Json report = load_report(results, info);
   if (opt.json)
     out << report.dump(2) << "\n";
   else
     out << report_table(report);
   bool ok = info.complete && report["rejected"] == 0 && report["unanswered"] == 0;
-  if (!ok && !info.complete)
+  if (std::string why = engine->refused(); !why.empty())
+    err << "troupe-load: stopped: "
+        << Engine::refusal_text(why, opt.identity.creds_dir.empty() && !opt.identity.creds.empty())
+        << "\n";
+  else if (!ok && !info.complete)
     err << "troupe-load: not every job ended within --deadline-s " << opt.deadline_s << "\n";
   return ok ? 0 : 1;
 }

@@ -1,10 +1,13 @@
 // Integration tests of troupe-load against real processes (harness.hpp):
 // a load run of 300 simulated jobs on a fleet of 20 simulated nodes in one
-// troupe-node process; the acceptance run of 20,000 jobs on 1,000 simulated
-// nodes; a small trace replay that starts its own fleet; and the same replay
-// with --compare, which hosts its own nats-server and scheduler per policy.
+// troupe-node process; a smaller one with --creds-dir, each team submitting
+// with its own identity, and its failure when a team's creds are missing; the
+// acceptance run of 20,000 jobs on 1,000 simulated nodes; a small trace
+// replay that starts its own fleet; and the same replay with --compare, which
+// hosts its own nats-server and scheduler per policy.
 #include <signal.h>
 
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -106,6 +109,112 @@ TEST_CASE("troupe-load: 300 jobs on a 20-node simulated fleet all end, report co
   for (const auto& e : c.events().all())
     if (names::is_terminal(e.state)) ended.insert(e.job_id);
   CHECK(ended.size() == 300);
+}
+
+TEST_CASE("troupe-load --creds-dir: teams la and lb submit with their own identities",
+          "[integration][load][creds]") {
+  ClusterOptions opts;
+  opts.nodes.push_back(NodeOptions{"fleet", 8, "a100", true, {"--count", "8"}});
+  Cluster c(opts);
+  REQUIRE(c.secure());
+  REQUIRE(c.wait_nodes_alive(8, 30s));
+  c.creds("team-la");
+  c.creds("team-lb");
+
+  // No admin identity anywhere: not in the environment, not on the line.
+  // The CA is the folder's ca.pem (found by itself).
+  RunResult r = run_program({bin_dir() + "/troupe-load", "--nats", c.url(), "--creds-dir",
+                             c.auth_dir(), "--jobs", "60", "--teams", "la,lb", "--duration-s",
+                             "0.05", "--deadline-s", "40", "--scheduler-pid",
+                             std::to_string(c.scheduler().pid()), "--json", "--no-progress"},
+                            c.dir(), "troupe-load-creds-dir", 60s, &c.dump(),
+                            {"TROUPE_NATS_CREDS=", "TROUPE_NATS_CA="});
+  Json j = parse_report(r);
+  INFO(j.dump(2) << "\nstderr:\n" << r.err);
+  CHECK(r.exit_code == 0);
+  for (const char* k : {"config", "submitted", "acknowledged", "rejected", "unanswered", "placed",
+                        "terminal", "complete", "states", "total_s", "scheduler", "nats_dropped",
+                        "submit_rate_per_s", "placement_rate_per_s", "submit_to_ack_ms",
+                        "submit_to_placed_ms"})
+    CHECK(j.contains(k));
+  CHECK(j["submitted"] == 60);
+  CHECK(j["acknowledged"] == 60);
+  CHECK(j["rejected"] == 0);
+  CHECK(j["unanswered"] == 0);
+  CHECK(j["placed"] == 60);
+  CHECK(j["terminal"] == 60);
+  CHECK(j["complete"] == true);
+  CHECK(j["states"]["succeeded"] == 60);
+  CHECK(j["states"]["not_terminal"] == 0);
+  CHECK(j["nats_dropped"] == 0);
+  CHECK(j["submit_to_placed_ms"]["count"] == 60);
+  CHECK(j["config"]["identity"]["mode"] == "one per team");
+  CHECK(j["config"]["identity"]["creds_dir"] == c.auth_dir());
+  CHECK(j["config"]["identity"]["creds"].is_null());
+  CHECK(j["config"]["identity"]["tls_ca"] == c.auth_dir() + "/ca.pem");
+  // No subscription or publish was refused (a team watching troupe.*.events.>
+  // or another team's subjects would be).
+  CHECK(r.err.find("ermission") == std::string::npos);
+
+  // Each team's jobs are its own: 30 each, all ended.
+  std::map<std::string, std::set<std::string>> ended;
+  for (const auto& e : c.events().all())
+    if (names::is_terminal(e.state))  // troupe.<team>.events.<job_id>
+      ended[e.subject.substr(7, e.subject.find('.', 7) - 7)].insert(e.job_id);
+  CHECK(ended["la"].size() == 30);
+  CHECK(ended["lb"].size() == 30);
+}
+
+TEST_CASE("troupe-load --creds-dir: a team without team-<t>.creds fails fast, naming the file",
+          "[integration][load][creds]") {
+  ClusterOptions opts;
+  opts.nodes.push_back(NodeOptions{"fleet", 8, "a100", true, {"--count", "2"}});
+  Cluster c(opts);
+  REQUIRE(c.wait_nodes_alive(2, 30s));
+  c.creds("team-la");  // but none for lz
+
+  const auto t0 = Clock::now();
+  RunResult r = run_program({bin_dir() + "/troupe-load", "--nats", c.url(), "--creds-dir",
+                             c.auth_dir(), "--jobs", "10", "--teams", "la,lz", "--duration-s",
+                             "0.05", "--deadline-s", "20", "--json", "--no-progress"},
+                            c.dir(), "troupe-load-no-creds", 30s, &c.dump(),
+                            {"TROUPE_NATS_CREDS=", "TROUPE_NATS_CA="});
+  const double took = std::chrono::duration<double>(Clock::now() - t0).count();
+  INFO("rc=" << r.exit_code << "\nstdout:\n" << r.out << "\nstderr:\n" << r.err);
+  CHECK_FALSE(r.timed_out);
+  CHECK(r.exit_code == 1);
+  CHECK(r.err.find(c.auth_dir() + "/team-lz.creds") != std::string::npos);
+  CHECK(r.err.find("team-la.creds") == std::string::npos);  // that one is there
+  CHECK(r.out.empty());  // no report: nothing was submitted
+  CHECK(took < 10);
+  // Nothing was submitted, as la or as lz.
+  CHECK(c.events().all().empty());
+}
+
+TEST_CASE("troupe-load --creds with one team's identity for two teams stops at the refusal",
+          "[integration][load][creds]") {
+  ClusterOptions opts;
+  opts.nodes.push_back(NodeOptions{"fleet", 8, "a100", true, {"--count", "2"}});
+  Cluster c(opts);
+  REQUIRE(c.wait_nodes_alive(2, 30s));
+
+  // team-la may not watch troupe.*.events.> nor submit as lb: the server's
+  // refusal ends the run at once, not the 60 s deadline.
+  const auto t0 = Clock::now();
+  RunResult r = run_program({bin_dir() + "/troupe-load", "--nats", c.url(), "--creds",
+                             c.creds("team-la"), "--tls-ca", c.tls_ca(), "--jobs", "10",
+                             "--teams", "la,lb", "--duration-s", "0.05", "--deadline-s", "60",
+                             "--json", "--no-progress"},
+                            c.dir(), "troupe-load-one-team", 90s, &c.dump(),
+                            {"TROUPE_NATS_CREDS=", "TROUPE_NATS_CA="});
+  const double took = std::chrono::duration<double>(Clock::now() - t0).count();
+  INFO("rc=" << r.exit_code << " took " << took << " s\nstdout:\n" << r.out << "\nstderr:\n"
+             << r.err);
+  CHECK_FALSE(r.timed_out);
+  CHECK(r.exit_code == 1);
+  CHECK(r.err.find("Permissions Violation") != std::string::npos);
+  CHECK(r.err.find("--creds-dir") != std::string::npos);
+  CHECK(took < 20);
 }
 
 TEST_CASE("troupe-load replay: 30 tiresias jobs on its own fleet, fast-forwarded",

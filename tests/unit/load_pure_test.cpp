@@ -1,9 +1,10 @@
 // Unit tests of troupe-load's pure parts: the --mix grammar, percentiles and
 // summaries, Jain's index, JSON field scanning, /proc status parsing, job
-// specs, command-line parsing and the report arithmetic.
+// specs, command-line parsing (identities included) and the report arithmetic.
 #include <unistd.h>
 
 #include <cmath>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
@@ -184,6 +185,10 @@ TEST_CASE("load jobspec: simulated job JSON", "[load][jobspec]") {
 namespace {
 Command parse(std::vector<const char*> args, std::optional<std::string> env = std::nullopt) {
   args.insert(args.begin(), "troupe-load");
+  return parse_command_line(static_cast<int>(args.size()), args.data(), Environment{env, {}, {}});
+}
+Command parse_env(std::vector<const char*> args, const Environment& env) {
+  args.insert(args.begin(), "troupe-load");
   return parse_command_line(static_cast<int>(args.size()), args.data(), env);
 }
 }  // namespace
@@ -354,6 +359,93 @@ TEST_CASE("load options: --compare, --policy A,B and --self-host", "[load][optio
   CHECK(parse({"replay", trace, "--policy", "fifo,fifo"}).exit_code == 2);
   CHECK(parse({"replay", trace, "--policy", "a,b,c"}).exit_code == 2);
   CHECK(parse({"replay", trace, "--compare", "--policy", "fifo"}).exit_code == 2);
+}
+
+TEST_CASE("load options: --creds, --tls-ca and --creds-dir, with the environment's defaults",
+          "[load][options]") {
+  const char* trace = "/work/shared/traces/tiresias-60job/60_job.csv";
+  // --creds-dir must name an existing folder; nothing in it is read here.
+  const std::string d = std::filesystem::temp_directory_path().string();
+  Environment env{std::string("nats://env:1"), std::string("/env/admin.creds"),
+                  std::string("/env/ca.pem")};
+
+  // None: no identity (an open cluster).
+  auto none = parse({"--teams", "la,lb"});
+  REQUIRE(none.kind == Command::run_load);
+  CHECK(none.load.identity.creds.empty());
+  CHECK(none.load.identity.tls_ca.empty());
+  CHECK(none.load.identity.creds_dir.empty());
+
+  // The environment gives the defaults; the flags win, anywhere on the line.
+  auto e = parse_env({}, env);
+  REQUIRE(e.kind == Command::run_load);
+  CHECK(e.load.nats == "nats://env:1");
+  CHECK(e.load.identity.creds == "/env/admin.creds");
+  CHECK(e.load.identity.tls_ca == "/env/ca.pem");
+  auto f = parse_env({"--jobs", "5", "--creds", "/x/team-la.creds", "--tls-ca", "/x/ca.pem",
+                      "--teams", "la"},
+                     env);
+  REQUIRE(f.kind == Command::run_load);
+  CHECK(f.load.identity.creds == "/x/team-la.creds");
+  CHECK(f.load.identity.tls_ca == "/x/ca.pem");
+  CHECK(f.load.jobs == 5);
+  // An empty flag overrides the environment with "none".
+  auto g = parse_env({"--creds", ""}, env);
+  REQUIRE(g.kind == Command::run_load);
+  CHECK(g.load.identity.creds.empty());
+
+  // --creds-dir: per team; the admin's --creds (or the environment's) stays
+  // for troupe.sys.* requests.
+  auto h = parse({"--creds-dir", d.c_str(), "--teams", "la,lb"});
+  REQUIRE(h.kind == Command::run_load);
+  CHECK(h.load.identity.creds_dir == d);
+  CHECK(h.load.identity.creds.empty());
+  auto i = parse_env({"--creds-dir", d.c_str()}, env);
+  REQUIRE(i.kind == Command::run_load);
+  CHECK(i.load.identity.creds == "/env/admin.creds");
+  CHECK(parse({"--creds-dir", "/no/such/dir"}).exit_code != 0);
+  CHECK(parse({"--help"}).message.find("--creds-dir") != std::string::npos);
+
+  // Paths and the CA default.
+  CHECK(team_creds_path("/a/auth", "la") == "/a/auth/team-la.creds");
+  CHECK(team_creds_path("/a/auth/", "la") == "/a/auth/team-la.creds");
+  auto yes = [](const std::string&) { return true; };
+  auto no = [](const std::string&) { return false; };
+  IdentityOptions id;
+  id.creds_dir = "/a/auth";
+  CHECK(effective_tls_ca(id, yes) == "/a/auth/ca.pem");
+  CHECK(effective_tls_ca(id, no).empty());
+  id.tls_ca = "/given/ca.pem";
+  CHECK(effective_tls_ca(id, yes) == "/given/ca.pem");
+  IdentityOptions plain;
+  CHECK(effective_tls_ca(plain, yes).empty());
+
+  // replay: the same flags, before or after `replay`.
+  auto r = parse({"--creds", "/x/admin.creds", "replay", trace, "--tls-ca", "/x/ca.pem",
+                  "--no-fleet"});
+  REQUIRE(r.kind == Command::run_replay);
+  CHECK(r.replay.identity.creds == "/x/admin.creds");
+  CHECK(r.replay.identity.tls_ca == "/x/ca.pem");
+  auto rd = parse({"replay", trace, "--creds-dir", d.c_str(), "--creds", "/x/admin.creds"});
+  REQUIRE(rd.kind == Command::run_replay);
+  CHECK(rd.replay.identity.creds_dir == d);
+  CHECK(rd.replay.identity.creds == "/x/admin.creds");
+  auto re = parse_env({"replay", trace}, env);
+  REQUIRE(re.kind == Command::run_replay);
+  CHECK(re.replay.identity.creds == "/env/admin.creds");
+  CHECK(re.replay.identity.tls_ca == "/env/ca.pem");
+  // The replay's troupe.sys.* requests need an admin: --creds-dir alone is refused.
+  auto ra = parse({"replay", trace, "--creds-dir", d.c_str()});
+  CHECK(ra.exit_code == 2);
+  CHECK(ra.message.find("--creds") != std::string::npos);
+  // Self-hosting runs its own open nats-server: identity flags are refused,
+  // the environment's dropped.
+  CHECK(parse({"replay", trace, "--compare", "--creds", "/x/admin.creds"}).exit_code == 2);
+  CHECK(parse({"--tls-ca", "/x/ca.pem", "replay", trace, "--self-host"}).exit_code == 2);
+  auto sh = parse_env({"replay", trace, "--compare"}, Environment{{}, env.creds, env.tls_ca});
+  REQUIRE(sh.kind == Command::run_replay);
+  CHECK(sh.replay.identity.creds.empty());
+  CHECK(sh.replay.identity.tls_ca.empty());
 }
 
 TEST_CASE("load report: allocation and fragmentation samples from nodes and queues",
