@@ -21,6 +21,7 @@
 # nats-server in operator mode over TLS with the identities `troupe auth`
 # makes; the scheduler, the fleet (one fleet identity) and troupe-load (the
 # admin's) each connect with their own. Compare a run with and without.
+# SECURE=1 TLS=0: the same identities and permissions over plain TCP.
 #
 # Each run starts its own nats-server -js on a free port, troupe-scheduler
 # and (for throughput and latency) troupe-node --simulate --count NODES, and
@@ -61,13 +62,16 @@ FLEET_ID=()
 if [[ ${SECURE:-0} == 1 ]]; then
   "$BIN/troupe" auth init --home "$DIR" >/dev/null
   "$BIN/troupe" auth add-admin admin --home "$DIR" >/dev/null
-  printf 'listen: 127.0.0.1:%s\njetstream { store_dir: "%s/js" }\ninclude "auth/nats-auth.conf"\n' \
-    "$PORT" "$DIR" >"$DIR/nats.conf"
+  conf=nats-auth.conf CA=(--tls-ca "$DIR/auth/ca.pem")
+  if [[ ${TLS:-1} == 0 ]]; then conf=nats-auth-notls.conf CA=(); fi
+  printf 'listen: 127.0.0.1:%s\njetstream { store_dir: "%s/js" }\ninclude "auth/%s"\n' \
+    "$PORT" "$DIR" "$conf" >"$DIR/nats.conf"
   "$NATS" -c "$DIR/nats.conf" >"$DIR/nats.log" 2>&1 & PIDS+=($!)
-  export TROUPE_NATS_CREDS=$DIR/auth/admin-admin.creds TROUPE_NATS_CA=$DIR/auth/ca.pem
-  SCHED_ID=(--creds "$DIR/auth/scheduler.creds" --tls-ca "$DIR/auth/ca.pem")
-  FLEET_ID=(--creds "$DIR/auth/fleet-f.creds" --tls-ca "$DIR/auth/ca.pem")
-  echo "secure: operator mode, TLS, an identity per process"
+  export TROUPE_NATS_CREDS=$DIR/auth/admin-admin.creds TROUPE_HOME=$DIR/no-home
+  if [[ ${TLS:-1} == 1 ]]; then export TROUPE_NATS_CA=$DIR/auth/ca.pem; fi
+  SCHED_ID=(--creds "$DIR/auth/scheduler.creds" "${CA[@]}")
+  FLEET_ID=(--creds "$DIR/auth/fleet-f.creds" "${CA[@]}")
+  echo "secure: operator mode, an identity per process, TLS ${TLS:-1}"
 else
   "$NATS" -js -a 127.0.0.1 -p "$PORT" -sd "$DIR/js" >"$DIR/nats.log" 2>&1 & PIDS+=($!)
 fi

@@ -520,7 +520,13 @@ void Cluster::start_nats() {
     }
     if (conn_) {
       o.name = "troupe-it-events";
-      sub_conn_ = bus::Connection::open(o, &last_error);
+      // (Retried like the first: once, a second connection right after the
+      // first was refused with an authorization error while the server was
+      // still starting up.)
+      for (auto until = Clock::now() + 5s; !sub_conn_ && Clock::now() < until;) {
+        sub_conn_ = bus::Connection::open(o, &last_error);
+        if (!sub_conn_) std::this_thread::sleep_for(50ms);
+      }
       INFO("second connection to " << url_ << ": " << last_error);
       REQUIRE(sub_conn_);
       events_ = std::make_unique<EventLog>(*sub_conn_);
