@@ -111,13 +111,18 @@ Claims account_claims(const KeyPair& op, const std::string& account_public, cons
 }
 
 nlohmann::json user_nats_claims(const Permissions& perms) {
-  json n = {{"pub", permission(perms.pub_allow, perms.pub_deny)},
-            {"sub", permission(perms.sub_allow, perms.sub_deny)},
-            {"subs", -1},
+  // No list at all (the scheduler): no permissions section, so nats-server
+  // checks nothing per message for that user (a list, even ">", costs a
+  // lookup for every new subject, and replies go to a new inbox each time).
+  json n = {{"subs", -1},
             {"data", -1},
             {"payload", -1},
             {"type", "user"},
             {"version", 2}};
+  if (!perms.pub_allow.empty() || !perms.pub_deny.empty())
+    n["pub"] = permission(perms.pub_allow, perms.pub_deny);
+  if (!perms.sub_allow.empty() || !perms.sub_deny.empty())
+    n["sub"] = permission(perms.sub_allow, perms.sub_deny);
   if (perms.allow_responses) n["resp"] = {{"max", perms.responses_max}, {"ttl", 0}};
   return n;
 }

@@ -28,8 +28,9 @@ Permissions team_permissions(std::string_view team) {
   for (auto verb : sj::kTeamVerbs) p.pub_allow.push_back(sj::team_verb(team, verb));
   const std::string events = sj::team_verb(team, sj::kEvents) + ".>";
   p.pub_deny = {events, kJetStreamApi, kKv, kSysAll};
+  // Only these two may be subscribed to; a deny list would add a check on
+  // every message delivered to those wildcards, for nothing they could match.
   p.sub_allow = {sj::inbox_prefix(identity(sj::kTeamIdentityPrefix, team)) + ".>", events};
-  p.sub_deny = {kJetStreamApi, kKv, kSysAll};
   return p;
 }
 
@@ -58,11 +59,9 @@ Permissions fleet_permissions(std::string_view prefix, int count) {
   return p;
 }
 
+// Everything: no list (an unrestricted user; see user_nats_claims).
 Permissions scheduler_permissions() {
-  Permissions p;
-  p.pub_allow = {">"};
-  p.sub_allow = {">"};
-  return p;
+  return Permissions{};
 }
 
 Permissions admin_permissions(std::string_view name) {

@@ -247,7 +247,7 @@ TEST_CASE("auth: the permissions of each identity", "[auth]") {
     for (const char* d : {"troupe.vision.events.>", "$JS.>", "$KV.>", "troupe.sys.>"})
       CHECK(has(p.pub_deny, d));
     CHECK(p.sub_allow == std::vector<std::string>{"_INBOX_vision.>", "troupe.vision.events.>"});
-    for (const char* d : {"$JS.>", "$KV.>", "troupe.sys.>"}) CHECK(has(p.sub_deny, d));
+    CHECK(p.sub_deny.empty());  // the allow list is the whole of it
     CHECK_FALSE(p.allow_responses);
   }
   SECTION("node") {
@@ -269,9 +269,13 @@ TEST_CASE("auth: the permissions of each identity", "[auth]") {
     CHECK(p.allow_responses);
   }
   SECTION("scheduler") {
+    // Unrestricted: no permissions section in its JWT at all.
     auto p = scheduler_permissions();
-    CHECK(p.pub_allow == std::vector<std::string>{">"});
-    CHECK(p.sub_allow == std::vector<std::string>{">"});
+    CHECK(p.pub_allow.empty());
+    CHECK(p.sub_allow.empty());
+    auto n = user_nats_claims(p);
+    CHECK_FALSE(n.contains("pub"));
+    CHECK_FALSE(n.contains("sub"));
   }
   SECTION("admin") {
     auto p = admin_permissions("ops");
