@@ -223,6 +223,16 @@ std::unique_ptr<Connection> Connection::open(const ConnectOptions& o, std::strin
   if (s == NATS_OK) s = natsOptions_SetMaxPendingMsgs(opts, 1 << 20);
   if (s == NATS_OK) s = natsOptions_SetReconnectedCB(opts, on_reconnected, c->opts_.get());
   if (s == NATS_OK) s = natsConnection_Connect(&c->nc_, opts);
+  // nats-server 2.9.10 with libnats 3.4.1 refuses about one creds connection
+  // in a few hundred with "authentication error" and takes the same file at
+  // once on the next try (seen with freshly signed identities; the cause is
+  // not in the file). A real refusal fails every try.
+  for (int retry = 0; s == NATS_CONNECTION_AUTH_FAILED && !o.creds_file.empty() && retry < 3;
+       ++retry) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    c->nc_ = nullptr;
+    s = natsConnection_Connect(&c->nc_, opts);
+  }
   natsOptions_Destroy(opts);
   if (s != NATS_OK) {
     if (error != nullptr) {
