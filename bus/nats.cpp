@@ -213,6 +213,7 @@ std::unique_ptr<Connection> Connection::open(const ConnectOptions& o, std::strin
     if (s == NATS_OK) s = natsOptions_LoadCATrustedCertificates(opts, o.tls_ca.c_str());
   }
   if (s == NATS_OK) s = natsOptions_SetErrorHandler(opts, &Errors::on_error, c->errors_.get());
+  if (s == NATS_OK && o.shared_delivery) s = natsOptions_UseGlobalMessageDelivery(opts, true);
   if (s == NATS_OK) s = natsOptions_SetName(opts, o.name.c_str());
   if (s == NATS_OK) s = natsOptions_SetTimeout(opts, o.timeout_ms);
   if (s == NATS_OK) s = natsOptions_SetSendAsap(opts, o.send_asap);

@@ -69,6 +69,11 @@ struct ConnectOptions {
   // Write each message at once (lowest latency) rather than let the client's
   // flusher batch them (higher throughput for a busy publisher).
   bool send_asap = true;
+  // Deliver every subscription's messages from the library's shared delivery
+  // thread instead of a thread per subscription (libnats' default). For a
+  // connection with many subscriptions: a simulated fleet subscribes once per
+  // member when its identity allows no wildcard (1,000 threads otherwise).
+  bool shared_delivery = false;
   // Called (on a NATS thread) when the connection is re-established.
   std::function<void()> on_reconnected;
   // Called (on a NATS thread) with an asynchronous error the server reported,

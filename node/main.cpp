@@ -112,6 +112,7 @@ int run_fleet(const node::Options& opt, node::AgentConfig cfg, const sigset_t& s
   if (!pub) return 0;
   copts.on_reconnected = nullptr;
   copts.name = "troupe-node-fleet-" + opt.name_prefix + "-sub";
+  copts.shared_delivery = true;  // one subscription per member (see below)
   bus::ConnectionPtr sub = connect(copts, signals);
   if (!sub) return 0;
   spdlog::info("connected to {}", bus::redact_url(opt.nats_url));
