@@ -26,17 +26,6 @@ struct MdDeleter {
 };
 using MdPtr = std::unique_ptr<EVP_MD, MdDeleter>;
 
-std::string openssl_error(const char* what) {
-  unsigned long e = ERR_get_error();
-  std::string s = what;
-  if (e != 0) {
-    std::array<char, 256> buf{};
-    ERR_error_string_n(e, buf.data(), buf.size());
-    s += ": ";
-    s += buf.data();
-  }
-  return s;
-}
 
 bool valid_type_byte(std::uint8_t b) {
   return b == static_cast<std::uint8_t>(KeyType::kOperator) ||
@@ -205,77 +194,74 @@ std::uint16_t crc16_xmodem(std::string_view data) {
   return crc;
 }
 
-std::string base32_encode(std::string_view data) {
+namespace {
+
+// Packs bytes into `kBits`-bit symbols of `alphabet` (no padding): base32 and
+// base64url differ only in the width and the alphabet.
+template <int kBits>
+std::string encode_symbols(std::string_view data, const char* alphabet) {
+  constexpr std::uint32_t kMask = (1u << kBits) - 1;
   std::string out;
   std::uint32_t buffer = 0;
   int bits = 0;
   for (char ch : data) {
     buffer = (buffer << 8) | static_cast<std::uint8_t>(ch);
     bits += 8;
-    while (bits >= 5) {
-      out.push_back(kBase32Alphabet[(buffer >> (bits - 5)) & 31]);
-      bits -= 5;
+    while (bits >= kBits) {
+      out.push_back(alphabet[(buffer >> (bits - kBits)) & kMask]);
+      bits -= kBits;
     }
   }
-  if (bits > 0) out.push_back(kBase32Alphabet[(buffer << (5 - bits)) & 31]);
+  if (bits > 0) out.push_back(alphabet[(buffer << (kBits - bits)) & kMask]);
   return out;
+}
+
+// The reverse: `value_of` maps a symbol to its value (-1: not a symbol).
+template <int kBits, class ValueOf>
+std::optional<std::string> decode_symbols(std::string_view text, ValueOf value_of) {
+  std::string out;
+  std::uint32_t buffer = 0;
+  int bits = 0;
+  for (char ch : text) {
+    int v = value_of(ch);
+    if (v < 0) return std::nullopt;
+    buffer = (buffer << kBits) | static_cast<std::uint32_t>(v);
+    bits += kBits;
+    if (bits >= 8) {
+      out.push_back(static_cast<char>((buffer >> (bits - 8)) & 0xff));
+      bits -= 8;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string base32_encode(std::string_view data) {
+  return encode_symbols<5>(data, kBase32Alphabet);
 }
 
 std::optional<std::string> base32_decode(std::string_view text) {
-  std::string out;
-  std::uint32_t buffer = 0;
-  int bits = 0;
-  for (char ch : text) {
-    int v = -1;
-    if (ch >= 'A' && ch <= 'Z') v = ch - 'A';
-    if (ch >= '2' && ch <= '7') v = ch - '2' + 26;
-    if (v < 0) return std::nullopt;
-    buffer = (buffer << 5) | static_cast<std::uint32_t>(v);
-    bits += 5;
-    if (bits >= 8) {
-      out.push_back(static_cast<char>((buffer >> (bits - 8)) & 0xff));
-      bits -= 8;
-    }
-  }
-  return out;
+  return decode_symbols<5>(text, [](char ch) {
+    if (ch >= 'A' && ch <= 'Z') return ch - 'A';
+    if (ch >= '2' && ch <= '7') return ch - '2' + 26;
+    return -1;
+  });
 }
 
 std::string base64url_encode(std::string_view data) {
-  std::string out;
-  std::uint32_t buffer = 0;
-  int bits = 0;
-  for (char ch : data) {
-    buffer = (buffer << 8) | static_cast<std::uint8_t>(ch);
-    bits += 8;
-    while (bits >= 6) {
-      out.push_back(kBase64UrlAlphabet[(buffer >> (bits - 6)) & 63]);
-      bits -= 6;
-    }
-  }
-  if (bits > 0) out.push_back(kBase64UrlAlphabet[(buffer << (6 - bits)) & 63]);
-  return out;
+  return encode_symbols<6>(data, kBase64UrlAlphabet);
 }
 
 std::optional<std::string> base64url_decode(std::string_view text) {
-  std::string out;
-  std::uint32_t buffer = 0;
-  int bits = 0;
-  for (char ch : text) {
-    int v = -1;
-    if (ch >= 'A' && ch <= 'Z') v = ch - 'A';
-    if (ch >= 'a' && ch <= 'z') v = ch - 'a' + 26;
-    if (ch >= '0' && ch <= '9') v = ch - '0' + 52;
-    if (ch == '-') v = 62;
-    if (ch == '_') v = 63;
-    if (v < 0) return std::nullopt;
-    buffer = (buffer << 6) | static_cast<std::uint32_t>(v);
-    bits += 6;
-    if (bits >= 8) {
-      out.push_back(static_cast<char>((buffer >> (bits - 8)) & 0xff));
-      bits -= 8;
-    }
-  }
-  return out;
+  return decode_symbols<6>(text, [](char ch) {
+    if (ch >= 'A' && ch <= 'Z') return ch - 'A';
+    if (ch >= 'a' && ch <= 'z') return ch - 'a' + 26;
+    if (ch >= '0' && ch <= '9') return ch - '0' + 52;
+    if (ch == '-') return 62;
+    if (ch == '_') return 63;
+    return -1;
+  });
 }
 
 std::string sha512_256(std::string_view data) {
@@ -288,6 +274,18 @@ std::string sha512_256(std::string_view data) {
     return {};
   out.resize(len);
   return out;
+}
+
+std::string openssl_error(const std::string& what) {
+  unsigned long e = ERR_get_error();
+  std::string s = what;
+  if (e != 0) {
+    std::array<char, 256> buf{};
+    ERR_error_string_n(e, buf.data(), buf.size());
+    s += ": ";
+    s += buf.data();
+  }
+  return s;
 }
 
 }  // namespace troupe::auth

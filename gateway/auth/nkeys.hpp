@@ -76,4 +76,7 @@ std::string base64url_encode(std::string_view data);  // no padding
 std::optional<std::string> base64url_decode(std::string_view text);
 std::string sha512_256(std::string_view data);  // raw 32-byte digest ("" on failure)
 
+// `what` and OpenSSL's last error, if any (for this folder's error texts).
+std::string openssl_error(const std::string& what);
+
 }  // namespace troupe::auth

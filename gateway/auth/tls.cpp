@@ -1,6 +1,8 @@
 // CA and server certificate generation on OpenSSL 3 (see tls.hpp).
 #include "gateway/auth/tls.hpp"
 
+#include "gateway/auth/nkeys.hpp"
+
 #include <openssl/bio.h>
 #include <openssl/bn.h>
 #include <openssl/err.h>
@@ -28,17 +30,6 @@ using BioPtr = std::unique_ptr<BIO, Deleter<BIO, BIO_free_all>>;
 using ExtPtr = std::unique_ptr<X509_EXTENSION, Deleter<X509_EXTENSION, X509_EXTENSION_free>>;
 using BnPtr = std::unique_ptr<BIGNUM, Deleter<BIGNUM, BN_free>>;
 
-std::string ssl_error(const std::string& what) {
-  unsigned long e = ERR_get_error();
-  std::string s = what;
-  if (e != 0) {
-    std::array<char, 256> buf{};
-    ERR_error_string_n(e, buf.data(), buf.size());
-    s += ": ";
-    s += buf.data();
-  }
-  return s;
-}
 
 PkeyPtr new_p256_key() {
   return PkeyPtr(EVP_PKEY_Q_keygen(nullptr, nullptr, "EC", "P-256"));
@@ -113,41 +104,41 @@ std::string make_server_cert(const std::string& ca_cert_pem, const std::string& 
                              std::string& cert_out, std::string& key_out) {
   X509Ptr ca = read_cert(ca_cert_pem);
   PkeyPtr ca_key = read_key(ca_key_pem);
-  if (!ca || !ca_key) return ssl_error("cannot read the CA certificate or key");
+  if (!ca || !ca_key) return openssl_error("cannot read the CA certificate or key");
   PkeyPtr key = new_p256_key();
-  if (!key) return ssl_error("cannot generate a P-256 key");
+  if (!key) return openssl_error("cannot generate a P-256 key");
   X509Ptr cert = new_cert(key.get(), "localhost", ca.get());
-  if (!cert) return ssl_error("cannot build the server certificate");
+  if (!cert) return openssl_error("cannot build the server certificate");
   if (!add_ext(cert.get(), ca.get(), NID_basic_constraints, "critical,CA:FALSE") ||
       !add_ext(cert.get(), ca.get(), NID_key_usage, "critical,digitalSignature,keyEncipherment") ||
       !add_ext(cert.get(), ca.get(), NID_ext_key_usage, "serverAuth") ||
       !add_ext(cert.get(), ca.get(), NID_subject_key_identifier, "hash") ||
       !add_ext(cert.get(), ca.get(), NID_authority_key_identifier, "keyid:always") ||
       !add_ext(cert.get(), ca.get(), NID_subject_alt_name, "DNS:localhost,IP:127.0.0.1"))
-    return ssl_error("cannot add the server certificate's extensions");
+    return openssl_error("cannot add the server certificate's extensions");
   if (X509_sign(cert.get(), ca_key.get(), EVP_sha256()) == 0)
-    return ssl_error("cannot sign the server certificate");
+    return openssl_error("cannot sign the server certificate");
   cert_out = cert_pem(cert.get());
   key_out = key_pem(key.get());
-  if (cert_out.empty() || key_out.empty()) return ssl_error("cannot write the server PEM");
+  if (cert_out.empty() || key_out.empty()) return openssl_error("cannot write the server PEM");
   return {};
 }
 
 std::string make_tls_material(TlsMaterial& out) {
   PkeyPtr key = new_p256_key();
-  if (!key) return ssl_error("cannot generate a P-256 key");
+  if (!key) return openssl_error("cannot generate a P-256 key");
   X509Ptr ca = new_cert(key.get(), "Troupe CA", nullptr);
-  if (!ca) return ssl_error("cannot build the CA certificate");
+  if (!ca) return openssl_error("cannot build the CA certificate");
   if (!add_ext(ca.get(), ca.get(), NID_basic_constraints, "critical,CA:TRUE") ||
       !add_ext(ca.get(), ca.get(), NID_key_usage, "critical,keyCertSign,cRLSign") ||
       !add_ext(ca.get(), ca.get(), NID_subject_key_identifier, "hash"))
-    return ssl_error("cannot add the CA's extensions");
+    return openssl_error("cannot add the CA's extensions");
   if (X509_sign(ca.get(), key.get(), EVP_sha256()) == 0)
-    return ssl_error("cannot sign the CA certificate");
+    return openssl_error("cannot sign the CA certificate");
   TlsMaterial m;
   m.ca_cert_pem = cert_pem(ca.get());
   m.ca_key_pem = key_pem(key.get());
-  if (m.ca_cert_pem.empty() || m.ca_key_pem.empty()) return ssl_error("cannot write the CA PEM");
+  if (m.ca_cert_pem.empty() || m.ca_key_pem.empty()) return openssl_error("cannot write the CA PEM");
   if (auto why = make_server_cert(m.ca_cert_pem, m.ca_key_pem, m.server_cert_pem, m.server_key_pem);
       !why.empty())
     return why;
