@@ -13,9 +13,9 @@
 
 namespace troupe::errors {
 
-inline constexpr std::string_view kNotFound = "not_found";      // unknown job (or another team's)
-inline constexpr std::string_view kBadRequest = "bad_request";  // malformed JSON, missing field
-inline constexpr std::string_view kNoRank = "no_rank";          // logs of a rank not placed
+inline constexpr std::string_view kNotFound = "not_found";        // unknown job (or another team's)
+inline constexpr std::string_view kBadRequest = "bad_request";    // malformed JSON, missing field
+inline constexpr std::string_view kNoRank = "no_rank";            // logs of a rank not placed
 inline constexpr std::string_view kUnknownNode = "unknown_node";  // cordon/uncordon/drain
 inline constexpr std::string_view kUnavailable = "unavailable";   // try again later
 

@@ -49,11 +49,11 @@ inline std::string parse_page_request(const nlohmann::json& req, PageRequest* ou
   if (auto it = req.find("state"); it != req.end() && !it->is_null()) {
     if (!it->is_string()) return "state must be a string";
     p.state = it->get<std::string>();
-    const std::string_view states[] = {names::kQueued,    names::kPlacing, names::kStarting,
-                                       names::kRunning,   names::kSucceeded, names::kFailed,
+    const std::string_view states[] = {names::kQueued,  names::kPlacing,   names::kStarting,
+                                       names::kRunning, names::kSucceeded, names::kFailed,
                                        names::kCanceled};
-    if (!p.state.empty() && std::find(std::begin(states), std::end(states), p.state) ==
-                                std::end(states))
+    if (!p.state.empty() &&
+        std::find(std::begin(states), std::end(states), p.state) == std::end(states))
       return "unknown state '" + p.state + "'";
   }
   *out = std::move(p);
@@ -74,8 +74,7 @@ struct Page {
 // would take the body past `max_bytes` (a page holds at least one item, so a
 // reader always moves on). `next` is set when a kept item remains.
 template <class It, class Keep, class Render, class Id>
-Page take_page(It first, It last, size_t limit, size_t max_bytes, Keep keep, Render render,
-               Id id) {
+Page take_page(It first, It last, size_t limit, size_t max_bytes, Keep keep, Render render, Id id) {
   // Room kept for the end: ],"next":"<id of at most 128 characters>"}
   constexpr size_t kTail = 160;
   Page p;

@@ -26,7 +26,6 @@ struct MdDeleter {
 };
 using MdPtr = std::unique_ptr<EVP_MD, MdDeleter>;
 
-
 bool valid_type_byte(std::uint8_t b) {
   return b == static_cast<std::uint8_t>(KeyType::kOperator) ||
          b == static_cast<std::uint8_t>(KeyType::kAccount) ||

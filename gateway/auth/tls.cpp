@@ -1,8 +1,6 @@
 // CA and server certificate generation on OpenSSL 3 (see tls.hpp).
 #include "gateway/auth/tls.hpp"
 
-#include "gateway/auth/nkeys.hpp"
-
 #include <openssl/bio.h>
 #include <openssl/bn.h>
 #include <openssl/err.h>
@@ -14,6 +12,8 @@
 
 #include <array>
 #include <memory>
+
+#include "gateway/auth/nkeys.hpp"
 
 namespace troupe::auth {
 namespace {
@@ -29,7 +29,6 @@ using X509Ptr = std::unique_ptr<X509, Deleter<X509, X509_free>>;
 using BioPtr = std::unique_ptr<BIO, Deleter<BIO, BIO_free_all>>;
 using ExtPtr = std::unique_ptr<X509_EXTENSION, Deleter<X509_EXTENSION, X509_EXTENSION_free>>;
 using BnPtr = std::unique_ptr<BIGNUM, Deleter<BIGNUM, BN_free>>;
-
 
 PkeyPtr new_p256_key() {
   return PkeyPtr(EVP_PKEY_Q_keygen(nullptr, nullptr, "EC", "P-256"));
@@ -138,7 +137,8 @@ std::string make_tls_material(TlsMaterial& out) {
   TlsMaterial m;
   m.ca_cert_pem = cert_pem(ca.get());
   m.ca_key_pem = key_pem(key.get());
-  if (m.ca_cert_pem.empty() || m.ca_key_pem.empty()) return openssl_error("cannot write the CA PEM");
+  if (m.ca_cert_pem.empty() || m.ca_key_pem.empty())
+    return openssl_error("cannot write the CA PEM");
   if (auto why = make_server_cert(m.ca_cert_pem, m.ca_key_pem, m.server_cert_pem, m.server_key_pem);
       !why.empty())
     return why;

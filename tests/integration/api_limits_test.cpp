@@ -64,8 +64,8 @@ TEST_CASE("api: another team's job is answered like no job at all, with stable c
     REQUIRE(t2);
     for (const char* verb : {"status", "history", "why"}) {
       std::string err;
-      auto r = t2->request(subjects::team_verb("t2", verb), Json{{"job_id", id}}.dump(), 5000,
-                           &err);
+      auto r =
+          t2->request(subjects::team_verb("t2", verb), Json{{"job_id", id}}.dump(), 5000, &err);
       INFO(verb << " as team-t2: " << err);
       REQUIRE(r);
       CHECK(Json::parse(r->begin(), r->end()) == error_reply("not_found", "no job " + id));
@@ -106,10 +106,9 @@ TEST_CASE("api: another team's job is answered like no job at all, with stable c
           "bad_request");
   }
   CHECK(c.request(subjects::kSysFind, Json::object()).value("code", "") == "bad_request");
-  CHECK(c.request(subjects::team_logs("t1"), Json{{"job_id", id}, {"rank", 5}})
-            .value("code", "") == "no_rank");
-  for (const char* op :
-       {subjects::kSysCordon, subjects::kSysUncordon, subjects::kSysDrain}) {
+  CHECK(c.request(subjects::team_logs("t1"), Json{{"job_id", id}, {"rank", 5}}).value("code", "") ==
+        "no_rank");
+  for (const char* op : {subjects::kSysCordon, subjects::kSysUncordon, subjects::kSysDrain}) {
     CHECK(c.request(op, Json{{"node", "no-such-node"}}) ==
           error_reply("unknown_node", "unknown node no-such-node"));
     CHECK(c.request(op, Json::object()).value("code", "") == "bad_request");
@@ -201,8 +200,7 @@ TEST_CASE("api: 100,000 queued jobs: paged lists stay small and status stays qui
   {
     auto settled = Clock::now();
     std::string err;
-    auto r = c.conn().request(subjects::team_jobs("t1"), std::string("{\"limit\":1}"), 60000,
-                              &err);
+    auto r = c.conn().request(subjects::team_jobs("t1"), std::string("{\"limit\":1}"), 60000, &err);
     INFO("the scheduler did not answer a list request within 60 s: " << err);
     REQUIRE(r);
     WARN("the scheduler took in the flood " << seconds_since(settled) << " s after the last ack");
@@ -242,12 +240,13 @@ TEST_CASE("api: 100,000 queued jobs: paged lists stay small and status stays qui
     Json req = Json::object();
     if (!after.empty()) req["after"] = after;
     std::string err;
-    auto raw = c.request_raw(subjects::team_jobs(names::kSysToken),
-                             [&] {
-                               auto s = req.dump();
-                               return std::vector<uint8_t>(s.begin(), s.end());
-                             }(),
-                             10s, &err);
+    auto raw = c.request_raw(
+        subjects::team_jobs(names::kSysToken),
+        [&] {
+          auto s = req.dump();
+          return std::vector<uint8_t>(s.begin(), s.end());
+        }(),
+        10s, &err);
     INFO("page " << pages << " after " << after << ": " << err);
     REQUIRE(raw);
     largest = std::max(largest, raw->size());

@@ -31,7 +31,8 @@ Json sleeper(const std::string& team) {
 }
 
 // Publishes on `subject` and waits for the server's permissions violation.
-bool publish_denied(bus::Connection& c, const std::string& subject, const std::string& body = "{}") {
+bool publish_denied(bus::Connection& c, const std::string& subject,
+                    const std::string& body = "{}") {
   c.publish(subject, body);
   c.flush(2000);
   return c.wait_async_error("Permissions Violation for Publish to \"" + subject, kDeniedWaitMs);
@@ -155,9 +156,9 @@ TEST_CASE("a team identity reaches only its own subjects", "[integration][securi
   }
 
   SECTION("it cannot listen beyond its inbox and its own events") {
-    for (const char* s : {">", "_INBOX.>", "_INBOX_teamb.>", "troupe.teamb.events.>",
-                          "troupe.*.events.>", "$KV.>", "$JS.API.>", "troupe.sys.>",
-                          "troupe.teamb.submit"})
+    for (const char* s :
+         {">", "_INBOX.>", "_INBOX_teamb.>", "troupe.teamb.events.>", "troupe.*.events.>", "$KV.>",
+          "$JS.API.>", "troupe.sys.>", "troupe.teamb.submit"})
       CHECK(subscribe_denied(*a, s));
     // What it may: its own events.
     auto own = a->subscribe("troupe.teama.events.>", [](Inbound&&) {});
@@ -267,8 +268,8 @@ TEST_CASE("the scheduler refuses what a looser NATS config would let through",
 
   SECTION("a fake Exited{0} from the wrong node changes nothing") {
     REQUIRE(c.publish(subjects::agent_to_scheduler(other, subjects::kExited), exited(on, job, 0)));
-    REQUIRE(c.publish(subjects::agent_to_scheduler(other, subjects::kExited),
-                      exited(other, job, 0)));
+    REQUIRE(
+        c.publish(subjects::agent_to_scheduler(other, subjects::kExited), exited(other, job, 0)));
     CHECK_FALSE(c.events().wait_state(job, "succeeded", 2s));
     CHECK(c.status("t1", job).value("state", "") == "running");
   }
@@ -337,13 +338,12 @@ TEST_CASE("forged stored records are quarantined after a restart, never run",
   // with an impossible spec under the KV bucket, and an event of team t1's
   // job published on team t2's subject.
   std::string marker = c.file("forged-ran");
-  Json forged_event = {{"job_id", good},  {"team", "t1"},    {"state", "queued"},
-                       {"seq", 999},      {"attempt", 1},    {"ts_ms", 1}};
-  REQUIRE(c.publish("troupe.t2.events." + good,
-                    [&] {
-                      auto s = forged_event.dump();
-                      return std::vector<uint8_t>(s.begin(), s.end());
-                    }()));
+  Json forged_event = {{"job_id", good}, {"team", "t1"}, {"state", "queued"},
+                       {"seq", 999},     {"attempt", 1}, {"ts_ms", 1}};
+  REQUIRE(c.publish("troupe.t2.events." + good, [&] {
+    auto s = forged_event.dump();
+    return std::vector<uint8_t>(s.begin(), s.end());
+  }()));
   c.kill_scheduler();
   {
     std::string err;

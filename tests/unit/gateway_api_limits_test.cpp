@@ -54,10 +54,9 @@ TEST_CASE("replies: a history reply gives each event's text back in stored field
   CHECK_FALSE(truncated);
 
   events.clear();
-  REQUIRE(
-      parse_history_reply(R"({"job_id":"j-1","events":[)" + e2 + R"(],"truncated":true})", &events,
-                          &truncated)
-          .empty());
+  REQUIRE(parse_history_reply(R"({"job_id":"j-1","events":[)" + e2 + R"(],"truncated":true})",
+                              &events, &truncated)
+              .empty());
   CHECK(truncated);
   CHECK(events.size() == 1);
 

@@ -34,7 +34,9 @@ Page page_of(const std::vector<Job>& v, size_t from, size_t limit, size_t max_by
   return take_page(
       v.begin() + static_cast<std::ptrdiff_t>(from), v.end(), limit, max_bytes,
       [&](const Job& j) { return state.empty() || j.state == state; },
-      [](const Job& j) { return json{{"job_id", j.id}, {"state", j.state}, {"pad", j.pad}}.dump(); },
+      [](const Job& j) {
+        return json{{"job_id", j.id}, {"state", j.state}, {"pad", j.pad}}.dump();
+      },
       [](const Job& j) { return j.id; });
 }
 
@@ -62,8 +64,7 @@ TEST_CASE("pages: a jobs request's limit, after and state", "[pages]") {
   CHECK(p.after.empty());
   CHECK(p.state.empty());
 
-  REQUIRE(parse_page_request(json{{"limit", 50}, {"after", "j-1a-000002"}, {"state", "queued"}},
-                             &p)
+  REQUIRE(parse_page_request(json{{"limit", 50}, {"after", "j-1a-000002"}, {"state", "queued"}}, &p)
               .empty());
   CHECK(p.limit == 50);
   CHECK(p.after == "j-1a-000002");
@@ -72,10 +73,9 @@ TEST_CASE("pages: a jobs request's limit, after and state", "[pages]") {
   REQUIRE(parse_page_request(json{{"limit", 1000000}}, &p).empty());
   CHECK(p.limit == kMaxPageLimit);  // lowered, not refused
 
-  for (const auto& bad :
-       {json{{"limit", 0}}, json{{"limit", -3}}, json{{"limit", "ten"}}, json{{"limit", 1.5}},
-        json{{"after", 7}}, json{{"after", "j-1.>"}}, json{{"state", "dreaming"}},
-        json{{"state", 1}}}) {
+  for (const auto& bad : {json{{"limit", 0}}, json{{"limit", -3}}, json{{"limit", "ten"}},
+                          json{{"limit", 1.5}}, json{{"after", 7}}, json{{"after", "j-1.>"}},
+                          json{{"state", "dreaming"}}, json{{"state", 1}}}) {
     PageRequest q;
     q.limit = 42;
     INFO(bad.dump());
