@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <chrono>
 #include <csignal>
+#include <optional>
 
 #include "actors/job_record.hpp"
 #include "actors/policy/ledger.hpp"
+#include "actors/policy/preemption.hpp"
 #include "actors/policy/retry.hpp"
 #include "actors/recovery.hpp"
 #include "bus/subjects.hpp"
@@ -21,7 +23,6 @@ namespace {
 
 // How long an ended job's actor lingers to answer late messages.
 constexpr auto kLinger = std::chrono::seconds(30);
-constexpr int kDefaultPreemptGraceS = 30;
 constexpr int kStopGraceS = 10;
 constexpr const char* kPreempted = "preempted";
 constexpr auto kStopResend = std::chrono::seconds(15);
@@ -124,6 +125,13 @@ std::vector<std::string> placed_nodes(const pb::JobRecord& r) {
   std::vector<std::string> nodes;
   for (const auto& p : r.placement()) nodes.push_back(p.node());
   return nodes;
+}
+
+// A preemption's grace: the spec's, capped by the config's max_grace_s (on the record).
+int preempt_grace(const pb::JobRecord& r) {
+  return policy::preempt_grace_s(
+      r.spec().has_grace_s() ? std::optional<int>(r.spec().grace_s()) : std::nullopt,
+      r.max_grace_s());
 }
 
 int signal_number(const std::string& name) {
@@ -339,11 +347,15 @@ void send_launch(Self* self, int rank) {
   for (const auto& [k, v] : env)
     kv.push_back(wire::CreateKeyValue(fbb, fbb.CreateString(k), fbb.CreateString(v)));
   std::vector<int32_t> gpus(p.gpus().begin(), p.gpus().end());
+  // The worker's cgroup: the spec's resources, else the config's job_defaults.
+  int64_t memory_mb =
+      s.resources().memory_mb() > 0 ? s.resources().memory_mb() : r.default_memory_mb();
   auto body = wire::CreateLaunch(
       fbb, fbb.CreateString(r.job_id()), fbb.CreateString(s.team()), r.attempt(), rank,
       r.placement_size(), fbb.CreateString(r.coordinator()), fbb.CreateVector(gpus),
       fbb.CreateVector(cmd), fbb.CreateVectorOfSortedTables(&kv), s.max_runtime_s(), kStopGraceS,
-      fbb.CreateString(r.checkpoint_dir()), self->state.w.epoch);
+      fbb.CreateString(r.checkpoint_dir()), self->state.w.epoch, fbb.CreateString(s.image()),
+      s.resources().cpus(), memory_mb, r.has_run_as() ? r.run_as() : -1);
   to_node(self, p.node(), Envelope{wire::seal(fbb, body)});
 }
 
@@ -455,8 +467,7 @@ caf::behavior job_behavior(Self* self, Wiring w, OutboxPtr out, std::string snap
     if (r.cancel_requested())
       stop_all(self, "canceled");
     else if (r.preempt_requested())
-      stop_all(self, r.reason(), signal_number(r.spec().checkpoint_signal()),
-               r.spec().has_grace_s() ? r.spec().grace_s() : kDefaultPreemptGraceS);
+      stop_all(self, r.reason(), signal_number(r.spec().checkpoint_signal()), preempt_grace(r));
     else if (!r.end_cause().empty())
       stop_all(self, "another rank ended: " + r.end_cause());
   }
@@ -496,8 +507,8 @@ caf::behavior job_behavior(Self* self, Wiring w, OutboxPtr out, std::string snap
         r.add_preempted_ms(now_ms());
         r.set_reason("preempting: " + why);
         save(self);
-        int grace = r.spec().has_grace_s() ? r.spec().grace_s() : kDefaultPreemptGraceS;
-        stop_all(self, "preempted: " + why, signal_number(r.spec().checkpoint_signal()), grace);
+        stop_all(self, "preempted: " + why, signal_number(r.spec().checkpoint_signal()),
+                 preempt_grace(r));
       },
       [=](requeue_atom) {
         auto& r = self->state.rec;

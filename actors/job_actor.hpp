@@ -1,7 +1,10 @@
 // JobActor — one per job.
 // Owns: the job's lifecycle state machine (sole writer of its JobRecord),
 //   its attempts (numbered, with nodes and cause), retry and requeue
-//   decisions (policy/retry.hpp), and its checkpoint pointer.
+//   decisions (policy/retry.hpp), and its checkpoint pointer. Its Launches
+//   carry the worker's isolation from the record: image, cpus, memory limit
+//   (the spec's, else the config's job_defaults) and the team's run_as uid;
+//   a preemption's grace is the spec's, capped by preemption.max_grace_s.
 // Handles: (placed_atom, Assignment) from its queue; Envelope{Started|Exited|
 //   Checkpointed} forwarded by node actors (a lost node's ranks arrive as
 //   Exited "node lost"); (cancel_atom, reply); (preempt_atom, reason) from the

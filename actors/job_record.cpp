@@ -16,6 +16,7 @@ policy::PlacementRequest placement_request(const pb::JobSpec& s) {
   r.cpus = s.resources().cpus();
   r.memory_mb = s.resources().memory_mb();
   r.workers = worker_count(s);
+  r.image = s.image();
   return r;
 }
 

@@ -15,6 +15,7 @@ pb::JobView job_view(const pb::JobRecord& r);
 pb::JobEvent job_event(const pb::JobRecord& r, int64_t now_ms);
 // The event the record's last state change announced (its seq, time and cause).
 pb::JobEvent last_event(const pb::JobRecord& r);
+// What one worker of the job needs (its pool is the record's, set by the caller).
 policy::PlacementRequest placement_request(const pb::JobSpec& s);
 int worker_count(const pb::JobSpec& s);
 // Port for the rank-0 coordinator of a gang (stable per job).

@@ -22,6 +22,7 @@ struct NodeState {
   std::string gpu_type;
   std::string pool;  // as the agent named it (--pool); the arbiter resolves it
   std::string rack;
+  std::string runtime;  // its agent's container runtime (--runtime); "": it runs no image
   policy::Ledger ledger;
   bool registered = false;
   bool shape_known = false;  // its inventory came from its agent (now or before a restart)
@@ -51,6 +52,7 @@ void report(Self* self, bool changed = true) {
   c.gpu_type = st.gpu_type;
   c.pool = st.pool;
   c.rack = st.rack;
+  c.runtime = st.runtime;
   c.gpus_total = st.ledger.gpus_total;
   c.gpus_free = st.ledger.gpus_free();
   c.gpus_reserved = st.ledger.gpus_reserved();
@@ -81,6 +83,7 @@ void save(Self* self) {
   rec.set_gpu_type(st.gpu_type);
   rec.set_pool(st.pool);
   rec.set_rack(st.rack);
+  rec.set_runtime(st.runtime);
   rec.set_gpus(st.ledger.gpus_total);
   rec.set_cpus(st.ledger.cpus_total);
   rec.set_memory_mb(st.ledger.memory_total_mb);
@@ -115,6 +118,7 @@ void restore(Self* self, const std::string& snapshot) {
   st.gpu_type = rec.gpu_type();
   st.pool = rec.pool();
   st.rack = rec.rack();
+  st.runtime = rec.runtime();
   st.ledger.resize(rec.gpus(), rec.cpus(), rec.memory_mb());
   st.shape_known = rec.gpus() > 0 || rec.cpus() > 0 || rec.memory_mb() > 0;
   for (const auto& r : rec.holds()) {
@@ -403,13 +407,15 @@ Envelope handle(Self* self, const Envelope& env) {
       if (st.registered && st.shape_known && !st.ledger.holds.empty() &&
           (gpus != st.ledger.gpus_total || r->cpus() != st.ledger.cpus_total ||
            r->memory_mb() != st.ledger.memory_total_mb || wire::str(r->gpu_type()) != st.gpu_type ||
-           wire::str(r->pool()) != st.pool)) {
+           wire::str(r->pool()) != st.pool || wire::str(r->runtime()) != st.runtime)) {
         // A node does not change its shape under running work: a register
-        // that would (0 GPUs, or 1,000) is refused and counted; the node
-        // keeps its ledger. Drain it first, then restart its agent.
+        // that would (0 GPUs, or 1,000; another container runtime, under jobs
+        // placed for the one it had) is refused and counted; the node keeps
+        // its ledger. Drain it first, then restart its agent.
         aout(self) << "node " << st.node << ": register refused: it changes the node's capacity ("
-                   << st.ledger.gpus_total << " -> " << gpus << " GPUs) while "
-                   << st.ledger.holds.size() << " holds are on it\n";
+                   << st.ledger.gpus_total << " -> " << gpus << " GPUs, runtime '" << st.runtime
+                   << "' -> '" << wire::str(r->runtime()) << "') while " << st.ledger.holds.size()
+                   << " holds are on it\n";
         self->send(st.w.router, distrust_atom_v, std::string("register_capacity_change"));
         return {};
       }
@@ -417,6 +423,7 @@ Envelope handle(Self* self, const Envelope& env) {
       st.gpu_type = wire::str(r->gpu_type());
       st.pool = wire::str(r->pool());
       st.rack = wire::str(r->rack());
+      st.runtime = wire::str(r->runtime());
       st.ledger.resize(gpus, r->cpus(), r->memory_mb());
       st.registered = true;
       st.shape_known = true;

@@ -1,7 +1,9 @@
 // NodeActor — one per machine running troupe-node.
 // Owns: the ledger of that machine's GPUs (by index), CPUs and memory — free,
 //   reserved under a lease, allocated — and its liveness from heartbeats. It
-//   is the only place a GPU is handed out.
+//   is the only place a GPU is handed out. Also what its agent can run: its
+//   container runtime (NodeRegister.runtime; part of its shape, kept in its
+//   snapshot), which the arbiter needs to place jobs with an image.
 // Handles (Envelope bodies): NodeRegister, Heartbeat, Started, Exited from the
 //   agent (via the node supervisor); Propose, Reserve, Commit (requests, answered
 //   with Accept or Reject) and Release from queues and gang reservations;

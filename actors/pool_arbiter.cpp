@@ -423,7 +423,7 @@ caf::behavior arbiter_behavior(Self* self, OutboxPtr out, bool fifo) {
           auto& old = st.caps[it->second];
           more = c.gpus_free > old.gpus_free || c.cpus_free > old.cpus_free ||
                  c.memory_free_mb > old.memory_free_mb || c.alive != old.alive ||
-                 c.schedulable != old.schedulable;
+                 c.schedulable != old.schedulable || c.runtime != old.runtime;
           old = c;
           st.actors[it->second] = node;
           st.named_pool[it->second] = named;
@@ -549,6 +549,7 @@ caf::behavior arbiter_behavior(Self* self, OutboxPtr out, bool fifo) {
           v->set_pool(c.pool);
           v->set_rack(c.rack);
           v->set_schedulable(c.schedulable);
+          v->set_runtime(c.runtime);
         }
         self->state.out->publish(to, spec::to_json(list));
       },

@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "actors/errors.hpp"
+#include "actors/job_record.hpp"
 #include "actors/policy/admission.hpp"
 #include "actors/policy/config.hpp"
 #include "actors/policy/pages.hpp"
@@ -278,18 +279,12 @@ void submit(Self* self, const Inbound& in) {
       return;
     }
   }
-  const auto& r = s.resources();
-  if (auto v = policy::check_job_gpus(lim, team, s.workers(), r.gpus()); !v.ok()) {
+  if (auto v = policy::check_job_gpus(lim, team, s.workers(), s.resources().gpus()); !v.ok()) {
     reject(self, w, v.code, v.error, team);
     return;
   }
-  policy::PlacementRequest req;
+  auto req = placement_request(s);
   req.pool = adm.pool;
-  req.gpus = r.gpus();
-  req.gpu_type = r.gpu_type();
-  req.cpus = r.cpus();
-  req.memory_mb = r.memory_mb();
-  req.workers = s.workers();
   if (auto v = policy::check_feasible(shapes(st), req); !v.ok()) {
     reject(self, w, v.code, v.error, team);
     return;
@@ -310,6 +305,10 @@ void submit(Self* self, const Inbound& in) {
   pend.rec.set_priority_value(adm.priority_value);
   pend.rec.set_preemptible(adm.preemptible);
   pend.rec.set_infra_cap(st.cfg.preemption.infra_requeue_cap);
+  if (const auto* tc = st.cfg.team(team); tc != nullptr && tc->run_as)
+    pend.rec.set_run_as(*tc->run_as);
+  pend.rec.set_default_memory_mb(st.cfg.job_defaults.memory_mb);
+  pend.rec.set_max_grace_s(st.cfg.preemption.max_grace_s);
   if (!st.opts.checkpoint_root.empty())
     pend.rec.set_checkpoint_dir(st.opts.checkpoint_root + "/" + job_id);
   pend.key = key;
@@ -478,8 +477,8 @@ void on_inbound(Self* self, const Inbound& in) {
         if (!j["refused"].contains(policy::code_name(r))) j["refused"][policy::code_name(r)] = 0;
       j["refused_by_team"] = st.n.refused_by_team;
       j["distrusted"] = st.n.distrusted;
-      for (const char* k : {"node_not_in_roster", "register_capacity_change",
-                            "agent_message_not_from_node"})
+      for (const char* k :
+           {"node_not_in_roster", "register_capacity_change", "agent_message_not_from_node"})
         if (!j["distrusted"].contains(k)) j["distrusted"][k] = 0;
       if (st.opts.extra_stats) {
         auto more = json::parse(st.opts.extra_stats(), nullptr, false);
@@ -576,8 +575,8 @@ caf::behavior router_behavior(Self* self, OutboxPtr out, IntakePtr intake, Sched
           log_bad(self, std::string("request failed: ") + e.what(), ++self->state.n.malformed);
           if (!in.reply.empty())
             self->state.out->publish(
-                in.reply, errors::error_json(errors::kBadRequest,
-                                             std::string("bad request: ") + e.what()));
+                in.reply,
+                errors::error_json(errors::kBadRequest, std::string("bad request: ") + e.what()));
         }
       },
       [=](config_atom, const std::string& text) {

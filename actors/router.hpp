@@ -1,7 +1,9 @@
 // Router — the scheduler's edge actor, one per scheduler.
 // Owns: intake of submissions (parse, validate, idempotency keys, durable
 //   append to the intake stream before the job exists), job id assignment,
-//   and the bad-input counters.
+//   and the bad-input counters. It stamps on each new record what the config
+//   says at submit: infra requeue cap, the team's run_as uid, job_defaults'
+//   memory limit and preemption.max_grace_s.
 // Handles: Inbound from every bus subscription of the scheduler
 //   (troupe.*.submit|status|cancel|logs|jobs|why|history, troupe.sys.nodes|
 //   stats|find, troupe.sys.agent.>); (intake_atom, job id, ok, error) when the

@@ -106,12 +106,12 @@ namespace policy {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, PlacementRequest& x) {
   return f(caf::meta::type_name("PlacementRequest"), x.pool, x.gpus, x.gpu_type, x.cpus,
-           x.memory_mb, x.workers);
+           x.memory_mb, x.workers, x.image);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, NodeCapacity& x) {
   return f(caf::meta::type_name("NodeCapacity"), x.name, x.host, x.gpu_type, x.pool, x.rack,
-           x.schedulable, x.gpus_total, x.gpus_free, x.gpus_reserved, x.gpus_allocated,
+           x.runtime, x.schedulable, x.gpus_total, x.gpus_free, x.gpus_reserved, x.gpus_allocated,
            x.cpus_total, x.cpus_free, x.memory_total_mb, x.memory_free_mb, x.alive,
            x.last_heartbeat_ms, x.running);
 }

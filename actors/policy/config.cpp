@@ -50,6 +50,9 @@ std::string ClusterConfig::pool_of_node(std::string_view named_pool,
 }
 
 namespace {
+// The largest uid run_as may name: uid_t is 32 bits and (uid_t)-1 means "no change".
+constexpr int64_t kMaxUid = 4294967294;
+
 // A team's own key, else the cluster default's, else `none`.
 template <class T>
 T first_of(const std::optional<T>* own, const std::optional<T>& fallback, T none) {
@@ -128,7 +131,8 @@ std::string load_config(std::string_view text, ClusterConfig& out) {
   if (c.pools.empty()) return "config: at least one pool is required";
   seen.clear();
   for (const auto& t : pbc.teams()) {
-    if (!subjects::valid_team(t.name())) return "config: team name '" + t.name() + "' is not allowed";
+    if (!subjects::valid_team(t.name()))
+      return "config: team name '" + t.name() + "' is not allowed";
     if (!seen.insert(t.name()).second) return "config: team '" + t.name() + "' defined twice";
     TeamCfg tc;
     tc.name = t.name();
@@ -136,7 +140,8 @@ std::string load_config(std::string_view text, ClusterConfig& out) {
     if (!(tc.weight > 0)) return "config: team '" + t.name() + "' needs a weight > 0";
     tc.borrow = t.has_borrow() ? t.borrow() : true;  // a team that never may borrow is explicit
     for (const auto& [pool, q] : t.quotas()) {
-      if (!c.pool(pool)) return "config: team '" + t.name() + "' has a quota for unknown pool '" + pool + "'";
+      if (!c.pool(pool))
+        return "config: team '" + t.name() + "' has a quota for unknown pool '" + pool + "'";
       QuotaCfg qc{q.guaranteed(), q.has_limit() ? q.limit() : -1};
       if (qc.guaranteed < 0) return "config: team '" + t.name() + "': guaranteed must be >= 0";
       if (qc.limit >= 0 && qc.limit < qc.guaranteed)
@@ -147,12 +152,21 @@ std::string load_config(std::string_view text, ClusterConfig& out) {
     if (auto err = load_limits(t.limits(), "team '" + t.name() + "' limits", tc.limits);
         !err.empty())
       return err;
+    if (t.has_run_as()) {
+      if (t.run_as() <= 0 || t.run_as() > kMaxUid)
+        return "config: team '" + t.name() + "': run_as must be a uid from 1 to " +
+               std::to_string(kMaxUid) + " (jobs never run as root), not " +
+               std::to_string(t.run_as());
+      tc.run_as = t.run_as();
+    }
     c.teams.push_back(std::move(tc));
   }
   seen.clear();
   for (const auto& k : pbc.priority_classes()) {
-    if (auto e = subjects::check_token(k.name()); !e.empty()) return "config: priority class name " + e;
-    if (!seen.insert(k.name()).second) return "config: priority class '" + k.name() + "' defined twice";
+    if (auto e = subjects::check_token(k.name()); !e.empty())
+      return "config: priority class name " + e;
+    if (!seen.insert(k.name()).second)
+      return "config: priority class '" + k.name() + "' defined twice";
     c.classes.push_back({k.name(), k.value(), k.preemptible()});
   }
   if (c.classes.empty()) c.classes = open_config().classes;
@@ -164,6 +178,18 @@ std::string load_config(std::string_view text, ClusterConfig& out) {
   if (pr.has_window_s()) c.preemption.window_s = pr.window_s();
   if (pr.has_protect_s()) c.preemption.protect_s = pr.protect_s();
   if (pr.has_infra_requeue_cap()) c.preemption.infra_requeue_cap = pr.infra_requeue_cap();
+  if (pr.has_max_grace_s()) {
+    if (pr.max_grace_s() < 0)
+      return "config: preemption: max_grace_s must be >= 0 seconds (0: no cap), not " +
+             std::to_string(pr.max_grace_s());
+    c.preemption.max_grace_s = pr.max_grace_s();
+  }
+  if (const auto& d = pbc.job_defaults(); d.has_memory_mb()) {
+    if (d.memory_mb() < 0)
+      return "config: job_defaults: memory_mb must be >= 0 (0: the node agent's default), not " +
+             std::to_string(d.memory_mb());
+    c.job_defaults.memory_mb = d.memory_mb();
+  }
   for (const auto& n : pbc.nodes()) {
     std::string_view name(n);
     if (!name.empty() && name.back() == '*') name.remove_suffix(1);
@@ -207,7 +233,8 @@ Admission admit(const ClusterConfig& cfg, std::string_view team, std::string_vie
   a.preemptible = k->preemptible;
   if (cfg.open) {
     if (!pool.empty() && pool != kDefaultPool) {
-      a.error = "unknown pool '" + std::string(pool) + "' (no cluster config: the only pool is 'default')";
+      a.error = "unknown pool '" + std::string(pool) +
+                "' (no cluster config: the only pool is 'default')";
       return a;
     }
     a.pool = kDefaultPool;
@@ -220,7 +247,8 @@ Admission admit(const ClusterConfig& cfg, std::string_view team, std::string_vie
       return a;
     }
     if (!gpu_type.empty() && gpus > 0 && p->gpu_type != gpu_type) {
-      a.error = "pool '" + std::string(pool) + "' has GPU type " + p->gpu_type + ", not " + std::string(gpu_type);
+      a.error = "pool '" + std::string(pool) + "' has GPU type " + p->gpu_type + ", not " +
+                std::string(gpu_type);
       return a;
     }
     a.pool = p->name;

@@ -43,6 +43,9 @@ struct TeamCfg {
   bool borrow = false;
   std::map<std::string, QuotaCfg> quotas;  // by pool
   LimitKeys limits;                        // its own `limits:` (absent keys: default_limits)
+  // `run_as:` the uid its jobs run as on every node (> 0: never root);
+  // absent: the system user troupe-<team> (the node agent's choice).
+  std::optional<int64_t> run_as;
   // A team with no quota for a pool has guarantee 0 and no limit there.
   QuotaCfg quota(const std::string& pool) const {
     auto it = quotas.find(pool);
@@ -65,8 +68,14 @@ struct PreemptionCfg {
   int max_per_minute = 10;  // per pool
   int protect_after = 3;    // preempted this many times within window_s ...
   int window_s = 600;
-  int protect_s = 600;      // ... then not again for protect_s
+  int protect_s = 600;  // ... then not again for protect_s
   int infra_requeue_cap = 10;
+  int max_grace_s = 600;  // caps any job's grace_s (its time to checkpoint); 0: no cap
+};
+
+// `job_defaults:` what a job gets when its spec names none (per worker).
+struct JobDefaultsCfg {
+  int64_t memory_mb = 0;  // its cgroup's memory limit; 0: the node agent's default
 };
 
 struct ClusterConfig {
@@ -78,6 +87,7 @@ struct ClusterConfig {
   std::vector<ClassCfg> classes;
   std::string default_class = "normal";
   PreemptionCfg preemption;
+  JobDefaultsCfg job_defaults;
   // The node roster (`nodes:`): names, or prefixes ending in '*'; empty: any.
   std::vector<std::string> nodes;
   bool node_allowed(std::string_view name) const;

@@ -8,23 +8,31 @@ bool type_matches(const NodeCapacity& n, const PlacementRequest& req) {
 }
 }  // namespace
 
+bool eligible(const NodeCapacity& n, const PlacementRequest& req) {
+  return type_matches(n, req) && (!req.needs_runtime() || !n.runtime.empty());
+}
+
 bool fits(const NodeCapacity& n, const PlacementRequest& req) {
-  return n.alive && type_matches(n, req) && n.gpus_free >= req.gpus &&
+  return n.alive && eligible(n, req) && n.gpus_free >= req.gpus &&
          (req.cpus == 0 || n.cpus_free >= req.cpus) &&
          (req.memory_mb == 0 || n.memory_free_mb >= req.memory_mb);
 }
 
 bool could_fit(const NodeCapacity& n, const PlacementRequest& req) {
-  return type_matches(n, req) && n.gpus_total >= req.gpus &&
+  return eligible(n, req) && n.gpus_total >= req.gpus &&
          (req.cpus == 0 || n.cpus_total >= req.cpus) &&
          (req.memory_mb == 0 || n.memory_total_mb >= req.memory_mb);
 }
 
 const char* no_fit_reason(const std::vector<NodeCapacity>& nodes, const PlacementRequest& req) {
   if (nodes.empty()) return kNoNodes;
-  bool any_type = false;
-  for (const auto& n : nodes) any_type = any_type || type_matches(n, req);
+  bool any_type = false, any_eligible = false;
+  for (const auto& n : nodes) {
+    any_type = any_type || type_matches(n, req);
+    any_eligible = any_eligible || eligible(n, req);
+  }
   if (!any_type) return kNoNodeOfType;
+  if (!any_eligible) return kNoRuntime;
   return req.workers > 1 ? kGangDoesNotFit : kNoFreeCapacity;
 }
 

@@ -78,4 +78,9 @@ int64_t protected_until(const std::vector<int64_t>& preempted_ms, int protect_af
   return recent >= protect_after ? last + protect_ms : 0;
 }
 
+int preempt_grace_s(std::optional<int> spec_grace_s, int max_grace_s) {
+  int grace = spec_grace_s.value_or(kDefaultPreemptGraceS);
+  return max_grace_s > 0 ? std::min(grace, max_grace_s) : grace;
+}
+
 }  // namespace troupe::policy

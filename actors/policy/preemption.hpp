@@ -7,10 +7,12 @@
 // checkpoint, or since start), then lowest priority, then most recently
 // started; a gang is one victim (whole or not at all). Victims are added until
 // the preemptor fits, then any victim not needed for the fit is dropped.
+// A victim's grace to checkpoint is its spec's, capped by the config.
 // Unit tests: tests/unit/policy_preemption_test.cpp.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -60,5 +62,11 @@ VictimPlan choose_victims(const std::vector<NodeCapacity>& nodes,
 // Churn: protected when preempted `protect_after` times within `window_ms`.
 int64_t protected_until(const std::vector<int64_t>& preempted_ms, int protect_after,
                         int64_t window_ms, int64_t protect_ms);
+
+// A victim's time to checkpoint and exit: its spec's grace_s, else
+// kDefaultPreemptGraceS, at most `max_grace_s` (the config's
+// preemption.max_grace_s, kept on the job's record; <= 0: no cap).
+inline constexpr int kDefaultPreemptGraceS = 30;
+int preempt_grace_s(std::optional<int> spec_grace_s, int max_grace_s);
 
 }  // namespace troupe::policy

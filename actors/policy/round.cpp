@@ -37,6 +37,32 @@ bool any_node_could_fit(const std::vector<NodeCapacity>& nodes, const PlacementR
   return false;
 }
 
+// Why no node of the pool could ever hold `req` (any_node_could_fit is false).
+// An image is the cause when the same job without one could fit somewhere.
+Reason never_fits(const std::vector<NodeCapacity>& nodes, const PlacementRequest& req) {
+  if (req.needs_runtime()) {
+    PlacementRequest on_host = req;
+    on_host.image.clear();
+    if (any_node_could_fit(nodes, on_host)) {
+      bool any_runtime = false;
+      for (const auto& n : nodes)
+        any_runtime = any_runtime || (in_pool(n, req.pool) && !n.runtime.empty());
+      std::string head =
+          "needs a container runtime for image " + req.image + ": no node in pool " + req.pool;
+      return {why::kNoRuntime,
+              any_runtime
+                  ? head + " that runs images (troupe-node --runtime podman) can ever hold " +
+                        std::to_string(req.gpus) + " GPUs per worker" +
+                        (req.gpu_type.empty() ? "" : " of GPU type " + req.gpu_type)
+                  : head + " runs images (troupe-node --runtime podman)"};
+    }
+  }
+  std::string type = req.gpu_type.empty() ? "any type" : req.gpu_type;
+  return {why::kNoNodeOfType, "no node in pool " + req.pool + " of GPU type " + type +
+                                  " can ever hold " + std::to_string(req.gpus) +
+                                  " GPUs per worker"};
+}
+
 }  // namespace
 
 PoolTotals pool_totals(const std::vector<NodeCapacity>& nodes, const std::string& pool) {
@@ -54,15 +80,15 @@ std::string free_histogram(const std::vector<NodeCapacity>& nodes, const Placeme
   std::map<int, int, std::greater<int>> by_free;  // free GPUs -> node count
   int total = 0;
   for (const auto& n : nodes) {
-    if (!in_pool(n, req.pool) || !n.alive) continue;
-    if (!req.gpu_type.empty() && req.gpus > 0 && n.gpu_type != req.gpu_type) continue;
+    if (!in_pool(n, req.pool) || !n.alive || !eligible(n, req)) continue;
     ++by_free[std::max(0, n.gpus_free)];
     ++total;
   }
   std::string s;
   for (const auto& [free, count] : by_free) {
     if (!s.empty()) s += ", ";
-    s += std::to_string(count) + (count == 1 ? " node has " : " nodes have ") + std::to_string(free) + " free";
+    s += std::to_string(count) + (count == 1 ? " node has " : " nodes have ") +
+         std::to_string(free) + " free";
   }
   return std::to_string(total) + " nodes in pool" + (s.empty() ? "" : ": " + s);
 }
@@ -93,10 +119,12 @@ RoundOutput plan_fifo(const RoundInput& in) {
         continue;
       }
       blocker = d.job_id;
-      out.reasons[d.job_id] = {why::kFitsNowhere, "fifo: fits nowhere now; " + free_histogram(nodes, d.req)};
+      out.reasons[d.job_id] = {why::kFitsNowhere,
+                               "fifo: fits nowhere now; " + free_histogram(nodes, d.req)};
       continue;
     }
-    out.reasons[d.job_id] = {why::kBehind, "fifo: behind job " + (blocker.empty() ? std::string("(placing)") : blocker)};
+    out.reasons[d.job_id] = {
+        why::kBehind, "fifo: behind job " + (blocker.empty() ? std::string("(placing)") : blocker)};
     if (blocker.empty()) blocker = d.job_id;
   }
   return out;
@@ -130,8 +158,9 @@ RoundOutput plan_round(const RoundInput& in) {
   for (size_t ti = 0; ti < in.teams.size(); ++ti) {
     if (slots[ti] > 0) continue;
     for (const auto& d : in.teams[ti].demands)
-      out.reasons[d.job_id] = {why::kNegotiating, "team " + in.teams[ti].standing.team +
-                                                      " is placing its jobs now; this one is in line"};
+      out.reasons[d.job_id] = {
+          why::kNegotiating,
+          "team " + in.teams[ti].standing.team + " is placing its jobs now; this one is in line"};
   }
 
   // One demand of one team: grant it, or give its reason. Returns whether granted.
@@ -149,15 +178,13 @@ RoundOutput plan_round(const RoundInput& in) {
       return false;
     }
     if (!any_node_could_fit(nodes, req)) {
-      std::string type = req.gpu_type.empty() ? "any type" : req.gpu_type;
-      out.reasons[d.job_id] = {why::kNoNodeOfType,
-                               "no node in pool " + req.pool + " of GPU type " + type + " can ever hold " +
-                                   std::to_string(req.gpus) + " GPUs per worker"};
+      out.reasons[d.job_id] = never_fits(nodes, req);
       return false;
     }
     bool is_hold_job = out.hold.active() && out.hold.job_id == d.job_id;
-    NodeMask mask = is_hold_job ? NodeMask{}
-                                : usable_under_hold(out.hold, nodes.size(), in.now_ms, d.max_runtime_s);
+    NodeMask mask = is_hold_job
+                        ? NodeMask{}
+                        : usable_under_hold(out.hold, nodes.size(), in.now_ms, d.max_runtime_s);
     auto ranks = place(nodes, req, mask);
     if (!ranks.empty()) {
       take(nodes, req, ranks);
@@ -186,9 +213,9 @@ RoundOutput plan_round(const RoundInput& in) {
                                    fmt_share(weighted_share(standing, totals)) +
                                    " (weight-adjusted); served first this round: " + list};
     } else {
-      out.reasons[d.job_id] = {why::kFitsNowhere,
-                               "fits nowhere now: needs " + std::to_string(req.workers) + " x " +
-                                   std::to_string(req.gpus) + " GPUs; " + free_histogram(nodes, req)};
+      out.reasons[d.job_id] = {
+          why::kFitsNowhere, "fits nowhere now: needs " + std::to_string(req.workers) + " x " +
+                                 std::to_string(req.gpus) + " GPUs; " + free_histogram(nodes, req)};
       bool head = true;
       for (size_t k = 0; k < di; ++k) head = head && done[ti][k] == 2;  // only failures before it
       // The hold goes to the head of the most deserving queue that fits
@@ -203,10 +230,11 @@ RoundOutput plan_round(const RoundInput& in) {
       }
     }
     if (out.hold.active() && out.hold.job_id == d.job_id)
-      out.reasons[d.job_id] = {why::kReservation,
-                               "waiting for its reservation: " + std::to_string(out.hold.nodes.size()) +
-                                   " node(s) held, expected to fit at " +
-                                   fmt_time(out.hold.start_ms, in.now_ms) + "; " + free_histogram(nodes, req)};
+      out.reasons[d.job_id] = {
+          why::kReservation,
+          "waiting for its reservation: " + std::to_string(out.hold.nodes.size()) +
+              " node(s) held, expected to fit at " + fmt_time(out.hold.start_ms, in.now_ms) + "; " +
+              free_histogram(nodes, req)};
     return false;
   };
 
@@ -231,9 +259,10 @@ RoundOutput plan_round(const RoundInput& in) {
     for (size_t di = 0; di < in.teams[ti].demands.size(); ++di) {
       const auto& d = in.teams[ti].demands[di];
       if (done[ti][di] || out.reasons.count(d.job_id)) continue;
-      out.reasons[d.job_id] = {why::kBehind, "behind " + std::to_string(di) +
-                                                 " job(s) of higher priority or earlier submission in team " +
-                                                 in.teams[ti].standing.team + "'s queue"};
+      out.reasons[d.job_id] = {why::kBehind,
+                               "behind " + std::to_string(di) +
+                                   " job(s) of higher priority or earlier submission in team " +
+                                   in.teams[ti].standing.team + "'s queue"};
     }
   }
   return out;

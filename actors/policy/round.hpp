@@ -13,7 +13,9 @@
 //      failed stays failed for the round (capacity only shrinks within it);
 //   3. the first head job (of the most deserving team) that fits nowhere and
 //      needs a block (several GPUs or workers) gets the hold (backfill);
-//   4. every demand not granted gets a reason, with numbers, as a user reads it.
+//   4. every demand not granted gets a reason, with numbers, as a user reads it
+//      (a job that no node of its pool could ever take says why: its GPU
+//      type, its size, or its image where no node runs images).
 // Unit tests: tests/unit/policy_round_test.cpp.
 #pragma once
 
@@ -60,6 +62,7 @@ inline constexpr const char* kOverLimit = "over_hard_limit";
 inline constexpr const char* kNoBorrow = "no_borrowing";
 inline constexpr const char* kFairShare = "waiting_for_fair_share";
 inline constexpr const char* kNoNodeOfType = "no_node_of_type";
+inline constexpr const char* kNoRuntime = "no_runtime";  // an image, and no node runs images
 inline constexpr const char* kFitsNowhere = "fits_nowhere";
 inline constexpr const char* kReservation = "waiting_for_reservation";
 inline constexpr const char* kHeldForOther = "held_for_another_job";
@@ -73,15 +76,15 @@ struct Reason {
 };
 
 struct Grant {
-  size_t team = 0;    // index into RoundInput::teams
-  size_t demand = 0;  // index into that team's demands
+  size_t team = 0;            // index into RoundInput::teams
+  size_t demand = 0;          // index into that team's demands
   std::vector<size_t> nodes;  // node index per rank
   bool borrowed = false;
 };
 
 struct RoundOutput {
   std::vector<Grant> grants;
-  Hold hold;  // the hold after this round
+  Hold hold;                                        // the hold after this round
   std::unordered_map<std::string, Reason> reasons;  // by job id, for demands not granted
 };
 

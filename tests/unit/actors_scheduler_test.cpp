@@ -141,13 +141,15 @@ struct Fixture {
     REQUIRE(j.contains("job_id"));
     return j["job_id"];
   }
-  void register_node(const std::string& name, int gpus) {
+  // `runtime`: its agent's container runtime (troupe-node --runtime), "" for none.
+  void register_node(const std::string& name, int gpus, const std::string& runtime = {}) {
     flatbuffers::FlatBufferBuilder fbb;
     std::vector<flatbuffers::Offset<wire::Gpu>> g;
     for (int i = 0; i < gpus; ++i)
       g.push_back(wire::CreateGpu(fbb, i, fbb.CreateString("a100"), 80000));
     auto body = wire::CreateNodeRegister(fbb, fbb.CreateString(name), fbb.CreateString("127.0.0.1"),
-                                         fbb.CreateString("a100"), fbb.CreateVector(g), 16, 64000);
+                                         fbb.CreateString("a100"), fbb.CreateVector(g), 16, 64000,
+                                         false, 0, 0, 0, 0, fbb.CreateString(runtime));
     inbound(subjects::agent_to_scheduler(name, subjects::kRegister), wire::seal(fbb, body));
   }
   // Waits for the launch of `job` on `node` and returns its rank.
@@ -463,5 +465,67 @@ TEST_CASE("a job canceled before its Launch keeps its GPU until it has announced
     auto* e = wire::open(p.data);
     return p.subject == subjects::scheduler_to_agent("n1", subjects::kLaunch) && e &&
            e->body_as_Launch() && wire::str(e->body_as_Launch()->job_id()) == a;
+  }) == -1);
+}
+
+TEST_CASE("a Launch carries the worker's isolation from the spec and the cluster config",
+          "[actors][isolation]") {
+  Fixture f;
+  apply_config(f.w,
+               "pools: [{name: a100, gpu_type: a100}]\n"
+               "teams: [{name: t, run_as: 5001}]\n"
+               "job_defaults: {memory_mb: 8192}\n");
+  f.register_node("n1", 8, "podman");
+  auto img = f.submit(
+      R"({"command":["true"],"image":"localhost/troupe-busybox:latest","resources":{"gpus":1,"cpus":2}})");
+  Published keep;
+  auto* l = f.launched("n1", img, keep);
+  CHECK(wire::str(l->image()) == "localhost/troupe-busybox:latest");
+  CHECK(l->cpus() == 2);
+  CHECK(l->memory_mb() == 8192);  // none in the spec: job_defaults
+  CHECK(l->run_as_uid() == 5001);
+  auto own = f.submit(R"({"command":["true"],"resources":{"gpus":1,"memory_mb":100}})");
+  Published keep2;
+  auto* l2 = f.launched("n1", own, keep2);
+  CHECK(wire::str(l2->image()).empty());
+  CHECK(l2->cpus() == 0);
+  CHECK(l2->memory_mb() == 100);  // the spec's own
+  CHECK(l2->run_as_uid() == 5001);
+}
+
+TEST_CASE("without run_as a Launch leaves the user to the agent (-1)", "[actors][isolation]") {
+  Fixture f;
+  f.register_node("n1", 8);
+  auto id = f.submit(kJob);
+  Published keep;
+  auto* l = f.launched("n1", id, keep);
+  CHECK(l->run_as_uid() == -1);
+  CHECK(l->memory_mb() == 0);
+}
+
+TEST_CASE("a job with an image waits for a node that runs images, never the host",
+          "[actors][isolation]") {
+  Fixture f;
+  f.register_node("plain", 8);
+  auto img = f.submit(
+      R"({"command":["true"],"image":"localhost/troupe-busybox:latest","resources":{"gpus":1}})");
+  auto host = f.submit(kJob);  // behind it in the queue: it still runs on the plain node
+  Published keep;
+  f.launched("plain", host, keep);
+  // Why it waits: the runtime, by its code.
+  std::string reply = "_INBOX.why.1";
+  std::string ask = json{{"job_id", img}}.dump();
+  f.inbound(subjects::team_why("t"), std::vector<uint8_t>(ask.begin(), ask.end()), reply);
+  auto why = f.out->wait_for([&](const Published& m) { return m.subject == reply; });
+  REQUIRE(why);
+  CHECK(json::parse(why->text())["code"] == "no_runtime");
+  // A node with a runtime joins: the job runs there.
+  f.register_node("podman", 8, "podman");
+  Published keep2;
+  f.launched("podman", img, keep2);
+  CHECK(f.out->position([&](const Published& p) {
+    if (p.subject != subjects::scheduler_to_agent("plain", subjects::kLaunch)) return false;
+    auto* e = wire::open(p.data);
+    return e && e->body_as_Launch() && wire::str(e->body_as_Launch()->job_id()) == img;
   }) == -1);
 }

@@ -17,6 +17,21 @@ priority_classes:
   - {name: high, value: 100, preemptible: false}
   - {name: normal, value: 50, preemptible: true}
 )";
+
+// A key's text, after one pool, and what the refusal must say.
+struct Refusal {
+  const char* text;
+  const char* want;
+};
+void check_refusals(const std::vector<Refusal>& cases) {
+  for (const auto& k : cases) {
+    SECTION(k.text) {
+      ClusterConfig out;
+      auto err = load_config(std::string("pools: [{name: a, gpu_type: a}]\n") + k.text, out);
+      CHECK_THAT(err, Catch::Contains(k.want));
+    }
+  }
+}
 }  // namespace
 
 TEST_CASE("the documented config shape loads", "[policy][config]") {
@@ -46,12 +61,16 @@ TEST_CASE("bad configs are refused with a reason", "[policy][config]") {
   std::vector<Case> cases = {
       {"not YAML", "pools: [", "config"},
       {"no pools", "teams: []", "at least one pool"},
-      {"quota for unknown pool", "pools: [{name: a, gpu_type: a}]\nteams: [{name: t, quotas: {b: {guaranteed: 1}}}]",
+      {"quota for unknown pool",
+       "pools: [{name: a, gpu_type: a}]\nteams: [{name: t, quotas: {b: {guaranteed: 1}}}]",
        "unknown pool 'b'"},
-      {"limit below guarantee", "pools: [{name: a, gpu_type: a}]\nteams: [{name: t, quotas: {a: {guaranteed: 4, limit: 2}}}]",
+      {"limit below guarantee",
+       "pools: [{name: a, gpu_type: a}]\nteams: [{name: t, quotas: {a: {guaranteed: 4, limit: "
+       "2}}}]",
        "below guaranteed"},
       {"team sys", "pools: [{name: a, gpu_type: a}]\nteams: [{name: sys}]", "not allowed"},
-      {"zero weight", "pools: [{name: a, gpu_type: a}]\nteams: [{name: t, weight: 0}]", "weight > 0"},
+      {"zero weight", "pools: [{name: a, gpu_type: a}]\nteams: [{name: t, weight: 0}]",
+       "weight > 0"},
       {"duplicate pool", "pools: [{name: a, gpu_type: a}, {name: a, gpu_type: b}]", "twice"},
       {"unknown key", "pools: [{name: a, gpu_type: a}]\nbogus: 1", "config"},
   };
@@ -73,9 +92,12 @@ TEST_CASE("admission resolves pool and class, refuses the unknown", "[policy][co
   CHECK(ok.priority_value == 100);
   CHECK(admit(c, "ghost", "", "a100", 1, "normal").error.find("unknown team") != std::string::npos);
   CHECK(admit(c, "vision", "tpu", "", 1, "normal").error.find("unknown pool") != std::string::npos);
-  CHECK(admit(c, "vision", "", "a100", 1, "urgent").error.find("unknown priority class") != std::string::npos);
-  CHECK(admit(c, "vision", "", "v100", 1, "normal").error.find("no pool has GPU type") != std::string::npos);
-  CHECK(admit(c, "vision", "a100", "h100", 1, "normal").error.find("has GPU type") != std::string::npos);
+  CHECK(admit(c, "vision", "", "a100", 1, "urgent").error.find("unknown priority class") !=
+        std::string::npos);
+  CHECK(admit(c, "vision", "", "v100", 1, "normal").error.find("no pool has GPU type") !=
+        std::string::npos);
+  CHECK(admit(c, "vision", "a100", "h100", 1, "normal").error.find("has GPU type") !=
+        std::string::npos);
   CHECK(admit(c, "vision", "", "", 1, "normal").error.find("several pools") != std::string::npos);
 }
 
@@ -158,29 +180,56 @@ teams:
 
 TEST_CASE("admission limits: a slow rate still gets a burst of one", "[policy][config][limits]") {
   ClusterConfig c;
-  REQUIRE(load_config("pools: [{name: a, gpu_type: a}]\nteams: [{name: t, limits: {submit_rate: 0.5}}]",
-                      c) == "");
+  REQUIRE(
+      load_config("pools: [{name: a, gpu_type: a}]\nteams: [{name: t, limits: {submit_rate: 0.5}}]",
+                  c) == "");
   CHECK(c.limits_of("t").submit_burst == 1);
 }
 
 TEST_CASE("admission limits: bad values are refused with a reason", "[policy][config][limits]") {
-  struct Case {
-    const char* text;
-    const char* want;
-  };
-  std::vector<Case> cases = {
+  check_refusals({
       {"teams: [{name: t, limits: {submit_rate: -1}}]", "team 't' limits: submit_rate"},
       {"teams: [{name: t, limits: {submit_burst: 0.5}}]", "submit_burst must be >= 1"},
       {"teams: [{name: t, limits: {max_queued_jobs: -2}}]", "max_queued_jobs must be >= 0"},
       {"teams: [{name: t, limits: {max_gpus_per_job: -5}}]", "max_gpus_per_job must be >= 0"},
       {"default_limits: {submit_rate: -3}", "default_limits: submit_rate"},
       {"teams: [{name: t, limits: {max_jobs: 3}}]", "config"},  // unknown key
-  };
-  for (const auto& k : cases) {
-    SECTION(k.text) {
-      ClusterConfig out;
-      auto err = load_config(std::string("pools: [{name: a, gpu_type: a}]\n") + k.text, out);
-      CHECK_THAT(err, Catch::Contains(k.want));
-    }
-  }
+  });
+}
+
+TEST_CASE("isolation keys: run_as, job_defaults and max_grace_s", "[policy][config][isolation]") {
+  ClusterConfig none;
+  REQUIRE(load_config("pools: [{name: a, gpu_type: a}]\nteams: [{name: t}]", none) == "");
+  CHECK_FALSE(none.team("t")->run_as.has_value());  // its jobs run as troupe-t
+  CHECK(none.job_defaults.memory_mb == 0);          // the agent's default
+  CHECK(none.preemption.max_grace_s == 600);
+  CHECK(open_config().preemption.max_grace_s == 600);
+
+  ClusterConfig c;
+  REQUIRE(load_config("pools: [{name: a, gpu_type: a}]\n"
+                      "teams: [{name: t, run_as: 5001}, {name: u}]\n"
+                      "job_defaults: {memory_mb: 8192}\n"
+                      "preemption: {max_grace_s: 120}",
+                      c) == "");
+  REQUIRE(c.team("t")->run_as.has_value());
+  CHECK(*c.team("t")->run_as == 5001);
+  CHECK_FALSE(c.team("u")->run_as.has_value());
+  CHECK(c.job_defaults.memory_mb == 8192);
+  CHECK(c.preemption.max_grace_s == 120);
+
+  ClusterConfig uncapped;
+  REQUIRE(load_config("pools: [{name: a, gpu_type: a}]\npreemption: {max_grace_s: 0}", uncapped) ==
+          "");
+  CHECK(uncapped.preemption.max_grace_s == 0);
+}
+
+TEST_CASE("isolation keys: bad values are refused with a reason", "[policy][config][isolation]") {
+  check_refusals({
+      {"teams: [{name: t, run_as: 0}]", "team 't': run_as must be a uid from 1"},
+      {"teams: [{name: t, run_as: -1}]", "never run as root), not -1"},
+      {"teams: [{name: t, run_as: 4294967295}]", "not 4294967295"},
+      {"job_defaults: {memory_mb: -1}", "job_defaults: memory_mb must be >= 0"},
+      {"preemption: {max_grace_s: -5}", "preemption: max_grace_s must be >= 0"},
+      {"job_defaults: {cpus: 2}", "config"},  // unknown key
+  });
 }

@@ -15,7 +15,8 @@ NodeCapacity node(std::string name, int free) {
   return n;
 }
 PreemptCandidate job(std::string id, std::vector<size_t> nodes, int gpus, int priority,
-                     int64_t started, int64_t ckpt = 0, std::string team = "low", bool borrowed = false) {
+                     int64_t started, int64_t ckpt = 0, std::string team = "low",
+                     bool borrowed = false) {
   PreemptCandidate c;
   c.job_id = std::move(id);
   c.team = std::move(team);
@@ -51,7 +52,7 @@ const int64_t kNow = 100000;
 TEST_CASE("victims: least work lost first (time since checkpoint x GPUs)", "[policy][preemption]") {
   std::vector<NodeCapacity> nodes = {node("a", 0), node("b", 0)};
   std::vector<PreemptCandidate> c = {
-      job("old-no-ckpt", {0}, 8, 50, 0),               // 100 s x 8 GPUs lost
+      job("old-no-ckpt", {0}, 8, 50, 0),              // 100 s x 8 GPUs lost
       job("fresh-ckpt", {1}, 8, 50, 0, kNow - 5000),  // 5 s x 8
   };
   auto plan = choose_victims(nodes, c, wants(8), kNow);
@@ -81,7 +82,8 @@ TEST_CASE("victims: a gang is taken whole", "[policy][preemption][gang]") {
 
 TEST_CASE("victims: only as many as the fit needs", "[policy][preemption]") {
   std::vector<NodeCapacity> nodes = {node("a", 4)};
-  std::vector<PreemptCandidate> c = {job("x", {0}, 2, 10, kNow - 1000), job("y", {0}, 2, 10, kNow - 2000),
+  std::vector<PreemptCandidate> c = {job("x", {0}, 2, 10, kNow - 1000),
+                                     job("y", {0}, 2, 10, kNow - 2000),
                                      job("z", {0}, 4, 10, kNow - 500)};
   auto plan = choose_victims(nodes, c, wants(8), kNow);
   // x and z both lose 2 GPU-s; z started most recently, so it goes first, and
@@ -89,13 +91,15 @@ TEST_CASE("victims: only as many as the fit needs", "[policy][preemption]") {
   CHECK(ids(c, plan) == std::vector<std::string>{"z"});
   // Needing both 2-GPU jobs: take the two cheapest, leave the costliest.
   std::vector<NodeCapacity> tight = {node("a", 4)};
-  std::vector<PreemptCandidate> small = {job("x", {0}, 2, 10, kNow - 1000), job("y", {0}, 2, 10, kNow - 2000),
+  std::vector<PreemptCandidate> small = {job("x", {0}, 2, 10, kNow - 1000),
+                                         job("y", {0}, 2, 10, kNow - 2000),
                                          job("w", {0}, 2, 10, kNow - 9000)};
   auto two = choose_victims(tight, small, wants(8), kNow);
   CHECK(ids(small, two) == std::vector<std::string>{"x", "y"});
 }
 
-TEST_CASE("reclaim: below guarantee takes borrowed work of other teams only", "[policy][preemption]") {
+TEST_CASE("reclaim: below guarantee takes borrowed work of other teams only",
+          "[policy][preemption]") {
   std::vector<NodeCapacity> nodes = {node("a", 0)};
   std::vector<PreemptCandidate> c = {job("own", {0}, 4, 50, 0, 0, "b", true),
                                      job("lent", {0}, 4, 50, 0, 0, "a", true)};
@@ -117,4 +121,16 @@ TEST_CASE("churn: a job preempted N times in the window is protected", "[policy]
   guarded.protected_until_ms = kNow + 1;
   std::vector<PreemptCandidate> c = {guarded};
   CHECK(choose_victims(nodes, c, wants(8), kNow).victims.empty());
+}
+
+TEST_CASE("grace: the spec's, else the default, capped by max_grace_s", "[policy][preemption]") {
+  CHECK(preempt_grace_s(std::nullopt, 0) == kDefaultPreemptGraceS);
+  CHECK(preempt_grace_s(std::nullopt, 600) == kDefaultPreemptGraceS);
+  CHECK(preempt_grace_s(120, 600) == 120);
+  CHECK(preempt_grace_s(3600, 600) == 600);  // capped
+  CHECK(preempt_grace_s(600, 600) == 600);
+  CHECK(preempt_grace_s(std::nullopt, 20) == 20);  // the default is capped too
+  CHECK(preempt_grace_s(0, 600) == 0);             // no grace asked: none given
+  CHECK(preempt_grace_s(3600, 0) == 3600);         // 0: no cap (records from before the key)
+  CHECK(preempt_grace_s(3600, -1) == 3600);
 }

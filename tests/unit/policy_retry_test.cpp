@@ -1,6 +1,5 @@
 // Unit tests for actors/policy/retry: user vs infrastructure failures.
 #include <catch2/catch.hpp>
-
 #include <csignal>
 
 #include "actors/policy/retry.hpp"
@@ -19,16 +18,29 @@ TEST_CASE("classify_exit tells user failures from infrastructure", "[policy][ret
   std::vector<Case> cases = {
       {"success", 0, 0, "exited with code 0", false, false, FailureKind::kNone, "succeeded"},
       {"non-zero exit", 1, 0, "exited with code 1", false, false, FailureKind::kUser, "exit_code"},
-      {"OOM kill", -1, SIGKILL, "killed by signal 9", false, false, FailureKind::kUser, "oom_killed"},
-      {"other signal", -1, SIGSEGV, "killed by signal 11", false, false, FailureKind::kUser, "signal"},
-      {"max runtime", -1, SIGTERM, "exceeded max_runtime_s", false, false, FailureKind::kUser, "max_runtime"},
-      {"launch failure of the agent", -1, 0, "launch failed: fork: EAGAIN", false, false, FailureKind::kInfra,
-       "launch_failed"},
-      {"node lost", -1, 0, "node lost: no heartbeat from n1", false, false, FailureKind::kInfra, "node_lost"},
+      {"OOM kill", -1, SIGKILL, "killed by signal 9", false, false, FailureKind::kUser,
+       "oom_killed"},
+      {"OOM kill of the job's cgroup", -1, SIGKILL,
+       "oom_killed: memory limit 64 MiB exceeded (killed by signal 9)", false, false,
+       FailureKind::kUser, "oom_killed"},
+      {"OOM kill seen as a container's exit 137", 137, 0,
+       "oom_killed: memory limit 64 MiB exceeded (exited with code 137)", false, false,
+       FailureKind::kUser, "oom_killed"},
+      {"OOM kill of a worker whose agent then shut down", -1, SIGKILL,
+       "oom_killed: memory limit 64 MiB exceeded; the node agent is shutting down", false, false,
+       FailureKind::kUser, "oom_killed"},
+      {"other signal", -1, SIGSEGV, "killed by signal 11", false, false, FailureKind::kUser,
+       "signal"},
+      {"max runtime", -1, SIGTERM, "exceeded max_runtime_s", false, false, FailureKind::kUser,
+       "max_runtime"},
+      {"launch failure of the agent", -1, 0, "launch failed: fork: EAGAIN", false, false,
+       FailureKind::kInfra, "launch_failed"},
+      {"node lost", -1, 0, "node lost: no heartbeat from n1", false, false, FailureKind::kInfra,
+       "node_lost"},
       {"agent shut down", -1, 15, "launch failed: the node agent is shutting down", false, false,
        FailureKind::kInfra, "launch_failed"},
-      {"agent restarted without the worker", -1, 0, "agent lost: n1 restarted without this worker", false,
-       false, FailureKind::kInfra, "agent_lost"},
+      {"agent restarted without the worker", -1, 0, "agent lost: n1 restarted without this worker",
+       false, false, FailureKind::kInfra, "agent_lost"},
       {"preempted", -1, SIGUSR1, "stopped", true, true, FailureKind::kInfra, "preempted"},
       {"canceled", -1, SIGTERM, "stopped", true, false, FailureKind::kNone, "canceled"},
   };

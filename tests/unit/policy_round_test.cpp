@@ -46,7 +46,8 @@ RoundInput input(std::vector<NodeCapacity> nodes, std::vector<TeamInput> teams) 
 }  // namespace
 
 TEST_CASE("round: one grant per team, most deserving first", "[policy][round]") {
-  auto in = input({node("a", 1)}, {team("rich", 4, {demand("r1", 1)}), team("poor", 0, {demand("p1", 1)})});
+  auto in = input({node("a", 1)},
+                  {team("rich", 4, {demand("r1", 1)}), team("poor", 0, {demand("p1", 1)})});
   auto out = plan_round(in);
   REQUIRE(out.grants.size() == 1);
   CHECK(in.teams[out.grants[0].team].standing.team == "poor");
@@ -71,8 +72,8 @@ TEST_CASE("round: no node of the type", "[policy][round]") {
 
 TEST_CASE("round: a big head gets a hold, small work backfills only if it ends first",
           "[policy][round][backfill]") {
-  auto in = input({node("a", 0), node("b", 2)},
-                  {team("big", 0, {demand("gang", 8, 2)}), team("small", 8, {demand("s", 1, 1, 100)})});
+  auto in = input({node("a", 0), node("b", 2)}, {team("big", 0, {demand("gang", 8, 2)}),
+                                                 team("small", 8, {demand("s", 1, 1, 100)})});
   RunningWork w1;
   w1.nodes = {0};
   w1.gpus = 8;
@@ -115,7 +116,8 @@ TEST_CASE("round: a busy team gets no grant", "[policy][round]") {
 
 TEST_CASE("fifo baseline: submit order across teams, the first misfit blocks the rest",
           "[policy][round][fifo]") {
-  auto in = input({node("a", 2)}, {team("x", 0, {demand("big", 4)}), team("y", 0, {demand("small", 1)})});
+  auto in =
+      input({node("a", 2)}, {team("x", 0, {demand("big", 4)}), team("y", 0, {demand("small", 1)})});
   in.fifo = true;
   in.teams[0].demands[0].seq = 1;
   in.teams[1].demands[0].seq = 2;
@@ -129,8 +131,8 @@ TEST_CASE("fifo baseline: submit order across teams, the first misfit blocks the
 }
 
 TEST_CASE("round: a more deserving head takes the hold over", "[policy][round][backfill]") {
-  auto in = input({node("a", 0), node("b", 0)},
-                  {team("gang", 0, {demand("g", 8, 2)}), team("stream", 12, {demand("s", 1, 1, 10)})});
+  auto in = input({node("a", 0), node("b", 0)}, {team("gang", 0, {demand("g", 8, 2)}),
+                                                 team("stream", 12, {demand("s", 1, 1, 10)})});
   RunningWork w;
   w.nodes = {0};
   w.gpus = 8;
@@ -157,4 +159,75 @@ TEST_CASE("round: a 1-GPU job waits for turnover without a hold", "[policy][roun
   auto out = plan_round(in);
   CHECK_FALSE(out.hold.active());
   CHECK(out.reasons.at("one").code == why::kFitsNowhere);
+}
+
+namespace {
+const char* kImage = "localhost/troupe-busybox:latest";
+// A node of pool a100 whose agent runs images (troupe-node --runtime podman).
+NodeCapacity podman_node(std::string name, int free, int total = 8) {
+  auto n = node(std::move(name), free);
+  n.gpus_total = total;
+  n.runtime = "podman";
+  return n;
+}
+Demand image_demand(std::string id, int gpus) {
+  auto d = demand(std::move(id), gpus);
+  d.req.image = kImage;
+  return d;
+}
+}  // namespace
+
+TEST_CASE("round: a job with an image is placed only where images run",
+          "[policy][round][isolation]") {
+  // Node a (no runtime) fits best (fewer free GPUs); the job still goes to b.
+  auto in = input({node("a", 2), podman_node("b", 8)},
+                  {team("v", 0, {image_demand("img", 2), demand("plain", 2)})});
+  in.teams[0].slots = 1;
+  auto out = plan_round(in);
+  REQUIRE(out.grants.size() == 1);
+  CHECK(in.teams[0].demands[out.grants[0].demand].job_id == "img");
+  CHECK(out.grants[0].nodes == std::vector<size_t>{1});
+}
+
+TEST_CASE("round: no node runs images: a reason, never the host", "[policy][round][isolation]") {
+  auto in = input({node("a", 8), node("b", 8)}, {team("v", 0, {image_demand("img", 1)})});
+  auto out = plan_round(in);
+  CHECK(out.grants.empty());
+  REQUIRE(out.reasons.count("img"));
+  CHECK(out.reasons.at("img").code == why::kNoRuntime);
+  CHECK_THAT(
+      out.reasons.at("img").text,
+      Catch::Contains(std::string("needs a container runtime for image ") + kImage) &&
+          Catch::Contains("no node in pool a100 runs images (troupe-node --runtime podman)"));
+  // A runtime on a node of another pool does not help.
+  auto other = node("c", 8, "h100");
+  other.runtime = "podman";
+  in.nodes.push_back(other);
+  CHECK(plan_round(in).reasons.at("img").code == why::kNoRuntime);
+  // The same job without an image runs.
+  in.teams[0].demands[0].req.image.clear();
+  CHECK(plan_round(in).grants.size() == 1);
+}
+
+TEST_CASE("round: the nodes that run images are too small: the runtime is the reason",
+          "[policy][round][isolation]") {
+  auto in =
+      input({podman_node("small", 2, 2), node("big", 8)}, {team("v", 0, {image_demand("img", 4)})});
+  auto out = plan_round(in);
+  CHECK(out.grants.empty());
+  CHECK(out.reasons.at("img").code == why::kNoRuntime);
+  CHECK_THAT(out.reasons.at("img").text, Catch::Contains("no node in pool a100 that runs images") &&
+                                             Catch::Contains("can ever hold 4 GPUs per worker"));
+  // Too big for every node, image or not: the size is the reason.
+  in.teams[0].demands[0] = image_demand("img", 16);
+  CHECK(plan_round(in).reasons.at("img").code == why::kNoNodeOfType);
+}
+
+TEST_CASE("free_histogram counts only the nodes that may take the job",
+          "[policy][round][isolation]") {
+  std::vector<NodeCapacity> nodes = {node("a", 8), podman_node("b", 1), podman_node("c", 1),
+                                     node("d", 8, "h100")};
+  auto d = demand("j", 4);
+  CHECK(free_histogram(nodes, d.req) == "3 nodes in pool: 1 node has 8 free, 2 nodes have 1 free");
+  CHECK(free_histogram(nodes, image_demand("j", 4).req) == "2 nodes in pool: 2 nodes have 1 free");
 }
