@@ -4,11 +4,15 @@
 // checkpoint watch.
 #include "node/agent.hpp"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -29,6 +33,33 @@ constexpr auto kCheckpointPoll = std::chrono::milliseconds(250);
 std::chrono::seconds secs(long long s) {
   return std::chrono::seconds(std::min(std::max(s, 0LL), kMaxDelayS));
 }
+
+bool path_exists(const std::string& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0;
+}
+
+// Creates `dir` (and its parents) and makes it owner-only for `user`'s uid.
+// A symbolic link in its place is refused: the folder is the agent's to make.
+std::string owned_dir(const std::string& dir, const std::optional<JobUser>& user) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return "cannot create " + dir + ": " + ec.message();
+  if (!user) return {};
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return dir + " is not a folder";
+  if (::chown(dir.c_str(), user->uid, user->gid) != 0 || ::chmod(dir.c_str(), 0700) != 0)
+    return "cannot give " + dir + " to uid " + std::to_string(user->uid) + ": " +
+           std::strerror(errno);
+  return {};
+}
+
+// A folder of the agent's that job users pass through but cannot list.
+void traverse_only(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  ::chmod(dir.c_str(), 0711);
+}
 }  // namespace
 
 Agent::Agent(AgentConfig cfg, Publish publish)
@@ -45,6 +76,18 @@ Agent::Agent(AgentConfig cfg, Publish publish, std::shared_ptr<TimerQueue> share
       timers_(shared_timers ? shared_timers : std::make_shared<TimerQueue>()),
       own_timers_(!shared_timers) {
   // Real workers need the reaper and the spawner thread; simulated ones never fork.
+  if (!cfg_.simulate && cfg_.isolation.enabled) {
+    users_.set_agent_uid(::getuid());
+    cgroups_ = detect_cgroups(cfg_.isolation.cgroup_root);
+    cgroup_path_ = "troupe/" + cfg_.name;
+    if (cgroups_.version == CgroupHost::Version::none)
+      spdlog::error("isolation: {}; every launch will fail", cgroups_.why_none);
+    // Jobs of an agent of this node that died are not left running.
+    if (int n = reap_stale_groups(cgroups_, cgroup_path_); n > 0)
+      spdlog::warn("isolation: killed and removed {} job cgroup(s) left by an earlier agent", n);
+    for (const auto& d : {cfg_.state_dir, cfg_.state_dir + "/jobs", cfg_.state_dir + "/logs"})
+      traverse_only(d);
+  }
   if (!cfg_.simulate) {
     reaper_ = std::make_unique<Reaper>(
         [this](pid_t pid, std::optional<int> st) { on_child_exit(pid, st); });
@@ -79,7 +122,7 @@ void Agent::publish_register() {
 wire::Bytes Agent::register_locked() const {
   Ended ended(ended_.items().begin(), ended_.items().end());
   return make_register(cfg_.name, cfg_.host, cfg_.inventory, cfg_.simulate, running_locked(),
-                       cfg_.pool, cfg_.rack, ended);
+                       cfg_.pool, cfg_.rack, ended, cfg_.isolation.runtime, cfg_.isolation.sandbox);
 }
 
 bool Agent::fenced(uint64_t epoch, const std::string& what) {
@@ -214,14 +257,9 @@ void Agent::handle_launch(const wire::Launch& l) {
     if (const auto* e = ended_.find(info.key)) publish_exited(info.key, *e);
     return;
   }
-  auto fail = [&](const std::string& why) {
-    ++counters_.launch_failures;
-    spdlog::warn("launch of {} failed: {}", to_string(info.key), why);
-    finished_.remember(info.key);
-    publish_exited(info.key, launch_failed(why));
-  };
-  if (shutting_down_) return fail("the node agent is shutting down");
-  if (auto why = validate_launch(info, !cfg_.simulate); !why.empty()) return fail(why);
+  if (shutting_down_) return fail_launch(info.key, "the node agent is shutting down");
+  if (auto why = validate_launch(info, !cfg_.simulate); !why.empty())
+    return fail_launch(info.key, why);
   if (cfg_.simulate)
     launch_sim(std::move(info));
   else
@@ -257,40 +295,46 @@ void Agent::launch_sim(LaunchInfo info) {
   if (max_rt > 0) timers_->at(now + secs(max_rt), [this, key, id] { on_max_runtime(key, id); });
 }
 
+void Agent::fail_launch(const WorkerKey& key, const std::string& why) {
+  ++counters_.launch_failures;
+  spdlog::warn("launch of {} failed: {}", to_string(key), why);
+  finished_.remember(key);
+  publish_exited(key, launch_failed(why));
+}
+
 void Agent::launch_real(LaunchInfo info) {
   // TROUPE_CHECKPOINT_DIR outlives attempts: create it (mkdir -p) if needed.
   info.checkpoint_dir = resolve_checkpoint_dir(cfg_.state_dir, info.checkpoint_dir);
-  if (!info.checkpoint_dir.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(info.checkpoint_dir, ec);
-    if (ec) {
-      ++counters_.launch_failures;
-      std::string why =
-          "cannot create the checkpoint dir " + info.checkpoint_dir + ": " + ec.message();
-      spdlog::warn("launch of {} failed: {}", to_string(info.key), why);
-      finished_.remember(info.key);
-      publish_exited(info.key, launch_failed(why));
-      return;
-    }
-  }
+  if (!info.image.empty() && cfg_.isolation.runtime.empty())
+    return fail_launch(info.key, "the job names image " + info.image +
+                                     ", and this node runs no container runtime "
+                                     "(troupe-node --runtime podman); it never runs an image's "
+                                     "job on the host");
+  Worker w;
   ProcessSpec spec;
   spec.argv = info.command;
-  spec.env = build_child_env(cfg_.base_env, info);
   spec.cwd = work_dir(cfg_.state_dir, info.key.job_id);
   spec.log_file = log_path(cfg_.state_dir, info.key);
+  if (cfg_.isolation.enabled) {
+    if (auto why = isolate(info, spec, w); !why.empty()) {
+      if (w.cgroup) w.cgroup->remove();
+      return fail_launch(info.key, why);
+    }
+  } else {
+    spec.env = build_child_env(cfg_.base_env, info);
+    if (!info.checkpoint_dir.empty())
+      if (auto why = owned_dir(info.checkpoint_dir, std::nullopt); !why.empty())
+        return fail_launch(info.key, "cannot create the checkpoint dir: " + why);
+  }
   // Forked on the spawner thread, so the worker dies with this agent
   // (PR_SET_PDEATHSIG) and not with the thread that handled the Launch.
   SpawnResult r = spawner_->spawn(spec);
   if (r.pid <= 0) {
-    ++counters_.launch_failures;
-    spdlog::warn("launch of {} failed: {}", to_string(info.key), r.error);
-    finished_.remember(info.key);
-    publish_exited(info.key, launch_failed(r.error));
-    return;
+    end_isolation(w);
+    return fail_launch(info.key, r.error);
   }
   if (!r.exec_error.empty())
     spdlog::warn("{}: {} (the worker exits 127)", to_string(info.key), r.exec_error);
-  Worker w;
   w.id = next_id_++;
   w.pid = r.pid;
   // Rank 0 only: the folder is the job's, shared by its ranks, so one
@@ -308,6 +352,100 @@ void Agent::launch_real(LaunchInfo info) {
   send(started_subject_, make_started(cfg_.name, key, r.pid));
   reaper_->watch(r.pid);
   if (max_rt > 0) timers_->after(secs(max_rt), [this, key, id] { on_max_runtime(key, id); });
+}
+
+std::string Agent::isolate(const LaunchInfo& info, ProcessSpec& spec, Worker& w) {
+  const IsolationOptions& iso = cfg_.isolation;
+  std::string err;
+  auto user = users_.resolve(info.team, info.run_as_uid, &err);
+  if (!user) return err;
+  // Owner-only folders: the work dir, the log folder and file, the checkpoint dir.
+  for (const auto& d : {spec.cwd, log_dir(cfg_.state_dir, info.key.job_id), info.checkpoint_dir})
+    if (!d.empty())
+      if (auto why = owned_dir(d, user); !why.empty()) return why;
+  UniqueFd log(
+      ::open(spec.log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!log || ::fchown(log.get(), user->uid, user->gid) != 0)
+    return "cannot prepare the log " + spec.log_file + ": " + std::strerror(errno);
+
+  WorkerPaths paths{spec.cwd, info.checkpoint_dir};
+  spec.env = build_child_env(job_base_env(iso, user->name, spec.cwd), info);
+  auto devices = job_devices(iso, info.gpus, &path_exists);
+  CgroupLimits limits;
+  long long mb = info.memory_mb > 0 ? info.memory_mb : iso.default_memory_mb;
+  limits.memory_bytes = mb * 1024 * 1024;
+  limits.cpus = info.cpus;
+  limits.pids_max = iso.pids_max;
+  // A container runtime sets the devices of its own group (under ours) from
+  // its --device list; ours may not deny what it allows.
+  limits.restrict_devices = info.image.empty();
+  for (const auto& d : devices)
+    if (auto rule = device_rule_of(d.host)) limits.devices.push_back(*rule);
+  std::string group = info.key.job_id + "-a" + std::to_string(info.key.attempt) + "-r" +
+                      std::to_string(info.key.rank);
+  auto cg = JobCgroup::create(cgroups_, cgroup_path_, group, limits, &err);
+  if (!cg) return "cannot make the job's cgroup: " + err;
+  spec.cgroup_procs = cg->procs_files();
+  spec.oom_score_adj = 500;  // the kernel's OOM killer takes jobs before the agent
+  w.cgroup = std::move(cg);
+  if (!info.image.empty()) {
+    // podman runs as root (it must), the container as the job's user.
+    w.container = container_name(cfg_.name, info.key);
+    w.wrapped = true;
+    spec.argv = podman_command(iso, info, paths, devices, spec.env, user->uid, user->gid,
+                               w.container, "/" + cgroup_path_ + "/" + group);
+    return {};
+  }
+  spec.uid = user->uid;
+  spec.gid = user->gid;
+  if (iso.sandbox == "bwrap") {
+    spec.argv = bwrap_command(iso, info, paths, devices);
+    w.wrapped = true;
+  }
+  return {};
+}
+
+void Agent::signal_worker(Worker& w, int sig) {
+  if (!w.cgroup || !w.cgroup->valid()) {
+    signal_group(w.pid, sig);
+    return;
+  }
+  if (sig == SIGKILL) {
+    w.cgroup->kill_all(1000);
+    return;
+  }
+  for (int pid : w.cgroup->pids()) {
+    if (w.wrapped && pid == w.pid) continue;
+    // conmon watches a container for podman: it must see the container end.
+    if (!w.container.empty()) {
+      std::ifstream comm("/proc/" + std::to_string(pid) + "/comm");
+      std::string name;
+      if (comm >> name && (name == "conmon" || name == "podman")) continue;
+    }
+    ::kill(pid, sig);
+  }
+}
+
+uint64_t Agent::end_isolation(Worker& w) {
+  uint64_t ooms = 0;
+  if (w.cgroup && w.cgroup->valid()) {
+    // Whatever the job left (a `setsid cmd &`, a daemon) ends with it.
+    if (!w.cgroup->kill_all())
+      spdlog::error("{}: processes of its cgroup survive SIGKILL", to_string(w.launch.key));
+    ooms = w.cgroup->oom_kills();
+    w.cgroup->remove();
+  }
+  if (!w.container.empty()) {
+    // The container is gone with its processes; its record goes too.
+    ProcessSpec rm;
+    rm.argv = {cfg_.isolation.podman, "rm", "--force", "--ignore", w.container};
+    rm.cwd = cfg_.state_dir;
+    rm.log_file = cfg_.state_dir + "/podman-rm.log";
+    rm.env = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"};
+    SpawnResult r = spawn_process(rm);
+    if (r.pid > 0 && reaper_) reaper_->watch(r.pid);  // reaped; not a worker
+  }
+  return ooms;
 }
 
 void Agent::handle_stop(const wire::Stop& s) {
@@ -361,13 +499,13 @@ void Agent::stop_worker(Worker& w, EndCause cause, const StopPlan& plan) {
     spdlog::info("stopping {} (pid {}): SIGKILL", to_string(key), w.pid);
     w.kill_at = now;
     w.kill_sent = true;
-    signal_group(w.pid, SIGKILL);
+    signal_worker(w, SIGKILL);
     return;
   }
   if (plan.signal == SIGTERM) {
     spdlog::info("stopping {} (pid {}): SIGTERM, SIGKILL after {} s", to_string(key), w.pid,
                  plan.grace_s);
-    if (!w.term_sent && !w.kill_sent) signal_group(w.pid, SIGTERM);
+    if (!w.term_sent && !w.kill_sent) signal_worker(w, SIGTERM);
     w.term_sent = true;
     w.kill_at = std::min(w.kill_at, now + grace);
   } else {
@@ -375,7 +513,7 @@ void Agent::stop_worker(Worker& w, EndCause cause, const StopPlan& plan) {
                  to_string(key), w.pid, plan.signal, plan.grace_s, plan.kill_after_s);
     // The same signal twice (a repeated Stop) would ask for a second checkpoint.
     if (!w.term_sent && !w.kill_sent && w.signals_sent.insert(plan.signal).second)
-      signal_group(w.pid, plan.signal);
+      signal_worker(w, plan.signal);
     w.term_at = std::min(w.term_at, now + grace);
     w.kill_at = std::min(w.kill_at, now + grace + secs(plan.kill_after_s));
   }
@@ -429,11 +567,11 @@ void Agent::on_escalate(const WorkerKey& key, uint64_t id) {
   if (!w.kill_sent && now >= w.kill_at) {
     spdlog::warn("{} (pid {}) outlived its grace period: SIGKILL", to_string(key), w.pid);
     w.kill_sent = true;
-    signal_group(w.pid, SIGKILL);
+    signal_worker(w, SIGKILL);
   } else if (!w.term_sent && !w.kill_sent && now >= w.term_at) {
     spdlog::info("{} (pid {}) still runs after its grace period: SIGTERM", to_string(key), w.pid);
     w.term_sent = true;
-    signal_group(w.pid, SIGTERM);
+    signal_worker(w, SIGTERM);
   }
 }
 
@@ -448,10 +586,16 @@ void Agent::on_child_exit(pid_t pid, std::optional<int> status) {
   EndCause cause = it->second.cause;
   // Leftovers of the worker's process group go with it once we asked it to stop.
   if (cause != EndCause::natural) ::kill(-pid, SIGKILL);
+  // Everything else it started, too (its whole cgroup), whatever the cause.
+  uint64_t ooms = end_isolation(it->second);
   // A checkpoint marked just before the exit goes out before the Exited, so
   // the scheduler knows it when it decides on the next attempt.
   poll_checkpoint(it->second);
   ExitInfo e = status ? classify_wait_status(*status, cause) : classify(-1, 0, cause);
+  if (ooms > 0 && cause == EndCause::natural)
+    e.reason = "oom_killed: the memory limit of " +
+               std::to_string(it->second.cgroup->memory_limit() / (1024 * 1024)) +
+               " MiB was exceeded (" + e.reason + ")";
   spdlog::info("{} (pid {}) ended: {}", to_string(key), pid, e.reason);
   finish(key, e);
 }
@@ -488,7 +632,7 @@ void Agent::shutdown() {
         // Reported as the agent's end (an infrastructure failure), whatever
         // asked the worker to stop before.
         it->second.cause = EndCause::shutdown;
-        if (!it->second.term_sent && !it->second.kill_sent) signal_group(it->second.pid, SIGTERM);
+        if (!it->second.term_sent && !it->second.kill_sent) signal_worker(it->second, SIGTERM);
         it->second.term_sent = true;
       }
     }
@@ -497,7 +641,7 @@ void Agent::shutdown() {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& [k, w] : running_) {
       spdlog::warn("{} (pid {}) outlived the grace period: SIGKILL", to_string(k), w.pid);
-      signal_group(w.pid, SIGKILL);
+      signal_worker(w, SIGKILL);
     }
   }
   if (!wait_idle(kReapWait)) {

@@ -23,9 +23,12 @@
 
 #include "messages/caf_types.hpp"
 #include "messages/wire.hpp"
+#include "node/cgroup.hpp"
 #include "node/checkpoint.hpp"
 #include "node/exit_status.hpp"
 #include "node/inventory.hpp"
+#include "node/isolation.hpp"
+#include "node/job_user.hpp"
 #include "node/launch_spec.hpp"
 #include "node/reaper.hpp"
 #include "node/recent.hpp"
@@ -42,9 +45,13 @@ struct AgentConfig {
   int grace_s = 10;  // Stop without grace_s, and shutdown
   int heartbeat_ms = 1000;
   Inventory inventory;
-  std::vector<std::string> base_env;  // the agent's own environment, "K=V"
-  std::string pool;                   // --pool, sent in NodeRegister ("": the pool of the GPU type)
-  std::string rack;                   // --rack, the topology label sent in NodeRegister
+  // The environment a worker starts from when isolation is off (the agent's
+  // PATH, locale and the like, "K=V"). With isolation on it starts from
+  // job_base_env() instead: nothing of the agent's.
+  std::vector<std::string> base_env;
+  IsolationOptions isolation;  // users, cgroups, sandbox, runtime (node/isolation.hpp)
+  std::string pool;            // --pool, sent in NodeRegister ("": the pool of the GPU type)
+  std::string rack;            // --rack, the topology label sent in NodeRegister
   // Delay of the first heartbeat after start(); < 0: heartbeat_ms. A fleet
   // spreads its agents' heartbeats over one period with it.
   int first_heartbeat_ms = -1;
@@ -112,6 +119,12 @@ class Agent {
     EndCause cause = EndCause::natural;
     SimParams sim;
     CheckpointWatch checkpoint;  // active for rank 0 of a real worker with a checkpoint dir
+    // Isolation: its cgroup (killed whole and removed when it ends), whether
+    // pid is a wrapper (bwrap, podman) rather than the job's own process,
+    // and its container's name (removed after it ends).
+    std::optional<JobCgroup> cgroup;
+    bool wrapped = false;
+    std::string container;
     // Stop escalation: signals sent, and when SIGTERM / SIGKILL are due
     // (Clock::time_point::max(): not planned). A later Stop may only bring
     // them forward, never push them back.
@@ -131,6 +144,17 @@ class Agent {
   void launch_sim(LaunchInfo info);
   void launch_real(LaunchInfo info);
   void stop_worker(Worker& w, EndCause cause, const StopPlan& plan);
+  void fail_launch(const WorkerKey& key, const std::string& why);
+  // Prepares an isolated launch: the user, owner-only folders, the cgroup
+  // and the command line (sandbox or container). "" when ready, else why not.
+  std::string isolate(const LaunchInfo& info, ProcessSpec& spec, Worker& w);
+  // Sends `sig` to the worker: to every process of its cgroup (except a
+  // wrapper, which would die of it instead of passing it on), else to its
+  // process group.
+  void signal_worker(Worker& w, int sig);
+  // Ends what is left of a worker after its process ended: every process of
+  // its cgroup, the cgroup, its container. Returns the OOM kills seen.
+  uint64_t end_isolation(Worker& w);
   void poll_checkpoint(Worker& w);
   void finish(const WorkerKey& key, const ExitInfo& e);
   void publish_exited(const WorkerKey& key, const ExitInfo& e);
@@ -147,6 +171,10 @@ class Agent {
   void send(const std::string& subject, const wire::Bytes& bytes);
 
   const AgentConfig cfg_;
+  JobUsers users_;
+  CgroupHost cgroups_;
+  std::string cgroup_path_;  // "troupe/<node>"
+
   const Publish publish_;
   const std::string exited_subject_, started_subject_, register_subject_, heartbeat_subject_,
       checkpointed_subject_;

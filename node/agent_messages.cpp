@@ -24,7 +24,8 @@ flatbuffers::Offset<flatbuffers::String> opt_string(flatbuffers::FlatBufferBuild
 
 wire::Bytes make_register(const std::string& node, const std::string& host, const Inventory& inv,
                           bool simulate, const std::vector<WorkerKey>& running,
-                          const std::string& pool, const std::string& rack, const Ended& ended) {
+                          const std::string& pool, const std::string& rack, const Ended& ended,
+                          const std::string& runtime, const std::string& sandbox) {
   flatbuffers::FlatBufferBuilder fbb(256 + 64 * running.size() + 96 * ended.size());
   std::vector<flatbuffers::Offset<wire::Exited>> ends;
   for (const auto& [k, e] : ended)
@@ -37,7 +38,8 @@ wire::Bytes make_register(const std::string& node, const std::string& host, cons
   auto body = wire::CreateNodeRegister(
       fbb, fbb.CreateString(node), fbb.CreateString(host), fbb.CreateString(inv.gpu_type),
       fbb.CreateVector(gpus), inv.cpus, inv.memory_mb, simulate, refs(fbb, running),
-      opt_string(fbb, pool), opt_string(fbb, rack), ends.empty() ? 0 : fbb.CreateVector(ends));
+      opt_string(fbb, pool), opt_string(fbb, rack), ends.empty() ? 0 : fbb.CreateVector(ends),
+      opt_string(fbb, runtime), opt_string(fbb, sandbox));
   return wire::seal(fbb, body);
 }
 

@@ -20,7 +20,8 @@ using Ended = std::vector<std::pair<WorkerKey, ExitInfo>>;
 wire::Bytes make_register(const std::string& node, const std::string& host, const Inventory& inv,
                           bool simulate, const std::vector<WorkerKey>& running,
                           const std::string& pool = {}, const std::string& rack = {},
-                          const Ended& ended = {});
+                          const Ended& ended = {}, const std::string& runtime = {},
+                          const std::string& sandbox = {});
 wire::Bytes make_heartbeat(const std::string& node, uint64_t seq,
                            const std::vector<WorkerKey>& running);
 wire::Bytes make_started(const std::string& node, const WorkerKey& k, int pid);

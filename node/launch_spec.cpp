@@ -30,6 +30,10 @@ LaunchInfo decode_launch(const wire::Launch& l) {
   out.max_runtime_s = l.max_runtime_s();
   out.grace_s = l.grace_s();
   out.checkpoint_dir = wire::str(l.checkpoint_dir());
+  out.image = wire::str(l.image());
+  out.cpus = l.cpus();
+  out.memory_mb = l.memory_mb();
+  out.run_as_uid = l.run_as_uid();
   return out;
 }
 
@@ -39,11 +43,14 @@ std::string validate_launch(const LaunchInfo& l, bool need_command) {
   if (l.key.rank < 0) return "rank must be >= 0";
   for (int g : l.gpus)
     if (g < 0) return "GPU indices must be >= 0";
-  if (need_command && (l.command.empty() || l.command.front().empty()))
-    return "empty command";
+  if (need_command && (l.command.empty() || l.command.front().empty())) return "empty command";
   for (const auto& w : l.command)
     if (w.find('\0') != std::string::npos) return "command holds a NUL byte";
   if (l.checkpoint_dir.find('\0') != std::string::npos) return "checkpoint_dir holds a NUL byte";
+  if (l.cpus < 0) return "cpus must be >= 0";
+  if (l.memory_mb < 0) return "memory_mb must be >= 0";
+  if (l.image.find('\0') != std::string::npos || (!l.image.empty() && l.image.front() == '-'))
+    return "image is not an image name";
   return {};
 }
 
@@ -74,8 +81,8 @@ std::vector<std::string> build_child_env(const std::vector<std::string>& base,
   std::vector<std::string> out;
   std::unordered_map<std::string, size_t> where;  // key -> index in out
   auto set = [&](const std::string& key, const std::string& value) {
-    if (key.empty() || key.find('=') != std::string::npos ||
-        key.find('\0') != std::string::npos || value.find('\0') != std::string::npos)
+    if (key.empty() || key.find('=') != std::string::npos || key.find('\0') != std::string::npos ||
+        value.find('\0') != std::string::npos)
       return;
     auto it = where.find(key);
     if (it != where.end()) {

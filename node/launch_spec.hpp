@@ -39,6 +39,11 @@ struct LaunchInfo {
   // TROUPE_CHECKPOINT_DIR: shared by every attempt of the job ("" : none).
   // Made absolute against the agent's state dir before the worker starts.
   std::string checkpoint_dir;
+  // Isolation (node/isolation.hpp):
+  std::string image;          // "": on the host (or in the sandbox)
+  int cpus = 0;               // CPU quota in cores (0: none)
+  long long memory_mb = 0;    // memory limit (0: the agent's default)
+  long long run_as_uid = -1;  // the cluster config's run_as for the team; -1: troupe-<team>
 };
 
 LaunchInfo decode_launch(const wire::Launch& l);
@@ -61,8 +66,7 @@ std::string work_dir(const std::string& state_dir, const std::string& job_id);
 // (TROUPE_CHECKPOINT_DIR only when the launch names a checkpoint dir); a
 // later definition of a key replaces an earlier one in place. Job env entries
 // with an empty key or a '=' in the key are skipped.
-std::vector<std::string> build_child_env(const std::vector<std::string>& base,
-                                         const LaunchInfo& l);
+std::vector<std::string> build_child_env(const std::vector<std::string>& base, const LaunchInfo& l);
 
 // --simulate: how long the worker "runs" and how it "exits", from the job's
 // TROUPE_SIM_DURATION_S (seconds, default 1; negative or unparsable -> default)

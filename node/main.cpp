@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -49,9 +50,9 @@ bus::Connection& out_for(const std::string& subject, bus::Connection& pub, bus::
 }
 
 std::vector<std::string> own_environment() {
-  static constexpr std::string_view kKept[] = {"PATH=", "HOME=", "LANG=", "LANGUAGE=", "LC_",
-                                               "TZ=",   "TMPDIR=", "USER=", "LOGNAME=", "SHELL=",
-                                               "TERM="};
+  static constexpr std::string_view kKept[] = {
+      "PATH=",   "HOME=", "LANG=",    "LANGUAGE=", "LC_",  "TZ=",
+      "TMPDIR=", "USER=", "LOGNAME=", "SHELL=",    "TERM="};
   std::vector<std::string> out;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
     std::string_view v(*e);
@@ -214,6 +215,46 @@ int run(int argc, char** argv, const sigset_t& signals) {
   cfg.heartbeat_ms = opt.heartbeat_ms;
   cfg.inventory = node::build_inventory(opt, node::probe_machine(opt));
   cfg.base_env = own_environment();
+  cfg.isolation = opt.isolation;
+  const bool root = ::geteuid() == 0;
+  cfg.isolation.enabled =
+      !opt.simulate && (opt.isolation_mode == "on" || (opt.isolation_mode == "auto" && root));
+  if (cfg.isolation.enabled && !root) {
+    spdlog::error(
+        "--isolation on needs root (to run jobs as their team's user in cgroups of "
+        "their own); run as root, or pass --isolation off");
+    return 2;
+  }
+  if (cfg.isolation.default_memory_mb == 0)
+    cfg.isolation.default_memory_mb = cfg.inventory.memory_mb;
+  if (auto why = node::check_isolation(cfg.isolation); !why.empty()) {
+    spdlog::error("{}", why);
+    return 2;
+  }
+  if (cfg.isolation.enabled) {
+    // Job users must pass through to their folders under the state dir. A
+    // state dir under a private home (/root is 0700) cannot be reached: use
+    // one they can (/var/lib/troupe/nodes/<name>) rather than fail every job.
+    for (std::filesystem::path p = cfg.state_dir; p.has_parent_path() && p != p.root_path();
+         p = p.parent_path()) {
+      struct stat st {};
+      auto parent = p.parent_path();
+      if (::stat(parent.c_str(), &st) == 0 && (st.st_mode & S_IXOTH) == 0) {
+        std::string moved = "/var/lib/troupe/nodes/" + cfg.name;
+        spdlog::warn(
+            "job users cannot reach the state dir {} ({} is not o+x): jobs' folders "
+            "and logs go to {} instead",
+            cfg.state_dir, parent.string(), moved);
+        cfg.state_dir = moved;
+        std::filesystem::create_directories(moved, ec);
+        break;
+      }
+    }
+  }
+  if (!cfg.simulate && !cfg.isolation.enabled)
+    spdlog::warn(
+        "isolation is off: jobs run as this agent's user, in its cgroup, with no limits "
+        "(docs/security.md)");
   cfg.pool = opt.pool;  // a fleet's members copy both from cfg
   cfg.rack = opt.rack;
   if (opt.count > 1) return run_fleet(opt, std::move(cfg), signals);
@@ -257,12 +298,12 @@ int run(int argc, char** argv, const sigset_t& signals) {
   bus::Connection* pub_raw = pub.get();
   bus::Connection* sub_raw = sub.get();
   metrics::NodeMetrics* meter_raw = meter.get();
-  node::Agent agent(
-      cfg, [pub_raw, sub_raw, meter_raw](const std::string& subject, const void* data, size_t size) {
-        if (meter_raw != nullptr) count(*meter_raw, subject, data, size);
-        if (!out_for(subject, *pub_raw, *sub_raw).publish(subject, data, size))
-          spdlog::warn("could not publish on {} (connection closed?)", subject);
-      });
+  node::Agent agent(cfg, [pub_raw, sub_raw, meter_raw](const std::string& subject, const void* data,
+                                                       size_t size) {
+    if (meter_raw != nullptr) count(*meter_raw, subject, data, size);
+    if (!out_for(subject, *pub_raw, *sub_raw).publish(subject, data, size))
+      spdlog::warn("could not publish on {} (connection closed?)", subject);
+  });
 
   auto handler = [&agent](Inbound&& in) { agent.on_message(in); };
   bus::SubscriptionPtr node_sub =

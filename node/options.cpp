@@ -1,10 +1,9 @@
 // Owns parsing of troupe-node's command line (CLI11) into Options.
 #include "node/options.hpp"
 
+#include <CLI/CLI.hpp>
 #include <filesystem>
 #include <sstream>
-
-#include <CLI/CLI.hpp>
 
 #include "bus/subjects.hpp"
 
@@ -43,8 +42,8 @@ ParseResult parse_options(int argc, const char* const* argv, const EnvLookup& en
   long long memory_mb = 0;
   std::string nats;
   std::string name_prefix;
-  auto* nats_opt = app.add_option("--nats", nats, "NATS URL (default $TROUPE_NATS or " +
-                                                      o.nats_url + ")");
+  auto* nats_opt =
+      app.add_option("--nats", nats, "NATS URL (default $TROUPE_NATS or " + o.nats_url + ")");
   app.add_option("--name", o.name, "node name (default: the hostname)");
   std::string creds, tls_ca;
   auto* creds_opt =
@@ -56,7 +55,8 @@ ParseResult parse_options(int argc, const char* const* argv, const EnvLookup& en
   auto* type_opt = app.add_option("--gpu-type", gpu_type, "GPU type (default generic)");
   app.add_flag("--simulate", o.simulate, "do not run commands; simulate workers");
   app.add_option("--host", o.host, "address other nodes reach this one at")->capture_default_str();
-  app.add_option("--heartbeat-ms", o.heartbeat_ms, "heartbeat period")->capture_default_str()
+  app.add_option("--heartbeat-ms", o.heartbeat_ms, "heartbeat period")
+      ->capture_default_str()
       ->check(CLI::PositiveNumber);
   app.add_option("--state-dir", o.state_dir,
                  "state folder (default $TROUPE_HOME/nodes/<name>, TROUPE_HOME=./.troupe)");
@@ -64,20 +64,56 @@ ParseResult parse_options(int argc, const char* const* argv, const EnvLookup& en
                        ->check(CLI::NonNegativeNumber);
   auto* mem_opt = app.add_option("--memory-mb", memory_mb, "memory offered (default: MemTotal)")
                       ->check(CLI::NonNegativeNumber);
-  app.add_option("--grace-s", o.grace_s, "seconds between SIGTERM and SIGKILL")->capture_default_str()
+  app.add_option("--grace-s", o.grace_s, "seconds between SIGTERM and SIGKILL")
+      ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   app.add_option("--count", o.count,
                  "run this many simulated agents in one process (needs --simulate)")
-      ->capture_default_str()->check(CLI::Range(1, 1000000));
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000000));
   auto* prefix_opt = app.add_option(
       "--name-prefix", name_prefix,
       "with --count: nodes are named <prefix>-00001... (default: --name, else the hostname)");
   app.add_option("--pool", o.pool,
                  "pool of the cluster config to join (default: the pool of the GPU type)");
   app.add_option("--rack", o.rack, "topology label, e.g. the rack (gangs prefer one)");
-  app.add_option("--metrics", o.metrics, "serve Prometheus metrics on HOST:PORT (port 0: any free one)");
-  app.add_option("--log-level", o.log_level, "trace|debug|info|warn|error")->capture_default_str()
+  app.add_option("--metrics", o.metrics,
+                 "serve Prometheus metrics on HOST:PORT (port 0: any free one)");
+  app.add_option("--log-level", o.log_level, "trace|debug|info|warn|error")
+      ->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
+  IsolationOptions& iso = o.isolation;
+  app.add_option("--isolation", o.isolation_mode,
+                 "jobs as their team's user in a cgroup each: on (needs root), off, or auto "
+                 "(on when root and not --simulate)")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->capture_default_str();
+  std::string sandbox = "none", runtime = "none";
+  app.add_option("--sandbox", sandbox,
+                 "none, or bwrap: each job in its own PID namespace, "
+                 "private /tmp and /dev, read-only /usr and /etc")
+      ->check(CLI::IsMember({"none", "bwrap"}))
+      ->capture_default_str();
+  app.add_flag("--sandbox-unshare-net", iso.sandbox_unshare_net,
+               "no network for jobs in the sandbox or container (default: the host's)");
+  app.add_option("--sandbox-bind", iso.sandbox_binds,
+                 "another host path the sandbox shows read-only (repeatable), e.g. /opt");
+  app.add_option("--runtime", runtime, "none, or podman: jobs with an image run in it")
+      ->check(CLI::IsMember({"none", "podman"}))
+      ->capture_default_str();
+  app.add_option("--podman", iso.podman, "the podman binary")->capture_default_str();
+  app.add_option("--gpu-device", iso.gpu_device,
+                 "device node of GPU %d (a job may open only its own)")
+      ->capture_default_str();
+  app.add_option("--job-memory-mb", iso.default_memory_mb,
+                 "memory limit of a job whose spec names none (default: the node's memory)");
+  app.add_option("--job-pids-max", iso.pids_max, "processes per job")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--job-path", iso.job_path, "a job's PATH unless its env names one")
+      ->capture_default_str();
+  app.add_option("--cgroup-root", iso.cgroup_root, "where the cgroup file systems are mounted")
+      ->capture_default_str();
 
   ParseResult r;
   try {
@@ -101,6 +137,8 @@ ParseResult parse_options(int argc, const char* const* argv, const EnvLookup& en
     o.tls_ca = tls_ca;
   else if (auto v = env("TROUPE_NATS_CA"); v && !v->empty())
     o.tls_ca = *v;
+  iso.sandbox = sandbox == "none" ? "" : sandbox;
+  iso.runtime = runtime == "none" ? "" : runtime;
   if (!gpus_opt->empty()) o.gpus = gpus;
   if (!type_opt->empty()) o.gpu_type = gpu_type;
   if (!cpus_opt->empty()) o.cpus = cpus;

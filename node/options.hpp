@@ -7,6 +7,8 @@
 #include <optional>
 #include <string>
 
+#include "node/isolation.hpp"
+
 namespace troupe::node {
 
 struct Options {
@@ -16,13 +18,13 @@ struct Options {
   // (--creds / $TROUPE_NATS_CREDS, --tls-ca / $TROUPE_NATS_CA).
   std::string creds_file;
   std::string tls_ca;
-  std::string name;                 // node name: one subject token
-  std::optional<int> gpus;          // set only when --gpus was given
+  std::string name;                     // node name: one subject token
+  std::optional<int> gpus;              // set only when --gpus was given
   std::optional<std::string> gpu_type;  // set only when --gpu-type was given
   bool simulate = false;
   std::string host = "127.0.0.1";
   int heartbeat_ms = 1000;
-  std::string state_dir;            // absolute after parse_options
+  std::string state_dir;  // absolute after parse_options
   std::optional<int> cpus;
   std::optional<long long> memory_mb;
   int grace_s = 10;
@@ -37,6 +39,12 @@ struct Options {
   // NodeRegister (every member of a fleet gets the same).
   std::string pool;
   std::string rack;
+  // --isolation auto|on|off (auto: on when the agent runs as root and does
+  // not simulate), --sandbox, --runtime and the job limits: see
+  // node/isolation.hpp. `isolation.enabled` is decided by main() from
+  // isolation_mode and the agent's uid.
+  std::string isolation_mode = "auto";
+  IsolationOptions isolation;
 };
 
 // Name of fleet member `i` (1-based) of `count`: "<prefix>-00001"; at least

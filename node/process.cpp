@@ -3,6 +3,7 @@
 #include "node/process.hpp"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <linux/close_range.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -31,8 +32,8 @@ std::vector<std::string> exec_candidates(const std::string& file,
   size_t start = 0;
   while (true) {
     auto colon = path.find(':', start);
-    std::string dir = path.substr(start, colon == std::string::npos ? std::string::npos
-                                                                    : colon - start);
+    std::string dir =
+        path.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
     if (dir.empty()) dir = ".";
     out.push_back(dir + "/" + file);
     if (colon == std::string::npos) break;
@@ -55,7 +56,9 @@ void write_all(int fd, const char* s, size_t n) {
     n -= static_cast<size_t>(w);
   }
 }
-void write_str(int fd, const char* s) { write_all(fd, s, std::strlen(s)); }
+void write_str(int fd, const char* s) {
+  write_all(fd, s, std::strlen(s));
+}
 
 [[noreturn]] void child_fail(int report_fd, const char* prefix, int err) {
   write_str(2, prefix);
@@ -102,6 +105,9 @@ SpawnResult spawn_process(const ProcessSpec& spec) {
   envp.push_back(nullptr);
   const std::string exec_prefix = "troupe-node: cannot execute '" + spec.argv.front() + "': ";
   const std::string cwd_prefix = "troupe-node: cannot enter " + spec.cwd + ": ";
+  const std::string cgroup_prefix = "troupe-node: cannot join the job's cgroup: ";
+  const std::string user_prefix = "troupe-node: cannot become the job's user: ";
+  const std::string oom_adj = std::to_string(spec.oom_score_adj);
 
   const pid_t parent = ::getpid();
   const bool die_with_parent = spec.die_with_parent;
@@ -127,11 +133,19 @@ SpawnResult spawn_process(const ProcessSpec& spec) {
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    if (die_with_parent) {
-      // A worker must not outlive its agent. The parent may have died between
-      // fork() and here: then we were reparented already and no signal will come.
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (::getppid() != parent) ::raise(SIGKILL);
+    // Into the job's cgroups first: everything it ever starts is counted there.
+    for (const auto& f : spec.cgroup_procs) {
+      int fd = ::open(f.c_str(), O_WRONLY | O_CLOEXEC);
+      if (fd < 0 || ::write(fd, "0", 1) != 1)
+        child_fail(report_w.get(), cgroup_prefix.c_str(), errno);
+      ::close(fd);
+    }
+    if (spec.oom_score_adj > 0) {
+      int fd = ::open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+      if (fd >= 0) {
+        write_str(fd, oom_adj.c_str());
+        ::close(fd);
+      }
     }
     ::setsid();
     int devnull = ::open("/dev/null", O_RDONLY);
@@ -144,6 +158,18 @@ SpawnResult spawn_process(const ProcessSpec& spec) {
     // Descriptors the agent holds (sockets, pipes) must not leak into jobs.
     ::syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC);
     if (::chdir(spec.cwd.c_str()) != 0) child_fail(report_w.get(), cwd_prefix.c_str(), errno);
+    if (spec.uid) {
+      if (::setgroups(0, nullptr) != 0 || ::setgid(spec.gid) != 0 || ::setuid(*spec.uid) != 0)
+        child_fail(report_w.get(), user_prefix.c_str(), errno);
+      ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+    }
+    if (die_with_parent) {
+      // A worker must not outlive its agent (set after setuid, which clears
+      // it). The parent may have died between fork() and here: then we were
+      // reparented already and no signal will come.
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) ::raise(SIGKILL);
+    }
     int err = ENOENT;
     bool saw_eacces = false;
     for (const auto& c : candidates) {
@@ -153,8 +179,7 @@ SpawnResult spawn_process(const ProcessSpec& spec) {
         saw_eacces = true;
         continue;
       }
-      if (err == ENOENT || err == ENOTDIR || err == ESTALE || err == ENODEV ||
-          err == ETIMEDOUT)
+      if (err == ENOENT || err == ENOTDIR || err == ESTALE || err == ENODEV || err == ETIMEDOUT)
         continue;
       break;
     }

@@ -6,6 +6,7 @@
 
 #include <sys/types.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,14 @@ struct ProcessSpec {
   // long as the process (node/spawner.hpp): the kernel ties the signal to the
   // forking *thread*, not the process.
   bool die_with_parent = false;
+  // Isolation (node/isolation.hpp). The child joins these cgroups (writes "0"
+  // to each cgroup.procs) before anything else runs; then, when uid is set,
+  // drops every supplementary group, takes gid and uid, and sets
+  // no_new_privs, so nothing it execs can become root again.
+  std::vector<std::string> cgroup_procs;
+  std::optional<uid_t> uid;
+  gid_t gid = 0;
+  int oom_score_adj = 0;  // > 0: the kernel's OOM killer picks the job before the agent
 };
 
 struct SpawnResult {
@@ -56,10 +65,10 @@ struct SpawnResult {
 };
 
 // Forks and execs. The child: default signal dispositions and an empty signal
-// mask, the parent-death signal when asked, setsid(), stdin from /dev/null, stdout+stderr to the log file, cwd,
-// then execve over the PATH candidates; when every one fails it writes
-// "troupe-node: cannot execute '<argv0>': <error>" to the log and exits 127.
-// Returns after exec succeeded or failed in the child.
+// mask, the parent-death signal when asked, setsid(), stdin from /dev/null, stdout+stderr to the
+// log file, cwd, then execve over the PATH candidates; when every one fails it writes "troupe-node:
+// cannot execute '<argv0>': <error>" to the log and exits 127. Returns after exec succeeded or
+// failed in the child.
 SpawnResult spawn_process(const ProcessSpec& spec);
 
 // Sends `sig` to the process group `pid` leads (falls back to the process).

@@ -2,7 +2,9 @@
 # Installs the Debian 12 packages Troupe builds with (skipped when every one is
 # already installed, so a rerun is quick), then configures and builds into
 # build/ (binaries in build/bin/). Safe to run again at any time. clang and
-# libclang-rt-dev (libFuzzer, the sanitizers) are for scripts/fuzz.sh only.
+# libclang-rt-dev (libFuzzer, the sanitizers) are for scripts/fuzz.sh only;
+# bubblewrap, podman, runc and busybox-static for job sandboxes, containers
+# and the local test image (docs/security.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,6 +15,7 @@ PACKAGES=(
   prometheus-cpp-dev catch2 libcli11-dev libspdlog-dev libyaml-cpp-dev
   nlohmann-json3-dev libcpp-httplib-dev libbenchmark-dev openssl libssl-dev
   prometheus
+  passwd bubblewrap podman runc busybox-static
   clang libclang-rt-dev
   ca-certificates git
 )

@@ -141,6 +141,10 @@ TmpDir::TmpDir(const std::string& prefix) {
   if (::mkdtemp(buf.data()) == nullptr)
     throw std::runtime_error("mkdtemp failed: " + std::string(std::strerror(errno)));
   path_ = buf.data();
+  // Jobs run as their team's user (docs/security.md): they pass through to
+  // their folders under the agents' state dirs, and tests' jobs leave files
+  // here (pids, marks), as under /tmp: world-writable with the sticky bit.
+  ::chmod(path_.c_str(), 01777);
 }
 
 TmpDir::~TmpDir() {

@@ -1,0 +1,194 @@
+// Unit tests of the pure side of job isolation (node/isolation.hpp,
+// node/job_user.hpp, node/cgroup.hpp's device rules) and of the isolation
+// options of troupe-node. The system side (users, cgroups, bwrap, podman) is
+// tested with real agents in tests/integration/isolation_test.cpp.
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "node/cgroup.hpp"
+#include "node/isolation.hpp"
+#include "node/job_user.hpp"
+#include "node/options.hpp"
+
+using namespace troupe::node;
+
+namespace {
+
+ParseResult parse(std::vector<const char*> args) {
+  args.insert(args.begin(), "troupe-node");
+  auto none = [](const std::string&) -> std::optional<std::string> { return std::nullopt; };
+  return parse_options(static_cast<int>(args.size()), args.data(), none, "box", "/w");
+}
+
+LaunchInfo launch() {
+  LaunchInfo l;
+  l.key = {"j-7", 2, 1};
+  l.team = "vision";
+  l.gpus = {1, 3};
+  l.command = {"python", "train.py", "--lr", "0.1"};
+  l.image = "localhost/trainer:1";
+  return l;
+}
+
+size_t index_of(const std::vector<std::string>& v, const std::string& s) {
+  for (size_t i = 0; i < v.size(); ++i)
+    if (v[i] == s) return i;
+  return v.size();
+}
+
+bool exists_none(const std::string&) {
+  return false;
+}
+bool exists_all(const std::string&) {
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("team users: the same name and uid for the same team, in the reserved range",
+          "[node][isolation]") {
+  CHECK(team_user_name("vision") == "troupe-vision");
+  CHECK(team_uid("vision") == team_uid("vision"));
+  CHECK(team_uid("vision") != team_uid("nlp"));
+  CHECK(team_uid("vision") >= kTeamUidBase);
+  CHECK(team_uid("vision") < kTeamUidBase + kTeamUidSpan);
+  // Names useradd would refuse (upper case, too long) get a stable hashed name.
+  CHECK(team_user_name("Vision") != team_user_name("vision"));
+  CHECK(team_user_name("Vision").rfind("troupe-t", 0) == 0);
+  CHECK(team_user_name("Vision").size() <= 32);
+  CHECK(team_user_name(std::string(40, 'a')).size() <= 32);
+}
+
+TEST_CASE("run_as: root and the agent's own uid are refused", "[node][isolation]") {
+  JobUsers users;
+  users.set_agent_uid(1234);
+  std::string err;
+  CHECK_FALSE(users.resolve("vision", 0, &err));
+  CHECK_THAT(err, Catch::Contains("root"));
+  CHECK_FALSE(users.resolve("vision", 1234, &err));
+  CHECK_THAT(err, Catch::Contains("agent"));
+  auto u = users.resolve("vision", 4242424, &err);  // no passwd entry: its own group id
+  REQUIRE(u);
+  CHECK(u->uid == 4242424u);
+  CHECK(u->gid == 4242424u);
+}
+
+TEST_CASE("a job's base environment is Troupe's, never the agent's", "[node][isolation]") {
+  IsolationOptions o;
+  auto env = job_base_env(o, "troupe-vision", "/state/jobs/j-1");
+  CHECK(env == std::vector<std::string>{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/state/jobs/j-1",
+                                        "USER=troupe-vision", "LOGNAME=troupe-vision"});
+  o.job_path = "/opt/conda/bin:/usr/bin";
+  CHECK(job_base_env(o, "", "/w").front() == "PATH=/opt/conda/bin:/usr/bin");
+  CHECK(job_base_env(o, "", "/w").size() == 2);
+}
+
+TEST_CASE("a job's devices: its GPUs at /dev/nvidiaN, the control devices that exist",
+          "[node][isolation]") {
+  IsolationOptions o;
+  o.gpu_device = "/stand/in/gpu%d";
+  CHECK(gpu_device_path(o.gpu_device, 12) == "/stand/in/gpu12");
+  auto none = job_devices(o, {1, 3}, &exists_none);
+  REQUIRE(none.size() == 2);
+  CHECK(none[0].host == "/stand/in/gpu1");
+  CHECK(none[0].inside == "/dev/nvidia1");
+  CHECK(none[1].inside == "/dev/nvidia3");
+  CHECK(job_devices(o, {1}, &exists_all).size() == 1 + o.control_devices.size());
+  CHECK(job_devices(o, {}, &exists_all).empty());  // no GPU: no control device either
+}
+
+TEST_CASE("bwrap: namespaces, read-only /usr, private /tmp, the job's folders and devices",
+          "[node][isolation]") {
+  IsolationOptions o;
+  LaunchInfo l = launch();
+  WorkerPaths p{"/s/jobs/j-7", "/s/checkpoints/j-7"};
+  auto a = bwrap_command(o, l, p, {{"/dev/nvidia1", "/dev/nvidia1"}});
+  CHECK(a.front() == "bwrap");
+  for (const char* flag : {"--unshare-pid", "--unshare-ipc", "--die-with-parent", "--new-session"})
+    CHECK(index_of(a, flag) < a.size());
+  CHECK(index_of(a, "--unshare-net") == a.size());  // the host's network unless asked
+  size_t usr = index_of(a, "/usr");
+  REQUIRE(usr < a.size());
+  CHECK(a[usr - 1] == "--ro-bind");
+  CHECK(a[index_of(a, "/tmp") - 1] == "--tmpfs");
+  CHECK(a[index_of(a, "/s/jobs/j-7") - 1] == "--bind");
+  CHECK(a[index_of(a, "/s/checkpoints/j-7") - 1] == "--bind");
+  CHECK(a[index_of(a, "/dev/nvidia1") - 1] == "--dev-bind");
+  // The command comes last, after "--", word for word.
+  size_t dash = index_of(a, "--");
+  REQUIRE(dash < a.size());
+  CHECK(std::vector<std::string>(a.begin() + static_cast<long>(dash) + 1, a.end()) == l.command);
+  o.sandbox_unshare_net = true;
+  CHECK(index_of(bwrap_command(o, l, p, {}), "--unshare-net") < a.size());
+}
+
+TEST_CASE("podman: the job's uid, env by name only, its devices, its cgroup, no pull",
+          "[node][isolation]") {
+  IsolationOptions o;
+  LaunchInfo l = launch();
+  WorkerPaths p{"/s/jobs/j-7", ""};
+  auto a = podman_command(o, l, p, {{"/stand/gpu1", "/dev/nvidia1"}},
+                          {"PATH=/usr/bin", "SECRET=hunter2"}, 534806, 534806,
+                          container_name("n1", l.key), "/troupe/n1/j-7-a2-r1");
+  CHECK(a[0] == "podman");
+  CHECK(a[1] == "run");
+  CHECK(a[index_of(a, "--user") + 1] == "534806:534806");
+  CHECK(a[index_of(a, "--pull") + 1] == "never");
+  CHECK(a[index_of(a, "--cgroup-parent") + 1] == "/troupe/n1/j-7-a2-r1");
+  CHECK(a[index_of(a, "--name") + 1] == "troupe-n1-j-7-a2-r1");
+  CHECK(a[index_of(a, "--device") + 1] == "/stand/gpu1:/dev/nvidia1");
+  CHECK(a[index_of(a, "--workdir") + 1] == "/s/jobs/j-7");
+  // Values never appear on the command line (other users can read it).
+  CHECK(index_of(a, "SECRET") < a.size());
+  for (const auto& w : a) CHECK(w.find("hunter2") == std::string::npos);
+  // The image, then the command.
+  size_t img = index_of(a, "localhost/trainer:1");
+  REQUIRE(img < a.size());
+  CHECK(std::vector<std::string>(a.begin() + static_cast<long>(img) + 1, a.end()) == l.command);
+}
+
+TEST_CASE("troupe-node isolation options", "[node][isolation]") {
+  auto r = parse({"--sandbox", "bwrap", "--runtime", "podman", "--job-pids-max", "64",
+                  "--gpu-device", "/x/g%d", "--sandbox-bind", "/opt", "--isolation", "on"});
+  REQUIRE(r.options);
+  CHECK(r.options->isolation.sandbox == "bwrap");
+  CHECK(r.options->isolation.runtime == "podman");
+  CHECK(r.options->isolation.pids_max == 64);
+  CHECK(r.options->isolation.gpu_device == "/x/g%d");
+  CHECK(r.options->isolation.sandbox_binds == std::vector<std::string>{"/opt"});
+  CHECK(r.options->isolation_mode == "on");
+  auto d = parse({});
+  REQUIRE(d.options);
+  CHECK(d.options->isolation.sandbox.empty());
+  CHECK(d.options->isolation.runtime.empty());
+  CHECK(d.options->isolation_mode == "auto");
+  CHECK_FALSE(parse({"--sandbox", "docker"}).options);
+  CHECK_FALSE(parse({"--runtime", "crun"}).options);
+
+  IsolationOptions o;
+  o.enabled = true;
+  CHECK(check_isolation(o).empty());
+  o.gpu_device = "/dev/nvidia";
+  CHECK_THAT(check_isolation(o), Catch::Contains("%d"));
+  o.gpu_device = "/dev/nvidia%d";
+  o.enabled = false;
+  o.sandbox = "bwrap";
+  CHECK_THAT(check_isolation(o), Catch::Contains("--isolation on"));
+}
+
+TEST_CASE("cgroup device rules", "[node][isolation]") {
+  CHECK(to_string(DeviceRule{'c', 195, 1, "rw"}) == "c 195:1 rw");
+  CHECK(to_string(DeviceRule{'c', 136, -1, "rwm"}) == "c 136:* rwm");
+  auto null = device_rule_of("/dev/null");
+  REQUIRE(null);
+  CHECK(*null == DeviceRule{'c', 1, 3, "rw"});
+  CHECK_FALSE(device_rule_of("/etc/hostname"));
+  CHECK_FALSE(device_rule_of("/no/such/device"));
+  auto std_devices = standard_devices();
+  CHECK(std::find(std_devices.begin(), std_devices.end(), DeviceRule{'c', 1, 3, "rwm"}) !=
+        std_devices.end());
+}
