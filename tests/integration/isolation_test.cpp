@@ -370,11 +370,11 @@ namespace {
 std::string busybox_image(FailureDump* dump) {
   const std::string tag = "localhost/troupe-busybox:it";
   TmpDir work("troupe-img");
-  std::string script =
-      "set -e; mkdir -p rootfs/bin; cp /bin/busybox rootfs/bin/; "
-      "chroot rootfs /bin/busybox --install -s /bin; tar -C rootfs -cf img.tar .; "
-      "podman import --change 'CMD [\"/bin/sh\"]' img.tar " +
-      tag;
+  std::string script = "set -e; cd " + work.path() +
+                       "; mkdir -p rootfs/bin; cp /bin/busybox rootfs/bin/; "
+                       "chroot rootfs /bin/busybox --install -s /bin; tar -C rootfs -cf img.tar .; "
+                       "podman import --change 'CMD [\"/bin/sh\"]' img.tar " +
+                       tag;
   RunResult r = run_program({"/bin/sh", "-c", script}, work.path(), "podman-import", 120s, dump);
   INFO("podman import: rc " << r.exit_code << "\n" << r.out << r.err);
   REQUIRE(r.exit_code == 0);

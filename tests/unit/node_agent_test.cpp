@@ -37,6 +37,7 @@ struct LaunchArgs {
   std::vector<std::pair<std::string, std::string>> env;
   long long max_runtime_s = 0;
   int grace_s = 10;
+  std::string image;
 };
 
 Inbound launch_msg(const LaunchArgs& a) {
@@ -49,7 +50,8 @@ Inbound launch_msg(const LaunchArgs& a) {
   auto body = wire::CreateLaunch(fbb, fbb.CreateString(a.job_id), fbb.CreateString("team"),
                                  a.attempt, a.rank, a.world_size, fbb.CreateString("host:1234"),
                                  fbb.CreateVector(a.gpus), fbb.CreateVector(cmd),
-                                 fbb.CreateVector(env), a.max_runtime_s, a.grace_s, 0, 1);
+                                 fbb.CreateVector(env), a.max_runtime_s, a.grace_s, 0, 1,
+                                 a.image.empty() ? 0 : fbb.CreateString(a.image));
   return Inbound{subjects::scheduler_to_agent(kNode, subjects::kLaunch), "", wire::seal(fbb, body)};
 }
 
@@ -194,6 +196,27 @@ TEST_CASE("node agent: an invalid launch is answered with launch failed", "[node
   CHECK(x->exit_code() == -1);
   CHECK(wire::str(x->reason()) == "launch failed: empty command");
   CHECK(f.agent->counters().launch_failures == 1);
+}
+
+TEST_CASE(
+    "node agent: without a container runtime, a launch with an image is refused, never "
+    "run on the host",
+    "[node][agent][isolation]") {
+  Fixture f;
+  LaunchArgs a;
+  a.command = {"/bin/sh", "-c", "echo ran-on-the-host"};
+  a.image = "localhost/trainer:1";
+  f.agent->on_message(launch_msg(a));
+  REQUIRE(f.cap.wait_count(f.exited, 1));
+  CHECK(f.cap.on(f.started).empty());
+  std::vector<Published> keep;
+  const auto* x = f.exited_at(keep, 0);
+  CHECK(x->exit_code() == -1);
+  CHECK_THAT(wire::str(x->reason()), Catch::StartsWith("launch failed: the job names image "
+                                                       "localhost/trainer:1") &&
+                                         Catch::Contains("--runtime podman"));
+  CHECK(f.agent->counters().launch_failures == 1);
+  CHECK(test::read_file(log_path(f.tmp.path(), WorkerKey{a.job_id, a.attempt, a.rank})).empty());
 }
 
 TEST_CASE("node agent: Stop escalates to SIGKILL after grace_s", "[node][agent]") {
@@ -454,7 +477,7 @@ TEST_CASE("node agent: shutdown stops every worker and refuses new launches", "[
   for (const auto& p : ex)
     CHECK(wire::str(p.envelope()->body_as_Exited()->reason()) ==
           "stopped: the node agent is shutting down");
-  f.agent->on_message(launch_msg(LaunchArgs{"j-3", 0, 0, 1, {}, {"true"}, {}, 0, 10}));
+  f.agent->on_message(launch_msg(LaunchArgs{"j-3", 0, 0, 1, {}, {"true"}, {}, 0, 10, {}}));
   auto after = f.cap.on(f.exited);
   REQUIRE(after.size() == 3);
   CHECK(wire::str(after[2].envelope()->body_as_Exited()->reason()) ==
