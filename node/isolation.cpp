@@ -37,8 +37,12 @@ std::vector<std::string> job_base_env(const IsolationOptions& o, const std::stri
 std::vector<DeviceMap> job_devices(const IsolationOptions& o, const std::vector<int>& gpus,
                                    bool (*exists)(const std::string&)) {
   std::vector<DeviceMap> out;
-  for (int g : gpus)
-    out.push_back({gpu_device_path(o.gpu_device, g), "/dev/nvidia" + std::to_string(g)});
+  // A GPU without a device node (a host with no driver, GPUs only counted
+  // with --gpus) passes nothing: there is nothing to open.
+  for (int g : gpus) {
+    std::string host = gpu_device_path(o.gpu_device, g);
+    if (exists(host)) out.push_back({host, "/dev/nvidia" + std::to_string(g)});
+  }
   if (!gpus.empty())
     for (const auto& c : o.control_devices)
       if (exists(c)) out.push_back({c, c});

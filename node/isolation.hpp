@@ -60,8 +60,8 @@ struct DeviceMap {
   std::string host;
   std::string inside;
 };
-// The job's GPUs (at /dev/nvidiaN inside) and the control devices that exist
-// (as `exists` says).
+// The job's GPUs (at /dev/nvidiaN inside) and the control devices, those
+// that exist (as `exists` says).
 std::vector<DeviceMap> job_devices(const IsolationOptions& o, const std::vector<int>& gpus,
                                    bool (*exists)(const std::string&));
 

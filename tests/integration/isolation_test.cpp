@@ -4,6 +4,8 @@
 // nothing outliving its job, an agent its jobs cannot kill, bubblewrap and
 // podman. Each job reports what it saw in its log; the test reads the log
 // and the host (/proc, the cgroup files) and decides.
+#include "node/isolation.hpp"
+
 #include <pwd.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -339,8 +341,11 @@ TEST_CASE(
                 "echo UID=$(id -u); "
                 "echo PROCS=$(ls /proc | grep -c '^[0-9]'); "
                 "if touch /usr/mark 2>/dev/null; then echo USR_RO=no; else echo USR_RO=yes; fi; "
-                "echo TMP=$(ls -A /tmp | grep -v '^troupe-it-' | wc -l); touch /tmp/mine && echo "
-                "TMP_RW=yes; "
+                // Entries of /tmp other than the mount points of its own
+                // folders (the test's are under /tmp).
+                "n=0; for e in $(ls -A /tmp); do case \"$PWD:$TROUPE_CHECKPOINT_DIR\" in "
+                "/tmp/$e/*|*:/tmp/$e/*) ;; *) n=$((n+1)) ;; esac; done; echo TMP=$n; "
+                "touch /tmp/mine && echo TMP_RW=yes; "
                 "if [ -e " +
                     host_mark +
                     " ]; then echo HOST_TMP=yes; else echo HOST_TMP=no; fi; "
@@ -357,7 +362,6 @@ TEST_CASE(
   REQUIRE(procs);
   CHECK(std::stoi(*procs) <= 6);  // bwrap, the shell, its pipeline: not the host's processes
   CHECK(log_value(log, "USR_RO") == std::optional<std::string>("yes"));
-  // Only the mount point of its work dir (the test's state dir is under /tmp).
   CHECK(log_value(log, "TMP") == std::optional<std::string>("0"));
   CHECK(log_value(log, "TMP_RW") == std::optional<std::string>("yes"));
   CHECK(log_value(log, "HOST_TMP") == std::optional<std::string>("no"));
@@ -431,4 +435,52 @@ TEST_CASE(
   auto ckpt = log_value(log, "CKPT");
   REQUIRE(ckpt);
   CHECK(read_file(*ckpt + "/out") == "data\n");
+}
+
+TEST_CASE(
+    "isolation: a canceled job in a container gets SIGTERM inside it, and neither its "
+    "processes nor its container outlive it",
+    "[integration][isolation]") {
+  Cluster c(ClusterOptions{}.node_args("boxed", 2, false, "a100", {"--runtime", "podman"}));
+  REQUIRE(c.wait_nodes_alive(1, 20s));
+  std::string image = busybox_image(&c.dump());
+  Json spec = job_spec(
+      "t1",
+      {"sh", "-c", "trap 'echo TERM=1; exit 0' TERM; echo UP=1; sleep 1000 & wait; sleep 1000"});
+  spec["image"] = image;
+  auto id = c.submit_ok("t1", spec);
+  REQUIRE(wait_log_value(c, "t1", id, "UP", 60s));
+  c.cancel("t1", id);
+  auto done = c.wait_terminal(id, 60s);
+  REQUIRE(done);
+  std::string log = log_of(c, "t1", id);
+  INFO("log:\n" << log);
+  CHECK(done->state == names::kCanceled);
+  CHECK(log_value(log, "TERM") == std::optional<std::string>("1"));
+  // Its cgroup is gone (every process in it ended), and so is the container.
+  struct stat st {};
+  CHECK(::stat(("/sys/fs/cgroup/freezer/troupe/boxed/" + id + "-a1-r0").c_str(), &st) != 0);
+  std::string name = node::container_name("boxed", node::WorkerKey{id, 1, 0});
+  bool gone = false;
+  for (auto deadline = Clock::now() + 20s; Clock::now() < deadline && !gone;) {
+    RunResult ps = run_program({"/usr/bin/podman", "ps", "--all", "--format", "{{.Names}}"},
+                               c.dir(), "podman-ps", 30s, &c.dump());
+    gone = ps.exit_code == 0 && ps.out.find(name) == std::string::npos;
+    if (!gone) std::this_thread::sleep_for(200ms);
+  }
+  CHECK(gone);
+}
+
+TEST_CASE("isolation: run_as in the cluster config maps a team to an existing uid",
+          "[integration][isolation]") {
+  Cluster c(ClusterOptions{}.node("n1").with_config(
+      "pools:\n  - {name: a100, gpu_type: a100}\n"
+      "teams:\n  - {name: mapped, run_as: 4242}\n  - {name: plain}\n"));
+  REQUIRE(c.wait_nodes_alive(1, 20s));
+  auto a = c.submit_ok("mapped", job_spec("mapped", {"sh", "-c", "echo UID=$(id -u)"}));
+  auto b = c.submit_ok("plain", job_spec("plain", {"sh", "-c", "echo UID=$(id -u)"}));
+  REQUIRE(c.wait_terminal(a, 30s));
+  REQUIRE(c.wait_terminal(b, 30s));
+  CHECK(log_value(log_of(c, "mapped", a), "UID") == std::optional<std::string>("4242"));
+  CHECK(log_value(log_of(c, "plain", b), "UID") == std::to_string(uid_of_team("plain")));
 }

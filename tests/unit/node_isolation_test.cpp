@@ -92,13 +92,14 @@ TEST_CASE("a job's devices: its GPUs at /dev/nvidiaN, the control devices that e
   IsolationOptions o;
   o.gpu_device = "/stand/in/gpu%d";
   CHECK(gpu_device_path(o.gpu_device, 12) == "/stand/in/gpu12");
-  auto none = job_devices(o, {1, 3}, &exists_none);
-  REQUIRE(none.size() == 2);
-  CHECK(none[0].host == "/stand/in/gpu1");
-  CHECK(none[0].inside == "/dev/nvidia1");
-  CHECK(none[1].inside == "/dev/nvidia3");
-  CHECK(job_devices(o, {1}, &exists_all).size() == 1 + o.control_devices.size());
-  CHECK(job_devices(o, {}, &exists_all).empty());  // no GPU: no control device either
+  auto all = job_devices(o, {1, 3}, &exists_all);
+  REQUIRE(all.size() == 2 + o.control_devices.size());
+  CHECK(all[0].host == "/stand/in/gpu1");
+  CHECK(all[0].inside == "/dev/nvidia1");
+  CHECK(all[1].inside == "/dev/nvidia3");
+  CHECK(all[2].host == o.control_devices.front());
+  CHECK(job_devices(o, {1, 3}, &exists_none).empty());  // no device nodes: nothing to pass
+  CHECK(job_devices(o, {}, &exists_all).empty());       // no GPU: no control device either
 }
 
 TEST_CASE("bwrap: namespaces, read-only /usr, private /tmp, the job's folders and devices",
