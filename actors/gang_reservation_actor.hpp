@@ -10,7 +10,7 @@
 //   reservation of its plan and reports unplaced, so the queue tries again.
 #pragma once
 
-#include "messages/caf_types.hpp"
+#include "actors/caf_types.hpp"
 
 namespace troupe {
 

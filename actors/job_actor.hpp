@@ -33,7 +33,7 @@
 #include <string>
 
 #include "actors/ports.hpp"
-#include "messages/caf_types.hpp"
+#include "actors/caf_types.hpp"
 
 namespace troupe {
 

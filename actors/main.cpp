@@ -24,7 +24,7 @@
 #include "actors/policy/admission.hpp"
 #include "actors/policy/config.hpp"
 #include "actors/scheduler.hpp"
-#include "bus/bridge.hpp"
+#include "actors/bridge.hpp"
 #include "bus/nats.hpp"
 #include "bus/subjects.hpp"
 #include "gateway/metrics.hpp"

@@ -27,7 +27,7 @@
 
 #include "actors/policy/ledger.hpp"
 #include "actors/ports.hpp"
-#include "messages/caf_types.hpp"
+#include "actors/caf_types.hpp"
 
 namespace troupe {
 

@@ -16,7 +16,7 @@
 #pragma once
 
 #include "actors/ports.hpp"
-#include "messages/caf_types.hpp"
+#include "actors/caf_types.hpp"
 
 namespace troupe {
 

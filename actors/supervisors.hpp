@@ -25,7 +25,7 @@
 
 #include "actors/node_actor.hpp"
 #include "actors/ports.hpp"
-#include "messages/caf_types.hpp"
+#include "actors/caf_types.hpp"
 
 namespace troupe {
 

@@ -16,7 +16,7 @@
 
 #include <string>
 
-#include "messages/caf_types.hpp"
+#include "actors/caf_types.hpp"
 
 namespace troupe {
 

@@ -1,7 +1,7 @@
 // The NATS connection, subscriptions and JetStream, as RAII objects. This
 // folder is the only code that includes NATS headers; everything else sees
 // these classes. Callbacks run on NATS threads: hand data to actors with
-// caf::anon_send (bus/bridge.hpp), never touch actor state there.
+// caf::anon_send (actors/bridge.hpp), never touch actor state there.
 #pragma once
 
 #include <cstdint>
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "messages/caf_types.hpp"
+#include "bus/inbound.hpp"
 
 // Opaque NATS C types (defined in <nats/nats.h>, included by nats.cpp only).
 struct __natsConnection;

@@ -17,11 +17,12 @@
 //   troupe.<team>.events.<job_id>     publish: JobEvent JSON on every state change (stream
 //   TROUPE_EVENTS) troupe.sys.jobs                   request: {} -> JobList JSON (every team)
 //   troupe.sys.nodes                  request: {} -> NodeList JSON
-//   troupe.sys.find                   request: {"job_id"} -> {"job_id","team","state"} | {"error","code"}
-//   troupe.<team>.history             request: {"job_id"} -> {"job_id","events":[JobEvent...]}
-//   troupe.sys.cordon|uncordon|drain  request: {"node"} -> {"node","state","running"} | {"error"}
-//   troupe.sys.queues                 request: {} -> per team and pool: quota, use, pending, share
-//   troupe.sys.stats                  request: {} -> scheduler counters JSON (malformed, rejected,
+//   troupe.sys.find                   request: {"job_id"} -> {"job_id","team","state"} |
+//   {"error","code"} troupe.<team>.history             request: {"job_id"} ->
+//   {"job_id","events":[JobEvent...]} troupe.sys.cordon|uncordon|drain  request: {"node"} ->
+//   {"node","state","running"} | {"error"} troupe.sys.queues                 request: {} -> per
+//   team and pool: quota, use, pending, share troupe.sys.stats                  request: {} ->
+//   scheduler counters JSON (malformed, rejected,
 //   ...) troupe.sys.hello                  publish (scheduler start): agents register again;
 //   {"epoch"} troupe.sys.debug.crash            request (only with troupe-scheduler --debug-crash):
 //                                     {"kind":"job|queue|node","id"} -> {"crashed"} | {"error"}
@@ -34,25 +35,16 @@
 #include <string>
 #include <string_view>
 
+#include "messages/names.hpp"
+
 namespace troupe::subjects {
 
 inline constexpr std::string_view kRoot = "troupe";
 
-// Returns an empty string when `token` can be one subject token, else why not.
-inline std::string check_token(std::string_view token) {
-  if (token.empty()) return "must not be empty";
-  if (token.size() > 128) return "must be at most 128 characters";
-  for (char c : token) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '-' || c == '_';
-    if (!ok) return "'" + std::string(token) + "' may hold only letters, digits, '-' and '_'";
-  }
-  return {};
-}
-
-inline bool valid_team(std::string_view team) {
-  return check_token(team).empty() && team != "sys";
-}
+// Token checks live with the names (messages/names.hpp): policy and spec
+// validation use them without depending on the bus.
+using names::check_token;
+using names::valid_team;
 
 // User-facing verbs under troupe.<team>.
 inline constexpr std::string_view kSubmit = "submit";

@@ -1,10 +1,28 @@
-// Every job state, job kind and priority name, defined once.
+// Every job state, job kind and priority name, defined once; and the check
+// that a name (team, pool, node, GPU type) can be one NATS subject token.
 #pragma once
 
 #include <array>
+#include <string>
 #include <string_view>
 
 namespace troupe::names {
+
+// Returns an empty string when `token` can be one subject token, else why not.
+inline std::string check_token(std::string_view token) {
+  if (token.empty()) return "must not be empty";
+  if (token.size() > 128) return "must be at most 128 characters";
+  for (char c : token) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '-' || c == '_';
+    if (!ok) return "'" + std::string(token) + "' may hold only letters, digits, '-' and '_'";
+  }
+  return {};
+}
+
+inline bool valid_team(std::string_view team) {
+  return check_token(team).empty() && team != "sys";
+}
 
 // Job states. queued -> placing -> starting -> running -> a terminal state.
 inline constexpr std::string_view kQueued = "queued";
@@ -20,8 +38,7 @@ inline bool is_terminal(std::string_view state) {
 }
 
 // Job kinds.
-inline constexpr std::array<std::string_view, 3> kKinds = {"training", "inference",
-                                                            "evaluation"};
+inline constexpr std::array<std::string_view, 3> kKinds = {"training", "inference", "evaluation"};
 // Priority names (the default classes; the policy issue adds configured ones).
 inline constexpr std::array<std::string_view, 3> kPriorities = {"high", "normal", "low"};
 inline constexpr std::string_view kDefaultPriority = "normal";

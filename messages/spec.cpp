@@ -9,7 +9,6 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "bus/subjects.hpp"
 #include "messages/names.hpp"
 
 namespace troupe::spec {
@@ -365,7 +364,7 @@ std::string fingerprint(const pb::JobSpec& s) {
 Verdict check(const pb::JobSpec& s, const Limits& limits) {
   if (auto v = check_sizes(s, limits); !v.ok()) return v;
   if (s.team().empty()) return invalid("team is required");
-  if (auto err = subjects::check_token(s.team()); !err.empty()) return invalid("team: " + err);
+  if (auto err = names::check_token(s.team()); !err.empty()) return invalid("team: " + err);
   if (s.team() == names::kSysToken) return invalid("team name 'sys' is reserved");
   if (auto c = control_char(s.name()); !c.empty())
     return invalid("name contains the control character " + c);
@@ -396,7 +395,7 @@ Verdict check(const pb::JobSpec& s, const Limits& limits) {
   if (r.memory_mb() < 0)
     return invalid("resources.memory_mb must be >= 0 (got " + num(r.memory_mb()) + ")");
   if (!r.gpu_type().empty()) {
-    if (auto err = subjects::check_token(r.gpu_type()); !err.empty())
+    if (auto err = names::check_token(r.gpu_type()); !err.empty())
       return invalid("resources.gpu_type: " + err);
   }
   int workers = s.has_workers() ? s.workers() : 1;
@@ -414,7 +413,7 @@ Verdict check(const pb::JobSpec& s, const Limits& limits) {
     return invalid("unknown priority class '" + shown(s.priority()) + "' (known: " + known + ")");
   }
   if (!s.pool().empty()) {
-    if (auto err = subjects::check_token(s.pool()); !err.empty()) return invalid("pool: " + err);
+    if (auto err = names::check_token(s.pool()); !err.empty()) return invalid("pool: " + err);
   }
   if (s.max_runtime_s() < 0)
     return invalid("max_runtime_s must be >= 0 (got " + num(s.max_runtime_s()) + ")");

@@ -21,7 +21,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "messages/caf_types.hpp"
+#include "bus/inbound.hpp"
 #include "messages/wire.hpp"
 #include "node/cgroup.hpp"
 #include "node/checkpoint.hpp"

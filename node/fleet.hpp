@@ -14,7 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "messages/caf_types.hpp"
+#include "bus/inbound.hpp"
 #include "node/agent.hpp"
 #include "node/timer_queue.hpp"
 

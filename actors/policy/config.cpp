@@ -4,8 +4,8 @@
 #include <cmath>
 #include <set>
 
-#include "bus/subjects.hpp"
 #include "config.pb.h"
+#include "messages/names.hpp"
 #include "messages/spec.hpp"
 
 namespace troupe::policy {
@@ -123,7 +123,7 @@ std::string load_config(std::string_view text, ClusterConfig& out) {
   c.open = false;
   std::set<std::string> seen;
   for (const auto& p : pbc.pools()) {
-    if (auto e = subjects::check_token(p.name()); !e.empty()) return "config: pool name " + e;
+    if (auto e = names::check_token(p.name()); !e.empty()) return "config: pool name " + e;
     if (!seen.insert(p.name()).second) return "config: pool '" + p.name() + "' defined twice";
     if (p.gpu_type().empty()) return "config: pool '" + p.name() + "' needs a gpu_type";
     c.pools.push_back({p.name(), p.gpu_type()});
@@ -131,8 +131,7 @@ std::string load_config(std::string_view text, ClusterConfig& out) {
   if (c.pools.empty()) return "config: at least one pool is required";
   seen.clear();
   for (const auto& t : pbc.teams()) {
-    if (!subjects::valid_team(t.name()))
-      return "config: team name '" + t.name() + "' is not allowed";
+    if (!names::valid_team(t.name())) return "config: team name '" + t.name() + "' is not allowed";
     if (!seen.insert(t.name()).second) return "config: team '" + t.name() + "' defined twice";
     TeamCfg tc;
     tc.name = t.name();
@@ -163,7 +162,7 @@ std::string load_config(std::string_view text, ClusterConfig& out) {
   }
   seen.clear();
   for (const auto& k : pbc.priority_classes()) {
-    if (auto e = subjects::check_token(k.name()); !e.empty())
+    if (auto e = names::check_token(k.name()); !e.empty())
       return "config: priority class name " + e;
     if (!seen.insert(k.name()).second)
       return "config: priority class '" + k.name() + "' defined twice";
@@ -193,7 +192,7 @@ std::string load_config(std::string_view text, ClusterConfig& out) {
   for (const auto& n : pbc.nodes()) {
     std::string_view name(n);
     if (!name.empty() && name.back() == '*') name.remove_suffix(1);
-    if (name.empty() || !subjects::check_token(name).empty())
+    if (name.empty() || !names::check_token(name).empty())
       return "nodes: '" + n + "' is not a node name (or a prefix ending in '*')";
     c.nodes.push_back(n);
   }

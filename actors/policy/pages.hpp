@@ -13,7 +13,6 @@
 #include <string>
 #include <vector>
 
-#include "bus/subjects.hpp"
 #include "messages/names.hpp"
 
 namespace troupe::policy {
@@ -44,7 +43,7 @@ inline std::string parse_page_request(const nlohmann::json& req, PageRequest* ou
     if (!it->is_string()) return "after must be a job id";
     p.after = it->get<std::string>();
     if (!p.after.empty())
-      if (auto err = subjects::check_token(p.after); !err.empty()) return "after: " + err;
+      if (auto err = names::check_token(p.after); !err.empty()) return "after: " + err;
   }
   if (auto it = req.find("state"); it != req.end() && !it->is_null()) {
     if (!it->is_string()) return "state must be a string";

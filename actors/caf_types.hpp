@@ -9,21 +9,11 @@
 #include <vector>
 
 #include "actors/policy/placement.hpp"
+#include "bus/inbound.hpp"
 
 namespace troupe {
 
-// One message from the bus (or an actor), as bytes plus routing. `reply` is
-// the NATS reply subject of a request ("" for plain publishes).
-struct Inbound {
-  Inbound() = default;
-  Inbound(std::string s, std::string r, std::vector<uint8_t> d)
-      : subject(std::move(s)), reply(std::move(r)), data(std::move(d)) {}
-  std::string subject;
-  std::string reply;
-  std::vector<uint8_t> data;
-  std::string msg_id;       // Nats-Msg-Id header (JetStream publishers)
-  uint64_t stream_seq = 0;  // from a JetStream consumer: acknowledge via Intake::ack
-};
+// Inbound (bus/inbound.hpp): one message from the bus (or an actor).
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, Inbound& x) {
