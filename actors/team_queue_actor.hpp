@@ -4,8 +4,9 @@
 // Handles: (enqueue_atom, JobTicket), (dequeue_atom, id) from job actors;
 //   (grant_atom, JobTicket, CandidateList) from the pool arbiter;
 //   (placed_atom, Assignment) / (unplaced_atom, id, reason) from gang
-//   reservations; (why_atom, id, reply): its place in line; (flush_atom)
-//   its own coalescing trigger.
+//   reservations; (why_atom, id, reply): its place in line; (count_atom):
+//   how many jobs wait; (tick_atom) from itself: one demand for a burst of
+//   changes.
 // Emits: (demand_atom, team, first jobs, pending jobs, pending GPUs) to the
 //   arbiter when the queue changes; for a granted single worker
 //   Envelope{Propose} -> Accept|Reject -> Envelope{Commit} -> Accept|Reject

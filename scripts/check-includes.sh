@@ -3,7 +3,8 @@
 # #include lines: messages -> bus -> actors (actors/policy: a pure floor
 # inside it) -> node, gateway, load. A file may include its own floor and the
 # floors below it, never one above; NATS headers only in bus/, CAF only in
-# actors/. Prints each breach and exits 1 when there is one.
+# actors/. Also: docs/architecture.md names exactly the atoms the code
+# declares. Prints each breach and exits 1 when there is one.
 #   scripts/check-includes.sh [REPO_ROOT]      (ctest: include_rules)
 set -uo pipefail
 root="${1:-$(dirname "$0")/..}"
@@ -78,10 +79,20 @@ while IFS= read -r file; do
   fi
 done < <(find messages bus actors node gateway -name '*.[ch]pp' | sort)
 
+# docs/architecture.md names every atom of actors/caf_types.hpp, and no other.
+code_atoms=$(sed -n 's/^CAF_ADD_ATOM(troupe, troupe::atoms, \([a-z_]*\),.*/\1/p' actors/caf_types.hpp | sort -u)
+doc_atoms=$(grep -o '`[a-z_]*_atom`' docs/architecture.md | tr -d '`' | sort -u)
+for a in $(comm -23 <(echo "$code_atoms") <(echo "$doc_atoms")); do
+  breach "atom $a (actors/caf_types.hpp) is missing from docs/architecture.md"
+done
+for a in $(comm -13 <(echo "$code_atoms") <(echo "$doc_atoms")); do
+  breach "docs/architecture.md names $a, which actors/caf_types.hpp does not declare"
+done
+
 for a in "${allowed[@]}"; do
   found=0
   for s in "${seen_allowed[@]:-}"; do [ "$s" = "$a" ] && found=1; done
   [ $found = 1 ] || breach "the allowed breach $a is gone: remove it from scripts/check-includes.sh"
 done
-[ $fail = 0 ] && echo "include rules: ok"
+[ $fail = 0 ] && echo "include rules and atoms: ok"
 exit $fail
