@@ -53,9 +53,7 @@ void give_up(Self* self, const std::string& reason) {
 void commit_all(Self* self) {
   auto& st = self->state;
   for (size_t rank = 0; rank < st.c.actors.size(); ++rank) {
-    flatbuffers::FlatBufferBuilder fbb;
-    auto body = wire::CreateCommit(fbb, fbb.CreateString(id_of(st, rank)));
-    self->request(st.c.actors[rank], kAskTimeout, Envelope{wire::seal(fbb, body)})
+    self->request(st.c.actors[rank], kAskTimeout, Envelope{wire::commit(id_of(st, rank))})
         .then(
             [=](const Envelope& answer) {
               auto* e = wire::open(answer.bytes);
@@ -86,14 +84,10 @@ void reserve_next(Self* self) {
     return;
   }
   size_t rank = st.order[st.next];
-  flatbuffers::FlatBufferBuilder fbb;
-  auto res = wire::CreateResources(fbb, st.t.req.gpus, fbb.CreateString(st.t.req.gpu_type),
-                                   st.t.req.cpus, st.t.req.memory_mb);
-  auto body =
-      wire::CreateReserve(fbb, fbb.CreateString(id_of(st, rank)), fbb.CreateString(st.t.job_id),
-                          fbb.CreateString(st.t.job_id), fbb.CreateString(st.t.team), res, kLeaseMs,
-                          static_cast<int>(rank));
-  self->request(st.c.actors[rank], kAskTimeout, Envelope{wire::seal(fbb, body)})
+  wire::Ask ask{st.t.req.gpus, st.t.req.gpu_type, st.t.req.cpus, st.t.req.memory_mb};
+  Envelope reserve{wire::reserve(id_of(st, rank), st.t.job_id, st.t.job_id, st.t.team, ask,
+                                 kLeaseMs, static_cast<int>(rank))};
+  self->request(st.c.actors[rank], kAskTimeout, std::move(reserve))
       .then(
           [=](const Envelope& answer) {
             auto* e = wire::open(answer.bytes);

@@ -149,11 +149,9 @@ void send_stops(Self* self) {
   auto& st = self->state;
   for (const auto& p : st.rec.placement()) {
     if (has(st.rec.exited_ranks(), p.rank())) continue;
-    flatbuffers::FlatBufferBuilder fbb;
-    auto body = wire::CreateStop(fbb, fbb.CreateString(st.rec.job_id()), st.rec.attempt(), p.rank(),
-                                 st.stop.grace_s, fbb.CreateString(st.stop.reason), st.stop.signal,
-                                 5, st.w.epoch);
-    to_node(self, p.node(), Envelope{wire::seal(fbb, body)});
+    to_node(self, p.node(),
+            Envelope{wire::stop(st.rec.job_id(), st.rec.attempt(), p.rank(), st.stop.grace_s,
+                                st.stop.reason, st.stop.signal, 5, st.w.epoch)});
   }
 }
 
@@ -340,23 +338,26 @@ void send_launch(Self* self, int rank) {
   std::map<std::string, std::string> env(s.env().begin(), s.env().end());
   if (!r.last_checkpoint().empty() && !r.checkpoint_dir().empty())
     env["TROUPE_RESUME_FROM"] = r.checkpoint_dir() + "/" + r.last_checkpoint();
-  flatbuffers::FlatBufferBuilder fbb;
-  std::vector<flatbuffers::Offset<flatbuffers::String>> cmd;
-  for (const auto& c : s.command()) cmd.push_back(fbb.CreateString(c));
-  std::vector<flatbuffers::Offset<wire::KeyValue>> kv;
-  for (const auto& [k, v] : env)
-    kv.push_back(wire::CreateKeyValue(fbb, fbb.CreateString(k), fbb.CreateString(v)));
-  std::vector<int32_t> gpus(p.gpus().begin(), p.gpus().end());
+  wire::LaunchFields l;
+  l.job_id = r.job_id();
+  l.team = s.team();
+  l.attempt = r.attempt();
+  l.rank = rank;
+  l.world_size = r.placement_size();
+  l.coordinator = r.coordinator();
+  l.gpus.assign(p.gpus().begin(), p.gpus().end());
+  l.command.assign(s.command().begin(), s.command().end());
+  l.env.assign(env.begin(), env.end());
+  l.max_runtime_s = s.max_runtime_s();
+  l.grace_s = kStopGraceS;
+  l.checkpoint_dir = r.checkpoint_dir();
+  l.epoch = self->state.w.epoch;
+  l.image = s.image();
   // The worker's cgroup: the spec's resources, else the config's job_defaults.
-  int64_t memory_mb =
-      s.resources().memory_mb() > 0 ? s.resources().memory_mb() : r.default_memory_mb();
-  auto body = wire::CreateLaunch(
-      fbb, fbb.CreateString(r.job_id()), fbb.CreateString(s.team()), r.attempt(), rank,
-      r.placement_size(), fbb.CreateString(r.coordinator()), fbb.CreateVector(gpus),
-      fbb.CreateVector(cmd), fbb.CreateVectorOfSortedTables(&kv), s.max_runtime_s(), kStopGraceS,
-      fbb.CreateString(r.checkpoint_dir()), self->state.w.epoch, fbb.CreateString(s.image()),
-      s.resources().cpus(), memory_mb, r.has_run_as() ? r.run_as() : -1);
-  to_node(self, p.node(), Envelope{wire::seal(fbb, body)});
+  l.cpus = s.resources().cpus();
+  l.memory_mb = s.resources().memory_mb() > 0 ? s.resources().memory_mb() : r.default_memory_mb();
+  l.run_as_uid = r.has_run_as() ? r.run_as() : -1;
+  to_node(self, p.node(), Envelope{wire::launch(l)});
 }
 
 void on_placed(Self* self, const Assignment& a) {

@@ -160,17 +160,11 @@ void restore(Self* self, const std::string& snapshot) {
 
 Envelope accept(const std::string& node, const std::string& id, const std::vector<int>& gpus,
                 int64_t expires) {
-  flatbuffers::FlatBufferBuilder fbb;
-  auto body = wire::CreateAccept(fbb, fbb.CreateString(id), fbb.CreateString(node),
-                                 fbb.CreateVector(gpus), expires);
-  return Envelope{wire::seal(fbb, body)};
+  return Envelope{wire::accept(node, id, gpus, expires)};
 }
 
 Envelope reject(const std::string& node, const std::string& id, const std::string& reason) {
-  flatbuffers::FlatBufferBuilder fbb;
-  auto body = wire::CreateReject(fbb, fbb.CreateString(id), fbb.CreateString(node),
-                                 fbb.CreateString(reason));
-  return Envelope{wire::seal(fbb, body)};
+  return Envelope{wire::reject(node, id, reason)};
 }
 
 Envelope on_reserve(Self* self, const std::string& id, const std::string& job_id,
@@ -204,10 +198,8 @@ void tell_exit(Self* self, const std::string& id, int exit_code, int signal,
   std::string job;
   int attempt = 0, rank = 0;
   if (!policy::parse_hold_id(id, &job, &attempt, &rank)) return;
-  flatbuffers::FlatBufferBuilder fbb;
-  auto body = wire::CreateExited(fbb, fbb.CreateString(self->state.node), fbb.CreateString(job),
-                                 attempt, rank, exit_code, signal, fbb.CreateString(reason));
-  to_job(self, job, Envelope{wire::seal(fbb, body)});
+  to_job(self, job,
+         Envelope{wire::exited(self->state.node, job, attempt, rank, exit_code, signal, reason)});
 }
 // ... as the hold remembers it.
 void tell_exit(Self* self, const std::string& id, const policy::Hold& h) {
@@ -216,10 +208,7 @@ void tell_exit(Self* self, const std::string& id, const policy::Hold& h) {
 
 // Tells a job that one of its workers runs here.
 void tell_started(Self* self, const std::string& job_id, int attempt, int rank) {
-  flatbuffers::FlatBufferBuilder fbb;
-  auto body = wire::CreateStarted(fbb, fbb.CreateString(self->state.node), fbb.CreateString(job_id),
-                                  attempt, rank, 0);
-  to_job(self, job_id, Envelope{wire::seal(fbb, body)});
+  to_job(self, job_id, Envelope{wire::started(self->state.node, job_id, attempt, rank, 0)});
 }
 
 // Marks a hold's worker ended, remembering how (until the hold is released).
@@ -309,12 +298,10 @@ void fence(Self* self, const Running* running) {
     auto id = policy::hold_id(job, w->attempt(), w->rank());
     auto it = st.ledger.holds.find(id);
     if (it != st.ledger.holds.end() && it->second.launched && !it->second.exited) continue;
-    flatbuffers::FlatBufferBuilder fbb;
-    auto body =
-        wire::CreateStop(fbb, fbb.CreateString(job), w->attempt(), w->rank(), 5,
-                         fbb.CreateString("fenced: this attempt moved while the node was lost"),
-                         SIGKILL, 1, st.w.epoch);
-    to_agent(self, subjects::kStop, wire::seal(fbb, body));
+    to_agent(
+        self, subjects::kStop,
+        wire::stop(job, w->attempt(), w->rank(), 5,
+                   "fenced: this attempt moved while the node was lost", SIGKILL, 1, st.w.epoch));
   }
 }
 
@@ -369,11 +356,9 @@ void sync_rank(Self* self, const std::string& job_id, int attempt, int rank) {
   }
   if (!st.registered) return;  // no ledger yet: the agent's register reconciles
   aout(self) << "node " << st.node << ": " << id << " has no allocation here; ending it\n";
-  flatbuffers::FlatBufferBuilder fbb;
-  auto body = wire::CreateStop(fbb, fbb.CreateString(job_id), attempt, rank, 5,
-                               fbb.CreateString("fenced: no allocation on this node"), SIGKILL, 1,
-                               st.w.epoch);
-  to_agent(self, subjects::kStop, wire::seal(fbb, body));
+  to_agent(self, subjects::kStop,
+           wire::stop(job_id, attempt, rank, 5, "fenced: no allocation on this node", SIGKILL, 1,
+                      st.w.epoch));
   tell_exit(self, id, -1, 0, "agent lost: " + st.node + " holds no allocation for " + id);
 }
 

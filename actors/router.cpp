@@ -101,10 +101,7 @@ void reply_submit(Self* self, const Waiter& w, const std::string& job_id, const 
   if (w.reply.empty()) return;
   const char* c = policy::code_name(code);
   if (w.flatbuffers) {
-    flatbuffers::FlatBufferBuilder fbb;
-    auto body = wire::CreateSubmitReply(fbb, fbb.CreateString(job_id), fbb.CreateString(error),
-                                        fbb.CreateString(c));
-    self->state.out->publish(w.reply, wire::seal(fbb, body));
+    self->state.out->publish(w.reply, wire::submit_reply(job_id, error, c));
   } else {
     self->state.out->publish(w.reply, error.empty() ? json{{"job_id", job_id}}.dump()
                                                     : json{{"error", error}, {"code", c}}.dump());

@@ -83,12 +83,8 @@ void committed(Self* self, const Assignment& a) {
 void negotiate_single(Self* self, const JobTicket& t, const CandidateList& c) {
   auto node = c.actors.front();
   auto id = policy::hold_id(t.job_id, t.attempt, 0);
-  flatbuffers::FlatBufferBuilder fbb;
-  auto res = wire::CreateResources(fbb, t.req.gpus, fbb.CreateString(t.req.gpu_type), t.req.cpus,
-                                   t.req.memory_mb);
-  auto body = wire::CreatePropose(fbb, fbb.CreateString(id), fbb.CreateString(t.job_id),
-                                  fbb.CreateString(t.team), res, kLeaseMs);
-  self->request(node, kAskTimeout, Envelope{wire::seal(fbb, body)})
+  wire::Ask ask{t.req.gpus, t.req.gpu_type, t.req.cpus, t.req.memory_mb};
+  self->request(node, kAskTimeout, Envelope{wire::propose(id, t.job_id, t.team, ask, kLeaseMs)})
       .then(
           [=](const Envelope& answer) {
             auto* e = wire::open(answer.bytes);
@@ -101,9 +97,7 @@ void negotiate_single(Self* self, const JobTicket& t, const CandidateList& c) {
               unplaced(self, t.job_id);
               return;
             }
-            flatbuffers::FlatBufferBuilder cb;
-            auto commit = wire::CreateCommit(cb, cb.CreateString(id));
-            self->request(node, kAskTimeout, Envelope{wire::seal(cb, commit)})
+            self->request(node, kAskTimeout, Envelope{wire::commit(id)})
                 .then(
                     [=](const Envelope& done) {
                       auto* d = wire::open(done.bytes);

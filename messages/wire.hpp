@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "troupe_generated.h"
@@ -36,6 +37,51 @@ std::vector<int> ints(const flatbuffers::Vector<int32_t>* v);
 
 // A Release of hold `id` (see Release.if_unlaunched).
 Bytes release(const std::string& id, const std::string& reason, bool if_unlaunched = false);
+
+// The other sealed messages the scheduler's actors and the agents send, each
+// built here once (field meanings: messages/troupe.fbs).
+Bytes accept(const std::string& node, const std::string& reservation_id,
+             const std::vector<int>& gpus, int64_t lease_expires_ms);
+Bytes reject(const std::string& node, const std::string& reservation_id, const std::string& reason);
+Bytes started(const std::string& node, const std::string& job_id, int attempt, int rank, int pid);
+Bytes exited(const std::string& node, const std::string& job_id, int attempt, int rank,
+             int exit_code, int signal, const std::string& reason);
+Bytes stop(const std::string& job_id, int attempt, int rank, int grace_s, const std::string& reason,
+           int signal, int kill_after_s, uint64_t epoch);
+Bytes commit(const std::string& reservation_id);
+Bytes submit_reply(const std::string& job_id, const std::string& error, const std::string& code);
+
+// What one worker asks of a node (Resources).
+struct Ask {
+  int gpus = 0;
+  std::string gpu_type;
+  int cpus = 0;
+  int64_t memory_mb = 0;
+};
+Bytes propose(const std::string& reservation_id, const std::string& job_id, const std::string& team,
+              const Ask& ask, int64_t lease_ms);
+Bytes reserve(const std::string& reservation_id, const std::string& gang_id,
+              const std::string& job_id, const std::string& team, const Ask& ask, int64_t lease_ms,
+              int rank);
+
+// One rank's Launch (field meanings: table Launch in messages/troupe.fbs).
+struct LaunchFields {
+  std::string job_id, team;
+  int attempt = 1, rank = 0, world_size = 1;
+  std::string coordinator;
+  std::vector<int> gpus;
+  std::vector<std::string> command;
+  std::vector<std::pair<std::string, std::string>> env;  // sorted by key, unique keys
+  int64_t max_runtime_s = 0;
+  int grace_s = 10;
+  std::string checkpoint_dir;
+  uint64_t epoch = 0;
+  std::string image;
+  int cpus = 0;
+  int64_t memory_mb = 0;
+  int64_t run_as_uid = -1;
+};
+Bytes launch(const LaunchFields& l);
 
 // Whether an envelope may come from the agent of `node` (on
 // troupe.sys.agent.<node>.<kind>): only the kinds an agent sends (register,

@@ -51,17 +51,11 @@ wire::Bytes make_heartbeat(const std::string& node, uint64_t seq,
 }
 
 wire::Bytes make_started(const std::string& node, const WorkerKey& k, int pid) {
-  flatbuffers::FlatBufferBuilder fbb(128);
-  auto body = wire::CreateStarted(fbb, fbb.CreateString(node), fbb.CreateString(k.job_id),
-                                  k.attempt, k.rank, pid);
-  return wire::seal(fbb, body);
+  return wire::started(node, k.job_id, k.attempt, k.rank, pid);
 }
 
 wire::Bytes make_exited(const std::string& node, const WorkerKey& k, const ExitInfo& e) {
-  flatbuffers::FlatBufferBuilder fbb(192);
-  auto body = wire::CreateExited(fbb, fbb.CreateString(node), fbb.CreateString(k.job_id), k.attempt,
-                                 k.rank, e.exit_code, e.signal, fbb.CreateString(e.reason));
-  return wire::seal(fbb, body);
+  return wire::exited(node, k.job_id, k.attempt, k.rank, e.exit_code, e.signal, e.reason);
 }
 
 wire::Bytes make_checkpointed(const std::string& node, const WorkerKey& k, const std::string& path,
