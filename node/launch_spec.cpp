@@ -47,8 +47,9 @@ std::string validate_launch(const LaunchInfo& l, bool need_command) {
   for (const auto& w : l.command)
     if (w.find('\0') != std::string::npos) return "command holds a NUL byte";
   if (l.checkpoint_dir.find('\0') != std::string::npos) return "checkpoint_dir holds a NUL byte";
-  if (l.cpus < 0) return "cpus must be >= 0";
-  if (l.memory_mb < 0) return "memory_mb must be >= 0";
+  // Bounds keep the cgroup arithmetic (bytes, quota microseconds) finite.
+  if (l.cpus < 0 || l.cpus > (1 << 20)) return "cpus must be in 0 .. 1048576";
+  if (l.memory_mb < 0 || l.memory_mb > (1LL << 40)) return "memory_mb must be in 0 .. 2^40";
   if (l.image.find('\0') != std::string::npos || (!l.image.empty() && l.image.front() == '-'))
     return "image is not an image name";
   return {};

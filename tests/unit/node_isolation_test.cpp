@@ -193,3 +193,19 @@ TEST_CASE("cgroup device rules", "[node][isolation]") {
   CHECK(std::find(std_devices.begin(), std_devices.end(), DeviceRule{'c', 1, 3, "rwm"}) !=
         std_devices.end());
 }
+
+TEST_CASE("a launch's isolation fields are bounded: hostile values are refused",
+          "[node][isolation]") {
+  LaunchInfo l = launch();
+  CHECK(validate_launch(l, true).empty());
+  l.memory_mb = (1LL << 62);  // bytes would overflow
+  CHECK_THAT(validate_launch(l, true), Catch::Contains("memory_mb"));
+  l.memory_mb = -1;
+  CHECK_THAT(validate_launch(l, true), Catch::Contains("memory_mb"));
+  l = launch();
+  l.cpus = 1 << 30;
+  CHECK_THAT(validate_launch(l, true), Catch::Contains("cpus"));
+  l = launch();
+  l.image = "--privileged";  // an option, not an image
+  CHECK_THAT(validate_launch(l, true), Catch::Contains("image"));
+}
