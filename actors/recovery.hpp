@@ -67,7 +67,7 @@ void derive_holds(State& s);
 std::vector<pb::JobEvent> unannounced(const State& s, int64_t since_ms);
 
 // How long a record keeps the events before its last one. Longer than the
-// stream read's reach before the last flush (durable.cpp, 15 s).
+// stream read's reach before the last flush (actors/shell/restore.cpp, 15 s).
 constexpr int64_t kEarlierEventsMs = 20000;
 constexpr int kEarlierEventsMax = 16;
 // Before a record announces its next event: its current last event joins

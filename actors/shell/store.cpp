@@ -1,8 +1,6 @@
-#include "actors/durable.hpp"
+#include "actors/shell/store.hpp"
 
 #include <cstdio>
-
-#include "bus/subjects.hpp"
 
 namespace troupe {
 
@@ -133,91 +131,6 @@ void KvSnapshotStore::flush(std::unordered_map<std::string, std::string> batch,
   }
 }
 
-// --- leader lease -------------------------------------------------------------------
-
-bool LeaderLease::try_acquire() {
-  bool failed = false;
-  auto e = kv_.get(subjects::kLeaderKey, &failed);
-  if (failed) {
-    // Cannot see the lease (NATS away): whatever silence follows starts now.
-    seen_since_ms_ = now_ms();
-    return false;
-  }
-  uint64_t expected = 0;
-  if (e) {
-    bool stale = false;
-    if (e->value == holder_ || e->value.empty()) {
-      stale = true;  // ours (from before a reconnect), or given up
-    } else if (e->revision != seen_revision_) {
-      seen_revision_ = e->revision;
-      seen_since_ms_ = now_ms();
-    } else {
-      stale = now_ms() - seen_since_ms_ >= ttl_ms_;
-    }
-    if (!stale) return false;
-    expected = e->revision;
-  }
-  bool conflict = false;
-  uint64_t rev = kv_.update(subjects::kLeaderKey, holder_, expected, &conflict);
-  if (rev == 0) return false;
-  epoch_ = revision_ = rev;
-  return true;
-}
-
-LeaderLease::Renewal LeaderLease::renew() {
-  bool conflict = false;
-  uint64_t rev = kv_.update(subjects::kLeaderKey, holder_, revision_, &conflict);
-  if (rev == 0 && conflict && still_ours()) {
-    // nats-server lost our last renewal (killed before its file store
-    // flushed it): the key still names us; renew on top of what it holds.
-    if (auto e = kv_.get(subjects::kLeaderKey))
-      rev = kv_.update(subjects::kLeaderKey, holder_, e->revision, &conflict);
-  }
-  if (rev != 0) {
-    revision_ = rev;
-    return Renewal::renewed;
-  }
-  return conflict ? Renewal::lost : Renewal::unreachable;
-}
-
-bool LeaderLease::still_ours() {
-  auto e = kv_.get(subjects::kLeaderKey);
-  return e && e->value == holder_;
-}
-
-void LeaderLease::release() {
-  if (revision_ == 0) return;
-  bool conflict = false;
-  kv_.update(subjects::kLeaderKey, "", revision_, &conflict);
-}
-
-// --- lease gate -------------------------------------------------------------------
-
-int64_t LeaseGate::steady_ms() {
-  using namespace std::chrono;
-  return duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count();
-}
-
-void LeaseGate::extend(int64_t until_ms) {
-  std::lock_guard<std::mutex> lock(mu_);
-  valid_until_ = until_ms;
-  if (!open()) return;
-  for (auto& h : held_)
-    send_(h.subject, h.data.data(), h.data.size(), h.reply, std::move(h.stored));
-  held_.clear();
-}
-
-void LeaseGate::publish(const std::string& subject, const void* data, size_t size,
-                        const std::string& reply, std::function<void()> stored) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (held_.empty() && open()) {
-    send_(subject, data, size, reply, std::move(stored));
-    return;
-  }
-  held_.push_back(
-      Held{subject, std::string(static_cast<const char*>(data), size), reply, std::move(stored)});
-}
-
 // --- events -----------------------------------------------------------------------
 
 EventPublisher::EventPublisher(bus::JetStream& js, int retry_ms) : js_(js), retry_ms_(retry_ms) {
@@ -274,58 +187,6 @@ void EventPublisher::run() {
     }
     lock.lock();
   }
-}
-
-// --- restore ----------------------------------------------------------------------
-
-namespace {
-
-// One pass over the bucket and the streams; false when a read stopped short
-// of the newest message (then nothing of it may be used).
-bool read_state(bus::KeyValue& kv, bus::JetStream& js, Restored& out) {
-  bool complete = true, whole = true;
-  for (auto& e : kv.read_all(5000, &complete)) {
-    out.revisions[e.key] = e.revision;
-    if (e.key == KvSnapshotStore::kFlushedKey) {
-      out.flushed_ms = std::atoll(e.value.c_str());
-      continue;
-    }
-    recovery::add_snapshot(out.state, e.key, e.value);
-  }
-  whole = whole && complete;
-  // The streams from a while before the last complete flush: a clock margin
-  // (the stream stamps messages with the server's clock), and events still
-  // awaiting their acknowledgement (5 s at most, then retried) at the kill.
-  int64_t since = out.flushed_ms > 0 ? out.flushed_ms - 15000 : 0;
-  if (since <= 0) since = 1;  // never flushed: everything (DeliverByStartTime from the epoch)
-  out.since_ms = since;
-  auto as_string = [](const Inbound& in) { return std::string(in.data.begin(), in.data.end()); };
-  for (auto& in :
-       js.read_all(subjects::kIntakeStream, subjects::kIntakeSubjects, 2000, since, &complete)) {
-    ++out.intake_read;
-    recovery::add_intake(out.state, as_string(in), in.subject);
-  }
-  whole = whole && complete;
-  for (auto& in :
-       js.read_all(subjects::kEventsStream, subjects::kAllEvents, 2000, since, &complete)) {
-    ++out.events_read;
-    recovery::add_event(out.state, as_string(in), in.subject);
-  }
-  return whole && complete;
-}
-
-}  // namespace
-
-Restored restore_state(bus::KeyValue& kv, bus::JetStream& js, int tries) {
-  Restored out;
-  for (int i = 1; i <= tries; ++i) {
-    out = Restored{};
-    out.tries = i;
-    out.complete = read_state(kv, js, out);
-    if (out.complete) break;
-  }
-  recovery::derive_holds(out.state);
-  return out;
 }
 
 }  // namespace troupe

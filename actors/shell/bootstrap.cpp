@@ -1,0 +1,153 @@
+#include "actors/shell/bootstrap.hpp"
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "actors/policy/config.hpp"
+#include "bus/subjects.hpp"
+
+namespace troupe::shell {
+
+namespace {
+
+std::string env_or(const char* name, const char* fallback) {
+  const char* v = std::getenv(name);
+  return v ? v : fallback;
+}
+
+}  // namespace
+
+void say(const std::string& text) {
+  std::fprintf(stderr, "troupe-scheduler: %s\n", text.c_str());
+}
+
+int parse_options(int argc, char** argv, Options& o) {
+  CLI::App app{"troupe-scheduler: the Troupe actor system on NATS"};
+  o.url = env_or("TROUPE_NATS", "nats://127.0.0.1:4222");
+  app.add_option("--nats", o.url, "NATS server URL(s), comma-separated (env TROUPE_NATS)");
+  // The scheduler's identity (docs/security.md): scheduler.creds.
+  o.creds = env_or("TROUPE_NATS_CREDS", "");
+  o.tls_ca = env_or("TROUPE_NATS_CA", "");
+  app.add_option("--creds", o.creds, "NATS credentials file (env TROUPE_NATS_CREDS)");
+  app.add_option("--tls-ca", o.tls_ca,
+                 "CA of the NATS server's TLS certificate (env TROUPE_NATS_CA)");
+  app.add_option("--config", o.config, "cluster config file (YAML or JSON)");
+  auto& s = o.scheduler;
+  s.checkpoint_root = env_or("TROUPE_HOME", "./.troupe") + "/checkpoints";
+  app.add_option("--checkpoint-root", s.checkpoint_root,
+                 "jobs get <root>/<job id> as TROUPE_CHECKPOINT_DIR (shared storage across nodes)");
+  app.add_option("--metrics", o.metrics_addr,
+                 "serve Prometheus /metrics on HOST:PORT (port 0: a free one; docs/metrics.md)");
+  std::string policy = "troupe";
+  app.add_option("--policy", policy,
+                 "troupe (default) | fifo: strict FIFO, no fair share or backfill (a baseline)")
+      ->check(CLI::IsMember({"troupe", "fifo"}));
+  app.add_option(
+         "--events-max-age", o.events_max_age_s,
+         "seconds job events are kept in the TROUPE_EVENTS stream (troupe history); 0: forever")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option(
+         "--snapshots", o.snapshots,
+         "how actor snapshots reach the KV bucket: coalesced (default), sync (one write per "
+         "change, waited for), off (memory only: no recovery after a restart)")
+      ->check(CLI::IsMember({"coalesced", "sync", "off"}));
+  app.add_option("--flush-ms", o.flush_ms, "coalesced snapshots: write interval")
+      ->check(CLI::Range(1, 10000));
+  app.add_option("--lease-ttl-ms", o.lease_ttl_ms,
+                 "a leader that has not renewed its lease for this long is replaced by a standby")
+      ->check(CLI::Range(300, 60000));
+  app.add_flag(
+      "--debug-crash", s.debug_crash,
+      "answer troupe.sys.debug.crash: crash a chosen job, queue or node actor (for tests)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  s.fifo = policy == "fifo";
+  std::error_code ec;
+  std::filesystem::create_directories(s.checkpoint_root, ec);
+  auto abs = std::filesystem::absolute(s.checkpoint_root, ec);
+  if (!ec) s.checkpoint_root = abs.lexically_normal().string();
+  if (!o.config.empty()) {
+    std::string err;
+    if (!read_config(o.config, o.config_text, err)) {
+      say(err);
+      return 2;
+    }
+  }
+  return -1;
+}
+
+bool read_config(const std::string& path, std::string& text, std::string& err) {
+  std::ifstream f(path);
+  if (!f) {
+    err = "cannot read config " + path;
+    return false;
+  }
+  text.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  policy::ClusterConfig cfg;
+  err = policy::load_config(text, cfg);
+  if (!err.empty()) err = path + ": " + err;
+  return err.empty();
+}
+
+StopSignals::StopSignals() {
+  sigemptyset(&set_);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGUSR2}) sigaddset(&set_, sig);
+  pthread_sigmask(SIG_BLOCK, &set_, nullptr);
+}
+
+int StopSignals::wait(int ms) const {
+  timespec ts{ms / 1000, (ms % 1000) * 1000000L};
+  int sig = sigtimedwait(&set_, nullptr, &ts);
+  return sig < 0 ? 0 : sig;
+}
+
+std::unique_ptr<Bus> Bus::open(const Options& o, std::string* err) {
+  auto b = std::make_unique<Bus>();
+  bus::ConnectOptions in_opts, out_opts;
+  in_opts.url = out_opts.url = o.url;
+  in_opts.creds_file = out_opts.creds_file = o.creds;
+  in_opts.tls_ca = out_opts.tls_ca = o.tls_ca;
+  in_opts.name = "troupe-scheduler-in";
+  in_opts.on_reconnected = [flag = &b->reconnected] { *flag = true; };
+  out_opts.name = "troupe-scheduler-out";
+  out_opts.send_asap = false;  // a busy publisher: let the client batch writes
+  b->in = bus::Connection::open(in_opts, err);
+  b->out = b->in ? bus::Connection::open(out_opts, err) : nullptr;
+  if (!b->in || !b->out) return nullptr;
+  b->js = bus::JetStream::open(*b->out, err);
+  // The duplicate window may not outlast the events.
+  int64_t age = o.events_max_age_s;
+  int64_t window = age > 0 ? std::min<int64_t>(120000, age * 1000) : 120000;
+  if (!b->js ||
+      !b->js->ensure_stream(
+          {subjects::kIntakeStream, {subjects::kIntakeSubjects, subjects::kAllEnqueue}}, err) ||
+      !b->js->ensure_stream({subjects::kEventsStream, {subjects::kAllEvents}, window, age}, err)) {
+    *err = "JetStream is required (nats-server -js): " + *err;
+    return nullptr;
+  }
+  b->state_kv = bus::KeyValue::open(*b->js, subjects::kStateBucket, err);
+  if (!b->state_kv) return nullptr;
+  b->leader_kv = bus::KeyValue::open(*b->js, subjects::kLeaderBucket, err);
+  if (!b->leader_kv) return nullptr;
+  b->events = std::make_unique<EventPublisher>(*b->js);
+  return b;
+}
+
+Bus::~Bus() {
+  // What uses JetStream first, then the connections (publisher last).
+  events.reset();
+  leader_kv.reset();
+  state_kv.reset();
+  js.reset();
+  out.reset();
+  in.reset();
+}
+
+}  // namespace troupe::shell

@@ -1,0 +1,78 @@
+// The actors' ports (actors/ports.hpp) bound to the scheduler's bus: the
+// outbox (every publish through the lease gate, job events on their own
+// path), the intake (submissions appended to TROUPE_INTAKE while the lease
+// is known valid) and the history reader (a job's stored events).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "actors/ports.hpp"
+#include "actors/shell/leadership.hpp"
+#include "bus/nats.hpp"
+
+namespace troupe::shell {
+
+class BusOutbox : public Outbox {
+ public:
+  explicit BusOutbox(LeaseGate& g) : gate_(g) {}
+
+ protected:
+  void send(const std::string& subject, const void* data, size_t size,
+            const std::string& reply) override {
+    gate_.publish(subject, data, size, reply);
+  }
+  void send_event(const std::string& subject, const std::string& data, Stored stored) override {
+    gate_.publish_event(subject, data.data(), data.size(), std::move(stored));
+  }
+
+ private:
+  LeaseGate& gate_;
+};
+
+class StreamIntake : public Intake {
+ public:
+  StreamIntake(bus::JetStream& js, LeaseGate& g) : js_(js), gate_(g) {}
+  void append(const std::string& subject, std::vector<uint8_t> bytes, const std::string& msg_id,
+              Done done) override;
+  void ack(uint64_t stream_seq) override {
+    if (auto* c = consumer.load()) c->ack(stream_seq);
+  }
+  std::atomic<bus::Consumer*> consumer{nullptr};  // troupe.<team>.enqueue
+
+ private:
+  bus::JetStream& js_;
+  LeaseGate& gate_;
+};
+
+// troupe.<team>.history: a job's events read from TROUPE_EVENTS (only the
+// subject troupe.<team>.events.<job_id>) on a thread of its own, one read at
+// a time, so no actor waits. At most kMaxWaiting reads wait; more are refused
+// at once (a flood of requests is not queued without end).
+class StreamHistory : public History {
+ public:
+  explicit StreamHistory(bus::JetStream& js) : js_(js), thread_([this] { run(); }) {}
+  ~StreamHistory() override;
+  void read(const std::string& team, const std::string& job_id, Done done) override;
+
+ private:
+  static constexpr size_t kMaxWaiting = 64;
+  struct Read {
+    std::string team, job_id;
+    Done done;
+  };
+  void run();
+  bus::JetStream& js_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Read> waiting_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace troupe::shell

@@ -1,0 +1,183 @@
+#include "actors/shell/leadership.hpp"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+
+#include "bus/subjects.hpp"
+
+namespace troupe::shell {
+
+// --- leader lease -------------------------------------------------------------------
+
+bool LeaderLease::try_acquire() {
+  bool failed = false;
+  auto e = kv_.get(subjects::kLeaderKey, &failed);
+  if (failed) {
+    // Cannot see the lease (NATS away): whatever silence follows starts now.
+    seen_since_ms_ = now_ms();
+    return false;
+  }
+  uint64_t expected = 0;
+  if (e) {
+    bool stale = false;
+    if (e->value == holder_ || e->value.empty()) {
+      stale = true;  // ours (from before a reconnect), or given up
+    } else if (e->revision != seen_revision_) {
+      seen_revision_ = e->revision;
+      seen_since_ms_ = now_ms();
+    } else {
+      stale = now_ms() - seen_since_ms_ >= ttl_ms_;
+    }
+    if (!stale) return false;
+    expected = e->revision;
+  }
+  bool conflict = false;
+  uint64_t rev = kv_.update(subjects::kLeaderKey, holder_, expected, &conflict);
+  if (rev == 0) return false;
+  epoch_ = revision_ = rev;
+  return true;
+}
+
+LeaderLease::Renewal LeaderLease::renew() {
+  bool conflict = false;
+  uint64_t rev = kv_.update(subjects::kLeaderKey, holder_, revision_, &conflict);
+  if (rev == 0 && conflict && still_ours()) {
+    // nats-server lost our last renewal (killed before its file store
+    // flushed it): the key still names us; renew on top of what it holds.
+    if (auto e = kv_.get(subjects::kLeaderKey))
+      rev = kv_.update(subjects::kLeaderKey, holder_, e->revision, &conflict);
+  }
+  if (rev != 0) {
+    revision_ = rev;
+    return Renewal::renewed;
+  }
+  return conflict ? Renewal::lost : Renewal::unreachable;
+}
+
+bool LeaderLease::still_ours() {
+  auto e = kv_.get(subjects::kLeaderKey);
+  return e && e->value == holder_;
+}
+
+void LeaderLease::release() {
+  if (revision_ == 0) return;
+  bool conflict = false;
+  kv_.update(subjects::kLeaderKey, "", revision_, &conflict);
+}
+
+// --- lease gate -------------------------------------------------------------------
+
+int64_t LeaseGate::steady_ms() {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count();
+}
+
+void LeaseGate::let_out(Held& h) {
+  if (h.event)
+    send_event_(h.subject, h.data.data(), h.data.size(), std::move(h.stored));
+  else
+    send_(h.subject, h.data.data(), h.data.size(), h.reply);
+}
+
+void LeaseGate::extend(int64_t until_ms) {
+  std::lock_guard<std::mutex> lock(mu_);
+  valid_until_ = until_ms;
+  if (!open()) return;
+  for (auto& h : held_) let_out(h);
+  held_.clear();
+}
+
+void LeaseGate::pass(Held h) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (held_.empty() && open())
+    let_out(h);
+  else
+    held_.push_back(std::move(h));
+}
+
+void LeaseGate::publish(const std::string& subject, const void* data, size_t size,
+                        const std::string& reply) {
+  pass(Held{false, subject, std::string(static_cast<const char*>(data), size), reply, {}});
+}
+
+void LeaseGate::publish_event(const std::string& subject, const void* data, size_t size,
+                              std::function<void()> stored) {
+  pass(Held{
+      true, subject, std::string(static_cast<const char*>(data), size), {}, std::move(stored)});
+}
+
+// --- leadership -------------------------------------------------------------------
+
+std::string holder_id() {
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  return std::string(host) + ":" + std::to_string(getpid()) + ":" + std::to_string(now_ms());
+}
+
+Leadership::Leadership(Bus& bus, int ttl_ms)
+    : bus_(bus),
+      ttl_ms_(ttl_ms),
+      lease_(*bus.leader_kv, holder_id(), ttl_ms),
+      gate_([&bus](const std::string& subject, const void* data, size_t size,
+                   const std::string& reply) { bus.out->publish(subject, data, size, reply); },
+            [&bus](const std::string& subject, const void* data, size_t size,
+                   std::function<void()> stored) {
+              // kept by TROUPE_EVENTS: acknowledged, retried
+              bus.events->publish(subject, data, size, std::move(stored));
+            }) {}
+
+Leadership::~Leadership() {
+  lease_.release();
+}
+
+bool Leadership::acquire(const StopSignals& signals) {
+  for (bool told = false;;) {
+    int64_t asked = LeaseGate::steady_ms();
+    if (lease_.try_acquire()) {
+      gate_.extend(asked + ttl_ms_);
+      return true;
+    }
+    if (!told) say("standby: another scheduler holds the leader lease");
+    told = true;
+    int sig = signals.wait(200);
+    if (sig == SIGTERM || sig == SIGINT) return false;
+  }
+}
+
+void Leadership::hello() {
+  std::string text = "{\"epoch\":" + std::to_string(lease_.epoch()) + "}";
+  gate_.publish(subjects::kSysHello, text.data(), text.size(), {});
+}
+
+int Leadership::serve(const StopSignals& signals, const std::function<void()>& reload) {
+  for (;;) {
+    int sig = signals.wait(std::max(100, ttl_ms_ / 3));
+    if (bus_.reconnected.exchange(false)) hello();
+    if (sig == 0 || sig == SIGUSR2) {
+      if (sig == 0) {
+        int64_t asked = LeaseGate::steady_ms();
+        auto r = lease_.renew();
+        if (r == LeaderLease::Renewal::renewed) gate_.extend(asked + ttl_ms_);
+        if (r != LeaderLease::Renewal::lost) continue;
+      }
+      // Deposed: another scheduler leads. Stop acting at once (no clean
+      // shutdown: that would publish and write as if still leading).
+      say(std::string("deposed: ") +
+          (sig == SIGUSR2 ? "a snapshot write found another scheduler's revision"
+                          : "another scheduler holds the leader lease") +
+          "; exiting");
+      std::fflush(stderr);
+      std::_Exit(3);
+    }
+    if (sig != SIGHUP) {
+      say("stopping (signal " + std::to_string(sig) + ")");
+      return 0;
+    }
+    reload();
+  }
+}
+
+}  // namespace troupe::shell

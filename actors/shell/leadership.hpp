@@ -1,0 +1,119 @@
+// The process shell of troupe-scheduler: leadership. The leader lease (KV
+// bucket TROUPE_LEADER, fenced by revision), the lease gate every publish of
+// the actors passes (plain messages and job events, each on its own path),
+// and the loop that renews the lease, reloads the config on SIGHUP and exits
+// when the process finds itself deposed. Several schedulers may run: one
+// leads, the others wait as standbys (docs/recovery.md).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "actors/shell/bootstrap.hpp"
+#include "bus/nats.hpp"
+
+namespace troupe::shell {
+
+// The leader lease: key "leader" holding this process's id. Taken when
+// absent, or when its revision has not moved for `ttl_ms` (its holder stopped
+// renewing); renewed by compare-and-set on its revision. The revision at
+// which it was taken is this leader's epoch.
+class LeaderLease {
+ public:
+  LeaderLease(bus::KeyValue& kv, std::string holder, int ttl_ms)
+      : kv_(kv), holder_(std::move(holder)), ttl_ms_(ttl_ms) {}
+  // One attempt; true when this process now leads (epoch() is set).
+  bool try_acquire();
+  enum class Renewal { renewed, unreachable, lost };
+  Renewal renew();
+  // Gives the lease up (a clean stop): a standby takes it at once.
+  void release();
+  // The lease key names this process (thread-safe: reads the bucket).
+  bool still_ours();
+  uint64_t epoch() const { return epoch_; }
+  const std::string& holder() const { return holder_; }
+
+ private:
+  bus::KeyValue& kv_;
+  std::string holder_;
+  int ttl_ms_;
+  uint64_t epoch_ = 0;
+  uint64_t revision_ = 0;
+  uint64_t seen_revision_ = 0;  // another holder's revision, and since when it stood still
+  int64_t seen_since_ms_ = 0;
+};
+
+// Self-fencing by time: the leader may speak only while its lease is known
+// to be valid — until `ttl` after the start of its last successful renewal
+// (a standby needs at least `ttl` of silence to take over). While it is not
+// known valid (NATS away, or the process was paused), what it publishes is
+// held back in order, and let out after the next renewal; a deposed leader
+// exits with it unsent.
+class LeaseGate {
+ public:
+  using Send = std::function<void(const std::string& subject, const void* data, size_t size,
+                                  const std::string& reply)>;
+  // A job event (Outbox::publish_event): `stored` (may be empty) runs once kept.
+  using SendEvent = std::function<void(const std::string& subject, const void* data, size_t size,
+                                       std::function<void()> stored)>;
+  LeaseGate(Send send, SendEvent send_event)
+      : send_(std::move(send)), send_event_(std::move(send_event)) {}
+  // Valid until `until_ms` (steady clock); lets out what was held.
+  void extend(int64_t until_ms);
+  bool open() const { return steady_ms() < valid_until_.load(); }
+  void publish(const std::string& subject, const void* data, size_t size, const std::string& reply);
+  void publish_event(const std::string& subject, const void* data, size_t size,
+                     std::function<void()> stored);
+  static int64_t steady_ms();
+
+ private:
+  struct Held {
+    bool event = false;
+    std::string subject, data, reply;
+    std::function<void()> stored;
+  };
+  void let_out(Held& h);
+  void pass(Held h);
+  Send send_;
+  SendEvent send_event_;
+  std::atomic<int64_t> valid_until_{0};
+  mutable std::mutex mu_;
+  std::vector<Held> held_;
+};
+
+// This process's leadership: the lease and its gate over the bus (plain
+// publishes on the publishing connection, job events through the event
+// publisher). Gives the lease up when destroyed (a clean stop).
+class Leadership {
+ public:
+  Leadership(Bus& bus, int ttl_ms);
+  ~Leadership();
+  // Waits as a standby until this process leads; false when told to stop first.
+  bool acquire(const StopSignals& signals);
+  // Serves while leading: renews the lease every ttl/3, says hello again
+  // after `bus` reconnected, runs `reload` on SIGHUP. Returns on SIGTERM or
+  // SIGINT (0). A lost lease, or a snapshot write that found another
+  // scheduler's revision (SIGUSR2), ends the process at once with code 3.
+  int serve(const StopSignals& signals, const std::function<void()>& reload);
+  // troupe.sys.hello: agents that started before us register again and
+  // learn our epoch.
+  void hello();
+  LeaderLease& lease() { return lease_; }
+  uint64_t epoch() const { return lease_.epoch(); }
+  LeaseGate& gate() { return gate_; }
+
+ private:
+  Bus& bus_;
+  int ttl_ms_;
+  LeaderLease lease_;
+  LeaseGate gate_;
+};
+
+// host:pid:start-ms, the lease holder's name.
+std::string holder_id();
+
+}  // namespace troupe::shell

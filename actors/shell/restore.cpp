@@ -1,0 +1,187 @@
+#include "actors/shell/restore.hpp"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "actors/policy/admission.hpp"
+#include "bus/subjects.hpp"
+#include "messages/names.hpp"
+#include "messages/spec.hpp"
+
+namespace troupe::shell {
+
+// --- restore ----------------------------------------------------------------------
+
+namespace {
+
+// One pass over the bucket and the streams; false when a read stopped short
+// of the newest message (then nothing of it may be used).
+bool read_state(bus::KeyValue& kv, bus::JetStream& js, Restored& out) {
+  bool complete = true, whole = true;
+  for (auto& e : kv.read_all(5000, &complete)) {
+    out.revisions[e.key] = e.revision;
+    if (e.key == KvSnapshotStore::kFlushedKey) {
+      out.flushed_ms = std::atoll(e.value.c_str());
+      continue;
+    }
+    recovery::add_snapshot(out.state, e.key, e.value);
+  }
+  whole = whole && complete;
+  // The streams from a while before the last complete flush: a clock margin
+  // (the stream stamps messages with the server's clock), and events still
+  // awaiting their acknowledgement (5 s at most, then retried) at the kill.
+  int64_t since = out.flushed_ms > 0 ? out.flushed_ms - 15000 : 0;
+  if (since <= 0) since = 1;  // never flushed: everything (DeliverByStartTime from the epoch)
+  out.since_ms = since;
+  auto as_string = [](const Inbound& in) { return std::string(in.data.begin(), in.data.end()); };
+  for (auto& in :
+       js.read_all(subjects::kIntakeStream, subjects::kIntakeSubjects, 2000, since, &complete)) {
+    ++out.intake_read;
+    recovery::add_intake(out.state, as_string(in), in.subject);
+  }
+  whole = whole && complete;
+  for (auto& in :
+       js.read_all(subjects::kEventsStream, subjects::kAllEvents, 2000, since, &complete)) {
+    ++out.events_read;
+    recovery::add_event(out.state, as_string(in), in.subject);
+  }
+  return whole && complete;
+}
+
+}  // namespace
+
+Restored restore_state(bus::KeyValue& kv, bus::JetStream& js, int tries) {
+  Restored out;
+  for (int i = 1; i <= tries; ++i) {
+    out = Restored{};
+    out.tries = i;
+    out.complete = read_state(kv, js, out);
+    if (out.complete) break;
+  }
+  recovery::derive_holds(out.state);
+  return out;
+}
+
+// --- the start of a leader ----------------------------------------------------------
+
+std::unique_ptr<Restore> restore(Bus& bus, Leadership& lead, const Options& o, std::string* err) {
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = std::make_unique<Restore>();
+  r->read = restore_state(*bus.state_kv, *bus.js);
+  if (!r->read.complete) {
+    *err =
+        "cannot restore: reading the KV bucket or the streams stopped short of their newest "
+        "message " +
+        std::to_string(r->read.tries) + " times";
+    return nullptr;
+  }
+  const auto& rs = r->read.state;
+  using Mode = KvSnapshotStore::Mode;
+  r->store = std::make_shared<KvSnapshotStore>(
+      *bus.state_kv,
+      o.snapshots == "sync"  ? Mode::sync
+      : o.snapshots == "off" ? Mode::off
+                             : Mode::coalesced,
+      o.flush_ms, [] { kill(getpid(), SIGUSR2); },
+      [lease = &lead.lease()] { return lease->still_ours(); });
+  r->store->seed(r->read.revisions);
+  r->store->start();
+  // Events the killed scheduler published but never saw stored (1 s of clock
+  // margin past the start of the read): announced again, identical.
+  auto unannounced = recovery::unannounced(rs, r->read.since_ms + 1000);
+  for (const auto& e : unannounced) {
+    auto json = spec::to_json(e);
+    bus.events->publish(subjects::job_events(e.team(), e.job_id()), json.data(), json.size());
+  }
+  r->announced_again = unannounced.size();
+  for (const auto& [id, rec] : rs.jobs) {
+    std::string bytes;
+    rec.SerializeToString(&bytes);
+    if (rs.changed.count(id)) r->store->put(job_key(id), bytes);
+    r->active += names::is_terminal(rec.state()) ? 0 : 1;
+    r->job_records.push_back(std::move(bytes));
+  }
+  for (const auto& [name, rec] : rs.nodes) {
+    std::string bytes;
+    rec.SerializeToString(&bytes);
+    r->store->put(node_key(name), bytes);
+    r->node_records.push_back(std::move(bytes));
+  }
+  r->took_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+          .count();
+  return r;
+}
+
+void Restore::complete(Options& o, const Leadership& lead, const Bus& bus) const {
+  auto& s = o.scheduler;
+  const auto& rs = read.state;
+  s.store = store;
+  s.epoch = lead.epoch();
+  // Stored records that failed validation at restore: never run, kept where
+  // they are (the KV bucket, the streams), shown here (docs/security.md).
+  nlohmann::json quarantine = nlohmann::json::object();
+  for (const auto& [where, why] : rs.quarantined) {
+    say("quarantined " + where + ": " + why);
+    if (quarantine.size() < 100) quarantine[where] = why;
+  }
+  s.extra_stats = [store = store.get(), ev = bus.events.get(), epoch = s.epoch,
+                   quarantined = rs.quarantined.size(), quarantine] {
+    const auto& n = store->counters();
+    return nlohmann::json{{"leader_epoch", epoch},
+                          {"quarantined", quarantined},
+                          {"quarantine", quarantine},
+                          {"snapshots",
+                           {{"puts", n.puts.load()},
+                            {"writes", n.writes.load()},
+                            {"flushes", n.flushes.load()},
+                            {"errors", n.errors.load()},
+                            {"conflicts", n.conflicts.load()}}},
+                          {"events_retried", ev->retried()}}
+        .dump();
+  };
+}
+
+Restore::~Restore() = default;
+
+void seed(const Wiring& w, const Restore& r) {
+  const auto& rs = r.read.state;
+  // The router also learns each key's spec fingerprint (idempotency_conflict)
+  // and, per restored job still awaiting its first start, its team
+  // (max_queued_jobs); the job supervisor tracks the same jobs.
+  std::vector<std::string> fingerprints, unstarted;
+  for (const auto& [id, rec] : rs.jobs) {
+    if (!rec.spec().idempotency_key().empty()) {
+      fingerprints.push_back(rec.spec().team() + "/" + rec.spec().idempotency_key());
+      fingerprints.push_back(spec::fingerprint(rec.spec()));
+    }
+    if (!names::is_terminal(rec.state()) &&
+        policy::awaiting_first_start(rec.state(), rec.attempts_size()))
+      unstarted.push_back(rec.spec().team());
+  }
+  caf::anon_send(w.router, atoms::restore_atom_v, recovery::idempotency_keys(rs),
+                 static_cast<uint64_t>(recovery::max_seq(rs)), std::move(fingerprints),
+                 std::move(unstarted));
+  caf::anon_send(w.nodes, atoms::restore_atom_v, r.node_records);
+  caf::anon_send(w.jobs, atoms::restore_atom_v, r.job_records);
+}
+
+void report(const Restore& r, uint64_t epoch) {
+  const auto& rs = r.read.state;
+  char line[512];
+  std::snprintf(line, sizeof line,
+                "leader (epoch %llu); restored %zu jobs (%zu not ended), %zu nodes in %lld ms "
+                "(read since the last flush: %zu intake, %zu events; %zu moved on; %zu events "
+                "announced again; %lld unreadable, %zu quarantined)",
+                static_cast<unsigned long long>(epoch), rs.jobs.size(), r.active, rs.nodes.size(),
+                static_cast<long long>(r.took_ms), r.read.intake_read, r.read.events_read,
+                rs.changed.size(), r.announced_again, static_cast<long long>(rs.bad),
+                rs.quarantined.size());
+  say(line);
+}
+
+}  // namespace troupe::shell

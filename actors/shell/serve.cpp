@@ -1,0 +1,89 @@
+#include "actors/shell/serve.hpp"
+
+#include "actors/bridge.hpp"
+#include "actors/scheduler.hpp"
+#include "actors/shell/bus_ports.hpp"
+#include "bus/subjects.hpp"
+
+namespace troupe::shell {
+
+namespace {
+
+// What the router answers (it hands each to the actor concerned).
+constexpr const char* kRouterSubjects[] = {
+    subjects::kAllSubmit, subjects::kAllStatus,     subjects::kAllCancel,  subjects::kAllLogs,
+    subjects::kAllJobs,   subjects::kSysNodes,      subjects::kSysStats,   subjects::kAllAgents,
+    subjects::kAllWhy,    subjects::kSysQueues,     subjects::kSysCordon,  subjects::kSysUncordon,
+    subjects::kSysDrain,  subjects::kSysDebugCrash, subjects::kAllHistory, subjects::kSysFind};
+
+// SIGHUP: a bad new config is refused and the old one stays.
+void reload(const Wiring& w, const Options& o) {
+  std::string text, err;
+  if (o.config.empty()) {
+    say("SIGHUP without --config: nothing to reload");
+  } else if (!read_config(o.config, text, err)) {
+    say("config reload refused, keeping the old one: " + err);
+  } else {
+    apply_config(w, text);
+    say("config reloaded from " + o.config);
+  }
+}
+
+}  // namespace
+
+int serve(Bus& bus, Leadership& lead, Restore& start, Options& o, const StopSignals& signals) {
+  start.complete(o, lead, bus);
+  int rc = 0;
+  {
+    caf::actor_system_config cfg;
+    configure(cfg);
+    caf::actor_system sys{cfg};
+    auto out = std::make_shared<BusOutbox>(lead.gate());
+    auto intake = std::make_shared<StreamIntake>(*bus.js, lead.gate());
+    auto history = std::make_shared<StreamHistory>(*bus.js);
+    o.scheduler.history = history;
+    auto w = start_scheduler(sys, out, intake, o.scheduler);
+    apply_config(w, o.config_text);
+    seed(w, start);
+    report(start, lead.epoch());
+
+    std::vector<bus::SubscriptionPtr> subs;
+    for (const char* s : kRouterSubjects) {
+      auto sub = bus::subscribe_actor(*bus.in, s, w.router);
+      if (!sub) {
+        say(std::string("cannot subscribe to ") + s);
+        rc = 1;
+      }
+      subs.push_back(std::move(sub));
+    }
+    // Submissions published with JetStream (troupe.<team>.enqueue), also
+    // those stored while no scheduler ran.
+    std::string err;
+    auto consumer = bus::Consumer::open(
+        *bus.js, subjects::kIntakeStream, subjects::kEnqueueConsumer, subjects::kAllEnqueue,
+        [router = w.router](Inbound&& in) { caf::anon_send(router, std::move(in)); }, &err);
+    if (!consumer) {
+      say(err);
+      rc = 1;
+    }
+    intake->consumer = consumer.get();
+    bus.in->flush();
+    lead.hello();  // agents that started before us register again (and learn our epoch)
+    say("serving on " + bus::redact_url(o.url));
+
+    if (rc == 0) rc = lead.serve(signals, [&] { reload(w, o); });
+    intake->consumer = nullptr;
+    consumer.reset();
+    subs.clear();
+    stop_scheduler(w);
+    sys.await_all_actors_done();
+    o.scheduler.history.reset();
+    history.reset();  // (before the JetStream context: its thread reads with it)
+  }
+  // The store's last owner is the restore (its writer needs the KV bucket).
+  o.scheduler.store.reset();
+  o.scheduler.extra_stats = nullptr;
+  return rc;
+}
+
+}  // namespace troupe::shell

@@ -1,0 +1,17 @@
+// The process shell of troupe-scheduler: serving. While this process leads,
+// runs the actor system: binds the actors' ports to the bus, seeds the
+// actors with what was restored, subscribes the router to the API subjects
+// and the intake consumer, then serves until told to stop (leadership's
+// loop), and stops the actors in order.
+#pragma once
+
+#include "actors/shell/bootstrap.hpp"
+#include "actors/shell/leadership.hpp"
+#include "actors/shell/restore.hpp"
+
+namespace troupe::shell {
+
+// The process's exit code: 0 after a clean stop, 1 when a subscription failed.
+int serve(Bus& bus, Leadership& lead, Restore& start, Options& o, const StopSignals& signals);
+
+}  // namespace troupe::shell
