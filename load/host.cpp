@@ -1,5 +1,7 @@
 // Owns troupe-load's self-hosted cluster: the free port, finding
-// nats-server, starting it and the scheduler, and their readiness waits.
+// nats-server, starting it and the scheduler, and their readiness waits
+// (the port and the wait for nats-server are shared with the integration
+// harness).
 #include "load/host.hpp"
 
 #include <arpa/inet.h>
@@ -41,6 +43,19 @@ int free_loopback_port() {
     port = ntohs(a.sin_port);
   ::close(fd);
   return port;
+}
+
+bus::ConnectionPtr connect_when_up(const bus::ConnectOptions& opts,
+                                   std::chrono::milliseconds timeout,
+                                   const std::function<bool()>& alive, std::string* error) {
+  const auto until = Clock::now() + timeout;
+  while (Clock::now() < until && alive()) {
+    std::string why;
+    if (auto conn = bus::Connection::open(opts, &why)) return conn;
+    if (error != nullptr) *error = why;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return nullptr;
 }
 
 std::string find_nats_server(const std::string& explicit_path) {
@@ -101,20 +116,16 @@ std::unique_ptr<SelfHost> SelfHost::start(const HostOptions& opt, std::string* e
                                  "-sd", store},
         dir + "/nats-server.log");
     if (h->nats_->pid() == 0) return fail(h->nats_->error());
-    std::string url = "nats://127.0.0.1:" + std::to_string(port);
-    auto until = Clock::now() + std::chrono::seconds(10);
-    while (Clock::now() < until && h->nats_->running()) {
-      bus::ConnectOptions o;
-      o.url = url;
-      o.name = "troupe-load-probe";
-      o.timeout_ms = 1000;
-      if (bus::Connection::open(o, &last)) {
-        h->url_ = url;
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    if (h->url_.empty()) h->nats_->stop(std::chrono::seconds(2));
+    bus::ConnectOptions o;
+    o.url = "nats://127.0.0.1:" + std::to_string(port);
+    o.name = "troupe-load-probe";
+    o.timeout_ms = 1000;
+    Child* nats_child = h->nats_.get();
+    if (connect_when_up(
+            o, std::chrono::seconds(10), [nats_child] { return nats_child->running(); }, &last))
+      h->url_ = o.url;
+    else
+      h->nats_->stop(std::chrono::seconds(2));
   }
   if (h->url_.empty())
     return fail("nats-server did not start (" + last + "); log: " + tail_of(dir + "/nats-server.log"));

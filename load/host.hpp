@@ -3,21 +3,33 @@
 // `troupe-scheduler --policy P` (the sibling binary), both in a temporary
 // folder, stopped (scheduler first) when the object goes away. Used by
 // `troupe-load replay --compare` (one host per policy) and `--self-host`.
+// The helpers before SelfHost are shared with the integration harness
+// (tests/integration/harness.cpp), which starts its own nats-server the same way.
 #pragma once
 
 #include <sys/types.h>
 
+#include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "bus/nats.hpp"
 #include "load/child.hpp"
 
 namespace troupe::load {
 
 // A TCP port on 127.0.0.1 that was free a moment ago (0 when none).
 int free_loopback_port();
+
+// A connection with `opts` to a nats-server that is starting: tried again
+// every 50 ms until one opens, `timeout` has passed, or `alive()` says the
+// server is gone. nullptr and `error` (the last refusal) when none opened.
+bus::ConnectionPtr connect_when_up(const bus::ConnectOptions& opts,
+                                   std::chrono::milliseconds timeout,
+                                   const std::function<bool()>& alive, std::string* error);
 
 // The nats-server to start: `explicit_path` when given, else the first
 // executable `nats-server` in $PATH, /usr/sbin, /usr/local/sbin,

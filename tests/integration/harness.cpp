@@ -1,11 +1,8 @@
 #include "harness.hpp"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -70,22 +67,6 @@ std::string bin_dir() {
 }
 std::string nats_server_path() {
   return TROUPE_NATS_SERVER;
-}
-
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return 0;
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  int port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
-    socklen_t len = sizeof a;
-    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) port = ntohs(a.sin_port);
-  }
-  ::close(fd);
-  return port;
 }
 
 std::string read_file(const std::string& path) {
@@ -505,9 +486,8 @@ void Cluster::start_nats() {
     dump_.add("nats-server #" + std::to_string(attempt) + " stderr", base + ".err");
     url_ = "nats://127.0.0.1:" + std::to_string(port);
 
-    // Readiness: the server accepts a client connection. Poll (there is no
-    // event to wait on), bounded by a deadline.
-    auto deadline = Clock::now() + 10s;
+    // Readiness: the server accepts a client connection. Polled (there is no
+    // event to wait on), bounded by a deadline (load/host.hpp, as troupe-load does).
     bus::ConnectOptions o;
     o.url = url_;
     o.timeout_ms = 1000;
@@ -515,22 +495,15 @@ void Cluster::start_nats() {
       o.creds_file = creds(std::string(subjects::kSchedulerIdentity));
       o.tls_ca = tls_ca();
     }
-    while (Clock::now() < deadline && nats_->running()) {
-      o.name = "troupe-it";
-      last_error.clear();
-      conn_ = bus::Connection::open(o, &last_error);
-      if (conn_) break;
-      std::this_thread::sleep_for(50ms);
-    }
+    auto alive = [this] { return nats_->running(); };
+    o.name = "troupe-it";
+    conn_ = load::connect_when_up(o, 10s, alive, &last_error);
     if (conn_) {
       o.name = "troupe-it-events";
       // (Retried like the first: once, a second connection right after the
       // first was refused with an authorization error while the server was
       // still starting up.)
-      for (auto until = Clock::now() + 5s; !sub_conn_ && Clock::now() < until;) {
-        sub_conn_ = bus::Connection::open(o, &last_error);
-        if (!sub_conn_) std::this_thread::sleep_for(50ms);
-      }
+      sub_conn_ = load::connect_when_up(o, 5s, alive, &last_error);
       INFO("second connection to " << url_ << ": " << last_error);
       REQUIRE(sub_conn_);
       events_ = std::make_unique<EventLog>(*sub_conn_);

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "bus/nats.hpp"
+#include "load/host.hpp"
 
 namespace troupe::it {
 
@@ -38,8 +39,10 @@ using namespace std::chrono_literals;
 std::string bin_dir();
 // Path of nats-server.
 std::string nats_server_path();
-// A TCP port on 127.0.0.1 that was free a moment ago.
-int free_port();
+// A TCP port on 127.0.0.1 that was free a moment ago (shared with troupe-load).
+inline int free_port() {
+  return load::free_loopback_port();
+}
 // True when an assertion of the running test case failed, or an exception is
 // unwinding the stack.
 bool current_test_failed();
