@@ -19,11 +19,11 @@
 
 #include "bus/nats.hpp"
 #include "bus/subjects.hpp"
-#include "gateway/node_metrics.hpp"
 #include "messages/wire.hpp"
 #include "node/agent.hpp"
 #include "node/fleet.hpp"
 #include "node/inventory.hpp"
+#include "node/metrics.hpp"
 #include "node/options.hpp"
 
 extern char** environ;

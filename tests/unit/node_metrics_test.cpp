@@ -1,5 +1,6 @@
 // NodeMetrics serves what the agent bumps on /metrics (loopback, port 0; no
-// NATS, no processes), and exports no GPU series without nvidia-smi.
+// NATS, no processes), and exports no GPU series without nvidia-smi; its
+// pure parts read nvidia-smi rows and name a worker's exit cause.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -9,7 +10,7 @@
 #include <catch2/catch.hpp>
 #include <string>
 
-#include "gateway/node_metrics.hpp"
+#include "node/metrics.hpp"
 
 namespace {
 
@@ -83,4 +84,26 @@ TEST_CASE("node metrics: a bad or taken address is an error, not a crash", "[met
       {"127.0.0.1:" + std::to_string(first->port()), "n2", "/nonexistent"}, &err);
   CHECK_FALSE(second);
   CHECK_FALSE(err.empty());
+}
+
+TEST_CASE("node metrics: nvidia-smi rows and worker exit causes", "[metrics]") {
+  using troupe::metrics::parse_nvidia_smi;
+  using troupe::metrics::worker_exit_cause;
+  auto rows = parse_nvidia_smi("0, 87, 40000, 81920\n1, [N/A], 0, 81920\n2, 3, 1024, 81920\n\n");
+  REQUIRE(rows.size() == 2);
+  CHECK(rows[0].gpu == "0");
+  CHECK(rows[0].utilization == Approx(0.87));
+  CHECK(rows[0].memory_used_bytes == Approx(40000.0 * 1024 * 1024));
+  CHECK(rows[0].memory_total_bytes == Approx(81920.0 * 1024 * 1024));
+  CHECK(rows[1].gpu == "2");
+  CHECK(parse_nvidia_smi("").empty());
+  CHECK(parse_nvidia_smi("garbage").empty());
+
+  CHECK(worker_exit_cause(0, 0, "exited with code 0") == "succeeded");
+  CHECK(worker_exit_cause(3, 0, "exited with code 3") == "exit_code");
+  CHECK(worker_exit_cause(-1, 9, "killed by signal 9") == "signal");
+  CHECK(worker_exit_cause(-1, 9, "stopped") == "stopped");
+  CHECK(worker_exit_cause(-1, 9, "exceeded max_runtime_s") == "max_runtime");
+  CHECK(worker_exit_cause(-1, 0, "launch failed: ENOENT") == "launch_failed");
+  CHECK(worker_exit_cause(-1, 0, "") == "other");
 }

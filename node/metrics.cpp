@@ -1,28 +1,18 @@
-// NodeMetrics (see node_metrics.hpp): the agent's registry, HTTP exposer and
-// the nvidia-smi sampling thread.
-#include "gateway/node_metrics.hpp"
+// NodeMetrics (see metrics.hpp): the agent's families, and its nvidia-smi
+// sample on the shared exporter loop (actors/metrics/exporter.hpp).
+#include "node/metrics.hpp"
 
-#include <prometheus/counter.h>
-#include <prometheus/exposer.h>
-#include <prometheus/family.h>
-#include <prometheus/gauge.h>
-#include <prometheus/registry.h>
 #include <unistd.h>
 
 #include <array>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
-#include <map>
-#include <mutex>
 #include <optional>
-#include <set>
 #include <sstream>
-#include <thread>
 
-#include "gateway/metrics.hpp"
-#include "gateway/metrics_model.hpp"
+#include "actors/metrics/exporter.hpp"
+#include "actors/metrics/model.hpp"
 
 namespace troupe::metrics {
 
@@ -92,7 +82,8 @@ std::vector<GpuUse> parse_nvidia_smi(const std::string& csv) {
 }
 
 std::string worker_exit_cause(int exit_code, int signal, const std::string& reason) {
-  if (reason.rfind("stopped", 0) == 0) return "stopped";  // also "stopped: the node agent is shutting down"
+  if (reason.rfind("stopped", 0) == 0)
+    return "stopped";  // also "stopped: the node agent is shutting down"
   if (reason.rfind("exceeded max_runtime", 0) == 0) return "max_runtime";
   if (reason.rfind("launch failed", 0) == 0) return "launch_failed";
   if (signal > 0) return "signal";
@@ -103,8 +94,7 @@ std::string worker_exit_cause(int exit_code, int signal, const std::string& reas
 
 struct NodeMetrics::Impl {
   Options opts;
-  std::string host;
-  std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
+  std::unique_ptr<Exporter> exporter;
   prometheus::Family<prometheus::Counter>* launched = nullptr;
   prometheus::Family<prometheus::Gauge>* running = nullptr;
   prometheus::Family<prometheus::Counter>* exited = nullptr;
@@ -115,77 +105,44 @@ struct NodeMetrics::Impl {
   prometheus::Family<prometheus::Gauge>* mem_total = nullptr;
   std::string smi;  // full path of nvidia-smi ("" when absent)
 
-  std::mutex mu;
-  std::condition_variable cv;
-  bool stopping = false;
-  std::set<std::string> gpus_seen;
-  std::unique_ptr<prometheus::Exposer> exposer;
-  std::thread sampler;
-
+  // The sampler reads the fields above: it stops before they go.
   ~Impl() {
-    {
-      std::lock_guard<std::mutex> l(mu);
-      stopping = true;
-    }
-    cv.notify_all();
-    if (sampler.joinable()) sampler.join();
-    exposer.reset();
+    if (exporter) exporter->stop_polling();
   }
 
   prometheus::Labels node() const { return {{"node", opts.node}}; }
   prometheus::Labels gpu(const std::string& g) const { return {{"node", opts.node}, {"gpu", g}}; }
 
   void build() {
-    auto fam = [&](const char* name) { return find_series(node_series(), name); };
-    auto counter = [&](const char* name) {
-      auto* s = fam(name);
-      return &prometheus::BuildCounter().Name(s->name).Help(s->help).Register(*registry);
-    };
-    auto gauge = [&](const char* name) {
-      auto* s = fam(name);
-      return &prometheus::BuildGauge().Name(s->name).Help(s->help).Register(*registry);
-    };
-    launched = counter("troupe_node_workers_launched_total");
-    running = gauge("troupe_node_workers_running");
-    exited = counter("troupe_node_workers_exited_total");
-    heartbeats = counter("troupe_node_heartbeats_sent_total");
-    probe_up = gauge("troupe_node_gpu_probe_up");
-    util = gauge("troupe_node_gpu_utilization_ratio");
-    mem_used = gauge("troupe_node_gpu_memory_used_bytes");
-    mem_total = gauge("troupe_node_gpu_memory_total_bytes");
+    auto fam = [&](const char* name) { return *find_series(node_series(), name); };
+    launched = &exporter->counter(fam("troupe_node_workers_launched_total"));
+    running = &exporter->gauge(fam("troupe_node_workers_running"));
+    exited = &exporter->counter(fam("troupe_node_workers_exited_total"));
+    heartbeats = &exporter->counter(fam("troupe_node_heartbeats_sent_total"));
+    probe_up = &exporter->gauge(fam("troupe_node_gpu_probe_up"));
+    util = &exporter->gauge(fam("troupe_node_gpu_utilization_ratio"));
+    mem_used = &exporter->gauge(fam("troupe_node_gpu_memory_used_bytes"));
+    mem_total = &exporter->gauge(fam("troupe_node_gpu_memory_total_bytes"));
     launched->Add(node());
     running->Add(node());
     heartbeats->Add(node());
     probe_up->Add(node());
   }
 
-  void sample_gpus() {
+  // One sample on the exporter's polling thread: a GPU nvidia-smi no longer
+  // lists loses its rows.
+  bool sample_gpus(GaugeRows& rows) {
     auto out = run_capture(smi +
                            " --query-gpu=index,utilization.gpu,memory.used,memory.total"
                            " --format=csv,noheader,nounits 2>/dev/null");
-    auto rows = out ? parse_nvidia_smi(*out) : std::vector<GpuUse>{};
-    probe_up->Add(node()).Set(out && !rows.empty() ? 1 : 0);
-    std::set<std::string> now;
-    for (const auto& g : rows) {
-      util->Add(gpu(g.gpu)).Set(g.utilization);
-      mem_used->Add(gpu(g.gpu)).Set(g.memory_used_bytes);
-      mem_total->Add(gpu(g.gpu)).Set(g.memory_total_bytes);
-      now.insert(g.gpu);
+    auto found = out ? parse_nvidia_smi(*out) : std::vector<GpuUse>{};
+    probe_up->Add(node()).Set(out && !found.empty() ? 1 : 0);
+    for (const auto& g : found) {
+      rows.set(*util, gpu(g.gpu), g.utilization);
+      rows.set(*mem_used, gpu(g.gpu), g.memory_used_bytes);
+      rows.set(*mem_total, gpu(g.gpu), g.memory_total_bytes);
     }
-    for (const auto& g : gpus_seen)
-      if (!now.count(g))
-        for (auto* f : {util, mem_used, mem_total}) f->Remove(&f->Add(gpu(g)));
-    gpus_seen = std::move(now);
-  }
-
-  void run() {
-    std::unique_lock<std::mutex> l(mu);
-    while (!stopping) {
-      l.unlock();
-      sample_gpus();
-      l.lock();
-      cv.wait_for(l, std::chrono::milliseconds(opts.gpu_poll_ms), [&] { return stopping; });
-    }
+    return true;
   }
 };
 
@@ -195,18 +152,21 @@ NodeMetrics::~NodeMetrics() = default;
 std::unique_ptr<NodeMetrics> NodeMetrics::start(const Options& opts, std::string* error) {
   auto impl = std::make_unique<Impl>();
   impl->opts = opts;
+  impl->exporter = Exporter::start(opts.bind, 1, error);
+  if (!impl->exporter) return nullptr;
   impl->build();
-  impl->exposer = serve_registry(opts.bind, 1, impl->registry, &impl->host, error);
-  if (!impl->exposer) return nullptr;
   impl->smi = find_program(opts.nvidia_smi);
   if (!impl->smi.empty()) {
     Impl* raw = impl.get();
-    impl->sampler = std::thread([raw] { raw->run(); });
+    impl->exporter->poll_every(std::chrono::milliseconds(opts.gpu_poll_ms),
+                               [raw](GaugeRows& rows) { return raw->sample_gpus(rows); });
   }
   return std::make_unique<NodeMetrics>(std::move(impl));
 }
 
-void NodeMetrics::worker_launched() { impl_->launched->Add(impl_->node()).Increment(); }
+void NodeMetrics::worker_launched() {
+  impl_->launched->Add(impl_->node()).Increment();
+}
 
 void NodeMetrics::worker_exited(int exit_code, int signal, const std::string& reason) {
   auto l = impl_->node();
@@ -214,18 +174,20 @@ void NodeMetrics::worker_exited(int exit_code, int signal, const std::string& re
   impl_->exited->Add(l).Increment();
 }
 
-void NodeMetrics::set_running(int workers) { impl_->running->Add(impl_->node()).Set(workers); }
+void NodeMetrics::set_running(int workers) {
+  impl_->running->Add(impl_->node()).Set(workers);
+}
 
-void NodeMetrics::heartbeat_sent() { impl_->heartbeats->Add(impl_->node()).Increment(); }
+void NodeMetrics::heartbeat_sent() {
+  impl_->heartbeats->Add(impl_->node()).Increment();
+}
 
 int NodeMetrics::port() const {
-  auto ports = impl_->exposer->GetListeningPorts();
-  return ports.empty() ? 0 : ports.front();
+  return impl_->exporter->port();
 }
 
 std::string NodeMetrics::url() const {
-  std::string host = impl_->host.empty() ? "0.0.0.0" : impl_->host;
-  return "http://" + host + ":" + std::to_string(port()) + "/metrics";
+  return impl_->exporter->url();
 }
 
 }  // namespace troupe::metrics

@@ -1,12 +1,12 @@
 // The pure half of the metrics: cause labels, event -> observation
 // transitions, counter mirroring, reply readers (gauge rows, fragmentation),
-// HOST:PORT parsing, and the node agent's nvidia-smi and exit-cause parsing.
+// and HOST:PORT parsing. (The node agent's nvidia-smi and exit-cause
+// parsing: node_metrics_test.cpp.)
 #include <catch2/catch.hpp>
 #include <string>
 
-#include "gateway/metrics.hpp"
-#include "gateway/metrics_model.hpp"
-#include "gateway/node_metrics.hpp"
+#include "actors/metrics/exporter.hpp"
+#include "actors/metrics/model.hpp"
 
 using namespace troupe::metrics;
 
@@ -305,24 +305,4 @@ TEST_CASE("HOST:PORT parsing", "[metrics]") {
   CHECK_FALSE(split_host_port("localhost:", &h, &p));
   CHECK_FALSE(split_host_port("localhost:http", &h, &p));
   CHECK_FALSE(split_host_port("localhost:70000", &h, &p));
-}
-
-TEST_CASE("node metrics: nvidia-smi rows and worker exit causes", "[metrics]") {
-  auto rows = parse_nvidia_smi("0, 87, 40000, 81920\n1, [N/A], 0, 81920\n2, 3, 1024, 81920\n\n");
-  REQUIRE(rows.size() == 2);
-  CHECK(rows[0].gpu == "0");
-  CHECK(rows[0].utilization == Approx(0.87));
-  CHECK(rows[0].memory_used_bytes == Approx(40000.0 * 1024 * 1024));
-  CHECK(rows[0].memory_total_bytes == Approx(81920.0 * 1024 * 1024));
-  CHECK(rows[1].gpu == "2");
-  CHECK(parse_nvidia_smi("").empty());
-  CHECK(parse_nvidia_smi("garbage").empty());
-
-  CHECK(worker_exit_cause(0, 0, "exited with code 0") == "succeeded");
-  CHECK(worker_exit_cause(3, 0, "exited with code 3") == "exit_code");
-  CHECK(worker_exit_cause(-1, 9, "killed by signal 9") == "signal");
-  CHECK(worker_exit_cause(-1, 9, "stopped") == "stopped");
-  CHECK(worker_exit_cause(-1, 9, "exceeded max_runtime_s") == "max_runtime");
-  CHECK(worker_exit_cause(-1, 0, "launch failed: ENOENT") == "launch_failed");
-  CHECK(worker_exit_cause(-1, 0, "") == "other");
 }

@@ -1,123 +1,68 @@
-// MetricsCollector (see metrics.hpp): owns its NATS connection and event
-// subscription, the prometheus-cpp registry and HTTP exposer, and the polling
-// thread. The decisions (what an event means, what a reply says) are in
-// metrics_model.cpp; this file only carries them out.
-#include "gateway/metrics.hpp"
-
-#include <prometheus/counter.h>
-#include <prometheus/exposer.h>
-#include <prometheus/family.h>
-#include <prometheus/gauge.h>
-#include <prometheus/histogram.h>
-#include <prometheus/registry.h>
+// MetricsCollector (see scheduler_metrics.hpp): owns its NATS connection and
+// event subscription, and samples troupe.sys.* on the shared exporter loop
+// (exporter.hpp: registry, HTTP endpoint, polling thread, stale rows). The
+// decisions (what an event means, what a reply says) are in model.cpp; this
+// file only carries them out.
+#include "actors/metrics/scheduler_metrics.hpp"
 
 #include <algorithm>
-#include <condition_variable>
-#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <optional>
-#include <set>
-#include <stdexcept>
-#include <thread>
 
+#include "actors/metrics/exporter.hpp"
+#include "actors/metrics/model.hpp"
 #include "bus/nats.hpp"
 #include "bus/subjects.hpp"
-#include "gateway/metrics_model.hpp"
 #include "messages/names.hpp"
 
 namespace troupe::metrics {
 
 using prometheus::Labels;
 
-std::unique_ptr<prometheus::Exposer> serve_registry(const std::string& bind, size_t threads,
-                                                    std::shared_ptr<prometheus::Registry> registry,
-                                                    std::string* host, std::string* error) {
-  int port = 0;
-  if (!split_host_port(bind, host, &port)) {
-    if (error) *error = "--metrics wants HOST:PORT, got '" + bind + "'";
-    return nullptr;
-  }
-  std::unique_ptr<prometheus::Exposer> exposer;
-  try {
-    exposer = std::make_unique<prometheus::Exposer>(bind, threads);
-  } catch (const std::exception& e) {
-    if (error) *error = "cannot serve metrics on " + bind + ": " + e.what();
-    return nullptr;
-  }
-  exposer->RegisterCollectable(registry);
-  return exposer;
-}
-
-bool split_host_port(const std::string& addr, std::string* host, int* port) {
-  auto colon = addr.rfind(':');
-  if (colon == std::string::npos || colon + 1 >= addr.size()) return false;
-  std::string h = addr.substr(0, colon);
-  if (!h.empty() && h.front() == '[' && h.back() != ']') return false;
-  const std::string p = addr.substr(colon + 1);
-  for (char c : p)
-    if (c < '0' || c > '9') return false;
-  if (p.size() > 5) return false;
-  int v = std::atoi(p.c_str());
-  if (v > 65535) return false;
-  *host = h;
-  *port = v;
-  return true;
-}
-
 struct MetricsCollector::Impl {
   Options opts;
-  std::string host;
-  std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
+  std::unique_ptr<Exporter> exporter;
   std::map<std::string, prometheus::Family<prometheus::Gauge>*> gauges;
   std::map<std::string, prometheus::Family<prometheus::Counter>*> counters;
   std::map<std::string, prometheus::Family<prometheus::Histogram>*> histograms;
 
   std::mutex mu;  // guards the fields below (events arrive on a NATS thread)
   EventTracker tracker;
-  std::map<std::string, CounterMirror> mirrors;    // by series + labels
-  std::map<std::string, std::set<Labels>> live;    // gauge label sets the last poll set
+  std::map<std::string, CounterMirror> mirrors;  // by series + labels
   int64_t succeeded = 0, failed = 0;
-  bool stopping = false;
-  std::condition_variable cv;
 
   bus::ConnectionPtr conn;
   bus::SubscriptionPtr sub;
-  std::unique_ptr<prometheus::Exposer> exposer;
-  std::thread poller;
 
   ~Impl() {
-    {
-      std::lock_guard<std::mutex> l(mu);
-      stopping = true;
-    }
-    cv.notify_all();
-    if (poller.joinable()) poller.join();
+    // The sampler uses the connection and the event handler the families:
+    // polling stops first, the endpoint (and the registry) goes last.
+    if (exporter) exporter->stop_polling();
     sub.reset();
     conn.reset();
-    exposer.reset();
+    exporter.reset();
   }
 
   void build_families() {
     for (const auto& s : scheduler_series()) {
       switch (s.type) {
         case Type::kGauge:
-          gauges[s.name] = &prometheus::BuildGauge().Name(s.name).Help(s.help).Register(*registry);
+          gauges[s.name] = &exporter->gauge(s);
           break;
         case Type::kCounter:
-          counters[s.name] =
-              &prometheus::BuildCounter().Name(s.name).Help(s.help).Register(*registry);
+          counters[s.name] = &exporter->counter(s);
           break;
         case Type::kHistogram:
-          histograms[s.name] =
-              &prometheus::BuildHistogram().Name(s.name).Help(s.help).Register(*registry);
+          histograms[s.name] = &exporter->histogram(s);
           break;
       }
     }
     // Series that exist from the start, at 0.
     for (const auto& c : cumulative_values(Json::object(), Json::object()))
       counters.at(c.series)->Add(c.labels);
-    for (const char* r : {"ok", "malformed"}) counters.at("troupe_metrics_events_total")->Add({{"result", r}});
+    for (const char* r : {"ok", "malformed"})
+      counters.at("troupe_metrics_events_total")->Add({{"result", r}});
     for (const char* s : {"nodes", "queues", "stats", "jobs"})
       counters.at("troupe_metrics_poll_errors_total")->Add({{"subject", s}});
     gauges.at("troupe_gpu_allocation_ratio")->Add({});
@@ -144,8 +89,8 @@ struct MetricsCollector::Impl {
     counter("troupe_metrics_events_total", {{"result", "ok"}}).Increment();
     std::string team = label_or_none(ev->team);
     const auto& kinds = names::kKinds;
-    std::string kind = std::find(kinds.begin(), kinds.end(), ev->kind) != kinds.end() ? ev->kind
-                                                                                      : "other";
+    std::string kind =
+        std::find(kinds.begin(), kinds.end(), ev->kind) != kinds.end() ? ev->kind : "other";
     Observations o;
     std::optional<double> ratio;
     {
@@ -157,9 +102,11 @@ struct MetricsCollector::Impl {
         ratio = static_cast<double>(succeeded) / static_cast<double>(succeeded + failed);
     }
     if (o.queue_wait_s)
-      histogram("troupe_queue_wait_seconds", {{"team", team}, {"kind", kind}}).Observe(*o.queue_wait_s);
+      histogram("troupe_queue_wait_seconds", {{"team", team}, {"kind", kind}})
+          .Observe(*o.queue_wait_s);
     if (o.placement_latency_s)
-      histogram("troupe_placement_latency_seconds", {{"kind", kind}}).Observe(*o.placement_latency_s);
+      histogram("troupe_placement_latency_seconds", {{"kind", kind}})
+          .Observe(*o.placement_latency_s);
     if (o.finished)
       counter("troupe_jobs_finished_total", {{"team", team},
                                              {"kind", kind},
@@ -184,7 +131,9 @@ struct MetricsCollector::Impl {
     return std::nullopt;
   }
 
-  void poll() {
+  // One sample on the exporter's polling thread; false when the gauges could
+  // not be read (their rows then stay as the last sample left them).
+  bool poll(GaugeRows& rows) {
     auto nodes = ask(subjects::kSysNodes, "nodes");
     auto queues = ask(subjects::kSysQueues, "queues");
     auto stats = ask(subjects::kSysStats, "stats");
@@ -197,7 +146,7 @@ struct MetricsCollector::Impl {
         if (auto jobs = ask(subjects::team_jobs(names::kSysToken), "jobs"))
           pending = shapes_from_jobs(*jobs);
       }
-      set_gauges(build_sample(*nodes, *queues, pending));
+      set_gauges(build_sample(*nodes, *queues, pending), rows);
     }
     if (stats && queues) {
       std::lock_guard<std::mutex> l(mu);
@@ -208,13 +157,13 @@ struct MetricsCollector::Impl {
         counters.at(c.series)->Add(c.labels).Increment(d);
       }
     }
+    // Rows that are gone (a pool emptied, a team no longer listed) disappear.
+    return nodes && queues;
   }
 
-  void set_gauges(const Sample& s) {
-    std::map<std::string, std::set<Labels>> now;
+  void set_gauges(const Sample& s, GaugeRows& rows) {
     auto set = [&](const std::string& name, const Labels& l, double v) {
-      gauges.at(name)->Add(l).Set(v);
-      now[name].insert(l);
+      rows.set(*gauges.at(name), l, v);
     };
     for (const auto& r : s.gpus) {
       Labels l{{"pool", r.pool}, {"gpu_type", r.gpu_type}};
@@ -240,25 +189,6 @@ struct MetricsCollector::Impl {
     gauges.at("troupe_workers_running")->Add({}).Set(s.workers_running);
     gauges.at("troupe_nodes")->Add({{"state", "alive"}}).Set(s.nodes_alive);
     gauges.at("troupe_nodes")->Add({{"state", "dead"}}).Set(s.nodes_dead);
-    // Rows that are gone (a pool emptied, a team no longer listed) disappear.
-    std::lock_guard<std::mutex> l(mu);
-    for (const auto& [name, sets] : live)
-      for (const auto& labels : sets)
-        if (now[name].count(labels) == 0) {
-          auto* fam = gauges.at(name);
-          fam->Remove(&fam->Add(labels));
-        }
-    live = std::move(now);
-  }
-
-  void run() {
-    std::unique_lock<std::mutex> l(mu);
-    while (!stopping) {
-      l.unlock();
-      poll();
-      l.lock();
-      cv.wait_for(l, std::chrono::milliseconds(opts.poll_ms), [&] { return stopping; });
-    }
   }
 };
 
@@ -268,9 +198,9 @@ MetricsCollector::~MetricsCollector() = default;
 std::unique_ptr<MetricsCollector> MetricsCollector::start(const Options& opts, std::string* error) {
   auto impl = std::make_unique<Impl>();
   impl->opts = opts;
+  impl->exporter = Exporter::start(opts.bind, 2, error);
+  if (!impl->exporter) return nullptr;
   impl->build_families();
-  impl->exposer = serve_registry(opts.bind, 2, impl->registry, &impl->host, error);
-  if (!impl->exposer) return nullptr;
 
   bus::ConnectOptions co;
   co.url = opts.nats_url;
@@ -291,18 +221,17 @@ std::unique_ptr<MetricsCollector> MetricsCollector::start(const Options& opts, s
     return nullptr;
   }
   impl->conn->flush();
-  impl->poller = std::thread([raw] { raw->run(); });
+  impl->exporter->poll_every(std::chrono::milliseconds(opts.poll_ms),
+                             [raw](GaugeRows& rows) { return raw->poll(rows); });
   return std::make_unique<MetricsCollector>(std::move(impl));
 }
 
 int MetricsCollector::port() const {
-  auto ports = impl_->exposer->GetListeningPorts();
-  return ports.empty() ? 0 : ports.front();
+  return impl_->exporter->port();
 }
 
 std::string MetricsCollector::url() const {
-  std::string host = impl_->host.empty() ? "0.0.0.0" : impl_->host;
-  return "http://" + host + ":" + std::to_string(port()) + "/metrics";
+  return impl_->exporter->url();
 }
 
 }  // namespace troupe::metrics

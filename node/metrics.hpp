@@ -3,7 +3,8 @@
 // workers gauge, and per-GPU utilisation and memory read from nvidia-smi
 // every few seconds when it is installed. Self-contained: the agent only
 // calls the methods below; the series are node_series() in
-// gateway/metrics_model.hpp, documented in docs/metrics.md.
+// actors/metrics/model.hpp, documented in docs/metrics.md, served on the
+// shared exporter loop (actors/metrics/exporter.hpp; no CAF, no NATS).
 //
 //   auto m = NodeMetrics::start({"0.0.0.0:9465", "node-1"}, &err);   // nullptr + err on failure
 //   m->worker_launched();   m->set_running(n);   m->heartbeat_sent();
@@ -19,7 +20,7 @@ namespace troupe::metrics {
 // ---- pure parts (unit-tested) ----
 
 struct GpuUse {
-  std::string gpu;  // nvidia-smi index
+  std::string gpu;         // nvidia-smi index
   double utilization = 0;  // 0..1
   double memory_used_bytes = 0;
   double memory_total_bytes = 0;
@@ -39,8 +40,8 @@ std::string worker_exit_cause(int exit_code, int signal, const std::string& reas
 class NodeMetrics {
  public:
   struct Options {
-    std::string bind;  // HOST:PORT; port 0 picks a free one
-    std::string node;  // the "node" label of every series
+    std::string bind;                       // HOST:PORT; port 0 picks a free one
+    std::string node;                       // the "node" label of every series
     std::string nvidia_smi = "nvidia-smi";  // looked up on PATH; absent: no GPU series
     int gpu_poll_ms = 5000;
   };
@@ -59,7 +60,7 @@ class NodeMetrics {
   int port() const;
   std::string url() const;
 
-  struct Impl;  // defined in node_metrics.cpp; only start() can make one
+  struct Impl;  // defined in node/metrics.cpp; only start() can make one
   explicit NodeMetrics(std::unique_ptr<Impl> impl);
 
  private:

@@ -1,6 +1,6 @@
-// The pure half of the scheduler's metrics (see metrics_model.hpp): the
+// The pure half of the scheduler's metrics (see model.hpp): the
 // series table, cause labels, the event tracker and the reply readers.
-#include "gateway/metrics_model.hpp"
+#include "actors/metrics/model.hpp"
 
 #include <algorithm>
 #include <cctype>

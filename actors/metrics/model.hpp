@@ -4,8 +4,8 @@
 // observations (queue wait, placement latency, finished jobs, ended attempts),
 // and the readers that turn the troupe.sys.nodes / queues / stats / jobs
 // replies into gauge rows. No prometheus-cpp, NATS or clock here: the
-// collector (gateway/metrics.cpp) carries these out. Unit tests:
-// tests/unit/gateway_metrics_*.cpp.
+// collector (actors/metrics/scheduler_metrics.cpp) carries these out. Unit
+// tests: tests/unit/metrics_*.cpp.
 #pragma once
 
 #include <cstddef>
@@ -28,17 +28,17 @@ using Json = nlohmann::json;
 enum class Type { kCounter, kGauge, kHistogram };
 
 struct SeriesInfo {
-  std::string name;                 // full family name (counters end in _total)
+  std::string name;  // full family name (counters end in _total)
   Type type = Type::kGauge;
   std::vector<std::string> labels;  // every label the family may carry
   std::string help;
-  std::vector<double> buckets;      // histograms only (seconds)
+  std::vector<double> buckets;  // histograms only (seconds)
 };
 
 // Every series troupe-scheduler --metrics exports, in one place: the collector
 // builds its families from it and the dashboard test checks queries against it.
 const std::vector<SeriesInfo>& scheduler_series();
-// The series a node agent exports (gateway/node_metrics.cpp).
+// The series a node agent exports (node/metrics.cpp).
 const std::vector<SeriesInfo>& node_series();
 // The sample names a family produces: histograms give name_bucket, _sum, _count.
 std::vector<std::string> sample_names(const SeriesInfo& s);
@@ -95,8 +95,8 @@ class EventTracker {
  private:
   struct Job {
     int attempt = 0;
-    int64_t submit_ms = 0;   // queued event of attempt 1 (0: not seen)
-    int64_t queued_ms = 0;   // queued event of the current attempt (0: not seen)
+    int64_t submit_ms = 0;  // queued event of attempt 1 (0: not seen)
+    int64_t queued_ms = 0;  // queued event of the current attempt (0: not seen)
     bool placement_seen = false;
     bool wait_seen = false;
   };

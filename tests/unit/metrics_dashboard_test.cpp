@@ -3,7 +3,6 @@
 // (metrics::scheduler_series()) and only labels those series carry; and
 // docs/metrics.md documents every exported series.
 #include <catch2/catch.hpp>
-
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -12,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "gateway/metrics_model.hpp"
+#include "actors/metrics/model.hpp"
 
 namespace {
 
@@ -39,8 +38,10 @@ std::string slurp(const std::string& path) {
 void collect_exprs(const nlohmann::json& j, std::vector<std::string>& out) {
   if (j.is_object()) {
     for (auto it = j.begin(); it != j.end(); ++it) {
-      if (it.key() == "expr" && it->is_string()) out.push_back(it->get<std::string>());
-      else collect_exprs(*it, out);
+      if (it.key() == "expr" && it->is_string())
+        out.push_back(it->get<std::string>());
+      else
+        collect_exprs(*it, out);
     }
   } else if (j.is_array()) {
     for (const auto& x : j) collect_exprs(x, out);
@@ -63,8 +64,8 @@ Checked check_expr(const std::string& expr) {
   std::string code = std::regex_replace(expr, std::regex(R"("([^"\\]|\\.)*")"), "\"\"");
   static const std::regex ident(R"([A-Za-z_:][A-Za-z0-9_:]*)");
   std::set<std::string> labels_known = {"__name__", "job", "instance"};
-  for (auto it = std::sregex_iterator(code.begin(), code.end(), ident); it != std::sregex_iterator();
-       ++it) {
+  for (auto it = std::sregex_iterator(code.begin(), code.end(), ident);
+       it != std::sregex_iterator(); ++it) {
     std::string id = it->str();
     if (id.rfind("troupe_", 0) != 0) continue;
     auto s = samples.find(id);
@@ -145,9 +146,8 @@ TEST_CASE("every dashboard query names only exported series and labels", "[metri
   }
   // The panels the issue asks for.
   for (const char* s : {"troupe_gpu_allocation_ratio", "troupe_queue_wait_seconds_bucket",
-                        "troupe_team_gpus_in_use", "troupe_team_weight",
-                        "troupe_preemptions_total", "troupe_gpus_fragmented",
-                        "troupe_placement_latency_seconds_bucket"}) {
+                        "troupe_team_gpus_in_use", "troupe_team_weight", "troupe_preemptions_total",
+                        "troupe_gpus_fragmented", "troupe_placement_latency_seconds_bucket"}) {
     INFO(s);
     CHECK(used.count(s) == 1);
   }
