@@ -1,6 +1,8 @@
 // What every supervisor shares: its children by id, their last snapshots, and
 // restarting a child that crashed from its last snapshot (with an escalation
-// limit). Used inside the supervisor actors of actors/supervisors.cpp.
+// limit). The one owner of a supervisor's live children: the supervisors of
+// actors/supervisors.cpp keep no map of their own and walk them with
+// for_each.
 #pragma once
 
 #include <caf/all.hpp>
@@ -22,6 +24,12 @@ class Children {
   caf::actor find(const std::string& id) const {
     auto it = live_.find(id);
     return it == live_.end() ? caf::actor{} : it->second;
+  }
+
+  // Calls f(id, actor) for every live child.
+  template <class F>
+  void for_each(F f) const {
+    for (const auto& [id, a] : live_) f(id, a);
   }
 
   caf::actor start(caf::event_based_actor* self, const std::string& id, const std::string& snapshot,
@@ -79,6 +87,7 @@ class Children {
 
   size_t total_restarts() const { return total_restarts_; }
   size_t live() const { return live_.size(); }
+  const std::string& kind() const { return kind_; }
 
   static constexpr int max_restarts = 5;
   static constexpr std::chrono::seconds restart_window{30};

@@ -1,3 +1,9 @@
+// The four supervisors (job, queue, node, gang) on one skeleton, `supervise`:
+// shutdown, a child's down message (crash -> restart from its snapshot, end ->
+// forget), restart counts to the router, Wiring and (stats_atom) are written
+// once there, and Children (actors/children.hpp) is the one owner of the live
+// children. Each supervisor adds only its own handlers. What each owns and
+// which messages it handles: actors/supervisors.hpp.
 #include "actors/supervisors.hpp"
 
 #include <map>
@@ -27,12 +33,21 @@ using namespace troupe::atoms;
 
 namespace {
 
+// --- the skeleton -------------------------------------------------------------
+
+// What every supervisor's state holds. `make` starts a child from its id and
+// last snapshot, and starts it again after a crash.
 struct SupState {
-  explicit SupState(const char* kind, bool keep) : children(kind, keep) {}
+  SupState(const char* kind, bool keep) : children(kind, keep) {}
   Wiring w;
   OutboxPtr out;
   SnapshotStorePtr store;  // null: in memory only
   Children children;
+  Children::Factory make;
+  caf::actor start(caf::event_based_actor* self, const std::string& id,
+                   const std::string& snapshot) {
+    return children.start(self, id, snapshot, make);
+  }
   // Keeps a child's snapshot (for restarts) and hands it to the durable store.
   void snapshot(const std::string& id, const std::string& key, std::string bytes) {
     if (store) store->put(key, bytes);
@@ -40,27 +55,65 @@ struct SupState {
   }
 };
 
-// Shuts children down with the supervisor.
-template <class Self>
-void on_exit_stop_children(Self* self) {
+// Written once for every supervisor:
+// - an exit message stops every child, then the supervisor;
+// - a child's down message: a crashed child is started again from its
+//   snapshot (Children::on_down), `restarted(id)` runs, and the router hears
+//   how many children this supervisor restarted (troupe.sys.stats); a child
+//   that ended, or crashed too often, is forgotten and `ended(id)` runs;
+// - Wiring, and (stats_atom) -> the restarts so far;
+// then `own`, the supervisor's own handlers.
+template <class Self, class Restarted, class Ended, class... Own>
+caf::behavior supervise(Self* self, Children::Factory make, Restarted restarted, Ended ended,
+                        Own... own) {
+  self->state.make = std::move(make);
+  self->set_down_handler([=](caf::down_msg& dm) {
+    auto& st = self->state;
+    bool again = false;
+    auto id = st.children.on_down(self, dm, st.make, &again);
+    if (!again) {
+      ended(id);
+      return;
+    }
+    restarted(id);
+    self->send(st.w.router, stats_atom_v, st.children.kind(),
+               static_cast<int64_t>(st.children.total_restarts()));
+  });
   self->set_exit_handler([=](caf::exit_msg& m) {
-    self->state.for_each_child([&](const caf::actor& a) { self->send_exit(a, m.reason); });
+    self->state.children.for_each(
+        [&](const std::string&, const caf::actor& a) { self->send_exit(a, m.reason); });
     self->quit(m.reason);
   });
+  return {
+      [=](const Wiring& w) { self->state.w = w; },
+      [=](stats_atom) { return static_cast<int64_t>(self->state.children.total_restarts()); },
+      std::move(own)...,
+  };
 }
 
-// Tells the router (troupe.sys.stats) how many children this supervisor restarted.
+// For a `restarted` or `ended` with nothing of its own to do.
+void nothing(const std::string&) {}
+
+// The live child `id`, or else what `absent()` gives: it may start the child,
+// or answer for it and give none.
+template <class Self, class Absent>
+caf::actor child_or(Self* self, const std::string& id, Absent absent) {
+  if (auto a = self->state.children.find(id)) return a;
+  return absent();
+}
+
+// (crash_atom, id): the debug crash, passed to the child to act out.
 template <class Self>
-void report_restarts(Self* self, const char* kind) {
-  self->send(self->state.w.router, stats_atom_v, std::string(kind),
-             static_cast<int64_t>(self->state.children.total_restarts()));
+auto pass_crash(Self* self) {
+  return [=](crash_atom, const std::string& id) {
+    if (auto a = self->state.children.find(id)) self->send(a, crash_atom_v);
+  };
 }
 
 // --- jobs ---------------------------------------------------------------------
 
 struct JobSupState : SupState {
   JobSupState() : SupState("job", true) {}
-  std::unordered_map<std::string, caf::actor> live;  // mirror for shutdown
   // Every job in list order, submit order: (JobRecord.seq, job id) -> team.
   // The seq goes on across scheduler restarts (the router's restore).
   std::map<std::pair<uint64_t, std::string>, std::string> order;
@@ -84,10 +137,6 @@ struct JobSupState : SupState {
     if (!seq_of.emplace(rec.job_id(), rec.seq()).second) return;
     order.emplace(std::make_pair(rec.seq(), rec.job_id()), rec.spec().team());
   }
-  template <class F>
-  void for_each_child(F f) {
-    for (auto& [id, a] : live) f(a);
-  }
   static inline const char* name = "job_supervisor";
 };
 using JobSup = caf::stateful_actor<JobSupState>;
@@ -103,54 +152,45 @@ bool load(JobSup* self, const std::string& id, const std::string& team, pb::JobR
   return true;
 }
 
+// A message for a job whose actor is gone (ended): late placements, and holds
+// a node asks about, are handed back.
+void hand_back(JobSup* self, const caf::message& m) {
+  auto give_back = [&](const std::string& node, const std::string& hold_id) {
+    self->send(self->state.w.nodes, route_atom_v, node,
+               caf::make_message(Envelope{wire::release(hold_id, "job gone")}));
+  };
+  if (m.match_elements<placed_atom, Assignment>()) {
+    const auto& a = m.get_as<Assignment>(1);
+    self->send(self->state.w.arbiter, done_atom_v, a.job_id);
+    for (size_t rank = 0; rank < a.nodes.size(); ++rank)
+      give_back(a.nodes[rank], policy::hold_id(a.job_id, a.attempt, static_cast<int>(rank)));
+  } else if (m.match_elements<hold_atom, std::string, std::string, int32_t, int32_t, bool>()) {
+    give_back(m.get_as<std::string>(1), m.get_as<std::string>(2));
+  }
+}
+
 caf::behavior job_sup_behavior(JobSup* self, OutboxPtr out, SnapshotStorePtr store) {
   self->state.out = std::move(out);
   self->state.store = std::move(store);
-  auto factory = [=](const std::string&, const std::string& snap) {
+  auto make = [=](const std::string&, const std::string& snap) {
     return spawn_job(self, self->state.w, self->state.out, snap);
   };
-  self->set_down_handler([=](caf::down_msg& dm) {
-    bool restarted = false;
-    auto id = self->state.children.on_down(self, dm, factory, &restarted);
-    self->state.live.erase(id);
-    if (restarted) {
-      self->state.live[id] = self->state.children.find(id);
-      report_restarts(self, "job");
-    } else {
-      self->state.left(id);
-    }
-  });
-  on_exit_stop_children(self);
-  return {
-      [=](const Wiring& w) { self->state.w = w; },
+  return supervise(
+      self, make, nothing, [=](const std::string& id) { self->state.left(id); },
       [=](spawn_atom, const std::string& id, const std::string& record) {
         pb::JobRecord rec;
         if (rec.ParseFromString(record)) {
           self->state.index(rec);
           self->state.track(rec);
         }
-        self->state.live[id] = self->state.children.start(self, id, record, factory);
+        self->state.start(self, id, record);
       },
       [=](route_atom, const std::string& id, caf::message& m) {
-        if (auto a = self->state.children.find(id)) {
-          caf::anon_send(a, std::move(m));
-          return;
-        }
-        // The job's actor is gone (ended). Late placements, and holds a node
-        // asks about, are handed back.
-        auto give_back = [&](const std::string& node, const std::string& hold_id) {
-          self->send(self->state.w.nodes, route_atom_v, node,
-                     caf::make_message(Envelope{wire::release(hold_id, "job gone")}));
-        };
-        if (m.match_elements<placed_atom, Assignment>()) {
-          const auto& a = m.get_as<Assignment>(1);
-          self->send(self->state.w.arbiter, done_atom_v, a.job_id);
-          for (size_t rank = 0; rank < a.nodes.size(); ++rank)
-            give_back(a.nodes[rank], policy::hold_id(a.job_id, a.attempt, static_cast<int>(rank)));
-        } else if (m.match_elements<hold_atom, std::string, std::string, int32_t, int32_t,
-                                    bool>()) {
-          give_back(m.get_as<std::string>(1), m.get_as<std::string>(2));
-        }
+        auto a = child_or(self, id, [&] {
+          hand_back(self, m);
+          return caf::actor{};
+        });
+        if (a) caf::anon_send(a, std::move(m));
       },
       [=](snapshot_atom, const std::string& id, std::string& bytes) {
         if (self->state.unstarted.count(id) != 0) {
@@ -172,8 +212,7 @@ caf::behavior job_sup_behavior(JobSup* self, OutboxPtr out, SnapshotStorePtr sto
           if (names::is_terminal(rec.state()))
             self->state.children.snapshot(rec.job_id(), std::move(bytes));
           else
-            self->state.live[rec.job_id()] =
-                self->state.children.start(self, rec.job_id(), bytes, factory);
+            self->state.start(self, rec.job_id(), bytes);
         }
       },
       [=](status_atom, const std::string& id, const std::string& team, const std::string& reply) {
@@ -228,9 +267,9 @@ caf::behavior job_sup_behavior(JobSup* self, OutboxPtr out, SnapshotStorePtr sto
           return;
         }
         self->state.out->publish(
-            reply, errors::error_json(errors::kNoRank, "job " + id + " has no rank " +
-                                                           std::to_string(rank) + " placed (state " +
-                                                           rec.state() + "); no logs yet"));
+            reply, errors::error_json(errors::kNoRank,
+                                      "job " + id + " has no rank " + std::to_string(rank) +
+                                          " placed (state " + rec.state() + "); no logs yet"));
       },
       [=](list_atom, const std::string& team, int64_t limit, const std::string& after,
           const std::string& state, const std::string& reply) {
@@ -244,7 +283,8 @@ caf::behavior job_sup_behavior(JobSup* self, OutboxPtr out, SnapshotStorePtr sto
           auto at = seq == st.seq_of.end() ? st.order.end()
                                            : st.order.find(std::make_pair(seq->second, after));
           if (at == st.order.end() || (!every_team && at->second != team)) {
-            st.out->publish(reply, errors::error_json(errors::kBadRequest, "after: no job " + after));
+            st.out->publish(reply,
+                            errors::error_json(errors::kBadRequest, "after: no job " + after));
             return;
           }
           first = std::next(at);
@@ -293,77 +333,52 @@ caf::behavior job_sup_behavior(JobSup* self, OutboxPtr out, SnapshotStorePtr sto
           self->send(self->state.w.router, history_atom_v, id, team, reply);
       },
       [=](requeue_atom, const std::string& team) {
-        for (auto& [id, a] : self->state.live) {
+        self->state.children.for_each([&](const std::string& id, const caf::actor& a) {
           pb::JobRecord rec;
           auto* snap = self->state.children.snapshot_of(id);
           if (snap && rec.ParseFromString(*snap) && rec.spec().team() == team)
             self->send(a, requeue_atom_v);
-        }
+        });
       },
-      [=](crash_atom, const std::string& id) {
-        if (auto a = self->state.children.find(id)) self->send(a, crash_atom_v);
-      },
-      [=](stats_atom) { return static_cast<int64_t>(self->state.children.total_restarts()); },
-  };
+      pass_crash(self));
 }
 
 // --- queues -------------------------------------------------------------------
 
-struct RoutingSupState : SupState {
-  explicit RoutingSupState(const char* kind) : SupState(kind, false) {}
-  std::unordered_map<std::string, caf::actor> live;
-  template <class F>
-  void for_each_child(F f) {
-    for (auto& [id, a] : live) f(a);
-  }
-};
-
-struct QueueSupState : RoutingSupState {
-  QueueSupState() : RoutingSupState("queue") {}
+struct QueueSupState : SupState {
+  QueueSupState() : SupState("queue", false) {}
   std::unordered_set<std::string> seen;  // teams that had a queue
   static inline const char* name = "queue_supervisor";
 };
 using QueueSup = caf::stateful_actor<QueueSupState>;
 
 caf::behavior queue_sup_behavior(QueueSup* self) {
-  auto factory = [=](const std::string& team, const std::string&) {
+  auto make = [=](const std::string& team, const std::string&) {
     return spawn_team_queue(self, self->state.w, team);
   };
-  self->set_down_handler([=](caf::down_msg& dm) {
-    bool restarted = false;
-    auto team = self->state.children.on_down(self, dm, factory, &restarted);
-    self->state.live.erase(team);
-    if (restarted) {
-      self->state.live[team] = self->state.children.find(team);
-      self->send(self->state.w.jobs, requeue_atom_v, team);  // refill it
-      report_restarts(self, "queue");
-    }
-  });
-  on_exit_stop_children(self);
-  return {
-      [=](const Wiring& w) { self->state.w = w; },
+  auto refill = [=](const std::string& team) {
+    self->send(self->state.w.jobs, requeue_atom_v, team);
+  };
+  return supervise(
+      self, make, refill, nothing,
       [=](route_atom, const std::string& team, caf::message& m) {
-        auto& st = self->state;
-        auto a = st.children.find(team);
-        if (!a) {
-          a = st.children.start(self, team, {}, factory);
-          st.live[team] = a;
+        auto a = child_or(self, team, [&] {
+          auto q = self->state.start(self, team, {});
           // A queue made again after one that crashed too often: refill it.
-          if (!st.seen.insert(team).second) self->send(st.w.jobs, requeue_atom_v, team);
-        }
+          if (!self->state.seen.insert(team).second) refill(team);
+          return q;
+        });
         caf::anon_send(a, std::move(m));
       },
       [=](crash_atom, const std::string& team) {
         if (auto a = self->state.children.find(team)) self->send_exit(a, caf::sec::runtime_error);
-      },
-      [=](stats_atom) { return static_cast<int64_t>(self->state.children.total_restarts()); },
-  };
+      });
 }
 
 // --- nodes --------------------------------------------------------------------
 
-struct NodeSupState : RoutingSupState {
-  NodeSupState() : RoutingSupState("node") {}
+struct NodeSupState : SupState {
+  NodeSupState() : SupState("node", false) {}
   NodeOptions opts;
   policy::ClusterConfig cfg = policy::open_config();  // its node roster
   static inline const char* name = "node_supervisor";
@@ -393,49 +408,41 @@ void tell_shape(NodeSup* self, const std::string& node, const caf::message& m) {
              r->gpus() ? static_cast<int>(r->gpus()->size()) : 0, r->cpus(), r->memory_mb());
 }
 
+// A message for a node without an actor: only an agent's own word starts one,
+// and only for a node on the roster.
+caf::actor admit(NodeSup* self, const std::string& node, const caf::message& m) {
+  bool from_agent = false;
+  if (m.match_elements<Envelope>()) {
+    auto* e = wire::open(m.get_as<Envelope>(0).bytes);
+    from_agent = e && (e->body_type() == wire::Body::NodeRegister ||
+                       e->body_type() == wire::Body::Heartbeat);
+  }
+  if (!from_agent) return {};
+  if (!self->state.cfg.node_allowed(node)) {
+    // Not on the roster (`nodes:` in the cluster config): no actor,
+    // no capacity, no Launch ever goes there.
+    self->send(self->state.w.router, distrust_atom_v, std::string("node_not_in_roster"));
+    return {};
+  }
+  // From its last snapshot, if it had one (it crashed too often to be
+  // restarted at once): its ledger must not forget what runs there.
+  auto* snap = self->state.children.snapshot_of(node);
+  return self->state.start(self, node, snap ? *snap : std::string());
+}
+
 caf::behavior node_sup_behavior(NodeSup* self, OutboxPtr out, SnapshotStorePtr store,
                                 NodeOptions opts) {
   self->state.opts = opts;
   self->state.out = std::move(out);
   self->state.store = std::move(store);
-  auto factory = [=](const std::string& node, const std::string& snap) {
+  auto make = [=](const std::string& node, const std::string& snap) {
     return spawn_node(self, self->state.w, self->state.out, node, snap, self->state.opts);
   };
-  self->set_down_handler([=](caf::down_msg& dm) {
-    bool restarted = false;
-    auto node = self->state.children.on_down(self, dm, factory, &restarted);
-    self->state.live.erase(node);
-    if (restarted) {
-      self->state.live[node] = self->state.children.find(node);
-      report_restarts(self, "node");
-    }
-  });
-  on_exit_stop_children(self);
-  return {
-      [=](const Wiring& w) { self->state.w = w; },
+  return supervise(
+      self, make, nothing, nothing,
       [=](route_atom, const std::string& node, caf::message& m) {
-        auto a = self->state.children.find(node);
-        if (!a) {
-          // Only an agent's own word creates a node actor.
-          bool from_agent = false;
-          if (m.match_elements<Envelope>()) {
-            auto* e = wire::open(m.get_as<Envelope>(0).bytes);
-            from_agent = e && (e->body_type() == wire::Body::NodeRegister ||
-                               e->body_type() == wire::Body::Heartbeat);
-          }
-          if (!from_agent) return;
-          if (!self->state.cfg.node_allowed(node)) {
-            // Not on the roster (`nodes:` in the cluster config): no actor,
-            // no capacity, no Launch ever goes there.
-            self->send(self->state.w.router, distrust_atom_v, std::string("node_not_in_roster"));
-            return;
-          }
-          // From its last snapshot, if it had one (it crashed too often to be
-          // restarted at once): its ledger must not forget what runs there.
-          auto* snap = self->state.children.snapshot_of(node);
-          a = self->state.children.start(self, node, snap ? *snap : std::string(), factory);
-          self->state.live[node] = a;
-        }
+        auto a = child_or(self, node, [&] { return admit(self, node, m); });
+        if (!a) return;
         tell_shape(self, node, m);
         caf::anon_send(a, std::move(m));
       },
@@ -453,8 +460,7 @@ caf::behavior node_sup_behavior(NodeSup* self, OutboxPtr out, SnapshotStorePtr s
           if (!rec.ParseFromString(bytes) || rec.node().empty()) continue;
           tell_shape(self, rec.node(), rec.gpu_type(), rec.pool(), rec.gpus(), rec.cpus(),
                      rec.memory_mb());
-          self->state.live[rec.node()] =
-              self->state.children.start(self, rec.node(), bytes, factory);
+          self->state.start(self, rec.node(), bytes);
         }
       },
       [=](cordon_atom, const std::string& node, bool on, bool drain, const std::string& reply) {
@@ -466,11 +472,7 @@ caf::behavior node_sup_behavior(NodeSup* self, OutboxPtr out, SnapshotStorePtr s
           self->state.out->publish(
               reply, errors::error_json(errors::kUnknownNode, "unknown node " + node));
       },
-      [=](crash_atom, const std::string& node) {
-        if (auto a = self->state.children.find(node)) self->send(a, crash_atom_v);
-      },
-      [=](stats_atom) { return static_cast<int64_t>(self->state.children.total_restarts()); },
-  };
+      pass_crash(self));
 }
 
 // --- gang reservations --------------------------------------------------------
@@ -481,8 +483,8 @@ struct GangPlan {
   caf::actor queue;
 };
 
-struct GangSupState : RoutingSupState {
-  GangSupState() : RoutingSupState("gang") {}
+struct GangSupState : SupState {
+  GangSupState() : SupState("gang", false) {}
   std::unordered_map<std::string, GangPlan> plans;
   static inline const char* name = "gang_supervisor";
 };
@@ -494,31 +496,15 @@ caf::behavior gang_sup_behavior(GangSup* self) {
     auto& p = self->state.plans[id];
     return spawn_gang_reservation(self, p.t, p.c, p.queue, true);
   };
-  self->set_down_handler([=](caf::down_msg& dm) {
-    bool restarted = false;
-    auto id = self->state.children.on_down(self, dm, recover, &restarted);
-    self->state.live.erase(id);
-    if (restarted) {
-      self->state.live[id] = self->state.children.find(id);
-      report_restarts(self, "gang");
-    } else {
-      self->state.plans.erase(id);
-    }
-  });
-  on_exit_stop_children(self);
-  return {
-      [=](const Wiring& w) { self->state.w = w; },
+  return supervise(
+      self, recover, nothing, [=](const std::string& id) { self->state.plans.erase(id); },
       [=](spawn_atom, const JobTicket& t, const CandidateList& c, const caf::actor& queue) {
         auto id = policy::hold_id(t.job_id, t.attempt, 0);
         self->state.plans[id] = GangPlan{t, c, queue};
-        auto a =
-            self->state.children.start(self, id, {}, [=](const std::string&, const std::string&) {
-              return spawn_gang_reservation(self, t, c, queue, false);
-            });
-        self->state.live[id] = a;
-      },
-      [=](stats_atom) { return static_cast<int64_t>(self->state.children.total_restarts()); },
-  };
+        self->state.children.start(self, id, {}, [=](const std::string&, const std::string&) {
+          return spawn_gang_reservation(self, t, c, queue, false);
+        });
+      });
 }
 
 }  // namespace

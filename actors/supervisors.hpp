@@ -4,11 +4,16 @@
 // and node snapshots to the durable SnapshotStore (KV, coalesced). After a
 // scheduler restart, (restore_atom, records) brings the children back.
 //
+// Every supervisor (one skeleton, actors/supervisors.cpp): an exit stops its
+// children, then itself; a crashed child restarts from its snapshot and the
+// router hears (stats_atom, kind, restarts); Wiring; (stats_atom) -> restarts.
+//
 // job supervisor    — JobActors by job id. Also answers status, list and logs
 //                     from the snapshots (an ended job's actor is gone).
 //   handles: Wiring; (spawn_atom, id, record); (route_atom, id, message);
 //   (snapshot_atom, id, bytes); (status_atom, id, team, reply);
-//   (cancel_atom, id, team, reply); (logs_atom, id, team, rank, offset, max, reply);
+//   (cancel_atom, id, team, reply); (why_atom, id, team, reply): queued jobs go
+//   to the arbiter; (logs_atom, id, team, rank, offset, max, reply);
 //   (list_atom, team, limit, after, state, reply): one page, submit order;
 //   (find_atom, id, reply); (history_atom, id, team, reply): checked, then
 //   handed back to the router to read; (requeue_atom, team); (crash_atom, id);
@@ -18,14 +23,15 @@
 //   handles: Wiring; (route_atom, team, message); (crash_atom, team); (stats_atom).
 // node supervisor   — NodeActors by node name, created when an agent speaks.
 //   handles: Wiring; (route_atom, node, message); (snapshot_atom, node, bytes);
+//   (config_atom, text): its roster; (cordon_atom, node, on, drain, reply);
 //   (crash_atom, node); (stats_atom); (restore_atom, NodeRecords).
 // gang supervisor   — GangReservationActors by job id/attempt.
 //   handles: Wiring; (spawn_atom, JobTicket, CandidateList, queue); (stats_atom).
 #pragma once
 
+#include "actors/caf_types.hpp"
 #include "actors/node_actor.hpp"
 #include "actors/ports.hpp"
-#include "actors/caf_types.hpp"
 
 namespace troupe {
 
