@@ -79,7 +79,7 @@ Agent::Agent(AgentConfig cfg, Publish publish, std::shared_ptr<TimerQueue> share
   if (!cfg_.simulate && cfg_.isolation.enabled) {
     users_.set_agent_uid(::getuid());
     cgroups_ = detect_cgroups(cfg_.isolation.cgroup_root);
-    cgroup_path_ = "troupe/" + cfg_.name;
+    cgroup_path_ = node_cgroup_path(cfg_.name, cfg_.state_dir);
     if (cgroups_.version == CgroupHost::Version::none)
       spdlog::error("isolation: {}; every launch will fail", cgroups_.why_none);
     // Jobs of an agent of this node that died are not left running.

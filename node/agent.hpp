@@ -173,7 +173,7 @@ class Agent {
   const AgentConfig cfg_;
   JobUsers users_;
   CgroupHost cgroups_;
-  std::string cgroup_path_;  // "troupe/<node>"
+  std::string cgroup_path_;  // node_cgroup_path(): "troupe/<node>.<hash>"
 
   const Publish publish_;
   const std::string exited_subject_, started_subject_, register_subject_, heartbeat_subject_,

@@ -4,9 +4,9 @@
 // removal. cgroup v1 (one folder per controller, as on our machines) and v2
 // (one unified folder, where the host has resource controllers there).
 //
-// Layout: <root>/<controller>/troupe/<node>/<worker> (v1) or
-// <root>/troupe/<node>/<worker> (v2). The agent itself stays where it was
-// started: its jobs live apart from it, so a job's limits and its kill never
+// Layout: <root>/<controller>/troupe/<node>.<hash>/<worker> (v1) or
+// <root>/troupe/<node>.<hash>/<worker> (v2; node_cgroup_path in isolation.hpp). The agent itself
+// stays where it was started: its jobs live apart from it, so a job's limits and its kill never
 // touch the agent.
 //
 // The child joins the group itself, between fork and exec, by writing "0" to
@@ -68,7 +68,7 @@ class JobCgroup {
  public:
   JobCgroup() = default;
   // Creates <node_path>/<name> under every controller and applies `limits`.
-  // `node_path` is "troupe/<node>". On failure returns nullopt and says why
+  // `node_path` is node_cgroup_path(). On failure returns nullopt and says why
   // (what was created is removed again).
   static std::optional<JobCgroup> create(const CgroupHost& host, const std::string& node_path,
                                          const std::string& name, const CgroupLimits& limits,

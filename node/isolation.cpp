@@ -2,7 +2,24 @@
 // environment, device lists and the bwrap / podman command lines.
 #include "node/isolation.hpp"
 
+#include <cstdio>
+
 namespace troupe::node {
+
+uint32_t stable_hash(const std::string& s) {
+  uint32_t h = 2166136261u;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 16777619u;
+  }
+  return h;
+}
+
+std::string node_cgroup_path(const std::string& node, const std::string& state_dir) {
+  char hex[9];
+  std::snprintf(hex, sizeof hex, "%08x", stable_hash(state_dir));
+  return "troupe/" + node + "." + hex;
+}
 
 std::string check_isolation(const IsolationOptions& o) {
   if (!o.sandbox.empty() && o.sandbox != "bwrap")

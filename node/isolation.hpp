@@ -41,6 +41,17 @@ struct IsolationOptions {
 // without --isolation, an unknown runtime).
 std::string check_isolation(const IsolationOptions& o);
 
+// FNV-1a, 32 bits: a hash that is the same on every host and every run
+// (team uids, the agent's cgroup folder).
+uint32_t stable_hash(const std::string& s);
+
+// The folder of an agent's job cgroups under each controller:
+// "troupe/<node>.<hash of its state dir>". Keyed by the state dir, so a
+// restarted agent finds (and reaps) what its predecessor left, and two agents
+// that share a name but not a state dir (two test clusters on one host)
+// never touch each other's jobs.
+std::string node_cgroup_path(const std::string& node, const std::string& state_dir);
+
 // The device node of GPU `index` under `pattern` ("/dev/nvidia%d" -> /dev/nvidia3).
 std::string gpu_device_path(const std::string& pattern, int index);
 

@@ -14,20 +14,13 @@
 #include <thread>
 #include <vector>
 
+#include "node/isolation.hpp"
+
 extern char** environ;
 
 namespace troupe::node {
 
 namespace {
-
-uint32_t fnv1a(const std::string& s) {
-  uint32_t h = 2166136261u;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 16777619u;
-  }
-  return h;
-}
 
 // What useradd accepts everywhere: [a-z_][a-z0-9_-]*, at most 32 characters.
 bool plain_name(const std::string& team) {
@@ -77,13 +70,13 @@ int run(const std::vector<std::string>& args) {
 }  // namespace
 
 uid_t team_uid(const std::string& team) {
-  return kTeamUidBase + fnv1a(team) % kTeamUidSpan;
+  return kTeamUidBase + stable_hash(team) % kTeamUidSpan;
 }
 
 std::string team_user_name(const std::string& team) {
   if (plain_name(team)) return "troupe-" + team;
   char hex[9];
-  std::snprintf(hex, sizeof hex, "%08x", fnv1a(team));
+  std::snprintf(hex, sizeof hex, "%08x", stable_hash(team));
   return std::string("troupe-t") + hex;
 }
 

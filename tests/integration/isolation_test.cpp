@@ -14,6 +14,7 @@
 
 #include <catch2/catch.hpp>
 #include <cerrno>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -29,6 +30,22 @@ using namespace troupe;
 using namespace troupe::it;
 
 namespace {
+
+// The cgroup folder of attempt 1, rank 0 of `job` on node `node` under
+// `controller` (node_cgroup_path: troupe/<node>.<hash of its state dir>), or
+// "" when there is none.
+std::string job_group(const std::string& controller, const std::string& node,
+                      const std::string& job) {
+  std::error_code ec;
+  std::filesystem::path parent = "/sys/fs/cgroup/" + controller + "/troupe";
+  for (const auto& e : std::filesystem::directory_iterator(parent, ec)) {
+    auto name = e.path().filename().string();
+    if (name.rfind(node + ".", 0) != 0) continue;
+    auto group = e.path() / (job + "-a1-r0");
+    if (std::filesystem::is_directory(group, ec)) return group.string();
+  }
+  return {};
+}
 
 // "KEY=value" lines of a log, first wins.
 std::optional<std::string> log_value(const std::string& log, const std::string& key) {
@@ -224,7 +241,7 @@ TEST_CASE("isolation: a fork bomb stops at the pids limit and the agent keeps se
   auto bomb = c.submit_ok("t1", spec);
   REQUIRE(wait_log_value(c, "t1", bomb, "START"));
   // While it runs, its group never holds more than the limit.
-  std::string group = "/sys/fs/cgroup/pids/troupe/n1/" + bomb + "-a1-r0";
+  std::string group = job_group("pids", "n1", bomb);
   int64_t peak = 0;
   for (int i = 0; i < 20; ++i) {
     std::ifstream f(group + "/pids.current");
@@ -458,8 +475,7 @@ TEST_CASE(
   CHECK(done->state == names::kCanceled);
   CHECK(log_value(log, "TERM") == std::optional<std::string>("1"));
   // Its cgroup is gone (every process in it ended), and so is the container.
-  struct stat st {};
-  CHECK(::stat(("/sys/fs/cgroup/freezer/troupe/boxed/" + id + "-a1-r0").c_str(), &st) != 0);
+  CHECK(job_group("freezer", "boxed", id).empty());
   std::string name = node::container_name("boxed", node::WorkerKey{id, 1, 0});
   bool gone = false;
   for (auto deadline = Clock::now() + 20s; Clock::now() < deadline && !gone;) {

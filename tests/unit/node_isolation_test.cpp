@@ -209,3 +209,15 @@ TEST_CASE("a launch's isolation fields are bounded: hostile values are refused",
   l.image = "--privileged";  // an option, not an image
   CHECK_THAT(validate_launch(l, true), Catch::Contains("image"));
 }
+
+TEST_CASE("an agent's cgroup folder is keyed by its name and state dir", "[node][isolation]") {
+  using troupe::node::node_cgroup_path;
+  auto a = node_cgroup_path("n1", "/var/lib/troupe/nodes/n1");
+  CHECK(a.rfind("troupe/n1.", 0) == 0);
+  CHECK(a.size() == std::string("troupe/n1.").size() + 8);
+  // The same agent, restarted: the same folder (it reaps what was left there).
+  CHECK(node_cgroup_path("n1", "/var/lib/troupe/nodes/n1") == a);
+  // Another agent of the same name with its own state: never the same folder.
+  CHECK(node_cgroup_path("n1", "/tmp/cluster-b/node-n1-state") != a);
+  CHECK(node_cgroup_path("n2", "/var/lib/troupe/nodes/n1") != a);
+}
