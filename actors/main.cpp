@@ -7,11 +7,11 @@
 // finds itself deposed. The process shell lives in actors/shell/: bootstrap
 // (options, signals, the bus), leadership, restore, serve.
 #include "actors/shell/serve.hpp"
-#include "gateway/metrics.hpp"
+#include "actors/metrics/scheduler_metrics.hpp"
 
 namespace {
 
-// --metrics: the collector, on a connection of its own (gateway/metrics.hpp).
+// --metrics: the collector, on a connection of its own (actors/metrics/scheduler_metrics.hpp).
 // Null without --metrics, and on an error (then `err` says why).
 std::unique_ptr<troupe::metrics::MetricsCollector> start_metrics(const troupe::shell::Options& o,
                                                                  std::string* err) {

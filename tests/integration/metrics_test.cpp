@@ -28,7 +28,7 @@ namespace {
 
 const char* kPrometheus = "/usr/bin/prometheus";
 
-// The series the issue asks for (scheduler_series() in gateway/metrics_model.hpp
+// The series the issue asks for (scheduler_series() in actors/metrics/model.hpp
 // holds them all; this list is checked independently of it).
 const std::vector<std::string> kRequired = {
     "troupe_gpus_capacity", "troupe_gpus_allocated", "troupe_gpus_reserved", "troupe_gpus_free",
