@@ -141,24 +141,17 @@ void account_idle(Self* self) {
 
 // After a round: a pending job that fits nowhere may preempt lower-priority
 // work, or borrowed work of other teams when its own team is below its
-// guarantee (policy/preemption.hpp). At most one preemption plan per pool per
-// round, within the per-minute budget; the freed nodes are held for it.
-void preempt_if_needed(Self* self, const std::string& pool, const policy::RoundInput& /*in*/,
-                       const policy::RoundOutput& out) {
+// guarantee (policy::plan_preemption). The arbiter gathers the wants and the
+// candidates, and carries the plan out: victims asked to stop, the freed
+// nodes held for the preemptor.
+void preempt_if_needed(Self* self, const std::string& pool, const policy::RoundOutput& out) {
   auto& st = self->state;
   int64_t now = now_ms();
   const auto& pc = st.cfg.preemption;
   auto& recent = st.pool_preemptions[pool];
-  recent.erase(
-      std::remove_if(recent.begin(), recent.end(), [&](int64_t t) { return now - t > 60000; }),
-      recent.end());
+  policy::forget_old(recent, now);
   if (static_cast<int>(recent.size()) >= pc.max_per_minute) return;
-  // Candidates to preempt for: pending, not placeable, highest priority first.
-  struct Want {
-    const JobTicket* t;
-    bool below;
-  };
-  std::vector<Want> wants;
+  std::vector<policy::PreemptWant> wants;
   for (const auto& [team, td] : st.teams) {
     auto standing = standing_of(st, team, pool);
     for (const auto& t : td.tickets) {
@@ -173,13 +166,9 @@ void preempt_if_needed(Self* self, const std::string& pool, const policy::RoundI
           p != st.preempting_for.end() && p->second > now)
         continue;
       bool below = standing.used.gpus + t.req.gpus * t.req.workers <= standing.guaranteed;
-      wants.push_back({&t, below});
+      wants.push_back({t.job_id, t.team, t.priority, t.seq, below, t.req});
     }
   }
-  std::sort(wants.begin(), wants.end(), [](const Want& a, const Want& b) {
-    return std::make_tuple(-a.t->priority, !a.below, a.t->seq) <
-           std::make_tuple(-b.t->priority, !b.below, b.t->seq);
-  });
   if (wants.empty()) return;  // the common case: build no candidates
   std::vector<policy::PreemptCandidate> cands;
   std::vector<std::string> ids;
@@ -204,40 +193,27 @@ void preempt_if_needed(Self* self, const std::string& pool, const policy::RoundI
     cands.push_back(std::move(c));
     ids.push_back(id);
   }
-  for (const auto& want : wants) {
-    policy::Preemptor p;
-    p.job_id = want.t->job_id;
-    p.team = want.t->team;
-    p.priority = want.t->priority;
-    p.below_guarantee = want.below;
-    p.req = want.t->req;
-    auto plan = policy::choose_victims(st.caps, cands, p, now);
-    if (plan.victims.empty()) continue;
-    if (static_cast<int>(recent.size() + plan.victims.size()) > pc.max_per_minute) return;
-    std::string why = "for job " + p.job_id + " of team " + p.team +
-                      (want.below ? " (below its guarantee)" : " (higher priority)");
-    for (size_t v : plan.victims) {
-      const auto& id = ids[v];
-      st.running[id].preempting = true;
-      st.preempted_at[id].push_back(now);
-      recent.push_back(now);
-      ++st.figures.preemptions;
-      self->send(st.w.jobs, route_atom_v, id, caf::make_message(preempt_atom_v, why));
-    }
-    st.figures.gpu_seconds_lost += plan.gpu_s_lost;
-    // The freed GPUs are held for the preemptor.
-    policy::Hold h;
-    h.job_id = p.job_id;
-    std::set<size_t> distinct(plan.nodes.begin(), plan.nodes.end());
-    h.nodes.assign(distinct.begin(), distinct.end());
-    h.start_ms = now + 30000;
-    st.holds[pool] = h;
-    st.preempting_for[p.job_id] = now + 60000;
-    st.reasons[p.job_id] = {"preempting",
-                            "preempting " + std::to_string(plan.victims.size()) +
-                                " job(s) to make room; their GPUs are held for this job"};
-    return;  // one plan per pool per round
+  // The victims' time to stop: the default grace, within the config's cap.
+  int64_t grace_ms = 1000LL * policy::preempt_grace_s(std::nullopt, pc.max_grace_s);
+  auto plan = policy::plan_preemption(st.caps, cands, std::move(wants), recent.size(),
+                                      pc.max_per_minute, grace_ms, now);
+  if (!plan) return;
+  for (size_t v : plan->plan.victims) {
+    const auto& id = ids[v];
+    st.running[id].preempting = true;
+    st.preempted_at[id].push_back(now);
+    recent.push_back(now);
+    ++st.figures.preemptions;
+    self->send(st.w.jobs, route_atom_v, id, caf::make_message(preempt_atom_v, plan->why));
   }
+  st.figures.gpu_seconds_lost += plan->plan.gpu_s_lost;
+  const auto& job = plan->preemptor.job_id;
+  policy::Hold& h = st.holds[pool];
+  h.job_id = job;
+  h.nodes = plan->held_nodes;
+  h.start_ms = plan->hold_start_ms;
+  st.preempting_for[job] = plan->preempting_until_ms;
+  st.reasons[job] = {policy::why::kPreempting, plan->reason_text};
 }
 
 void run_round(Self* self) {
@@ -289,7 +265,7 @@ void run_round(Self* self) {
     auto out = policy::plan_round(in);
     st.caps = std::move(in.nodes);
     st.holds[pool] = out.hold;
-    if (!st.fifo) preempt_if_needed(self, pool, in, out);
+    if (!st.fifo) preempt_if_needed(self, pool, out);
     for (auto& [id, why] : out.reasons)
       if (!st.preempting_for.count(id) || st.preempting_for[id] <= now)
         st.reasons[id] = std::move(why);
@@ -526,7 +502,7 @@ caf::behavior arbiter_behavior(Self* self, OutboxPtr out, bool fifo) {
               {{"job_id", job_id},
                {"state", "queued"},
                {"pending", true},
-               {"code", "not_yet_considered"},
+               {"code", policy::why::kNotYetConsidered},
                {"reason", "not yet considered by the scheduler; ask again in a moment"}});
       },
       [=](queues_atom, const std::string& to) { reply(self, to, queues_json(self->state)); },

@@ -1,6 +1,7 @@
-// Candidate choice for placement: pure functions over a capacity snapshot.
-// First fit (the fair-share / packing policy is a later issue). No CAF, NATS
-// or clocks here; unit tests: tests/unit/policy_placement_test.cpp.
+// What placement works on: a node's capacity, a job's request, and whether a
+// node may run it at all (eligible), now (fits) or ever (could_fit). Pure;
+// the choice of nodes is policy/fit.hpp, the round policy/round.hpp. Unit
+// tests: tests/unit/policy_placement_test.cpp.
 #pragma once
 
 #include <cstdint>
@@ -43,21 +44,6 @@ struct PlacementRequest {
   bool needs_runtime() const { return !image.empty(); }
 };
 
-// Named reasons (counted and shown to users).
-inline constexpr const char* kNoNodes = "no node has registered";
-inline constexpr const char* kNoNodeOfType = "no node of the requested GPU type";
-inline constexpr const char* kNoRuntime = "no node of its kind runs images (no container runtime)";
-inline constexpr const char* kNoFreeCapacity = "no node has enough free capacity now";
-inline constexpr const char* kGangDoesNotFit = "the gang does not fit on the free capacity now";
-
-struct Candidates {
-  // Single worker: nodes that fit, best first. Gang: one node per rank
-  // (ranks may share a node); empty when the whole gang does not fit.
-  std::vector<size_t> nodes;
-  const char* reason = nullptr;  // set when `nodes` is empty
-  bool ok() const { return !nodes.empty(); }
-};
-
 // Whether `n` is of a kind that may run `req` at all, whatever its load: its
 // GPU type (when the job names one and uses GPUs), and a container runtime
 // when the job names an image (never run on the host instead). Every fit
@@ -67,16 +53,5 @@ bool eligible(const NodeCapacity& n, const PlacementRequest& req);
 bool fits(const NodeCapacity& n, const PlacementRequest& req);
 // Whether one worker of `req` could ever fit on `n` (eligible, and totals).
 bool could_fit(const NodeCapacity& n, const PlacementRequest& req);
-
-// Up to `max_candidates` nodes for a single worker, first fit in index order.
-Candidates single_candidates(const std::vector<NodeCapacity>& nodes, const PlacementRequest& req,
-                             size_t max_candidates);
-
-// A node per rank for a gang, all or nothing, first fit (several ranks may
-// share a node when it has room for them).
-Candidates gang_assignment(const std::vector<NodeCapacity>& nodes, const PlacementRequest& req);
-
-// Why nothing fits (used when a search comes back empty).
-const char* no_fit_reason(const std::vector<NodeCapacity>& nodes, const PlacementRequest& req);
 
 }  // namespace troupe::policy

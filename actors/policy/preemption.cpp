@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <set>
 #include <tuple>
 
 namespace troupe::policy {
@@ -81,6 +82,47 @@ int64_t protected_until(const std::vector<int64_t>& preempted_ms, int protect_af
 int preempt_grace_s(std::optional<int> spec_grace_s, int max_grace_s) {
   int grace = spec_grace_s.value_or(kDefaultPreemptGraceS);
   return max_grace_s > 0 ? std::min(grace, max_grace_s) : grace;
+}
+
+void forget_old(std::vector<int64_t>& recent, int64_t now_ms) {
+  recent.erase(std::remove_if(recent.begin(), recent.end(),
+                              [&](int64_t t) { return now_ms - t > kBudgetWindowMs; }),
+               recent.end());
+}
+
+std::optional<PoolPreemption> plan_preemption(const std::vector<NodeCapacity>& nodes,
+                                              const std::vector<PreemptCandidate>& candidates,
+                                              std::vector<PreemptWant> wants, size_t recent_count,
+                                              int max_per_minute, int64_t victims_grace_ms,
+                                              int64_t now_ms) {
+  if (static_cast<int>(recent_count) >= max_per_minute) return std::nullopt;
+  std::sort(wants.begin(), wants.end(), [](const PreemptWant& a, const PreemptWant& b) {
+    return std::make_tuple(-a.priority, !a.below_guarantee, a.seq) <
+           std::make_tuple(-b.priority, !b.below_guarantee, b.seq);
+  });
+  for (auto& want : wants) {
+    PoolPreemption out;
+    auto& p = out.preemptor;
+    p.job_id = want.job_id;
+    p.team = want.team;
+    p.priority = want.priority;
+    p.below_guarantee = want.below_guarantee;
+    p.req = want.req;
+    out.plan = choose_victims(nodes, candidates, p, now_ms);
+    if (out.plan.victims.empty()) continue;
+    if (static_cast<int>(recent_count + out.plan.victims.size()) > max_per_minute)
+      return std::nullopt;
+    out.why = "for job " + p.job_id + " of team " + p.team +
+              (p.below_guarantee ? " (below its guarantee)" : " (higher priority)");
+    std::set<size_t> distinct(out.plan.nodes.begin(), out.plan.nodes.end());
+    out.held_nodes.assign(distinct.begin(), distinct.end());
+    out.hold_start_ms = now_ms + victims_grace_ms;
+    out.preempting_until_ms = now_ms + 2 * victims_grace_ms;
+    out.reason_text = "preempting " + std::to_string(out.plan.victims.size()) +
+                      " job(s) to make room; their GPUs are held for this job";
+    return out;
+  }
+  return std::nullopt;
 }
 
 }  // namespace troupe::policy

@@ -69,4 +69,45 @@ int64_t protected_until(const std::vector<int64_t>& preempted_ms, int protect_af
 inline constexpr int kDefaultPreemptGraceS = 30;
 int preempt_grace_s(std::optional<int> spec_grace_s, int max_grace_s);
 
+// --- one pool's decision after a round (the pool arbiter runs it) ---------------
+
+// A pending job that fits nowhere and may preempt for room.
+struct PreemptWant {
+  std::string job_id;
+  std::string team;
+  int priority = 50;
+  uint64_t seq = 0;              // submit order
+  bool below_guarantee = false;  // its team is owed capacity
+  PlacementRequest req;
+};
+
+// The per-pool budget counts preemptions over the last minute.
+inline constexpr int64_t kBudgetWindowMs = 60000;
+// Drops from `recent` (times of the pool's preemptions) what left the window.
+void forget_old(std::vector<int64_t>& recent, int64_t now_ms);
+
+struct PoolPreemption {
+  Preemptor preemptor;
+  VictimPlan plan;                  // victims: indices into the candidates
+  // The nodes the victims free (distinct), held for the preemptor from
+  // `hold_start_ms` on (a backfill hold, policy/backfill.hpp).
+  std::vector<size_t> held_nodes;
+  int64_t hold_start_ms = 0;
+  int64_t preempting_until_ms = 0;  // its other reasons wait until then
+  std::string why;                  // told to every victim
+  std::string reason_text;          // the preemptor's reason (why::kPreempting)
+};
+
+// At most one plan per pool per round: the wants are tried highest priority
+// first (then those below their guarantee, then submit order); the first
+// that some victims make room for wins, unless its victims would overrun
+// the budget (`recent_count` of `max_per_minute` already used): then none.
+// The victims get `victims_grace_ms` to checkpoint and exit, so the hold
+// starts then, and the preemptor's reasons are left alone for twice that.
+std::optional<PoolPreemption> plan_preemption(const std::vector<NodeCapacity>& nodes,
+                                              const std::vector<PreemptCandidate>& candidates,
+                                              std::vector<PreemptWant> wants, size_t recent_count,
+                                              int max_per_minute, int64_t victims_grace_ms,
+                                              int64_t now_ms);
+
 }  // namespace troupe::policy

@@ -27,6 +27,7 @@
 #include "actors/policy/backfill.hpp"
 #include "actors/policy/fair_share.hpp"
 #include "actors/policy/fit.hpp"
+#include "actors/policy/why.hpp"
 
 namespace troupe::policy {
 
@@ -57,19 +58,6 @@ struct RoundInput {
 };
 
 // Named reason codes (counted; the text carries the numbers).
-namespace why {
-inline constexpr const char* kOverLimit = "over_hard_limit";
-inline constexpr const char* kNoBorrow = "no_borrowing";
-inline constexpr const char* kFairShare = "waiting_for_fair_share";
-inline constexpr const char* kNoNodeOfType = "no_node_of_type";
-inline constexpr const char* kNoRuntime = "no_runtime";  // an image, and no node runs images
-inline constexpr const char* kFitsNowhere = "fits_nowhere";
-inline constexpr const char* kReservation = "waiting_for_reservation";
-inline constexpr const char* kHeldForOther = "held_for_another_job";
-inline constexpr const char* kBehind = "behind_other_jobs";
-inline constexpr const char* kNegotiating = "placing";
-}  // namespace why
-
 struct Reason {
   std::string code;
   std::string text;

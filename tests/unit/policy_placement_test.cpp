@@ -1,6 +1,9 @@
-// Unit tests for actors/policy/placement: candidate choice, table-driven.
+// Unit tests for actors/policy/placement: which nodes may run a request.
+#include <algorithm>
 #include <catch2/catch.hpp>
+#include <optional>
 
+#include "actors/policy/fit.hpp"
 #include "actors/policy/placement.hpp"
 
 using troupe::policy::NodeCapacity;
@@ -27,78 +30,6 @@ PlacementRequest req(int gpus, int workers = 1, std::string type = "") {
   return r;
 }
 }  // namespace
-
-TEST_CASE("single_candidates: first fit in index order", "[policy][placement]") {
-  struct Case {
-    const char* name;
-    std::vector<NodeCapacity> nodes;
-    PlacementRequest r;
-    std::vector<size_t> want;
-    const char* reason;
-  };
-  std::vector<Case> cases = {
-      {"empty cluster", {}, req(1), {}, troupe::policy::kNoNodes},
-      {"first node fits", {node("a", 8), node("b", 8)}, req(1), {0, 1}, nullptr},
-      {"skips full node", {node("a", 0), node("b", 2)}, req(2), {1}, nullptr},
-      {"equal edge case", {node("a", 4)}, req(4), {0}, nullptr},
-      {"one short", {node("a", 3)}, req(4), {}, troupe::policy::kNoFreeCapacity},
-      {"wrong type",
-       {node("a", 8, 8, "a100")},
-       req(1, 1, "h100"),
-       {},
-       troupe::policy::kNoNodeOfType},
-      {"right type among others",
-       {node("a", 8, 8, "a100"), node("b", 8, 8, "h100")},
-       req(1, 1, "h100"),
-       {1},
-       nullptr},
-      {"dead node skipped", {node("a", 8, 8, "a100", false), node("b", 1)}, req(1), {1}, nullptr},
-      {"zero-GPU job fits anywhere alive", {node("a", 0)}, req(0), {0}, nullptr},
-  };
-  for (const auto& c : cases) {
-    SECTION(c.name) {
-      auto got = troupe::policy::single_candidates(c.nodes, c.r, 4);
-      CHECK(got.nodes == c.want);
-      if (c.reason) {
-        REQUIRE(got.reason != nullptr);
-        CHECK(std::string(got.reason) == c.reason);
-      }
-    }
-  }
-}
-
-TEST_CASE("single_candidates: at most max_candidates", "[policy][placement]") {
-  std::vector<NodeCapacity> nodes;
-  for (int i = 0; i < 10; ++i) nodes.push_back(node("n" + std::to_string(i), 8));
-  CHECK(troupe::policy::single_candidates(nodes, req(1), 3).nodes.size() == 3);
-}
-
-TEST_CASE("gang_assignment: all or nothing", "[policy][placement][gang]") {
-  struct Case {
-    const char* name;
-    std::vector<NodeCapacity> nodes;
-    PlacementRequest r;
-    std::vector<size_t> want;
-  };
-  std::vector<Case> cases = {
-      {"two nodes of four, 2x4", {node("a", 4, 4), node("b", 4, 4)}, req(4, 2), {0, 1}},
-      {"one node of four, 2x4: nothing", {node("a", 4, 4)}, req(4, 2), {}},
-      {"ranks share a node with room", {node("a", 8)}, req(4, 2), {0, 0}},
-      {"partial room is not enough", {node("a", 4), node("b", 3)}, req(4, 2), {}},
-      {"type filter",
-       {node("a", 8, 8, "a100"), node("b", 8, 8, "h100"), node("c", 8, 8, "h100")},
-       req(8, 2, "h100"),
-       {1, 2}},
-  };
-  for (const auto& c : cases) {
-    SECTION(c.name) {
-      auto got = troupe::policy::gang_assignment(c.nodes, c.r);
-      CHECK(got.nodes == c.want);
-      CHECK(got.ok() == !c.want.empty());
-      if (!got.ok()) CHECK(got.reason != nullptr);
-    }
-  }
-}
 
 TEST_CASE("could_fit tells impossible from busy", "[policy][placement]") {
   CHECK(troupe::policy::could_fit(node("a", 0, 8), req(8)));
@@ -141,27 +72,32 @@ TEST_CASE("eligible: a job with an image only on a node with a container runtime
   CHECK_FALSE(eligible(runs_images(node("h", 8, 8, "a100")), in_image(req(1, 1, "h100"))));
 }
 
-TEST_CASE("candidates: a job with an image skips nodes without a runtime, with a reason",
+TEST_CASE("fit: a job with an image skips nodes without a runtime",
           "[policy][placement][isolation]") {
   using namespace troupe::policy;
-  std::vector<NodeCapacity> mixed = {node("a", 8), runs_images(node("b", 8)), node("c", 8)};
-  CHECK(single_candidates(mixed, in_image(req(1)), 4).nodes == std::vector<size_t>{1});
-  CHECK(single_candidates(mixed, req(1), 4).nodes == std::vector<size_t>{0, 1, 2});
+  // The fits of policy/fit.hpp place within a job's pool.
+  auto pooled = [](NodeCapacity n) {
+    n.pool = "a100";
+    return n;
+  };
+  auto in_pool = [](PlacementRequest r) {
+    r.pool = "a100";
+    return r;
+  };
+  std::vector<NodeCapacity> mixed = {pooled(node("a", 8)), runs_images(pooled(node("b", 8))),
+                                     pooled(node("c", 8))};
+  CHECK(best_fit(mixed, in_pool(in_image(req(1)))) == std::optional<size_t>{1});
+  CHECK(best_fit(mixed, req(1)).has_value());
 
-  std::vector<NodeCapacity> plain = {node("a", 8), node("b", 8)};
-  auto none = single_candidates(plain, in_image(req(1)), 4);
-  CHECK(none.nodes.empty());
-  REQUIRE(none.reason != nullptr);
-  CHECK(std::string(none.reason) == kNoRuntime);
-  // A wrong GPU type is still told as such.
-  auto typed = single_candidates(plain, in_image(req(1, 1, "h100")), 4);
-  REQUIRE(typed.reason != nullptr);
-  CHECK(std::string(typed.reason) == kNoNodeOfType);
+  std::vector<NodeCapacity> plain = {pooled(node("a", 8)), pooled(node("b", 8))};
+  CHECK_FALSE(best_fit(plain, in_pool(in_image(req(1)))).has_value());
 
   // A gang with an image: only on the runtime nodes, all or nothing.
-  std::vector<NodeCapacity> gang_nodes = {node("a", 8), runs_images(node("b", 4)),
-                                          runs_images(node("c", 4))};
-  CHECK(gang_assignment(gang_nodes, in_image(req(4, 2))).nodes == std::vector<size_t>{1, 2});
-  CHECK_FALSE(gang_assignment(gang_nodes, in_image(req(4, 3))).ok());
-  CHECK(gang_assignment(gang_nodes, req(4, 3)).ok());
+  std::vector<NodeCapacity> gang_nodes = {pooled(node("a", 8)), runs_images(pooled(node("b", 4))),
+                                          runs_images(pooled(node("c", 4)))};
+  auto ranks = gang_fit(gang_nodes, in_pool(in_image(req(4, 2))));
+  std::sort(ranks.begin(), ranks.end());
+  CHECK(ranks == std::vector<size_t>{1, 2});
+  CHECK(gang_fit(gang_nodes, in_pool(in_image(req(4, 3)))).empty());
+  CHECK_FALSE(gang_fit(gang_nodes, req(4, 3)).empty());
 }

@@ -134,3 +134,68 @@ TEST_CASE("grace: the spec's, else the default, capped by max_grace_s", "[policy
   CHECK(preempt_grace_s(3600, 0) == 3600);         // 0: no cap (records from before the key)
   CHECK(preempt_grace_s(3600, -1) == 3600);
 }
+
+namespace {
+PreemptWant want(std::string id, int priority, uint64_t seq, bool below = false, int gpus = 8,
+                 std::string team = "high") {
+  PreemptWant w;
+  w.job_id = std::move(id);
+  w.team = std::move(team);
+  w.priority = priority;
+  w.seq = seq;
+  w.below_guarantee = below;
+  w.req.gpus = gpus;
+  w.req.pool = w.req.gpu_type = "a100";
+  return w;
+}
+}  // namespace
+
+TEST_CASE("pool plan: the highest-priority want first, the nodes held after the grace",
+          "[policy][preemption]") {
+  std::vector<NodeCapacity> nodes = {node("a", 0), node("b", 0)};
+  std::vector<PreemptCandidate> c = {job("v1", {0}, 8, 10, 0), job("v2", {1}, 8, 10, 0)};
+  auto plan =
+      plan_preemption(nodes, c, {want("mid", 60, 1), want("top", 90, 2)}, 0, 10, 30000, kNow);
+  REQUIRE(plan);
+  CHECK(plan->preemptor.job_id == "top");
+  CHECK(plan->plan.victims.size() == 1);
+  CHECK(plan->held_nodes.size() == 1);
+  CHECK(plan->hold_start_ms == kNow + 30000);
+  CHECK(plan->preempting_until_ms == kNow + 60000);
+  CHECK(plan->why == "for job top of team high (higher priority)");
+  // A shorter grace moves the hold and the wait with it (no fixed timeout).
+  auto quick = plan_preemption(nodes, c, {want("top", 90, 2)}, 0, 10, 5000, kNow);
+  REQUIRE(quick);
+  CHECK(quick->hold_start_ms == kNow + 5000);
+  CHECK(quick->preempting_until_ms == kNow + 10000);
+}
+
+TEST_CASE("pool plan: equal priority, the one below its guarantee goes first, then submit order",
+          "[policy][preemption]") {
+  std::vector<NodeCapacity> nodes = {node("a", 0)};
+  std::vector<PreemptCandidate> c = {job("lent", {0}, 8, 50, 0, 0, "other", true)};
+  auto plan = plan_preemption(
+      nodes, c, {want("early", 50, 1, false, 8, "b"), want("owed", 50, 2, true, 8, "b")}, 0, 10,
+      30000, kNow);
+  REQUIRE(plan);
+  CHECK(plan->preemptor.job_id == "owed");
+  CHECK(plan->why == "for job owed of team b (below its guarantee)");
+}
+
+TEST_CASE("pool plan: the per-minute budget; none when nothing makes room",
+          "[policy][preemption]") {
+  std::vector<NodeCapacity> nodes = {node("a", 0), node("b", 0)};
+  std::vector<PreemptCandidate> c = {job("v1", {0}, 8, 10, 0), job("v2", {1}, 8, 10, 0)};
+  // A 16-GPU gang needs both victims: over a budget with one left.
+  auto gang = want("gang", 90, 1, false, 8);
+  gang.req.workers = 2;
+  CHECK_FALSE(plan_preemption(nodes, c, {gang}, 9, 10, 30000, kNow));
+  CHECK(plan_preemption(nodes, c, {gang}, 8, 10, 30000, kNow));
+  CHECK_FALSE(plan_preemption(nodes, c, {gang}, 10, 10, 30000, kNow));
+  // Equal priority, not owed anything: no victim, no plan.
+  CHECK_FALSE(plan_preemption(nodes, c, {want("same", 10, 1)}, 0, 10, 30000, kNow));
+
+  std::vector<int64_t> recent = {kNow - kBudgetWindowMs - 1, kNow - 1000, kNow};
+  forget_old(recent, kNow);
+  CHECK(recent == std::vector<int64_t>{kNow - 1000, kNow});
+}

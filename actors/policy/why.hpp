@@ -1,0 +1,27 @@
+// Reason codes: why a job is not running, as `troupe why`, the queue views
+// and the counters name them (docs/scheduling.md). Defined here only; every
+// actor and policy function that gives a reason uses these.
+#pragma once
+
+namespace troupe::policy::why {
+
+// A pending job the round did not grant (policy/round.cpp).
+inline constexpr const char* kOverLimit = "over_hard_limit";
+inline constexpr const char* kNoBorrow = "no_borrowing";
+inline constexpr const char* kFairShare = "waiting_for_fair_share";
+inline constexpr const char* kNoNodeOfType = "no_node_of_type";
+inline constexpr const char* kNoRuntime = "no_runtime";  // an image, and no node runs images
+inline constexpr const char* kFitsNowhere = "fits_nowhere";
+inline constexpr const char* kReservation = "waiting_for_reservation";
+inline constexpr const char* kHeldForOther = "held_for_another_job";
+inline constexpr const char* kBehind = "behind_other_jobs";
+// Granted, its reservation on its node(s) under way (the pool arbiter).
+inline constexpr const char* kNegotiating = "placing";
+// Lower-priority or borrowed work is being stopped to make room for it.
+inline constexpr const char* kPreempting = "preempting";
+// Submitted, and no round has looked at it yet.
+inline constexpr const char* kNotYetConsidered = "not_yet_considered";
+// Not pending at all: running, starting, or ended (the job supervisor).
+inline constexpr const char* kNotPending = "not_pending";
+
+}  // namespace troupe::policy::why
