@@ -5,6 +5,8 @@
 // for_each.
 #pragma once
 
+#include <spdlog/spdlog.h>
+
 #include <caf/all.hpp>
 #include <chrono>
 #include <functional>
@@ -73,9 +75,8 @@ class Children {
     auto& r = restarts_[id];
     if (now - r.since > restart_window) r = {now, 0};
     if (++r.count > max_restarts) {
-      aout(self) << kind_ << " " << id << " crashed " << r.count << " times within "
-                 << std::chrono::duration_cast<std::chrono::seconds>(restart_window).count()
-                 << " s; not restarted\n";
+      spdlog::error("{} {} crashed {} times within {} s; not restarted", kind_, id, r.count,
+                    std::chrono::duration_cast<std::chrono::seconds>(restart_window).count());
       return id;
     }
     ++total_restarts_;

@@ -1,5 +1,7 @@
 #include "actors/job_actor.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <chrono>
 #include <csignal>
@@ -417,8 +419,8 @@ void on_hold_check(Self* self, const std::string& node, const std::string& hold_
       break;
     case policy::HoldAnswer::relaunch:
       if (self->state.launch_after_seq != 0) break;  // still waiting for its event to be kept
-      aout(self) << "job " << r.job_id() << ": rank " << rank << " on " << node
-                 << " never launched; sending its Launch again\n";
+      spdlog::warn("job {}: rank {} on {} never launched; sending its Launch again", r.job_id(),
+                   rank, node);
       send_launch(self, rank);
       break;
     case policy::HoldAnswer::keep:

@@ -6,8 +6,10 @@
 // SIGTERM / SIGINT, reloads its config on SIGHUP; exits with code 3 when it
 // finds itself deposed. The process shell lives in actors/shell/: bootstrap
 // (options, signals, the bus), leadership, restore, serve.
-#include "actors/shell/serve.hpp"
+#include <spdlog/spdlog.h>
+
 #include "actors/metrics/scheduler_metrics.hpp"
+#include "actors/shell/serve.hpp"
 
 namespace {
 
@@ -22,7 +24,7 @@ std::unique_ptr<troupe::metrics::MetricsCollector> start_metrics(const troupe::s
   mo.tls_ca = o.tls_ca;
   mo.bind = o.metrics_addr;
   auto m = troupe::metrics::MetricsCollector::start(mo, err);
-  if (m) troupe::shell::say("metrics on " + m->url());
+  if (m) spdlog::info("metrics on {}", m->url());
   return m;
 }
 
@@ -35,12 +37,12 @@ int main(int argc, char** argv) {
   StopSignals signals;  // blocked in every thread from here on
   std::string err;
   auto bus = Bus::open(o, &err);
-  if (!bus) return say(err), 1;
+  if (!bus) return spdlog::error("{}", err), 1;
   auto metrics = start_metrics(o, &err);
-  if (!err.empty()) return say(err), 1;
+  if (!err.empty()) return spdlog::error("{}", err), 1;
   Leadership lead(*bus, o.lease_ttl_ms);  // lead, or wait as a standby
   if (!lead.acquire(signals)) return 0;
   auto start = restore(*bus, lead, o, &err);
-  if (!start) return say(err), 1;
+  if (!start) return spdlog::error("{}", err), 1;
   return serve(*bus, lead, *start, o, signals);
 }

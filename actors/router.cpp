@@ -1,5 +1,7 @@
 #include "actors/router.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include <chrono>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -81,10 +83,10 @@ struct RouterState {
 
 using Self = caf::stateful_actor<RouterState>;
 
-void log_bad(Self* self, const std::string& what, int64_t count) {
+void log_bad(const std::string& what, int64_t count) {
   // Logged, but not one line per message when someone floods us.
   if (count <= 10 || count % 1000 == 0)
-    aout(self) << "dropped bad input (" << count << " so far): " << what << "\n";
+    spdlog::warn("dropped bad input ({} so far): {}", count, what);
 }
 
 constexpr size_t kMaxCountedTeams = 1024;  // refused_by_team; bounded against made-up teams
@@ -121,7 +123,7 @@ void reject(Self* self, const Waiter& w, policy::Refusal code, const std::string
     ++by[c];
   }
   if (code == policy::Refusal::malformed) {
-    log_bad(self, error, ++n.malformed);
+    log_bad(error, ++n.malformed);
   } else if (code != policy::Refusal::unavailable) {  // unavailable: intake_errors
 
     ++n.rejected;
@@ -358,7 +360,7 @@ bool parse_request(Self* self, const Inbound& in, json& out) {
   out = json::parse(in.data.begin(), in.data.end(), nullptr, false);
   if (in.data.empty()) out = json::object();
   if (out.is_discarded() || !out.is_object()) {
-    log_bad(self, "bad JSON request on " + in.subject, ++self->state.n.malformed);
+    log_bad("bad JSON request on " + in.subject, ++self->state.n.malformed);
     if (!in.reply.empty())
       self->state.out->publish(
           in.reply, errors::error_json(errors::kBadRequest, "request is not a JSON object"));
@@ -402,13 +404,13 @@ void on_inbound(Self* self, const Inbound& in) {
       std::string node(subjects::token(in.subject, subjects::kAgentNodeToken));
       auto* e = wire::open(in.data);
       if (e == nullptr || !subjects::check_token(node).empty()) {
-        log_bad(self, "malformed agent message on " + in.subject, ++st.n.malformed);
+        log_bad("malformed agent message on " + in.subject, ++st.n.malformed);
         return;
       }
       // A node speaks only for itself, and only as an agent does.
       if (auto why = wire::check_agent_message(*e, node); !why.empty()) {
         int64_t c = ++st.n.distrusted["agent_message_not_from_node"];
-        log_bad(self, "refused agent message on " + in.subject + ": " + why, c);
+        log_bad("refused agent message on " + in.subject + ": " + why, c);
         return;
       }
       self->send(st.w.nodes, route_atom_v, node, caf::make_message(Envelope{in.data}));
@@ -569,7 +571,7 @@ caf::behavior router_behavior(Self* self, OutboxPtr out, IntakePtr intake, Sched
           on_inbound(self, in);
         } catch (const std::exception& e) {
           // Bad input must never take the router down.
-          log_bad(self, std::string("request failed: ") + e.what(), ++self->state.n.malformed);
+          log_bad(std::string("request failed: ") + e.what(), ++self->state.n.malformed);
           if (!in.reply.empty())
             self->state.out->publish(
                 in.reply,
@@ -580,7 +582,7 @@ caf::behavior router_behavior(Self* self, OutboxPtr out, IntakePtr intake, Sched
         policy::ClusterConfig cfg = policy::open_config();
         if (!text.empty()) {
           if (auto err = policy::load_config(text, cfg); !err.empty()) {
-            aout(self) << "router: config refused: " << err << "\n";
+            spdlog::error("router: config refused: {}", err);
             return;
           }
         }

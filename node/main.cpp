@@ -4,7 +4,6 @@
 // feeds messages to the Agent/Fleet and waits for SIGTERM/SIGINT with sigwait
 // (the signals are blocked in every thread; no handler).
 #include <signal.h>
-#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -17,6 +16,7 @@
 #include <system_error>
 #include <vector>
 
+#include "bus/log.hpp"
 #include "bus/nats.hpp"
 #include "bus/subjects.hpp"
 #include "messages/wire.hpp"
@@ -194,11 +194,10 @@ int run(int argc, char** argv, const sigset_t& signals) {
     return parsed.exit_code;
   }
   const node::Options& opt = *parsed.options;
-  spdlog::set_default_logger(spdlog::stderr_color_mt("troupe-node"));
-  spdlog::set_level(spdlog::level::from_str(opt.log_level));
-  spdlog::set_pattern(
-      "%Y-%m-%dT%H:%M:%S.%e %^%l%$ [troupe-node " +
-      (opt.count > 1 ? opt.name_prefix + "-* x" + std::to_string(opt.count) : opt.name) + "] %v");
+  bus::use_daemon_log(
+      "troupe-node " +
+          (opt.count > 1 ? opt.name_prefix + "-* x" + std::to_string(opt.count) : opt.name),
+      opt.log_level);
 
   std::filesystem::create_directories(opt.state_dir, ec);
   if (ec) {

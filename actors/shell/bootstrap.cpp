@@ -1,5 +1,7 @@
 #include "actors/shell/bootstrap.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstdlib>
@@ -8,6 +10,7 @@
 #include <iterator>
 
 #include "actors/policy/config.hpp"
+#include "bus/log.hpp"
 #include "bus/subjects.hpp"
 
 namespace troupe::shell {
@@ -20,10 +23,6 @@ std::string env_or(const char* name, const char* fallback) {
 }
 
 }  // namespace
-
-void say(const std::string& text) {
-  std::fprintf(stderr, "troupe-scheduler: %s\n", text.c_str());
-}
 
 int parse_options(int argc, char** argv, Options& o) {
   CLI::App app{"troupe-scheduler: the Troupe actor system on NATS"};
@@ -60,6 +59,9 @@ int parse_options(int argc, char** argv, Options& o) {
   app.add_option("--lease-ttl-ms", o.lease_ttl_ms,
                  "a leader that has not renewed its lease for this long is replaced by a standby")
       ->check(CLI::Range(300, 60000));
+  app.add_option("--log-level", o.log_level, "trace|debug|info|warn|error|off")
+      ->check(CLI::IsMember(
+          std::vector<std::string>(std::begin(bus::kLogLevels), std::end(bus::kLogLevels))));
   app.add_flag(
       "--debug-crash", s.debug_crash,
       "answer troupe.sys.debug.crash: crash a chosen job, queue or node actor (for tests)");
@@ -68,6 +70,7 @@ int parse_options(int argc, char** argv, Options& o) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+  bus::use_daemon_log("troupe-scheduler", o.log_level);
   s.fifo = policy == "fifo";
   std::error_code ec;
   std::filesystem::create_directories(s.checkpoint_root, ec);
@@ -76,7 +79,7 @@ int parse_options(int argc, char** argv, Options& o) {
   if (!o.config.empty()) {
     std::string err;
     if (!read_config(o.config, o.config_text, err)) {
-      say(err);
+      spdlog::error("{}", err);
       return 2;
     }
   }
@@ -114,6 +117,7 @@ std::unique_ptr<Bus> Bus::open(const Options& o, std::string* err) {
   in_opts.url = out_opts.url = o.url;
   in_opts.creds_file = out_opts.creds_file = o.creds;
   in_opts.tls_ca = out_opts.tls_ca = o.tls_ca;
+  in_opts.on_error = out_opts.on_error = [](const std::string& e) { spdlog::warn("nats: {}", e); };
   in_opts.name = "troupe-scheduler-in";
   in_opts.on_reconnected = [flag = &b->reconnected] { *flag = true; };
   out_opts.name = "troupe-scheduler-out";

@@ -30,18 +30,17 @@ struct Options {
   std::string snapshots = "coalesced";
   int flush_ms = 20;
   int lease_ttl_ms = 3000;
-  SchedulerOptions scheduler;  // what the actors are started with
+  std::string log_level = "info";  // --log-level (bus/log.hpp)
+  SchedulerOptions scheduler;      // what the actors are started with
 };
 
-// Parses the command line into `o`. Returns -1 to go on, or the exit code
-// (0 after --help, 2 on a bad argument or an unreadable config).
+// Parses the command line into `o` and sets up the log (bus/log.hpp).
+// Returns -1 to go on, or the exit code (0 after --help, 2 on a bad argument
+// or an unreadable config).
 int parse_options(int argc, char** argv, Options& o);
 
 // Reads and checks a config file; false (and why) when it is unusable.
 bool read_config(const std::string& path, std::string& text, std::string& err);
-
-// A line on stderr, "troupe-scheduler: <text>".
-void say(const std::string& text);
 
 // SIGTERM, SIGINT, SIGHUP (reload) and SIGUSR2 (raised by the snapshot
 // store when a write finds this process deposed), blocked in every thread

@@ -1,5 +1,6 @@
 #include "actors/shell/leadership.hpp"
 
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -140,7 +141,7 @@ bool Leadership::acquire(const StopSignals& signals) {
       gate_.extend(asked + ttl_ms_);
       return true;
     }
-    if (!told) say("standby: another scheduler holds the leader lease");
+    if (!told) spdlog::info("standby: another scheduler holds the leader lease");
     told = true;
     int sig = signals.wait(200);
     if (sig == SIGTERM || sig == SIGINT) return false;
@@ -165,15 +166,14 @@ int Leadership::serve(const StopSignals& signals, const std::function<void()>& r
       }
       // Deposed: another scheduler leads. Stop acting at once (no clean
       // shutdown: that would publish and write as if still leading).
-      say(std::string("deposed: ") +
-          (sig == SIGUSR2 ? "a snapshot write found another scheduler's revision"
-                          : "another scheduler holds the leader lease") +
-          "; exiting");
-      std::fflush(stderr);
+      spdlog::error("deposed: {}; exiting",
+                    sig == SIGUSR2 ? "a snapshot write found another scheduler's revision"
+                                   : "another scheduler holds the leader lease");
+      spdlog::default_logger()->flush();
       std::_Exit(3);
     }
     if (sig != SIGHUP) {
-      say("stopping (signal " + std::to_string(sig) + ")");
+      spdlog::info("stopping (signal {})", sig);
       return 0;
     }
     reload();

@@ -1,5 +1,6 @@
 #include "actors/shell/restore.hpp"
 
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -126,7 +127,7 @@ void Restore::complete(Options& o, const Leadership& lead, const Bus& bus) const
   // they are (the KV bucket, the streams), shown here (docs/security.md).
   nlohmann::json quarantine = nlohmann::json::object();
   for (const auto& [where, why] : rs.quarantined) {
-    say("quarantined " + where + ": " + why);
+    spdlog::warn("quarantined {}: {}", where, why);
     if (quarantine.size() < 100) quarantine[where] = why;
   }
   s.extra_stats = [store = store.get(), ev = bus.events.get(), epoch = s.epoch,
@@ -181,7 +182,7 @@ void report(const Restore& r, uint64_t epoch) {
                 static_cast<long long>(r.took_ms), r.read.intake_read, r.read.events_read,
                 rs.changed.size(), r.announced_again, static_cast<long long>(rs.bad),
                 rs.quarantined.size());
-  say(line);
+  spdlog::info("{}", line);
 }
 
 }  // namespace troupe::shell

@@ -1,5 +1,7 @@
 #include "actors/shell/serve.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include "actors/bridge.hpp"
 #include "actors/scheduler.hpp"
 #include "actors/shell/bus_ports.hpp"
@@ -20,12 +22,12 @@ constexpr const char* kRouterSubjects[] = {
 void reload(const Wiring& w, const Options& o) {
   std::string text, err;
   if (o.config.empty()) {
-    say("SIGHUP without --config: nothing to reload");
+    spdlog::warn("SIGHUP without --config: nothing to reload");
   } else if (!read_config(o.config, text, err)) {
-    say("config reload refused, keeping the old one: " + err);
+    spdlog::error("config reload refused, keeping the old one: {}", err);
   } else {
     apply_config(w, text);
-    say("config reloaded from " + o.config);
+    spdlog::info("config reloaded from {}", o.config);
   }
 }
 
@@ -51,7 +53,7 @@ int serve(Bus& bus, Leadership& lead, Restore& start, Options& o, const StopSign
     for (const char* s : kRouterSubjects) {
       auto sub = bus::subscribe_actor(*bus.in, s, w.router);
       if (!sub) {
-        say(std::string("cannot subscribe to ") + s);
+        spdlog::error("cannot subscribe to {}", s);
         rc = 1;
       }
       subs.push_back(std::move(sub));
@@ -63,13 +65,13 @@ int serve(Bus& bus, Leadership& lead, Restore& start, Options& o, const StopSign
         *bus.js, subjects::kIntakeStream, subjects::kEnqueueConsumer, subjects::kAllEnqueue,
         [router = w.router](Inbound&& in) { caf::anon_send(router, std::move(in)); }, &err);
     if (!consumer) {
-      say(err);
+      spdlog::error("{}", err);
       rc = 1;
     }
     intake->consumer = consumer.get();
     bus.in->flush();
     lead.hello();  // agents that started before us register again (and learn our epoch)
-    say("serving on " + bus::redact_url(o.url));
+    spdlog::info("serving on {}", bus::redact_url(o.url));
 
     if (rc == 0) rc = lead.serve(signals, [&] { reload(w, o); });
     intake->consumer = nullptr;

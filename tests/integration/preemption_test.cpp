@@ -672,7 +672,8 @@ TEST_CASE("fencing: a paused node's job moves, on its return the old worker is k
   CHECK(a2.back().counter == 60);
   Json st = c.status("t1", job);
   CHECK(as_i64(st.value("retries_used", Json(0))) == 0);
-  CHECK(read_file(c.file("scheduler.out")).find("node " + first + " is back") != std::string::npos);
+  CHECK(read_file(c.scheduler().err_path()).find("node " + first + " is back") !=
+        std::string::npos);
 }
 
 TEST_CASE("drain: running jobs finish, nothing new lands on the node, then uncordon",
