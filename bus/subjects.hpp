@@ -5,31 +5,9 @@
 // Scheduler-internal traffic lives under troupe.sys.; "sys" is therefore
 // refused as a team name. Every token is validated where a subject is built.
 //
-//   troupe.<team>.submit              request: JSON or FlatBuffers job spec -> {"job_id"} |
-//   {"error"} troupe.<team>.status              request: {"job_id"} -> JobView JSON
-//   troupe.<team>.cancel              request: {"job_id"} -> {"job_id","state"} | {"error"}
-//   troupe.<team>.logs                request: {"job_id","rank","offset","max_bytes"} ->
-//   {"data","offset","eof"} troupe.<team>.jobs                request: {} -> JobList JSON (that
-//   team's jobs) troupe.<team>.why                 request: {"job_id"} ->
-//   {"job_id","state","pending","code","reason"} troupe.<team>.enqueue             JetStream
-//   publish (Nats-Msg-Id = idempotency key): a job spec,
-//                                     stored in TROUPE_INTAKE, scheduled when a scheduler leads
-//   troupe.<team>.events.<job_id>     publish: JobEvent JSON on every state change (stream
-//   TROUPE_EVENTS) troupe.sys.jobs                   request: {} -> JobList JSON (every team)
-//   troupe.sys.nodes                  request: {} -> NodeList JSON
-//   troupe.sys.find                   request: {"job_id"} -> {"job_id","team","state"} |
-//   {"error","code"} troupe.<team>.history             request: {"job_id"} ->
-//   {"job_id","events":[JobEvent...]} troupe.sys.cordon|uncordon|drain  request: {"node"} ->
-//   {"node","state","running"} | {"error"} troupe.sys.queues                 request: {} -> per
-//   team and pool: quota, use, pending, share troupe.sys.stats                  request: {} ->
-//   scheduler counters JSON (malformed, rejected,
-//   ...) troupe.sys.hello                  publish (scheduler start): agents register again;
-//   {"epoch"} troupe.sys.debug.crash            request (only with troupe-scheduler --debug-crash):
-//                                     {"kind":"job|queue|node","id"} -> {"crashed"} | {"error"}
-//   troupe.sys.agent.<node>.<kind>    publish: agent -> scheduler (register, heartbeat, started,
-//   exited, checkpointed) troupe.sys.node.<node>.<kind>     publish: scheduler -> agent (launch,
-//   stop, hello); request: logs troupe.sys.intake.<team>          JetStream: accepted submissions
-//   (stream TROUPE_INTAKE)
+// The table of them all, with what each carries, is in docs/architecture.md
+// ("Subjects"; scripts/check-includes.sh fails when it and this file differ);
+// the payloads in docs/api.md.
 #pragma once
 
 #include <string>

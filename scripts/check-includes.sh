@@ -4,7 +4,8 @@
 # inside it) -> node, gateway, load. A file may include its own floor and the
 # floors below it, never one above; NATS headers only in bus/, CAF only in
 # actors/. Also: docs/architecture.md names exactly the atoms the code
-# declares. Prints each breach and exits 1 when there is one.
+# declares, and the subjects, streams and buckets of bus/subjects.hpp.
+# Prints each breach and exits 1 when there is one.
 #   scripts/check-includes.sh [REPO_ROOT]      (ctest: include_rules)
 set -uo pipefail
 root="${1:-$(dirname "$0")/..}"
@@ -100,5 +101,46 @@ for a in "${allowed[@]}"; do
   for s in "${seen_allowed[@]:-}"; do [ "$s" = "$a" ] && found=1; done
   [ $found = 1 ] || breach "the allowed breach $a is gone: remove it from scripts/check-includes.sh"
 done
-[ $fail = 0 ] && echo "include rules and atoms: ok"
+
+# Subjects: every subject, stream and bucket bus/subjects.hpp names is in
+# docs/architecture.md ("## Subjects"), and every one named there exists.
+subjects_doc=$(sed -n '/^## Subjects/,/^## /p' docs/architecture.md)
+hpp=bus/subjects.hpp
+section() {  # the string_view values declared after the comment line $1, up to a blank line
+  sed -n "/$1/,/^\$/p" "$hpp" | sed -n 's/^inline constexpr std::string_view k[A-Za-z]* = "\([a-z]*\)";/\1/p'
+}
+verbs=$(section "User-facing verbs")
+kinds=$(section "Agent message kinds")
+fixed=$(sed -n 's/^inline constexpr const char\* k[A-Za-z]* = "\([^"]*\)";.*/\1/p' "$hpp")
+has() { grep -qF -- "\`$1\`" <<<"$subjects_doc"; }
+for v in $verbs; do
+  has "troupe.<team>.$v" || grep -qF -- "\`troupe.<team>.$v." <<<"$subjects_doc" || breach "subject troupe.<team>.$v ($hpp) is missing from docs/architecture.md"
+done
+for k in $kinds; do
+  has "troupe.sys.agent.<node>.$k" || has "troupe.sys.node.<node>.$k" ||
+    breach "agent message kind $k ($hpp) is missing from docs/architecture.md"
+done
+for f in $fixed; do
+  case "$f" in
+    *'*'* | *'>') continue ;;  # wildcards: their subjects are listed one by one
+    troupe.* | TROUPE_* | troupe-*) has "$f" || breach "$f ($hpp) is missing from docs/architecture.md" ;;
+  esac
+done
+has "troupe.sys.intake.<team>" || breach "troupe.sys.intake.<team> ($hpp) is missing from docs/architecture.md"
+# ... and the other way round.
+while IFS= read -r name; do
+  case "$name" in
+    troupe.\<team\>.events.\<job_id\>) ok=1 ;;
+    troupe.\<team\>.*) grep -qx "${name#troupe.<team>.}" <<<"$verbs" && ok=1 || ok=0 ;;
+    troupe.sys.agent.\<node\>.* | troupe.sys.node.\<node\>.*)
+      k="${name##*.}"
+      { grep -qx "$k" <<<"$kinds" || grep -qx "$k" <<<"$verbs"; } && ok=1 || ok=0 ;;
+    troupe.sys.intake.\<team\>) ok=1 ;;
+    troupe.sys.*) { grep -qxF "$name" <<<"$fixed" || grep -qx "${name#troupe.sys.}" <<<"$verbs"; } && ok=1 || ok=0 ;;
+    *) grep -qxF "$name" <<<"$fixed" && ok=1 || ok=0 ;;
+  esac
+  [ $ok = 1 ] || breach "docs/architecture.md names $name, which bus/subjects.hpp does not define"
+done < <(grep -o '^| `[^`]*`' <<<"$subjects_doc" | sed 's/^| `//; s/`$//')
+
+[ $fail = 0 ] && echo "include rules, atoms and subjects: ok"
 exit $fail
