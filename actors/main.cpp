@@ -13,18 +13,20 @@
 
 namespace {
 
-// --metrics: the collector, on a connection of its own (actors/metrics/scheduler_metrics.hpp).
-// Null without --metrics, and on an error (then `err` says why).
-std::unique_ptr<troupe::metrics::MetricsCollector> start_metrics(const troupe::shell::Options& o,
-                                                                 std::string* err) {
+// --metrics: the collector (actors/metrics/scheduler_metrics.hpp), reading
+// the actors through `view`. Null without --metrics, and on an error (then
+// `err` says why).
+std::unique_ptr<troupe::metrics::MetricsCollector> start_metrics(
+    const troupe::shell::Options& o, const std::shared_ptr<troupe::shell::LocalView>& view,
+    std::string* err) {
   if (o.metrics_addr.empty()) return nullptr;
   troupe::metrics::MetricsCollector::Options mo;
-  mo.nats_url = o.url;
-  mo.creds_file = o.creds;
-  mo.tls_ca = o.tls_ca;
+  mo.source = view;
   mo.bind = o.metrics_addr;
   auto m = troupe::metrics::MetricsCollector::start(mo, err);
-  if (m) spdlog::info("metrics on {}", m->url());
+  if (!m) return nullptr;
+  view->listen([m = m.get()](const std::string& s, const std::string& j) { m->on_event(s, j); });
+  spdlog::info("metrics on {}", m->url());
   return m;
 }
 
@@ -38,11 +40,12 @@ int main(int argc, char** argv) {
   std::string err;
   auto bus = Bus::open(o, &err);
   if (!bus) return spdlog::error("{}", err), 1;
-  auto metrics = start_metrics(o, &err);
+  auto view = std::make_shared<LocalView>();  // the metrics' in-process view of the actors
+  auto metrics = start_metrics(o, view, &err);
   if (!err.empty()) return spdlog::error("{}", err), 1;
   Leadership lead(*bus, o.lease_ttl_ms);  // lead, or wait as a standby
   if (!lead.acquire(signals)) return 0;
   auto start = restore(*bus, lead, o, &err);
   if (!start) return spdlog::error("{}", err), 1;
-  return serve(*bus, lead, *start, o, signals);
+  return serve(*bus, lead, *start, o, signals, *view);
 }

@@ -1,5 +1,5 @@
-// MetricsCollector (see scheduler_metrics.hpp): owns its NATS connection and
-// event subscription, and samples troupe.sys.* on the shared exporter loop
+// MetricsCollector (see scheduler_metrics.hpp): takes the scheduler's job
+// events, and samples its views through its Source on the shared exporter loop
 // (exporter.hpp: registry, HTTP endpoint, polling thread, stale rows). The
 // decisions (what an event means, what a reply says) are in model.cpp; this
 // file only carries them out.
@@ -12,7 +12,6 @@
 
 #include "actors/metrics/exporter.hpp"
 #include "actors/metrics/model.hpp"
-#include "bus/nats.hpp"
 #include "bus/subjects.hpp"
 #include "messages/names.hpp"
 
@@ -32,15 +31,10 @@ struct MetricsCollector::Impl {
   std::map<std::string, CounterMirror> mirrors;  // by series + labels
   int64_t succeeded = 0, failed = 0;
 
-  bus::ConnectionPtr conn;
-  bus::SubscriptionPtr sub;
-
   ~Impl() {
-    // The sampler uses the connection and the event handler the families:
-    // polling stops first, the endpoint (and the registry) goes last.
+    // The sampler uses the source and the families: polling stops first, the
+    // endpoint (and the registry) goes last.
     if (exporter) exporter->stop_polling();
-    sub.reset();
-    conn.reset();
     exporter.reset();
   }
 
@@ -79,8 +73,7 @@ struct MetricsCollector::Impl {
   }
 
   // ---- events ----
-  void on_event(Inbound&& in) {
-    std::string_view body(reinterpret_cast<const char*>(in.data.data()), in.data.size());
+  void on_event(std::string_view body) {
     auto ev = parse_event(body);
     if (!ev) {
       counter("troupe_metrics_events_total", {{"result", "malformed"}}).Increment();
@@ -121,8 +114,7 @@ struct MetricsCollector::Impl {
 
   // ---- polling ----
   std::optional<Json> ask(const std::string& subject, const char* label) {
-    std::string err;
-    auto reply = conn->request(subject, std::string("{}"), opts.request_timeout_ms, &err);
+    auto reply = opts.source ? opts.source->ask(subject, opts.request_timeout_ms) : std::nullopt;
     if (reply) {
       Json j = Json::parse(reply->begin(), reply->end(), nullptr, false);
       if (!j.is_discarded() && j.is_object() && !j.contains("error")) return j;
@@ -201,29 +193,14 @@ std::unique_ptr<MetricsCollector> MetricsCollector::start(const Options& opts, s
   impl->exporter = Exporter::start(opts.bind, 2, error);
   if (!impl->exporter) return nullptr;
   impl->build_families();
-
-  bus::ConnectOptions co;
-  co.url = opts.nats_url;
-  co.creds_file = opts.creds_file;
-  co.tls_ca = opts.tls_ca;
-  co.name = "troupe-scheduler-metrics";
-  std::string err;
-  impl->conn = bus::Connection::open(co, &err);
-  if (!impl->conn) {
-    if (error) *error = "metrics: " + err;
-    return nullptr;
-  }
   Impl* raw = impl.get();
-  impl->sub = impl->conn->subscribe(subjects::kAllEvents,
-                                    [raw](Inbound&& in) { raw->on_event(std::move(in)); });
-  if (!impl->sub) {
-    if (error) *error = std::string("metrics: cannot subscribe to ") + subjects::kAllEvents;
-    return nullptr;
-  }
-  impl->conn->flush();
   impl->exporter->poll_every(std::chrono::milliseconds(opts.poll_ms),
                              [raw](GaugeRows& rows) { return raw->poll(rows); });
   return std::make_unique<MetricsCollector>(std::move(impl));
+}
+
+void MetricsCollector::on_event(const std::string&, const std::string& json) {
+  impl_->on_event(json);
 }
 
 int MetricsCollector::port() const {

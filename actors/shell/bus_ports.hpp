@@ -1,7 +1,7 @@
 // The actors' ports (actors/ports.hpp) bound to the scheduler's bus: the
 // outbox (every publish through the lease gate, job events on their own
-// path), the intake (submissions appended to TROUPE_INTAKE while the lease
-// is known valid) and the history reader (a job's stored events).
+// path; what is for this process itself to the local view), the intake (submissions appended to
+// TROUPE_INTAKE while the lease is known valid) and the history reader (a job's stored events).
 #pragma once
 
 #include <atomic>
@@ -14,25 +14,31 @@
 
 #include "actors/ports.hpp"
 #include "actors/shell/leadership.hpp"
+#include "actors/shell/local_view.hpp"
 #include "bus/nats.hpp"
 
 namespace troupe::shell {
 
+// Answers to in-process requests and a copy of every job event go to the
+// local view (the metrics collector's source) first.
 class BusOutbox : public Outbox {
  public:
-  explicit BusOutbox(LeaseGate& g) : gate_(g) {}
+  BusOutbox(LeaseGate& g, LocalView& local) : gate_(g), local_(local) {}
 
  protected:
   void send(const std::string& subject, const void* data, size_t size,
             const std::string& reply) override {
+    if (local_.answer(subject, data, size)) return;
     gate_.publish(subject, data, size, reply);
   }
   void send_event(const std::string& subject, const std::string& data, Stored stored) override {
+    local_.event(subject, data);
     gate_.publish_event(subject, data.data(), data.size(), std::move(stored));
   }
 
  private:
   LeaseGate& gate_;
+  LocalView& local_;
 };
 
 class StreamIntake : public Intake {

@@ -33,19 +33,21 @@ void reload(const Wiring& w, const Options& o) {
 
 }  // namespace
 
-int serve(Bus& bus, Leadership& lead, Restore& start, Options& o, const StopSignals& signals) {
+int serve(Bus& bus, Leadership& lead, Restore& start, Options& o, const StopSignals& signals,
+          LocalView& local) {
   start.complete(o, lead, bus);
   int rc = 0;
   {
     caf::actor_system_config cfg;
     configure(cfg);
     caf::actor_system sys{cfg};
-    auto out = std::make_shared<BusOutbox>(lead.gate());
+    auto out = std::make_shared<BusOutbox>(lead.gate(), local);
     auto intake = std::make_shared<StreamIntake>(*bus.js, lead.gate());
     auto history = std::make_shared<StreamHistory>(*bus.js);
     o.scheduler.history = history;
     auto w = start_scheduler(sys, out, intake, o.scheduler);
     apply_config(w, o.config_text);
+    local.serve(w.router);
     seed(w, start);
     report(start, lead.epoch());
 
@@ -74,6 +76,7 @@ int serve(Bus& bus, Leadership& lead, Restore& start, Options& o, const StopSign
     spdlog::info("serving on {}", bus::redact_url(o.url));
 
     if (rc == 0) rc = lead.serve(signals, [&] { reload(w, o); });
+    local.serve({});
     intake->consumer = nullptr;
     consumer.reset();
     subs.clear();

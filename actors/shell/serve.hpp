@@ -7,11 +7,14 @@
 
 #include "actors/shell/bootstrap.hpp"
 #include "actors/shell/leadership.hpp"
+#include "actors/shell/local_view.hpp"
 #include "actors/shell/restore.hpp"
 
 namespace troupe::shell {
 
 // The process's exit code: 0 after a clean stop, 1 when a subscription failed.
-int serve(Bus& bus, Leadership& lead, Restore& start, Options& o, const StopSignals& signals);
+// `local`: the metrics collector's view of the actors, served while they run.
+int serve(Bus& bus, Leadership& lead, Restore& start, Options& o, const StopSignals& signals,
+          LocalView& local);
 
 }  // namespace troupe::shell
