@@ -156,7 +156,6 @@ CAF_ADD_ATOM(troupe, troupe::atoms, find_atom, "find")
 CAF_ADD_ATOM(troupe, troupe::atoms, history_atom, "history")
 // Scheduling policy: queues <-> pool arbiter.
 CAF_ADD_ATOM(troupe, troupe::atoms, demand_atom, "demand")
-CAF_ADD_ATOM(troupe, troupe::atoms, grant_atom, "grant")
 CAF_ADD_ATOM(troupe, troupe::atoms, round_atom, "round")
 CAF_ADD_ATOM(troupe, troupe::atoms, why_atom, "why")
 CAF_ADD_ATOM(troupe, troupe::atoms, queues_atom, "queues")

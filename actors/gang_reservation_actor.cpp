@@ -13,8 +13,12 @@ using namespace troupe::atoms;
 
 namespace {
 
-constexpr int64_t kLeaseMs = 5000;
-constexpr auto kAskTimeout = std::chrono::seconds(4);
+// A single worker commits right after its one Reserve; a gang holds its first
+// ranks while the others are asked, so its lease is longer.
+constexpr int64_t kSingleLeaseMs = 2000;
+constexpr int64_t kGangLeaseMs = 5000;
+constexpr auto kSingleAskTimeout = std::chrono::seconds(5);
+constexpr auto kGangAskTimeout = std::chrono::seconds(4);
 
 struct GangState {
   JobTicket t;
@@ -22,13 +26,25 @@ struct GangState {
   caf::actor queue;
   std::vector<size_t> order;               // ranks in reservation order
   std::vector<std::vector<int32_t>> gpus;  // by rank, once accepted
-  std::vector<bool> accepted;              // by rank: reserved here (released on give-up)
-  size_t next = 0;                         // position in `order`
+  std::vector<bool> held;  // by rank: reserved here, or its answer timed out (released on give-up)
+  size_t next = 0;         // position in `order`
   size_t committed = 0;
   static inline const char* name = "gang_reservation";
 };
 
 using Self = caf::stateful_actor<GangState>;
+
+bool single(const GangState& st) {
+  return st.c.actors.size() == 1;
+}
+
+int64_t lease_ms(const GangState& st) {
+  return single(st) ? kSingleLeaseMs : kGangLeaseMs;
+}
+
+std::chrono::seconds ask_timeout(const GangState& st) {
+  return single(st) ? kSingleAskTimeout : kGangAskTimeout;
+}
 
 std::string id_of(const GangState& st, size_t rank) {
   return policy::hold_id(st.t.job_id, st.t.attempt, static_cast<int>(rank));
@@ -36,10 +52,10 @@ std::string id_of(const GangState& st, size_t rank) {
 
 void release_all(Self* self) {
   auto& st = self->state;
-  // Only what this gang reserved: a rank refused as "already allocated" may
+  // Only what this gang may hold: a rank refused as "already allocated" may
   // be a running attempt's hold of the same id.
   for (size_t rank = 0; rank < st.c.actors.size(); ++rank)
-    if (st.accepted[rank])
+    if (st.held[rank])
       self->send(st.c.actors[rank],
                  Envelope{wire::release(id_of(st, rank), "gang not placed", true)});
 }
@@ -50,28 +66,34 @@ void give_up(Self* self, const std::string& reason) {
   self->quit();
 }
 
+// Every rank is committed: the queue hands the job over.
+void placed(Self* self) {
+  auto& st = self->state;
+  Assignment a;
+  a.job_id = st.t.job_id;
+  a.attempt = st.t.attempt;
+  a.nodes = st.c.names;
+  a.hosts = st.c.hosts;
+  a.gpus = st.gpus;
+  self->send(st.queue, placed_atom_v, a);
+  self->quit();
+}
+
 void commit_all(Self* self) {
   auto& st = self->state;
   for (size_t rank = 0; rank < st.c.actors.size(); ++rank) {
-    self->request(st.c.actors[rank], kAskTimeout, Envelope{wire::commit(id_of(st, rank))})
+    self->request(st.c.actors[rank], ask_timeout(st), Envelope{wire::commit(id_of(st, rank))})
         .then(
             [=](const Envelope& answer) {
               auto* e = wire::open(answer.bytes);
-              if (e == nullptr || e->body_as_Accept() == nullptr) {
+              auto* ok = e ? e->body_as_Accept() : nullptr;
+              if (ok == nullptr) {
                 give_up(self, "a node refused the commit");
                 return;
               }
               auto& st = self->state;
-              if (++st.committed == st.c.actors.size()) {
-                Assignment a;
-                a.job_id = st.t.job_id;
-                a.attempt = st.t.attempt;
-                a.nodes = st.c.names;
-                a.hosts = st.c.hosts;
-                a.gpus = st.gpus;
-                self->send(st.queue, placed_atom_v, a);
-                self->quit();
-              }
+              st.gpus[rank] = wire::ints(ok->gpu_indices());  // as allocated
+              if (++st.committed == st.c.actors.size()) placed(self);
             },
             [=](const caf::error&) { give_up(self, "a commit timed out"); });
   }
@@ -86,8 +108,8 @@ void reserve_next(Self* self) {
   size_t rank = st.order[st.next];
   wire::Ask ask{st.t.req.gpus, st.t.req.gpu_type, st.t.req.cpus, st.t.req.memory_mb};
   Envelope reserve{wire::reserve(id_of(st, rank), st.t.job_id, st.t.job_id, st.t.team, ask,
-                                 kLeaseMs, static_cast<int>(rank))};
-  self->request(st.c.actors[rank], kAskTimeout, std::move(reserve))
+                                 lease_ms(st), static_cast<int>(rank))};
+  self->request(st.c.actors[rank], ask_timeout(st), std::move(reserve))
       .then(
           [=](const Envelope& answer) {
             auto* e = wire::open(answer.bytes);
@@ -98,11 +120,26 @@ void reserve_next(Self* self) {
               return;
             }
             self->state.gpus[rank] = wire::ints(ok->gpu_indices());
-            self->state.accepted[rank] = true;
+            self->state.held[rank] = true;
             ++self->state.next;
             reserve_next(self);
           },
-          [=](const caf::error&) { give_up(self, "a reservation timed out"); });
+          [=](const caf::error&) {
+            self->state.held[rank] = true;  // it may have reserved after all
+            give_up(self, "a reservation timed out");
+          });
+}
+
+// The first step of a placement. Today every placement, one worker or many,
+// reserves on each node (reserve_next) and then commits (commit_all): two
+// round trips per node. The seam for one round trip: a single worker waits
+// for no other rank, so its Reserve and Commit can become one Allocate
+// (reserve and commit at once, answered Accept with the GPUs or Reject). That
+// is this function sending the Allocate when single(st), and its Accept going
+// to placed(), a Reject or timeout to give_up(), as here: the same actor, the
+// same answers to the queue, no second path.
+void begin(Self* self) {
+  reserve_next(self);
 }
 
 caf::behavior gang_behavior(Self* self, JobTicket t, CandidateList c, caf::actor queue,
@@ -112,17 +149,17 @@ caf::behavior gang_behavior(Self* self, JobTicket t, CandidateList c, caf::actor
   st.c = std::move(c);
   st.queue = std::move(queue);
   st.gpus.resize(st.c.actors.size());
-  st.accepted.assign(st.c.actors.size(), false);
+  st.held.assign(st.c.actors.size(), false);
   st.order.resize(st.c.actors.size());
   std::iota(st.order.begin(), st.order.end(), size_t{0});
   std::sort(st.order.begin(), st.order.end(), [&](size_t a, size_t b) {
     return std::tie(st.c.names[a], a) < std::tie(st.c.names[b], b);
   });
-  if (recovering) {
-    give_up(self, "gang reservation restarted");
+  if (recovering || st.c.actors.empty()) {
+    give_up(self, recovering ? "gang reservation restarted" : "no node granted");
     return {};
   }
-  reserve_next(self);
+  begin(self);
   return {
       [=](crash_atom) { self->quit(caf::sec::runtime_error); },
   };

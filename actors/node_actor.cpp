@@ -1,5 +1,7 @@
 #include "actors/node_actor.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include <chrono>
 #include <csignal>
 #include <map>
@@ -327,8 +329,8 @@ void reconcile(Self* self, const Running* running) {
     }
     auto u = st.unstarted.find(id);
     if (u == st.unstarted.end() || now - u->second.first < kLaunchResendMs) continue;
-    aout(self) << "node " << st.node << ": " << id << " not started " << (now - u->second.first)
-               << " ms after its launch; sending it again\n";
+    spdlog::warn("node {}: {} not started {} ms after its launch; sending it again", st.node, id,
+                 now - u->second.first);
     u->second.first = now;
     to_agent(self, subjects::kLaunch, u->second.second);
   }
@@ -355,7 +357,7 @@ void sync_rank(Self* self, const std::string& job_id, int attempt, int rank) {
     return;
   }
   if (!st.registered) return;  // no ledger yet: the agent's register reconciles
-  aout(self) << "node " << st.node << ": " << id << " has no allocation here; ending it\n";
+  spdlog::warn("node {}: {} has no allocation here; ending it", st.node, id);
   to_agent(self, subjects::kStop,
            wire::stop(job_id, attempt, rank, 5, "fenced: no allocation on this node", SIGKILL, 1,
                       st.w.epoch));
@@ -397,10 +399,11 @@ Envelope handle(Self* self, const Envelope& env) {
         // that would (0 GPUs, or 1,000; another container runtime, under jobs
         // placed for the one it had) is refused and counted; the node keeps
         // its ledger. Drain it first, then restart its agent.
-        aout(self) << "node " << st.node << ": register refused: it changes the node's capacity ("
-                   << st.ledger.gpus_total << " -> " << gpus << " GPUs, runtime '" << st.runtime
-                   << "' -> '" << wire::str(r->runtime()) << "') while " << st.ledger.holds.size()
-                   << " holds are on it\n";
+        spdlog::warn(
+            "node {}: register refused: it changes the node's capacity ({} -> {} GPUs, runtime "
+            "'{}' -> '{}') while {} holds are on it",
+            st.node, st.ledger.gpus_total, gpus, st.runtime, wire::str(r->runtime()),
+            st.ledger.holds.size());
         self->send(st.w.router, distrust_atom_v, std::string("register_capacity_change"));
         return {};
       }
@@ -425,7 +428,7 @@ Envelope handle(Self* self, const Envelope& env) {
         to_agent(self, subjects::kHello, {});
       } else if (!st.alive) {
         st.alive = true;
-        aout(self) << "node " << st.node << " is back\n";
+        spdlog::info("node {} is back", st.node);
         report(self);
       }
       fence(self, e->body_as_Heartbeat()->running());
@@ -465,11 +468,6 @@ Envelope handle(Self* self, const Envelope& env) {
       to_job(self, wire::str(x->job_id()), env);
       return {};
     }
-    case wire::Body::Propose: {
-      auto* p = e->body_as_Propose();
-      return on_reserve(self, wire::str(p->reservation_id()), wire::str(p->job_id()),
-                        p->resources(), p->lease_ms());
-    }
     case wire::Body::Reserve: {
       auto* p = e->body_as_Reserve();
       return on_reserve(self, wire::str(p->reservation_id()), wire::str(p->job_id()),
@@ -491,8 +489,8 @@ Envelope handle(Self* self, const Envelope& env) {
       auto it = st.ledger.holds.find(id);
       if (it == st.ledger.holds.end()) return {};
       if (x->if_unlaunched() && it->second.launched) {
-        aout(self) << "node " << st.node << ": kept " << id
-                   << " (launched) against a release: " << wire::str(x->reason()) << "\n";
+        spdlog::info("node {}: kept {} (launched) against a release: {}", st.node, id,
+                     wire::str(x->reason()));
         return {};
       }
       st.unstarted.erase(id);
@@ -508,7 +506,7 @@ Envelope handle(Self* self, const Envelope& env) {
       if (it == st.ledger.holds.end() || !it->second.committed) {
         // Its hold was handed back meanwhile (an orphan check that raced the
         // placement): the attempt ends as an infrastructure failure and is requeued.
-        aout(self) << "node " << st.node << ": launch for " << id << " without allocation\n";
+        spdlog::warn("node {}: launch for {} without allocation", st.node, id);
         tell_exit(self, id, -1, 0, "launch failed: no allocation for " + id + " on " + st.node);
         return {};
       }
@@ -548,8 +546,7 @@ Envelope handle(Self* self, const Envelope& env) {
       return {};
     }
     default:
-      aout(self) << "node " << st.node << ": unexpected " << wire::body_name(e->body_type())
-                 << "\n";
+      spdlog::warn("node {}: unexpected {}", st.node, wire::body_name(e->body_type()));
       return {};
   }
 }
@@ -577,8 +574,8 @@ caf::behavior node_behavior(Self* self, Wiring w, OutboxPtr out, std::string nam
         if (st.alive && now_ms() - st.last_heartbeat_ms > st.opts.heartbeat_timeout_ms) {
           st.alive = false;
           st.lost_once = true;
-          aout(self) << "node " << st.node << " lost: no heartbeat for "
-                     << (now_ms() - st.last_heartbeat_ms) << " ms; its workers are requeued\n";
+          spdlog::warn("node {} lost: no heartbeat for {} ms; its workers are requeued", st.node,
+                       now_ms() - st.last_heartbeat_ms);
           lose_workers(self);
           report(self);
         }

@@ -4,10 +4,11 @@
 //   is the only place a GPU is handed out. Also what its agent can run: its
 //   container runtime (NodeRegister.runtime; part of its shape, kept in its
 //   snapshot), which the arbiter needs to place jobs with an image.
-// Handles (Envelope bodies): NodeRegister, Heartbeat, Started, Exited from the
-//   agent (via the node supervisor); Propose, Reserve, Commit (requests, answered
-//   with Accept or Reject) and Release from queues and gang reservations;
-//   Launch, Stop, Release from job actors; (sync_atom, job, attempt, rank)
+// Handles (Envelope bodies): NodeRegister, Heartbeat, Started, Exited,
+//   Checkpointed from the agent (via the node supervisor); Reserve and Commit
+//   (requests, answered with Accept or Reject) and Release from gang
+//   reservations (every placement, one worker or many); Launch, Stop,
+//   Release from job actors; (sync_atom, job, attempt, rank)
 //   from a restarted job (Started/Exited told again; a rank not held here is
 //   stopped and ends as agent lost). Timers: (lease_atom),
 //   (tick_atom), which also runs the hold check: a hold committed but
@@ -17,17 +18,17 @@
 //   marked restored) and on every register it reconciles the ledger with what
 //   the agent runs and saw end; each heartbeat re-sends lost Launches and asks
 //   again for exits it missed (reconcile, adopt_or_lose, fence).
-// Emits: Launch/Stop/hello to the agent on troupe.sys.node.<node>.*; Started
-//   and Exited to the job actor; (capacity_atom, ...) to the pool arbiter; its
-//   snapshot (pb::NodeRecord) to the node supervisor: at once on commit,
-//   launch, exit and release; coalesced per tick otherwise.
+// Emits: Launch/Stop/hello to the agent on troupe.sys.node.<node>.*; Started,
+//   Exited and Checkpointed to the job actor; (capacity_atom, ...) to the pool
+//   arbiter; its snapshot (pb::NodeRecord) to the node supervisor: at once on
+//   commit, launch, exit and release; coalesced per tick otherwise.
 #pragma once
 
 #include <string>
 
+#include "actors/caf_types.hpp"
 #include "actors/policy/ledger.hpp"
 #include "actors/ports.hpp"
-#include "actors/caf_types.hpp"
 
 namespace troupe {
 

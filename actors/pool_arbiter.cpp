@@ -22,7 +22,7 @@ using nlohmann::json;
 namespace {
 
 constexpr auto kTick = std::chrono::milliseconds(500);
-// Grants a team may have in flight (negotiations its queue runs at once).
+// Grants a team may have in flight (gang reservations placing its jobs at once).
 constexpr int kMaxInflight = 256;
 // A grant not answered (placed or unplaced) after this is dropped: negotiations
 // time out well before (a few seconds per node asked).
@@ -282,7 +282,10 @@ void run_round(Self* self) {
       td.inflight[ticket.job_id] = TeamDemand::Inflight{ticket, g.borrowed, now_ms()};
       st.reasons.erase(ticket.job_id);
       ++st.grants;
-      self->send(td.queue, grant_atom_v, ticket, c);
+      // The grant goes to the one placement path: a gang reservation (one
+      // worker or many) reserves and commits on these nodes, then tells the
+      // team's queue placed/unplaced, which tells this actor.
+      self->send(st.w.gangs, spawn_atom_v, ticket, c, td.queue);
     }
   }
 }

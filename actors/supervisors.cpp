@@ -491,7 +491,8 @@ struct GangSupState : SupState {
 using GangSup = caf::stateful_actor<GangSupState>;
 
 caf::behavior gang_sup_behavior(GangSup* self) {
-  // A gang restarted after a crash releases its plan and reports unplaced.
+  // A gang restarted after a crash reports unplaced at once (what it had
+  // reserved is not known to it: those leases expire).
   auto recover = [=](const std::string& id, const std::string&) {
     auto& p = self->state.plans[id];
     return spawn_gang_reservation(self, p.t, p.c, p.queue, true);
@@ -499,7 +500,15 @@ caf::behavior gang_sup_behavior(GangSup* self) {
   return supervise(
       self, recover, nothing, [=](const std::string& id) { self->state.plans.erase(id); },
       [=](spawn_atom, const JobTicket& t, const CandidateList& c, const caf::actor& queue) {
+        // The arbiter's grant, of one worker or many (the one placement path).
         auto id = policy::hold_id(t.job_id, t.attempt, 0);
+        if (self->state.children.find(id)) {
+          // A second grant of an attempt being placed (its first answer went
+          // to a queue that crashed): this one's queue hears it is not placed.
+          self->send(queue, unplaced_atom_v, t.job_id,
+                     std::string("a placement of this attempt is under way"));
+          return;
+        }
         self->state.plans[id] = GangPlan{t, c, queue};
         self->state.children.start(self, id, {}, [=](const std::string&, const std::string&) {
           return spawn_gang_reservation(self, t, c, queue, false);

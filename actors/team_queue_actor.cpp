@@ -1,13 +1,10 @@
 #include "actors/team_queue_actor.hpp"
 
-#include <chrono>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
-#include "actors/policy/ledger.hpp"
 #include "actors/policy/queue_order.hpp"
-#include "messages/wire.hpp"
 
 namespace troupe {
 
@@ -15,8 +12,6 @@ using namespace troupe::atoms;
 
 namespace {
 
-constexpr int64_t kLeaseMs = 2000;
-constexpr auto kAskTimeout = std::chrono::seconds(5);
 // How many jobs from the front of the queue the arbiter considers per round
 // (the head, and what may backfill behind it).
 constexpr size_t kDemandDepth = 16;
@@ -51,78 +46,25 @@ void send_demand(Self* self) {
              static_cast<int32_t>(st.pending.size()), static_cast<int32_t>(st.pending_gpus));
 }
 
-bool erase(Self* self, const std::string& job_id) {
+void erase(Self* self, const std::string& job_id) {
   auto& st = self->state;
   auto it = st.index.find(job_id);
-  if (it == st.index.end()) return false;
+  if (it == st.index.end()) return;
   auto p = st.pending.find(it->second);
   st.pending_gpus -= static_cast<int64_t>(p->second.req.gpus) * p->second.req.workers;
   st.pending.erase(p);
   st.index.erase(it);
   changed(self);
-  return true;
 }
 
-void release(Self* self, const caf::actor& node, const std::string& id) {
-  self->send(node, Envelope{wire::release(id, "not committed", true)});
-}
-
-void unplaced(Self* self, const std::string& job_id) {
-  self->send(self->state.w.arbiter, unplaced_atom_v, self->state.team, job_id);
-}
-
-// The grant was carried out: hand the job over.
-void committed(Self* self, const Assignment& a) {
+// A grant was carried out: hand the job over. The job actor takes it from
+// here, and gives it back if it moved on (canceled while it was placed: no
+// longer in this queue).
+void placed(Self* self, const Assignment& a) {
   auto& st = self->state;
   erase(self, a.job_id);
-  // The job actor takes it from here (and gives it back if it moved on).
   self->send(st.w.jobs, route_atom_v, a.job_id, caf::make_message(placed_atom_v, a));
   self->send(st.w.arbiter, placed_atom_v, st.team, a);
-}
-
-void negotiate_single(Self* self, const JobTicket& t, const CandidateList& c) {
-  auto node = c.actors.front();
-  auto id = policy::hold_id(t.job_id, t.attempt, 0);
-  wire::Ask ask{t.req.gpus, t.req.gpu_type, t.req.cpus, t.req.memory_mb};
-  self->request(node, kAskTimeout, Envelope{wire::propose(id, t.job_id, t.team, ask, kLeaseMs)})
-      .then(
-          [=](const Envelope& answer) {
-            auto* e = wire::open(answer.bytes);
-            if (e == nullptr || e->body_as_Accept() == nullptr) {
-              unplaced(self, t.job_id);
-              return;
-            }
-            if (!self->state.index.count(t.job_id)) {  // canceled meanwhile
-              release(self, node, id);
-              unplaced(self, t.job_id);
-              return;
-            }
-            self->request(node, kAskTimeout, Envelope{wire::commit(id)})
-                .then(
-                    [=](const Envelope& done) {
-                      auto* d = wire::open(done.bytes);
-                      auto* ok = d ? d->body_as_Accept() : nullptr;
-                      if (ok == nullptr) {
-                        unplaced(self, t.job_id);
-                        return;
-                      }
-                      Assignment a;
-                      a.job_id = t.job_id;
-                      a.attempt = t.attempt;
-                      a.nodes = {c.names.front()};
-                      a.hosts = {c.hosts.front()};
-                      a.gpus = {wire::ints(ok->gpu_indices())};
-                      committed(self, a);
-                    },
-                    [=](const caf::error&) {
-                      release(self, node, id);
-                      unplaced(self, t.job_id);
-                    });
-          },
-          [=](const caf::error&) {
-            release(self, node, id);
-            unplaced(self, t.job_id);
-          });
 }
 
 caf::behavior queue_behavior(Self* self, Wiring w, std::string team) {
@@ -140,27 +82,11 @@ caf::behavior queue_behavior(Self* self, Wiring w, std::string team) {
       },
       [=](dequeue_atom, const std::string& job_id) { erase(self, job_id); },
       [=](tick_atom) { send_demand(self); },
-      [=](grant_atom, const JobTicket& t, const CandidateList& c) {
-        if (!self->state.index.count(t.job_id) || c.actors.empty()) {
-          unplaced(self, t.job_id);
-          return;
-        }
-        if (t.req.workers <= 1)
-          negotiate_single(self, t, c);
-        else
-          self->send(self->state.w.gangs, spawn_atom_v, t, c, caf::actor{self});
+      [=](placed_atom, const Assignment& a) { placed(self, a); },
+      [=](unplaced_atom, const std::string& job_id, const std::string&) {
+        // The arbiter plans it again from fresh capacity (it stays in line here).
+        self->send(self->state.w.arbiter, unplaced_atom_v, self->state.team, job_id);
       },
-      [=](placed_atom, const Assignment& a) {
-        if (!self->state.index.count(a.job_id)) {
-          // Canceled while its gang reserved: the job actor gives it back.
-          self->send(self->state.w.jobs, route_atom_v, a.job_id,
-                     caf::make_message(placed_atom_v, a));
-          self->send(self->state.w.arbiter, placed_atom_v, self->state.team, a);
-          return;
-        }
-        committed(self, a);
-      },
-      [=](unplaced_atom, const std::string& job_id, const std::string&) { unplaced(self, job_id); },
       [=](why_atom, const std::string& job_id, const std::string& reply) {
         auto& st = self->state;
         nlohmann::json j{{"job_id", job_id}, {"state", "queued"}, {"pending", true}};

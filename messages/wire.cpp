@@ -82,15 +82,6 @@ flatbuffers::Offset<Resources> resources(flatbuffers::FlatBufferBuilder& fbb, co
 }
 }  // namespace
 
-Bytes propose(const std::string& reservation_id, const std::string& job_id, const std::string& team,
-              const Ask& ask, int64_t lease_ms) {
-  flatbuffers::FlatBufferBuilder fbb(192);
-  auto res = resources(fbb, ask);
-  auto body = CreatePropose(fbb, fbb.CreateString(reservation_id), fbb.CreateString(job_id),
-                            fbb.CreateString(team), res, lease_ms);
-  return seal(fbb, body);
-}
-
 Bytes reserve(const std::string& reservation_id, const std::string& gang_id,
               const std::string& job_id, const std::string& team, const Ask& ask, int64_t lease_ms,
               int rank) {

@@ -58,8 +58,8 @@ struct Ask {
   int cpus = 0;
   int64_t memory_mb = 0;
 };
-Bytes propose(const std::string& reservation_id, const std::string& job_id, const std::string& team,
-              const Ask& ask, int64_t lease_ms);
+// A gang reservation's ask of one rank (every placement, one worker or many;
+// the schema's Propose table is no longer sent).
 Bytes reserve(const std::string& reservation_id, const std::string& gang_id,
               const std::string& job_id, const std::string& team, const Ask& ask, int64_t lease_ms,
               int rank);

@@ -1,0 +1,195 @@
+// Unit tests for the one placement path, actors/gang_reservation_actor.cpp:
+// a grant of one worker or many is reserved rank by rank (node name order),
+// committed, and answered to the team queue placed or unplaced; what it may
+// hold is released when it gives up. Fake node actors answer its Reserve and
+// Commit as told. Runs on CAF's test coordinator: one thread, no waits (a
+// silent node's timeout is triggered, not waited for).
+#include <caf/all.hpp>
+#include <caf/scheduler/test_coordinator.hpp>
+#include <catch2/catch.hpp>
+
+#include "actors/gang_reservation_actor.hpp"
+#include "actors/scheduler.hpp"
+#include "messages/wire.hpp"
+
+using namespace troupe;
+using namespace troupe::atoms;
+
+namespace {
+
+enum class Answer { accept, reject, silent };
+
+// A node actor's ledger, reduced to what the gang sees: it answers Reserve
+// and Commit as `answer` says (GPU 3 when it accepts) and records every body.
+struct FakeNodeState {
+  std::string name;
+  Answer answer = Answer::accept;
+  std::vector<std::string> got;  // "Reserve r lease", "Commit r", "Release r"
+  std::vector<caf::response_promise> unanswered;
+};
+using FakeNode = caf::stateful_actor<FakeNodeState>;
+
+caf::behavior fake_node(FakeNode* self, std::string name, Answer answer) {
+  self->state.name = std::move(name);
+  self->state.answer = answer;
+  return {
+      [=](const Envelope& env) -> caf::result<Envelope> {
+        auto& st = self->state;
+        auto* e = wire::open(env.bytes);
+        CHECK(e != nullptr);
+        if (e == nullptr) return Envelope{};
+        std::string id;
+        if (auto* r = e->body_as_Reserve()) {
+          id = wire::str(r->reservation_id());
+          st.got.push_back("Reserve " + id + " " + std::to_string(r->lease_ms()));
+        } else if (auto* c = e->body_as_Commit()) {
+          id = wire::str(c->reservation_id());
+          st.got.push_back("Commit " + id);
+        } else if (auto* x = e->body_as_Release()) {
+          st.got.push_back("Release " + wire::str(x->reservation_id()) +
+                           (x->if_unlaunched() ? " if unlaunched" : ""));
+          return Envelope{};
+        }
+        switch (st.answer) {
+          case Answer::accept:
+            return Envelope{wire::accept(st.name, id, {3}, 0)};
+          case Answer::reject:
+            return Envelope{wire::reject(st.name, id, "not enough free GPUs")};
+          case Answer::silent:
+            st.unanswered.push_back(self->make_response_promise());
+            return caf::delegated<Envelope>{};
+        }
+        return Envelope{};
+      },
+  };
+}
+
+// The team queue: what the gang told it.
+struct FakeQueueState {
+  std::vector<std::string> got;  // "placed job" or "unplaced job: reason"
+  Assignment placed;
+};
+using FakeQueue = caf::stateful_actor<FakeQueueState>;
+
+caf::behavior fake_queue(FakeQueue* self) {
+  return {
+      [=](placed_atom, const Assignment& a) {
+        self->state.got.push_back("placed " + a.job_id);
+        self->state.placed = a;
+      },
+      [=](unplaced_atom, const std::string& job, const std::string& reason) {
+        self->state.got.push_back("unplaced " + job + ": " + reason);
+      },
+  };
+}
+
+// Starts gang reservations as the gang supervisor does.
+caf::behavior parent(caf::event_based_actor* self) {
+  return {
+      [=](const JobTicket& t, const CandidateList& c, const caf::actor& queue, bool recovering) {
+        spawn_gang_reservation(self, t, c, queue, recovering);
+      },
+  };
+}
+
+template <class State>
+State& state_of(const caf::actor& a) {
+  return dynamic_cast<caf::stateful_actor<State>&>(*caf::actor_cast<caf::abstract_actor*>(a)).state;
+}
+
+struct Fixture {
+  caf::actor_system_config cfg;
+  std::unique_ptr<caf::actor_system> sys;
+  caf::scheduler::test_coordinator* sched = nullptr;
+  caf::actor spawner, queue;
+  std::vector<caf::actor> nodes;
+
+  Fixture() {
+    configure(cfg);
+    cfg.set("scheduler.policy", caf::atom("testing"));
+    sys = std::make_unique<caf::actor_system>(cfg);
+    sched = &dynamic_cast<caf::scheduler::test_coordinator&>(sys->scheduler());
+    spawner = sys->spawn(parent);
+    queue = sys->spawn(fake_queue);
+    sched->run();
+  }
+  ~Fixture() {
+    for (const auto& a : nodes) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(spawner, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(queue, caf::exit_reason::user_shutdown);
+    sched->run();
+  }
+  // A grant of `job`, one worker on each named node (rank order), each node
+  // answering as told.
+  void grant(const std::vector<std::pair<std::string, Answer>>& on, bool recovering = false) {
+    JobTicket t;
+    t.job_id = "j1";
+    t.team = "t";
+    t.attempt = 2;
+    t.req.gpus = 1;
+    t.req.workers = static_cast<int>(on.size());
+    CandidateList c;
+    for (const auto& [name, answer] : on) {
+      nodes.push_back(sys->spawn(fake_node, name, answer));
+      c.names.push_back(name);
+      c.hosts.push_back("host-" + name);
+      c.actors.push_back(nodes.back());
+    }
+    caf::anon_send(spawner, t, c, queue, recovering);
+    sched->run();
+  }
+  std::vector<std::string>& node_got(size_t rank) {
+    return state_of<FakeNodeState>(nodes[rank]).got;
+  }
+  std::vector<std::string>& queue_got() { return state_of<FakeQueueState>(queue).got; }
+};
+
+using V = std::vector<std::string>;
+
+}  // namespace
+
+TEST_CASE_METHOD(Fixture, "a single worker is reserved (2 s lease), committed and placed",
+                 "[gang_reservation]") {
+  grant({{"n1", Answer::accept}});
+  CHECK(node_got(0) == V{"Reserve j1/2/0 2000", "Commit j1/2/0"});
+  REQUIRE(queue_got() == V{"placed j1"});
+  const auto& a = state_of<FakeQueueState>(queue).placed;
+  CHECK(a.attempt == 2);
+  CHECK(a.nodes == V{"n1"});
+  CHECK(a.hosts == V{"host-n1"});
+  CHECK(a.gpus == std::vector<std::vector<int32_t>>{{3}});
+}
+
+TEST_CASE_METHOD(Fixture, "a gang reserves in node name order (5 s lease), then commits every rank",
+                 "[gang_reservation]") {
+  grant({{"n2", Answer::accept}, {"n1", Answer::accept}});
+  CHECK(node_got(1) == V{"Reserve j1/2/1 5000", "Commit j1/2/1"});
+  CHECK(node_got(0) == V{"Reserve j1/2/0 5000", "Commit j1/2/0"});
+  REQUIRE(queue_got() == V{"placed j1"});
+  CHECK(state_of<FakeQueueState>(queue).placed.nodes == V{"n2", "n1"});
+}
+
+TEST_CASE_METHOD(Fixture, "a reject releases what was reserved and reports its reason",
+                 "[gang_reservation]") {
+  grant({{"n1", Answer::accept}, {"n2", Answer::reject}});
+  CHECK(node_got(0) == V{"Reserve j1/2/0 5000", "Release j1/2/0 if unlaunched"});
+  CHECK(node_got(1) == V{"Reserve j1/2/1 5000"});  // it holds nothing: no release
+  CHECK(queue_got() == V{"unplaced j1: not enough free GPUs"});
+}
+
+TEST_CASE_METHOD(Fixture, "a node that does not answer in time is released too",
+                 "[gang_reservation]") {
+  grant({{"n1", Answer::silent}});
+  CHECK(queue_got().empty());
+  sched->trigger_timeouts();
+  sched->run();
+  CHECK(node_got(0) == V{"Reserve j1/2/0 2000", "Release j1/2/0 if unlaunched"});
+  CHECK(queue_got() == V{"unplaced j1: a reservation timed out"});
+}
+
+TEST_CASE_METHOD(Fixture, "a gang reservation restarted after a crash reports unplaced at once",
+                 "[gang_reservation]") {
+  grant({{"n1", Answer::accept}}, true);
+  CHECK(node_got(0).empty());
+  CHECK(queue_got() == V{"unplaced j1: gang reservation restarted"});
+}
