@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "actors/policy/placement.hpp"
+#include "actors/ports.hpp"
 #include "bus/inbound.hpp"
 
 namespace troupe {
@@ -84,6 +85,10 @@ struct Wiring {
   caf::actor gangs;   // gang reservation supervisor
   caf::actor arbiter;
   uint64_t epoch = 0;  // leader lease revision: stamped on Launch and Stop (fencing)
+  // The actors' time (actors/ports.hpp). Process-local: not in inspect(),
+  // never serialized; null (before the Wiring arrives): the system clock.
+  ClockPtr clock;
+  int64_t now_ms() const { return clock ? clock->now_ms() : system_now_ms(); }
 };
 
 template <class Inspector>

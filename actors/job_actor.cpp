@@ -79,13 +79,14 @@ void announce(Self* self, bool write_ahead) {
 void enter(Self* self, std::string_view state, std::string reason = {},
            const std::string& cause = {}, bool write_ahead = false) {
   auto& r = self->state.rec;
-  recovery::keep_earlier(r, now_ms());
+  recovery::keep_earlier(r, self->state.w.now_ms());
   r.set_state(std::string(state));
   r.set_reason(std::move(reason));
   r.set_event_seq(r.event_seq() + 1);
   // The first event is dated by the submission (kept in the intake stream):
   // a job restored from the intake after a kill announces it identical.
-  r.set_event_ts_ms(r.event_seq() == 1 && r.submit_ms() > 0 ? r.submit_ms() : now_ms());
+  r.set_event_ts_ms(r.event_seq() == 1 && r.submit_ms() > 0 ? r.submit_ms()
+                                                            : self->state.w.now_ms());
   r.set_event_cause(cause);
   if (state == names::kRunning) r.set_start_ms(r.event_ts_ms());
   if (names::is_terminal(state)) r.set_end_ms(r.event_ts_ms());
@@ -173,7 +174,8 @@ void finish(Self* self, std::string_view state, const std::string& cause) {
 }
 
 // Records the attempt that just ended in the job's history.
-void record_attempt(pb::JobRecord& r, const std::string& cause, const std::string& kind) {
+void record_attempt(pb::JobRecord& r, const std::string& cause, const std::string& kind,
+                    int64_t now_ms) {
   auto* a = r.add_attempts();
   a->set_attempt(r.attempt());
   for (const auto& p : r.placement()) a->add_nodes(p.node());
@@ -182,7 +184,7 @@ void record_attempt(pb::JobRecord& r, const std::string& cause, const std::strin
   if (r.has_failed_exit_code()) a->set_exit_code(r.failed_exit_code());
   a->set_reason(r.failed_reason());
   a->set_start_ms(r.start_ms());
-  a->set_end_ms(now_ms());
+  a->set_end_ms(now_ms);
 }
 
 // The job goes back to its queue for the next attempt (keeping its submit order).
@@ -197,7 +199,7 @@ void requeue(Self* self, const std::string& why, const std::string& cause, int64
   r.clear_end_cause();
   r.clear_end_kind();
   r.set_preempt_requested(false);
-  r.set_not_before_ms(delay_ms > 0 ? now_ms() + delay_ms : 0);
+  r.set_not_before_ms(delay_ms > 0 ? self->state.w.now_ms() + delay_ms : 0);
   enter(self, names::kQueued, why, cause);
   if (delay_ms > 0)
     self->delayed_send(self, std::chrono::milliseconds(delay_ms), retry_atom_v);
@@ -220,7 +222,7 @@ void attempt_over(Self* self) {
     cause = "preempted";
     kind = "infra";
   }
-  record_attempt(r, cause, kind);
+  record_attempt(r, cause, kind, self->state.w.now_ms());
   if (r.cancel_requested()) {
     r.set_reason("canceled by request");
     finish(self, names::kCanceled, "canceled");
@@ -447,7 +449,7 @@ caf::behavior job_behavior(Self* self, Wiring w, OutboxPtr out, std::string snap
     enqueue(self);
   } else if (r.state() == names::kQueued) {
     // Restarted: make sure the queue has it (it ignores duplicates).
-    int64_t wait = r.not_before_ms() - now_ms();
+    int64_t wait = r.not_before_ms() - self->state.w.now_ms();
     if (wait > 0)
       self->delayed_send(self, std::chrono::milliseconds(wait), retry_atom_v);
     else
@@ -507,7 +509,7 @@ caf::behavior job_behavior(Self* self, Wiring w, OutboxPtr out, std::string snap
         if (r.state() != names::kStarting && r.state() != names::kRunning) return;
         if (r.preempt_requested() || r.cancel_requested()) return;
         r.set_preempt_requested(true);
-        r.add_preempted_ms(now_ms());
+        r.add_preempted_ms(self->state.w.now_ms());
         r.set_reason("preempting: " + why);
         save(self);
         stop_all(self, "preempted: " + why, signal_number(r.spec().checkpoint_signal()),
@@ -515,7 +517,8 @@ caf::behavior job_behavior(Self* self, Wiring w, OutboxPtr out, std::string snap
       },
       [=](requeue_atom) {
         auto& r = self->state.rec;
-        if (r.state() == names::kQueued && r.not_before_ms() <= now_ms()) enqueue(self);
+        if (r.state() == names::kQueued && r.not_before_ms() <= self->state.w.now_ms())
+          enqueue(self);
       },
       [=](retry_atom) {
         if (self->state.rec.state() == names::kQueued) enqueue(self);

@@ -136,7 +136,7 @@ void restore(Self* self, const std::string& snapshot) {
     h.exit_code = r.exit_code();
     h.signal = r.signal();
     h.exit_reason = r.exit_reason();
-    h.changed_ms = now_ms();
+    h.changed_ms = self->state.w.now_ms();
     for (int g : h.gpus) {
       if (g < 0 || g >= policy::kMaxGpuIndex) continue;
       // A node known only from its jobs (rebuilt before its agent spoke) has
@@ -156,7 +156,7 @@ void restore(Self* self, const std::string& snapshot) {
     // what it runs that this ledger does not hold is fenced.
     st.alive = true;
     st.lost_once = true;
-    st.last_heartbeat_ms = now_ms();
+    st.last_heartbeat_ms = self->state.w.now_ms();
   }
 }
 
@@ -182,7 +182,7 @@ Envelope on_reserve(Self* self, const std::string& id, const std::string& job_id
   if (res && res->gpu_type() && res->gpu_type()->size() > 0 && gpus > 0 &&
       res->gpu_type()->str() != st.gpu_type)
     return reject(st.node, id, "GPU type " + st.gpu_type + " is not " + res->gpu_type()->str());
-  int64_t now = now_ms();
+  int64_t now = self->state.w.now_ms();
   auto v = policy::reserve(st.ledger, id, want, now, lease_ms);
   report(self);
   if (!v.ok) return reject(st.node, id, v.reason);
@@ -219,7 +219,7 @@ void mark_exited(Self* self, policy::Hold& h, int exit_code, int signal, std::st
   h.exit_code = exit_code;
   h.signal = signal;
   h.exit_reason = std::move(reason);
-  h.changed_ms = now_ms();
+  h.changed_ms = self->state.w.now_ms();
   self->state.dirty = true;
 }
 
@@ -319,7 +319,7 @@ constexpr int64_t kResyncMs = 2000;
 void reconcile(Self* self, const Running* running) {
   auto& st = self->state;
   auto alive = running_ids(running);
-  int64_t now = now_ms();
+  int64_t now = self->state.w.now_ms();
   bool lost_exit = false;
   for (const auto& [id, h] : st.ledger.holds) {
     if (!h.launched || h.exited || alive.count(id)) continue;
@@ -368,7 +368,7 @@ void sync_rank(Self* self, const std::string& job_id, int attempt, int rank) {
 // each; an exited one's Exited goes first (the job may have lost it).
 void check_holds(Self* self) {
   auto& st = self->state;
-  int64_t now = now_ms();
+  int64_t now = self->state.w.now_ms();
   for (auto& [id, h] : st.ledger.holds) {
     if (!policy::hold_needs_check(h, now, st.opts.hold_check_ms)) continue;
     std::string job;
@@ -416,14 +416,14 @@ Envelope handle(Self* self, const Envelope& env) {
       st.registered = true;
       st.shape_known = true;
       st.alive = true;
-      st.last_heartbeat_ms = now_ms();
+      st.last_heartbeat_ms = self->state.w.now_ms();
       fence(self, r->running());
       adopt_or_lose(self, r);
       report(self);
       return {};
     }
     case wire::Body::Heartbeat:
-      st.last_heartbeat_ms = now_ms();
+      st.last_heartbeat_ms = self->state.w.now_ms();
       if (!st.registered) {
         to_agent(self, subjects::kHello, {});
       } else if (!st.alive) {
@@ -475,10 +475,10 @@ Envelope handle(Self* self, const Envelope& env) {
     }
     case wire::Body::Commit: {
       auto id = wire::str(e->body_as_Commit()->reservation_id());
-      auto v = policy::commit(st.ledger, id, now_ms());
+      auto v = policy::commit(st.ledger, id, self->state.w.now_ms());
       report(self);
       if (v.ok) {
-        st.ledger.holds[id].changed_ms = now_ms();
+        st.ledger.holds[id].changed_ms = self->state.w.now_ms();
         save(self);
       }
       return v.ok ? accept(st.node, id, v.gpus, 0) : reject(st.node, id, v.reason);
@@ -515,8 +515,8 @@ Envelope handle(Self* self, const Envelope& env) {
         return {};
       }
       it->second.launched = true;
-      it->second.changed_ms = now_ms();
-      st.unstarted[id] = {now_ms(), env.bytes};
+      it->second.changed_ms = self->state.w.now_ms();
+      st.unstarted[id] = {self->state.w.now_ms(), env.bytes};
       to_agent(self, subjects::kLaunch, env.bytes);
       report(self);
       save(self);
@@ -567,19 +567,20 @@ caf::behavior node_behavior(Self* self, Wiring w, OutboxPtr out, std::string nam
   return {
       [=](const Envelope& env) -> Envelope { return handle(self, env); },
       [=](lease_atom) {
-        if (!policy::expire(self->state.ledger, now_ms()).empty()) report(self);
+        if (!policy::expire(self->state.ledger, self->state.w.now_ms()).empty()) report(self);
       },
       [=](tick_atom) {
         auto& st = self->state;
-        if (st.alive && now_ms() - st.last_heartbeat_ms > st.opts.heartbeat_timeout_ms) {
+        if (st.alive &&
+            self->state.w.now_ms() - st.last_heartbeat_ms > st.opts.heartbeat_timeout_ms) {
           st.alive = false;
           st.lost_once = true;
           spdlog::warn("node {} lost: no heartbeat for {} ms; its workers are requeued", st.node,
-                       now_ms() - st.last_heartbeat_ms);
+                       self->state.w.now_ms() - st.last_heartbeat_ms);
           lose_workers(self);
           report(self);
         }
-        if (!policy::expire(st.ledger, now_ms()).empty()) st.dirty = true;
+        if (!policy::expire(st.ledger, self->state.w.now_ms()).empty()) st.dirty = true;
         check_holds(self);
         if (st.dirty) save(self);
         if (st.registered) report(self, false);

@@ -1,5 +1,7 @@
 #include "actors/pool_arbiter.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <chrono>
 #include <map>
@@ -130,7 +132,7 @@ policy::TeamStanding standing_of(const ArbiterState& st, const std::string& team
 
 void account_idle(Self* self) {
   auto& st = self->state;
-  int64_t now = now_ms();
+  int64_t now = self->state.w.now_ms();
   if (st.last_tick_ms > 0) {
     int idle = 0;
     for (const auto& [pool, h] : st.holds) idle += policy::held_idle_gpus(h, st.caps);
@@ -146,7 +148,7 @@ void account_idle(Self* self) {
 // nodes held for the preemptor.
 void preempt_if_needed(Self* self, const std::string& pool, const policy::RoundOutput& out) {
   auto& st = self->state;
-  int64_t now = now_ms();
+  int64_t now = self->state.w.now_ms();
   const auto& pc = st.cfg.preemption;
   auto& recent = st.pool_preemptions[pool];
   policy::forget_old(recent, now);
@@ -220,7 +222,7 @@ void run_round(Self* self) {
   auto& st = self->state;
   st.round_pending = false;
   account_idle(self);
-  int64_t now = now_ms();
+  int64_t now = self->state.w.now_ms();
   std::set<std::string> pools;
   for (const auto& [team, td] : st.teams)
     for (const auto& t : td.tickets) pools.insert(t.req.pool);
@@ -279,7 +281,7 @@ void run_round(Self* self) {
         c.actors.push_back(st.actors[n]);
       }
       policy::take(st.caps, ticket.req, g.nodes);  // overlay until the nodes report
-      td.inflight[ticket.job_id] = TeamDemand::Inflight{ticket, g.borrowed, now_ms()};
+      td.inflight[ticket.job_id] = TeamDemand::Inflight{ticket, g.borrowed, self->state.w.now_ms()};
       st.reasons.erase(ticket.job_id);
       ++st.grants;
       // The grant goes to the one placement path: a gang reservation (one
@@ -372,7 +374,7 @@ void apply_config(Self* self, const std::string& text) {
   policy::ClusterConfig cfg = policy::open_config();
   if (!text.empty()) {
     if (auto err = policy::load_config(text, cfg); !err.empty()) {
-      aout(self) << "pool arbiter: config refused: " << err << "\n";
+      spdlog::error("pool arbiter: config refused: {}", err);
       return;
     }
   }
@@ -434,10 +436,11 @@ caf::behavior arbiter_behavior(Self* self, OutboxPtr out, bool fifo) {
         r.nodes = a.nodes;
         r.req = t.req;
         r.borrowed = it->second.borrowed;
-        r.ends_ms = t.max_runtime_s > 0 ? now_ms() + t.max_runtime_s * 1000 : policy::kNever;
+        r.ends_ms =
+            t.max_runtime_s > 0 ? self->state.w.now_ms() + t.max_runtime_s * 1000 : policy::kNever;
         r.priority = t.priority;
         r.preemptible = t.preemptible;
-        r.started_ms = now_ms();
+        r.started_ms = self->state.w.now_ms();
         st.preempting_for.erase(a.job_id);
         st.running[a.job_id] = r;
         td.inflight.erase(it);
@@ -468,7 +471,7 @@ caf::behavior arbiter_behavior(Self* self, OutboxPtr out, bool fifo) {
       [=](tick_atom) {
         // A grant whose answer never came (lost with a crashed actor) frees
         // its job for another round.
-        int64_t now = now_ms();
+        int64_t now = self->state.w.now_ms();
         for (auto& [team, td] : self->state.teams)
           for (auto it = td.inflight.begin(); it != td.inflight.end();)
             it = now - it->second.granted_ms > kInflightExpiryMs ? td.inflight.erase(it)

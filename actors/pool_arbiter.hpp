@@ -12,14 +12,15 @@
 //   job when its attempt gave its GPUs back; (config_atom, text) on reload;
 //   (why_atom, job id, team, reply); (queues_atom, reply); (list_atom, reply);
 //   (round_atom) and (tick_atom), its own triggers.
-// Emits: (grant_atom, JobTicket, CandidateList) to a queue: place this job
-//   there (the queue negotiates with the node actors, who re-check).
+// Emits: (spawn_atom, JobTicket, CandidateList, queue) to the gang
+//   supervisor: a GangReservationActor places the job (the node actors
+//   re-check), and the queue reports placed/unplaced.
 // Policy: actors/policy/round.hpp (pure); this actor only gathers its inputs
 //   and carries its output.
 #pragma once
 
-#include "actors/ports.hpp"
 #include "actors/caf_types.hpp"
+#include "actors/ports.hpp"
 
 namespace troupe {
 

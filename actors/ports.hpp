@@ -1,5 +1,5 @@
 // What the actors need from the world, as interfaces: publishing on the bus,
-// the durable intake log, snapshots and the stored job events. The scheduler
+// the durable intake log, snapshots, the stored job events and the time. The scheduler
 // binds them to NATS (actors/main.cpp); tests bind fakes. Actors never include
 // NATS headers.
 #pragma once
@@ -99,6 +99,39 @@ inline std::string node_key(const std::string& name) {
   return "node." + name;
 }
 
+// Wall-clock milliseconds since the epoch, from the system clock (the
+// process shell; actors take time from their Clock).
+inline int64_t system_now_ms() {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
+}
+
+// The time the actors go by (event stamps, leases, hold checks, heartbeat
+// timeouts), in wall-clock milliseconds. The scheduler runs on the system
+// clock; an actor test puts in a ManualClock and moves it along with CAF's
+// test coordinator, so no test waits for real time to pass.
+class Clock {
+ public:
+  virtual ~Clock() = default;
+  virtual int64_t now_ms() const = 0;
+};
+using ClockPtr = std::shared_ptr<const Clock>;
+
+class SystemClock final : public Clock {
+ public:
+  int64_t now_ms() const override { return system_now_ms(); }
+};
+
+class ManualClock final : public Clock {
+ public:
+  explicit ManualClock(int64_t start_ms) : now_(start_ms) {}
+  int64_t now_ms() const override { return now_.load(); }
+  void advance(int64_t ms) { now_ += ms; }
+
+ private:
+  std::atomic<int64_t> now_;
+};
+
 // Settings of one scheduler process.
 struct SchedulerOptions {
   std::string checkpoint_root;  // jobs get <root>/<job id> as TROUPE_CHECKPOINT_DIR ("" = none)
@@ -113,11 +146,7 @@ struct SchedulerOptions {
   // More troupe.sys.stats fields, as a JSON object's text (the process's
   // durability figures: snapshot writes, retried events, the epoch).
   std::function<std::string()> extra_stats;
+  ClockPtr clock;  // null: the system clock
 };
-
-inline int64_t now_ms() {
-  using namespace std::chrono;
-  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
-}
 
 }  // namespace troupe

@@ -299,7 +299,7 @@ void submit(Self* self, const Inbound& in) {
   pend.rec.set_job_id(job_id);
   *pend.rec.mutable_spec() = std::move(s);
   pend.rec.set_seq(st.next_seq);
-  pend.rec.set_submit_ms(now_ms());
+  pend.rec.set_submit_ms(self->state.w.now_ms());
   pend.rec.set_pool(adm.pool);
   pend.rec.set_priority_value(adm.priority_value);
   pend.rec.set_preemptible(adm.preemptible);
@@ -561,7 +561,8 @@ caf::behavior router_behavior(Self* self, OutboxPtr out, IntakePtr intake, Sched
   st.out = std::move(out);
   st.intake = std::move(intake);
   char buf[32];
-  std::snprintf(buf, sizeof buf, "j-%llx-", static_cast<unsigned long long>(now_ms()));
+  std::snprintf(buf, sizeof buf, "j-%llx-",
+                static_cast<unsigned long long>(self->state.w.now_ms()));
   st.id_prefix = buf;
   return {
       [=](const Wiring& w) { self->state.w = w; },

@@ -23,6 +23,7 @@ Wiring start_scheduler(caf::actor_system& sys, OutboxPtr out, IntakePtr intake,
   bool fifo = opts.fifo;
   auto store = opts.store;
   w.epoch = opts.epoch;
+  w.clock = opts.clock ? opts.clock : std::make_shared<SystemClock>();
   w.router = spawn_router(sys, out, std::move(intake), std::move(opts));
   w.jobs = spawn_job_supervisor(sys, out, store);
   w.queues = spawn_queue_supervisor(sys);

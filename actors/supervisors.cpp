@@ -20,6 +20,7 @@
 #include "actors/policy/config.hpp"
 #include "actors/policy/ledger.hpp"
 #include "actors/policy/pages.hpp"
+#include "actors/policy/why.hpp"
 #include "actors/team_queue_actor.hpp"
 #include "bus/subjects.hpp"
 #include "messages/names.hpp"
@@ -246,7 +247,7 @@ caf::behavior job_sup_behavior(JobSup* self, OutboxPtr out, SnapshotStorePtr sto
         self->state.out->publish(reply, nlohmann::json{{"job_id", id},
                                                        {"state", rec.state()},
                                                        {"pending", false},
-                                                       {"code", "not_pending"},
+                                                       {"code", policy::why::kNotPending},
                                                        {"reason", reason}}
                                             .dump());
       },

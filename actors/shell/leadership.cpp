@@ -18,7 +18,7 @@ bool LeaderLease::try_acquire() {
   auto e = kv_.get(subjects::kLeaderKey, &failed);
   if (failed) {
     // Cannot see the lease (NATS away): whatever silence follows starts now.
-    seen_since_ms_ = now_ms();
+    seen_since_ms_ = system_now_ms();
     return false;
   }
   uint64_t expected = 0;
@@ -28,9 +28,9 @@ bool LeaderLease::try_acquire() {
       stale = true;  // ours (from before a reconnect), or given up
     } else if (e->revision != seen_revision_) {
       seen_revision_ = e->revision;
-      seen_since_ms_ = now_ms();
+      seen_since_ms_ = system_now_ms();
     } else {
-      stale = now_ms() - seen_since_ms_ >= ttl_ms_;
+      stale = system_now_ms() - seen_since_ms_ >= ttl_ms_;
     }
     if (!stale) return false;
     expected = e->revision;
@@ -115,7 +115,7 @@ void LeaseGate::publish_event(const std::string& subject, const void* data, size
 std::string holder_id() {
   char host[256] = {0};
   gethostname(host, sizeof host - 1);
-  return std::string(host) + ":" + std::to_string(getpid()) + ":" + std::to_string(now_ms());
+  return std::string(host) + ":" + std::to_string(getpid()) + ":" + std::to_string(system_now_ms());
 }
 
 Leadership::Leadership(Bus& bus, int ttl_ms)

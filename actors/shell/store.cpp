@@ -64,7 +64,7 @@ void KvSnapshotStore::run() {
     if (!dirty_.empty() && !fenced_) {
       auto batch = std::move(dirty_);
       dirty_.clear();
-      int64_t started = now_ms();
+      int64_t started = system_now_ms();
       lock.unlock();
       flush(std::move(batch), started);
       lock.lock();

@@ -4,12 +4,10 @@
 // hold is released when it gives up. Fake node actors answer its Reserve and
 // Commit as told. Runs on CAF's test coordinator: one thread, no waits (a
 // silent node's timeout is triggered, not waited for).
-#include <caf/all.hpp>
-#include <caf/scheduler/test_coordinator.hpp>
 #include <catch2/catch.hpp>
 
+#include "actor_test_kit.hpp"
 #include "actors/gang_reservation_actor.hpp"
-#include "actors/scheduler.hpp"
 #include "messages/wire.hpp"
 
 using namespace troupe;
@@ -92,32 +90,20 @@ caf::behavior parent(caf::event_based_actor* self) {
   };
 }
 
-template <class State>
-State& state_of(const caf::actor& a) {
-  return dynamic_cast<caf::stateful_actor<State>&>(*caf::actor_cast<caf::abstract_actor*>(a)).state;
-}
+using testing::state_of;
 
-struct Fixture {
-  caf::actor_system_config cfg;
-  std::unique_ptr<caf::actor_system> sys;
-  caf::scheduler::test_coordinator* sched = nullptr;
+struct Fixture : testing::TestSystem {
   caf::actor spawner, queue;
   std::vector<caf::actor> nodes;
 
   Fixture() {
-    configure(cfg);
-    cfg.set("scheduler.policy", caf::atom("testing"));
-    sys = std::make_unique<caf::actor_system>(cfg);
-    sched = &dynamic_cast<caf::scheduler::test_coordinator&>(sys->scheduler());
     spawner = sys->spawn(parent);
     queue = sys->spawn(fake_queue);
     sched->run();
   }
   ~Fixture() {
     for (const auto& a : nodes) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
-    caf::anon_send_exit(spawner, caf::exit_reason::user_shutdown);
-    caf::anon_send_exit(queue, caf::exit_reason::user_shutdown);
-    sched->run();
+    stop({spawner, queue});
   }
   // A grant of `job`, one worker on each named node (rank order), each node
   // answering as told.

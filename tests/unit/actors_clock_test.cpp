@@ -1,0 +1,135 @@
+// The timer-driven mends of the node actor, with time stopped: CAF's test
+// coordinator runs every actor on this thread and fires timers only when
+// told, and a ManualClock (actors/ports.hpp) is the only time the actors
+// read. Nothing here waits for real time to pass.
+//   - the hold check: a hold committed but never launched is asked about
+//     (hold_atom to its job) once it has waited hold_check_ms, and again
+//     only after another hold_check_ms;
+//   - the heartbeat timeout: a node whose agent went silent for longer than
+//     heartbeat_timeout_ms is lost, and its unlaunched worker ends.
+#include <catch2/catch.hpp>
+
+#include "actor_test_kit.hpp"
+#include "actors/node_actor.hpp"
+#include "records.pb.h"
+
+using namespace troupe;
+using namespace troupe::atoms;
+
+namespace {
+
+// The job supervisor, reduced to what a node actor sends it.
+struct FakeJobsState {
+  std::vector<std::string> got;  // "hold <node> <hold id> launched=<0|1>", "other <job>"
+};
+using FakeJobs = caf::stateful_actor<FakeJobsState>;
+
+caf::behavior fake_jobs(FakeJobs* self) {
+  return {
+      [=](route_atom, const std::string& job, caf::message& m) {
+        if (m.match_elements<hold_atom, std::string, std::string, int32_t, int32_t, bool>())
+          self->state.got.push_back("hold " + m.get_as<std::string>(1) + " " +
+                                    m.get_as<std::string>(2) +
+                                    " launched=" + std::to_string(m.get_as<bool>(5)));
+        else
+          self->state.got.push_back("other " + job);
+      },
+      [=](const Envelope&) {},
+  };
+}
+
+// Everything else the node actor sends (its capacity, its snapshots) is
+// left unread. (caf::drop would answer each with an error message, which ends
+// the sender.)
+caf::behavior sink(caf::event_based_actor* self) {
+  self->set_default_handler(caf::skip);
+  return {[](const Envelope&) {}};
+}
+
+class NullOutbox : public Outbox {
+ protected:
+  void send(const std::string&, const void*, size_t, const std::string&) override {}
+};
+
+struct Fixture : testing::TestSystem {
+  std::shared_ptr<ManualClock> clock = std::make_shared<ManualClock>(1'800'000'000'000);
+  caf::actor jobs, others, node;
+  std::shared_ptr<NullOutbox> out = std::make_shared<NullOutbox>();
+  NodeOptions opts;
+
+  Fixture() {
+    jobs = sys->spawn(fake_jobs);
+    others = sys->spawn(sink);
+    opts.tick_ms = 1000;
+    opts.hold_check_ms = 10000;
+    opts.heartbeat_timeout_ms = 30000;
+  }
+  ~Fixture() { stop({jobs, others, node}); }
+  // A node restored from its snapshot: 4 GPUs, job j1's rank 0 committed on
+  // GPU 0, launched or not yet.
+  void start_node(bool restored, bool launched) {
+    pb::NodeRecord rec;
+    rec.set_node("n1");
+    rec.set_gpus(4);
+    rec.set_gpu_type("a100");
+    rec.set_pool("a100");
+    rec.set_restored(restored);
+    auto* h = rec.add_holds();
+    h->set_id("j1/1/0");
+    h->set_job_id("j1");
+    h->set_attempt(1);
+    h->add_gpus(0);
+    h->set_committed(true);
+    h->set_launched(launched);
+    Wiring w;
+    w.jobs = jobs;
+    w.router = w.queues = w.nodes = w.gangs = w.arbiter = others;
+    w.clock = clock;
+    std::string snapshot = rec.SerializeAsString();
+    auto parent = sys->spawn([&](caf::event_based_actor* self) {
+      node = spawn_node(self, w, out, "n1", snapshot, opts);
+    });
+    sched->run();
+  }
+  // Lets `ms` pass: the clock moves, then every timer due fires once.
+  void pass(int64_t ms) {
+    clock->advance(ms);
+    sched->trigger_timeouts();
+    sched->run();
+  }
+  std::vector<std::string>& got() { return testing::state_of<FakeJobsState>(jobs).got; }
+};
+
+using V = std::vector<std::string>;
+
+}  // namespace
+
+TEST_CASE_METHOD(Fixture, "hold check: an unlaunched hold is asked about after hold_check_ms",
+                 "[actors][clock]") {
+  start_node(false, false);
+  REQUIRE(node);
+  pass(1000);
+  pass(1000);
+  CHECK(got().empty());  // 2 s: too early
+  pass(8000);            // 10 s since the hold last changed
+  CHECK(got() == V{"hold n1 j1/1/0 launched=0"});
+  pass(1000);
+  pass(5000);
+  CHECK(got().size() == 1);  // asked again only after another hold_check_ms
+  pass(4000);
+  CHECK(got() == V{"hold n1 j1/1/0 launched=0", "hold n1 j1/1/0 launched=0"});
+}
+
+TEST_CASE_METHOD(Fixture, "heartbeat timeout: a silent node is lost after heartbeat_timeout_ms",
+                 "[actors][clock]") {
+  // Rebuilt after a restart, its worker running: alive until its agent has
+  // been silent too long.
+  start_node(true, true);
+  pass(29000);
+  for (const auto& g : got()) CHECK(g.rfind("other", 0) != 0);  // nothing ended yet
+  pass(2000);
+  // Lost: its running worker ends (told to its job as Exited), so the job can move.
+  bool ended = false;
+  for (const auto& g : got()) ended = ended || g == "other j1";
+  CHECK(ended);
+}
