@@ -6,11 +6,16 @@
 //     (hold_atom to its job) once it has waited hold_check_ms, and again
 //     only after another hold_check_ms;
 //   - the heartbeat timeout: a node whose agent went silent for longer than
-//     heartbeat_timeout_ms is lost, and its unlaunched worker ends.
+//     heartbeat_timeout_ms is lost, and its running worker ends;
+//   - the job actor's stop re-send: a Stop its worker has not answered is
+//     sent again every 15 s until the worker's Exited arrives.
+#include <algorithm>
 #include <catch2/catch.hpp>
 
 #include "actor_test_kit.hpp"
+#include "actors/job_actor.hpp"
 #include "actors/node_actor.hpp"
+#include "messages/wire.hpp"
 #include "records.pb.h"
 
 using namespace troupe;
@@ -18,21 +23,27 @@ using namespace troupe::atoms;
 
 namespace {
 
-// The job supervisor, reduced to what a node actor sends it.
+// A supervisor (of jobs or of nodes), reduced to what it is asked to route.
 struct FakeJobsState {
-  std::vector<std::string> got;  // "hold <node> <hold id> launched=<0|1>", "other <job>"
+  // "hold <node> <hold id> launched=<0|1>", "<Body> <id>" for an envelope,
+  // "other <id>"
+  std::vector<std::string> got;
 };
 using FakeJobs = caf::stateful_actor<FakeJobsState>;
 
 caf::behavior fake_jobs(FakeJobs* self) {
   return {
-      [=](route_atom, const std::string& job, caf::message& m) {
-        if (m.match_elements<hold_atom, std::string, std::string, int32_t, int32_t, bool>())
-          self->state.got.push_back("hold " + m.get_as<std::string>(1) + " " +
-                                    m.get_as<std::string>(2) +
-                                    " launched=" + std::to_string(m.get_as<bool>(5)));
-        else
-          self->state.got.push_back("other " + job);
+      [=](route_atom, const std::string& id, caf::message& m) {
+        auto& got = self->state.got;
+        if (m.match_elements<hold_atom, std::string, std::string, int32_t, int32_t, bool>()) {
+          got.push_back("hold " + m.get_as<std::string>(1) + " " + m.get_as<std::string>(2) +
+                        " launched=" + std::to_string(m.get_as<bool>(5)));
+        } else if (m.match_elements<Envelope>()) {
+          auto* e = wire::open(m.get_as<Envelope>(0).bytes);
+          got.push_back(std::string(e ? wire::body_name(e->body_type()) : "bad") + " " + id);
+        } else {
+          got.push_back("other " + id);
+        }
       },
       [=](const Envelope&) {},
   };
@@ -126,10 +137,70 @@ TEST_CASE_METHOD(Fixture, "heartbeat timeout: a silent node is lost after heartb
   // been silent too long.
   start_node(true, true);
   pass(29000);
-  for (const auto& g : got()) CHECK(g.rfind("other", 0) != 0);  // nothing ended yet
+  for (const auto& g : got()) CHECK(g != "Exited j1");  // nothing ended yet
   pass(2000);
   // Lost: its running worker ends (told to its job as Exited), so the job can move.
   bool ended = false;
-  for (const auto& g : got()) ended = ended || g == "other j1";
+  for (const auto& g : got()) ended = ended || g == "Exited j1";
   CHECK(ended);
+}
+
+namespace {
+
+// A job actor restored running on n1 (rank 0), its node supervisor a recorder.
+struct JobFixture : testing::TestSystem {
+  std::shared_ptr<ManualClock> clock = std::make_shared<ManualClock>(1'800'000'000'000);
+  caf::actor nodes, others, job;
+
+  JobFixture() {
+    nodes = sys->spawn(fake_jobs);
+    others = sys->spawn(sink);
+    pb::JobRecord rec;
+    rec.set_job_id("j1");
+    rec.set_state("running");
+    rec.set_attempt(1);
+    rec.mutable_spec()->set_team("t");
+    auto* p = rec.add_placement();
+    p->set_rank(0);
+    p->set_node("n1");
+    p->add_gpus(0);
+    Wiring w;
+    w.nodes = nodes;
+    w.router = w.jobs = w.queues = w.gangs = w.arbiter = others;
+    w.clock = clock;
+    std::string snapshot = rec.SerializeAsString();
+    sys->spawn([&](caf::event_based_actor* self) {
+      job = spawn_job(self, w, std::make_shared<NullOutbox>(), snapshot);
+    });
+    sched->run();
+  }
+  ~JobFixture() { stop({nodes, others, job}); }
+  size_t stops() {
+    auto& got = testing::state_of<FakeJobsState>(nodes).got;
+    return static_cast<size_t>(std::count(got.begin(), got.end(), "Stop n1"));
+  }
+};
+
+}  // namespace
+
+TEST_CASE_METHOD(JobFixture, "stop re-send: an unanswered Stop goes again until the worker exits",
+                 "[actors][clock]") {
+  REQUIRE(job);
+  CHECK(stops() == 0);
+  caf::anon_send(job, cancel_atom_v, std::string("_INBOX.cancel"));
+  sched->run();
+  CHECK(stops() == 1);
+  // No answer: the Stop goes again at every re-send timer.
+  sched->trigger_timeouts();
+  sched->run();
+  CHECK(stops() == 2);
+  sched->trigger_timeouts();
+  sched->run();
+  CHECK(stops() == 3);
+  // The worker's Exited arrives: the job ends, and no Stop follows.
+  caf::anon_send(job, Envelope{wire::exited("n1", "j1", 1, 0, -1, 15, "stopped")});
+  sched->run();
+  sched->trigger_timeouts();
+  sched->run();
+  CHECK(stops() == 3);
 }
