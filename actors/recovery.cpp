@@ -203,6 +203,10 @@ void derive_holds(State& s) {
   }
 }
 
+bool shape_known(const pb::NodeRecord& n) {
+  return !n.gpu_type().empty() || n.gpus() > 0 || n.cpus() > 0 || n.memory_mb() > 0;
+}
+
 std::vector<pb::JobEvent> unannounced(const State& s, int64_t since_ms) {
   static const std::set<int64_t> kNone;
   std::vector<pb::JobEvent> out;

@@ -57,6 +57,11 @@ bool apply_event(pb::JobRecord& rec, const pb::JobEvent& e);
 // team, and the team must be the record's.
 bool add_event(State& s, const std::string& json, const std::string& subject = {});
 void derive_holds(State& s);
+// Whether a restored node record says what the node could hold (false for
+// one known only from a job's placement until its agent registers again):
+// the router's admission check may use only such a shape, or it would
+// refuse, for good, work that fits the real node.
+bool shape_known(const pb::NodeRecord& n);
 // Events a record says were announced but that the stream read (from
 // `since_ms`, its start) does not hold: published by the killed scheduler but
 // never stored (their acknowledgement was still awaited, as after a

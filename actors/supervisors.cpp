@@ -16,6 +16,7 @@
 #include "actors/job_actor.hpp"
 #include "actors/job_record.hpp"
 #include "actors/node_actor.hpp"
+#include "actors/recovery.hpp"
 #include "actors/policy/admission.hpp"
 #include "actors/policy/config.hpp"
 #include "actors/policy/ledger.hpp"
@@ -459,8 +460,9 @@ caf::behavior node_sup_behavior(NodeSup* self, OutboxPtr out, SnapshotStorePtr s
         for (const auto& bytes : records) {
           pb::NodeRecord rec;
           if (!rec.ParseFromString(bytes) || rec.node().empty()) continue;
-          tell_shape(self, rec.node(), rec.gpu_type(), rec.pool(), rec.gpus(), rec.cpus(),
-                     rec.memory_mb());
+          if (recovery::shape_known(rec))
+            tell_shape(self, rec.node(), rec.gpu_type(), rec.pool(), rec.gpus(), rec.cpus(),
+                       rec.memory_mb());
           self->state.start(self, rec.node(), bytes);
         }
       },

@@ -259,7 +259,7 @@ TEST_CASE(
   c.restart_scheduler();
   REQUIRE(c.wait_scheduler_serving(20s));
   Json list;
-  REQUIRE(poll_until(
+  bool all_done = poll_until(
       [&] {
         list = c.request(subjects::team_jobs("t1"), Json::object());
         if (!list.contains("jobs")) return false;
@@ -271,8 +271,14 @@ TEST_CASE(
       // Messages the killed scheduler had pulled and not acknowledged come
       // back only after the intake consumer's ack wait (30 s); under -j2 load
       // the rest can take more than 10 s on top.
-      70s));
+      70s);
   INFO(list.dump());
+  // None of them refused: a node known only from a restored job's placement
+  // is no node with 0 GPUs to the admission check.
+  Json stats = c.request(subjects::kSysStats, Json::object());
+  INFO("scheduler stats: " << stats.dump());
+  CHECK(stats.value("rejected", -1) == 0);
+  REQUIRE(all_done);
   std::multiset<std::string> names;
   for (const auto& j : list["jobs"]) names.insert(j.value("name", std::string()));
   CHECK(list["jobs"].size() == 4);  // the acknowledged one and three published ones

@@ -165,6 +165,10 @@ TEST_CASE("recovery derives node ledgers from the jobs that hold GPUs", "[recove
   CHECK(b.holds(0).id() == "j2/2/1");
   CHECK(std::vector<int>(b.holds(0).gpus().begin(), b.holds(0).gpus().end()) ==
         std::vector<int>{0, 1});
+  // n1's snapshot says what it holds; n9 is known only from the gang's
+  // placement, so no admission check may take it for a node with no GPUs.
+  CHECK(recovery::shape_known(a));
+  CHECK_FALSE(recovery::shape_known(b));
 }
 
 TEST_CASE("recovery gives the router its idempotency keys and submit order back", "[recovery]") {
