@@ -91,23 +91,27 @@ void LeaseGate::extend(int64_t until_ms) {
   held_.clear();
 }
 
-void LeaseGate::pass(Held h) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (held_.empty() && open())
-    let_out(h);
-  else
-    held_.push_back(std::move(h));
-}
-
+// The common case, the lease valid and nothing held, sends at once without a
+// copy; only what must wait for the lease is copied. (Under the lock: what
+// was held goes out before anything newer.)
 void LeaseGate::publish(const std::string& subject, const void* data, size_t size,
                         const std::string& reply) {
-  pass(Held{false, subject, std::string(static_cast<const char*>(data), size), reply, {}});
+  std::lock_guard<std::mutex> lock(mu_);
+  if (held_.empty() && open())
+    send_(subject, data, size, reply);
+  else
+    held_.push_back(
+        Held{false, subject, std::string(static_cast<const char*>(data), size), reply, {}});
 }
 
 void LeaseGate::publish_event(const std::string& subject, const void* data, size_t size,
                               std::function<void()> stored) {
-  pass(Held{
-      true, subject, std::string(static_cast<const char*>(data), size), {}, std::move(stored)});
+  std::lock_guard<std::mutex> lock(mu_);
+  if (held_.empty() && open())
+    send_event_(subject, data, size, std::move(stored));
+  else
+    held_.push_back(Held{
+        true, subject, std::string(static_cast<const char*>(data), size), {}, std::move(stored)});
 }
 
 // --- leadership -------------------------------------------------------------------

@@ -77,7 +77,6 @@ class LeaseGate {
     std::function<void()> stored;
   };
   void let_out(Held& h);
-  void pass(Held h);
   Send send_;
   SendEvent send_event_;
   std::atomic<int64_t> valid_until_{0};
