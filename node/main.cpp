@@ -87,6 +87,19 @@ bus::ConnectionPtr connect(const bus::ConnectOptions& opts, const sigset_t& sign
   }
 }
 
+// The publishing connection's options (`name`: its NATS connection name); a
+// denied publish or subscription is reported only to on_error: logged with
+// its subject.
+bus::ConnectOptions connect_options(const node::Options& opt, std::string name) {
+  bus::ConnectOptions copts;
+  copts.on_error = [](const std::string& e) { spdlog::warn("nats: {}", e); };
+  copts.url = opt.nats_url;
+  copts.creds_file = opt.creds_file;
+  copts.tls_ca = opt.tls_ca;
+  copts.name = std::move(name);
+  return copts;
+}
+
 // --count N > 1: N simulated agents sharing both connections, one wildcard
 // subscription and one timer thread.
 int run_fleet(const node::Options& opt, node::AgentConfig cfg, const sigset_t& signals) {
@@ -96,13 +109,7 @@ int run_fleet(const node::Options& opt, node::AgentConfig cfg, const sigset_t& s
                node::fleet_node_name(opt.name_prefix, opt.count, opt.count),
                cfg.inventory.gpus.size(), cfg.inventory.gpu_type, cfg.state_dir);
   bus::Library library;
-  bus::ConnectOptions copts;
-  // A denied publish or subscription is reported only here: log it with its subject.
-  copts.on_error = [](const std::string& e) { spdlog::warn("nats: {}", e); };
-  copts.url = opt.nats_url;
-  copts.creds_file = opt.creds_file;
-  copts.tls_ca = opt.tls_ca;
-  copts.name = "troupe-node-fleet-" + opt.name_prefix + "-pub";
+  auto copts = connect_options(opt, "troupe-node-fleet-" + opt.name_prefix + "-pub");
   // After a reconnect (nats-server restarted), every agent registers again:
   // what it runs and what ended meanwhile (its Exited may have been lost).
   std::atomic<node::Fleet*> live{nullptr};
@@ -262,13 +269,7 @@ int run(int argc, char** argv, const sigset_t& signals) {
                cfg.inventory.memory_mb, cfg.state_dir, cfg.simulate ? ", simulating" : "");
 
   bus::Library library;
-  bus::ConnectOptions copts;
-  // A denied publish or subscription is reported only here: log it with its subject.
-  copts.on_error = [](const std::string& e) { spdlog::warn("nats: {}", e); };
-  copts.url = opt.nats_url;
-  copts.creds_file = opt.creds_file;
-  copts.tls_ca = opt.tls_ca;
-  copts.name = "troupe-node-" + opt.name + "-pub";
+  auto copts = connect_options(opt, "troupe-node-" + opt.name + "-pub");
   // After a reconnect (nats-server restarted) the agent registers again: what
   // it runs and what ended meanwhile (an Exited published then may be lost).
   std::atomic<node::Agent*> live{nullptr};
