@@ -1,14 +1,22 @@
 // In-process tests of the scheduler's actors with fake ports: the whole job
 // life through router, supervisors, queue, arbiter and node actor, and
 // supervision (a crashed actor is restarted from its snapshot).
+//
+// The whole scheduler (start_scheduler) runs on CAF's test coordinator
+// (tests/unit/actor_test_kit.hpp): every actor runs on this thread, and the
+// fixture runs every message to the end (the system is quiescent) before it
+// returns, so what the fake outbox holds is all the actors will say. Time
+// stands still: a ManualClock (actors/ports.hpp) is the only time the actors
+// read, and a timer (a retry back-off, the node's hold check) fires only when
+// the test lets time pass (Fixture::pass). No threads, no waits, no sleeps.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
-#include <condition_variable>
 #include <csignal>
-#include <mutex>
+#include <deque>
 #include <nlohmann/json.hpp>
-#include <thread>
 
+#include "actor_test_kit.hpp"
 #include "actors/policy/ledger.hpp"
 #include "actors/scheduler.hpp"
 #include "bus/subjects.hpp"
@@ -27,84 +35,69 @@ struct Published {
   std::string text() const { return std::string(data.begin(), data.end()); }
 };
 
+// What the actors published, in order. Only the test's thread runs actors:
+// no lock is needed.
 class FakeOutbox : public Outbox {
  public:
-  void send(const std::string& subject, const void* data, size_t size,
-            const std::string& reply) override {
-    auto* p = static_cast<const uint8_t*>(data);
-    std::lock_guard<std::mutex> lock(mu_);
-    log_.push_back({subject, reply, std::vector<uint8_t>(p, p + size)});
-    cv_.notify_all();
-  }
   // Job events: taken as stored at once, or (hold_events) only on
   // store_events() — a JetStream that has not acknowledged them yet.
-  void send_event(const std::string& subject, const std::string& data, Stored stored) override {
-    send(subject, data.data(), data.size(), {});
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (hold_events && stored) {
-        unstored_.push_back(std::move(stored));
-        return;
-      }
-    }
-    if (stored) stored();
-  }
+  bool hold_events = false;  // set before any job exists
+
+  // Acknowledges the held events (their `stored` callbacks run now, on this
+  // thread) and stops holding; returns how many were held.
   size_t store_events() {
     std::vector<Stored> now;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      now.swap(unstored_);
-      hold_events = false;
-    }
+    now.swap(unstored_);
+    hold_events = false;
     for (auto& f : now) f();
     return now.size();
   }
-  bool hold_events = false;  // set before any job exists
-  // Waits until some published message satisfies `pred`; returns it.
-  template <class Pred>
-  std::optional<Published> wait_for(Pred pred,
-                                    std::chrono::milliseconds within = std::chrono::seconds(5)) {
-    std::unique_lock<std::mutex> lock(mu_);
-    std::optional<Published> found;
-    cv_.wait_for(lock, within, [&] {
-      for (const auto& m : log_)
-        if (pred(m)) {
-          found = m;
-          return true;
-        }
-      return false;
-    });
-    return found;
-  }
 
+  // The first published message satisfying `pred` (null: none). A deque:
+  // what it points to stays put while more is published.
+  template <class Pred>
+  const Published* find(Pred pred) const {
+    for (const auto& m : log_)
+      if (pred(m)) return &m;
+    return nullptr;
+  }
   // Where the first published message satisfying `pred` is in the order of
   // publication (-1: none).
   template <class Pred>
-  long position(Pred pred) {
-    std::lock_guard<std::mutex> lock(mu_);
+  long position(Pred pred) const {
     for (size_t i = 0; i < log_.size(); ++i)
       if (pred(log_[i])) return static_cast<long>(i);
     return -1;
   }
-
-  // Waits until at least `n` published messages satisfy `pred`.
   template <class Pred>
-  bool wait_count(Pred pred, size_t n, std::chrono::milliseconds within = std::chrono::seconds(5)) {
-    std::unique_lock<std::mutex> lock(mu_);
-    return cv_.wait_for(lock, within, [&] {
-      size_t k = 0;
-      for (const auto& m : log_) k += pred(m) ? 1 : 0;
-      return k >= n;
-    });
+  size_t count(Pred pred) const {
+    size_t n = 0;
+    for (const auto& m : log_) n += pred(m) ? 1 : 0;
+    return n;
+  }
+
+ protected:
+  void send(const std::string& subject, const void* data, size_t size,
+            const std::string& reply) override {
+    auto* p = static_cast<const uint8_t*>(data);
+    log_.push_back({subject, reply, std::vector<uint8_t>(p, p + size)});
+  }
+  void send_event(const std::string& subject, const std::string& data, Stored stored) override {
+    send(subject, data.data(), data.size(), {});
+    if (hold_events && stored) {
+      unstored_.push_back(std::move(stored));
+      return;
+    }
+    if (stored) stored();
   }
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<Published> log_;
+  std::deque<Published> log_;
   std::vector<Stored> unstored_;
 };
 
+// Stores every submission at once: `done` runs inline (it only sends to the
+// router, which handles it when the coordinator runs it).
 class InstantIntake : public Intake {
  public:
   void append(const std::string&, std::vector<uint8_t>, const std::string&, Done done) override {
@@ -112,31 +105,82 @@ class InstantIntake : public Intake {
   }
 };
 
-struct Fixture {
-  caf::actor_system_config cfg;
-  std::unique_ptr<caf::actor_system> sys;
+// What the tests look for in the outbox.
+auto reply_to(const std::string& inbox) {
+  return [inbox](const Published& p) { return p.subject == inbox; };
+}
+auto event_of(const std::string& job, const std::string& state) {
+  return [job, state](const Published& p) {
+    return p.subject == subjects::job_events("t", job) &&
+           json::parse(p.text()).value("state", "") == state;
+  };
+}
+const wire::Launch* launch_in(const Published& p, const std::string& node) {
+  if (p.subject != subjects::scheduler_to_agent(node, subjects::kLaunch)) return nullptr;
+  auto* e = wire::open(p.data);
+  return e ? e->body_as_Launch() : nullptr;
+}
+// A Launch of `job` to node `node`.
+auto launch_of(const std::string& node, const std::string& job) {
+  return [node, job](const Published& p) {
+    auto* l = launch_in(p, node);
+    return l && wire::str(l->job_id()) == job;
+  };
+}
+// A Launch of attempt `attempt` (of any job) to node `node`.
+auto launch_attempt(const std::string& node, int32_t attempt) {
+  return [node, attempt](const Published& p) {
+    auto* l = launch_in(p, node);
+    return l && l->attempt() == attempt;
+  };
+}
+
+constexpr int64_t kStartMs = 1'800'000'000'000;  // the manual clock's start (2027)
+
+struct Fixture : testing::TestSystem {
+  std::shared_ptr<ManualClock> clock = std::make_shared<ManualClock>(kStartMs);
   std::shared_ptr<FakeOutbox> out = std::make_shared<FakeOutbox>();
   Wiring w;
   int replies = 0;
 
   explicit Fixture(SchedulerOptions opts = {}) {
-    configure(cfg);
-    sys = std::make_unique<caf::actor_system>(cfg);
+    opts.clock = clock;
     w = start_scheduler(*sys, out, std::make_shared<InstantIntake>(), std::move(opts));
+    settle();
   }
   ~Fixture() {
     stop_scheduler(w);
-    sys->await_all_actors_done();
+    settle();
   }
 
-  void inbound(const std::string& subject, std::vector<uint8_t> data, std::string reply = {}) {
+  // Runs every message sent so far, and every message they send, to the end.
+  // Timers do not fire: time stands still.
+  void settle() { sched->run(); }
+  // Lets `ms` pass, in steps of 100 ms: the actors' clock and CAF's timer
+  // clock move together, and each step's due timers fire and are settled.
+  void pass(int64_t ms) {
+    constexpr int64_t kStep = 100;
+    for (int64_t left = ms; left > 0; left -= kStep) {
+      int64_t d = std::min(left, kStep);
+      clock->advance(d);
+      sched->advance_time(std::chrono::milliseconds(d));
+      settle();
+    }
+  }
+
+  // Hands the router a message from the bus (post: not yet handled).
+  void post(const std::string& subject, std::vector<uint8_t> data, std::string reply = {}) {
     caf::anon_send(w.router, Inbound{subject, std::move(reply), std::move(data)});
+  }
+  void inbound(const std::string& subject, std::vector<uint8_t> data, std::string reply = {}) {
+    post(subject, std::move(data), std::move(reply));
+    settle();
   }
   std::string submit(const std::string& spec_json) {
     std::string reply = "_INBOX.test." + std::to_string(++replies);
     inbound(subjects::team_submit("t"), std::vector<uint8_t>(spec_json.begin(), spec_json.end()),
             reply);
-    auto r = out->wait_for([&](const Published& m) { return m.subject == reply; });
+    auto* r = out->find(reply_to(reply));
     REQUIRE(r);
     auto j = json::parse(r->text());
     REQUIRE(j.contains("job_id"));
@@ -153,67 +197,66 @@ struct Fixture {
                                          false, 0, 0, 0, 0, fbb.CreateString(runtime));
     inbound(subjects::agent_to_scheduler(name, subjects::kRegister), wire::seal(fbb, body));
   }
-  // Waits for the launch of `job` on `node` and returns its rank.
-  const wire::Launch* launched(const std::string& node, const std::string& job, Published& keep) {
-    auto m = out->wait_for([&](const Published& p) {
-      if (p.subject != subjects::scheduler_to_agent(node, subjects::kLaunch)) return false;
-      auto* e = wire::open(p.data);
-      return e && e->body_as_Launch() && wire::str(e->body_as_Launch()->job_id()) == job;
-    });
+  // The Launch of `job` on `node` (it must have gone out).
+  const wire::Launch* launched(const std::string& node, const std::string& job) {
+    auto* m = out->find(launch_of(node, job));
     REQUIRE(m);
-    keep = *m;
-    return wire::open(keep.data)->body_as_Launch();
+    return launch_in(*m, node);
   }
-  void agent_reports(const std::string& node, const wire::Launch* l, int exit_code) {
+  // The agent of `node` reports the worker of Launch `l` started, then
+  // exited with `exit_code` (post: not yet handled).
+  void post_reports(const std::string& node, const wire::Launch* l, int exit_code) {
     flatbuffers::FlatBufferBuilder a;
     auto started =
         wire::CreateStarted(a, a.CreateString(node), a.CreateString(wire::str(l->job_id())),
                             l->attempt(), l->rank(), 4242);
-    inbound(subjects::agent_to_scheduler(node, subjects::kStarted), wire::seal(a, started));
+    post(subjects::agent_to_scheduler(node, subjects::kStarted), wire::seal(a, started));
     flatbuffers::FlatBufferBuilder b;
     auto exited = wire::CreateExited(
         b, b.CreateString(node), b.CreateString(wire::str(l->job_id())), l->attempt(), l->rank(),
         exit_code, 0, b.CreateString("exited with code " + std::to_string(exit_code)));
-    inbound(subjects::agent_to_scheduler(node, subjects::kExited), wire::seal(b, exited));
+    post(subjects::agent_to_scheduler(node, subjects::kExited), wire::seal(b, exited));
+  }
+  void agent_reports(const std::string& node, const wire::Launch* l, int exit_code) {
+    post_reports(node, l, exit_code);
+    settle();
   }
   bool event(const std::string& job, const std::string& state) {
-    return out
-        ->wait_for([&](const Published& p) {
-          if (p.subject != subjects::job_events("t", job)) return false;
-          return json::parse(p.text())["state"] == state;
-        })
-        .has_value();
+    return out->find(event_of(job, state)) != nullptr;
   }
   // Sends an Envelope to node `node`'s actor, as the other actors do.
   void to_node(const std::string& node, std::vector<uint8_t> bytes) {
     caf::anon_send(w.nodes, route_atom_v, node, caf::make_message(Envelope{std::move(bytes)}));
+    settle();
   }
-  // How many workers node `node` counts as running (launched, not exited),
-  // once every message sent to it before is handled (it answers in order).
+  // How many workers node `node` counts as running (launched, not exited).
   int running_on(const std::string& node) {
     std::string reply = "_INBOX.cordon." + std::to_string(++replies);
     caf::anon_send(w.nodes, cordon_atom_v, node, false, false, reply);
-    auto r = out->wait_for([&](const Published& m) { return m.subject == reply; });
+    settle();
+    auto* r = out->find(reply_to(reply));
     REQUIRE(r);
     return json::parse(r->text())["running"].get<int>();
   }
+  // The restarts supervisor `sup` counts (stats_atom), asked by a probe actor
+  // that lives until the answer comes.
   int64_t restarts(const caf::actor& sup) {
-    caf::scoped_actor self{*sys};
-    int64_t n = -1;
-    self->request(sup, std::chrono::seconds(5), stats_atom_v)
-        .receive([&](int64_t x) { n = x; }, [&](caf::error&) {});
-    return n;
+    auto n = std::make_shared<int64_t>(-1);
+    sys->spawn([sup, n](caf::event_based_actor* self) {
+      self->request(sup, caf::infinite, stats_atom_v)
+          .then([n](int64_t x) { *n = x; }, [](caf::error&) {});
+    });
+    settle();
+    return *n;
+  }
+  // Crashes job `id`'s actor (the debug crash, through its supervisor).
+  void crash_job(const std::string& id) {
+    caf::anon_send(w.jobs, crash_atom_v, id);
+    settle();
   }
 };
 
 const char* kJob = R"({"command":["true"],"resources":{"gpus":1}})";
-
-// A node asks about a hold after 300 ms instead of 10 s.
-SchedulerOptions quick_hold_check() {
-  SchedulerOptions opts;
-  opts.hold_check_ms = 300;
-  return opts;
-}
 
 }  // namespace
 
@@ -222,32 +265,36 @@ TEST_CASE("a job runs through the actors: queued, starting, running, succeeded",
   f.register_node("n1", 4);
   auto id = f.submit(kJob);
   CHECK(f.event(id, "queued"));
-  Published keep;
-  auto* l = f.launched("n1", id, keep);
+  auto* l = f.launched("n1", id);
   CHECK(l->gpus()->size() == 1);
   CHECK(f.event(id, "starting"));
   f.agent_reports("n1", l, 0);
   CHECK(f.event(id, "running"));
   CHECK(f.event(id, "succeeded"));
+  // In that order, and launched once.
+  CHECK(f.out->position(event_of(id, "queued")) < f.out->position(event_of(id, "starting")));
+  CHECK(f.out->position(event_of(id, "starting")) < f.out->position(event_of(id, "running")));
+  CHECK(f.out->position(event_of(id, "running")) < f.out->position(event_of(id, "succeeded")));
+  CHECK(f.out->count(launch_of("n1", id)) == 1);
 }
 
 TEST_CASE("a failing job with max_retries runs again with the next attempt", "[actors]") {
   Fixture f;
   f.register_node("n1", 4);
   auto id = f.submit(R"({"command":["false"],"resources":{"gpus":1},"max_retries":1})");
-  Published k1, k2;
-  auto* l1 = f.launched("n1", id, k1);
+  auto* l1 = f.launched("n1", id);
   REQUIRE(l1->attempt() == 1);
   f.agent_reports("n1", l1, 1);
-  auto second = f.out->wait_for([&](const Published& p) {
-    auto* e = wire::open(p.data);
-    return p.subject == subjects::scheduler_to_agent("n1", subjects::kLaunch) && e &&
-           e->body_as_Launch() && e->body_as_Launch()->attempt() == 2;
-  });
+  // The retry waits out its back-off (1 s for the first) ...
+  f.pass(900);
+  CHECK_FALSE(f.out->find(launch_attempt("n1", 2)));
+  f.pass(200);
+  // ... then runs as attempt 2.
+  auto* second = f.out->find(launch_attempt("n1", 2));
   REQUIRE(second);
-  k2 = *second;
-  f.agent_reports("n1", wire::open(k2.data)->body_as_Launch(), 1);
+  f.agent_reports("n1", launch_in(*second, "n1"), 1);
   CHECK(f.event(id, "failed"));
+  CHECK_FALSE(f.out->find(launch_attempt("n1", 3)));
 }
 
 TEST_CASE("a crashed job actor is restarted from its snapshot and still runs",
@@ -255,42 +302,35 @@ TEST_CASE("a crashed job actor is restarted from its snapshot and still runs",
   Fixture f;
   auto id = f.submit(kJob);  // no node yet: stays queued
   REQUIRE(f.event(id, "queued"));
-  caf::anon_send(f.w.jobs, crash_atom_v, id);
+  CHECK(f.restarts(f.w.jobs) == 0);
+  f.crash_job(id);
   // The restart is visible in the supervisor's count...
-  int64_t n = 0;
-  for (int i = 0; i < 200 && (n = f.restarts(f.w.jobs)) < 1; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  CHECK(n == 1);
+  CHECK(f.restarts(f.w.jobs) == 1);
   // ...and the restored job is placed once a node arrives.
   f.register_node("n1", 2);
-  Published keep;
-  auto* l = f.launched("n1", id, keep);
+  auto* l = f.launched("n1", id);
   f.agent_reports("n1", l, 0);
   CHECK(f.event(id, "succeeded"));
 }
 
 TEST_CASE("a crashed node actor is restarted and keeps placing", "[actors][supervision]") {
   Fixture f;
+  auto hello = [](const Published& p) {
+    return p.subject == subjects::scheduler_to_agent("n1", subjects::kHello);
+  };
   f.register_node("n1", 2);
   auto a = f.submit(kJob);
-  Published k1;
-  f.agent_reports("n1", f.launched("n1", a, k1), 0);
+  f.agent_reports("n1", f.launched("n1", a), 0);
   REQUIRE(f.event(a, "succeeded"));
+  size_t hellos = f.out->count(hello);
   caf::anon_send(f.w.nodes, crash_atom_v, std::string("n1"));
-  int64_t n = 0;
-  for (int i = 0; i < 200 && (n = f.restarts(f.w.nodes)) < 1; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  CHECK(n == 1);
+  f.settle();
+  CHECK(f.restarts(f.w.nodes) == 1);
   // The restarted actor asks its agent to register again (as the agent does).
-  REQUIRE(f.out->wait_count(
-      [](const Published& p) {
-        return p.subject == subjects::scheduler_to_agent("n1", subjects::kHello);
-      },
-      2));
+  CHECK(f.out->count(hello) == hellos + 1);
   f.register_node("n1", 2);
   auto b = f.submit(kJob);
-  Published k2;
-  f.agent_reports("n1", f.launched("n1", b, k2), 0);
+  f.agent_reports("n1", f.launched("n1", b), 0);
   CHECK(f.event(b, "succeeded"));
 }
 
@@ -299,10 +339,10 @@ TEST_CASE("malformed agent messages are dropped and counted", "[actors][input]")
   f.inbound("troupe.sys.agent.n1.heartbeat", {1, 2, 3, 4, 5, 6, 7, 8});
   f.inbound("troupe.t.status", {'{', 'x'}, "_INBOX.s");
   f.inbound("troupe.sys.stats", {}, "_INBOX.stats");
-  auto r = f.out->wait_for([](const Published& p) { return p.subject == "_INBOX.stats"; });
+  auto* r = f.out->find(reply_to("_INBOX.stats"));
   REQUIRE(r);
   CHECK(json::parse(r->text())["malformed"] == 2);
-  auto s = f.out->wait_for([](const Published& p) { return p.subject == "_INBOX.s"; });
+  auto* s = f.out->find(reply_to("_INBOX.s"));
   REQUIRE(s);
   CHECK(json::parse(s->text()).contains("error"));
 }
@@ -315,8 +355,7 @@ TEST_CASE("a give-up release never frees a launched hold; the job's own release 
   Fixture f;
   f.register_node("n1", 1);
   auto a = f.submit(kJob);
-  Published k;
-  auto* l = f.launched("n1", a, k);
+  auto* l = f.launched("n1", a);
   auto hold = troupe::policy::hold_id(a, l->attempt(), l->rank());
   REQUIRE(f.running_on("n1") == 1);
   f.to_node("n1", wire::release(hold, "gang not placed", true));
@@ -329,11 +368,14 @@ TEST_CASE("a hold whose placement never reached its job is handed back by the no
           "[actors][holds]") {
   // A placement that died with a crashed actor's mailbox leaves the node a
   // committed hold nobody launches. The node asks the job, which disowns it.
-  Fixture f(quick_hold_check());
+  // 3 s instead of 10 s: the fake agents send no heartbeats, and a node
+  // silent for 10 s is lost.
+  SchedulerOptions opts;
+  opts.hold_check_ms = 3000;
+  Fixture f(opts);
   f.register_node("n1", 1);
   auto a = f.submit(kJob);
-  Published k1;
-  f.agent_reports("n1", f.launched("n1", a, k1), 0);
+  f.agent_reports("n1", f.launched("n1", a), 0);
   REQUIRE(f.event(a, "succeeded"));
   // An orphan of job a's first attempt on the node's only GPU.
   auto orphan = troupe::policy::hold_id(a, 1, 0);
@@ -346,10 +388,15 @@ TEST_CASE("a hold whose placement never reached its job is handed back by the no
     flatbuffers::FlatBufferBuilder c;
     f.to_node("n1", wire::seal(c, wire::CreateCommit(c, c.CreateString(orphan))));
   }
-  // Job b needs that GPU: it is placed once the orphan is handed back.
+  // Job b needs that GPU: it waits while the orphan holds it (the node's
+  // ticks, every second, find it too young to ask about) ...
   auto b = f.submit(kJob);
-  Published k2;
-  auto* l = f.launched("n1", b, k2);
+  CHECK(f.event(b, "queued"));
+  f.pass(2500);
+  CHECK_FALSE(f.out->find(launch_of("n1", b)));
+  // ... and is placed once the hold check has handed the orphan back.
+  f.pass(1600);
+  auto* l = f.launched("n1", b);
   CHECK(l->gpus()->size() == 1);
   f.agent_reports("n1", l, 0);
   CHECK(f.event(b, "succeeded"));
@@ -359,19 +406,38 @@ TEST_CASE("a job actor crashed as its worker exits still ends with the real exit
           "[actors][holds]") {
   // The Exited may die with the crashed actor's mailbox: the restarted job
   // asks its node (sync), and the hold check tells it again.
-  Fixture f(quick_hold_check());
+  Fixture f;
   f.register_node("n1", 1);
   auto a = f.submit(R"({"command":["false"],"resources":{"gpus":1}})");
-  Published k;
-  auto* l = f.launched("n1", a, k);
-  caf::anon_send(f.w.jobs, crash_atom_v, a);
-  f.agent_reports("n1", l, 3);
+  auto* l = f.launched("n1", a);
+  SECTION("the worker's reports die in the crashed actor's mailbox") {
+    // The crash reaches the job actor first; the Started and Exited then
+    // queue behind it (its supervisor still routes to it) and die with it.
+    caf::anon_send(f.w.jobs, crash_atom_v, a);
+    REQUIRE(f.sched->prioritize(f.w.jobs));
+    f.sched->run_once();
+    f.post_reports("n1", l, 3);
+    auto doomed = [](caf::resumable* r) {
+      auto* s = dynamic_cast<caf::scheduled_actor*>(r);
+      auto* m = s ? s->mailbox().peek() : nullptr;
+      return m != nullptr && m->content().match_elements<crash_atom>();
+    };
+    f.sched->run_jobs_filtered([&](caf::resumable* r) { return !doomed(r); });
+    // Only the doomed actor is left to run: its crash, then the worker's
+    // Started and Exited.
+    REQUIRE(f.sched->jobs.size() == 1);
+    CHECK(f.sched->next_job<caf::scheduled_actor>().mailbox().size() == 3);
+    CHECK_FALSE(f.event(a, "failed"));
+    f.settle();
+  }
+  SECTION("the worker's reports reach the restarted actor") {
+    f.crash_job(a);
+    f.agent_reports("n1", l, 3);
+  }
+  CHECK(f.restarts(f.w.jobs) == 1);
   REQUIRE(f.event(a, "failed"));
-  auto ev = f.out->wait_for([&](const Published& p) {
-    return p.subject == subjects::job_events("t", a) && json::parse(p.text())["state"] == "failed";
-  });
-  REQUIRE(ev);
-  CHECK(json::parse(ev->text())["exit_code"] == 3);
+  CHECK(json::parse(f.out->find(event_of(a, "failed"))->text())["exit_code"] == 3);
+  CHECK(f.out->count(event_of(a, "failed")) == 1);
 }
 
 TEST_CASE("a restarted job whose rank its node does not hold has it stopped and runs again",
@@ -379,14 +445,13 @@ TEST_CASE("a restarted job whose rank its node does not hold has it stopped and 
   Fixture f;
   f.register_node("n1", 1);
   auto a = f.submit(kJob);
-  Published k1;
-  auto* l1 = f.launched("n1", a, k1);
+  auto* l1 = f.launched("n1", a);
   REQUIRE(l1->attempt() == 1);
   f.to_node("n1", wire::release(troupe::policy::hold_id(a, 1, 0), "lost track"));
   REQUIRE(f.running_on("n1") == 0);
-  caf::anon_send(f.w.jobs, crash_atom_v, a);
+  f.crash_job(a);
   // The node stops whatever runs of attempt 1 (SIGKILL) ...
-  auto stop = f.out->wait_for([&](const Published& p) {
+  auto* stop = f.out->find([&](const Published& p) {
     if (p.subject != subjects::scheduler_to_agent("n1", subjects::kStop)) return false;
     auto* e = wire::open(p.data);
     auto* s = e ? e->body_as_Stop() : nullptr;
@@ -394,13 +459,9 @@ TEST_CASE("a restarted job whose rank its node does not hold has it stopped and 
   });
   CHECK(stop);
   // ... and the job runs again as attempt 2 (an infrastructure failure).
-  auto second = f.out->wait_for([&](const Published& p) {
-    auto* e = wire::open(p.data);
-    return p.subject == subjects::scheduler_to_agent("n1", subjects::kLaunch) && e &&
-           e->body_as_Launch() && e->body_as_Launch()->attempt() == 2;
-  });
+  auto* second = f.out->find(launch_attempt("n1", 2));
   REQUIRE(second);
-  f.agent_reports("n1", wire::open(second->data)->body_as_Launch(), 0);
+  f.agent_reports("n1", launch_in(*second, "n1"), 0);
   CHECK(f.event(a, "succeeded"));
 }
 
@@ -414,22 +475,20 @@ TEST_CASE("a job's Launch waits until the events stream holds its starting event
     return p.subject == subjects::scheduler_to_agent("n1", subjects::kLaunch);
   };
   // The placement is decided and announced...
-  REQUIRE(f.out->wait_for([&](const Published& p) {
-    return p.subject == subjects::job_events("t", id) &&
-           json::parse(p.text()).value("state", "") == "starting";
-  }));
+  REQUIRE(f.event(id, "starting"));
   // ...but no Launch goes while the event is not kept (a scheduler killed now
-  // must not leave a worker its restored state does not know of).
-  CHECK_FALSE(f.out->wait_for(is_launch, std::chrono::milliseconds(500)));
+  // must not leave a worker its restored state does not know of), not even
+  // after a few seconds.
+  CHECK_FALSE(f.out->find(is_launch));
+  f.pass(3000);
+  CHECK_FALSE(f.out->find(is_launch));
   CHECK(f.out->store_events() == 1);  // the starting event (the others need no answer)
-  Published keep;
-  const auto* l = f.launched("n1", id, keep);
+  f.settle();
+  const auto* l = f.launched("n1", id);
   CHECK(l->attempt() == 1);
+  CHECK(f.out->count(is_launch) == 1);
   f.agent_reports("n1", l, 0);
-  REQUIRE(f.out->wait_for([&](const Published& p) {
-    return p.subject == subjects::job_events("t", id) &&
-           json::parse(p.text()).value("state", "") == "succeeded";
-  }));
+  REQUIRE(f.event(id, "succeeded"));
 }
 
 TEST_CASE("a job canceled before its Launch keeps its GPU until it has announced its end",
@@ -441,32 +500,23 @@ TEST_CASE("a job canceled before its Launch keeps its GPU until it has announced
   f.out->hold_events = true;
   f.register_node("n1", 1);
   auto a = f.submit(kJob);
-  auto event_of = [&](const std::string& job, const std::string& state) {
-    return [job, state](const Published& p) {
-      return p.subject == subjects::job_events("t", job) &&
-             json::parse(p.text()).value("state", "") == state;
-    };
-  };
-  REQUIRE(f.out->wait_for(event_of(a, "starting")));
+  REQUIRE(f.event(a, "starting"));
   auto b = f.submit(kJob);  // waits for n1's only GPU
-  REQUIRE(f.out->wait_for(event_of(b, "queued")));
+  REQUIRE(f.event(b, "queued"));
+  CHECK_FALSE(f.event(b, "starting"));
   std::string body = "{\"job_id\":\"" + a + "\"}";
   f.inbound(subjects::team_cancel("t"), std::vector<uint8_t>(body.begin(), body.end()),
             "_INBOX.cancel");
-  REQUIRE(f.out->wait_for(event_of(a, "canceled")));
-  REQUIRE(f.out->wait_for(event_of(b, "starting")));
+  REQUIRE(f.event(a, "canceled"));
+  REQUIRE(f.event(b, "starting"));
   CHECK(f.out->position(event_of(a, "canceled")) < f.out->position(event_of(b, "starting")));
   // The starting event is kept only now: job a's Launch never goes.
   f.out->store_events();
-  Published keep;
-  auto* l = f.launched("n1", b, keep);
+  f.settle();
+  auto* l = f.launched("n1", b);
   f.agent_reports("n1", l, 0);
-  REQUIRE(f.out->wait_for(event_of(b, "succeeded")));
-  CHECK(f.out->position([&](const Published& p) {
-    auto* e = wire::open(p.data);
-    return p.subject == subjects::scheduler_to_agent("n1", subjects::kLaunch) && e &&
-           e->body_as_Launch() && wire::str(e->body_as_Launch()->job_id()) == a;
-  }) == -1);
+  REQUIRE(f.event(b, "succeeded"));
+  CHECK(f.out->position(launch_of("n1", a)) == -1);
 }
 
 TEST_CASE("a Launch carries the worker's isolation from the spec and the cluster config",
@@ -476,18 +526,17 @@ TEST_CASE("a Launch carries the worker's isolation from the spec and the cluster
                "pools: [{name: a100, gpu_type: a100}]\n"
                "teams: [{name: t, run_as: 5001}]\n"
                "job_defaults: {memory_mb: 8192}\n");
+  f.settle();
   f.register_node("n1", 8, "podman");
   auto img = f.submit(
       R"({"command":["true"],"image":"localhost/troupe-busybox:latest","resources":{"gpus":1,"cpus":2}})");
-  Published keep;
-  auto* l = f.launched("n1", img, keep);
+  auto* l = f.launched("n1", img);
   CHECK(wire::str(l->image()) == "localhost/troupe-busybox:latest");
   CHECK(l->cpus() == 2);
   CHECK(l->memory_mb() == 8192);  // none in the spec: job_defaults
   CHECK(l->run_as_uid() == 5001);
   auto own = f.submit(R"({"command":["true"],"resources":{"gpus":1,"memory_mb":100}})");
-  Published keep2;
-  auto* l2 = f.launched("n1", own, keep2);
+  auto* l2 = f.launched("n1", own);
   CHECK(wire::str(l2->image()).empty());
   CHECK(l2->cpus() == 0);
   CHECK(l2->memory_mb() == 100);  // the spec's own
@@ -498,8 +547,7 @@ TEST_CASE("without run_as a Launch leaves the user to the agent (-1)", "[actors]
   Fixture f;
   f.register_node("n1", 8);
   auto id = f.submit(kJob);
-  Published keep;
-  auto* l = f.launched("n1", id, keep);
+  auto* l = f.launched("n1", id);
   CHECK(l->run_as_uid() == -1);
   CHECK(l->memory_mb() == 0);
 }
@@ -511,28 +559,15 @@ TEST_CASE("a job with an image waits for a node that runs images, never the host
   auto img = f.submit(
       R"({"command":["true"],"image":"localhost/troupe-busybox:latest","resources":{"gpus":1}})");
   auto host = f.submit(kJob);  // behind it in the queue: it still runs on the plain node
-  Published keep;
-  f.launched("plain", host, keep);
-  // Why it waits: the runtime, by its code. Asked until a round has looked
-  // at it (its enqueue may still be on its way to the queue: not_in_queue).
+  f.launched("plain", host);
+  // Why it waits: the runtime, by its code (every round so far is done).
   std::string ask = json{{"job_id", img}}.dump();
-  std::string code;
-  for (int i = 0; i < 200 && code != "no_runtime"; ++i) {
-    if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    std::string reply = "_INBOX.why." + std::to_string(i);
-    f.inbound(subjects::team_why("t"), std::vector<uint8_t>(ask.begin(), ask.end()), reply);
-    auto why = f.out->wait_for([&](const Published& m) { return m.subject == reply; });
-    REQUIRE(why);
-    code = json::parse(why->text()).value("code", "");
-  }
-  CHECK(code == "no_runtime");
+  f.inbound(subjects::team_why("t"), std::vector<uint8_t>(ask.begin(), ask.end()), "_INBOX.why");
+  auto* why = f.out->find(reply_to("_INBOX.why"));
+  REQUIRE(why);
+  CHECK(json::parse(why->text()).value("code", "") == "no_runtime");
   // A node with a runtime joins: the job runs there.
   f.register_node("podman", 8, "podman");
-  Published keep2;
-  f.launched("podman", img, keep2);
-  CHECK(f.out->position([&](const Published& p) {
-    if (p.subject != subjects::scheduler_to_agent("plain", subjects::kLaunch)) return false;
-    auto* e = wire::open(p.data);
-    return e && e->body_as_Launch() && wire::str(e->body_as_Launch()->job_id()) == img;
-  }) == -1);
+  f.launched("podman", img);
+  CHECK(f.out->position(launch_of("plain", img)) == -1);
 }
