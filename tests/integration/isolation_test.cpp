@@ -300,7 +300,7 @@ TEST_CASE("isolation: a job on GPU 1 cannot open GPU 0's device node", "[integra
 }
 
 TEST_CASE(
-    "isolation: setsid sleep 1000 & is gone when its job ends; kill -9 $PPID leaves the "
+    "isolation: setsid sleep 1000 & is gone when its job ends, kill -9 $PPID leaves the "
     "agent running and fails the job without a free retry",
     "[integration][isolation]") {
   Cluster c(ClusterOptions{}.node("n1"));

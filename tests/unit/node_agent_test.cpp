@@ -278,7 +278,7 @@ TEST_CASE("node agent: max_runtime_s kills the worker", "[node][agent]") {
   CHECK(wire::str(x->reason()) == "exceeded max_runtime_s");
 }
 
-TEST_CASE("node agent: duplicate launches start nothing; a finished worker's exit is told again",
+TEST_CASE("node agent: duplicate launches start nothing, a finished worker's exit is told again",
           "[node][agent]") {
   Fixture f;
   LaunchArgs a;

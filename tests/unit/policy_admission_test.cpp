@@ -60,7 +60,7 @@ TEST_CASE("admission: 50,000 attempts in 4 s at 200/s with burst 200", "[policy]
   CHECK(ok <= 200 + 800);
 }
 
-TEST_CASE("admission: rate 0 limits nothing; full buckets can be forgotten",
+TEST_CASE("admission: rate 0 limits nothing, full buckets can be forgotten",
           "[policy][admission]") {
   TokenBucket b;
   for (int i = 0; i < 100'000; ++i) REQUIRE(take_token(b, 0, 0, 0));

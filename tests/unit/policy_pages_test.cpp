@@ -84,7 +84,7 @@ TEST_CASE("pages: a jobs request's limit, after and state", "[pages]") {
   }
 }
 
-TEST_CASE("pages: limit and next; every page after the last one's next covers each job once",
+TEST_CASE("pages: limit and next, every page after the last one's next covers each job once",
           "[pages]") {
   auto v = jobs(10);
   auto first = page_of(v, 0, 4, kMaxReplyBytes);

@@ -182,7 +182,7 @@ TEST_CASE("pool plan: equal priority, the one below its guarantee goes first, th
   CHECK(plan->why == "for job owed of team b (below its guarantee)");
 }
 
-TEST_CASE("pool plan: the per-minute budget; none when nothing makes room",
+TEST_CASE("pool plan: the per-minute budget, none when nothing makes room",
           "[policy][preemption]") {
   std::vector<NodeCapacity> nodes = {node("a", 0), node("b", 0)};
   std::vector<PreemptCandidate> c = {job("v1", {0}, 8, 10, 0), job("v2", {1}, 8, 10, 0)};
