@@ -34,8 +34,10 @@ bool Engine::open_lane(Lane& lane, const bus::ConnectOptions& base, const std::s
     cv_.notify_all();
   };
   o.name = "troupe-load-pub" + label;
+  o.send_asap = false;  // submissions at full speed: let the client batch writes (fewer TLS records)
   lane.pub = bus::Connection::open(o, error);
   if (!lane.pub) return false;
+  o.send_asap = base.send_asap;
   o.name = "troupe-load-replies" + label;
   lane.reply_conn = bus::Connection::open(o, error);
   if (!lane.reply_conn) return false;
