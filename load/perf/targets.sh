@@ -25,7 +25,8 @@
 #
 # Each run starts its own nats-server -js on a free port, troupe-scheduler
 # and (for throughput and latency) troupe-node --simulate --count NODES, and
-# prints the troupe-load JSON report, the 1-min load average before and after
+# prints the troupe-load JSON report, for throughput the CPU seconds each
+# process spent during the run (cpu_s), the 1-min load average before and after
 # and, with --perf, a `perf report` summary of troupe-scheduler during the run
 # (perf record -g, call graphs, inclusive). Everything is stopped at the end.
 set -euo pipefail
@@ -113,6 +114,27 @@ profile_stop() {
     2>/dev/null | c++filt | grep -v '^$' | head -45
 }
 
+# CPU seconds (user + system, from /proc) each process spent during the
+# measured run: what the configuration costs, whatever the VM's speed at
+# that moment (a throughput figure on a shared 2-core VM swings by 2x).
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
+declare -A CPU0
+cpu_start() { for p in "${PIDS[@]}"; do CPU0[$p]=$(cpu_ticks "$p"); done; }
+cpu_stop() {  # JOBS
+  local hz total=0 line="" p name d
+  hz=$(getconf CLK_TCK)
+  for p in "${PIDS[@]}"; do
+    name=$(cat "/proc/$p/comm" 2>/dev/null || echo "?")
+    d=$(( $(cpu_ticks "$p") - ${CPU0[$p]:-0} ))
+    total=$((total + d))
+    line+=" $name $(awk -v t="$d" -v hz="$hz" 'BEGIN{printf "%.2f", t/hz}')"
+  done
+  read -r lu ls < <(tail -1 "$DIR/load.time") || true
+  line+=" troupe-load $(awk -v u="${lu:-0}" -v s="${ls:-0}" 'BEGIN{printf "%.2f", u+s}')"
+  echo "cpu_s:$line; all $(awk -v t="$total" -v hz="$hz" -v u="${lu:-0}" -v s="${ls:-0}" -v j="$1" \
+    'BEGIN{a=t/hz+u+s; printf "%.2f s, %.2f ms per job", a, 1000*a/j}')"
+}
+
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)  ($(date -u +%FT%TZ), $(nproc) cores, commit $(git -C "$(dirname "$0")" rev-parse --short HEAD 2>/dev/null))"
 case "$MEASURE" in
   throughput)
@@ -120,8 +142,11 @@ case "$MEASURE" in
     fleet "$NODES"
     teams=$(seq -s, -f 't%g' 1 "$TEAMS")
     profile_start
-    "$BIN/troupe-load" --nats "$URL" --jobs "$JOBS" --rate 0 --teams "$teams" --duration-s 0.05 \
-      --deadline-s 300 --scheduler-pid "$SCHED" --json --no-progress || true
+    cpu_start
+    TIMEFORMAT='%U %S'
+    { time "$BIN/troupe-load" --nats "$URL" --jobs "$JOBS" --rate 0 --teams "$teams" --duration-s 0.05 \
+      --deadline-s 300 --scheduler-pid "$SCHED" --json --no-progress || true; } 2>"$DIR/load.time"
+    cpu_stop "$JOBS"
     profile_stop ;;
   latency)
     RATE=${1:-1000}; JOBS=${2:-5000}
