@@ -2,7 +2,8 @@
 // restarting a child that crashed from its last snapshot (with an escalation
 // limit). The one owner of a supervisor's live children: the supervisors of
 // actors/supervisors.cpp keep no map of their own and walk them with
-// for_each.
+// for_each. `Handle`: the children's handle type (a typed_actor of
+// actors/protocol.hpp; caf::actor in tests).
 #pragma once
 
 #include <spdlog/spdlog.h>
@@ -15,17 +16,18 @@
 
 namespace troupe {
 
+template <class Handle>
 class Children {
  public:
-  using Factory = std::function<caf::actor(const std::string& id, const std::string& snapshot)>;
+  using Factory = std::function<Handle(const std::string& id, const std::string& snapshot)>;
 
   // `keep_snapshots`: keep a child's snapshot after it ended normally (jobs
   // are answered for from their snapshot once their actor is gone).
   Children(std::string kind, bool keep_snapshots) : kind_(std::move(kind)), keep_(keep_snapshots) {}
 
-  caf::actor find(const std::string& id) const {
+  Handle find(const std::string& id) const {
     auto it = live_.find(id);
-    return it == live_.end() ? caf::actor{} : it->second;
+    return it == live_.end() ? Handle{} : it->second;
   }
 
   // Calls f(id, actor) for every live child.
@@ -34,8 +36,9 @@ class Children {
     for (const auto& [id, a] : live_) f(id, a);
   }
 
-  caf::actor start(caf::event_based_actor* self, const std::string& id, const std::string& snapshot,
-                   const Factory& make) {
+  template <class Self>
+  Handle start(Self* self, const std::string& id, const std::string& snapshot,
+               const Factory& make) {
     if (auto a = find(id)) return a;
     auto a = make(id, snapshot);
     self->monitor(a);
@@ -57,8 +60,8 @@ class Children {
   // restarts it from its snapshot, up to `max_restarts` times per id within
   // `restart_window`.
   // Returns the id of the child concerned ("" when unknown).
-  std::string on_down(caf::event_based_actor* self, const caf::down_msg& dm, const Factory& make,
-                      bool* restarted) {
+  template <class Self>
+  std::string on_down(Self* self, const caf::down_msg& dm, const Factory& make, bool* restarted) {
     *restarted = false;
     auto it = ids_.find(dm.source);
     if (it == ids_.end()) return {};
@@ -96,7 +99,7 @@ class Children {
  private:
   std::string kind_;
   bool keep_;
-  std::unordered_map<std::string, caf::actor> live_;
+  std::unordered_map<std::string, Handle> live_;
   std::unordered_map<caf::actor_addr, std::string> ids_;
   std::unordered_map<std::string, std::string> snaps_;
   struct Restarts {

@@ -23,7 +23,7 @@ constexpr auto kGangAskTimeout = std::chrono::seconds(4);
 struct GangState {
   JobTicket t;
   CandidateList c;
-  caf::actor queue;
+  TeamQueueActor queue;
   std::vector<size_t> order;               // ranks in reservation order
   std::vector<std::vector<int32_t>> gpus;  // by rank, once accepted
   std::vector<bool> held;  // by rank: reserved here, or its answer timed out (released on give-up)
@@ -32,7 +32,7 @@ struct GangState {
   static inline const char* name = "gang_reservation";
 };
 
-using Self = caf::stateful_actor<GangState>;
+using Self = GangActor::stateful_pointer<GangState>;
 
 bool single(const GangState& st) {
   return st.c.actors.size() == 1;
@@ -50,24 +50,24 @@ std::string id_of(const GangState& st, size_t rank) {
   return policy::hold_id(st.t.job_id, st.t.attempt, static_cast<int>(rank));
 }
 
-void release_all(Self* self) {
+void release_all(Self self) {
   auto& st = self->state;
   // Only what this gang may hold: a rank refused as "already allocated" may
   // be a running attempt's hold of the same id.
   for (size_t rank = 0; rank < st.c.actors.size(); ++rank)
     if (st.held[rank])
-      self->send(st.c.actors[rank],
-                 Envelope{wire::release(id_of(st, rank), "gang not placed", true)});
+      caf::anon_send(st.c.actors[rank],
+                     Envelope{wire::release(id_of(st, rank), "gang not placed", true)});
 }
 
-void give_up(Self* self, const std::string& reason) {
+void give_up(Self self, const std::string& reason) {
   release_all(self);
   self->send(self->state.queue, unplaced_atom_v, self->state.t.job_id, reason);
   self->quit();
 }
 
 // Every rank is committed: the queue hands the job over.
-void placed(Self* self) {
+void placed(Self self) {
   auto& st = self->state;
   Assignment a;
   a.job_id = st.t.job_id;
@@ -75,11 +75,11 @@ void placed(Self* self) {
   a.nodes = st.c.names;
   a.hosts = st.c.hosts;
   a.gpus = st.gpus;
-  self->send(st.queue, placed_atom_v, a);
+  self->send(st.queue, placed_atom_v, std::move(a));
   self->quit();
 }
 
-void commit_all(Self* self) {
+void commit_all(Self self) {
   auto& st = self->state;
   for (size_t rank = 0; rank < st.c.actors.size(); ++rank) {
     self->request(st.c.actors[rank], ask_timeout(st), Envelope{wire::commit(id_of(st, rank))})
@@ -99,7 +99,7 @@ void commit_all(Self* self) {
   }
 }
 
-void reserve_next(Self* self) {
+void reserve_next(Self self) {
   auto& st = self->state;
   if (st.next == st.order.size()) {
     commit_all(self);
@@ -138,12 +138,12 @@ void reserve_next(Self* self) {
 // is this function sending the Allocate when single(st), and its Accept going
 // to placed(), a Reject or timeout to give_up(), as here: the same actor, the
 // same answers to the queue, no second path.
-void begin(Self* self) {
+void begin(Self self) {
   reserve_next(self);
 }
 
-caf::behavior gang_behavior(Self* self, JobTicket t, CandidateList c, caf::actor queue,
-                            bool recovering) {
+GangActor::behavior_type gang_behavior(Self self, JobTicket t, CandidateList c,
+                                       TeamQueueActor queue, bool recovering) {
   auto& st = self->state;
   st.t = std::move(t);
   st.c = std::move(c);
@@ -157,7 +157,7 @@ caf::behavior gang_behavior(Self* self, JobTicket t, CandidateList c, caf::actor
   });
   if (recovering || st.c.actors.empty()) {
     give_up(self, recovering ? "gang reservation restarted" : "no node granted");
-    return {};
+    return GangActor::behavior_type::make_empty_behavior();
   }
   begin(self);
   return {
@@ -167,8 +167,8 @@ caf::behavior gang_behavior(Self* self, JobTicket t, CandidateList c, caf::actor
 
 }  // namespace
 
-caf::actor spawn_gang_reservation(caf::event_based_actor* parent, JobTicket t, CandidateList c,
-                                  caf::actor queue, bool recovering) {
+GangActor spawn_gang_reservation(caf::local_actor* parent, JobTicket t, CandidateList c,
+                                 TeamQueueActor queue, bool recovering) {
   return parent->spawn(gang_behavior, std::move(t), std::move(c), std::move(queue), recovering);
 }
 

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <csignal>
 #include <optional>
+#include <utility>
 
 #include "actors/job_record.hpp"
 #include "actors/policy/ledger.hpp"
@@ -26,11 +27,46 @@ namespace {
 // How long an ended job's actor lingers to answer late messages.
 constexpr auto kLinger = std::chrono::seconds(30);
 constexpr int kStopGraceS = 10;
-constexpr const char* kPreempted = "preempted";
+constexpr std::string_view kPreempted = "preempted";
 constexpr auto kStopResend = std::chrono::seconds(15);
+
+// The job's phase: one at a time, the actor's own. The record, its events and
+// its replies carry the phase's name (names::k*): name_of / phase_of, here only.
+//   queued --placed--> starting --all Started--> running --all Exited--> an end
+//   an attempt preempted: preempted --> queued (or failed)
+enum class Phase { queued, starting, running, preempted, succeeded, failed, canceled };
+
+constexpr std::pair<Phase, std::string_view> kPhaseNames[] = {
+    {Phase::queued, names::kQueued},       {Phase::starting, names::kStarting},
+    {Phase::running, names::kRunning},     {Phase::preempted, kPreempted},
+    {Phase::succeeded, names::kSucceeded}, {Phase::failed, names::kFailed},
+    {Phase::canceled, names::kCanceled},
+};
+
+std::string_view name_of(Phase phase) {
+  for (const auto& [p, name] : kPhaseNames)
+    if (p == phase) return name;
+  return {};
+}
+
+std::optional<Phase> phase_of(std::string_view name) {
+  for (const auto& [p, n] : kPhaseNames)
+    if (n == name) return p;
+  return std::nullopt;
+}
+
+bool terminal(Phase p) {
+  return p == Phase::succeeded || p == Phase::failed || p == Phase::canceled;
+}
+
+// An attempt is placed: its workers start, run, or are being stopped.
+bool placed(Phase p) {
+  return p == Phase::starting || p == Phase::running;
+}
 
 struct JobState {
   pb::JobRecord rec;
+  Phase phase = Phase::queued;
   Wiring w;
   OutboxPtr out;
   bool stop_sent = false;
@@ -51,23 +87,23 @@ struct JobState {
   static inline const char* name = "job";
 };
 
-using Self = caf::stateful_actor<JobState>;
+using Self = JobActor::stateful_pointer<JobState>;
 
 bool has(const google::protobuf::RepeatedField<int32_t>& v, int x) {
   return std::find(v.begin(), v.end(), x) != v.end();
 }
 
-void save(Self* self) {
+void save(Self self) {
   std::string bytes;
   self->state.rec.SerializeToString(&bytes);
   self->send(self->state.w.jobs, snapshot_atom_v, self->state.rec.job_id(), std::move(bytes));
 }
 
-void announce(Self* self, bool write_ahead) {
+void announce(Self self, bool write_ahead) {
   const auto& r = self->state.rec;
   Outbox::Stored stored;
   if (write_ahead)
-    stored = [me = caf::actor_cast<caf::actor>(self), attempt = r.attempt(), seq = r.event_seq()] {
+    stored = [me = JobActor{self}, attempt = r.attempt(), seq = r.event_seq()] {
       caf::anon_send(me, stored_atom_v, static_cast<int32_t>(attempt), static_cast<int64_t>(seq));
     };
   self->state.out->publish_event(subjects::job_events(r.spec().team(), r.job_id()),
@@ -76,11 +112,12 @@ void announce(Self* self, bool write_ahead) {
 
 // Every state change: record, snapshot, event (in that order). `write_ahead`:
 // this actor hears (stored_atom) once the events stream holds the event.
-void enter(Self* self, std::string_view state, std::string reason = {},
-           const std::string& cause = {}, bool write_ahead = false) {
+void enter(Self self, Phase phase, std::string reason = {}, const std::string& cause = {},
+           bool write_ahead = false) {
   auto& r = self->state.rec;
   recovery::keep_earlier(r, self->state.w.now_ms());
-  r.set_state(std::string(state));
+  self->state.phase = phase;
+  r.set_state(std::string(name_of(phase)));
   r.set_reason(std::move(reason));
   r.set_event_seq(r.event_seq() + 1);
   // The first event is dated by the submission (kept in the intake stream):
@@ -88,17 +125,17 @@ void enter(Self* self, std::string_view state, std::string reason = {},
   r.set_event_ts_ms(r.event_seq() == 1 && r.submit_ms() > 0 ? r.submit_ms()
                                                             : self->state.w.now_ms());
   r.set_event_cause(cause);
-  if (state == names::kRunning) r.set_start_ms(r.event_ts_ms());
-  if (names::is_terminal(state)) r.set_end_ms(r.event_ts_ms());
+  if (phase == Phase::running) r.set_start_ms(r.event_ts_ms());
+  if (terminal(phase)) r.set_end_ms(r.event_ts_ms());
   save(self);
   announce(self, write_ahead);
 }
 
-void to_node(Self* self, const std::string& node, Envelope env) {
-  self->send(self->state.w.nodes, route_atom_v, node, caf::make_message(std::move(env)));
+void to_node(Self self, const std::string& node, Envelope env) {
+  self->send(self->state.w.nodes, route_atom_v, node, std::move(env));
 }
 
-void enqueue(Self* self) {
+void enqueue(Self self) {
   auto& r = self->state.rec;
   JobTicket t;
   t.job_id = r.job_id();
@@ -110,12 +147,12 @@ void enqueue(Self* self) {
   t.preemptible = r.preemptible();
   t.req = placement_request(r.spec());
   t.req.pool = r.pool();
-  self->send(self->state.w.queues, route_atom_v, t.team, caf::make_message(enqueue_atom_v, t));
+  self->send(self->state.w.queues, enqueue_atom_v, std::move(t));
 }
 
 // Frees every hold of `attempt` on `nodes`, and gives the team's usage back
 // to the arbiter. Called after the event that ends the attempt is out.
-void release_holds(Self* self, const std::string& job_id, int attempt,
+void release_holds(Self self, const std::string& job_id, int attempt,
                    const std::vector<std::string>& nodes) {
   self->send(self->state.w.arbiter, done_atom_v, job_id);
   for (size_t rank = 0; rank < nodes.size(); ++rank)
@@ -148,7 +185,7 @@ int signal_number(const std::string& name) {
 
 // Asks every rank still running to stop: `signal` first, SIGTERM after
 // `grace_s`, SIGKILL a little later (the agent escalates).
-void send_stops(Self* self) {
+void send_stops(Self self) {
   auto& st = self->state;
   for (const auto& p : st.rec.placement()) {
     if (has(st.rec.exited_ranks(), p.rank())) continue;
@@ -158,7 +195,7 @@ void send_stops(Self* self) {
   }
 }
 
-void stop_all(Self* self, const std::string& reason, int signal = SIGTERM,
+void stop_all(Self self, const std::string& reason, int signal = SIGTERM,
               int grace_s = kStopGraceS) {
   auto& st = self->state;
   if (st.stop_sent) return;
@@ -168,8 +205,8 @@ void stop_all(Self* self, const std::string& reason, int signal = SIGTERM,
   self->delayed_send(self, kStopResend, restop_atom_v, static_cast<int32_t>(st.rec.attempt()));
 }
 
-void finish(Self* self, std::string_view state, const std::string& cause) {
-  enter(self, state, self->state.rec.reason(), cause);
+void finish(Self self, Phase phase, const std::string& cause) {
+  enter(self, phase, self->state.rec.reason(), cause);
   self->delayed_send(self, kLinger, done_atom_v);
 }
 
@@ -188,7 +225,7 @@ void record_attempt(pb::JobRecord& r, const std::string& cause, const std::strin
 }
 
 // The job goes back to its queue for the next attempt (keeping its submit order).
-void requeue(Self* self, const std::string& why, const std::string& cause, int64_t delay_ms) {
+void requeue(Self self, const std::string& why, const std::string& cause, int64_t delay_ms) {
   auto& r = self->state.rec;
   r.set_attempt(r.attempt() + 1);
   r.clear_placement();
@@ -200,7 +237,7 @@ void requeue(Self* self, const std::string& why, const std::string& cause, int64
   r.clear_end_kind();
   r.set_preempt_requested(false);
   r.set_not_before_ms(delay_ms > 0 ? self->state.w.now_ms() + delay_ms : 0);
-  enter(self, names::kQueued, why, cause);
+  enter(self, Phase::queued, why, cause);
   if (delay_ms > 0)
     self->delayed_send(self, std::chrono::milliseconds(delay_ms), retry_atom_v);
   else
@@ -208,7 +245,7 @@ void requeue(Self* self, const std::string& why, const std::string& cause, int64
 }
 
 // All ranks of the current attempt have exited: decide what comes next.
-void attempt_over(Self* self) {
+void attempt_over(Self self) {
   auto& r = self->state.rec;
   auto nodes = placed_nodes(r);
   int attempt = r.attempt();
@@ -225,11 +262,11 @@ void attempt_over(Self* self) {
   record_attempt(r, cause, kind, self->state.w.now_ms());
   if (r.cancel_requested()) {
     r.set_reason("canceled by request");
-    finish(self, names::kCanceled, "canceled");
+    finish(self, Phase::canceled, "canceled");
   } else if (r.preempt_requested()) {
     r.set_infra_requeues(r.infra_requeues() + 1);
     std::string why = "preempted on attempt " + std::to_string(attempt);
-    enter(self, kPreempted, why, "preempted");
+    enter(self, Phase::preempted, why, "preempted");
     self->send(self->state.w.arbiter, retried_atom_v, std::string("preempted"),
                std::string("infra"));
     policy::RetryBudget b;
@@ -239,7 +276,7 @@ void attempt_over(Self* self) {
       requeue(self, why + "; back in the queue", "preempted", 0);
     } else {
       r.set_reason("preempted too often: " + std::to_string(r.infra_requeues()) + " requeues");
-      finish(self, names::kFailed, "preempted");
+      finish(self, Phase::failed, "preempted");
     }
   } else if (kind != "none") {
     policy::Outcome o{kind == "user" ? policy::FailureKind::kUser : policy::FailureKind::kInfra,
@@ -265,12 +302,12 @@ void attempt_over(Self* self) {
     } else {
       if (r.has_failed_exit_code()) r.set_exit_code(r.failed_exit_code());
       r.set_reason(r.failed_reason() + " (" + d.why + ")");
-      finish(self, names::kFailed, cause);
+      finish(self, Phase::failed, cause);
     }
   } else {
     r.set_exit_code(0);
     r.set_reason("all workers exited with code 0");
-    finish(self, names::kSucceeded, "succeeded");
+    finish(self, Phase::succeeded, "succeeded");
   }
   release_holds(self, r.job_id(), attempt, nodes);
 }
@@ -283,21 +320,21 @@ bool placed_on(const pb::JobRecord& r, int rank, const flatbuffers::String* node
   return false;
 }
 
-void on_started(Self* self, const wire::Started* s) {
+void on_started(Self self, const wire::Started* s) {
   auto& r = self->state.rec;
   if (s->attempt() != r.attempt() || has(r.started_ranks(), s->rank())) return;
   if (!placed_on(r, s->rank(), s->node())) return;
   r.add_started_ranks(s->rank());
-  if (r.state() == names::kStarting && r.started_ranks_size() == r.placement_size())
-    enter(self, names::kRunning);
+  if (self->state.phase == Phase::starting && r.started_ranks_size() == r.placement_size())
+    enter(self, Phase::running);
   else
     save(self);
 }
 
-void on_exited(Self* self, const wire::Exited* x) {
+void on_exited(Self self, const wire::Exited* x) {
   auto& r = self->state.rec;
   if (x->attempt() != r.attempt() || has(r.exited_ranks(), x->rank())) return;
-  if (r.state() != names::kStarting && r.state() != names::kRunning) return;
+  if (!placed(self->state.phase)) return;
   if (!placed_on(r, x->rank(), x->node())) return;
   r.add_exited_ranks(x->rank());
   bool stopping = r.cancel_requested() || r.preempt_requested();
@@ -322,7 +359,7 @@ void on_exited(Self* self, const wire::Exited* x) {
   if (failed && !stopping) stop_all(self, "another rank ended: " + o.cause);
 }
 
-void on_checkpointed(Self* self, const wire::Checkpointed* c) {
+void on_checkpointed(Self self, const wire::Checkpointed* c) {
   auto& r = self->state.rec;
   auto path = wire::str(c->path());
   if (path.empty() || path.find("..") != std::string::npos) return;
@@ -334,7 +371,7 @@ void on_checkpointed(Self* self, const wire::Checkpointed* c) {
 }
 
 // Sends the Launch of one rank of the current attempt to its node.
-void send_launch(Self* self, int rank) {
+void send_launch(Self self, int rank) {
   const auto& r = self->state.rec;
   if (rank < 0 || rank >= r.placement_size()) return;
   const auto& p = r.placement(rank);
@@ -364,14 +401,13 @@ void send_launch(Self* self, int rank) {
   to_node(self, p.node(), Envelope{wire::launch(l)});
 }
 
-void on_placed(Self* self, const Assignment& a) {
+void on_placed(Self self, const Assignment& a) {
   auto& r = self->state.rec;
-  if (r.state() != names::kQueued || a.attempt != r.attempt()) {
+  if (self->state.phase != Phase::queued || a.attempt != r.attempt()) {
     // Late or stale: the job moved on (canceled, say), or a second grant of
     // the attempt that runs. What is not the running attempt's own goes back,
     // and only if never launched.
-    bool current =
-        a.attempt == r.attempt() && (r.state() == names::kStarting || r.state() == names::kRunning);
+    bool current = a.attempt == r.attempt() && placed(self->state.phase);
     if (!current) self->send(self->state.w.arbiter, done_atom_v, a.job_id);
     for (size_t rank = 0; rank < a.nodes.size(); ++rank) {
       int k = static_cast<int>(rank);
@@ -391,27 +427,27 @@ void on_placed(Self* self, const Assignment& a) {
     for (int g : a.gpus[static_cast<size_t>(rank)]) p->add_gpus(g);
   }
   r.set_coordinator(a.hosts.front() + ":" + std::to_string(coordinator_port(r.job_id())));
-  enter(self, names::kStarting, {}, {}, true);
+  enter(self, Phase::starting, {}, {}, true);
   self->state.launch_after_seq = r.event_seq();  // the Launches go on stored_atom
 }
 
 // The events stream holds event `seq`: the Launches that waited for it go.
-void on_stored(Self* self, int32_t attempt, int64_t seq) {
+void on_stored(Self self, int32_t attempt, int64_t seq) {
   auto& st = self->state;
   const auto& r = st.rec;
   if (st.launch_after_seq == 0 || seq != st.launch_after_seq || attempt != r.attempt() ||
-      r.state() != names::kStarting)
+      st.phase != Phase::starting)
     return;  // the attempt moved on meanwhile (canceled, lost, ...)
   st.launch_after_seq = 0;
   for (int rank = 0; rank < r.placement_size(); ++rank) send_launch(self, rank);
 }
 
 // A node asks about a hold of this job that waited too long (policy::judge_hold).
-void on_hold_check(Self* self, const std::string& node, const std::string& hold_id, int32_t attempt,
+void on_hold_check(Self self, const std::string& node, const std::string& hold_id, int32_t attempt,
                    int32_t rank, bool launched) {
   const auto& r = self->state.rec;
   policy::JobSide job;
-  job.state = r.state();
+  job.state = std::string(name_of(self->state.phase));
   job.attempt = r.attempt();
   if (rank >= 0 && rank < r.placement_size()) job.node_of_rank = r.placement(rank).node();
   job.rank_started = has(r.started_ranks(), rank);
@@ -430,33 +466,36 @@ void on_hold_check(Self* self, const std::string& node, const std::string& hold_
   }
 }
 
-void reply_json(Self* self, const std::string& reply, const std::string& state) {
+void reply_json(Self self, const std::string& reply, std::string_view state) {
   if (reply.empty()) return;
-  self->state.out->publish(
-      reply, "{\"job_id\":\"" + self->state.rec.job_id() + "\",\"state\":\"" + state + "\"}");
+  self->state.out->publish(reply, "{\"job_id\":\"" + self->state.rec.job_id() + "\",\"state\":\"" +
+                                      std::string(state) + "\"}");
 }
 
-caf::behavior job_behavior(Self* self, Wiring w, OutboxPtr out, std::string snapshot) {
+JobActor::behavior_type job_behavior(Self self, Wiring w, OutboxPtr out, std::string snapshot) {
   auto& st = self->state;
   st.w = std::move(w);
   st.out = std::move(out);
   st.rec.ParseFromString(snapshot);
   auto& r = st.rec;
   if (r.infra_cap() > 0) st.infra_cap = r.infra_cap();
+  // A restarted job takes up the phase its record names (any other name: it
+  // was between two attempts, as a preempted one is).
+  st.phase = phase_of(r.state()).value_or(Phase::preempted);
   if (r.state().empty()) {
     r.set_attempt(1);
-    enter(self, names::kQueued);
+    enter(self, Phase::queued);
     enqueue(self);
-  } else if (r.state() == names::kQueued) {
+  } else if (st.phase == Phase::queued) {
     // Restarted: make sure the queue has it (it ignores duplicates).
     int64_t wait = r.not_before_ms() - self->state.w.now_ms();
     if (wait > 0)
       self->delayed_send(self, std::chrono::milliseconds(wait), retry_atom_v);
     else
       enqueue(self);
-  } else if (names::is_terminal(r.state())) {
+  } else if (terminal(st.phase)) {
     self->delayed_send(self, kLinger, done_atom_v);
-  } else if (r.state() != names::kStarting && r.state() != names::kRunning) {
+  } else if (!placed(st.phase)) {
     // Restored between an attempt's end and its requeue (e.g. "preempted"):
     // the attempt is over; the job goes back to its queue.
     requeue(self, "recovered after a scheduler restart in state " + r.state(), "recovered", 0);
@@ -465,9 +504,8 @@ caf::behavior job_behavior(Self* self, Wiring w, OutboxPtr out, std::string snap
     // lost). Started or Exited messages that died with the previous actor's
     // mailbox: its nodes tell again what they know.
     for (const auto& p : r.placement())
-      self->send(st.w.nodes, route_atom_v, p.node(),
-                 caf::make_message(sync_atom_v, r.job_id(), static_cast<int32_t>(r.attempt()),
-                                   static_cast<int32_t>(p.rank())));
+      self->send(st.w.nodes, sync_atom_v, p.node(), r.job_id(), static_cast<int32_t>(r.attempt()),
+                 static_cast<int32_t>(p.rank()));
     // A stop asked before the restart is asked again (it may not have gone out).
     if (r.cancel_requested())
       stop_all(self, "canceled");
@@ -487,15 +525,15 @@ caf::behavior job_behavior(Self* self, Wiring w, OutboxPtr out, std::string snap
       },
       [=](cancel_atom, const std::string& reply) {
         auto& r = self->state.rec;
-        if (names::is_terminal(r.state())) {
-          reply_json(self, reply, r.state());
-        } else if (r.state() == names::kQueued) {
-          self->send(self->state.w.queues, route_atom_v, r.spec().team(),
-                     caf::make_message(dequeue_atom_v, r.job_id()));
+        auto phase = self->state.phase;
+        if (terminal(phase)) {
+          reply_json(self, reply, name_of(phase));
+        } else if (phase == Phase::queued) {
+          self->send(self->state.w.queues, dequeue_atom_v, r.spec().team(), r.job_id());
           r.set_cancel_requested(true);
           r.set_reason("canceled by request");
-          finish(self, names::kCanceled, "canceled");
-          reply_json(self, reply, r.state());
+          finish(self, Phase::canceled, "canceled");
+          reply_json(self, reply, name_of(Phase::canceled));
         } else {
           r.set_cancel_requested(true);
           save(self);
@@ -506,7 +544,7 @@ caf::behavior job_behavior(Self* self, Wiring w, OutboxPtr out, std::string snap
       },
       [=](preempt_atom, const std::string& why) {
         auto& r = self->state.rec;
-        if (r.state() != names::kStarting && r.state() != names::kRunning) return;
+        if (!placed(self->state.phase)) return;
         if (r.preempt_requested() || r.cancel_requested()) return;
         r.set_preempt_requested(true);
         r.add_preempted_ms(self->state.w.now_ms());
@@ -517,11 +555,11 @@ caf::behavior job_behavior(Self* self, Wiring w, OutboxPtr out, std::string snap
       },
       [=](requeue_atom) {
         auto& r = self->state.rec;
-        if (r.state() == names::kQueued && r.not_before_ms() <= self->state.w.now_ms())
+        if (self->state.phase == Phase::queued && r.not_before_ms() <= self->state.w.now_ms())
           enqueue(self);
       },
       [=](retry_atom) {
-        if (self->state.rec.state() == names::kQueued) enqueue(self);
+        if (self->state.phase == Phase::queued) enqueue(self);
       },
       [=](hold_atom, const std::string& node, const std::string& hold_id, int32_t attempt,
           int32_t rank,
@@ -530,9 +568,7 @@ caf::behavior job_behavior(Self* self, Wiring w, OutboxPtr out, std::string snap
       [=](restop_atom, int32_t attempt) {
         auto& st = self->state;
         const auto& r = st.rec;
-        if (!st.stop_sent || attempt != r.attempt() ||
-            (r.state() != names::kStarting && r.state() != names::kRunning))
-          return;
+        if (!st.stop_sent || attempt != r.attempt() || !placed(st.phase)) return;
         send_stops(self);
         self->delayed_send(self, kStopResend, restop_atom_v, attempt);
       },
@@ -543,8 +579,7 @@ caf::behavior job_behavior(Self* self, Wiring w, OutboxPtr out, std::string snap
 
 }  // namespace
 
-caf::actor spawn_job(caf::event_based_actor* parent, Wiring w, OutboxPtr out,
-                     std::string snapshot) {
+JobActor spawn_job(caf::local_actor* parent, Wiring w, OutboxPtr out, std::string snapshot) {
   return parent->spawn(job_behavior, std::move(w), std::move(out), std::move(snapshot));
 }
 

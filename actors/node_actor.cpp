@@ -18,6 +18,20 @@ using namespace troupe::atoms;
 
 namespace {
 
+// Whether its agent speaks (one phase at a time):
+//   unknown --register or snapshot--> silent|alive
+//   alive --no heartbeat for heartbeat_timeout_ms--> silent (lost: its workers end)
+//   silent --heartbeat--> alive ("is back"); a register --> alive
+// `unknown`: no ledger yet (neither its agent nor a snapshot told its shape).
+// `silent`: a ledger, but no heartbeat lately (lost, or not yet heard since
+// this actor started from a snapshot).
+enum class Liveness { unknown, alive, silent };
+
+// Whether it takes new work: schedulable, cordoned (takes none), draining
+// (cordoned by drain: running work finishes). Kept in its snapshot as the
+// record's cordoned/draining flags.
+enum class Work { schedulable, cordoned, draining };
+
 struct NodeState {
   std::string node;
   std::string host;
@@ -26,12 +40,10 @@ struct NodeState {
   std::string rack;
   std::string runtime;  // its agent's container runtime (--runtime); "": it runs no image
   policy::Ledger ledger;
-  bool registered = false;
+  Liveness life = Liveness::unknown;
+  Work work = Work::schedulable;
   bool shape_known = false;  // its inventory came from its agent (now or before a restart)
-  bool alive = false;
   bool lost_once = false;  // lost at least once in this scheduler's life: fence what it still runs
-  bool cordoned = false;   // takes no new work
-  bool draining = false;   // cordoned by drain: running work finishes
   bool dirty = false;
   int64_t last_heartbeat_ms = 0;
   // Launches not yet reported started: sent when, and the bytes to send again
@@ -44,9 +56,9 @@ struct NodeState {
   static inline const char* name = "node";
 };
 
-using Self = caf::stateful_actor<NodeState>;
+using Self = NodeActor::stateful_pointer<NodeState>;
 
-void report(Self* self, bool changed = true) {
+void report(Self self, bool changed = true) {
   auto& st = self->state;
   policy::NodeCapacity c;
   c.name = st.node;
@@ -63,21 +75,21 @@ void report(Self* self, bool changed = true) {
   c.cpus_free = st.ledger.cpus_free();
   c.memory_total_mb = st.ledger.memory_total_mb;
   c.memory_free_mb = st.ledger.memory_free_mb();
-  c.alive = st.alive && st.registered;
-  c.schedulable = !st.cordoned;
+  c.alive = st.life == Liveness::alive;
+  c.schedulable = st.work == Work::schedulable;
   c.last_heartbeat_ms = st.last_heartbeat_ms;
   int running = 0;
   for (const auto& [id, h] : st.ledger.holds) running += h.launched && !h.exited ? 1 : 0;
   c.running = running;
-  self->send(st.w.arbiter, capacity_atom_v, c, caf::actor{self});
+  self->send(st.w.arbiter, capacity_atom_v, std::move(c), NodeActor{self});
   if (changed) st.dirty = true;
 }
 
-void to_agent(Self* self, std::string_view kind, const std::vector<uint8_t>& bytes) {
+void to_agent(Self self, std::string_view kind, const std::vector<uint8_t>& bytes) {
   self->state.out->publish(subjects::scheduler_to_agent(self->state.node, kind), bytes);
 }
 
-void save(Self* self) {
+void save(Self self) {
   auto& st = self->state;
   pb::NodeRecord rec;
   rec.set_node(st.node);
@@ -89,8 +101,8 @@ void save(Self* self) {
   rec.set_gpus(st.ledger.gpus_total);
   rec.set_cpus(st.ledger.cpus_total);
   rec.set_memory_mb(st.ledger.memory_total_mb);
-  rec.set_cordoned(st.cordoned);
-  rec.set_draining(st.draining);
+  rec.set_cordoned(st.work != Work::schedulable);
+  rec.set_draining(st.work == Work::draining);
   for (const auto& [id, h] : st.ledger.holds) {
     if (!h.committed) continue;  // leases do not survive a restart
     auto* r = rec.add_holds();
@@ -112,7 +124,7 @@ void save(Self* self) {
   st.dirty = false;
 }
 
-void restore(Self* self, const std::string& snapshot) {
+void restore(Self self, const std::string& snapshot) {
   pb::NodeRecord rec;
   if (snapshot.empty() || !rec.ParseFromString(snapshot)) return;
   auto& st = self->state;
@@ -147,14 +159,13 @@ void restore(Self* self, const std::string& snapshot) {
     }
     st.ledger.holds[r.id()] = std::move(h);
   }
-  st.cordoned = rec.cordoned();
-  st.draining = rec.draining();
-  st.registered = true;  // the next heartbeat confirms liveness
+  st.work = !rec.cordoned() ? Work::schedulable : rec.draining() ? Work::draining : Work::cordoned;
+  st.life = Liveness::silent;  // the next heartbeat confirms liveness
   if (rec.restored()) {
     // Rebuilt after a scheduler restart: the agent is the ground truth. Until
     // it registers, count it alive from now (lost after the usual timeout);
     // what it runs that this ledger does not hold is fenced.
-    st.alive = true;
+    st.life = Liveness::alive;
     st.lost_once = true;
     st.last_heartbeat_ms = self->state.w.now_ms();
   }
@@ -169,10 +180,10 @@ Envelope reject(const std::string& node, const std::string& id, const std::strin
   return Envelope{wire::reject(node, id, reason)};
 }
 
-Envelope on_reserve(Self* self, const std::string& id, const std::string& job_id,
+Envelope on_reserve(Self self, const std::string& id, const std::string& job_id,
                     const wire::Resources* res, int64_t lease_ms) {
   auto& st = self->state;
-  if (!st.alive || !st.registered) return reject(st.node, id, "node is not alive");
+  if (st.life != Liveness::alive) return reject(st.node, id, "node is not alive");
   policy::Hold want;
   want.job_id = job_id;
   int gpus = res ? res->gpus() : 0;
@@ -190,12 +201,12 @@ Envelope on_reserve(Self* self, const std::string& id, const std::string& job_id
   return accept(st.node, id, v.gpus, now + lease_ms);
 }
 
-void to_job(Self* self, const std::string& job_id, const Envelope& env) {
-  self->send(self->state.w.jobs, route_atom_v, job_id, caf::make_message(env));
+void to_job(Self self, const std::string& job_id, Envelope env) {
+  self->send(self->state.w.jobs, route_atom_v, job_id, std::move(env));
 }
 
 // Tells the job of hold `id` that its worker ended, and how.
-void tell_exit(Self* self, const std::string& id, int exit_code, int signal,
+void tell_exit(Self self, const std::string& id, int exit_code, int signal,
                const std::string& reason) {
   std::string job;
   int attempt = 0, rank = 0;
@@ -204,17 +215,17 @@ void tell_exit(Self* self, const std::string& id, int exit_code, int signal,
          Envelope{wire::exited(self->state.node, job, attempt, rank, exit_code, signal, reason)});
 }
 // ... as the hold remembers it.
-void tell_exit(Self* self, const std::string& id, const policy::Hold& h) {
+void tell_exit(Self self, const std::string& id, const policy::Hold& h) {
   tell_exit(self, id, h.exit_code, h.signal, h.exit_reason);
 }
 
 // Tells a job that one of its workers runs here.
-void tell_started(Self* self, const std::string& job_id, int attempt, int rank) {
+void tell_started(Self self, const std::string& job_id, int attempt, int rank) {
   to_job(self, job_id, Envelope{wire::started(self->state.node, job_id, attempt, rank, 0)});
 }
 
 // Marks a hold's worker ended, remembering how (until the hold is released).
-void mark_exited(Self* self, policy::Hold& h, int exit_code, int signal, std::string reason) {
+void mark_exited(Self self, policy::Hold& h, int exit_code, int signal, std::string reason) {
   h.exited = true;
   h.exit_code = exit_code;
   h.signal = signal;
@@ -225,13 +236,13 @@ void mark_exited(Self* self, policy::Hold& h, int exit_code, int signal, std::st
 
 // Ends a worker the agent can no longer report on: marks its hold exited and
 // tells its job, as an Exited the retry policy counts as infrastructure.
-void end_worker(Self* self, const std::string& id, policy::Hold& h, const std::string& reason) {
+void end_worker(Self self, const std::string& id, policy::Hold& h, const std::string& reason) {
   mark_exited(self, h, -1, 0, reason);
   tell_exit(self, id, h);
 }
 
 // The node is lost: every worker it ran ends for its job as "node lost".
-void lose_workers(Self* self) {
+void lose_workers(Self self) {
   auto& st = self->state;
   for (auto& [id, h] : st.ledger.holds) {
     if (!h.launched || h.exited) continue;
@@ -256,7 +267,7 @@ std::set<std::string> running_ids(const Running* running) {
   return ids;
 }
 
-void adopt_or_lose(Self* self, const wire::NodeRegister* r) {
+void adopt_or_lose(Self self, const wire::NodeRegister* r) {
   auto& st = self->state;
   auto alive = running_ids(r->running());
   if (auto* running = r->running())
@@ -292,7 +303,7 @@ void adopt_or_lose(Self* self, const wire::NodeRegister* r) {
 // Fencing: a node that comes back may still run workers whose attempt moved
 // on while it was gone. Anything it runs that this ledger does not hold as a
 // live launched worker is told to stop.
-void fence(Self* self, const Running* running) {
+void fence(Self self, const Running* running) {
   auto& st = self->state;
   if (!st.lost_once || running == nullptr) return;
   for (const auto* w : *running) {
@@ -316,7 +327,7 @@ void fence(Self* self, const Running* running) {
 constexpr int64_t kLaunchResendMs = 3000;
 constexpr int64_t kResyncMs = 2000;
 
-void reconcile(Self* self, const Running* running) {
+void reconcile(Self self, const Running* running) {
   auto& st = self->state;
   auto alive = running_ids(running);
   int64_t now = self->state.w.now_ms();
@@ -343,7 +354,7 @@ void reconcile(Self* self, const Running* running) {
 // A job restarted from its snapshot asks about one of its ranks here: what it
 // may have missed (Started, Exited) is told again. A rank this ledger does not
 // hold must not run: its worker is stopped and the rank ends (infrastructure).
-void sync_rank(Self* self, const std::string& job_id, int attempt, int rank) {
+void sync_rank(Self self, const std::string& job_id, int attempt, int rank) {
   auto& st = self->state;
   auto id = policy::hold_id(job_id, attempt, rank);
   auto it = st.ledger.holds.find(id);
@@ -356,7 +367,7 @@ void sync_rank(Self* self, const std::string& job_id, int attempt, int rank) {
     }
     return;
   }
-  if (!st.registered) return;  // no ledger yet: the agent's register reconciles
+  if (st.life == Liveness::unknown) return;  // no ledger yet: the agent's register reconciles
   spdlog::warn("node {}: {} has no allocation here; ending it", st.node, id);
   to_agent(self, subjects::kStop,
            wire::stop(job_id, attempt, rank, 5, "fenced: no allocation on this node", SIGKILL, 1,
@@ -366,7 +377,7 @@ void sync_rank(Self* self, const std::string& job_id, int attempt, int rank) {
 
 // Holds that wait too long (policy::hold_needs_check): the job is asked about
 // each; an exited one's Exited goes first (the job may have lost it).
-void check_holds(Self* self) {
+void check_holds(Self self) {
   auto& st = self->state;
   int64_t now = self->state.w.now_ms();
   for (auto& [id, h] : st.ledger.holds) {
@@ -376,14 +387,13 @@ void check_holds(Self* self) {
     if (!policy::parse_hold_id(id, &job, &attempt, &rank)) continue;
     h.checked_ms = now;
     if (h.exited) tell_exit(self, id, h);
-    self->send(st.w.jobs, route_atom_v, job,
-               caf::make_message(hold_atom_v, st.node, id, static_cast<int32_t>(attempt),
-                                 static_cast<int32_t>(rank),
-                                 h.launched || h.exited));  // an exited one is not launched again
+    self->send(st.w.jobs, hold_atom_v, job, st.node, id, static_cast<int32_t>(attempt),
+               static_cast<int32_t>(rank),
+               h.launched || h.exited);  // an exited one is not launched again
   }
 }
 
-Envelope handle(Self* self, const Envelope& env) {
+Envelope handle(Self self, const Envelope& env) {
   auto& st = self->state;
   auto* e = wire::open(env.bytes);
   if (e == nullptr) return {};
@@ -391,7 +401,7 @@ Envelope handle(Self* self, const Envelope& env) {
     case wire::Body::NodeRegister: {
       auto* r = e->body_as_NodeRegister();
       int gpus = r->gpus() ? static_cast<int>(r->gpus()->size()) : 0;
-      if (st.registered && st.shape_known && !st.ledger.holds.empty() &&
+      if (st.life != Liveness::unknown && st.shape_known && !st.ledger.holds.empty() &&
           (gpus != st.ledger.gpus_total || r->cpus() != st.ledger.cpus_total ||
            r->memory_mb() != st.ledger.memory_total_mb || wire::str(r->gpu_type()) != st.gpu_type ||
            wire::str(r->pool()) != st.pool || wire::str(r->runtime()) != st.runtime)) {
@@ -413,9 +423,8 @@ Envelope handle(Self* self, const Envelope& env) {
       st.rack = wire::str(r->rack());
       st.runtime = wire::str(r->runtime());
       st.ledger.resize(gpus, r->cpus(), r->memory_mb());
-      st.registered = true;
       st.shape_known = true;
-      st.alive = true;
+      st.life = Liveness::alive;
       st.last_heartbeat_ms = self->state.w.now_ms();
       fence(self, r->running());
       adopt_or_lose(self, r);
@@ -424,10 +433,10 @@ Envelope handle(Self* self, const Envelope& env) {
     }
     case wire::Body::Heartbeat:
       st.last_heartbeat_ms = self->state.w.now_ms();
-      if (!st.registered) {
+      if (st.life == Liveness::unknown) {
         to_agent(self, subjects::kHello, {});
-      } else if (!st.alive) {
-        st.alive = true;
+      } else if (st.life == Liveness::silent) {
+        st.life = Liveness::alive;
         spdlog::info("node {} is back", st.node);
         report(self);
       }
@@ -551,15 +560,15 @@ Envelope handle(Self* self, const Envelope& env) {
   }
 }
 
-caf::behavior node_behavior(Self* self, Wiring w, OutboxPtr out, std::string name,
-                            std::string snapshot, NodeOptions opts) {
+NodeActor::behavior_type node_behavior(Self self, Wiring w, OutboxPtr out, std::string name,
+                                       std::string snapshot, NodeOptions opts) {
   auto& st = self->state;
   st.w = std::move(w);
   st.out = std::move(out);
   st.node = std::move(name);
   st.opts = opts;
   restore(self, snapshot);
-  if (st.registered) report(self);
+  if (st.life != Liveness::unknown) report(self);
   // Ask the agent for its inventory and what it runs (after a restart this
   // refreshes what the snapshot holds).
   to_agent(self, subjects::kHello, {});
@@ -571,9 +580,9 @@ caf::behavior node_behavior(Self* self, Wiring w, OutboxPtr out, std::string nam
       },
       [=](tick_atom) {
         auto& st = self->state;
-        if (st.alive &&
+        if (st.life == Liveness::alive &&
             self->state.w.now_ms() - st.last_heartbeat_ms > st.opts.heartbeat_timeout_ms) {
-          st.alive = false;
+          st.life = Liveness::silent;
           st.lost_once = true;
           spdlog::warn("node {} lost: no heartbeat for {} ms; its workers are requeued", st.node,
                        self->state.w.now_ms() - st.last_heartbeat_ms);
@@ -583,13 +592,12 @@ caf::behavior node_behavior(Self* self, Wiring w, OutboxPtr out, std::string nam
         if (!policy::expire(st.ledger, self->state.w.now_ms()).empty()) st.dirty = true;
         check_holds(self);
         if (st.dirty) save(self);
-        if (st.registered) report(self, false);
+        if (st.life != Liveness::unknown) report(self, false);
         self->delayed_send(self, std::chrono::milliseconds(st.opts.tick_ms), tick_atom_v);
       },
       [=](cordon_atom, bool on, bool drain, const std::string& reply) {
         auto& st = self->state;
-        st.cordoned = on;
-        st.draining = on && drain;
+        st.work = !on ? Work::schedulable : drain ? Work::draining : Work::cordoned;
         report(self);
         int running = 0;
         for (const auto& [id, h] : st.ledger.holds) running += h.launched && !h.exited ? 1 : 0;
@@ -610,8 +618,8 @@ caf::behavior node_behavior(Self* self, Wiring w, OutboxPtr out, std::string nam
 
 }  // namespace
 
-caf::actor spawn_node(caf::event_based_actor* parent, Wiring w, OutboxPtr out, std::string name,
-                      std::string snapshot, NodeOptions opts) {
+NodeActor spawn_node(caf::local_actor* parent, Wiring w, OutboxPtr out, std::string name,
+                     std::string snapshot, NodeOptions opts) {
   return parent->spawn(node_behavior, std::move(w), std::move(out), std::move(name),
                        std::move(snapshot), opts);
 }

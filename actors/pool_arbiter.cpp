@@ -31,7 +31,7 @@ constexpr int kMaxInflight = 256;
 constexpr int64_t kInflightExpiryMs = 60000;
 
 struct TeamDemand {
-  caf::actor queue;
+  TeamQueueActor queue;
   std::vector<JobTicket> tickets;
   int32_t pending_jobs = 0;
   int32_t pending_gpus = 0;
@@ -73,7 +73,7 @@ struct ArbiterState {
   policy::ClusterConfig cfg = policy::open_config();
   std::vector<policy::NodeCapacity> caps;
   std::vector<std::string> named_pool;  // what each node asked for (--pool)
-  std::vector<caf::actor> actors;
+  std::vector<NodeActor> actors;
   std::unordered_map<std::string, size_t> index;
   std::map<std::string, TeamDemand> teams;
   std::unordered_map<std::string, Running> running;  // by job id
@@ -87,9 +87,9 @@ struct ArbiterState {
   static inline const char* name = "pool_arbiter";
 };
 
-using Self = caf::stateful_actor<ArbiterState>;
+using Self = ArbiterActor::stateful_pointer<ArbiterState>;
 
-void schedule_round(Self* self) {
+void schedule_round(Self self) {
   if (self->state.round_pending) return;
   self->state.round_pending = true;
   self->send(self, round_atom_v);
@@ -130,7 +130,7 @@ policy::TeamStanding standing_of(const ArbiterState& st, const std::string& team
   return s;
 }
 
-void account_idle(Self* self) {
+void account_idle(Self self) {
   auto& st = self->state;
   int64_t now = self->state.w.now_ms();
   if (st.last_tick_ms > 0) {
@@ -146,7 +146,7 @@ void account_idle(Self* self) {
 // guarantee (policy::plan_preemption). The arbiter gathers the wants and the
 // candidates, and carries the plan out: victims asked to stop, the freed
 // nodes held for the preemptor.
-void preempt_if_needed(Self* self, const std::string& pool, const policy::RoundOutput& out) {
+void preempt_if_needed(Self self, const std::string& pool, const policy::RoundOutput& out) {
   auto& st = self->state;
   int64_t now = self->state.w.now_ms();
   const auto& pc = st.cfg.preemption;
@@ -206,7 +206,7 @@ void preempt_if_needed(Self* self, const std::string& pool, const policy::RoundO
     st.preempted_at[id].push_back(now);
     recent.push_back(now);
     ++st.figures.preemptions;
-    self->send(st.w.jobs, route_atom_v, id, caf::make_message(preempt_atom_v, plan->why));
+    self->send(st.w.jobs, preempt_atom_v, id, plan->why);
   }
   st.figures.gpu_seconds_lost += plan->plan.gpu_s_lost;
   const auto& job = plan->preemptor.job_id;
@@ -218,7 +218,7 @@ void preempt_if_needed(Self* self, const std::string& pool, const policy::RoundO
   st.reasons[job] = {policy::why::kPreempting, plan->reason_text};
 }
 
-void run_round(Self* self) {
+void run_round(Self self) {
   auto& st = self->state;
   st.round_pending = false;
   account_idle(self);
@@ -287,12 +287,12 @@ void run_round(Self* self) {
       // The grant goes to the one placement path: a gang reservation (one
       // worker or many) reserves and commits on these nodes, then tells the
       // team's queue placed/unplaced, which tells this actor.
-      self->send(st.w.gangs, spawn_atom_v, ticket, c, td.queue);
+      self->send(st.w.gangs, spawn_atom_v, std::move(ticket), std::move(c), td.queue);
     }
   }
 }
 
-void reply(Self* self, const std::string& to, const json& j) {
+void reply(Self self, const std::string& to, const json& j) {
   if (!to.empty()) self->state.out->publish(to, j.dump());
 }
 
@@ -369,7 +369,7 @@ json queues_json(const ArbiterState& st) {
               {"retries", st.figures.retries}};
 }
 
-void apply_config(Self* self, const std::string& text) {
+void apply_config(Self self, const std::string& text) {
   auto& st = self->state;
   policy::ClusterConfig cfg = policy::open_config();
   if (!text.empty()) {
@@ -384,12 +384,12 @@ void apply_config(Self* self, const std::string& text) {
   schedule_round(self);
 }
 
-caf::behavior arbiter_behavior(Self* self, OutboxPtr out, bool fifo) {
+ArbiterActor::behavior_type arbiter_behavior(Self self, OutboxPtr out, bool fifo) {
   self->state.out = std::move(out);
   self->state.fifo = fifo;
   self->delayed_send(self, kTick, tick_atom_v);
   return {
-      [=](capacity_atom, policy::NodeCapacity c, const caf::actor& node) {
+      [=](capacity_atom, policy::NodeCapacity c, const NodeActor& node) {
         auto& st = self->state;
         std::string named = c.pool;
         c.pool = st.cfg.pool_of_node(named, c.gpu_type);
@@ -412,9 +412,8 @@ caf::behavior arbiter_behavior(Self* self, OutboxPtr out, bool fifo) {
         if (more) schedule_round(self);
       },
       [=](demand_atom, const std::string& team, std::vector<JobTicket>& tickets, int32_t jobs,
-          int32_t gpus) {
+          int32_t gpus, const TeamQueueActor& sender) {
         auto& td = self->state.teams[team];
-        auto sender = caf::actor_cast<caf::actor>(self->current_sender());
         // A new queue actor (the old one crashed): the grants it was carrying
         // out died with it. Their jobs are in the new queue's demand again.
         if (td.queue && sender != td.queue) td.inflight.clear();
@@ -540,7 +539,7 @@ caf::behavior arbiter_behavior(Self* self, OutboxPtr out, bool fifo) {
 
 }  // namespace
 
-caf::actor spawn_pool_arbiter(caf::actor_system& sys, OutboxPtr out, bool fifo) {
+ArbiterActor spawn_pool_arbiter(caf::actor_system& sys, OutboxPtr out, bool fifo) {
   return sys.spawn(arbiter_behavior, std::move(out), fifo);
 }
 

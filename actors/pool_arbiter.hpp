@@ -5,26 +5,31 @@
 //   demands of the team queues (their first jobs in order); the backfill hold
 //   of each pool; the last reason each pending job was not placed; the
 //   reserved-idle GPU-seconds.
-// Handles: (capacity_atom, NodeCapacity, node actor) from node actors;
-//   (demand_atom, team, tickets, pending jobs, pending GPUs) from queues;
-//   (placed_atom, team, Assignment) / (unplaced_atom, team, job id) from
-//   queues when a grant was carried out or failed; (done_atom, job id) from a
-//   job when its attempt gave its GPUs back; (config_atom, text) on reload;
-//   (why_atom, job id, team, reply); (queues_atom, reply); (list_atom, reply);
-//   (round_atom) and (tick_atom), its own triggers.
-// Emits: (spawn_atom, JobTicket, CandidateList, queue) to the gang
+// Interface: ArbiterActor (actors/protocol.hpp).
+// Accepts: (capacity_atom, NodeCapacity, NodeActor) from node actors;
+//   (demand_atom, team, tickets, pending jobs, pending GPUs, TeamQueueActor)
+//   from queues (a new queue handle: the old queue crashed and the grants it
+//   carried out died with it); (placed_atom, team, Assignment) /
+//   (unplaced_atom, team, job id) from queues when a grant was carried out or
+//   failed; (done_atom, job id) from a job when its attempt gave its GPUs
+//   back; (checkpoint_atom, job, ts) and (retried_atom, cause, kind) from
+//   jobs; (config_atom, text) on reload; Wiring; (why_atom, job id, team,
+//   reply); (queues_atom, reply); (list_atom, reply); (round_atom) and
+//   (tick_atom), its own triggers.
+// Sends: (spawn_atom, JobTicket, CandidateList, TeamQueueActor) to the gang
 //   supervisor: a GangReservationActor places the job (the node actors
-//   re-check), and the queue reports placed/unplaced.
+//   re-check), and the queue reports placed/unplaced; (preempt_atom, job,
+//   why) to the job supervisor; (why_atom, job, reply) to a queue.
 // Policy: actors/policy/round.hpp (pure); this actor only gathers its inputs
 //   and carries its output.
 #pragma once
 
-#include "actors/caf_types.hpp"
 #include "actors/ports.hpp"
+#include "actors/protocol.hpp"
 
 namespace troupe {
 
 // `fifo`: plan with the FIFO baseline (policy::plan_fifo) instead of Troupe's policy.
-caf::actor spawn_pool_arbiter(caf::actor_system& sys, OutboxPtr out, bool fifo = false);
+ArbiterActor spawn_pool_arbiter(caf::actor_system& sys, OutboxPtr out, bool fifo = false);
 
 }  // namespace troupe

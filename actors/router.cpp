@@ -81,7 +81,7 @@ struct RouterState {
   static inline const char* name = "router";
 };
 
-using Self = caf::stateful_actor<RouterState>;
+using Self = RouterActor::stateful_pointer<RouterState>;
 
 void log_bad(const std::string& what, int64_t count) {
   // Logged, but not one line per message when someone floods us.
@@ -98,7 +98,7 @@ int64_t steady_ms() {
 }
 
 // Replies to a submission: the job id, or an error with its stable code.
-void reply_submit(Self* self, const Waiter& w, const std::string& job_id, const std::string& error,
+void reply_submit(Self self, const Waiter& w, const std::string& job_id, const std::string& error,
                   policy::Refusal code = policy::Refusal::none) {
   if (w.reply.empty()) return;
   const char* c = policy::code_name(code);
@@ -111,7 +111,7 @@ void reply_submit(Self* self, const Waiter& w, const std::string& job_id, const 
 }
 
 // Counts a refused submission (by code, and by team) and answers it.
-void reject(Self* self, const Waiter& w, policy::Refusal code, const std::string& error,
+void reject(Self self, const Waiter& w, policy::Refusal code, const std::string& error,
             const std::string& team) {
   auto& n = self->state.n;
   const char* c = policy::code_name(code);
@@ -163,7 +163,7 @@ void unqueue(RouterState& st, const std::string& team) {
   if (--it->second <= 0) st.queued.erase(it);
 }
 
-std::string new_job_id(Self* self) {
+std::string new_job_id(Self self) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%06llx", static_cast<unsigned long long>(++self->state.next_seq));
   return self->state.id_prefix + buf;
@@ -180,7 +180,7 @@ struct ConsumerAck {
   }
 };
 
-void submit(Self* self, const Inbound& in) {
+void submit(Self self, const Inbound& in) {
   using policy::Refusal;
   auto& st = self->state;
   ++st.n.submitted;
@@ -320,7 +320,7 @@ void submit(Self* self, const Inbound& in) {
   pend.rec.SerializeToString(&bytes);
   if (!key.empty()) st.pending_keys[key] = job_id;
   st.pending.emplace(job_id, std::move(pend));
-  caf::actor me{self};
+  RouterActor me{self};
   st.intake->append(subjects::intake(team), std::vector<uint8_t>(bytes.begin(), bytes.end()),
                     key.empty() ? job_id : key,
                     [me, job_id](bool ok, bool, const std::string& error) {
@@ -328,7 +328,7 @@ void submit(Self* self, const Inbound& in) {
                     });
 }
 
-void on_intake(Self* self, const std::string& job_id, bool ok, const std::string& error) {
+void on_intake(Self self, const std::string& job_id, bool ok, const std::string& error) {
   auto& st = self->state;
   auto it = st.pending.find(job_id);
   if (it == st.pending.end()) return;
@@ -356,7 +356,7 @@ void on_intake(Self* self, const std::string& job_id, bool ok, const std::string
 }
 
 // Parses a small JSON request; replies with an error and returns false when bad.
-bool parse_request(Self* self, const Inbound& in, json& out) {
+bool parse_request(Self self, const Inbound& in, json& out) {
   out = json::parse(in.data.begin(), in.data.end(), nullptr, false);
   if (in.data.empty()) out = json::object();
   if (out.is_discarded() || !out.is_object()) {
@@ -369,7 +369,7 @@ bool parse_request(Self* self, const Inbound& in, json& out) {
   return true;
 }
 
-bool job_id_of(Self* self, const Inbound& in, const json& req, std::string& id) {
+bool job_id_of(Self self, const Inbound& in, const json& req, std::string& id) {
   if (req.contains("job_id") && req["job_id"].is_string()) {
     id = req["job_id"].get<std::string>();
     if (subjects::check_token(id).empty()) return true;
@@ -383,7 +383,7 @@ bool job_id_of(Self* self, const Inbound& in, const json& req, std::string& id) 
 
 // troupe.<team>.jobs and troupe.sys.jobs: {"limit","after","state"} (each
 // optional) to the job supervisor, which answers one page.
-void list_jobs(Self* self, const Inbound& in, const std::string& team, const json& req) {
+void list_jobs(Self self, const Inbound& in, const std::string& team, const json& req) {
   policy::PageRequest page;
   if (auto err = policy::parse_page_request(req, &page); !err.empty()) {
     ++self->state.n.rejected;
@@ -394,7 +394,7 @@ void list_jobs(Self* self, const Inbound& in, const std::string& team, const jso
   self->send(self->state.w.jobs, list_atom_v, team, page.limit, page.after, page.state, in.reply);
 }
 
-void on_inbound(Self* self, const Inbound& in) {
+void on_inbound(Self self, const Inbound& in) {
   auto& st = self->state;
   auto team_tok = subjects::token(in.subject, subjects::kTeamToken);
   auto verb = subjects::token(in.subject, 2);
@@ -413,7 +413,7 @@ void on_inbound(Self* self, const Inbound& in) {
         log_bad("refused agent message on " + in.subject + ": " + why, c);
         return;
       }
-      self->send(st.w.nodes, route_atom_v, node, caf::make_message(Envelope{in.data}));
+      self->send(st.w.nodes, route_atom_v, node, Envelope{in.data});
       return;
     }
     if (in.subject == subjects::kSysCordon || in.subject == subjects::kSysUncordon ||
@@ -436,13 +436,10 @@ void on_inbound(Self* self, const Inbound& in) {
       if (!parse_request(self, in, req)) return;
       std::string kind = req.value("kind", std::string());
       std::string id = req.value("id", std::string());
-      caf::actor sup = kind == "job"     ? st.w.jobs
-                       : kind == "queue" ? st.w.queues
-                       : kind == "node"  ? st.w.nodes
-                                         : caf::actor{};
+      bool known = kind == "job" || kind == "queue" || kind == "node";
       std::string error = !st.opts.debug_crash
                               ? "debug requests are off (troupe-scheduler --debug-crash)"
-                          : !sup                               ? "kind must be job, queue or node"
+                          : !known                             ? "kind must be job, queue or node"
                           : !subjects::check_token(id).empty() ? "id is required"
                                                                : "";
       if (!error.empty()) {
@@ -451,7 +448,12 @@ void on_inbound(Self* self, const Inbound& in) {
           st.out->publish(in.reply, errors::error_json(errors::kBadRequest, error));
         return;
       }
-      self->send(sup, crash_atom_v, id);
+      if (kind == "job")
+        self->send(st.w.jobs, crash_atom_v, id);
+      else if (kind == "queue")
+        self->send(st.w.queues, crash_atom_v, id);
+      else
+        self->send(st.w.nodes, crash_atom_v, id);
       if (!in.reply.empty()) st.out->publish(in.reply, json{{"crashed", kind + " " + id}}.dump());
       return;
     }
@@ -538,7 +540,7 @@ void on_inbound(Self* self, const Inbound& in) {
 
 // A job of `team` exists: its stored events are read (a worker thread of the
 // History port) and the reply is published from there.
-void read_history(Self* self, const std::string& id, const std::string& team,
+void read_history(Self self, const std::string& id, const std::string& team,
                   const std::string& reply) {
   auto& st = self->state;
   if (reply.empty()) return;
@@ -555,7 +557,8 @@ void read_history(Self* self, const std::string& id, const std::string& team,
       });
 }
 
-caf::behavior router_behavior(Self* self, OutboxPtr out, IntakePtr intake, SchedulerOptions opts) {
+RouterActor::behavior_type router_behavior(Self self, OutboxPtr out, IntakePtr intake,
+                                           SchedulerOptions opts) {
   auto& st = self->state;
   st.opts = std::move(opts);
   st.out = std::move(out);
@@ -639,8 +642,8 @@ caf::behavior router_behavior(Self* self, OutboxPtr out, IntakePtr intake, Sched
 
 }  // namespace
 
-caf::actor spawn_router(caf::actor_system& sys, OutboxPtr out, IntakePtr intake,
-                        SchedulerOptions opts) {
+RouterActor spawn_router(caf::actor_system& sys, OutboxPtr out, IntakePtr intake,
+                         SchedulerOptions opts) {
   return sys.spawn(router_behavior, std::move(out), std::move(intake), std::move(opts));
 }
 

@@ -4,23 +4,32 @@
 //   and the bad-input counters. It stamps on each new record what the config
 //   says at submit: infra requeue cap, the team's run_as uid, job_defaults'
 //   memory limit and preemption.max_grace_s.
-// Handles: Inbound from every bus subscription of the scheduler
+// Interface: RouterActor (actors/protocol.hpp).
+// Accepts: Inbound from every bus subscription of the scheduler
 //   (troupe.*.submit|status|cancel|logs|jobs|why|history, troupe.sys.nodes|
-//   stats|find, troupe.sys.agent.>); (intake_atom, job id, ok, error) when the
-//   intake stream acknowledged; (history_atom, id, team, reply) from the job
-//   supervisor once it checked the job is the team's: the History port reads
-//   the events and the reply is published from its thread.
-// Emits: replies on the request's reply subject; (spawn_atom, ...) to the job
-//   supervisor; requests routed to the job supervisor, the arbiter, and agent
-//   messages to the node supervisor.
+//   stats|find, troupe.sys.agent.>); Wiring; (config_atom, text);
+//   (restore_atom, keys, next seq, fingerprints, queued teams) after a
+//   restart; (intake_atom, job id, ok, error) when the intake stream
+//   acknowledged (from the Intake port's thread); (history_atom, id, team,
+//   reply) from the job supervisor once it checked the job is the team's:
+//   the History port reads the events and the reply is published from its
+//   thread; (shape_atom, NodeCapacity) from the node supervisor;
+//   (unqueued_atom, team) from the job supervisor; (stats_atom, kind,
+//   restarts) from the supervisors; (distrust_atom, what); (why_atom, reply,
+//   body) from team queues.
+// Sends: replies on the request's reply subject; (spawn_atom, id, record),
+//   the verbs (status, cancel, why, logs, list, find, history) to the job
+//   supervisor; (route_atom, node, Envelope) of an agent's message and
+//   (cordon_atom, ...) to the node supervisor; (queues_atom) and (list_atom)
+//   to the arbiter; (crash_atom, id) to a supervisor (--debug-crash).
 #pragma once
 
 #include "actors/ports.hpp"
-#include "actors/caf_types.hpp"
+#include "actors/protocol.hpp"
 
 namespace troupe {
 
-caf::actor spawn_router(caf::actor_system& sys, OutboxPtr out, IntakePtr intake,
-                        SchedulerOptions opts);
+RouterActor spawn_router(caf::actor_system& sys, OutboxPtr out, IntakePtr intake,
+                         SchedulerOptions opts);
 
 }  // namespace troupe

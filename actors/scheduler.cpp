@@ -32,8 +32,12 @@ Wiring start_scheduler(caf::actor_system& sys, OutboxPtr out, IntakePtr intake,
   w.nodes = spawn_node_supervisor(sys, out, store, node_opts);
   w.gangs = spawn_gang_supervisor(sys);
   w.arbiter = spawn_pool_arbiter(sys, out, fifo);
-  for (const auto& a : {w.router, w.jobs, w.queues, w.nodes, w.gangs, w.arbiter})
-    caf::anon_send(a, w);
+  caf::anon_send(w.router, w);
+  caf::anon_send(w.jobs, w);
+  caf::anon_send(w.queues, w);
+  caf::anon_send(w.nodes, w);
+  caf::anon_send(w.gangs, w);
+  caf::anon_send(w.arbiter, w);
   return w;
 }
 
@@ -45,8 +49,13 @@ void apply_config(const Wiring& w, const std::string& text) {
 }
 
 void stop_scheduler(const Wiring& w) {
-  for (const auto& a : {w.router, w.jobs, w.queues, w.nodes, w.gangs, w.arbiter})
-    caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  auto stop = [](const auto& a) { caf::anon_send_exit(a, caf::exit_reason::user_shutdown); };
+  stop(w.router);
+  stop(w.jobs);
+  stop(w.queues);
+  stop(w.nodes);
+  stop(w.gangs);
+  stop(w.arbiter);
 }
 
 }  // namespace troupe

@@ -4,7 +4,7 @@
 #pragma once
 
 #include "actors/ports.hpp"
-#include "actors/caf_types.hpp"
+#include "actors/protocol.hpp"
 
 namespace troupe {
 

@@ -16,12 +16,12 @@
 #include "actors/job_actor.hpp"
 #include "actors/job_record.hpp"
 #include "actors/node_actor.hpp"
-#include "actors/recovery.hpp"
 #include "actors/policy/admission.hpp"
 #include "actors/policy/config.hpp"
 #include "actors/policy/ledger.hpp"
 #include "actors/policy/pages.hpp"
 #include "actors/policy/why.hpp"
+#include "actors/recovery.hpp"
 #include "actors/team_queue_actor.hpp"
 #include "bus/subjects.hpp"
 #include "messages/names.hpp"
@@ -39,15 +39,16 @@ namespace {
 
 // What every supervisor's state holds. `make` starts a child from its id and
 // last snapshot, and starts it again after a crash.
+template <class Handle>
 struct SupState {
   SupState(const char* kind, bool keep) : children(kind, keep) {}
   Wiring w;
   OutboxPtr out;
   SnapshotStorePtr store;  // null: in memory only
-  Children children;
-  Children::Factory make;
-  caf::actor start(caf::event_based_actor* self, const std::string& id,
-                   const std::string& snapshot) {
+  Children<Handle> children;
+  typename Children<Handle>::Factory make;
+  template <class Self>
+  Handle start(Self* self, const std::string& id, const std::string& snapshot) {
     return children.start(self, id, snapshot, make);
   }
   // Keeps a child's snapshot (for restarts) and hands it to the durable store.
@@ -63,11 +64,12 @@ struct SupState {
 //   snapshot (Children::on_down), `restarted(id)` runs, and the router hears
 //   how many children this supervisor restarted (troupe.sys.stats); a child
 //   that ended, or crashed too often, is forgotten and `ended(id)` runs;
-// - Wiring, and (stats_atom) -> the restarts so far;
-// then `own`, the supervisor's own handlers.
-template <class Self, class Restarted, class Ended, class... Own>
-caf::behavior supervise(Self* self, Children::Factory make, Restarted restarted, Ended ended,
-                        Own... own) {
+// - Wiring, and (stats_atom) -> the restarts so far (SupervisorActor);
+// then `own`, the supervisor's own handlers: `Interface` (actors/protocol.hpp)
+// is SupervisorActor extended by them.
+template <class Interface, class Self, class Factory, class Restarted, class Ended, class... Own>
+typename Interface::behavior_type supervise(Self self, Factory make, Restarted restarted,
+                                            Ended ended, Own... own) {
   self->state.make = std::move(make);
   self->set_down_handler([=](caf::down_msg& dm) {
     auto& st = self->state;
@@ -83,7 +85,7 @@ caf::behavior supervise(Self* self, Children::Factory make, Restarted restarted,
   });
   self->set_exit_handler([=](caf::exit_msg& m) {
     self->state.children.for_each(
-        [&](const std::string&, const caf::actor& a) { self->send_exit(a, m.reason); });
+        [&](const std::string&, const auto& a) { self->send_exit(a, m.reason); });
     self->quit(m.reason);
   });
   return {
@@ -99,14 +101,14 @@ void nothing(const std::string&) {}
 // The live child `id`, or else what `absent()` gives: it may start the child,
 // or answer for it and give none.
 template <class Self, class Absent>
-caf::actor child_or(Self* self, const std::string& id, Absent absent) {
+auto child_or(Self self, const std::string& id, Absent absent) {
   if (auto a = self->state.children.find(id)) return a;
   return absent();
 }
 
 // (crash_atom, id): the debug crash, passed to the child to act out.
 template <class Self>
-auto pass_crash(Self* self) {
+auto pass_crash(Self self) {
   return [=](crash_atom, const std::string& id) {
     if (auto a = self->state.children.find(id)) self->send(a, crash_atom_v);
   };
@@ -114,7 +116,7 @@ auto pass_crash(Self* self) {
 
 // --- jobs ---------------------------------------------------------------------
 
-struct JobSupState : SupState {
+struct JobSupState : SupState<JobActor> {
   JobSupState() : SupState("job", true) {}
   // Every job in list order, submit order: (JobRecord.seq, job id) -> team.
   // The seq goes on across scheduler restarts (the router's restore).
@@ -141,9 +143,9 @@ struct JobSupState : SupState {
   }
   static inline const char* name = "job_supervisor";
 };
-using JobSup = caf::stateful_actor<JobSupState>;
+using JobSup = JobSupervisorActor::stateful_pointer<JobSupState>;
 
-bool load(JobSup* self, const std::string& id, const std::string& team, pb::JobRecord& rec,
+bool load(JobSup self, const std::string& id, const std::string& team, pb::JobRecord& rec,
           const std::string& reply) {
   auto* snap = self->state.children.snapshot_of(id);
   if (snap == nullptr || !rec.ParseFromString(*snap) || rec.spec().team() != team) {
@@ -154,30 +156,26 @@ bool load(JobSup* self, const std::string& id, const std::string& team, pb::JobR
   return true;
 }
 
-// A message for a job whose actor is gone (ended): late placements, and holds
-// a node asks about, are handed back.
-void hand_back(JobSup* self, const caf::message& m) {
-  auto give_back = [&](const std::string& node, const std::string& hold_id) {
-    self->send(self->state.w.nodes, route_atom_v, node,
-               caf::make_message(Envelope{wire::release(hold_id, "job gone")}));
-  };
-  if (m.match_elements<placed_atom, Assignment>()) {
-    const auto& a = m.get_as<Assignment>(1);
-    self->send(self->state.w.arbiter, done_atom_v, a.job_id);
-    for (size_t rank = 0; rank < a.nodes.size(); ++rank)
-      give_back(a.nodes[rank], policy::hold_id(a.job_id, a.attempt, static_cast<int>(rank)));
-  } else if (m.match_elements<hold_atom, std::string, std::string, int32_t, int32_t, bool>()) {
-    give_back(m.get_as<std::string>(1), m.get_as<std::string>(2));
-  }
+// For a job whose actor is gone (ended): a late placement, and a hold a node
+// asks about, are handed back.
+void give_back(JobSup self, const std::string& node, const std::string& hold_id) {
+  self->send(self->state.w.nodes, route_atom_v, node, Envelope{wire::release(hold_id, "job gone")});
 }
 
-caf::behavior job_sup_behavior(JobSup* self, OutboxPtr out, SnapshotStorePtr store) {
+void hand_back(JobSup self, const Assignment& a) {
+  self->send(self->state.w.arbiter, done_atom_v, a.job_id);
+  for (size_t rank = 0; rank < a.nodes.size(); ++rank)
+    give_back(self, a.nodes[rank], policy::hold_id(a.job_id, a.attempt, static_cast<int>(rank)));
+}
+
+JobSupervisorActor::behavior_type job_sup_behavior(JobSup self, OutboxPtr out,
+                                                   SnapshotStorePtr store) {
   self->state.out = std::move(out);
   self->state.store = std::move(store);
   auto make = [=](const std::string&, const std::string& snap) {
     return spawn_job(self, self->state.w, self->state.out, snap);
   };
-  return supervise(
+  return supervise<JobSupervisorActor>(
       self, make, nothing, [=](const std::string& id) { self->state.left(id); },
       [=](spawn_atom, const std::string& id, const std::string& record) {
         pb::JobRecord rec;
@@ -187,12 +185,25 @@ caf::behavior job_sup_behavior(JobSup* self, OutboxPtr out, SnapshotStorePtr sto
         }
         self->state.start(self, id, record);
       },
-      [=](route_atom, const std::string& id, caf::message& m) {
-        auto a = child_or(self, id, [&] {
-          hand_back(self, m);
-          return caf::actor{};
-        });
-        if (a) caf::anon_send(a, std::move(m));
+      // Routed to one job (its actor, or handed back when it is gone).
+      [=](placed_atom, Assignment& a) {
+        if (auto j = self->state.children.find(a.job_id))
+          self->send(j, placed_atom_v, std::move(a));
+        else
+          hand_back(self, a);
+      },
+      [=](route_atom, const std::string& id, Envelope& env) {
+        if (auto j = self->state.children.find(id)) self->send(j, std::move(env));
+      },
+      [=](hold_atom, const std::string& id, const std::string& node, const std::string& hold,
+          int32_t attempt, int32_t rank, bool launched) {
+        if (auto j = self->state.children.find(id))
+          self->send(j, hold_atom_v, node, hold, attempt, rank, launched);
+        else
+          give_back(self, node, hold);
+      },
+      [=](preempt_atom, const std::string& id, const std::string& why) {
+        if (auto j = self->state.children.find(id)) self->send(j, preempt_atom_v, why);
       },
       [=](snapshot_atom, const std::string& id, std::string& bytes) {
         if (self->state.unstarted.count(id) != 0) {
@@ -335,7 +346,7 @@ caf::behavior job_sup_behavior(JobSup* self, OutboxPtr out, SnapshotStorePtr sto
           self->send(self->state.w.router, history_atom_v, id, team, reply);
       },
       [=](requeue_atom, const std::string& team) {
-        self->state.children.for_each([&](const std::string& id, const caf::actor& a) {
+        self->state.children.for_each([&](const std::string& id, const JobActor& a) {
           pb::JobRecord rec;
           auto* snap = self->state.children.snapshot_of(id);
           if (snap && rec.ParseFromString(*snap) && rec.spec().team() == team)
@@ -347,30 +358,39 @@ caf::behavior job_sup_behavior(JobSup* self, OutboxPtr out, SnapshotStorePtr sto
 
 // --- queues -------------------------------------------------------------------
 
-struct QueueSupState : SupState {
+struct QueueSupState : SupState<TeamQueueActor> {
   QueueSupState() : SupState("queue", false) {}
   std::unordered_set<std::string> seen;  // teams that had a queue
   static inline const char* name = "queue_supervisor";
 };
-using QueueSup = caf::stateful_actor<QueueSupState>;
+using QueueSup = QueueSupervisorActor::stateful_pointer<QueueSupState>;
 
-caf::behavior queue_sup_behavior(QueueSup* self) {
+// A queue made again: its team's queued jobs enqueue themselves again.
+void refill(QueueSup self, const std::string& team) {
+  self->send(self->state.w.jobs, requeue_atom_v, team);
+}
+
+// The queue of `team`, started on first use.
+TeamQueueActor queue_of(QueueSup self, const std::string& team) {
+  return child_or(self, team, [&] {
+    auto q = self->state.start(self, team, {});
+    // A queue made again after one that crashed too often: refill it.
+    if (!self->state.seen.insert(team).second) refill(self, team);
+    return q;
+  });
+}
+
+QueueSupervisorActor::behavior_type queue_sup_behavior(QueueSup self) {
   auto make = [=](const std::string& team, const std::string&) {
     return spawn_team_queue(self, self->state.w, team);
   };
-  auto refill = [=](const std::string& team) {
-    self->send(self->state.w.jobs, requeue_atom_v, team);
-  };
-  return supervise(
-      self, make, refill, nothing,
-      [=](route_atom, const std::string& team, caf::message& m) {
-        auto a = child_or(self, team, [&] {
-          auto q = self->state.start(self, team, {});
-          // A queue made again after one that crashed too often: refill it.
-          if (!self->state.seen.insert(team).second) refill(team);
-          return q;
-        });
-        caf::anon_send(a, std::move(m));
+  return supervise<QueueSupervisorActor>(
+      self, make, [=](const std::string& team) { refill(self, team); }, nothing,
+      [=](enqueue_atom, JobTicket& t) {
+        self->send(queue_of(self, t.team), enqueue_atom_v, std::move(t));
+      },
+      [=](dequeue_atom, const std::string& team, const std::string& job_id) {
+        self->send(queue_of(self, team), dequeue_atom_v, job_id);
       },
       [=](crash_atom, const std::string& team) {
         if (auto a = self->state.children.find(team)) self->send_exit(a, caf::sec::runtime_error);
@@ -379,17 +399,17 @@ caf::behavior queue_sup_behavior(QueueSup* self) {
 
 // --- nodes --------------------------------------------------------------------
 
-struct NodeSupState : SupState {
+struct NodeSupState : SupState<NodeActor> {
   NodeSupState() : SupState("node", false) {}
   NodeOptions opts;
   policy::ClusterConfig cfg = policy::open_config();  // its node roster
   static inline const char* name = "node_supervisor";
 };
-using NodeSup = caf::stateful_actor<NodeSupState>;
+using NodeSup = NodeSupervisorActor::stateful_pointer<NodeSupState>;
 
 // Tells the router what a node could ever hold (its admission feasibility
 // check): on every NodeRegister, and for every node restored.
-void tell_shape(NodeSup* self, const std::string& node, const std::string& gpu_type,
+void tell_shape(NodeSup self, const std::string& node, const std::string& gpu_type,
                 const std::string& named_pool, int gpus, int cpus, int64_t memory_mb) {
   policy::NodeCapacity c;
   c.name = node;
@@ -401,9 +421,8 @@ void tell_shape(NodeSup* self, const std::string& node, const std::string& gpu_t
   self->send(self->state.w.router, shape_atom_v, c);
 }
 
-void tell_shape(NodeSup* self, const std::string& node, const caf::message& m) {
-  if (!m.match_elements<Envelope>()) return;
-  auto* e = wire::open(m.get_as<Envelope>(0).bytes);
+void tell_shape(NodeSup self, const std::string& node, const Envelope& env) {
+  auto* e = wire::open(env.bytes);
   auto* r = e ? e->body_as_NodeRegister() : nullptr;
   if (r == nullptr) return;
   tell_shape(self, node, wire::str(r->gpu_type()), wire::str(r->pool()),
@@ -412,13 +431,10 @@ void tell_shape(NodeSup* self, const std::string& node, const caf::message& m) {
 
 // A message for a node without an actor: only an agent's own word starts one,
 // and only for a node on the roster.
-caf::actor admit(NodeSup* self, const std::string& node, const caf::message& m) {
-  bool from_agent = false;
-  if (m.match_elements<Envelope>()) {
-    auto* e = wire::open(m.get_as<Envelope>(0).bytes);
-    from_agent = e && (e->body_type() == wire::Body::NodeRegister ||
-                       e->body_type() == wire::Body::Heartbeat);
-  }
+NodeActor admit(NodeSup self, const std::string& node, const Envelope& env) {
+  auto* e = wire::open(env.bytes);
+  bool from_agent =
+      e && (e->body_type() == wire::Body::NodeRegister || e->body_type() == wire::Body::Heartbeat);
   if (!from_agent) return {};
   if (!self->state.cfg.node_allowed(node)) {
     // Not on the roster (`nodes:` in the cluster config): no actor,
@@ -432,21 +448,26 @@ caf::actor admit(NodeSup* self, const std::string& node, const caf::message& m) 
   return self->state.start(self, node, snap ? *snap : std::string());
 }
 
-caf::behavior node_sup_behavior(NodeSup* self, OutboxPtr out, SnapshotStorePtr store,
-                                NodeOptions opts) {
+NodeSupervisorActor::behavior_type node_sup_behavior(NodeSup self, OutboxPtr out,
+                                                     SnapshotStorePtr store, NodeOptions opts) {
   self->state.opts = opts;
   self->state.out = std::move(out);
   self->state.store = std::move(store);
   auto make = [=](const std::string& node, const std::string& snap) {
     return spawn_node(self, self->state.w, self->state.out, node, snap, self->state.opts);
   };
-  return supervise(
+  return supervise<NodeSupervisorActor>(
       self, make, nothing, nothing,
-      [=](route_atom, const std::string& node, caf::message& m) {
-        auto a = child_or(self, node, [&] { return admit(self, node, m); });
+      [=](route_atom, const std::string& node, Envelope& env) {
+        auto a = child_or(self, node, [&] { return admit(self, node, env); });
         if (!a) return;
-        tell_shape(self, node, m);
-        caf::anon_send(a, std::move(m));
+        tell_shape(self, node, env);
+        caf::anon_send(a, std::move(env));  // one-way: its answer goes nowhere
+      },
+      [=](sync_atom, const std::string& node, const std::string& job, int32_t attempt,
+          int32_t rank) {
+        if (auto a = self->state.children.find(node))
+          self->send(a, sync_atom_v, job, attempt, rank);
       },
       [=](snapshot_atom, const std::string& node, std::string& bytes) {
         self->state.snapshot(node, node_key(node), std::move(bytes));
@@ -483,26 +504,26 @@ caf::behavior node_sup_behavior(NodeSup* self, OutboxPtr out, SnapshotStorePtr s
 struct GangPlan {
   JobTicket t;
   CandidateList c;
-  caf::actor queue;
+  TeamQueueActor queue;
 };
 
-struct GangSupState : SupState {
+struct GangSupState : SupState<GangActor> {
   GangSupState() : SupState("gang", false) {}
   std::unordered_map<std::string, GangPlan> plans;
   static inline const char* name = "gang_supervisor";
 };
-using GangSup = caf::stateful_actor<GangSupState>;
+using GangSup = GangSupervisorActor::stateful_pointer<GangSupState>;
 
-caf::behavior gang_sup_behavior(GangSup* self) {
+GangSupervisorActor::behavior_type gang_sup_behavior(GangSup self) {
   // A gang restarted after a crash reports unplaced at once (what it had
   // reserved is not known to it: those leases expire).
   auto recover = [=](const std::string& id, const std::string&) {
     auto& p = self->state.plans[id];
     return spawn_gang_reservation(self, p.t, p.c, p.queue, true);
   };
-  return supervise(
+  return supervise<GangSupervisorActor>(
       self, recover, nothing, [=](const std::string& id) { self->state.plans.erase(id); },
-      [=](spawn_atom, const JobTicket& t, const CandidateList& c, const caf::actor& queue) {
+      [=](spawn_atom, const JobTicket& t, const CandidateList& c, const TeamQueueActor& queue) {
         // The arbiter's grant, of one worker or many (the one placement path).
         auto id = policy::hold_id(t.job_id, t.attempt, 0);
         if (self->state.children.find(id)) {
@@ -521,17 +542,18 @@ caf::behavior gang_sup_behavior(GangSup* self) {
 
 }  // namespace
 
-caf::actor spawn_job_supervisor(caf::actor_system& sys, OutboxPtr out, SnapshotStorePtr store) {
+JobSupervisorActor spawn_job_supervisor(caf::actor_system& sys, OutboxPtr out,
+                                        SnapshotStorePtr store) {
   return sys.spawn(job_sup_behavior, std::move(out), std::move(store));
 }
-caf::actor spawn_queue_supervisor(caf::actor_system& sys) {
+QueueSupervisorActor spawn_queue_supervisor(caf::actor_system& sys) {
   return sys.spawn(queue_sup_behavior);
 }
-caf::actor spawn_node_supervisor(caf::actor_system& sys, OutboxPtr out, SnapshotStorePtr store,
-                                 NodeOptions opts) {
+NodeSupervisorActor spawn_node_supervisor(caf::actor_system& sys, OutboxPtr out,
+                                          SnapshotStorePtr store, NodeOptions opts) {
   return sys.spawn(node_sup_behavior, std::move(out), std::move(store), opts);
 }
-caf::actor spawn_gang_supervisor(caf::actor_system& sys) {
+GangSupervisorActor spawn_gang_supervisor(caf::actor_system& sys) {
   return sys.spawn(gang_sup_behavior);
 }
 

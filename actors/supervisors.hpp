@@ -4,42 +4,58 @@
 // and node snapshots to the durable SnapshotStore (KV, coalesced). After a
 // scheduler restart, (restore_atom, records) brings the children back.
 //
-// Every supervisor (one skeleton, actors/supervisors.cpp): an exit stops its
+// Every supervisor (one skeleton, actors/supervisors.cpp; its interface is
+// SupervisorActor of actors/protocol.hpp, extended): an exit stops its
 // children, then itself; a crashed child restarts from its snapshot and the
 // router hears (stats_atom, kind, restarts); Wiring; (stats_atom) -> restarts.
+// A supervisor routes by id: each message for a child carries the child's id
+// (or it is in the payload) and goes on typed; none is forwarded type-erased.
 //
-// job supervisor    — JobActors by job id. Also answers status, list and logs
-//                     from the snapshots (an ended job's actor is gone).
-//   handles: Wiring; (spawn_atom, id, record); (route_atom, id, message);
-//   (snapshot_atom, id, bytes); (status_atom, id, team, reply);
-//   (cancel_atom, id, team, reply); (why_atom, id, team, reply): queued jobs go
-//   to the arbiter; (logs_atom, id, team, rank, offset, max, reply);
+// job supervisor    — JobActors by job id (JobSupervisorActor). Also answers
+//                     status, list and logs from the snapshots (an ended
+//                     job's actor is gone).
+//   accepts: Wiring; (spawn_atom, id, record); (snapshot_atom, id, bytes);
+//   for a job: (placed_atom, Assignment) from its queue, (route_atom, id,
+//   Envelope) from its nodes, (hold_atom, id, node, hold, attempt, rank,
+//   launched) from a node's hold check, (preempt_atom, id, why) from the
+//   arbiter — a placement or hold of a job that is gone is handed back
+//   (Release to its nodes, done_atom to the arbiter);
+//   (status_atom, id, team, reply); (cancel_atom, id, team, reply);
+//   (why_atom, id, team, reply): queued jobs go to the arbiter;
+//   (logs_atom, id, team, rank, offset, max, reply);
 //   (list_atom, team, limit, after, state, reply): one page, submit order;
 //   (find_atom, id, reply); (history_atom, id, team, reply): checked, then
 //   handed back to the router to read; (requeue_atom, team); (crash_atom, id);
 //   (stats_atom); (restore_atom, JobRecords).
-// queue supervisor  — TeamQueueActors by team, created on first use. A
-//                     restarted queue is refilled by its queued jobs (requeue).
-//   handles: Wiring; (route_atom, team, message); (crash_atom, team); (stats_atom).
-// node supervisor   — NodeActors by node name, created when an agent speaks.
-//   handles: Wiring; (route_atom, node, message); (snapshot_atom, node, bytes);
-//   (config_atom, text): its roster; (cordon_atom, node, on, drain, reply);
-//   (crash_atom, node); (stats_atom); (restore_atom, NodeRecords).
-// gang supervisor   — GangReservationActors by job id/attempt.
-//   handles: Wiring; (spawn_atom, JobTicket, CandidateList, queue); (stats_atom).
+// queue supervisor  — TeamQueueActors by team, created on first use
+//                     (QueueSupervisorActor). A restarted queue is refilled
+//                     by its queued jobs (requeue).
+//   accepts: Wiring; (enqueue_atom, JobTicket) for the ticket's team;
+//   (dequeue_atom, team, id); (crash_atom, team); (stats_atom).
+// node supervisor   — NodeActors by node name, created when an agent speaks
+//                     (NodeSupervisorActor).
+//   accepts: Wiring; (route_atom, node, Envelope): an agent's message or a
+//   job's Launch/Stop/Release, passed on one-way; (sync_atom, node, job,
+//   attempt, rank); (snapshot_atom, node, bytes); (config_atom, text): its
+//   roster; (cordon_atom, node, on, drain, reply); (crash_atom, node);
+//   (stats_atom); (restore_atom, NodeRecords).
+// gang supervisor   — GangReservationActors by job id/attempt
+//                     (GangSupervisorActor).
+//   accepts: Wiring; (spawn_atom, JobTicket, CandidateList, TeamQueueActor);
+//   (stats_atom).
 #pragma once
 
-#include "actors/caf_types.hpp"
 #include "actors/node_actor.hpp"
 #include "actors/ports.hpp"
+#include "actors/protocol.hpp"
 
 namespace troupe {
 
-caf::actor spawn_job_supervisor(caf::actor_system& sys, OutboxPtr out,
-                                SnapshotStorePtr store = nullptr);
-caf::actor spawn_queue_supervisor(caf::actor_system& sys);
-caf::actor spawn_node_supervisor(caf::actor_system& sys, OutboxPtr out,
-                                 SnapshotStorePtr store = nullptr, NodeOptions opts = {});
-caf::actor spawn_gang_supervisor(caf::actor_system& sys);
+JobSupervisorActor spawn_job_supervisor(caf::actor_system& sys, OutboxPtr out,
+                                        SnapshotStorePtr store = nullptr);
+QueueSupervisorActor spawn_queue_supervisor(caf::actor_system& sys);
+NodeSupervisorActor spawn_node_supervisor(caf::actor_system& sys, OutboxPtr out,
+                                          SnapshotStorePtr store = nullptr, NodeOptions opts = {});
+GangSupervisorActor spawn_gang_supervisor(caf::actor_system& sys);
 
 }  // namespace troupe

@@ -26,15 +26,15 @@ struct QueueState {
   static inline const char* name = "team_queue";
 };
 
-using Self = caf::stateful_actor<QueueState>;
+using Self = TeamQueueActor::stateful_pointer<QueueState>;
 
-void changed(Self* self) {
+void changed(Self self) {
   if (self->state.flush_armed) return;
   self->state.flush_armed = true;
   self->send(self, tick_atom_v);  // after the messages already queued: coalesces bursts
 }
 
-void send_demand(Self* self) {
+void send_demand(Self self) {
   auto& st = self->state;
   st.flush_armed = false;
   std::vector<JobTicket> first;
@@ -43,10 +43,11 @@ void send_demand(Self* self) {
     first.push_back(t);
   }
   self->send(st.w.arbiter, demand_atom_v, st.team, std::move(first),
-             static_cast<int32_t>(st.pending.size()), static_cast<int32_t>(st.pending_gpus));
+             static_cast<int32_t>(st.pending.size()), static_cast<int32_t>(st.pending_gpus),
+             TeamQueueActor{self});
 }
 
-void erase(Self* self, const std::string& job_id) {
+void erase(Self self, const std::string& job_id) {
   auto& st = self->state;
   auto it = st.index.find(job_id);
   if (it == st.index.end()) return;
@@ -60,14 +61,14 @@ void erase(Self* self, const std::string& job_id) {
 // A grant was carried out: hand the job over. The job actor takes it from
 // here, and gives it back if it moved on (canceled while it was placed: no
 // longer in this queue).
-void placed(Self* self, const Assignment& a) {
+void placed(Self self, const Assignment& a) {
   auto& st = self->state;
   erase(self, a.job_id);
-  self->send(st.w.jobs, route_atom_v, a.job_id, caf::make_message(placed_atom_v, a));
+  self->send(st.w.jobs, placed_atom_v, a);
   self->send(st.w.arbiter, placed_atom_v, st.team, a);
 }
 
-caf::behavior queue_behavior(Self* self, Wiring w, std::string team) {
+TeamQueueActor::behavior_type queue_behavior(Self self, Wiring w, std::string team) {
   self->state.w = std::move(w);
   self->state.team = std::move(team);
   return {
@@ -107,13 +108,12 @@ caf::behavior queue_behavior(Self* self, Wiring w, std::string team) {
         }
         self->send(st.w.router, why_atom_v, reply, j.dump());
       },
-      [=](count_atom) { return static_cast<int64_t>(self->state.pending.size()); },
   };
 }
 
 }  // namespace
 
-caf::actor spawn_team_queue(caf::event_based_actor* parent, Wiring w, std::string team) {
+TeamQueueActor spawn_team_queue(caf::local_actor* parent, Wiring w, std::string team) {
   return parent->spawn(queue_behavior, std::move(w), std::move(team));
 }
 

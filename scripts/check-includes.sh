@@ -4,7 +4,8 @@
 # inside it) -> node, gateway, load. A file may include its own floor and the
 # floors below it, never one above; NATS headers only in bus/, CAF only in
 # actors/. Also: docs/architecture.md names exactly the atoms the code
-# declares, and the subjects, streams and buckets of bus/subjects.hpp.
+# declares (actors/protocol.hpp), and the subjects, streams and buckets of
+# bus/subjects.hpp.
 # Prints each breach and exits 1 when there is one.
 #   scripts/check-includes.sh [REPO_ROOT]      (ctest: include_rules)
 set -uo pipefail
@@ -86,14 +87,14 @@ while IFS= read -r file; do
   fi
 done < <(find messages bus actors node gateway -name '*.[ch]pp' | sort)
 
-# docs/architecture.md names every atom of actors/caf_types.hpp, and no other.
-code_atoms=$(sed -n 's/^CAF_ADD_ATOM(troupe, troupe::atoms, \([a-z_]*\),.*/\1/p' actors/caf_types.hpp | sort -u)
+# docs/architecture.md names every atom of actors/protocol.hpp, and no other.
+code_atoms=$(sed -n 's/^CAF_ADD_ATOM(troupe, troupe::atoms, \([a-z_]*\),.*/\1/p' actors/protocol.hpp | sort -u)
 doc_atoms=$(grep -o '`[a-z_]*_atom`' docs/architecture.md | tr -d '`' | sort -u)
 for a in $(comm -23 <(echo "$code_atoms") <(echo "$doc_atoms")); do
-  breach "atom $a (actors/caf_types.hpp) is missing from docs/architecture.md"
+  breach "atom $a (actors/protocol.hpp) is missing from docs/architecture.md"
 done
 for a in $(comm -13 <(echo "$code_atoms") <(echo "$doc_atoms")); do
-  breach "docs/architecture.md names $a, which actors/caf_types.hpp does not declare"
+  breach "docs/architecture.md names $a, which actors/protocol.hpp does not declare"
 done
 
 for a in "${allowed[@]}"; do

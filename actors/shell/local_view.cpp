@@ -2,7 +2,7 @@
 
 #include <chrono>
 
-#include "actors/caf_types.hpp"
+#include "actors/protocol.hpp"
 
 namespace troupe::shell {
 
@@ -10,7 +10,7 @@ std::optional<std::string> LocalView::ask(const std::string& subject, int timeou
   std::promise<std::string> answered;
   auto result = answered.get_future();
   std::string reply;
-  caf::actor router;
+  InboundActor router;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!router_) return std::nullopt;
@@ -28,7 +28,7 @@ std::optional<std::string> LocalView::ask(const std::string& subject, int timeou
   return result.get();
 }
 
-void LocalView::serve(caf::actor router) {
+void LocalView::serve(InboundActor router) {
   std::lock_guard<std::mutex> lock(mu_);
   router_ = std::move(router);
 }

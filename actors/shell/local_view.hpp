@@ -17,6 +17,7 @@
 #include <unordered_map>
 
 #include "actors/metrics/scheduler_metrics.hpp"
+#include "actors/protocol.hpp"
 
 namespace troupe::shell {
 
@@ -31,7 +32,7 @@ class LocalView : public metrics::Source {
 
   // While serving, the router that answers (a null handle: none, ask() says
   // nothing at once).
-  void serve(caf::actor router);
+  void serve(InboundActor router);
   // An answer the actors published to `subject`: true (and kept here) when
   // the subject is a local reply subject.
   bool answer(const std::string& subject, const void* data, size_t size);
@@ -43,7 +44,7 @@ class LocalView : public metrics::Source {
 
  private:
   std::mutex mu_;
-  caf::actor router_;
+  InboundActor router_;
   std::unordered_map<std::string, std::promise<std::string>*> waiting_;
   std::mt19937_64 ids_{std::random_device{}()};
   Listener listener_;

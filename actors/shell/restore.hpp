@@ -10,7 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "actors/caf_types.hpp"
+#include "actors/protocol.hpp"
 #include "actors/recovery.hpp"
 #include "actors/shell/bootstrap.hpp"
 #include "actors/shell/leadership.hpp"

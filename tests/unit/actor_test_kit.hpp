@@ -23,18 +23,24 @@ struct TestSystem {
     sys = std::make_unique<caf::actor_system>(cfg);
     sched = &dynamic_cast<caf::scheduler::test_coordinator&>(sys->scheduler());
   }
-  // Stops `actors` and runs what that leaves to do.
-  void stop(std::initializer_list<caf::actor> actors) {
-    for (const auto& a : actors)
+  // Stops `actors` (any handles, typed or not) and runs what that leaves to do.
+  template <class... Handles>
+  void stop(const Handles&... actors) {
+    auto exit = [](const auto& a) {
       if (a) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+    };
+    (exit(actors), ...);
     sched->run();
   }
 };
 
 // The state of a stateful actor (the test runs on the actors' only thread).
-template <class State>
-State& state_of(const caf::actor& a) {
-  return dynamic_cast<caf::stateful_actor<State>&>(*caf::actor_cast<caf::abstract_actor*>(a)).state;
+// `Base`: its actor class (caf::event_based_actor, or a typed actor's
+// `Handle::base`).
+template <class State, class Base = caf::event_based_actor, class Handle>
+State& state_of(const Handle& a) {
+  return dynamic_cast<caf::stateful_actor<State, Base>&>(*caf::actor_cast<caf::abstract_actor*>(a))
+      .state;
 }
 
 }  // namespace troupe::testing

@@ -25,7 +25,7 @@ caf::behavior child(caf::event_based_actor* self) {
 }
 
 struct ParentState {
-  Children children{"thing", false};
+  Children<caf::actor> children{"thing", false};
   std::vector<std::string> made;                    // "id:snapshot" for every child made
   std::vector<std::pair<std::string, bool>> downs;  // (id, restarted)
 };
@@ -119,7 +119,7 @@ TEST_CASE_METHOD(Fixture, "a crash restarts the child from its last snapshot, up
   caf::anon_send(p, std::string("a"), std::string("one"));
   caf::anon_send(p, std::string("a"), std::string("snapshot"), std::string("two"));
   sched->run();
-  for (int i = 1; i <= Children::max_restarts; ++i) {
+  for (int i = 1; i <= Children<caf::actor>::max_restarts; ++i) {
     crash("a");
     CHECK(state().downs.back() == std::make_pair(std::string("a"), true));
     CHECK(live_ids() == std::set<std::string>{"a"});
@@ -129,7 +129,8 @@ TEST_CASE_METHOD(Fixture, "a crash restarts the child from its last snapshot, up
   crash("a");  // one crash too many within the window
   CHECK(state().downs.back() == std::make_pair(std::string("a"), false));
   CHECK(live_ids().empty());
-  CHECK(state().children.total_restarts() == static_cast<size_t>(Children::max_restarts));
+  CHECK(state().children.total_restarts() ==
+        static_cast<size_t>(Children<caf::actor>::max_restarts));
   // Its snapshot stays, for whoever starts it again.
   CHECK(*state().children.snapshot_of("a") == "two");
 }

@@ -24,29 +24,53 @@ using namespace troupe::atoms;
 namespace {
 
 // A supervisor (of jobs or of nodes), reduced to what it is asked to route.
+// It stands in for a JobSupervisorActor or a NodeSupervisorActor (through
+// caf::actor_cast): it takes the messages of theirs that the actor under test
+// sends.
 struct FakeJobsState {
   // "hold <node> <hold id> launched=<0|1>", "<Body> <id>" for an envelope,
-  // "other <id>"
+  // "sync <node>"
   std::vector<std::string> got;
 };
 using FakeJobs = caf::stateful_actor<FakeJobsState>;
 
 caf::behavior fake_jobs(FakeJobs* self) {
   return {
-      [=](route_atom, const std::string& id, caf::message& m) {
-        auto& got = self->state.got;
-        if (m.match_elements<hold_atom, std::string, std::string, int32_t, int32_t, bool>()) {
-          got.push_back("hold " + m.get_as<std::string>(1) + " " + m.get_as<std::string>(2) +
-                        " launched=" + std::to_string(m.get_as<bool>(5)));
-        } else if (m.match_elements<Envelope>()) {
-          auto* e = wire::open(m.get_as<Envelope>(0).bytes);
-          got.push_back(std::string(e ? wire::body_name(e->body_type()) : "bad") + " " + id);
-        } else {
-          got.push_back("other " + id);
-        }
+      [=](route_atom, const std::string& id, const Envelope& env) {
+        auto* e = wire::open(env.bytes);
+        self->state.got.push_back(std::string(e ? wire::body_name(e->body_type()) : "bad") + " " +
+                                  id);
+      },
+      [=](hold_atom, const std::string&, const std::string& node, const std::string& hold, int32_t,
+          int32_t, bool launched) {
+        self->state.got.push_back("hold " + node + " " + hold +
+                                  " launched=" + std::to_string(launched));
+      },
+      [=](sync_atom, const std::string& node, const std::string&, int32_t, int32_t) {
+        self->state.got.push_back("sync " + node);
       },
       [=](const Envelope&) {},
   };
+}
+
+// A fake as the handle type the actor under test sends to.
+template <class Handle>
+Handle as(const caf::actor& fake) {
+  return caf::actor_cast<Handle>(fake);
+}
+
+// The Wiring of an actor under test: every well-known actor `others`,
+// except those set after.
+Wiring wiring_to(const caf::actor& others, ClockPtr clock) {
+  Wiring w;
+  w.router = as<RouterActor>(others);
+  w.jobs = as<JobSupervisorActor>(others);
+  w.queues = as<QueueSupervisorActor>(others);
+  w.nodes = as<NodeSupervisorActor>(others);
+  w.gangs = as<GangSupervisorActor>(others);
+  w.arbiter = as<ArbiterActor>(others);
+  w.clock = std::move(clock);
+  return w;
 }
 
 // Everything else the node actor sends (its capacity, its snapshots) is
@@ -64,7 +88,8 @@ class NullOutbox : public Outbox {
 
 struct Fixture : testing::TestSystem {
   std::shared_ptr<ManualClock> clock = std::make_shared<ManualClock>(1'800'000'000'000);
-  caf::actor jobs, others, node;
+  caf::actor jobs, others;
+  NodeActor node;
   std::shared_ptr<NullOutbox> out = std::make_shared<NullOutbox>();
   NodeOptions opts;
 
@@ -75,7 +100,7 @@ struct Fixture : testing::TestSystem {
     opts.hold_check_ms = 10000;
     opts.heartbeat_timeout_ms = 30000;
   }
-  ~Fixture() { stop({jobs, others, node}); }
+  ~Fixture() { stop(jobs, others, node); }
   // A node restored from its snapshot: 4 GPUs, job j1's rank 0 committed on
   // GPU 0, launched or not yet.
   void start_node(bool restored, bool launched) {
@@ -92,10 +117,8 @@ struct Fixture : testing::TestSystem {
     h->add_gpus(0);
     h->set_committed(true);
     h->set_launched(launched);
-    Wiring w;
-    w.jobs = jobs;
-    w.router = w.queues = w.nodes = w.gangs = w.arbiter = others;
-    w.clock = clock;
+    Wiring w = wiring_to(others, clock);
+    w.jobs = as<JobSupervisorActor>(jobs);
     std::string snapshot = rec.SerializeAsString();
     auto parent = sys->spawn([&](caf::event_based_actor* self) {
       node = spawn_node(self, w, out, "n1", snapshot, opts);
@@ -150,7 +173,8 @@ namespace {
 // A job actor restored running on n1 (rank 0), its node supervisor a recorder.
 struct JobFixture : testing::TestSystem {
   std::shared_ptr<ManualClock> clock = std::make_shared<ManualClock>(1'800'000'000'000);
-  caf::actor nodes, others, job;
+  caf::actor nodes, others;
+  JobActor job;
 
   JobFixture() {
     nodes = sys->spawn(fake_jobs);
@@ -164,17 +188,15 @@ struct JobFixture : testing::TestSystem {
     p->set_rank(0);
     p->set_node("n1");
     p->add_gpus(0);
-    Wiring w;
-    w.nodes = nodes;
-    w.router = w.jobs = w.queues = w.gangs = w.arbiter = others;
-    w.clock = clock;
+    Wiring w = wiring_to(others, clock);
+    w.nodes = as<NodeSupervisorActor>(nodes);
     std::string snapshot = rec.SerializeAsString();
     sys->spawn([&](caf::event_based_actor* self) {
       job = spawn_job(self, w, std::make_shared<NullOutbox>(), snapshot);
     });
     sched->run();
   }
-  ~JobFixture() { stop({nodes, others, job}); }
+  ~JobFixture() { stop(nodes, others, job); }
   size_t stops() {
     auto& got = testing::state_of<FakeJobsState>(nodes).got;
     return static_cast<size_t>(std::count(got.begin(), got.end(), "Stop n1"));

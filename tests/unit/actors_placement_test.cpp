@@ -84,9 +84,8 @@ caf::behavior fake_queue(FakeQueue* self) {
 // Starts gang reservations as the gang supervisor does.
 caf::behavior parent(caf::event_based_actor* self) {
   return {
-      [=](const JobTicket& t, const CandidateList& c, const caf::actor& queue, bool recovering) {
-        spawn_gang_reservation(self, t, c, queue, recovering);
-      },
+      [=](const JobTicket& t, const CandidateList& c, const TeamQueueActor& queue,
+          bool recovering) { spawn_gang_reservation(self, t, c, queue, recovering); },
   };
 }
 
@@ -103,7 +102,7 @@ struct Fixture : testing::TestSystem {
   }
   ~Fixture() {
     for (const auto& a : nodes) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
-    stop({spawner, queue});
+    stop(spawner, queue);
   }
   // A grant of `job`, one worker on each named node (rank order), each node
   // answering as told.
@@ -119,9 +118,11 @@ struct Fixture : testing::TestSystem {
       nodes.push_back(sys->spawn(fake_node, name, answer));
       c.names.push_back(name);
       c.hosts.push_back("host-" + name);
-      c.actors.push_back(nodes.back());
+      // The fakes take only what a gang sends a node or a queue: seen
+      // through the real interfaces, as the gang sees them.
+      c.actors.push_back(caf::actor_cast<NodeActor>(nodes.back()));
     }
-    caf::anon_send(spawner, t, c, queue, recovering);
+    caf::anon_send(spawner, t, c, caf::actor_cast<TeamQueueActor>(queue), recovering);
     sched->run();
   }
   std::vector<std::string>& node_got(size_t rank) {

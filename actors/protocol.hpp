@@ -1,0 +1,351 @@
+// The scheduler's actor protocol, in one place: every atom, every message
+// struct, and each actor kind as a CAF typed_actor — the messages it accepts
+// and what it answers. Every send between the actors goes to one of these
+// typed handles, so the compiler checks it: a message an actor does not
+// accept does not build. The types that travel are registered with CAF at
+// the end of this file (configure() in actors/scheduler.cpp adds them).
+//
+// Conventions:
+//   - reacts_to<...>: a one-way message; replies_to<...>::with<...>: a
+//     request and its answer.
+//   - A supervisor routes by id: it accepts each message meant for one of its
+//     children with the child's id in it, and passes it on typed (or answers
+//     for a child that is gone). No message is forwarded type-erased.
+//   - Timers and coalescing triggers an actor sends itself (tick, round,
+//     lease, retry, restop, done) are part of its interface: CAF 0.17 has no
+//     private messages.
+//   - A NodeActor answers every Envelope (Accept|Reject for Reserve and
+//     Commit, an empty Envelope otherwise): one-way Envelopes (an agent's
+//     reports; Launch, Stop, Release) are sent with anon_send, so that no
+//     answer goes back.
+#pragma once
+
+#include <caf/all.hpp>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "actors/policy/placement.hpp"
+#include "actors/ports.hpp"
+#include "bus/inbound.hpp"
+
+// --- atoms ------------------------------------------------------------------
+
+// Supervision and routing.
+CAF_ADD_ATOM(troupe, troupe::atoms, route_atom, "route")
+CAF_ADD_ATOM(troupe, troupe::atoms, snapshot_atom, "snapshot")
+CAF_ADD_ATOM(troupe, troupe::atoms, crash_atom, "crash")
+CAF_ADD_ATOM(troupe, troupe::atoms, spawn_atom, "spawn")
+CAF_ADD_ATOM(troupe, troupe::atoms, list_atom, "list")
+// Timers.
+CAF_ADD_ATOM(troupe, troupe::atoms, tick_atom, "tick")
+CAF_ADD_ATOM(troupe, troupe::atoms, lease_atom, "lease")
+CAF_ADD_ATOM(troupe, troupe::atoms, retry_atom, "retry")
+// Placement between queues, the pool arbiter, gangs and jobs.
+CAF_ADD_ATOM(troupe, troupe::atoms, enqueue_atom, "enqueue")
+CAF_ADD_ATOM(troupe, troupe::atoms, dequeue_atom, "dequeue")
+CAF_ADD_ATOM(troupe, troupe::atoms, capacity_atom, "capacity")
+CAF_ADD_ATOM(troupe, troupe::atoms, placed_atom, "placed")
+CAF_ADD_ATOM(troupe, troupe::atoms, unplaced_atom, "unplaced")
+CAF_ADD_ATOM(troupe, troupe::atoms, done_atom, "done")
+CAF_ADD_ATOM(troupe, troupe::atoms, cancel_atom, "cancel")
+CAF_ADD_ATOM(troupe, troupe::atoms, status_atom, "status")
+CAF_ADD_ATOM(troupe, troupe::atoms, logs_atom, "logs")
+CAF_ADD_ATOM(troupe, troupe::atoms, intake_atom, "intake")
+CAF_ADD_ATOM(troupe, troupe::atoms, stats_atom, "stats")
+CAF_ADD_ATOM(troupe, troupe::atoms, requeue_atom, "requeue")
+// Admission (router): a node's shape on every register (node supervisor), a
+// job that left `queued` for good (job supervisor).
+CAF_ADD_ATOM(troupe, troupe::atoms, shape_atom, "shape")
+CAF_ADD_ATOM(troupe, troupe::atoms, unqueued_atom, "unqueued")
+// troupe.sys.find and troupe.<team>.history (router <-> job supervisor).
+CAF_ADD_ATOM(troupe, troupe::atoms, find_atom, "find")
+CAF_ADD_ATOM(troupe, troupe::atoms, history_atom, "history")
+// Scheduling policy: queues <-> pool arbiter.
+CAF_ADD_ATOM(troupe, troupe::atoms, demand_atom, "demand")
+CAF_ADD_ATOM(troupe, troupe::atoms, round_atom, "round")
+CAF_ADD_ATOM(troupe, troupe::atoms, why_atom, "why")
+CAF_ADD_ATOM(troupe, troupe::atoms, queues_atom, "queues")
+CAF_ADD_ATOM(troupe, troupe::atoms, config_atom, "config")
+// Preemption, retries, node operations.
+CAF_ADD_ATOM(troupe, troupe::atoms, preempt_atom, "preempt")
+CAF_ADD_ATOM(troupe, troupe::atoms, checkpoint_atom, "checkpt")
+CAF_ADD_ATOM(troupe, troupe::atoms, retried_atom, "retried")
+CAF_ADD_ATOM(troupe, troupe::atoms, cordon_atom, "cordon")
+CAF_ADD_ATOM(troupe, troupe::atoms, restore_atom, "restore")
+// Holds that wait too long (node -> job) and a restarted job's resync (job -> node).
+CAF_ADD_ATOM(troupe, troupe::atoms, hold_atom, "hold")
+CAF_ADD_ATOM(troupe, troupe::atoms, sync_atom, "sync")
+CAF_ADD_ATOM(troupe, troupe::atoms, restop_atom, "restop")
+// An event is in the events stream (Outbox::publish_event -> job): a Launch waits for it.
+CAF_ADD_ATOM(troupe, troupe::atoms, stored_atom, "stored")
+// (distrust_atom, what): a message refused because its sender may not say it
+// (an unlisted node, a capacity change with work held): counted by the router.
+CAF_ADD_ATOM(troupe, troupe::atoms, distrust_atom, "distrust")
+
+namespace troupe {
+
+// --- message structs --------------------------------------------------------
+
+// Inbound (bus/inbound.hpp): one message from the bus (or an actor).
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, Inbound& x) {
+  return f(caf::meta::type_name("Inbound"), x.subject, x.reply, x.data, x.msg_id, x.stream_seq);
+}
+
+// A FlatBuffers Envelope passed between actors inside the scheduler.
+struct Envelope {
+  std::vector<uint8_t> bytes;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, Envelope& x) {
+  return f(caf::meta::type_name("Envelope"), x.bytes);
+}
+
+// A pending job as its team queue sees it.
+struct JobTicket {
+  std::string job_id;
+  std::string team;
+  int32_t attempt = 1;
+  int32_t priority = 50;
+  uint64_t seq = 0;
+  int64_t max_runtime_s = 0;
+  bool preemptible = true;
+  policy::PlacementRequest req;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, JobTicket& x) {
+  return f(caf::meta::type_name("JobTicket"), x.job_id, x.team, x.attempt, x.priority, x.seq,
+           x.max_runtime_s, x.preemptible, x.req);
+}
+
+// Where each rank of one attempt was committed.
+struct Assignment {
+  std::string job_id;
+  int32_t attempt = 1;
+  std::vector<std::string> nodes;          // by rank
+  std::vector<std::string> hosts;          // by rank
+  std::vector<std::vector<int32_t>> gpus;  // by rank
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, Assignment& x) {
+  return f(caf::meta::type_name("Assignment"), x.job_id, x.attempt, x.nodes, x.hosts, x.gpus);
+}
+
+struct Wiring;
+struct CandidateList;
+
+// The atoms by their names here (the actors' .cpp files say `using namespace
+// troupe::atoms` too).
+using namespace atoms;
+using caf::reacts_to;
+using caf::replies_to;
+using Strings = std::vector<std::string>;
+
+// --- the actor kinds --------------------------------------------------------
+// Each handle names what the actor accepts; the comment says who sends it.
+
+// GangReservationActor (actors/gang_reservation_actor.hpp): it sends its
+// requests and reports; it accepts only the debug crash. The answers to its
+// requests (Accept|Reject Envelopes) come back as responses.
+using GangActor = caf::typed_actor<reacts_to<crash_atom>>;
+
+// NodeActor (actors/node_actor.hpp), one per machine.
+using NodeActor = caf::typed_actor<
+    // Reserve, Commit (gang reservations, requests): Accept|Reject. Anything
+    // else (anon_send, via the node supervisor or from a gang): NodeRegister,
+    // Heartbeat, Started, Exited, Checkpointed from the agent; Launch, Stop,
+    // Release from jobs and gangs; answered with an empty Envelope.
+    replies_to<Envelope>::with<Envelope>,
+    reacts_to<sync_atom, std::string /*job*/, int32_t /*attempt*/, int32_t /*rank*/>,
+    reacts_to<cordon_atom, bool /*on*/, bool /*drain*/, std::string /*reply*/>,
+    reacts_to<lease_atom>,  // itself: a lease may have expired
+    reacts_to<tick_atom>,   // itself: liveness, hold check, snapshot
+    reacts_to<crash_atom>>;
+
+// TeamQueueActor (actors/team_queue_actor.hpp), one per team.
+using TeamQueueActor = caf::typed_actor<
+    reacts_to<enqueue_atom, JobTicket>,            // job (via the queue supervisor)
+    reacts_to<dequeue_atom, std::string /*job*/>,  // job (via the queue supervisor)
+    reacts_to<placed_atom, Assignment>,            // gang reservation
+    reacts_to<unplaced_atom, std::string /*job*/, std::string /*reason*/>,  // gang reservation
+    reacts_to<why_atom, std::string /*job*/, std::string /*reply*/>,        // arbiter
+    reacts_to<tick_atom>>;  // itself: one demand per burst
+
+// JobActor (actors/job_actor.hpp), one per job.
+using JobActor = caf::typed_actor<
+    reacts_to<placed_atom, Assignment>,  // its queue (via the job supervisor)
+    reacts_to<Envelope>,                 // Started|Exited|Checkpointed from its nodes
+    reacts_to<cancel_atom, std::string /*reply*/>,
+    reacts_to<preempt_atom, std::string /*why*/>,  // arbiter
+    reacts_to<requeue_atom>,                       // job supervisor (a queue restarted)
+    reacts_to<hold_atom, std::string /*node*/, std::string /*hold*/, int32_t /*attempt*/,
+              int32_t /*rank*/, bool /*launched*/>,                // a node's hold check
+    reacts_to<stored_atom, int32_t /*attempt*/, int64_t /*seq*/>,  // the events stream
+    reacts_to<retry_atom>,                                         // itself: back-off over
+    reacts_to<restop_atom, int32_t>,  // itself: send an unanswered stop again
+    reacts_to<done_atom>,             // itself: linger over
+    reacts_to<crash_atom>>;
+
+// What every supervisor accepts (the skeleton of actors/supervisors.cpp): the
+// Wiring, and (stats_atom) -> how many children it restarted.
+using SupervisorActor = caf::typed_actor<reacts_to<Wiring>, replies_to<stats_atom>::with<int64_t>>;
+
+// Job supervisor: JobActors by job id; answers for ended jobs from their snapshots.
+using JobSupervisorActor = SupervisorActor::extend<
+    reacts_to<spawn_atom, std::string /*id*/, std::string /*record*/>,  // router
+    reacts_to<snapshot_atom, std::string, std::string>,                 // its jobs
+    reacts_to<restore_atom, Strings /*records*/>,                       // restore
+    // Routed to job <id> (a late placement or hold check of a job that is
+    // gone is handed back):
+    reacts_to<placed_atom, Assignment>,                    // team queue
+    reacts_to<route_atom, std::string /*job*/, Envelope>,  // node: Started|Exited|Checkpointed
+    reacts_to<hold_atom, std::string /*job*/, std::string /*node*/, std::string /*hold*/,
+              int32_t /*attempt*/, int32_t /*rank*/, bool /*launched*/>,  // node
+    reacts_to<preempt_atom, std::string /*job*/, std::string /*why*/>,    // arbiter
+    // The verbs (router): id, team, reply.
+    reacts_to<status_atom, std::string, std::string, std::string>,
+    reacts_to<cancel_atom, std::string, std::string, std::string>,
+    reacts_to<why_atom, std::string, std::string, std::string>,
+    reacts_to<history_atom, std::string, std::string, std::string>,
+    reacts_to<logs_atom, std::string /*id*/, std::string /*team*/, int32_t /*rank*/,
+              int64_t /*offset*/, int64_t /*max*/, std::string /*reply*/>,
+    reacts_to<list_atom, std::string /*team*/, int64_t /*limit*/, std::string /*after*/,
+              std::string /*state*/, std::string /*reply*/>,
+    reacts_to<find_atom, std::string /*id*/, std::string /*reply*/>,
+    reacts_to<requeue_atom, std::string /*team*/>,  // queue supervisor
+    reacts_to<crash_atom, std::string /*id*/>>;
+
+// Queue supervisor: TeamQueueActors by team, created on first use.
+using QueueSupervisorActor = SupervisorActor::extend<
+    reacts_to<enqueue_atom, JobTicket>,  // job: to the queue of ticket.team
+    reacts_to<dequeue_atom, std::string /*team*/, std::string /*job*/>,  // job
+    reacts_to<crash_atom, std::string /*team*/>>;
+
+// Node supervisor: NodeActors by node name, created when an agent speaks.
+using NodeSupervisorActor = SupervisorActor::extend<
+    // To node <name>: an agent's message (router), or Launch|Stop|Release (jobs).
+    reacts_to<route_atom, std::string /*node*/, Envelope>,
+    reacts_to<sync_atom, std::string /*node*/, std::string /*job*/, int32_t, int32_t>,  // job
+    reacts_to<snapshot_atom, std::string, std::string>,                                 // its nodes
+    reacts_to<config_atom, std::string /*text*/>,  // its roster
+    reacts_to<cordon_atom, std::string /*node*/, bool /*on*/, bool /*drain*/,
+              std::string /*reply*/>,
+    reacts_to<restore_atom, Strings /*records*/>,  // restore
+    reacts_to<crash_atom, std::string /*node*/>>;
+
+// Gang supervisor: GangReservationActors by job id/attempt.
+using GangSupervisorActor = SupervisorActor::extend<
+    reacts_to<spawn_atom, JobTicket, CandidateList, TeamQueueActor>>;  // arbiter: a grant
+
+// PoolArbiter (actors/pool_arbiter.hpp), one per scheduler.
+using ArbiterActor = caf::typed_actor<
+    reacts_to<Wiring>,                                          // start_scheduler
+    reacts_to<capacity_atom, policy::NodeCapacity, NodeActor>,  // node actors
+    reacts_to<demand_atom, std::string /*team*/, std::vector<JobTicket> /*first jobs*/,
+              int32_t /*pending jobs*/, int32_t /*pending GPUs*/, TeamQueueActor>,  // queues
+    reacts_to<placed_atom, std::string /*team*/, Assignment>,                       // queues
+    reacts_to<unplaced_atom, std::string /*team*/, std::string /*job*/>,            // queues
+    reacts_to<done_atom, std::string /*job*/>,                                      // jobs
+    reacts_to<checkpoint_atom, std::string /*job*/, int64_t /*ts*/>,                // jobs
+    reacts_to<retried_atom, std::string /*cause*/, std::string /*kind*/>,           // jobs
+    reacts_to<config_atom, std::string /*text*/>,
+    reacts_to<why_atom, std::string /*job*/, std::string /*team*/, std::string /*reply*/>,
+    reacts_to<queues_atom, std::string /*reply*/>,  // router
+    reacts_to<list_atom, std::string /*reply*/>,    // router
+    reacts_to<round_atom>,                          // itself: plan now
+    reacts_to<tick_atom>>;                          // itself: expire grants, plan
+
+// What a bus subscription delivers to (actors/bridge.hpp): the router, seen
+// from the bus.
+using InboundActor = caf::typed_actor<reacts_to<Inbound>>;
+
+// Router (actors/router.hpp), the scheduler's edge: one per scheduler.
+using RouterActor = caf::typed_actor<
+    reacts_to<Wiring>,
+    reacts_to<Inbound>,  // every bus subscription (actors/bridge.hpp)
+    reacts_to<config_atom, std::string /*text*/>,
+    reacts_to<restore_atom, Strings /*keys*/, uint64_t /*next seq*/, Strings /*fingerprints*/,
+              Strings /*queued teams*/>,
+    reacts_to<intake_atom, std::string /*job*/, bool /*ok*/, std::string /*error*/>,  // itself
+    reacts_to<shape_atom, policy::NodeCapacity>,                        // node supervisor
+    reacts_to<unqueued_atom, std::string /*team*/>,                     // job supervisor
+    reacts_to<stats_atom, std::string /*kind*/, int64_t /*restarts*/>,  // supervisors
+    reacts_to<distrust_atom, std::string /*what*/>,                     // node supervisor, nodes
+    reacts_to<why_atom, std::string /*reply*/, std::string /*body*/>,   // team queues
+    reacts_to<history_atom, std::string /*id*/, std::string /*team*/,
+              std::string /*reply*/>>;  // job supervisor
+
+// The pool arbiter's answer to a candidate search: the granted node per rank.
+struct CandidateList {
+  std::vector<std::string> names;
+  std::vector<std::string> hosts;
+  std::vector<NodeActor> actors;
+  std::string reason;  // set when empty
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, CandidateList& x) {
+  return f(caf::meta::type_name("CandidateList"), x.names, x.hosts, x.actors, x.reason);
+}
+
+// The well-known actors of one scheduler, handed to each at spawn.
+struct Wiring {
+  RouterActor router;
+  JobSupervisorActor jobs;      // job supervisor (routes by job id)
+  QueueSupervisorActor queues;  // team queue supervisor (routes by team)
+  NodeSupervisorActor nodes;    // node supervisor (routes by node name)
+  GangSupervisorActor gangs;    // gang reservation supervisor
+  ArbiterActor arbiter;
+  uint64_t epoch = 0;  // leader lease revision: stamped on Launch and Stop (fencing)
+  // The actors' time (actors/ports.hpp). Process-local: not in inspect(),
+  // never serialized; null (before the Wiring arrives): the system clock.
+  ClockPtr clock;
+  int64_t now_ms() const { return clock ? clock->now_ms() : system_now_ms(); }
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, Wiring& x) {
+  return f(caf::meta::type_name("Wiring"), x.router, x.jobs, x.queues, x.nodes, x.gangs, x.arbiter,
+           x.epoch);
+}
+
+namespace policy {
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, PlacementRequest& x) {
+  return f(caf::meta::type_name("PlacementRequest"), x.pool, x.gpus, x.gpu_type, x.cpus,
+           x.memory_mb, x.workers, x.image);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, NodeCapacity& x) {
+  return f(caf::meta::type_name("NodeCapacity"), x.name, x.host, x.gpu_type, x.pool, x.rack,
+           x.runtime, x.schedulable, x.gpus_total, x.gpus_free, x.gpus_reserved, x.gpus_allocated,
+           x.cpus_total, x.cpus_free, x.memory_total_mb, x.memory_free_mb, x.alive,
+           x.last_heartbeat_ms, x.running);
+}
+}  // namespace policy
+
+}  // namespace troupe
+
+// --- registration -----------------------------------------------------------
+
+CAF_BEGIN_TYPE_ID_BLOCK(troupe, caf::first_custom_type_id)
+
+CAF_ADD_TYPE_ID(troupe, (troupe::Inbound))
+CAF_ADD_TYPE_ID(troupe, (troupe::Envelope))
+CAF_ADD_TYPE_ID(troupe, (std::vector<uint8_t>))
+CAF_ADD_TYPE_ID(troupe, (std::vector<std::string>))
+CAF_ADD_TYPE_ID(troupe, (troupe::JobTicket))
+CAF_ADD_TYPE_ID(troupe, (std::vector<troupe::JobTicket>))
+CAF_ADD_TYPE_ID(troupe, (troupe::Assignment))
+CAF_ADD_TYPE_ID(troupe, (troupe::CandidateList))
+CAF_ADD_TYPE_ID(troupe, (troupe::Wiring))
+CAF_ADD_TYPE_ID(troupe, (troupe::policy::PlacementRequest))
+CAF_ADD_TYPE_ID(troupe, (troupe::policy::NodeCapacity))
+CAF_ADD_TYPE_ID(troupe, (troupe::NodeActor))
+CAF_ADD_TYPE_ID(troupe, (troupe::TeamQueueActor))
+
+CAF_END_TYPE_ID_BLOCK(troupe)
