@@ -1,6 +1,6 @@
 // One message from the bus, as bytes plus routing: what a subscription
 // handler gets (bus/nats.hpp) and what the scheduler's actors receive
-// (actors/caf_types.hpp registers it with CAF). No CAF and no NATS here, so
+// (actors/protocol.hpp registers it with CAF). No CAF and no NATS here, so
 // the node agent, the CLI and the load tool use it as plain C++.
 #pragma once
 

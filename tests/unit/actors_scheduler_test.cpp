@@ -226,7 +226,7 @@ struct Fixture : testing::TestSystem {
   }
   // Sends an Envelope to node `node`'s actor, as the other actors do.
   void to_node(const std::string& node, std::vector<uint8_t> bytes) {
-    caf::anon_send(w.nodes, route_atom_v, node, caf::make_message(Envelope{std::move(bytes)}));
+    caf::anon_send(w.nodes, route_atom_v, node, Envelope{std::move(bytes)});
     settle();
   }
   // How many workers node `node` counts as running (launched, not exited).
@@ -239,8 +239,9 @@ struct Fixture : testing::TestSystem {
     return json::parse(r->text())["running"].get<int>();
   }
   // The restarts supervisor `sup` counts (stats_atom), asked by a probe actor
-  // that lives until the answer comes.
-  int64_t restarts(const caf::actor& sup) {
+  // that lives until the answer comes. (Any handle: typed or not.)
+  template <class Handle>
+  int64_t restarts(const Handle& sup) {
     auto n = std::make_shared<int64_t>(-1);
     sys->spawn([sup, n](caf::event_based_actor* self) {
       self->request(sup, caf::infinite, stats_atom_v)
@@ -347,7 +348,7 @@ TEST_CASE("malformed agent messages are dropped and counted", "[actors][input]")
   CHECK(json::parse(s->text()).contains("error"));
 }
 
-TEST_CASE("a give-up release never frees a launched hold; the job's own release does",
+TEST_CASE("a give-up release never frees a launched hold, the job's own release does",
           "[actors][holds]") {
   // A second grant of a running attempt (its placement lost with a crashed
   // queue) ends in a gang or queue giving up: its release must not free the
