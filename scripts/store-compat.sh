@@ -43,6 +43,7 @@ PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); pr
 export TROUPE_NATS=nats://127.0.0.1:$PORT
 "$NATS_SERVER" -js -a 127.0.0.1 -p "$PORT" -sd "$DIR/store" >"$DIR/nats.log" 2>&1 &
 PIDS+=($!)
+for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/"$PORT") 2>/dev/null && break; sleep 0.1; done
 "$NEW/troupe-node" --nats "$TROUPE_NATS" --name n1 --gpus 2 --gpu-type a100 \
   --state-dir "$DIR/n1" --simulate >"$DIR/node.log" 2>&1 &
 PIDS+=($!)
