@@ -13,6 +13,7 @@
 #include "actors/policy/preemption.hpp"
 #include "actors/policy/retry.hpp"
 #include "actors/recovery.hpp"
+#include "actors/views.hpp"
 #include "bus/subjects.hpp"
 #include "messages/names.hpp"
 #include "messages/spec.hpp"
@@ -467,9 +468,8 @@ void on_hold_check(Self self, const std::string& node, const std::string& hold_i
 }
 
 void reply_json(Self self, const std::string& reply, std::string_view state) {
-  if (reply.empty()) return;
-  self->state.out->publish(reply, "{\"job_id\":\"" + self->state.rec.job_id() + "\",\"state\":\"" +
-                                      std::string(state) + "\"}");
+  if (!reply.empty())
+    self->state.out->publish(reply, views::job_state_json(self->state.rec.job_id(), state));
 }
 
 JobActor::behavior_type job_behavior(Self self, Wiring w, OutboxPtr out, std::string snapshot) {

@@ -13,7 +13,9 @@
 #include "actors/policy/config.hpp"
 #include "actors/policy/preemption.hpp"
 #include "actors/policy/round.hpp"
+#include "actors/views.hpp"
 #include "job_spec.pb.h"
+#include "messages/names.hpp"
 #include "messages/spec.hpp"
 
 namespace troupe {
@@ -292,81 +294,74 @@ void run_round(Self self) {
   }
 }
 
-void reply(Self self, const std::string& to, const json& j) {
-  if (!to.empty()) self->state.out->publish(to, j.dump());
+void reply(Self self, const std::string& to, const std::string& json) {
+  if (!to.empty()) self->state.out->publish(to, json);
 }
 
-json queues_json(const ArbiterState& st) {
-  json pools = json::array();
+// What troupe.sys.queues shows (actors/views.hpp builds the JSON).
+views::Queues queues_view(const ArbiterState& st) {
+  views::Queues v;
   std::set<std::string> pool_names;
   for (const auto& p : st.cfg.pools) pool_names.insert(p.name);
   for (const auto& pool : pool_names) {
-    auto totals = policy::pool_totals(st.caps, pool);
-    int free = 0;
+    views::PoolRow row;
+    row.pool = pool;
+    row.gpus_total = policy::pool_totals(st.caps, pool).gpus;
     for (const auto& c : st.caps)
-      if (c.pool == pool && c.alive) free += c.gpus_total - c.gpus_reserved - c.gpus_allocated;
-    json pj{{"pool", pool}, {"gpus_total", totals.gpus}, {"gpus_free", free}};
+      if (c.pool == pool && c.alive)
+        row.gpus_free += c.gpus_total - c.gpus_reserved - c.gpus_allocated;
     auto it = st.holds.find(pool);
     if (it != st.holds.end() && it->second.active()) {
-      json nodes = json::array();
-      for (size_t n : it->second.nodes) nodes.push_back(st.caps[n].name);
-      pj["hold"] = {{"job_id", it->second.job_id},
-                    {"nodes", nodes},
-                    {"start_ms", it->second.start_ms == policy::kNever ? -1 : it->second.start_ms},
-                    {"idle_gpus", policy::held_idle_gpus(it->second, st.caps)}};
+      row.has_hold = true;
+      row.hold.job_id = it->second.job_id;
+      for (size_t n : it->second.nodes) row.hold.nodes.push_back(st.caps[n].name);
+      row.hold.start_ms = it->second.start_ms == policy::kNever ? -1 : it->second.start_ms;
+      row.hold.idle_gpus = policy::held_idle_gpus(it->second, st.caps);
     }
-    pools.push_back(pj);
+    v.pools.push_back(std::move(row));
   }
   std::set<std::string> teams;
   for (const auto& t : st.cfg.teams) teams.insert(t.name);
   for (const auto& [team, td] : st.teams) teams.insert(team);
   for (const auto& [id, r] : st.running) teams.insert(r.team);
-  json rows = json::array();
   for (const auto& team : teams) {
     for (const auto& pool : pool_names) {
       auto cfg = st.cfg.team_or_default(team);
       auto q = cfg.quota(pool);
-      int borrowed = 0;
-      auto used = usage_of(st, team, pool, &borrowed);
-      int pending_jobs = 0, pending_gpus = 0;
-      if (auto it = st.teams.find(team); it != st.teams.end()) {
-        pending_jobs = it->second.pending_jobs;
-        pending_gpus = it->second.pending_gpus;
+      views::TeamRow row;
+      row.team = team;
+      row.pool = pool;
+      auto used = usage_of(st, team, pool, &row.borrowed);
+      auto td = st.teams.find(team);
+      if (td != st.teams.end()) {
+        row.pending_jobs = td->second.pending_jobs;
+        row.pending_gpus = td->second.pending_gpus;
       }
-      if (used.gpus == 0 && pending_jobs == 0 && !st.cfg.team(team)) continue;
-      auto s = standing_of(st, team, pool);
+      if (used.gpus == 0 && row.pending_jobs == 0 && !st.cfg.team(team)) continue;
       auto totals = policy::pool_totals(st.caps, pool);
-      json shapes = json::array();
-      if (auto it = st.teams.find(team); it != st.teams.end()) {
+      if (td != st.teams.end()) {
         std::set<std::tuple<int, std::string, std::string>> seen;
-        for (const auto& t : it->second.tickets)
+        for (const auto& t : td->second.tickets)
           if (t.req.pool == pool && seen.insert({t.req.gpus, t.req.gpu_type, t.req.pool}).second)
-            shapes.push_back(
-                {{"gpus", t.req.gpus}, {"gpu_type", t.req.gpu_type}, {"pool", t.req.pool}});
+            row.pending_shapes.push_back({t.req.gpus, t.req.gpu_type, t.req.pool});
       }
-      rows.push_back({{"team", team},
-                      {"pending_shapes", shapes},
-                      {"pool", pool},
-                      {"weight", cfg.weight},
-                      {"borrow", cfg.borrow},
-                      {"guaranteed", q.guaranteed},
-                      {"limit", q.limit},
-                      {"in_use", used.gpus},
-                      {"borrowed", borrowed},
-                      {"pending_jobs", pending_jobs},
-                      {"pending_gpus", pending_gpus},
-                      {"dominant_share", policy::dominant_share(used, totals)},
-                      {"weighted_share", policy::weighted_share(s, totals)}});
+      row.weight = cfg.weight;
+      row.borrow = cfg.borrow;
+      row.guaranteed = q.guaranteed;
+      row.limit = q.limit;
+      row.in_use = used.gpus;
+      row.dominant_share = policy::dominant_share(used, totals);
+      row.weighted_share = policy::weighted_share(standing_of(st, team, pool), totals);
+      v.teams.push_back(std::move(row));
     }
   }
-  return json{{"policy", st.fifo ? "fifo" : "troupe"},
-              {"pools", pools},
-              {"teams", rows},
-              {"reserved_idle_gpu_seconds", st.reserved_idle_gpu_s},
-              {"grants", st.grants},
-              {"preemptions", st.figures.preemptions},
-              {"gpu_seconds_lost", st.figures.gpu_seconds_lost},
-              {"retries", st.figures.retries}};
+  v.fifo = st.fifo;
+  v.reserved_idle_gpu_seconds = st.reserved_idle_gpu_s;
+  v.grants = st.grants;
+  v.preemptions = st.figures.preemptions;
+  v.gpu_seconds_lost = st.figures.gpu_seconds_lost;
+  v.retries = st.figures.retries;
+  return v;
 }
 
 void apply_config(Self self, const std::string& text) {
@@ -482,21 +477,14 @@ ArbiterActor::behavior_type arbiter_behavior(Self self, OutboxPtr out, bool fifo
         auto& st = self->state;
         if (auto it = st.reasons.find(job_id); it != st.reasons.end()) {
           reply(self, to,
-                {{"job_id", job_id},
-                 {"state", "queued"},
-                 {"pending", true},
-                 {"code", it->second.code},
-                 {"reason", it->second.text}});
+                views::why_json(job_id, names::kQueued, true, it->second.code, it->second.text));
           return;
         }
         auto td = st.teams.find(team);
         if (td != st.teams.end() && td->second.inflight.count(job_id)) {
           reply(self, to,
-                {{"job_id", job_id},
-                 {"state", "queued"},
-                 {"pending", true},
-                 {"code", policy::why::kNegotiating},
-                 {"reason", "being placed right now (reserving on its node(s))"}});
+                views::why_json(job_id, names::kQueued, true, policy::why::kNegotiating,
+                                "being placed right now (reserving on its node(s))"));
           return;
         }
         if (td != st.teams.end() && td->second.queue) {
@@ -504,13 +492,12 @@ ArbiterActor::behavior_type arbiter_behavior(Self self, OutboxPtr out, bool fifo
           return;
         }
         reply(self, to,
-              {{"job_id", job_id},
-               {"state", "queued"},
-               {"pending", true},
-               {"code", policy::why::kNotYetConsidered},
-               {"reason", "not yet considered by the scheduler; ask again in a moment"}});
+              views::why_json(job_id, names::kQueued, true, policy::why::kNotYetConsidered,
+                              "not yet considered by the scheduler; ask again in a moment"));
       },
-      [=](queues_atom, const std::string& to) { reply(self, to, queues_json(self->state)); },
+      [=](queues_atom, const std::string& to) {
+        reply(self, to, views::queues_json(queues_view(self->state)));
+      },
       [=](list_atom, const std::string& to) {
         pb::NodeList list;
         for (const auto& c : self->state.caps) {

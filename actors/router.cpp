@@ -12,6 +12,7 @@
 #include "actors/policy/admission.hpp"
 #include "actors/policy/config.hpp"
 #include "actors/policy/pages.hpp"
+#include "actors/views.hpp"
 #include "bus/subjects.hpp"
 #include "messages/names.hpp"
 #include "messages/spec.hpp"
@@ -39,23 +40,7 @@ struct Pending {
   std::string fingerprint;  // of the spec, when it has a key (spec::fingerprint)
 };
 
-struct Counters {
-  int64_t submitted = 0;
-  int64_t accepted = 0;
-  int64_t rejected = 0;    // valid message, impossible or wrong spec
-  int64_t malformed = 0;   // not JSON / not a verifiable FlatBuffer
-  int64_t duplicates = 0;  // answered from an idempotency key
-  int64_t intake_errors = 0;
-  int64_t bus_in = 0;                       // every message the scheduler received
-  std::map<std::string, int64_t> restarts;  // by actor kind, as the supervisors report
-  // Refused submissions by code (policy::Refusal), and by team and code for
-  // at most kMaxCountedTeams teams (the rest under "(other)").
-  std::map<std::string, int64_t> refused;
-  std::map<std::string, std::map<std::string, int64_t>> refused_by_team;
-  // Messages refused because their sender may not say them (docs/security.md):
-  // node_not_in_roster, register_capacity_change, ...
-  std::map<std::string, int64_t> distrusted;
-};
+using Counters = views::Counters;  // troupe.sys.stats (actors/views.hpp)
 
 struct RouterState {
   Wiring w;
@@ -105,8 +90,7 @@ void reply_submit(Self self, const Waiter& w, const std::string& job_id, const s
   if (w.flatbuffers) {
     self->state.out->publish(w.reply, wire::submit_reply(job_id, error, c));
   } else {
-    self->state.out->publish(w.reply, error.empty() ? json{{"job_id", job_id}}.dump()
-                                                    : json{{"error", error}, {"code", c}}.dump());
+    self->state.out->publish(w.reply, views::submit_json(job_id, error, c));
   }
 }
 
@@ -466,26 +450,11 @@ void on_inbound(Self self, const Inbound& in) {
       return;
     }
     if (in.subject == subjects::kSysStats) {
-      json j{{"submitted", st.n.submitted},    {"accepted", st.n.accepted},
-             {"rejected", st.n.rejected},      {"malformed", st.n.malformed},
-             {"duplicates", st.n.duplicates},  {"intake_errors", st.n.intake_errors},
-             {"bus_messages_in", st.n.bus_in}, {"bus_messages_out", st.out->published()},
-             {"restarts", st.n.restarts}};
-      for (const char* k : {"job", "queue", "node", "gang"})
-        if (!j["restarts"].contains(k)) j["restarts"][k] = 0;
-      j["refused"] = st.n.refused;
-      for (auto r : policy::kAllRefusals)
-        if (!j["refused"].contains(policy::code_name(r))) j["refused"][policy::code_name(r)] = 0;
-      j["refused_by_team"] = st.n.refused_by_team;
-      j["distrusted"] = st.n.distrusted;
-      for (const char* k :
-           {"node_not_in_roster", "register_capacity_change", "agent_message_not_from_node"})
-        if (!j["distrusted"].contains(k)) j["distrusted"][k] = 0;
-      if (st.opts.extra_stats) {
-        auto more = json::parse(st.opts.extra_stats(), nullptr, false);
-        if (more.is_object()) j.update(more);
-      }
-      st.out->publish(in.reply, j.dump());
+      std::vector<std::string> codes;
+      for (auto r : policy::kAllRefusals) codes.emplace_back(policy::code_name(r));
+      st.out->publish(
+          in.reply, views::stats_json(st.n, st.out->published(), codes,
+                                      st.opts.extra_stats ? st.opts.extra_stats() : std::string()));
       return;
     }
     if (verb == subjects::kJobs) {

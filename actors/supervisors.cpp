@@ -23,6 +23,7 @@
 #include "actors/policy/why.hpp"
 #include "actors/recovery.hpp"
 #include "actors/team_queue_actor.hpp"
+#include "actors/views.hpp"
 #include "bus/subjects.hpp"
 #include "messages/names.hpp"
 #include "messages/spec.hpp"
@@ -240,8 +241,7 @@ JobSupervisorActor::behavior_type job_sup_behavior(JobSup self, OutboxPtr out,
           self->send(a, cancel_atom_v, reply);
           return;
         }
-        self->state.out->publish(reply,
-                                 nlohmann::json{{"job_id", id}, {"state", rec.state()}}.dump());
+        self->state.out->publish(reply, views::job_state_json(id, rec.state()));
       },
       [=](why_atom, const std::string& id, const std::string& team, const std::string& reply) {
         pb::JobRecord rec;
@@ -256,12 +256,8 @@ JobSupervisorActor::behavior_type job_sup_behavior(JobSup self, OutboxPtr out,
         else
           reason = "not pending: the job is " + rec.state() + " on " +
                    (rec.placement_size() ? rec.placement(0).node() : std::string("its nodes"));
-        self->state.out->publish(reply, nlohmann::json{{"job_id", id},
-                                                       {"state", rec.state()},
-                                                       {"pending", false},
-                                                       {"code", policy::why::kNotPending},
-                                                       {"reason", reason}}
-                                            .dump());
+        self->state.out->publish(
+            reply, views::why_json(id, rec.state(), false, policy::why::kNotPending, reason));
       },
       [=](logs_atom, const std::string& id, const std::string& team, int32_t rank, int64_t offset,
           int64_t max_bytes, const std::string& reply) {
@@ -334,10 +330,7 @@ JobSupervisorActor::behavior_type job_sup_behavior(JobSup self, OutboxPtr out,
           self->state.out->publish(reply, errors::no_job(id));
           return;
         }
-        self->state.out->publish(
-            reply,
-            nlohmann::json{{"job_id", id}, {"team", rec.spec().team()}, {"state", rec.state()}}
-                .dump());
+        self->state.out->publish(reply, views::job_state_json(id, rec.state(), rec.spec().team()));
       },
       [=](history_atom, const std::string& id, const std::string& team, const std::string& reply) {
         // troupe.<team>.history: only a job of that team; the router reads it.

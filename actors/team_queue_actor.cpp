@@ -1,10 +1,12 @@
 #include "actors/team_queue_actor.hpp"
 
 #include <map>
-#include <nlohmann/json.hpp>
 #include <unordered_map>
 
 #include "actors/policy/queue_order.hpp"
+#include "actors/policy/why.hpp"
+#include "actors/views.hpp"
+#include "messages/names.hpp"
 
 namespace troupe {
 
@@ -90,23 +92,25 @@ TeamQueueActor::behavior_type queue_behavior(Self self, Wiring w, std::string te
       },
       [=](why_atom, const std::string& job_id, const std::string& reply) {
         auto& st = self->state;
-        nlohmann::json j{{"job_id", job_id}, {"state", "queued"}, {"pending", true}};
         auto it = st.index.find(job_id);
+        std::string json;
         if (it == st.index.end()) {
-          j["code"] = "not_in_queue";
-          j["reason"] = "not in team " + st.team + "'s queue (being placed or just ended)";
+          json =
+              views::why_json(job_id, names::kQueued, true, policy::why::kNotInQueue,
+                              "not in team " + st.team + "'s queue (being placed or just ended)");
         } else {
           size_t ahead = 0;
           for (const auto& [k, t] : st.pending) {
             if (k.seq == it->second.seq && k.priority == it->second.priority) break;
             ++ahead;
           }
-          j["code"] = "behind_other_jobs";
-          j["reason"] = "behind " + std::to_string(ahead) +
-                        " job(s) of higher priority or earlier submission in team " + st.team +
-                        "'s queue (" + std::to_string(st.pending.size()) + " pending)";
+          json = views::why_json(job_id, names::kQueued, true, policy::why::kBehind,
+                                 "behind " + std::to_string(ahead) +
+                                     " job(s) of higher priority or earlier submission in team " +
+                                     st.team + "'s queue (" + std::to_string(st.pending.size()) +
+                                     " pending)");
         }
-        self->send(st.w.router, why_atom_v, reply, j.dump());
+        self->send(st.w.router, why_atom_v, reply, std::move(json));
       },
   };
 }

@@ -21,6 +21,9 @@ inline constexpr const char* kNegotiating = "placing";
 inline constexpr const char* kPreempting = "preempting";
 // Submitted, and no round has looked at it yet.
 inline constexpr const char* kNotYetConsidered = "not_yet_considered";
+// Queued, but not in its team queue's line at that moment: a grant is being
+// carried out, or it has just ended (the team queue).
+inline constexpr const char* kNotInQueue = "not_in_queue";
 // Not pending at all: running, starting, or ended (the job supervisor).
 inline constexpr const char* kNotPending = "not_pending";
 

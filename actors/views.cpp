@@ -1,0 +1,98 @@
+#include "actors/views.hpp"
+
+#include <nlohmann/json.hpp>
+
+namespace troupe::views {
+
+using nlohmann::json;
+
+std::string queues_json(const Queues& q) {
+  json pools = json::array();
+  for (const auto& p : q.pools) {
+    json pj{{"pool", p.pool}, {"gpus_total", p.gpus_total}, {"gpus_free", p.gpus_free}};
+    if (p.has_hold)
+      pj["hold"] = {{"job_id", p.hold.job_id},
+                    {"nodes", p.hold.nodes},
+                    {"start_ms", p.hold.start_ms},
+                    {"idle_gpus", p.hold.idle_gpus}};
+    pools.push_back(std::move(pj));
+  }
+  json rows = json::array();
+  for (const auto& t : q.teams) {
+    json shapes = json::array();
+    for (const auto& s : t.pending_shapes)
+      shapes.push_back({{"gpus", s.gpus}, {"gpu_type", s.gpu_type}, {"pool", s.pool}});
+    rows.push_back({{"team", t.team},
+                    {"pending_shapes", std::move(shapes)},
+                    {"pool", t.pool},
+                    {"weight", t.weight},
+                    {"borrow", t.borrow},
+                    {"guaranteed", t.guaranteed},
+                    {"limit", t.limit},
+                    {"in_use", t.in_use},
+                    {"borrowed", t.borrowed},
+                    {"pending_jobs", t.pending_jobs},
+                    {"pending_gpus", t.pending_gpus},
+                    {"dominant_share", t.dominant_share},
+                    {"weighted_share", t.weighted_share}});
+  }
+  return json{{"policy", q.fifo ? "fifo" : "troupe"},
+              {"pools", std::move(pools)},
+              {"teams", std::move(rows)},
+              {"reserved_idle_gpu_seconds", q.reserved_idle_gpu_seconds},
+              {"grants", q.grants},
+              {"preemptions", q.preemptions},
+              {"gpu_seconds_lost", q.gpu_seconds_lost},
+              {"retries", q.retries}}
+      .dump();
+}
+
+std::string stats_json(const Counters& n, int64_t bus_out,
+                       const std::vector<std::string>& refusal_codes, const std::string& extra) {
+  json j{{"submitted", n.submitted},    {"accepted", n.accepted},
+         {"rejected", n.rejected},      {"malformed", n.malformed},
+         {"duplicates", n.duplicates},  {"intake_errors", n.intake_errors},
+         {"bus_messages_in", n.bus_in}, {"bus_messages_out", bus_out},
+         {"restarts", n.restarts}};
+  for (const char* k : {"job", "queue", "node", "gang"})
+    if (!j["restarts"].contains(k)) j["restarts"][k] = 0;
+  j["refused"] = n.refused;
+  for (const auto& code : refusal_codes)
+    if (!j["refused"].contains(code)) j["refused"][code] = 0;
+  j["refused_by_team"] = n.refused_by_team;
+  j["distrusted"] = n.distrusted;
+  for (const char* k :
+       {"node_not_in_roster", "register_capacity_change", "agent_message_not_from_node"})
+    if (!j["distrusted"].contains(k)) j["distrusted"][k] = 0;
+  if (!extra.empty()) {
+    auto more = json::parse(extra, nullptr, false);
+    if (more.is_object()) j.update(more);
+  }
+  return j.dump();
+}
+
+std::string why_json(const std::string& job_id, std::string_view state, bool pending,
+                     std::string_view code, const std::string& reason) {
+  return json{{"job_id", job_id},
+              {"state", state},
+              {"pending", pending},
+              {"code", code},
+              {"reason", reason}}
+      .dump();
+}
+
+std::string job_state_json(const std::string& job_id, std::string_view state,
+                           const std::string& team) {
+  json j{{"job_id", job_id}};
+  if (!team.empty()) j["team"] = team;
+  j["state"] = state;
+  return j.dump();
+}
+
+std::string submit_json(const std::string& job_id, const std::string& error,
+                        const std::string& code) {
+  return error.empty() ? json{{"job_id", job_id}}.dump()
+                       : json{{"error", error}, {"code", code}}.dump();
+}
+
+}  // namespace troupe::views

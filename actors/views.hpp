@@ -1,0 +1,100 @@
+// The scheduler's JSON views, built here once from plain values: what
+// troupe.sys.queues and troupe.sys.stats answer, and the small replies about
+// one job (why, cancel, find, submit) (docs/api.md). The actors
+// gather the values (the pool arbiter the queues', the router its counters);
+// nothing here knows CAF, NATS or an actor's state. Job records answer
+// through spec::to_json (messages/spec.hpp), errors through errors.hpp.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace troupe::views {
+
+// --- troupe.sys.queues ------------------------------------------------------------
+
+struct Hold {  // a pool's backfill reservation
+  std::string job_id;
+  std::vector<std::string> nodes;
+  int64_t start_ms = -1;  // -1: not known yet
+  int idle_gpus = 0;
+};
+
+struct PoolRow {
+  std::string pool;
+  int gpus_total = 0, gpus_free = 0;
+  bool has_hold = false;
+  Hold hold;
+};
+
+struct Shape {  // a distinct request shape a team has pending
+  int gpus = 0;
+  std::string gpu_type, pool;
+};
+
+struct TeamRow {  // one team in one pool
+  std::string team, pool;
+  std::vector<Shape> pending_shapes;
+  double weight = 1.0;
+  bool borrow = false;
+  int guaranteed = 0, limit = -1;
+  int in_use = 0, borrowed = 0, pending_jobs = 0, pending_gpus = 0;
+  double dominant_share = 0, weighted_share = 0;
+};
+
+struct Queues {
+  bool fifo = false;  // the FIFO baseline plans instead of Troupe's policy
+  std::vector<PoolRow> pools;
+  std::vector<TeamRow> teams;
+  double reserved_idle_gpu_seconds = 0;
+  int64_t grants = 0, preemptions = 0;
+  double gpu_seconds_lost = 0;
+  std::map<std::string, int64_t> retries;  // by cause
+};
+
+std::string queues_json(const Queues& q);
+
+// --- troupe.sys.stats ----------------------------------------------------------------
+
+// The router's counters of what came in and how it was answered.
+struct Counters {
+  int64_t submitted = 0;
+  int64_t accepted = 0;
+  int64_t rejected = 0;    // valid message, impossible or wrong spec
+  int64_t malformed = 0;   // not JSON / not a verifiable FlatBuffer
+  int64_t duplicates = 0;  // answered from an idempotency key
+  int64_t intake_errors = 0;
+  int64_t bus_in = 0;                       // every message the scheduler received
+  std::map<std::string, int64_t> restarts;  // by actor kind, as the supervisors report
+  // Refused submissions by code (policy::Refusal), and by team and code for
+  // at most kMaxCountedTeams teams (the rest under "(other)").
+  std::map<std::string, int64_t> refused;
+  std::map<std::string, std::map<std::string, int64_t>> refused_by_team;
+  // Messages refused because their sender may not say them (docs/security.md):
+  // node_not_in_roster, register_capacity_change, ...
+  std::map<std::string, int64_t> distrusted;
+};
+
+// `refusal_codes`: every refusal code (each shown, 0 when none); `extra`: a
+// JSON object of the process's own figures (leader epoch, snapshots), merged
+// in ("" for none).
+std::string stats_json(const Counters& n, int64_t bus_out,
+                       const std::vector<std::string>& refusal_codes, const std::string& extra);
+
+// --- replies about one job ----------------------------------------------------------
+
+// troupe.<team>.why: `code` is one of policy::why's reason codes.
+std::string why_json(const std::string& job_id, std::string_view state, bool pending,
+                     std::string_view code, const std::string& reason);
+// {"job_id", "state"} (a cancel's answer), with "team" when it is not empty
+// (troupe.sys.find).
+std::string job_state_json(const std::string& job_id, std::string_view state,
+                           const std::string& team = {});
+// A submission's answer: its job id, or the refusal's error and code.
+std::string submit_json(const std::string& job_id, const std::string& error,
+                        const std::string& code);
+
+}  // namespace troupe::views
