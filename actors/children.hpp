@@ -9,7 +9,6 @@
 #include <spdlog/spdlog.h>
 
 #include <caf/all.hpp>
-#include <chrono>
 #include <functional>
 #include <string>
 #include <unordered_map>
@@ -58,10 +57,11 @@ class Children {
 
   // Handles a child's down message: a normal end forgets the child; a crash
   // restarts it from its snapshot, up to `max_restarts` times per id within
-  // `restart_window`.
+  // `restart_window_ms` of the supervisor's clock (`now_ms`: Wiring::now_ms).
   // Returns the id of the child concerned ("" when unknown).
   template <class Self>
-  std::string on_down(Self* self, const caf::down_msg& dm, const Factory& make, bool* restarted) {
+  std::string on_down(Self* self, const caf::down_msg& dm, const Factory& make, int64_t now_ms,
+                      bool* restarted) {
     *restarted = false;
     auto it = ids_.find(dm.source);
     if (it == ids_.end()) return {};
@@ -73,13 +73,12 @@ class Children {
       if (!keep_) snaps_.erase(id);
       return id;
     }
-    // Restart intensity, as in OTP: at most max_restarts within restart_window.
-    auto now = std::chrono::steady_clock::now();
+    // Restart intensity, as in OTP: at most max_restarts within restart_window_ms.
     auto& r = restarts_[id];
-    if (now - r.since > restart_window) r = {now, 0};
+    if (now_ms - r.since_ms > restart_window_ms || now_ms < r.since_ms) r = {now_ms, 0};
     if (++r.count > max_restarts) {
       spdlog::error("{} {} crashed {} times within {} s; not restarted", kind_, id, r.count,
-                    std::chrono::duration_cast<std::chrono::seconds>(restart_window).count());
+                    restart_window_ms / 1000);
       return id;
     }
     ++total_restarts_;
@@ -94,7 +93,7 @@ class Children {
   const std::string& kind() const { return kind_; }
 
   static constexpr int max_restarts = 5;
-  static constexpr std::chrono::seconds restart_window{30};
+  static constexpr int64_t restart_window_ms = 30000;
 
  private:
   std::string kind_;
@@ -103,7 +102,7 @@ class Children {
   std::unordered_map<caf::actor_addr, std::string> ids_;
   std::unordered_map<std::string, std::string> snaps_;
   struct Restarts {
-    std::chrono::steady_clock::time_point since;
+    int64_t since_ms = 0;
     int count = 0;
   };
   std::unordered_map<std::string, Restarts> restarts_;

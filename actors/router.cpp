@@ -77,11 +77,6 @@ void log_bad(const std::string& what, int64_t count) {
 constexpr size_t kMaxCountedTeams = 1024;  // refused_by_team; bounded against made-up teams
 constexpr size_t kMaxBuckets = 4096;       // full buckets are forgotten past this many
 
-int64_t steady_ms() {
-  using namespace std::chrono;
-  return duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count();
-}
-
 // Replies to a submission: the job id, or an error with its stable code.
 void reply_submit(Self self, const Waiter& w, const std::string& job_id, const std::string& error,
                   policy::Refusal code = policy::Refusal::none) {
@@ -191,7 +186,7 @@ void submit(Self self, const Inbound& in) {
   // The team's rate first: a flood is refused before it is parsed.
   auto lim = st.cfg.limits_of(team);
   if (lim.submit_rate > 0) {
-    int64_t now = steady_ms();
+    int64_t now = st.w.now_ms();  // a clock that goes back refills nothing (take_token)
     if (auto v = policy::check_rate(bucket_of(st, team, now), lim, team, now); !v.ok()) {
       reject(self, w, v.code, v.error, team);
       return;
@@ -533,8 +528,9 @@ RouterActor::behavior_type router_behavior(Self self, OutboxPtr out, IntakePtr i
   st.out = std::move(out);
   st.intake = std::move(intake);
   char buf[32];
-  std::snprintf(buf, sizeof buf, "j-%llx-",
-                static_cast<unsigned long long>(self->state.w.now_ms()));
+  std::snprintf(
+      buf, sizeof buf, "j-%llx-",
+      static_cast<unsigned long long>(st.opts.clock ? st.opts.clock->now_ms() : system_now_ms()));
   st.id_prefix = buf;
   return {
       [=](const Wiring& w) { self->state.w = w; },

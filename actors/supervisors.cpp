@@ -75,7 +75,7 @@ typename Interface::behavior_type supervise(Self self, Factory make, Restarted r
   self->set_down_handler([=](caf::down_msg& dm) {
     auto& st = self->state;
     bool again = false;
-    auto id = st.children.on_down(self, dm, st.make, &again);
+    auto id = st.children.on_down(self, dm, st.make, st.w.now_ms(), &again);
     if (!again) {
       ended(id);
       return;

@@ -28,6 +28,7 @@ struct ParentState {
   Children<caf::actor> children{"thing", false};
   std::vector<std::string> made;                    // "id:snapshot" for every child made
   std::vector<std::pair<std::string, bool>> downs;  // (id, restarted)
+  int64_t now_ms = 1000000;                         // the supervisor's clock, moved by the test
 };
 using Parent = caf::stateful_actor<ParentState>;
 
@@ -39,7 +40,7 @@ caf::behavior parent(Parent* self) {
   };
   self->set_down_handler([=](caf::down_msg& dm) {
     bool restarted = false;
-    auto id = self->state.children.on_down(self, dm, make, &restarted);
+    auto id = self->state.children.on_down(self, dm, make, self->state.now_ms, &restarted);
     self->state.downs.emplace_back(id, restarted);
   });
   return {
@@ -133,4 +134,17 @@ TEST_CASE_METHOD(Fixture, "a crash restarts the child from its last snapshot, up
         static_cast<size_t>(Children<caf::actor>::max_restarts));
   // Its snapshot stays, for whoever starts it again.
   CHECK(*state().children.snapshot_of("a") == "two");
+}
+
+TEST_CASE_METHOD(Fixture, "crashes farther apart than the restart window are each restarted",
+                 "[children]") {
+  caf::anon_send(p, std::string("a"), std::string("one"));
+  sched->run();
+  for (int i = 1; i <= 3 * Children<caf::actor>::max_restarts; ++i) {
+    state().now_ms += Children<caf::actor>::restart_window_ms / 4;
+    crash("a");
+    INFO("crash " << i);
+    CHECK(state().downs.back() == std::make_pair(std::string("a"), true));
+  }
+  CHECK(live_ids() == std::set<std::string>{"a"});
 }
