@@ -130,16 +130,41 @@ void reserve_next(Self self) {
           });
 }
 
-// The first step of a placement. Today every placement, one worker or many,
-// reserves on each node (reserve_next) and then commits (commit_all): two
-// round trips per node. The seam for one round trip: a single worker waits
-// for no other rank, so its Reserve and Commit can become one Allocate
-// (reserve and commit at once, answered Accept with the GPUs or Reject). That
-// is this function sending the Allocate when single(st), and its Accept going
-// to placed(), a Reject or timeout to give_up(), as here: the same actor, the
-// same answers to the queue, no second path.
+// A single worker waits for no other rank: its Reserve and Commit are one
+// Allocate (Reserve.allocate: reserve and commit at once, answered Accept
+// with the GPUs as allocated, or Reject). One round trip, the same answers to
+// the queue as a gang's two phases: no second path.
+void allocate(Self self) {
+  auto& st = self->state;
+  wire::Ask ask{st.t.req.gpus, st.t.req.gpu_type, st.t.req.cpus, st.t.req.memory_mb};
+  Envelope req{
+      wire::reserve(id_of(st, 0), st.t.job_id, st.t.job_id, st.t.team, ask, lease_ms(st), 0, true)};
+  self->request(st.c.actors[0], ask_timeout(st), std::move(req))
+      .then(
+          [=](const Envelope& answer) {
+            auto* e = wire::open(answer.bytes);
+            auto* ok = e ? e->body_as_Accept() : nullptr;
+            if (ok == nullptr) {
+              auto* no = e ? e->body_as_Reject() : nullptr;
+              give_up(self, no ? wire::str(no->reason()) : "bad answer");
+              return;
+            }
+            self->state.gpus[0] = wire::ints(ok->gpu_indices());  // as allocated
+            placed(self);
+          },
+          [=](const caf::error&) {
+            self->state.held[0] = true;  // it may have allocated after all
+            give_up(self, "an allocation timed out");
+          });
+}
+
+// The first step of a placement: a gang reserves on each node in order
+// (reserve_next), then commits on all (commit_all); a single worker allocates.
 void begin(Self self) {
-  reserve_next(self);
+  if (single(self->state))
+    allocate(self);
+  else
+    reserve_next(self);
 }
 
 GangActor::behavior_type gang_behavior(Self self, JobTicket t, CandidateList c,

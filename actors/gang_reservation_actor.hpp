@@ -9,9 +9,10 @@
 //   Reject, timeout or lease expiry -> Envelope{Release} (if unlaunched,
 //   anon_send) of what it may hold, (unplaced_atom, job id, reason) to the
 //   TeamQueueActor. All accepted -> phase 2: Envelope{Commit} requested of
-//   each; all confirmed -> (placed_atom, Assignment) to the queue. Lease: 2 s
-//   for one worker, 5 s for a gang. The seam for a single worker's one round
-//   trip (Allocate): begin().
+//   each; all confirmed -> (placed_atom, Assignment) to the queue. Lease: 5 s
+//   for a gang. A single worker has nothing to wait for: one round trip, an
+//   Envelope{Reserve} with `allocate` (reserve and commit at once) answered
+//   Accept -> placed, Reject or timeout -> Release and unplaced, as above.
 // Accepts: (crash_atom) for supervision tests; the answers to its requests
 //   (Accept|Reject) come back as their responses. A restarted one (after a
 //   crash) holds nothing it knows of: it reports unplaced at once, so the

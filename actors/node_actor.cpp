@@ -180,8 +180,22 @@ Envelope reject(const std::string& node, const std::string& id, const std::strin
   return Envelope{wire::reject(node, id, reason)};
 }
 
+// Commit of a reserved hold: answered Accept with its GPUs as allocated.
+Envelope on_commit(Self self, const std::string& id) {
+  auto& st = self->state;
+  auto v = policy::commit(st.ledger, id, st.w.now_ms());
+  report(self);
+  if (v.ok) {
+    st.ledger.holds[id].changed_ms = st.w.now_ms();
+    save(self);
+  }
+  return v.ok ? accept(st.node, id, v.gpus, 0) : reject(st.node, id, v.reason);
+}
+
+// Reserve (answered with the lease's expiry), or with `allocate` reserve and
+// commit at once (a single worker's one round trip; answered as a Commit).
 Envelope on_reserve(Self self, const std::string& id, const std::string& job_id,
-                    const wire::Resources* res, int64_t lease_ms) {
+                    const wire::Resources* res, int64_t lease_ms, bool allocate) {
   auto& st = self->state;
   if (st.life != Liveness::alive) return reject(st.node, id, "node is not alive");
   policy::Hold want;
@@ -195,8 +209,12 @@ Envelope on_reserve(Self self, const std::string& id, const std::string& job_id,
     return reject(st.node, id, "GPU type " + st.gpu_type + " is not " + res->gpu_type()->str());
   int64_t now = self->state.w.now_ms();
   auto v = policy::reserve(st.ledger, id, want, now, lease_ms);
+  if (!v.ok) {
+    report(self);
+    return reject(st.node, id, v.reason);
+  }
+  if (allocate) return on_commit(self, id);
   report(self);
-  if (!v.ok) return reject(st.node, id, v.reason);
   self->delayed_send(self, std::chrono::milliseconds(lease_ms + 10), lease_atom_v);
   return accept(st.node, id, v.gpus, now + lease_ms);
 }
@@ -480,18 +498,10 @@ Envelope handle(Self self, const Envelope& env) {
     case wire::Body::Reserve: {
       auto* p = e->body_as_Reserve();
       return on_reserve(self, wire::str(p->reservation_id()), wire::str(p->job_id()),
-                        p->resources(), p->lease_ms());
+                        p->resources(), p->lease_ms(), p->allocate());
     }
-    case wire::Body::Commit: {
-      auto id = wire::str(e->body_as_Commit()->reservation_id());
-      auto v = policy::commit(st.ledger, id, self->state.w.now_ms());
-      report(self);
-      if (v.ok) {
-        st.ledger.holds[id].changed_ms = self->state.w.now_ms();
-        save(self);
-      }
-      return v.ok ? accept(st.node, id, v.gpus, 0) : reject(st.node, id, v.reason);
-    }
+    case wire::Body::Commit:
+      return on_commit(self, wire::str(e->body_as_Commit()->reservation_id()));
     case wire::Body::Release: {
       auto* x = e->body_as_Release();
       auto id = wire::str(x->reservation_id());

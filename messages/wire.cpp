@@ -84,11 +84,12 @@ flatbuffers::Offset<Resources> resources(flatbuffers::FlatBufferBuilder& fbb, co
 
 Bytes reserve(const std::string& reservation_id, const std::string& gang_id,
               const std::string& job_id, const std::string& team, const Ask& ask, int64_t lease_ms,
-              int rank) {
+              int rank, bool allocate) {
   flatbuffers::FlatBufferBuilder fbb(192);
   auto res = resources(fbb, ask);
   auto body = CreateReserve(fbb, fbb.CreateString(reservation_id), fbb.CreateString(gang_id),
-                            fbb.CreateString(job_id), fbb.CreateString(team), res, lease_ms, rank);
+                            fbb.CreateString(job_id), fbb.CreateString(team), res, lease_ms, rank,
+                            allocate);
   return seal(fbb, body);
 }
 

@@ -60,9 +60,10 @@ struct Ask {
 };
 // A gang reservation's ask of one rank (every placement, one worker or many;
 // the schema's Propose table is no longer sent).
+// `allocate`: reserve and commit at once (Reserve.allocate).
 Bytes reserve(const std::string& reservation_id, const std::string& gang_id,
               const std::string& job_id, const std::string& team, const Ask& ask, int64_t lease_ms,
-              int rank);
+              int rank, bool allocate = false);
 
 // One rank's Launch (field meanings: table Launch in messages/troupe.fbs).
 struct LaunchFields {

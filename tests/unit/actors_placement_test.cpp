@@ -22,7 +22,7 @@ enum class Answer { accept, reject, silent };
 struct FakeNodeState {
   std::string name;
   Answer answer = Answer::accept;
-  std::vector<std::string> got;  // "Reserve r lease", "Commit r", "Release r"
+  std::vector<std::string> got;  // "Reserve r lease", "Allocate r", "Commit r", "Release r"
   std::vector<caf::response_promise> unanswered;
 };
 using FakeNode = caf::stateful_actor<FakeNodeState>;
@@ -39,7 +39,8 @@ caf::behavior fake_node(FakeNode* self, std::string name, Answer answer) {
         std::string id;
         if (auto* r = e->body_as_Reserve()) {
           id = wire::str(r->reservation_id());
-          st.got.push_back("Reserve " + id + " " + std::to_string(r->lease_ms()));
+          st.got.push_back(r->allocate() ? "Allocate " + id
+                                         : "Reserve " + id + " " + std::to_string(r->lease_ms()));
         } else if (auto* c = e->body_as_Commit()) {
           id = wire::str(c->reservation_id());
           st.got.push_back("Commit " + id);
@@ -135,16 +136,23 @@ using V = std::vector<std::string>;
 
 }  // namespace
 
-TEST_CASE_METHOD(Fixture, "a single worker is reserved (2 s lease), committed and placed",
+TEST_CASE_METHOD(Fixture, "a single worker is allocated in one round trip and placed",
                  "[gang_reservation]") {
   grant({{"n1", Answer::accept}});
-  CHECK(node_got(0) == V{"Reserve j1/2/0 2000", "Commit j1/2/0"});
+  CHECK(node_got(0) == V{"Allocate j1/2/0"});
   REQUIRE(queue_got() == V{"placed j1"});
   const auto& a = state_of<FakeQueueState>(queue).placed;
   CHECK(a.attempt == 2);
   CHECK(a.nodes == V{"n1"});
   CHECK(a.hosts == V{"host-n1"});
   CHECK(a.gpus == std::vector<std::vector<int32_t>>{{3}});
+}
+
+TEST_CASE_METHOD(Fixture, "a single worker refused its allocation holds nothing and is unplaced",
+                 "[gang_reservation]") {
+  grant({{"n1", Answer::reject}});
+  CHECK(node_got(0) == V{"Allocate j1/2/0"});  // no Release: nothing was held
+  CHECK(queue_got() == V{"unplaced j1: not enough free GPUs"});
 }
 
 TEST_CASE_METHOD(Fixture, "a gang reserves in node name order (5 s lease), then commits every rank",
@@ -170,8 +178,8 @@ TEST_CASE_METHOD(Fixture, "a node that does not answer in time is released too",
   CHECK(queue_got().empty());
   sched->trigger_timeouts();
   sched->run();
-  CHECK(node_got(0) == V{"Reserve j1/2/0 2000", "Release j1/2/0 if unlaunched"});
-  CHECK(queue_got() == V{"unplaced j1: a reservation timed out"});
+  CHECK(node_got(0) == V{"Allocate j1/2/0", "Release j1/2/0 if unlaunched"});
+  CHECK(queue_got() == V{"unplaced j1: an allocation timed out"});
 }
 
 TEST_CASE_METHOD(Fixture, "a gang reservation restarted after a crash reports unplaced at once",
