@@ -99,17 +99,17 @@ void commit_all(Self self) {
   }
 }
 
-void reserve_next(Self self) {
+// Asks the node of `rank` for its Reserve (with `allocate`: reserve and
+// commit at once). An Accept records the rank's GPUs and goes on with
+// `accepted`; a Reject or a bad answer gives up (nothing held on that node);
+// a timeout gives up releasing it too (it may have reserved after all).
+template <class Accepted>
+void ask_node(Self self, size_t rank, bool allocate, const char* timed_out, Accepted accepted) {
   auto& st = self->state;
-  if (st.next == st.order.size()) {
-    commit_all(self);
-    return;
-  }
-  size_t rank = st.order[st.next];
   wire::Ask ask{st.t.req.gpus, st.t.req.gpu_type, st.t.req.cpus, st.t.req.memory_mb};
-  Envelope reserve{wire::reserve(id_of(st, rank), st.t.job_id, st.t.job_id, st.t.team, ask,
-                                 lease_ms(st), static_cast<int>(rank))};
-  self->request(st.c.actors[rank], ask_timeout(st), std::move(reserve))
+  Envelope req{wire::reserve(id_of(st, rank), st.t.job_id, st.t.job_id, st.t.team, ask,
+                             lease_ms(st), static_cast<int>(rank), allocate)};
+  self->request(st.c.actors[rank], ask_timeout(st), std::move(req))
       .then(
           [=](const Envelope& answer) {
             auto* e = wire::open(answer.bytes);
@@ -121,13 +121,25 @@ void reserve_next(Self self) {
             }
             self->state.gpus[rank] = wire::ints(ok->gpu_indices());
             self->state.held[rank] = true;
-            ++self->state.next;
-            reserve_next(self);
+            accepted();
           },
           [=](const caf::error&) {
-            self->state.held[rank] = true;  // it may have reserved after all
-            give_up(self, "a reservation timed out");
+            self->state.held[rank] = true;
+            give_up(self, timed_out);
           });
+}
+
+// A gang: one rank after the other, in order, then the commits.
+void reserve_next(Self self) {
+  auto& st = self->state;
+  if (st.next == st.order.size()) {
+    commit_all(self);
+    return;
+  }
+  ask_node(self, st.order[st.next], false, "a reservation timed out", [=] {
+    ++self->state.next;
+    reserve_next(self);
+  });
 }
 
 // A single worker waits for no other rank: its Reserve and Commit are one
@@ -135,27 +147,7 @@ void reserve_next(Self self) {
 // with the GPUs as allocated, or Reject). One round trip, the same answers to
 // the queue as a gang's two phases: no second path.
 void allocate(Self self) {
-  auto& st = self->state;
-  wire::Ask ask{st.t.req.gpus, st.t.req.gpu_type, st.t.req.cpus, st.t.req.memory_mb};
-  Envelope req{
-      wire::reserve(id_of(st, 0), st.t.job_id, st.t.job_id, st.t.team, ask, lease_ms(st), 0, true)};
-  self->request(st.c.actors[0], ask_timeout(st), std::move(req))
-      .then(
-          [=](const Envelope& answer) {
-            auto* e = wire::open(answer.bytes);
-            auto* ok = e ? e->body_as_Accept() : nullptr;
-            if (ok == nullptr) {
-              auto* no = e ? e->body_as_Reject() : nullptr;
-              give_up(self, no ? wire::str(no->reason()) : "bad answer");
-              return;
-            }
-            self->state.gpus[0] = wire::ints(ok->gpu_indices());  // as allocated
-            placed(self);
-          },
-          [=](const caf::error&) {
-            self->state.held[0] = true;  // it may have allocated after all
-            give_up(self, "an allocation timed out");
-          });
+  ask_node(self, 0, true, "an allocation timed out", [=] { placed(self); });
 }
 
 // The first step of a placement: a gang reserves on each node in order
