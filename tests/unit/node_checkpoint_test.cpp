@@ -8,11 +8,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <filesystem>
 #include <thread>
-
-#include <catch2/catch.hpp>
 
 #include "bus/subjects.hpp"
 #include "node/agent.hpp"
@@ -40,10 +39,10 @@ Inbound launch(const std::string& job, int attempt, int rank, std::vector<std::s
   std::vector<flatbuffers::Offset<wire::KeyValue>> kv;
   for (const auto& [k, v] : env)
     kv.push_back(wire::CreateKeyValue(fbb, fbb.CreateString(k), fbb.CreateString(v)));
-  auto body = wire::CreateLaunch(fbb, fbb.CreateString(job), fbb.CreateString("team"), attempt,
-                                 rank, 1, fbb.CreateString("host:1"), fbb.CreateVector(std::vector<int>{}),
-                                 fbb.CreateVector(cmd), fbb.CreateVectorOfSortedTables(&kv), 0, 10,
-                                 fbb.CreateString(checkpoint_dir), 1);
+  auto body = wire::CreateLaunch(
+      fbb, fbb.CreateString(job), fbb.CreateString("team"), attempt, rank, 1,
+      fbb.CreateString("host:1"), fbb.CreateVector(std::vector<int>{}), fbb.CreateVector(cmd),
+      fbb.CreateVectorOfSortedTables(&kv), 0, 10, fbb.CreateString(checkpoint_dir), 1);
   return Inbound{subjects::scheduler_to_agent(kNode, subjects::kLaunch), "", wire::seal(fbb, body)};
 }
 
@@ -71,18 +70,18 @@ struct Fixture {
     cfg.grace_s = 10;
     cfg.heartbeat_ms = 60000;
     cfg.base_env = {"PATH=/usr/local/bin:/usr/bin:/bin"};
-    agent = std::make_unique<Agent>(cfg, [this](const std::string& s, const void* d, size_t n) {
-      cap(s, d, n);
-    });
+    agent = std::make_unique<Agent>(
+        cfg, [this](const std::string& s, const void* d, size_t n) { cap(s, d, n); });
     agent->start();
   }
   std::string log(const std::string& job, int attempt = 1, int rank = 0) {
     return test::read_file(log_path(tmp.path(), WorkerKey{job, attempt, rank}));
   }
-  bool wait_log(const std::string& job, const std::string& needle, std::chrono::milliseconds t = 10s) {
+  bool wait_log(const std::string& job, const std::string& needle,
+                std::chrono::milliseconds t = 10s, int attempt = 1) {
     auto deadline = std::chrono::steady_clock::now() + t;
     while (std::chrono::steady_clock::now() < deadline) {
-      if (log(job).find(needle) != std::string::npos) return true;
+      if (log(job, attempt).find(needle) != std::string::npos) return true;
       std::this_thread::sleep_for(10ms);
     }
     return false;
@@ -108,7 +107,8 @@ bool alive(pid_t pid) {
 
 }  // namespace
 
-TEST_CASE("checkpoint: parse_latest accepts relative paths inside the folder only", "[node][checkpoint]") {
+TEST_CASE("checkpoint: parse_latest accepts relative paths inside the folder only",
+          "[node][checkpoint]") {
   CHECK(parse_latest("ckpt-3\n") == std::optional<std::string>("ckpt-3"));
   CHECK(parse_latest("  global_step120 \r\n") == std::optional<std::string>("global_step120"));
   CHECK(parse_latest("a/b/c.pt") == std::optional<std::string>("a/b/c.pt"));
@@ -163,22 +163,23 @@ TEST_CASE("checkpoint: the watch reports each change of latest once, not the bas
   CHECK_FALSE(CheckpointWatch().poll());
 }
 
-TEST_CASE("checkpoint: the agent creates TROUPE_CHECKPOINT_DIR and reports checkpoints before the exit",
-          "[node][checkpoint][agent]") {
+TEST_CASE(
+    "checkpoint: the agent creates TROUPE_CHECKPOINT_DIR and reports checkpoints before the exit",
+    "[node][checkpoint][agent]") {
   Fixture f;
   const std::string dir = f.tmp.path() + "/ckroot/j-1";  // does not exist yet
-  f.agent->on_message(launch(
-      "j-1", 1, 0,
-      {"/bin/sh", "-c",
-       "echo dir=$TROUPE_CHECKPOINT_DIR resume=${TROUPE_RESUME_FROM-unset}; "
-       "sleep 0.6; echo 5 > \"$TROUPE_CHECKPOINT_DIR/ckpt-5\"; "
-       "echo ckpt-5 > \"$TROUPE_CHECKPOINT_DIR/l.tmp\"; mv \"$TROUPE_CHECKPOINT_DIR/l.tmp\" "
-       "\"$TROUPE_CHECKPOINT_DIR/latest\"; sleep 0.6; "
-       // The last checkpoint is marked right before the exit: it must still be
-       // reported, and before the Exited.
-       "echo ckpt-9 > \"$TROUPE_CHECKPOINT_DIR/l.tmp\"; mv \"$TROUPE_CHECKPOINT_DIR/l.tmp\" "
-       "\"$TROUPE_CHECKPOINT_DIR/latest\"; exit 0"},
-      dir, {{"TROUPE_RESUME_FROM", dir + "/ckpt-0"}}));
+  f.agent->on_message(
+      launch("j-1", 1, 0,
+             {"/bin/sh", "-c",
+              "echo dir=$TROUPE_CHECKPOINT_DIR resume=${TROUPE_RESUME_FROM-unset}; "
+              "sleep 0.6; echo 5 > \"$TROUPE_CHECKPOINT_DIR/ckpt-5\"; "
+              "echo ckpt-5 > \"$TROUPE_CHECKPOINT_DIR/l.tmp\"; mv \"$TROUPE_CHECKPOINT_DIR/l.tmp\" "
+              "\"$TROUPE_CHECKPOINT_DIR/latest\"; sleep 0.6; "
+              // The last checkpoint is marked right before the exit: it must still be
+              // reported, and before the Exited.
+              "echo ckpt-9 > \"$TROUPE_CHECKPOINT_DIR/l.tmp\"; mv \"$TROUPE_CHECKPOINT_DIR/l.tmp\" "
+              "\"$TROUPE_CHECKPOINT_DIR/latest\"; exit 0"},
+             dir, {{"TROUPE_RESUME_FROM", dir + "/ckpt-0"}}));
   REQUIRE(f.cap.wait_count(f.exited, 1));
   CHECK(std::filesystem::is_directory(dir));
   CHECK(f.log("j-1").find("dir=" + dir + " resume=" + dir + "/ckpt-0\n") != std::string::npos);
@@ -206,7 +207,8 @@ TEST_CASE("checkpoint: no checkpoint dir, no variable, --simulate ignores checkp
           "[node][checkpoint][agent]") {
   {
     Fixture f;
-    f.agent->on_message(launch("j-2", 1, 0, {"/bin/sh", "-c", "echo [${TROUPE_CHECKPOINT_DIR-unset}]"}, ""));
+    f.agent->on_message(
+        launch("j-2", 1, 0, {"/bin/sh", "-c", "echo [${TROUPE_CHECKPOINT_DIR-unset}]"}, ""));
     REQUIRE(f.cap.wait_count(f.exited, 1));
     CHECK(f.log("j-2", 1) == "[unset]\n");
   }
@@ -246,11 +248,12 @@ TEST_CASE("stop: the checkpoint signal first, SIGTERM after grace_s, SIGKILL kil
   CHECK(wire::str(x->reason()) == "stopped");
 }
 
-TEST_CASE("stop: a worker that exits on the checkpoint signal gets nothing more", "[node][stop][agent]") {
+TEST_CASE("stop: a worker that exits on the checkpoint signal gets nothing more",
+          "[node][stop][agent]") {
   Fixture f;
-  f.agent->on_message(launch("j-5", 1, 0,
-                             {"/bin/sh", "-c", "trap 'exit 0' USR1; echo ready; while :; do sleep 0.05; done"},
-                             ""));
+  f.agent->on_message(launch(
+      "j-5", 1, 0,
+      {"/bin/sh", "-c", "trap 'exit 0' USR1; echo ready; while :; do sleep 0.05; done"}, ""));
   REQUIRE(f.wait_log("j-5", "ready"));
   f.agent->on_message(stop("j-5", 1, SIGUSR1, 30, 5));
   REQUIRE(f.cap.wait_count(f.exited, 1, 3s));
@@ -263,9 +266,9 @@ TEST_CASE("stop: a worker that exits on the checkpoint signal gets nothing more"
 
 TEST_CASE("stop: a fencing SIGKILL overrides a stop already under way", "[node][stop][agent]") {
   Fixture f;
-  f.agent->on_message(launch("j-6", 1, 0,
-                             {"/bin/sh", "-c", "trap '' USR1 TERM; echo ready; while :; do sleep 0.05; done"},
-                             ""));
+  f.agent->on_message(
+      launch("j-6", 1, 0,
+             {"/bin/sh", "-c", "trap '' USR1 TERM; echo ready; while :; do sleep 0.05; done"}, ""));
   REQUIRE(f.wait_log("j-6", "ready"));
   f.agent->on_message(stop("j-6", 1, SIGUSR1, 30, 5));  // a preemption with a long grace
   std::this_thread::sleep_for(200ms);
@@ -282,9 +285,9 @@ TEST_CASE("stop: a fencing SIGKILL overrides a stop already under way", "[node][
 TEST_CASE("stop: a cancel's SIGTERM after a preemption's SIGUSR1 brings the end forward",
           "[node][stop][agent]") {
   Fixture f;
-  f.agent->on_message(launch("j-7", 1, 0,
-                             {"/bin/sh", "-c", "trap '' USR1; echo ready; while :; do sleep 0.05; done"},
-                             ""));
+  f.agent->on_message(
+      launch("j-7", 1, 0,
+             {"/bin/sh", "-c", "trap '' USR1; echo ready; while :; do sleep 0.05; done"}, ""));
   REQUIRE(f.wait_log("j-7", "ready"));
   f.agent->on_message(stop("j-7", 1, SIGUSR1, 30, 5));
   std::this_thread::sleep_for(200ms);
@@ -296,9 +299,13 @@ TEST_CASE("stop: a cancel's SIGTERM after a preemption's SIGUSR1 brings the end 
 
 TEST_CASE("stop: heartbeats list every live worker, stopping ones included", "[node][agent]") {
   Fixture f;
-  f.agent->on_message(launch("j-8", 2, 0, {"/bin/sh", "-c", "trap '' TERM; sleep 30"}, ""));
+  // Rank 0 says "ready" once its trap is set (SIG_IGN is inherited by sleep),
+  // so the SIGTERM below cannot arrive before the shell ignores it.
+  f.agent->on_message(
+      launch("j-8", 2, 0, {"/bin/sh", "-c", "trap '' TERM; echo ready; sleep 30"}, ""));
   f.agent->on_message(launch("j-8", 2, 1, {"sleep", "30"}, ""));
   REQUIRE(f.cap.wait_count(f.started, 2));
+  REQUIRE(f.wait_log("j-8", "ready", 10s, 2));
   f.agent->on_message(stop("j-8", 2, SIGTERM, 30, 5));
   REQUIRE(f.cap.wait_count(f.exited, 1, 3s));  // rank 1 ends; rank 0 ignores SIGTERM
   auto running = f.agent->running();
@@ -340,7 +347,8 @@ TEST_CASE("spawner: a worker dies with the process that forked it", "[node][spaw
   REQUIRE(::waitpid(helper, &st, 0) == helper);
   // The worker was reparented; it gets SIGKILL from the kernel right away.
   auto deadline = std::chrono::steady_clock::now() + 5s;
-  while (alive(worker) && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(20ms);
+  while (alive(worker) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(20ms);
   CHECK_FALSE(alive(worker));
   if (alive(worker)) ::kill(worker, SIGKILL);
 }
