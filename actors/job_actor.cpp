@@ -15,8 +15,8 @@
 #include "actors/recovery.hpp"
 #include "actors/views.hpp"
 #include "bus/subjects.hpp"
+#include "messages/event_json.hpp"
 #include "messages/names.hpp"
-#include "messages/spec.hpp"
 #include "messages/wire.hpp"
 
 namespace troupe {
@@ -108,7 +108,7 @@ void announce(Self self, bool write_ahead) {
       caf::anon_send(me, stored_atom_v, static_cast<int32_t>(attempt), static_cast<int64_t>(seq));
     };
   self->state.out->publish_event(subjects::job_events(r.spec().team(), r.job_id()),
-                                 spec::to_json(last_event(r)), std::move(stored));
+                                 spec::event_json(last_event(r)), std::move(stored));
 }
 
 // Every state change: record, snapshot, event (in that order). `write_ahead`:
