@@ -58,7 +58,17 @@ using OutboxPtr = std::shared_ptr<Outbox>;
 class Intake {
  public:
   virtual ~Intake() = default;
-  using Done = std::function<void(bool ok, bool duplicate, const std::string& error)>;
+  // How an append ended. Not ok: not stored (`error`). Ok: stored; or, when
+  // `duplicate`, dropped because the log already holds a record under the
+  // same msg_id (within its de-duplication window), whose bytes `original`
+  // holds. A duplicate whose original cannot be read is not ok.
+  struct Appended {
+    bool ok = false;
+    bool duplicate = false;
+    std::string error;
+    std::string original;
+  };
+  using Done = std::function<void(Appended)>;
   // Appends an accepted submission durably; `done` runs (on any thread) once
   // it is stored. `msg_id` de-duplicates.
   virtual void append(const std::string& subject, std::vector<uint8_t> bytes,

@@ -270,7 +270,8 @@ using RouterActor = caf::typed_actor<
     reacts_to<config_atom, std::string /*text*/>,
     reacts_to<restore_atom, Strings /*keys*/, uint64_t /*next seq*/, Strings /*fingerprints*/,
               Strings /*queued teams*/>,
-    reacts_to<intake_atom, std::string /*job*/, bool /*ok*/, std::string /*error*/>,  // itself
+    reacts_to<intake_atom, std::string /*job*/, bool /*ok*/, bool /*duplicate*/,
+              std::string /*error*/, std::string /*original*/>,         // itself
     reacts_to<shape_atom, policy::NodeCapacity>,                        // node supervisor
     reacts_to<unqueued_atom, std::string /*team*/>,                     // job supervisor
     reacts_to<stats_atom, std::string /*kind*/, int64_t /*restarts*/>,  // supervisors

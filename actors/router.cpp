@@ -301,19 +301,77 @@ void submit(Self self, const Inbound& in) {
   st.pending.emplace(job_id, std::move(pend));
   RouterActor me{self};
   st.intake->append(subjects::intake(team), std::vector<uint8_t>(bytes.begin(), bytes.end()),
-                    key.empty() ? job_id : key,
-                    [me, job_id](bool ok, bool, const std::string& error) {
-                      caf::anon_send(me, intake_atom_v, job_id, ok, error);
+                    key.empty() ? job_id : key, [me, job_id](Intake::Appended a) {
+                      caf::anon_send(me, intake_atom_v, job_id, a.ok, a.duplicate,
+                                     std::move(a.error), std::move(a.original));
                     });
 }
 
-void on_intake(Self self, const std::string& job_id, bool ok, const std::string& error) {
+// What the submitters of a record the intake stream dropped as a duplicate
+// get: the job of the record it holds under the same message id (`original`,
+// its bytes), or a refusal. The functional core of on_duplicate.
+struct DuplicateAnswer {
+  std::string job_id;       // the original's ("" when refused unavailable)
+  std::string fingerprint;  // of the original's spec
+  policy::Decision verdict;
+};
+
+// `key`: the submission's idempotency key ("" when its message id was its
+// job id), `fingerprint` its spec's.
+DuplicateAnswer answer_duplicate(const std::string& original, const std::string& key,
+                                 const std::string& fingerprint) {
+  DuplicateAnswer a;
+  pb::JobRecord rec;
+  if (!rec.ParseFromString(original) || rec.job_id().empty()) {
+    a.verdict = {policy::Refusal::unavailable,
+                 "the intake stream holds an unreadable record under this submission's message "
+                 "id; retry later"};
+    return a;
+  }
+  a.job_id = rec.job_id();
+  a.fingerprint = spec::fingerprint(rec.spec());
+  if (!key.empty()) a.verdict = policy::check_idempotency(key, a.fingerprint, fingerprint);
+  return a;
+}
+
+// The stream holds a record under this one's message id (a key the router
+// did not know: learnt from a restart or never): the submitters get the
+// original's job id, the key is learnt, and `pend`'s own job never exists.
+void on_duplicate(Self self, Pending pend, const std::string& original) {
+  auto& st = self->state;
+  unqueue(st, pend.team);
+  auto a = answer_duplicate(original, pend.rec.spec().idempotency_key(), pend.fingerprint);
+  if (a.job_id.empty()) {
+    ++st.n.intake_errors;  // a consumer-delivered one is redelivered (not acknowledged)
+    spdlog::warn("intake: {}", a.verdict.error);
+    for (const auto& w : pend.waiters) reject(self, w, a.verdict.code, a.verdict.error, pend.team);
+    return;
+  }
+  if (pend.stream_seq != 0) st.intake->ack(pend.stream_seq);
+  if (!pend.key.empty()) {
+    st.keys[pend.key] = a.job_id;
+    st.fingerprints[pend.key] = a.fingerprint;
+  }
+  if (!a.verdict.ok()) {
+    for (const auto& w : pend.waiters) reject(self, w, a.verdict.code, a.verdict.error, pend.team);
+    return;
+  }
+  ++st.n.duplicates;  // the first submitter (those who joined it were counted then)
+  for (const auto& w : pend.waiters) reply_submit(self, w, a.job_id, {});
+}
+
+void on_intake(Self self, const std::string& job_id, bool ok, bool duplicate,
+               const std::string& error, const std::string& original) {
   auto& st = self->state;
   auto it = st.pending.find(job_id);
   if (it == st.pending.end()) return;
   Pending pend = std::move(it->second);
   st.pending.erase(it);
   if (!pend.key.empty()) st.pending_keys.erase(pend.key);
+  if (ok && duplicate) {
+    on_duplicate(self, std::move(pend), original);
+    return;
+  }
   if (!ok) {
     ++st.n.intake_errors;  // a consumer-delivered one is redelivered (not acknowledged)
     unqueue(st, pend.team);
@@ -596,9 +654,8 @@ RouterActor::behavior_type router_behavior(Self self, OutboxPtr out, IntakePtr i
       [=](why_atom, const std::string& reply, const std::string& body) {
         if (!reply.empty()) self->state.out->publish(reply, body);
       },
-      [=](intake_atom, const std::string& job_id, bool ok, const std::string& error) {
-        on_intake(self, job_id, ok, error);
-      },
+      [=](intake_atom, const std::string& job_id, bool ok, bool duplicate, const std::string& error,
+          const std::string& original) { on_intake(self, job_id, ok, duplicate, error, original); },
       [=](history_atom, const std::string& id, const std::string& team, const std::string& reply) {
         read_history(self, id, team, reply);
       },

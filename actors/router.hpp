@@ -9,8 +9,9 @@
 //   (troupe.*.submit|status|cancel|logs|jobs|why|history, troupe.sys.nodes|
 //   stats|find, troupe.sys.agent.>); Wiring; (config_atom, text);
 //   (restore_atom, keys, next seq, fingerprints, queued teams) after a
-//   restart; (intake_atom, job id, ok, error) when the intake stream
-//   acknowledged (from the Intake port's thread); (history_atom, id, team,
+//   restart; (intake_atom, job id, ok, duplicate, error, original) when the
+//   intake stream acknowledged (from the Intake port's thread; a duplicate is
+//   answered with its original's job id); (history_atom, id, team,
 //   reply) from the job supervisor once it checked the job is the team's:
 //   the History port reads the events and the reply is published from its
 //   thread; (shape_atom, NodeCapacity) from the node supervisor;

@@ -2,17 +2,18 @@
 
 #include <nats/nats.h>
 
-#include "bus/subjects.hpp"
-
 #include <atomic>
-#include <chrono>
 #include <cerrno>
-#include <cstdio>
+#include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
+
+#include "bus/serial_queue.hpp"
+#include "bus/subjects.hpp"
 
 namespace troupe::bus {
 
@@ -380,6 +381,55 @@ struct JetStream::Impl {
     natsMsg_Destroy(msg);
   }
 
+  // The originals of duplicates (publish_unique), read one at a time on a
+  // thread of their own; at most kMaxReads wait.
+  struct Read {
+    std::string stream, msg_id;
+    uint64_t seq = 0;
+    UniqueFn done;
+  };
+  static constexpr size_t kMaxReads = 4096;
+  SerialQueue<Read> reads{kMaxReads, [this](Read& r) { r.done(fetch(r)); }};
+
+  static Unique unread(const Read& r, const std::string& why) {
+    Unique u;
+    u.duplicate = true;
+    u.seq = r.seq;
+    u.error = "a duplicate of message " + std::to_string(r.seq) + " of stream " + r.stream +
+              ", which could not be read: " + why;
+    return u;
+  }
+
+  void read_original(Read r) {
+    if (!reads.post(r)) r.done(unread(r, "too many reads waiting, or the context is closing"));
+  }
+
+  // The message the duplicate `r` was dropped for: stored as r.seq under r.msg_id.
+  Unique fetch(const Read& r) {
+    natsMsg* m = nullptr;
+    jsErrCode jerr = static_cast<jsErrCode>(0);
+    natsStatus s = js_GetMsg(&m, js, r.stream.c_str(), r.seq, nullptr, &jerr);
+    if (s != NATS_OK) return unread(r, jerr == JSNoMessageFoundErr ? "it is gone" : status_text(s));
+    const char* id = nullptr;
+    Unique u;
+    if (natsMsgHeader_Get(m, "Nats-Msg-Id", &id) != NATS_OK || id == nullptr || r.msg_id != id) {
+      u = unread(r, "it has another message id");
+    } else {
+      u.ok = true;
+      u.duplicate = true;
+      u.seq = r.seq;
+      const auto* d = reinterpret_cast<const uint8_t*>(natsMsg_GetData(m));
+      u.original.assign(d, d + natsMsg_GetDataLength(m));
+    }
+    natsMsg_Destroy(m);
+    return u;
+  }
+
+  // Stops the reader; reads still waiting end unread.
+  void close_reads() {
+    for (auto& r : reads.close()) r.done(unread(r, "the JetStream context is closing"));
+  }
+
   // Publishes `msg` (owned) asynchronously; `fn` gets the server's answer.
   void send(natsMsg* msg, RawFn fn) {
     {
@@ -442,6 +492,7 @@ JetStream::~JetStream() {
     jsPubOptions_Init(&po);
     po.MaxWait = 2000;
     js_PublishAsyncComplete(impl_->js, &po);
+    impl_->close_reads();
     jsCtx_Destroy(impl_->js);
   }
 }
@@ -468,23 +519,66 @@ bool JetStream::ensure_stream(const StreamConfig& cfg, std::string* error) {
   return true;
 }
 
-void JetStream::publish_async(const std::string& subject, const void* data, size_t size,
-                              const std::string& msg_id, AckFn done) {
+namespace {
+
+// A message to publish with `msg_id` as its Nats-Msg-Id ("" for none); null
+// and `error` when the client refused.
+natsMsg* new_msg(const std::string& subject, const void* data, size_t size,
+                 const std::string& msg_id, std::string* error) {
   natsMsg* msg = nullptr;
   natsStatus s = natsMsg_Create(&msg, subject.c_str(), nullptr, static_cast<const char*>(data),
                                 static_cast<int>(size));
   if (s == NATS_OK && !msg_id.empty()) s = natsMsgHeader_Set(msg, "Nats-Msg-Id", msg_id.c_str());
-  if (s != NATS_OK) {
-    natsMsg_Destroy(msg);
-    done(false, false, status_text(s));
+  if (s == NATS_OK) return msg;
+  natsMsg_Destroy(msg);
+  *error = status_text(s);
+  return nullptr;
+}
+
+const char* ack_error(const jsPubAckErr* pae) {
+  return pae != nullptr && pae->ErrText != nullptr ? pae->ErrText : "publish failed";
+}
+
+}  // namespace
+
+void JetStream::publish_async(const std::string& subject, const void* data, size_t size,
+                              const std::string& msg_id, AckFn done) {
+  std::string error;
+  natsMsg* msg = new_msg(subject, data, size, msg_id, &error);
+  if (msg == nullptr) {
+    done(false, false, error);
     return;
   }
   impl_->send(msg, [done = std::move(done)](const jsPubAck* pa, const jsPubAckErr* pae) {
     if (pa != nullptr)
       done(true, pa->Duplicate, {});
     else
-      done(false, false,
-           pae != nullptr && pae->ErrText != nullptr ? pae->ErrText : "publish failed");
+      done(false, false, ack_error(pae));
+  });
+}
+
+void JetStream::publish_unique(const std::string& subject, const void* data, size_t size,
+                               const std::string& msg_id, UniqueFn done) {
+  Unique u;
+  natsMsg* msg = new_msg(subject, data, size, msg_id, &u.error);
+  if (msg == nullptr) {
+    done(std::move(u));
+    return;
+  }
+  impl_->send(msg, [impl = impl_.get(), msg_id, done = std::move(done)](
+                       const jsPubAck* pa, const jsPubAckErr* pae) mutable {
+    Unique u;
+    if (pa == nullptr) {
+      u.error = ack_error(pae);
+    } else if (!pa->Duplicate) {
+      u.ok = true;
+      u.seq = pa->Sequence;
+    } else {  // pa->Sequence: the original's (nats-server answers with the one it kept)
+      impl->read_original(Impl::Read{pa->Stream != nullptr ? pa->Stream : "", msg_id, pa->Sequence,
+                                     std::move(done)});
+      return;
+    }
+    done(std::move(u));
   });
 }
 
@@ -505,8 +599,7 @@ void JetStream::publish_async_seq(const std::string& subject, const std::string&
     if (pa != nullptr)
       done(pa->Sequence, 0, {});
     else
-      done(0, pae != nullptr ? static_cast<int>(pae->ErrCode) : 0,
-           pae != nullptr && pae->ErrText != nullptr ? pae->ErrText : "publish failed");
+      done(0, pae != nullptr ? static_cast<int>(pae->ErrCode) : 0, ack_error(pae));
   });
 }
 

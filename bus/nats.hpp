@@ -168,6 +168,24 @@ class JetStream {
   // when the server acknowledged the message as stored (or failed).
   void publish_async(const std::string& subject, const void* data, size_t size,
                      const std::string& msg_id, AckFn done);
+  // How publish_unique ended. Not ok: not stored (`error`). Ok: stored as
+  // message `seq`; or, `duplicate`, dropped by the stream because message
+  // `seq` came first with the same msg id within its duplicate window, and
+  // `original` holds that message's data. A duplicate whose original cannot
+  // be read (gone, stored under another msg id, or no answer) is not ok.
+  struct Unique {
+    bool ok = false;
+    bool duplicate = false;
+    uint64_t seq = 0;
+    std::vector<uint8_t> original;
+    std::string error;
+  };
+  using UniqueFn = std::function<void(Unique)>;
+  // publish_async, whose duplicate comes with the message stored first. The
+  // original is read on a thread of this context's own (the ack's thread
+  // never waits); `done` runs on a NATS thread or on that one.
+  void publish_unique(const std::string& subject, const void* data, size_t size,
+                      const std::string& msg_id, UniqueFn done);
   // Synchronous publish (for tools and tests). Returns the error or "".
   std::string publish(const std::string& subject, const void* data, size_t size,
                       const std::string& msg_id = {});

@@ -5,17 +5,14 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
-#include <deque>
-#include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "actors/ports.hpp"
 #include "actors/shell/leadership.hpp"
 #include "actors/shell/local_view.hpp"
 #include "bus/nats.hpp"
+#include "bus/serial_queue.hpp"
 
 namespace troupe::shell {
 
@@ -62,7 +59,7 @@ class StreamIntake : public Intake {
 // at once (a flood of requests is not queued without end).
 class StreamHistory : public History {
  public:
-  explicit StreamHistory(bus::JetStream& js) : js_(js), thread_([this] { run(); }) {}
+  explicit StreamHistory(bus::JetStream& js) : js_(js) {}
   ~StreamHistory() override;
   void read(const std::string& team, const std::string& job_id, Done done) override;
 
@@ -72,13 +69,9 @@ class StreamHistory : public History {
     std::string team, job_id;
     Done done;
   };
-  void run();
+  void run(Read& r);
   bus::JetStream& js_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Read> waiting_;
-  bool stop_ = false;
-  std::thread thread_;
+  bus::SerialQueue<Read> reads_{kMaxWaiting, [this](Read& r) { run(r); }};
 };
 
 }  // namespace troupe::shell

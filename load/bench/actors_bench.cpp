@@ -63,7 +63,7 @@ class AgentsOutbox : public Outbox {
 class InstantIntake : public Intake {
  public:
   void append(const std::string&, std::vector<uint8_t>, const std::string&, Done done) override {
-    done(true, false, {});
+    done({true, false, {}, {}});
   }
 };
 

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <csignal>
 #include <deque>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "actor_test_kit.hpp"
@@ -97,12 +98,18 @@ class FakeOutbox : public Outbox {
 };
 
 // Stores every submission at once: `done` runs inline (it only sends to the
-// router, which handles it when the coordinator runs it).
+// router, which handles it when the coordinator runs it). Like the stream, it
+// drops a record whose msg_id it holds and answers with the one it holds.
 class InstantIntake : public Intake {
  public:
-  void append(const std::string&, std::vector<uint8_t>, const std::string&, Done done) override {
-    done(true, false, {});
+  void append(const std::string&, std::vector<uint8_t> bytes, const std::string& msg_id,
+              Done done) override {
+    auto [it, added] = stored_.emplace(msg_id, std::string(bytes.begin(), bytes.end()));
+    done({true, !added, {}, added ? std::string() : it->second});
   }
+
+ private:
+  std::map<std::string, std::string> stored_;  // by msg_id
 };
 
 // What the tests look for in the outbox.
@@ -143,9 +150,10 @@ struct Fixture : testing::TestSystem {
   Wiring w;
   int replies = 0;
 
-  explicit Fixture(SchedulerOptions opts = {}) {
+  explicit Fixture(SchedulerOptions opts = {},
+                   std::shared_ptr<InstantIntake> intake = std::make_shared<InstantIntake>()) {
     opts.clock = clock;
-    w = start_scheduler(*sys, out, std::make_shared<InstantIntake>(), std::move(opts));
+    w = start_scheduler(*sys, out, std::move(intake), std::move(opts));
     settle();
   }
   ~Fixture() {
@@ -346,6 +354,42 @@ TEST_CASE("malformed agent messages are dropped and counted", "[actors][input]")
   auto* s = f.out->find(reply_to("_INBOX.s"));
   REQUIRE(s);
   CHECK(json::parse(s->text()).contains("error"));
+}
+
+TEST_CASE("a key only the intake stream holds is answered with its original job, not a new one",
+          "[actors][idempotency]") {
+  auto intake = std::make_shared<InstantIntake>();
+  const char* keyed = R"({"command":["true"],"resources":{"gpus":1},"idempotency_key":"k"})";
+  std::string original;
+  {
+    Fixture first({}, intake);
+    first.register_node("n1", 4);
+    first.submit(kJob);
+    original = first.submit(keyed);
+  }
+  // The next scheduler knows no key (nothing restored); the stream still
+  // holds "t/k". (Its first fresh id is the first one's first.)
+  Fixture f({}, intake);
+  f.register_node("n1", 4);
+  CHECK(f.submit(keyed) == original);
+  CHECK(f.submit(keyed) == original);  // learnt: answered from the key map
+  f.inbound("troupe.sys.stats", {}, "_INBOX.stats");
+  auto* r = f.out->find(reply_to("_INBOX.stats"));
+  REQUIRE(r);
+  auto stats = json::parse(r->text());
+  CHECK(stats["duplicates"] == 2);
+  CHECK(stats["accepted"] == 0);
+  CHECK(f.out->count([](const Published& p) { return launch_in(p, "n1") != nullptr; }) == 0);
+  // The same key with another spec: refused as a conflict.
+  Fixture g({}, intake);
+  g.register_node("n1", 4);
+  std::string reply = "_INBOX.conflict";
+  std::string changed = R"({"command":["false"],"resources":{"gpus":1},"idempotency_key":"k"})";
+  g.inbound(subjects::team_submit("t"), std::vector<uint8_t>(changed.begin(), changed.end()),
+            reply);
+  auto* c = g.out->find(reply_to(reply));
+  REQUIRE(c);
+  CHECK(json::parse(c->text()).value("code", "") == "idempotency_conflict");
 }
 
 TEST_CASE("a give-up release never frees a launched hold, the job's own release does",
