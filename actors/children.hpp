@@ -74,6 +74,7 @@ class Children {
       return id;
     }
     // Restart intensity, as in OTP: at most max_restarts within restart_window_ms.
+    spdlog::warn("{} {} crashed: {}", kind_, id, caf::to_string(dm.reason));
     auto& r = restarts_[id];
     if (now_ms - r.since_ms > restart_window_ms || now_ms < r.since_ms) r = {now_ms, 0};
     if (++r.count > max_restarts) {

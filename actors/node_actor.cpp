@@ -5,6 +5,7 @@
 #include <chrono>
 #include <csignal>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "actors/policy/ledger.hpp"
@@ -49,7 +50,9 @@ struct NodeState {
   // Launches not yet reported started: sent when, and the bytes to send again
   // (a Launch can be lost around a nats-server restart; agents ignore duplicates).
   std::unordered_map<std::string, std::pair<int64_t, std::vector<uint8_t>>> unstarted;
-  int64_t last_resync_ms = 0;  // last hello sent because a heartbeat disagreed
+  int64_t last_resync_ms = 0;                    // last hello sent because a heartbeat disagreed
+  std::optional<policy::NodeCapacity> reported;  // the arbiter's view: what was last sent
+  int64_t reported_ms = 0;                       // and when
   Wiring w;
   OutboxPtr out;
   NodeOptions opts;
@@ -58,7 +61,16 @@ struct NodeState {
 
 using Self = NodeActor::stateful_pointer<NodeState>;
 
-void report(Self self, bool changed = true) {
+// An unchanged node's capacity is told again this often: for `troupe nodes`'
+// LAST HEARTBEAT column, and so that a grant the arbiter counted on this node
+// but that never reached it (its overlay) lasts at most this long.
+constexpr int64_t kRefreshReportMs = 5000;
+
+// Tells the arbiter the node's capacity when it differs from what the arbiter
+// was told last, when `force`d (a refused Reserve or Commit: the arbiter
+// counted on room that is not there), or after kRefreshReportMs. A tick of an
+// idle node sends nothing. `changed`: the ledger changed (to be saved).
+void report(Self self, bool changed = true, bool force = false) {
   auto& st = self->state;
   policy::NodeCapacity c;
   c.name = st.node;
@@ -81,8 +93,14 @@ void report(Self self, bool changed = true) {
   int running = 0;
   for (const auto& [id, h] : st.ledger.holds) running += h.launched && !h.exited ? 1 : 0;
   c.running = running;
-  self->send(st.w.arbiter, capacity_atom_v, std::move(c), NodeActor{self});
   if (changed) st.dirty = true;
+  int64_t now = st.w.now_ms();
+  if (!force && st.reported && policy::same_report(*st.reported, c) &&
+      now - st.reported_ms < kRefreshReportMs)
+    return;
+  st.reported = c;
+  st.reported_ms = now;
+  self->send(st.w.arbiter, capacity_atom_v, std::move(c), NodeActor{self});
 }
 
 void to_agent(Self self, std::string_view kind, const std::vector<uint8_t>& bytes) {
@@ -184,7 +202,7 @@ Envelope reject(const std::string& node, const std::string& id, const std::strin
 Envelope on_commit(Self self, const std::string& id) {
   auto& st = self->state;
   auto v = policy::commit(st.ledger, id, st.w.now_ms());
-  report(self);
+  report(self, true, !v.ok);
   if (v.ok) {
     st.ledger.holds[id].changed_ms = st.w.now_ms();
     save(self);
@@ -197,7 +215,10 @@ Envelope on_commit(Self self, const std::string& id) {
 Envelope on_reserve(Self self, const std::string& id, const std::string& job_id,
                     const wire::Resources* res, int64_t lease_ms, bool allocate) {
   auto& st = self->state;
-  if (st.life != Liveness::alive) return reject(st.node, id, "node is not alive");
+  if (st.life != Liveness::alive) {
+    report(self, false, true);
+    return reject(st.node, id, "node is not alive");
+  }
   policy::Hold want;
   want.job_id = job_id;
   int gpus = res ? res->gpus() : 0;
@@ -205,12 +226,14 @@ Envelope on_reserve(Self self, const std::string& id, const std::string& job_id,
   want.cpus = res ? res->cpus() : 0;
   want.memory_mb = res ? res->memory_mb() : 0;
   if (res && res->gpu_type() && res->gpu_type()->size() > 0 && gpus > 0 &&
-      res->gpu_type()->str() != st.gpu_type)
+      res->gpu_type()->str() != st.gpu_type) {
+    report(self, false, true);
     return reject(st.node, id, "GPU type " + st.gpu_type + " is not " + res->gpu_type()->str());
+  }
   int64_t now = self->state.w.now_ms();
   auto v = policy::reserve(st.ledger, id, want, now, lease_ms);
   if (!v.ok) {
-    report(self);
+    report(self, true, true);
     return reject(st.node, id, v.reason);
   }
   if (allocate) return on_commit(self, id);

@@ -10,6 +10,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "actors/policy/books.hpp"
 #include "actors/policy/config.hpp"
 #include "actors/policy/preemption.hpp"
 #include "actors/policy/round.hpp"
@@ -74,12 +75,14 @@ struct ArbiterState {
   std::unordered_map<std::string, int64_t> preempting_for;             // preemptor -> until
   policy::ClusterConfig cfg = policy::open_config();
   std::vector<policy::NodeCapacity> caps;
+  policy::CapacityIndex capidx;         // caps by (pool, free GPUs): best fit is a lookup
   std::vector<std::string> named_pool;  // what each node asked for (--pool)
   std::vector<NodeActor> actors;
   std::unordered_map<std::string, size_t> index;
   std::map<std::string, TeamDemand> teams;
   std::unordered_map<std::string, Running> running;  // by job id
-  std::map<std::string, policy::Hold> holds;         // by pool
+  policy::Books books;  // every grant in flight and running job: usage per (team, pool)
+  std::map<std::string, policy::Hold> holds;  // by pool
   std::unordered_map<std::string, policy::Reason> reasons;
   bool round_pending = false;
   double reserved_idle_gpu_s = 0;
@@ -97,25 +100,19 @@ void schedule_round(Self self) {
   self->send(self, round_atom_v);
 }
 
+// What (team, pool) holds, in flight and running: kept by the books as
+// grants, placements and ends happen (no recount).
 policy::Usage usage_of(const ArbiterState& st, const std::string& team, const std::string& pool,
                        int* borrowed = nullptr) {
-  policy::Usage u;
-  for (const auto& [id, r] : st.running) {
-    if (r.team != team || r.pool != pool) continue;
-    u.gpus += r.req.gpus * r.req.workers;
-    u.cpus += r.req.cpus * r.req.workers;
-    u.memory_mb += r.req.memory_mb * r.req.workers;
-    if (borrowed && r.borrowed) *borrowed += r.req.gpus * r.req.workers;
-  }
-  if (auto it = st.teams.find(team); it != st.teams.end()) {
-    for (const auto& [id, g] : it->second.inflight) {
-      if (g.ticket.req.pool != pool) continue;
-      u.gpus += g.ticket.req.gpus * g.ticket.req.workers;
-      u.cpus += g.ticket.req.cpus * g.ticket.req.workers;
-      u.memory_mb += g.ticket.req.memory_mb * g.ticket.req.workers;
-    }
-  }
-  return u;
+  auto a = st.books.account(team, pool);
+  if (borrowed) *borrowed += a.borrowed_gpus;
+  return a.used;
+}
+
+// A grant no longer in flight (unplaced, expired, lost with its queue).
+void forget_grant(ArbiterState& st, TeamDemand& td, const std::string& job_id) {
+  td.inflight.erase(job_id);
+  st.books.unplaced(job_id);
 }
 
 policy::TeamStanding standing_of(const ArbiterState& st, const std::string& team,
@@ -232,6 +229,7 @@ void run_round(Self self) {
     policy::RoundInput in;
     in.pool = pool;
     in.nodes = std::move(st.caps);  // lent to the round, taken back below (no copy)
+    in.index = &st.capidx;          // the round takes its grants from both
     in.now_ms = now;
     in.hold = st.holds[pool];
     in.fifo = st.fifo;
@@ -255,24 +253,38 @@ void run_round(Self self) {
       team_names.push_back(team);
       ticket_index.push_back(std::move(ticket_of));
     }
-    for (const auto& [id, r] : st.running) {
-      if (r.pool != pool) continue;
-      policy::RunningWork w;
-      for (const auto& n : r.nodes)
-        if (auto it = st.index.find(n); it != st.index.end()) w.nodes.push_back(it->second);
-      w.gpus = r.req.gpus;
-      w.cpus = r.req.cpus;
-      w.memory_mb = r.req.memory_mb;
-      w.ends_ms = r.ends_ms;
-      in.running.push_back(std::move(w));
-    }
-    auto out = policy::plan_round(in);
+    // Only a hold being planned needs the running work (at most once a round).
+    in.running_of = [&st, &pool] {
+      std::vector<policy::RunningWork> running;
+      for (const auto& [id, r] : st.running) {
+        if (r.pool != pool) continue;
+        policy::RunningWork w;
+        for (const auto& n : r.nodes)
+          if (auto it = st.index.find(n); it != st.index.end()) w.nodes.push_back(it->second);
+        w.gpus = r.req.gpus;
+        w.cpus = r.req.cpus;
+        w.memory_mb = r.req.memory_mb;
+        w.ends_ms = r.ends_ms;
+        running.push_back(std::move(w));
+      }
+      return running;
+    };
+    auto out =
+        policy::plan_round_live(in);  // grants taken from caps: an overlay until the nodes report
     st.caps = std::move(in.nodes);
     st.holds[pool] = out.hold;
     if (!st.fifo) preempt_if_needed(self, pool, out);
     for (auto& [id, why] : out.reasons)
       if (!st.preempting_for.count(id) || st.preempting_for[id] <= now)
         st.reasons[id] = std::move(why);
+    // Each queue hears of its grants before any can be answered (placed or
+    // unplaced), and leaves them out of its demand meanwhile.
+    std::map<std::string, std::vector<std::string>> granted;
+    for (const auto& g : out.grants)
+      granted[team_names[g.team]].push_back(
+          st.teams[team_names[g.team]].tickets[ticket_index[g.team][g.demand]].job_id);
+    for (auto& [team, jobs] : granted)
+      if (auto& q = st.teams[team].queue) self->send(q, granted_atom_v, std::move(jobs));
     for (const auto& g : out.grants) {
       auto& td = st.teams[team_names[g.team]];
       JobTicket ticket = td.tickets[ticket_index[g.team][g.demand]];
@@ -282,7 +294,7 @@ void run_round(Self self) {
         c.hosts.push_back(st.caps[n].host);
         c.actors.push_back(st.actors[n]);
       }
-      policy::take(st.caps, ticket.req, g.nodes);  // overlay until the nodes report
+      st.books.grant(ticket.job_id, team_names[g.team], ticket.req, g.borrowed);
       td.inflight[ticket.job_id] = TeamDemand::Inflight{ticket, g.borrowed, self->state.w.now_ms()};
       st.reasons.erase(ticket.job_id);
       ++st.grants;
@@ -376,6 +388,7 @@ void apply_config(Self self, const std::string& text) {
   st.cfg = std::move(cfg);
   for (size_t i = 0; i < st.caps.size(); ++i)
     st.caps[i].pool = st.cfg.pool_of_node(st.named_pool[i], st.caps[i].gpu_type);
+  st.capidx.rebuild(st.caps);
   schedule_round(self);
 }
 
@@ -392,6 +405,7 @@ ArbiterActor::behavior_type arbiter_behavior(Self self, OutboxPtr out, bool fifo
         bool more = true;
         if (it == st.index.end()) {
           st.index.emplace(c.name, st.caps.size());
+          st.capidx.set(st.caps.size(), c);
           st.caps.push_back(c);
           st.actors.push_back(node);
           st.named_pool.push_back(named);
@@ -401,6 +415,7 @@ ArbiterActor::behavior_type arbiter_behavior(Self self, OutboxPtr out, bool fifo
                  c.memory_free_mb > old.memory_free_mb || c.alive != old.alive ||
                  c.schedulable != old.schedulable || c.runtime != old.runtime;
           old = c;
+          st.capidx.set(it->second, c);
           st.actors[it->second] = node;
           st.named_pool[it->second] = named;
         }
@@ -411,7 +426,10 @@ ArbiterActor::behavior_type arbiter_behavior(Self self, OutboxPtr out, bool fifo
         auto& td = self->state.teams[team];
         // A new queue actor (the old one crashed): the grants it was carrying
         // out died with it. Their jobs are in the new queue's demand again.
-        if (td.queue && sender != td.queue) td.inflight.clear();
+        if (td.queue && sender != td.queue) {
+          for (const auto& [id, g] : td.inflight) self->state.books.unplaced(id);
+          td.inflight.clear();
+        }
         td.queue = sender;
         td.tickets = std::move(tickets);
         td.pending_jobs = jobs;
@@ -437,6 +455,7 @@ ArbiterActor::behavior_type arbiter_behavior(Self self, OutboxPtr out, bool fifo
         r.started_ms = self->state.w.now_ms();
         st.preempting_for.erase(a.job_id);
         st.running[a.job_id] = r;
+        st.books.placed(a.job_id);
         td.inflight.erase(it);
         // The queue's next demand will not list it; until then, neither may
         // the one we hold (a round in between would grant it a second time).
@@ -446,11 +465,14 @@ ArbiterActor::behavior_type arbiter_behavior(Self self, OutboxPtr out, bool fifo
         schedule_round(self);
       },
       [=](unplaced_atom, const std::string& team, const std::string& job_id) {
-        self->state.teams[team].inflight.erase(job_id);
+        forget_grant(self->state, self->state.teams[team], job_id);
         schedule_round(self);
       },
       [=](done_atom, const std::string& job_id) {
-        if (self->state.running.erase(job_id) > 0) schedule_round(self);
+        if (self->state.running.erase(job_id) > 0) {
+          self->state.books.ended(job_id);
+          schedule_round(self);
+        }
       },
       [=](config_atom, const std::string& text) { apply_config(self, text); },
       [=](const Wiring& w) { self->state.w = w; },
@@ -466,10 +488,17 @@ ArbiterActor::behavior_type arbiter_behavior(Self self, OutboxPtr out, bool fifo
         // A grant whose answer never came (lost with a crashed actor) frees
         // its job for another round.
         int64_t now = self->state.w.now_ms();
-        for (auto& [team, td] : self->state.teams)
-          for (auto it = td.inflight.begin(); it != td.inflight.end();)
-            it = now - it->second.granted_ms > kInflightExpiryMs ? td.inflight.erase(it)
-                                                                 : std::next(it);
+        auto& st = self->state;
+        for (auto& [team, td] : st.teams) {
+          std::vector<std::string> expired;
+          for (const auto& [id, g] : td.inflight)
+            if (now - g.granted_ms > kInflightExpiryMs) expired.push_back(id);
+          for (const auto& id : expired) {
+            forget_grant(st, td, id);
+            // Its queue put it back in its demand.
+            if (td.queue) self->send(td.queue, unplaced_atom_v, id, std::string("grant expired"));
+          }
+        }
         schedule_round(self);
         self->delayed_send(self, kTick, tick_atom_v);
       },
@@ -477,7 +506,8 @@ ArbiterActor::behavior_type arbiter_behavior(Self self, OutboxPtr out, bool fifo
         auto& st = self->state;
         if (auto it = st.reasons.find(job_id); it != st.reasons.end()) {
           reply(self, to,
-                views::why_json(job_id, names::kQueued, true, it->second.code, it->second.text));
+                views::why_json(job_id, names::kQueued, true, it->second.code,
+                                policy::reason_text(it->second, st.caps)));
           return;
         }
         auto td = st.teams.find(team);

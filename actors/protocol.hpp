@@ -14,6 +14,10 @@
 //   - Timers and coalescing triggers an actor sends itself (tick, round,
 //     lease, retry, restop, done) are part of its interface: CAF 0.17 has no
 //     private messages.
+//   - A new message goes at the end of its interface: inserting one in the
+//     middle of TeamQueueActor's list once made every message that carries a
+//     TeamQueueActor handle unmatched at its receiver (sec::unexpected_message,
+//     with CAF 0.17.6 as Debian ships it), though it built.
 //   - A NodeActor answers every Envelope (Accept|Reject for Reserve and
 //     Commit, an empty Envelope otherwise): one-way Envelopes (an agent's
 //     reports; Launch, Stop, Release) are sent with anon_send, so that no
@@ -63,6 +67,9 @@ CAF_ADD_ATOM(troupe, troupe::atoms, find_atom, "find")
 CAF_ADD_ATOM(troupe, troupe::atoms, history_atom, "history")
 // Scheduling policy: queues <-> pool arbiter.
 CAF_ADD_ATOM(troupe, troupe::atoms, demand_atom, "demand")
+// (granted_atom, jobs): the arbiter granted these (a gang reservation places
+// them): the queue leaves them out of its demand until placed or unplaced.
+CAF_ADD_ATOM(troupe, troupe::atoms, granted_atom, "granted")
 CAF_ADD_ATOM(troupe, troupe::atoms, round_atom, "round")
 CAF_ADD_ATOM(troupe, troupe::atoms, why_atom, "why")
 CAF_ADD_ATOM(troupe, troupe::atoms, queues_atom, "queues")
@@ -173,7 +180,8 @@ using TeamQueueActor = caf::typed_actor<
     reacts_to<placed_atom, Assignment>,            // gang reservation
     reacts_to<unplaced_atom, std::string /*job*/, std::string /*reason*/>,  // gang reservation
     reacts_to<why_atom, std::string /*job*/, std::string /*reply*/>,        // arbiter
-    reacts_to<tick_atom>>;  // itself: one demand per burst
+    reacts_to<tick_atom>,                                         // itself: one demand per burst
+    reacts_to<granted_atom, std::vector<std::string> /*jobs*/>>;  // arbiter (before the grants)
 
 // JobActor (actors/job_actor.hpp), one per job.
 using JobActor = caf::typed_actor<

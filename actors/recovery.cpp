@@ -203,6 +203,13 @@ void derive_holds(State& s) {
   }
 }
 
+std::string durable_node_record(const std::string& bytes) {
+  pb::NodeRecord rec;
+  if (!rec.ParseFromString(bytes)) return {};
+  rec.clear_holds();
+  return rec.SerializeAsString();
+}
+
 bool shape_known(const pb::NodeRecord& n) {
   return !n.gpu_type().empty() || n.gpus() > 0 || n.cpus() > 0 || n.memory_mb() > 0;
 }

@@ -62,6 +62,12 @@ void derive_holds(State& s);
 // the router's admission check may use only such a shape, or it would
 // refuse, for good, work that fits the real node.
 bool shape_known(const pb::NodeRecord& n);
+
+// What of a node's record (pb::NodeRecord bytes) goes to the store: all but
+// its holds, which a restore derives from the jobs (derive_holds), so a
+// reservation, commit or release writes nothing durable. "" when the bytes
+// do not parse.
+std::string durable_node_record(const std::string& bytes);
 // Events a record says were announced but that the stream read (from
 // `since_ms`, its start) does not hold: published by the killed scheduler but
 // never stored (their acknowledgement was still awaited, as after a

@@ -8,6 +8,7 @@
 
 #include <map>
 #include <nlohmann/json.hpp>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "actors/children.hpp"
@@ -395,7 +396,8 @@ QueueSupervisorActor::behavior_type queue_sup_behavior(QueueSup self) {
 struct NodeSupState : SupState<NodeActor> {
   NodeSupState() : SupState("node", false) {}
   NodeOptions opts;
-  policy::ClusterConfig cfg = policy::open_config();  // its node roster
+  policy::ClusterConfig cfg = policy::open_config();     // its node roster
+  std::unordered_map<std::string, std::string> durable;  // node -> what the store holds
   static inline const char* name = "node_supervisor";
 };
 using NodeSup = NodeSupervisorActor::stateful_pointer<NodeSupState>;
@@ -463,7 +465,16 @@ NodeSupervisorActor::behavior_type node_sup_behavior(NodeSup self, OutboxPtr out
           self->send(a, sync_atom_v, job, attempt, rank);
       },
       [=](snapshot_atom, const std::string& node, std::string& bytes) {
-        self->state.snapshot(node, node_key(node), std::move(bytes));
+        // The whole record (holds too) for a restart of the node actor; the
+        // store gets it without holds, and only when that part changed (a
+        // restore derives the holds from the jobs).
+        auto& st = self->state;
+        auto durable = recovery::durable_node_record(bytes);
+        if (auto& last = st.durable[node]; !durable.empty() && durable != last) {
+          if (st.store) st.store->put(node_key(node), durable);
+          last = std::move(durable);
+        }
+        st.children.snapshot(node, std::move(bytes));
       },
       [=](config_atom, const std::string& text) {
         policy::ClusterConfig cfg = policy::open_config();

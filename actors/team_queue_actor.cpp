@@ -2,6 +2,7 @@
 
 #include <map>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "actors/policy/queue_order.hpp"
 #include "actors/policy/why.hpp"
@@ -15,7 +16,9 @@ using namespace troupe::atoms;
 namespace {
 
 // How many jobs from the front of the queue the arbiter considers per round
-// (the head, and what may backfill behind it).
+// (the head, and what may backfill behind it), not counting the jobs being
+// placed (granted): those are left out, so a team can have many negotiations
+// under way (the arbiter's limit), not only this many.
 constexpr size_t kDemandDepth = 16;
 
 struct QueueState {
@@ -24,7 +27,8 @@ struct QueueState {
   std::map<policy::QueueKey, JobTicket> pending;
   std::unordered_map<std::string, policy::QueueKey> index;
   int64_t pending_gpus = 0;
-  bool flush_armed = false;  // a demand update is on its way
+  std::unordered_set<std::string> granted;  // being placed: not in the demand
+  bool flush_armed = false;                 // a demand update is on its way
   static inline const char* name = "team_queue";
 };
 
@@ -42,7 +46,7 @@ void send_demand(Self self) {
   std::vector<JobTicket> first;
   for (const auto& [k, t] : st.pending) {
     if (first.size() == kDemandDepth) break;
-    first.push_back(t);
+    if (!st.granted.count(t.job_id)) first.push_back(t);
   }
   self->send(st.w.arbiter, demand_atom_v, st.team, std::move(first),
              static_cast<int32_t>(st.pending.size()), static_cast<int32_t>(st.pending_gpus),
@@ -57,6 +61,7 @@ void erase(Self self, const std::string& job_id) {
   st.pending_gpus -= static_cast<int64_t>(p->second.req.gpus) * p->second.req.workers;
   st.pending.erase(p);
   st.index.erase(it);
+  st.granted.erase(job_id);
   changed(self);
 }
 
@@ -85,10 +90,18 @@ TeamQueueActor::behavior_type queue_behavior(Self self, Wiring w, std::string te
       },
       [=](dequeue_atom, const std::string& job_id) { erase(self, job_id); },
       [=](tick_atom) { send_demand(self); },
+      [=](granted_atom, const std::vector<std::string>& jobs) {
+        auto& st = self->state;
+        for (const auto& id : jobs)
+          if (st.index.count(id)) st.granted.insert(id);
+      },
       [=](placed_atom, const Assignment& a) { placed(self, a); },
       [=](unplaced_atom, const std::string& job_id, const std::string&) {
-        // The arbiter plans it again from fresh capacity (it stays in line here).
-        self->send(self->state.w.arbiter, unplaced_atom_v, self->state.team, job_id);
+        // The arbiter plans it again from fresh capacity (it stays in line
+        // here, and is in the next demand again).
+        auto& st = self->state;
+        if (st.granted.erase(job_id) > 0) changed(self);
+        self->send(st.w.arbiter, unplaced_atom_v, st.team, job_id);
       },
       [=](why_atom, const std::string& job_id, const std::string& reply) {
         auto& st = self->state;

@@ -508,6 +508,7 @@ bool JetStream::ensure_stream(const StreamConfig& cfg, std::string* error) {
   sc.Storage = cfg.memory ? js_MemoryStorage : js_FileStorage;
   sc.Duplicates = cfg.duplicate_window_ms * 1000 * 1000;  // ns
   sc.MaxAge = cfg.max_age_s * 1000LL * 1000 * 1000;
+  if (cfg.max_bytes > 0) sc.MaxBytes = cfg.max_bytes;  // discard: the oldest first
   jsErrCode jerr = static_cast<jsErrCode>(0);
   natsStatus s = js_AddStream(nullptr, impl_->js, &sc, nullptr, &jerr);
   if (s != NATS_OK && jerr == JSStreamNameExistErr)
@@ -517,6 +518,15 @@ bool JetStream::ensure_stream(const StreamConfig& cfg, std::string* error) {
     return false;
   }
   return true;
+}
+
+int64_t JetStream::storage_limit() {
+  jsAccountInfo* ai = nullptr;
+  jsErrCode jerr = static_cast<jsErrCode>(0);
+  if (js_GetAccountInfo(&ai, impl_->js, nullptr, &jerr) != NATS_OK || ai == nullptr) return 0;
+  int64_t limit = ai->Limits.MaxStore > 0 ? ai->Limits.MaxStore : 0;
+  jsAccountInfo_Destroy(ai);
+  return limit;
 }
 
 namespace {

@@ -147,6 +147,7 @@ struct StreamConfig {
   std::vector<std::string> subjects;
   int64_t duplicate_window_ms = 2 * 60 * 1000;
   int64_t max_age_s = 0;  // 0: keep forever
+  int64_t max_bytes = 0;  // > 0: the oldest messages go beyond this many bytes
   bool memory = false;
 };
 
@@ -160,6 +161,9 @@ class JetStream {
 
   // Creates the stream, or updates it when it exists.
   bool ensure_stream(const StreamConfig& cfg, std::string* error);
+  // The account's JetStream file-storage limit in bytes; 0 when it has none
+  // (or the server did not say).
+  int64_t storage_limit();
 
   // Called once per publish on a NATS thread: ok, duplicate (same msg id seen
   // within the window), error text.

@@ -21,8 +21,9 @@ Hold plan_hold(const std::vector<NodeCapacity>& nodes, const std::vector<Running
   if (fill(now_ms)) return h;
   std::vector<const RunningWork*> order;
   for (const auto& r : running) order.push_back(&r);
-  std::stable_sort(order.begin(), order.end(),
-                   [](const RunningWork* a, const RunningWork* b) { return a->ends_ms < b->ends_ms; });
+  std::stable_sort(order.begin(), order.end(), [](const RunningWork* a, const RunningWork* b) {
+    return a->ends_ms < b->ends_ms;
+  });
   for (size_t k = 0; k < order.size(); ++k) {
     const auto* r = order[k];
     for (size_t n : r->nodes) {
@@ -40,11 +41,11 @@ Hold plan_hold(const std::vector<NodeCapacity>& nodes, const std::vector<Running
 
 NodeMask usable_under_hold(const Hold& hold, size_t node_count, int64_t now_ms,
                            int64_t max_runtime_s) {
-  NodeMask m(node_count, 1);
-  if (!hold.active()) return m;
+  if (!hold.active()) return {};  // empty: every node usable (no allocation per demand)
   bool ends_before = max_runtime_s > 0 && hold.start_ms != kNever &&
                      now_ms + max_runtime_s * 1000 <= hold.start_ms;
-  if (ends_before) return m;
+  if (ends_before) return {};
+  NodeMask m(node_count, 1);
   for (size_t n : hold.nodes)
     if (n < node_count) m[n] = 0;
   return m;

@@ -24,7 +24,7 @@ struct RunningWork {
   int gpus = 0;               // per rank
   int cpus = 0;
   int64_t memory_mb = 0;
-  int64_t ends_ms = kNever;   // start + max_runtime_s; kNever when unbounded
+  int64_t ends_ms = kNever;  // start + max_runtime_s; kNever when unbounded
 };
 
 struct Hold {
@@ -40,7 +40,7 @@ Hold plan_hold(const std::vector<NodeCapacity>& nodes, const std::vector<Running
                const PlacementRequest& req, const std::string& job_id, int64_t now_ms);
 
 // The nodes another job (promised to run `max_runtime_s`, 0 = unbounded) may
-// use while `hold` stands.
+// use while `hold` stands (empty: every node, as NodeMask means).
 NodeMask usable_under_hold(const Hold& hold, size_t node_count, int64_t now_ms,
                            int64_t max_runtime_s);
 

@@ -270,4 +270,12 @@ Admission admit(const ClusterConfig& cfg, std::string_view team, std::string_vie
   return a;
 }
 
+int64_t events_bytes_for(int64_t account_limit, int64_t free_bytes) {
+  constexpr int64_t kMiB = 1024 * 1024;
+  int64_t bytes = account_limit > 0 ? account_limit / 2
+                  : free_bytes > 0  ? free_bytes / 4
+                                    : 8192 * kMiB;
+  return std::max<int64_t>(bytes, 256 * kMiB);
+}
+
 }  // namespace troupe::policy

@@ -10,7 +10,10 @@
 // Unit tests: tests/unit/policy_fit_test.cpp.
 #pragma once
 
+#include <map>
 #include <optional>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "actors/policy/placement.hpp"
@@ -22,19 +25,52 @@ using NodeMask = std::vector<char>;
 
 bool fits_in_pool(const NodeCapacity& n, const PlacementRequest& req);
 
+// Nodes by (pool, free GPUs): best fit is a bucket lookup — the lowest bucket
+// with a node that fits, lowest index first — instead of a scan of every
+// node, and a gang's candidates are the nodes with room for one rank. It
+// indexes one node vector and is told of every change to a node's pool or
+// free GPUs (set()); the answers equal the scans' (tested).
+class CapacityIndex {
+ public:
+  CapacityIndex() = default;
+  explicit CapacityIndex(const std::vector<NodeCapacity>& nodes) { rebuild(nodes); }
+  void rebuild(const std::vector<NodeCapacity>& nodes);
+  // Node i is now `n` (added when i is new).
+  void set(size_t i, const NodeCapacity& n);
+  // Nodes of `pool` with at least `min_free` free GPUs, by index.
+  std::vector<size_t> with_free(const std::string& pool, int min_free) const;
+  // Whether it indexes exactly `nodes` (tests).
+  bool matches(const std::vector<NodeCapacity>& nodes) const;
+
+ private:
+  friend std::optional<size_t> best_fit(const std::vector<NodeCapacity>&, const PlacementRequest&,
+                                        const NodeMask&, const CapacityIndex*);
+  struct Slot {
+    std::string pool;
+    int free = 0;
+    bool indexed = false;  // a node of no pool is not (it takes nothing)
+  };
+  std::vector<Slot> where_;                                       // per node: its bucket
+  std::map<std::string, std::vector<std::set<size_t>>> buckets_;  // pool -> free -> nodes
+};
+
+// With `index` (over `nodes`): a bucket lookup, the same answer.
 std::optional<size_t> best_fit(const std::vector<NodeCapacity>& nodes, const PlacementRequest& req,
-                               const NodeMask& usable = {});
+                               const NodeMask& usable = {}, const CapacityIndex* index = nullptr);
 
 // A node per rank, or empty when the gang does not fit.
 std::vector<size_t> gang_fit(const std::vector<NodeCapacity>& nodes, const PlacementRequest& req,
-                             const NodeMask& usable = {});
+                             const NodeMask& usable = {}, const CapacityIndex* index = nullptr);
 
 // Both, by req.workers.
 std::vector<size_t> place(const std::vector<NodeCapacity>& nodes, const PlacementRequest& req,
-                          const NodeMask& usable = {});
+                          const NodeMask& usable = {}, const CapacityIndex* index = nullptr);
 
-// Subtracts one placement from the snapshot (an overlay for the rest of a round).
+// Subtracts one placement from the snapshot (an overlay for the rest of a
+// round), and gives it back; `index`, when given, follows.
 void take(std::vector<NodeCapacity>& nodes, const PlacementRequest& req,
-          const std::vector<size_t>& ranks);
+          const std::vector<size_t>& ranks, CapacityIndex* index = nullptr);
+void give_back(std::vector<NodeCapacity>& nodes, const PlacementRequest& req,
+               const std::vector<size_t>& ranks, CapacityIndex* index = nullptr);
 
 }  // namespace troupe::policy

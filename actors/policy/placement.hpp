@@ -53,5 +53,7 @@ bool eligible(const NodeCapacity& n, const PlacementRequest& req);
 bool fits(const NodeCapacity& n, const PlacementRequest& req);
 // Whether one worker of `req` could ever fit on `n` (eligible, and totals).
 bool could_fit(const NodeCapacity& n, const PlacementRequest& req);
+// Whether two reports of a node say the same, but for the heartbeat time.
+bool same_report(const NodeCapacity& a, const NodeCapacity& b);
 
 }  // namespace troupe::policy

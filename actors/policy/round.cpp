@@ -130,11 +130,28 @@ RoundOutput plan_fifo(const RoundInput& in) {
   return out;
 }
 
+std::string reason_text(const Reason& r, const std::vector<NodeCapacity>& nodes) {
+  return r.histogram ? r.text + "; " + free_histogram(nodes, r.req) : r.text;
+}
+
 RoundOutput plan_round(const RoundInput& in) {
-  if (in.fifo) return plan_fifo(in);
+  RoundInput copy = in;
+  CapacityIndex index(copy.nodes);
+  copy.index = &index;
+  return plan_round_live(copy);
+}
+
+RoundOutput plan_round_live(RoundInput& in) {
+  if (in.fifo) {
+    RoundOutput out = plan_fifo(in);
+    for (const auto& g : out.grants)
+      take(in.nodes, in.teams[g.team].demands[g.demand].req, g.nodes, in.index);
+    return out;
+  }
   RoundOutput out;
   out.hold = in.hold;
-  auto nodes = in.nodes;  // overlay for this round
+  auto& nodes = in.nodes;  // planned on in place: the grants are taken from it
+  CapacityIndex* index = in.index;
   std::vector<TeamStanding> standings;
   for (const auto& t : in.teams) standings.push_back(t.standing);
   auto totals = pool_totals(nodes, in.pool);
@@ -185,9 +202,9 @@ RoundOutput plan_round(const RoundInput& in) {
     NodeMask mask = is_hold_job
                         ? NodeMask{}
                         : usable_under_hold(out.hold, nodes.size(), in.now_ms, d.max_runtime_s);
-    auto ranks = place(nodes, req, mask);
+    auto ranks = place(nodes, req, mask, index);
     if (!ranks.empty()) {
-      take(nodes, req, ranks);
+      take(nodes, req, ranks, index);
       standing.used.gpus += need;
       standing.used.cpus += req.cpus * req.workers;
       standing.used.memory_mb += req.memory_mb * req.workers;
@@ -198,13 +215,23 @@ RoundOutput plan_round(const RoundInput& in) {
       return true;
     }
     // Does not fit now. Would it without the hold, or before the more
-    // deserving teams took their share this round?
-    if (!place(nodes, req).empty()) {
+    // deserving teams took their share this round (their grants given back
+    // for the question)?
+    auto fits_before_grants = [&] {
+      auto req_of = [&](const Grant& g) -> const PlacementRequest& {
+        return in.teams[g.team].demands[g.demand].req;
+      };
+      for (const auto& g : out.grants) give_back(nodes, req_of(g), g.nodes, index);
+      bool fits = !place(nodes, req, mask, index).empty();
+      for (const auto& g : out.grants) take(nodes, req_of(g), g.nodes, index);
+      return fits;
+    };
+    if (!place(nodes, req, {}, index).empty()) {
       out.reasons[d.job_id] = {why::kHeldForOther,
                                "the free capacity is held for job " + out.hold.job_id +
                                    " (reservation from " + fmt_time(out.hold.start_ms, in.now_ms) +
                                    "); this job's max_runtime_s does not end before then"};
-    } else if (!place(in.nodes, req, mask).empty() && !ahead.empty()) {
+    } else if (!ahead.empty() && fits_before_grants()) {
       std::set<std::string> others(ahead.begin(), ahead.end());
       std::string list;
       for (const auto& a : others) list += (list.empty() ? "" : ", ") + a;
@@ -213,9 +240,10 @@ RoundOutput plan_round(const RoundInput& in) {
                                    fmt_share(weighted_share(standing, totals)) +
                                    " (weight-adjusted); served first this round: " + list};
     } else {
-      out.reasons[d.job_id] = {
-          why::kFitsNowhere, "fits nowhere now: needs " + std::to_string(req.workers) + " x " +
-                                 std::to_string(req.gpus) + " GPUs; " + free_histogram(nodes, req)};
+      out.reasons[d.job_id] = {why::kFitsNowhere,
+                               "fits nowhere now: needs " + std::to_string(req.workers) + " x " +
+                                   std::to_string(req.gpus) + " GPUs",
+                               req};
       bool head = true;
       for (size_t k = 0; k < di; ++k) head = head && done[ti][k] == 2;  // only failures before it
       // The hold goes to the head of the most deserving queue that fits
@@ -226,15 +254,16 @@ RoundOutput plan_round(const RoundInput& in) {
       if (head && !hold_decided && needs_block) {
         hold_decided = true;
         if (!out.hold.active() || out.hold.job_id != d.job_id)
-          out.hold = plan_hold(nodes, in.running, req, d.job_id, in.now_ms);
+          out.hold = plan_hold(nodes, in.running_of ? in.running_of() : in.running, req, d.job_id,
+                               in.now_ms);
       }
     }
     if (out.hold.active() && out.hold.job_id == d.job_id)
       out.reasons[d.job_id] = {
           why::kReservation,
           "waiting for its reservation: " + std::to_string(out.hold.nodes.size()) +
-              " node(s) held, expected to fit at " + fmt_time(out.hold.start_ms, in.now_ms) + "; " +
-              free_histogram(nodes, req)};
+              " node(s) held, expected to fit at " + fmt_time(out.hold.start_ms, in.now_ms),
+          req};
     return false;
   };
 

@@ -20,8 +20,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "actors/policy/backfill.hpp"
@@ -49,7 +51,13 @@ struct RoundInput {
   std::vector<NodeCapacity> nodes;  // every node known (any pool)
   std::vector<TeamInput> teams;
   std::vector<RunningWork> running;  // in this pool
-  Hold hold;                         // the standing hold, if any
+  // Instead of `running`: asked only when a hold is planned (at most once a
+  // round), so a round does not list every running job.
+  std::function<std::vector<RunningWork>()> running_of;
+  // An index over `nodes` that plan_round_live keeps up to date (the pool
+  // arbiter's, kept between rounds); plan_round builds its own.
+  CapacityIndex* index = nullptr;
+  Hold hold;  // the standing hold, if any
   int64_t now_ms = 0;
   // Baseline for comparisons (troupe-scheduler --policy fifo): one queue in
   // submit order across teams, first fit, no fair share, quotas or backfill;
@@ -57,10 +65,19 @@ struct RoundInput {
   bool fifo = false;
 };
 
-// Named reason codes (counted; the text carries the numbers).
+// Named reason codes (counted; the text carries the numbers). The free-GPU
+// histogram of a job that fits nowhere is not built each round (it scans
+// every node): `histogram` says reason_text adds it, from the capacity of
+// the moment someone asks why.
 struct Reason {
+  Reason() = default;
+  Reason(std::string c, std::string t) : code(std::move(c)), text(std::move(t)) {}
+  Reason(std::string c, std::string t, const PlacementRequest& r)
+      : code(std::move(c)), text(std::move(t)), histogram(true), req(r) {}
   std::string code;
   std::string text;
+  bool histogram = false;
+  PlacementRequest req;  // for the histogram
 };
 
 struct Grant {
@@ -78,10 +95,17 @@ struct RoundOutput {
 
 PoolTotals pool_totals(const std::vector<NodeCapacity>& nodes, const std::string& pool);
 
+// Plans on a copy of in.nodes.
 RoundOutput plan_round(const RoundInput& in);
+// Plans on in.nodes in place, with in.index over them (no copy of the
+// capacity): the grants are taken from them (the overlay until the nodes
+// report), and the index follows.
+RoundOutput plan_round_live(RoundInput& in);
 RoundOutput plan_fifo(const RoundInput& in);
 
 // "fits nowhere" detail: how many nodes of the pool have how many free GPUs.
 std::string free_histogram(const std::vector<NodeCapacity>& nodes, const PlacementRequest& req);
+// A reason's text as a user reads it (with its histogram, from `nodes`).
+std::string reason_text(const Reason& r, const std::vector<NodeCapacity>& nodes);
 
 }  // namespace troupe::policy

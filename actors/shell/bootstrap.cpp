@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -48,6 +49,11 @@ int parse_options(int argc, char** argv, Options& o) {
   app.add_option(
          "--events-max-age", o.events_max_age_s,
          "seconds job events are kept in the TROUPE_EVENTS stream (troupe history); 0: forever")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--events-max-bytes", o.events_max_bytes,
+                 "bytes of job events the TROUPE_EVENTS stream keeps, the oldest dropped first; "
+                 "0 (default): half the account's JetStream storage limit, else a quarter of "
+                 "the free disk under $TROUPE_HOME")
       ->check(CLI::NonNegativeNumber);
   app.add_option(
          "--snapshots", o.snapshots,
@@ -129,10 +135,23 @@ std::unique_ptr<Bus> Bus::open(const Options& o, std::string* err) {
   // The duplicate window may not outlast the events.
   int64_t age = o.events_max_age_s;
   int64_t window = age > 0 ? std::min<int64_t>(120000, age * 1000) : 120000;
-  if (!b->js ||
-      !b->js->ensure_stream(
+  if (!b->js) {
+    *err = "JetStream is required (nats-server -js): " + *err;
+    return nullptr;
+  }
+  int64_t max_bytes = o.events_max_bytes;
+  if (max_bytes == 0) {
+    std::error_code ec;
+    auto space = std::filesystem::space(env_or("TROUPE_HOME", "."), ec);
+    max_bytes = policy::events_bytes_for(b->js->storage_limit(),
+                                         ec ? 0 : static_cast<int64_t>(space.available));
+  }
+  spdlog::info("job events kept {} s and at most {} MiB (--events-max-age, --events-max-bytes)",
+               age, max_bytes / (1024 * 1024));
+  if (!b->js->ensure_stream(
           {subjects::kIntakeStream, {subjects::kIntakeSubjects, subjects::kAllEnqueue}}, err) ||
-      !b->js->ensure_stream({subjects::kEventsStream, {subjects::kAllEvents}, window, age}, err)) {
+      !b->js->ensure_stream(
+          {subjects::kEventsStream, {subjects::kAllEvents}, window, age, max_bytes}, err)) {
     *err = "JetStream is required (nats-server -js): " + *err;
     return nullptr;
   }

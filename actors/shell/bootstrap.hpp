@@ -27,6 +27,7 @@ struct Options {
   std::string config_text;  // its text, as read and checked at start
   std::string metrics_addr;
   int64_t events_max_age_s = 7 * 24 * 3600;
+  int64_t events_max_bytes = 0;  // 0: sized to the storage (events_bytes_for)
   std::string snapshots = "coalesced";
   int flush_ms = 20;
   int lease_ttl_ms = 3000;

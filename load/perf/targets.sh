@@ -108,10 +108,10 @@ profile_stop() {
   wait "$PERF_PID" 2>/dev/null || true
   echo "--- perf report (children = inclusive), troupe-scheduler pid $SCHED ---"
   perf report -i "$DIR/perf.data" --children --stdio --no-demangle -g none --percent-limit 3 \
-    2>/dev/null | c++filt | grep -v '^$' | head -70
+    2>/dev/null | c++filt | grep -v '^$' | cut -c1-240 | head -70 || true
   echo "--- perf report (self) ---"
   perf report -i "$DIR/perf.data" --no-children --stdio -g none --percent-limit 1 \
-    2>/dev/null | c++filt | grep -v '^$' | head -45
+    2>/dev/null | c++filt | grep -v '^$' | cut -c1-240 | head -45 || true
 }
 
 # CPU seconds (user + system, from /proc) each process spent during the

@@ -120,6 +120,17 @@ int64_t events_max_age_ns(Cluster& c) {
   return as_i64(info["config"].value("max_age", Json(-1)));
 }
 
+// TROUPE_EVENTS' max_bytes and the bytes it holds, from the JetStream API.
+std::pair<int64_t, int64_t> events_bytes(Cluster& c) {
+  Json info =
+      c.request(std::string("$JS.API.STREAM.INFO.") + subjects::kEventsStream, Json::object());
+  INFO("stream info: " << info.dump());
+  REQUIRE(info.contains("config"));
+  REQUIRE(info.contains("state"));
+  return {as_i64(info["config"].value("max_bytes", Json(-1))),
+          as_i64(info["state"].value("bytes", Json(-1)))};
+}
+
 // "state@attempt" of each event, in order.
 std::vector<std::string> story(const std::vector<Json>& events) {
   std::vector<std::string> out;
@@ -511,4 +522,41 @@ TEST_CASE("bus: a stream read from a start time returns every message up to the 
   // A filter nothing is stored under: nothing, and complete.
   CHECK(js->read_all(sc.name, "tread.none.>", 2000, 0, &complete).empty());
   CHECK(complete);
+}
+
+TEST_CASE("history: the events stream is bounded by size too, the oldest events dropped first",
+          "[integration][history][retention]") {
+  ClusterOptions o;
+  o.node("n1", 8, /*simulate=*/true);
+  o.scheduler_args = {"--events-max-bytes", "16384"};
+  Cluster c(o);
+  REQUIRE(c.wait_scheduler_serving(20s));
+  REQUIRE(c.wait_nodes_alive(1, 20s));
+  CHECK(events_bytes(c).first == 16384);
+
+  // About 60 x 4 events of ~300 bytes: several times the bound.
+  Json spec = job_spec("t1", {"train"});
+  spec["env"] = {{"TROUPE_SIM_DURATION_S", "0.01"}};
+  std::vector<std::string> ids;
+  for (int i = 0; i < 60; ++i) ids.push_back(c.submit_ok("t1", spec));
+  for (const auto& id : ids) REQUIRE(c.wait_terminal(id, 60s));
+  auto [max_bytes, bytes] = events_bytes(c);
+  CHECK(max_bytes == 16384);
+  CHECK(bytes <= 16384);
+  CHECK(bytes > 0);
+  // The newest job's story is kept; the first job's is gone.
+  Json last = history_json(c, ids.back());
+  INFO("last job's history: " << last.dump());
+  REQUIRE(last.is_array());
+  CHECK(last.back().value("state", "") == names::kSucceeded);
+  RunResult first = c.run_cli({"history", ids.front()});
+  INFO(describe(first));
+  CHECK(first.exit_code == 1);
+}
+
+TEST_CASE("history: without --events-max-bytes the events stream is bounded by the storage",
+          "[integration][history][retention]") {
+  Cluster c(ClusterOptions{}.node("n1"));
+  REQUIRE(c.wait_scheduler_serving(20s));
+  CHECK(events_bytes(c).first >= 256LL * 1024 * 1024);  // never unbounded (-1)
 }

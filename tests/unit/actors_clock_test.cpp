@@ -81,6 +81,21 @@ caf::behavior sink(caf::event_based_actor* self) {
   return {[](const Envelope&) {}};
 }
 
+// The pool arbiter, reduced to the capacity reports it is sent.
+struct FakeArbiterState {
+  std::vector<policy::NodeCapacity> reports;
+};
+using FakeArbiter = caf::stateful_actor<FakeArbiterState>;
+
+caf::behavior fake_arbiter(FakeArbiter* self) {
+  self->set_default_handler(caf::skip);
+  return {
+      [=](capacity_atom, const policy::NodeCapacity& c, const NodeActor&) {
+        self->state.reports.push_back(c);
+      },
+  };
+}
+
 class NullOutbox : public Outbox {
  protected:
   void send(const std::string&, const void*, size_t, const std::string&) override {}
@@ -88,7 +103,7 @@ class NullOutbox : public Outbox {
 
 struct Fixture : testing::TestSystem {
   std::shared_ptr<ManualClock> clock = std::make_shared<ManualClock>(1'800'000'000'000);
-  caf::actor jobs, others;
+  caf::actor jobs, others, arbiter;
   NodeActor node;
   std::shared_ptr<NullOutbox> out = std::make_shared<NullOutbox>();
   NodeOptions opts;
@@ -96,11 +111,12 @@ struct Fixture : testing::TestSystem {
   Fixture() {
     jobs = sys->spawn(fake_jobs);
     others = sys->spawn(sink);
+    arbiter = sys->spawn(fake_arbiter);
     opts.tick_ms = 1000;
     opts.hold_check_ms = 10000;
     opts.heartbeat_timeout_ms = 30000;
   }
-  ~Fixture() { stop(jobs, others, node); }
+  ~Fixture() { stop(jobs, others, arbiter, node); }
   // A node restored from its snapshot: 4 GPUs, job j1's rank 0 committed on
   // GPU 0, launched or not yet.
   void start_node(bool restored, bool launched) {
@@ -119,6 +135,7 @@ struct Fixture : testing::TestSystem {
     h->set_launched(launched);
     Wiring w = wiring_to(others, clock);
     w.jobs = as<JobSupervisorActor>(jobs);
+    w.arbiter = as<ArbiterActor>(arbiter);
     std::string snapshot = rec.SerializeAsString();
     auto parent = sys->spawn([&](caf::event_based_actor* self) {
       node = spawn_node(self, w, out, "n1", snapshot, opts);
@@ -132,6 +149,9 @@ struct Fixture : testing::TestSystem {
     sched->run();
   }
   std::vector<std::string>& got() { return testing::state_of<FakeJobsState>(jobs).got; }
+  std::vector<policy::NodeCapacity>& reports() {
+    return testing::state_of<FakeArbiterState>(arbiter).reports;
+  }
 };
 
 using V = std::vector<std::string>;
@@ -225,4 +245,43 @@ TEST_CASE_METHOD(JobFixture, "stop re-send: an unanswered Stop goes again until 
   sched->trigger_timeouts();
   sched->run();
   CHECK(stops() == 3);
+}
+
+TEST_CASE_METHOD(Fixture, "capacity reports: a node tells the arbiter what changed, not every tick",
+                 "[actors][clock]") {
+  start_node(true, true);
+  REQUIRE(!reports().empty());
+  size_t first = reports().size();
+  for (int i = 0; i < 4; ++i) pass(1000);
+  CHECK(reports().size() == first);  // four ticks, nothing changed: nothing sent
+  pass(1000);
+  CHECK(reports().size() == first + 1);  // told again after 5 s, unchanged
+  caf::anon_send(node, cordon_atom_v, true, false, std::string());
+  sched->run();
+  REQUIRE(reports().size() == first + 2);  // cordoned: told at once
+  CHECK_FALSE(reports().back().schedulable);
+  pass(1000);
+  CHECK(reports().size() == first + 2);
+  pass(25000);  // 31 s without a heartbeat: lost, and told
+  CHECK_FALSE(reports().back().alive);
+}
+
+TEST_CASE_METHOD(Fixture, "capacity reports: a refused Reserve is told at once, though unchanged",
+                 "[actors][clock]") {
+  start_node(true, true);
+  size_t first = reports().size();
+  wire::Ask ask;
+  ask.gpus = 8;  // the node has 4
+  Envelope answer;
+  auto asker = sys->spawn([&, n = node](caf::event_based_actor* self) {
+    self->request(n, caf::infinite,
+                  Envelope{wire::reserve("j2/1/0", "j2", "j2", "t", ask, 5000, 0, true)})
+        .then([&](const Envelope& a) { answer = a; });
+  });
+  sched->run();
+  auto* e = wire::open(answer.bytes);
+  REQUIRE(e != nullptr);
+  CHECK(e->body_as_Reject() != nullptr);
+  // The arbiter counted on room that is not there: it hears the truth now.
+  CHECK(reports().size() == first + 1);
 }

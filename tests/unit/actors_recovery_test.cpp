@@ -171,6 +171,35 @@ TEST_CASE("recovery derives node ledgers from the jobs that hold GPUs", "[recove
   CHECK_FALSE(recovery::shape_known(b));
 }
 
+TEST_CASE("a node's record goes to the store without its holds", "[recovery]") {
+  pb::NodeRecord n;
+  n.set_node("n1");
+  n.set_gpus(8);
+  n.set_gpu_type("a100");
+  n.set_cordoned(true);
+  auto durable_of = [](const pb::NodeRecord& r) {
+    return recovery::durable_node_record(r.SerializeAsString());
+  };
+  std::string bare = durable_of(n);
+  auto* h = n.add_holds();
+  h->set_id("j1/1/0");
+  h->set_job_id("j1");
+  h->add_gpus(3);
+  h->set_committed(true);
+  // A hold more or less writes the same record (nothing to store) ...
+  CHECK(durable_of(n) == bare);
+  pb::NodeRecord back;
+  REQUIRE(back.ParseFromString(bare));
+  CHECK(back.node() == "n1");
+  CHECK(back.gpus() == 8);
+  CHECK(back.cordoned());
+  CHECK(back.holds_size() == 0);
+  // ... a change of the node itself does not.
+  n.set_cordoned(false);
+  CHECK(durable_of(n) != bare);
+  CHECK(recovery::durable_node_record("\xff\xff not a record").empty());
+}
+
 TEST_CASE("recovery gives the router its idempotency keys and submit order back", "[recovery]") {
   recovery::State s;
   auto a = job("j1", "queued");

@@ -63,10 +63,10 @@ TEST_CASE("usable_under_hold: only work that ends before the hold may use held n
   h.job_id = "big";
   h.nodes = {1};
   h.start_ms = 20000;
-  CHECK(usable_under_hold(h, 3, 0, 15) == NodeMask{1, 1, 1});   // ends at 15 s < 20 s
-  CHECK(usable_under_hold(h, 3, 0, 25) == NodeMask{1, 0, 1});   // would run past the hold
-  CHECK(usable_under_hold(h, 3, 0, 0) == NodeMask{1, 0, 1});    // unbounded
-  CHECK(usable_under_hold(Hold{}, 2, 0, 0) == NodeMask{1, 1});  // no hold
+  CHECK(usable_under_hold(h, 3, 0, 15).empty());               // ends at 15 s < 20 s: every node
+  CHECK(usable_under_hold(h, 3, 0, 25) == NodeMask{1, 0, 1});  // would run past the hold
+  CHECK(usable_under_hold(h, 3, 0, 0) == NodeMask{1, 0, 1});   // unbounded
+  CHECK(usable_under_hold(Hold{}, 2, 0, 0).empty());           // no hold: every node
 }
 
 TEST_CASE("held_idle_gpus counts free GPUs on held nodes only", "[policy][backfill]") {

@@ -1,5 +1,9 @@
 // Unit tests for actors/policy/fit: best fit and gang placement.
 #include <catch2/catch.hpp>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
 
 #include "actors/policy/fit.hpp"
 
@@ -79,4 +83,70 @@ TEST_CASE("gang_fit: spans racks when no rack is enough, else nothing", "[policy
   CHECK(gang_fit(nodes, req(8, 2)).size() == 2);
   CHECK(gang_fit(nodes, req(8, 3)).empty());
   CHECK(gang_fit(nodes, req(8, 2, "h100")).empty());
+}
+
+TEST_CASE("capacity index: best fit is the lowest bucket with a node that fits",
+          "[policy][fit][index]") {
+  std::vector<NodeCapacity> nodes = {node("a", 8), node("b", 3), node("c", 1), node("d", 3),
+                                     node("e", 2, "r1", 8, "h100")};
+  CapacityIndex idx(nodes);
+  PlacementRequest r;
+  r.pool = "a100";
+  r.gpus = 2;
+  CHECK(best_fit(nodes, r, {}, &idx) == std::optional<size_t>(1));  // 3 free, lowest index
+  CHECK(idx.with_free("a100", 3) == std::vector<size_t>{0, 1, 3});
+  CHECK(idx.with_free("h100", 1) == std::vector<size_t>{4});
+  CHECK(idx.with_free("v100", 1).empty());
+  take(nodes, r, {1}, &idx);  // b: 1 free
+  CHECK(idx.matches(nodes));
+  CHECK(best_fit(nodes, r, {}, &idx) == std::optional<size_t>(3));
+  CHECK(best_fit(nodes, r, NodeMask{1, 1, 1, 0, 1}, &idx) == std::optional<size_t>(0));
+  give_back(nodes, r, {1}, &idx);
+  CHECK(idx.matches(nodes));
+  nodes[1].pool = "";  // a node of no pool takes nothing
+  idx.set(1, nodes[1]);
+  CHECK(idx.matches(nodes));
+  CHECK(best_fit(nodes, r, {}, &idx) == std::optional<size_t>(3));
+}
+
+TEST_CASE("capacity index: random clusters give the scans' answers, and it follows every change",
+          "[policy][fit][index]") {
+  std::mt19937 rng(42);
+  auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
+  const std::vector<std::string> types{"a100", "h100"};
+  for (int round = 0; round < 200; ++round) {
+    std::vector<NodeCapacity> nodes;
+    int n = 1 + pick(60);
+    for (int i = 0; i < n; ++i) {
+      auto c =
+          node("n" + std::to_string(i), pick(9), "r" + std::to_string(pick(4)), 8, types[pick(2)]);
+      c.alive = pick(10) != 0;
+      c.schedulable = pick(10) != 0;
+      c.cpus_free = pick(65);
+      nodes.push_back(c);
+    }
+    CapacityIndex idx(nodes);
+    for (int q = 0; q < 30; ++q) {
+      PlacementRequest r;
+      r.pool = types[pick(2)];
+      r.gpu_type = pick(2) ? r.pool : "";
+      r.gpus = pick(9);
+      r.cpus = pick(20);
+      r.workers = 1 + pick(4);
+      NodeMask mask;
+      if (pick(3) == 0)
+        for (int i = 0; i < n; ++i) mask.push_back(static_cast<char>(pick(4) != 0));
+      auto scanned = place(nodes, r, mask);
+      auto looked_up = place(nodes, r, mask, &idx);
+      REQUIRE(scanned == looked_up);
+      if (!looked_up.empty() && pick(2)) take(nodes, r, looked_up, &idx);
+      if (pick(4) == 0) {  // a node reports
+        size_t i = static_cast<size_t>(pick(n));
+        nodes[i].gpus_free = pick(9);
+        nodes[i].pool = pick(8) ? types[pick(2)] : "";
+        idx.set(i, nodes[i]);
+      }
+      REQUIRE(idx.matches(nodes));
+    }
+  }
 }

@@ -1,5 +1,8 @@
 // Unit tests for actors/policy/round: one scheduling round, with reasons.
 #include <catch2/catch.hpp>
+#include <random>
+#include <string>
+#include <vector>
 
 #include "actors/policy/round.hpp"
 
@@ -103,7 +106,8 @@ TEST_CASE("round: fits nowhere reports the free-GPU histogram", "[policy][round]
   auto in = input({node("a", 2), node("b", 2)}, {team("v", 0, {demand("j", 4)})});
   auto out = plan_round(in);
   // The head gets a hold (it may fit later); its reason carries the histogram.
-  CHECK(out.reasons.at("j").text.find("2 nodes have 2 free") != std::string::npos);
+  CHECK(reason_text(out.reasons.at("j"), in.nodes).find("2 nodes have 2 free") !=
+        std::string::npos);
 }
 
 TEST_CASE("round: a busy team gets no grant", "[policy][round]") {
@@ -230,4 +234,43 @@ TEST_CASE("free_histogram counts only the nodes that may take the job",
   auto d = demand("j", 4);
   CHECK(free_histogram(nodes, d.req) == "3 nodes in pool: 1 node has 8 free, 2 nodes have 1 free");
   CHECK(free_histogram(nodes, image_demand("j", 4).req) == "2 nodes in pool: 2 nodes have 1 free");
+}
+
+TEST_CASE(
+    "round: planned in place on live capacity, the same plan, its grants taken and the index kept",
+    "[policy][round][index]") {
+  std::mt19937 rng(7);
+  auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
+  for (int round = 0; round < 100; ++round) {
+    std::vector<NodeCapacity> nodes;
+    for (int i = 0; i < 1 + pick(40); ++i) nodes.push_back(node("n" + std::to_string(i), pick(9)));
+    std::vector<TeamInput> teams;
+    for (int t = 0; t < 1 + pick(4); ++t) {
+      std::vector<Demand> ds;
+      for (int d = 0; d < pick(20); ++d)
+        ds.push_back(demand("t" + std::to_string(t) + "-" + std::to_string(d), 1 + pick(8),
+                            1 + (pick(5) == 0 ? pick(3) : 0), pick(100)));
+      teams.push_back(team("team" + std::to_string(t), pick(16), ds, 1 + pick(3), pick(16)));
+      teams.back().slots = 1 + pick(6);
+    }
+    auto in = input(nodes, teams);
+    auto copy_out = plan_round(in);
+    RoundInput live = in;
+    CapacityIndex idx(live.nodes);
+    live.index = &idx;
+    auto live_out = plan_round_live(live);
+    REQUIRE(copy_out.grants.size() == live_out.grants.size());
+    std::vector<NodeCapacity> expect = in.nodes;
+    for (size_t g = 0; g < live_out.grants.size(); ++g) {
+      REQUIRE(copy_out.grants[g].team == live_out.grants[g].team);
+      REQUIRE(copy_out.grants[g].demand == live_out.grants[g].demand);
+      REQUIRE(copy_out.grants[g].nodes == live_out.grants[g].nodes);
+      const auto& g1 = live_out.grants[g];
+      take(expect, in.teams[g1.team].demands[g1.demand].req, g1.nodes);
+    }
+    for (const auto& [id, r] : copy_out.reasons) REQUIRE(live_out.reasons.at(id).code == r.code);
+    for (size_t i = 0; i < expect.size(); ++i)
+      REQUIRE(live.nodes[i].gpus_free == expect[i].gpus_free);
+    REQUIRE(idx.matches(live.nodes));
+  }
 }
