@@ -274,8 +274,8 @@ int64_t events_bytes_for(int64_t account_limit, int64_t free_bytes) {
   constexpr int64_t kMiB = 1024 * 1024;
   int64_t bytes = account_limit > 0 ? account_limit / 2
                   : free_bytes > 0  ? free_bytes / 4
-                                    : 8192 * kMiB;
-  return std::max<int64_t>(bytes, 256 * kMiB);
+                                    : 1024 * kMiB;
+  return std::clamp<int64_t>(bytes, 64 * kMiB, 1024 * kMiB);
 }
 
 }  // namespace troupe::policy

@@ -126,8 +126,10 @@ Admission admit(const ClusterConfig& cfg, std::string_view team, std::string_vie
 // The events stream's size bound when --events-max-bytes is not given:
 // half of the account's JetStream storage limit when it has one, else a
 // quarter of the free space where `troupe up` keeps the server's store
-// ($TROUPE_HOME; `free_bytes` 0: unknown -> 8 GiB), at least 256 MiB. So
-// 10,000 jobs a second cannot fill the disk, whatever --events-max-age says.
+// ($TROUPE_HOME; `free_bytes` 0: unknown), between 64 MiB and 1 GiB
+// (nats-server reserves a stream's max_bytes from its storage up front, so a
+// larger default would starve the other streams and buckets). So 10,000 jobs
+// a second cannot fill the disk, whatever --events-max-age says.
 int64_t events_bytes_for(int64_t account_limit, int64_t free_bytes);
 
 }  // namespace troupe::policy

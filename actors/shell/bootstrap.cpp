@@ -53,7 +53,7 @@ int parse_options(int argc, char** argv, Options& o) {
   app.add_option("--events-max-bytes", o.events_max_bytes,
                  "bytes of job events the TROUPE_EVENTS stream keeps, the oldest dropped first; "
                  "0 (default): half the account's JetStream storage limit, else a quarter of "
-                 "the free disk under $TROUPE_HOME")
+                 "the free disk under $TROUPE_HOME, 64 MiB to 1 GiB")
       ->check(CLI::NonNegativeNumber);
   app.add_option(
          "--snapshots", o.snapshots,
@@ -146,19 +146,36 @@ std::unique_ptr<Bus> Bus::open(const Options& o, std::string* err) {
     max_bytes = policy::events_bytes_for(b->js->storage_limit(),
                                          ec ? 0 : static_cast<int64_t>(space.available));
   }
-  spdlog::info("job events kept {} s and at most {} MiB (--events-max-age, --events-max-bytes)",
-               age, max_bytes / (1024 * 1024));
   if (!b->js->ensure_stream(
-          {subjects::kIntakeStream, {subjects::kIntakeSubjects, subjects::kAllEnqueue}}, err) ||
-      !b->js->ensure_stream(
-          {subjects::kEventsStream, {subjects::kAllEvents}, window, age, max_bytes}, err)) {
+          {subjects::kIntakeStream, {subjects::kIntakeSubjects, subjects::kAllEnqueue}}, err)) {
     *err = "JetStream is required (nats-server -js): " + *err;
     return nullptr;
   }
+  // The buckets first: the events stream reserves storage.
   b->state_kv = bus::KeyValue::open(*b->js, subjects::kStateBucket, err);
   if (!b->state_kv) return nullptr;
   b->leader_kv = bus::KeyValue::open(*b->js, subjects::kLeaderBucket, err);
   if (!b->leader_kv) return nullptr;
+  // nats-server reserves a stream's max_bytes from its own storage and refuses
+  // one it cannot reserve: a default bound is halved until it can be (64 MiB at
+  // least, else none); a bound given with --events-max-bytes is not changed.
+  constexpr int64_t kMinAutoBytes = 64LL * 1024 * 1024;
+  for (;;) {
+    if (b->js->ensure_stream(
+            {subjects::kEventsStream, {subjects::kAllEvents}, window, age, max_bytes}, err))
+      break;
+    bool no_room = err->find("insufficient storage") != std::string::npos;
+    if (o.events_max_bytes != 0 || !no_room || max_bytes == 0) {
+      *err = "JetStream is required (nats-server -js): " + *err;
+      return nullptr;
+    }
+    max_bytes = max_bytes / 2 >= kMinAutoBytes ? max_bytes / 2 : 0;
+    if (max_bytes == 0)
+      spdlog::warn("the JetStream server cannot reserve {} MiB for job events: no size bound",
+                   kMinAutoBytes / (1024 * 1024));
+  }
+  spdlog::info("job events kept {} s and at most {} (--events-max-age, --events-max-bytes)", age,
+               max_bytes > 0 ? std::to_string(max_bytes / (1024 * 1024)) + " MiB" : "any size");
   b->events = std::make_unique<EventPublisher>(*b->js);
   return b;
 }

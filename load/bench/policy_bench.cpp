@@ -1,6 +1,8 @@
 // Micro-benchmarks of the pure scheduling policy (Google Benchmark):
 //   ordering 10,000 queued jobs of 50 teams, placing one job against 1,000
-//   nodes (best fit, gang fit), and a whole planning round.
+//   or 10,000 nodes (best fit, gang fit: by a scan, and by the capacity
+//   index), and a whole planning round (on a copy, and in place on the live
+//   capacity with its index, as the pool arbiter plans).
 // Run: build/bin/troupe-policy-bench   (figures in docs/performance.md)
 #include <benchmark/benchmark.h>
 
@@ -73,6 +75,15 @@ void BM_BestFit(benchmark::State& state) {
 }
 BENCHMARK(BM_BestFit)->Arg(1000)->Arg(10000)->Unit(benchmark::kMicrosecond);
 
+void BM_BestFitIndexed(benchmark::State& state) {
+  auto nodes = fleet(static_cast<size_t>(state.range(0)), 1);
+  CapacityIndex index(nodes);
+  auto req = one(2);
+  for (auto _ : state) benchmark::DoNotOptimize(best_fit(nodes, req, {}, &index));
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_BestFitIndexed)->Arg(1000)->Arg(10000)->Unit(benchmark::kMicrosecond);
+
 void BM_GangFit(benchmark::State& state) {
   auto nodes = fleet(static_cast<size_t>(state.range(0)), 2);
   auto req = one(8, 4);
@@ -81,10 +92,19 @@ void BM_GangFit(benchmark::State& state) {
 }
 BENCHMARK(BM_GangFit)->Arg(1000)->Unit(benchmark::kMicrosecond);
 
-void BM_PlanRound(benchmark::State& state) {
+void BM_GangFitIndexed(benchmark::State& state) {
+  auto nodes = fleet(static_cast<size_t>(state.range(0)), 2);
+  CapacityIndex index(nodes);
+  auto req = one(8, 4);
+  for (auto _ : state) benchmark::DoNotOptimize(gang_fit(nodes, req, {}, &index));
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_GangFitIndexed)->Arg(1000)->Unit(benchmark::kMicrosecond);
+
+RoundInput round_input(size_t nodes) {
   RoundInput in;
   in.pool = "a100";
-  in.nodes = fleet(static_cast<size_t>(state.range(0)), 3);
+  in.nodes = fleet(nodes, 3);
   in.now_ms = 1000;
   for (int t = 0; t < 50; ++t) {
     TeamInput ti;
@@ -99,10 +119,31 @@ void BM_PlanRound(benchmark::State& state) {
     }
     in.teams.push_back(std::move(ti));
   }
+  return in;
+}
+
+void BM_PlanRound(benchmark::State& state) {
+  auto in = round_input(static_cast<size_t>(state.range(0)));
   for (auto _ : state) benchmark::DoNotOptimize(plan_round(in));
   state.SetItemsProcessed(state.iterations() * 50);  // up to one grant per team
 }
-BENCHMARK(BM_PlanRound)->Arg(1000)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_PlanRound)->Arg(1000)->Arg(10000)->Unit(benchmark::kMicrosecond);
+
+// As the arbiter plans: in place on its capacity, with the index it keeps
+// (each iteration starts again from the same capacity, outside the timing).
+void BM_PlanRoundLive(benchmark::State& state) {
+  const auto base = round_input(static_cast<size_t>(state.range(0)));
+  for (auto _ : state) {
+    state.PauseTiming();
+    RoundInput in = base;
+    CapacityIndex index(in.nodes);
+    in.index = &index;
+    state.ResumeTiming();
+    benchmark::DoNotOptimize(plan_round_live(in));
+  }
+  state.SetItemsProcessed(state.iterations() * 50);
+}
+BENCHMARK(BM_PlanRoundLive)->Arg(1000)->Arg(10000)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 

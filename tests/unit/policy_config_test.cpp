@@ -237,9 +237,10 @@ TEST_CASE("isolation keys: bad values are refused with a reason", "[policy][conf
 TEST_CASE("events_bytes_for: the events stream's size bound follows the storage",
           "[policy][config]") {
   constexpr int64_t MiB = 1024 * 1024, GiB = 1024 * MiB;
-  CHECK(events_bytes_for(100 * GiB, 1000 * GiB) == 50 * GiB);  // the account's limit first
-  CHECK(events_bytes_for(0, 100 * GiB) == 25 * GiB);           // else the free disk
-  CHECK(events_bytes_for(0, 0) == 8 * GiB);                    // neither known
-  CHECK(events_bytes_for(0, 100 * MiB) == 256 * MiB);          // never below 256 MiB
-  CHECK(events_bytes_for(-1, -1) == 8 * GiB);
+  CHECK(events_bytes_for(1 * GiB, 1000 * GiB) == 512 * MiB);  // the account's limit first
+  CHECK(events_bytes_for(0, 2 * GiB) == 512 * MiB);           // else the free disk
+  CHECK(events_bytes_for(0, 100 * GiB) == 1 * GiB);           // at most 1 GiB (reserved)
+  CHECK(events_bytes_for(0, 0) == 1 * GiB);                   // neither known
+  CHECK(events_bytes_for(0, 100 * MiB) == 64 * MiB);          // never below 64 MiB
+  CHECK(events_bytes_for(-1, -1) == 1 * GiB);
 }
