@@ -91,7 +91,11 @@ void report(Self self, bool changed = true, bool force = false) {
   c.schedulable = st.work == Work::schedulable;
   c.last_heartbeat_ms = st.last_heartbeat_ms;
   int running = 0;
-  for (const auto& [id, h] : st.ledger.holds) running += h.launched && !h.exited ? 1 : 0;
+  c.holds.reserve(st.ledger.holds.size());
+  for (const auto& [id, h] : st.ledger.holds) {
+    running += h.launched && !h.exited ? 1 : 0;
+    c.holds.push_back(id);
+  }
   c.running = running;
   if (changed) st.dirty = true;
   int64_t now = st.w.now_ms();

@@ -12,6 +12,7 @@
 
 #include "actors/policy/books.hpp"
 #include "actors/policy/config.hpp"
+#include "actors/policy/overlay.hpp"
 #include "actors/policy/preemption.hpp"
 #include "actors/policy/round.hpp"
 #include "actors/views.hpp"
@@ -75,12 +76,14 @@ struct ArbiterState {
   std::unordered_map<std::string, int64_t> preempting_for;             // preemptor -> until
   policy::ClusterConfig cfg = policy::open_config();
   std::vector<policy::NodeCapacity> caps;
-  policy::CapacityIndex capidx;         // caps by (pool, free GPUs): best fit is a lookup
+  policy::CapacityIndex capidx;  // caps by (pool, free GPUs): best fit is a lookup
+  policy::GrantOverlay overlay;  // grants the nodes' reports do not count yet (kept off caps)
   std::vector<std::string> named_pool;  // what each node asked for (--pool)
   std::vector<NodeActor> actors;
   std::unordered_map<std::string, size_t> index;
   std::map<std::string, TeamDemand> teams;
-  std::unordered_map<std::string, Running> running;  // by job id
+  std::unordered_map<std::string, Running> running;   // by job id
+  std::map<std::string, policy::VictimPool> victims;  // by pool: what running work may be preempted
   policy::Books books;  // every grant in flight and running job: usage per (team, pool)
   std::map<std::string, policy::Hold> holds;  // by pool
   std::unordered_map<std::string, policy::Reason> reasons;
@@ -113,6 +116,7 @@ policy::Usage usage_of(const ArbiterState& st, const std::string& team, const st
 void forget_grant(ArbiterState& st, TeamDemand& td, const std::string& job_id) {
   td.inflight.erase(job_id);
   st.books.unplaced(job_id);
+  st.overlay.forget(job_id);
 }
 
 policy::TeamStanding standing_of(const ArbiterState& st, const std::string& team,
@@ -167,7 +171,8 @@ void preempt_if_needed(Self self, const std::string& pool, const policy::RoundOu
           p != st.preempting_for.end() && p->second > now)
         continue;
       bool below = standing.used.gpus + t.req.gpus * t.req.workers <= standing.guaranteed;
-      wants.push_back({t.job_id, t.team, t.priority, t.seq, below, t.req});
+      policy::PreemptWant want{t.job_id, t.team, t.priority, t.seq, below, t.req};
+      if (st.victims[pool].may_have_victim(want)) wants.push_back(std::move(want));
     }
   }
   if (wants.empty()) return;  // the common case: build no candidates
@@ -289,7 +294,9 @@ void run_round(Self self) {
       auto& td = st.teams[team_names[g.team]];
       JobTicket ticket = td.tickets[ticket_index[g.team][g.demand]];
       CandidateList c;
-      for (size_t n : g.nodes) {
+      for (size_t rank = 0; rank < g.nodes.size(); ++rank) {
+        size_t n = g.nodes[rank];
+        st.overlay.add(n, ticket.job_id, ticket.attempt, static_cast<int>(rank), ticket.req);
         c.names.push_back(st.caps[n].name);
         c.hosts.push_back(st.caps[n].host);
         c.actors.push_back(st.actors[n]);
@@ -401,7 +408,11 @@ ArbiterActor::behavior_type arbiter_behavior(Self self, OutboxPtr out, bool fifo
         auto& st = self->state;
         std::string named = c.pool;
         c.pool = st.cfg.pool_of_node(named, c.gpu_type);
+        auto holds = std::move(c.holds);
+        c.holds = {};
         auto it = st.index.find(c.name);
+        // What the node said, less the grants it has not heard of yet.
+        if (it != st.index.end()) st.overlay.apply(it->second, holds, c);
         bool more = true;
         if (it == st.index.end()) {
           st.index.emplace(c.name, st.caps.size());
@@ -427,7 +438,10 @@ ArbiterActor::behavior_type arbiter_behavior(Self self, OutboxPtr out, bool fifo
         // A new queue actor (the old one crashed): the grants it was carrying
         // out died with it. Their jobs are in the new queue's demand again.
         if (td.queue && sender != td.queue) {
-          for (const auto& [id, g] : td.inflight) self->state.books.unplaced(id);
+          for (const auto& [id, g] : td.inflight) {
+            self->state.books.unplaced(id);
+            self->state.overlay.forget(id);
+          }
           td.inflight.clear();
         }
         td.queue = sender;
@@ -454,8 +468,14 @@ ArbiterActor::behavior_type arbiter_behavior(Self self, OutboxPtr out, bool fifo
         r.preemptible = t.preemptible;
         r.started_ms = self->state.w.now_ms();
         st.preempting_for.erase(a.job_id);
+        if (auto old = st.running.find(a.job_id); old != st.running.end()) {
+          const auto& o = old->second;  // an attempt whose end was not heard yet
+          st.victims[o.pool].remove(o.team, o.priority, o.preemptible, o.borrowed);
+        }
+        st.victims[r.pool].add(r.team, r.priority, r.preemptible, r.borrowed);
         st.running[a.job_id] = r;
         st.books.placed(a.job_id);
+        st.overlay.forget(a.job_id);
         td.inflight.erase(it);
         // The queue's next demand will not list it; until then, neither may
         // the one we hold (a round in between would grant it a second time).
@@ -469,7 +489,11 @@ ArbiterActor::behavior_type arbiter_behavior(Self self, OutboxPtr out, bool fifo
         schedule_round(self);
       },
       [=](done_atom, const std::string& job_id) {
-        if (self->state.running.erase(job_id) > 0) {
+        auto& st = self->state;
+        if (auto it = st.running.find(job_id); it != st.running.end()) {
+          const auto& r = it->second;
+          st.victims[r.pool].remove(r.team, r.priority, r.preemptible, r.borrowed);
+          st.running.erase(it);
           self->state.books.ended(job_id);
           schedule_round(self);
         }

@@ -1,6 +1,9 @@
 // PoolArbiter — one per scheduler; plans for every pool of the cluster config.
 // Owns: the capacity index (what each node actor last reported, resolved to
-//   its pool, plus an overlay of what it granted since); each team's usage
+//   its pool, less the grants the node's report does not count yet:
+//   policy::GrantOverlay, until the report lists the grant's hold or the
+//   grant is answered); what running work each pool could preempt
+//   (policy::VictimPool: candidates are built only when some may go); each team's usage
 //   per pool (from the work it granted, until the job gives it back); the
 //   demands of the team queues (their first jobs in order); the backfill hold
 //   of each pool; the last reason each pending job was not placed; the

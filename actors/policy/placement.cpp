@@ -24,7 +24,7 @@ bool same_report(const NodeCapacity& a, const NodeCapacity& b) {
   auto key = [](const NodeCapacity& n) {
     return std::tie(n.name, n.host, n.gpu_type, n.pool, n.rack, n.runtime, n.schedulable,
                     n.gpus_total, n.gpus_free, n.gpus_reserved, n.gpus_allocated, n.cpus_total,
-                    n.cpus_free, n.memory_total_mb, n.memory_free_mb, n.alive, n.running);
+                    n.cpus_free, n.memory_total_mb, n.memory_free_mb, n.alive, n.running, n.holds);
   };
   return key(a) == key(b);
 }

@@ -30,6 +30,10 @@ struct NodeCapacity {
   bool alive = true;
   int64_t last_heartbeat_ms = 0;
   int running = 0;
+  // In a node actor's report: its ledger's hold ids (reserved or allocated),
+  // so the arbiter knows which of its grants the report counts already
+  // (policy::GrantOverlay). Empty elsewhere.
+  std::vector<std::string> holds;
 };
 
 // One worker's needs, and how many workers (a gang when > 1).

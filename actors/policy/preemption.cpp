@@ -90,6 +90,32 @@ void forget_old(std::vector<int64_t>& recent, int64_t now_ms) {
                recent.end());
 }
 
+void VictimPool::add(const std::string& team, int priority, bool preemptible, bool borrowed) {
+  if (!preemptible) return;
+  priorities_.insert(priority);
+  if (borrowed) {
+    ++borrowed_of_[team];
+    ++borrowed_;
+  }
+}
+
+void VictimPool::remove(const std::string& team, int priority, bool preemptible, bool borrowed) {
+  if (!preemptible) return;
+  if (auto it = priorities_.find(priority); it != priorities_.end()) priorities_.erase(it);
+  if (!borrowed) return;
+  auto it = borrowed_of_.find(team);
+  if (it == borrowed_of_.end()) return;
+  --borrowed_;
+  if (--it->second == 0) borrowed_of_.erase(it);
+}
+
+bool VictimPool::may_have_victim(const PreemptWant& w) const {
+  if (!priorities_.empty() && *priorities_.begin() < w.priority) return true;
+  if (!w.below_guarantee) return false;
+  auto own = borrowed_of_.find(w.team);
+  return borrowed_ - (own == borrowed_of_.end() ? 0 : own->second) > 0;
+}
+
 std::optional<PoolPreemption> plan_preemption(const std::vector<NodeCapacity>& nodes,
                                               const std::vector<PreemptCandidate>& candidates,
                                               std::vector<PreemptWant> wants, size_t recent_count,

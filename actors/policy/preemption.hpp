@@ -12,7 +12,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -81,6 +83,25 @@ struct PreemptWant {
   PlacementRequest req;
 };
 
+// What one pool's running work offers preemptors, kept as jobs start and
+// end: the pool arbiter asks it before it builds candidates for every
+// running job (most rounds of a full cluster have wants, and most of those
+// can preempt nothing: same priority, no guarantee owed). may_preempt's rule
+// without churn protection, so it may say yes where choose_victims then
+// finds none, never no where it would find one (tested).
+class VictimPool {
+ public:
+  void add(const std::string& team, int priority, bool preemptible, bool borrowed);
+  void remove(const std::string& team, int priority, bool preemptible, bool borrowed);
+  bool may_have_victim(const PreemptWant& w) const;
+  bool empty() const { return priorities_.empty(); }
+
+ private:
+  std::multiset<int> priorities_;           // of preemptible running jobs
+  std::map<std::string, int> borrowed_of_;  // preemptible borrowed running jobs, by team
+  int borrowed_ = 0;
+};
+
 // The per-pool budget counts preemptions over the last minute.
 inline constexpr int64_t kBudgetWindowMs = 60000;
 // Drops from `recent` (times of the pool's preemptions) what left the window.
@@ -88,7 +109,7 @@ void forget_old(std::vector<int64_t>& recent, int64_t now_ms);
 
 struct PoolPreemption {
   Preemptor preemptor;
-  VictimPlan plan;                  // victims: indices into the candidates
+  VictimPlan plan;  // victims: indices into the candidates
   // The nodes the victims free (distinct), held for the preemptor from
   // `hold_start_ms` on (a backfill hold, policy/backfill.hpp).
   std::vector<size_t> held_nodes;

@@ -52,6 +52,8 @@ cleanup() {
     kill -9 "$p" 2>/dev/null || true
     wait "$p" 2>/dev/null || true
   done
+  # PERF_OUT=FILE keeps the profile for a closer look (perf report -i FILE).
+  if [[ $PERF == 1 && -n ${PERF_OUT:-} ]]; then cp "$DIR/perf.data" "$PERF_OUT" 2>/dev/null || true; fi
   rm -rf "$DIR"
 }
 trap cleanup EXIT
@@ -147,6 +149,11 @@ case "$MEASURE" in
     { time "$BIN/troupe-load" --nats "$URL" --jobs "$JOBS" --rate 0 --teams "$teams" --duration-s 0.05 \
       --deadline-s 300 --scheduler-pid "$SCHED" --json --no-progress || true; } 2>"$DIR/load.time"
     cpu_stop "$JOBS"
+    # Grants the arbiter made for these jobs: more than one per job means
+    # negotiations that came back unplaced (a node refused: the arbiter
+    # counted on room that was not there) and were granted again.
+    echo "grants: $(TROUPE_NATS=$URL timeout 20 "$BIN/troupe" queues --json 2>/dev/null |
+      python3 -c 'import json,sys; print(json.load(sys.stdin).get("grants", 0))' 2>/dev/null || echo "?") for $JOBS jobs"
     profile_stop ;;
   latency)
     RATE=${1:-1000}; JOBS=${2:-5000}

@@ -1,5 +1,7 @@
 // Unit tests for actors/policy/preemption: victim choice, gangs, churn.
+#include <algorithm>
 #include <catch2/catch.hpp>
+#include <random>
 
 #include "actors/policy/preemption.hpp"
 
@@ -198,4 +200,39 @@ TEST_CASE("pool plan: the per-minute budget, none when nothing makes room",
   std::vector<int64_t> recent = {kNow - kBudgetWindowMs - 1, kNow - 1000, kNow};
   forget_old(recent, kNow);
   CHECK(recent == std::vector<int64_t>{kNow - 1000, kNow});
+}
+
+// The pool arbiter asks a VictimPool before it builds candidates: it must
+// never say "no victim" where may_preempt accepts some running job.
+TEST_CASE("victim pool: no where may_preempt finds none, yes where it finds one",
+          "[policy][preemption]") {
+  std::mt19937 rng(16);
+  const std::vector<std::string> teams = {"a", "b", "c"};
+  for (int run = 0; run < 300; ++run) {
+    VictimPool pool;
+    std::vector<PreemptCandidate> running;
+    for (int step = 0; step < 40; ++step) {
+      if (running.empty() || rng() % 3 != 0) {
+        auto c = job("j" + std::to_string(step), {0}, 1, static_cast<int>(rng() % 4) * 25, 0, 0,
+                     teams[rng() % teams.size()], rng() % 2 == 0);
+        c.preemptible = rng() % 4 != 0;
+        pool.add(c.team, c.priority, c.preemptible, c.borrowed);
+        running.push_back(c);
+      } else {
+        size_t k = rng() % running.size();
+        const auto& c = running[k];
+        pool.remove(c.team, c.priority, c.preemptible, c.borrowed);
+        running.erase(running.begin() + static_cast<long>(k));
+      }
+      PreemptWant w;
+      w.job_id = "p";
+      w.team = teams[rng() % teams.size()];
+      w.priority = static_cast<int>(rng() % 4) * 25;
+      w.below_guarantee = rng() % 2 == 0;
+      Preemptor p = wants(1, 1, w.priority, w.team, w.below_guarantee);
+      bool some = std::any_of(running.begin(), running.end(),
+                              [&](const PreemptCandidate& c) { return may_preempt(p, c, kNow); });
+      CHECK(pool.may_have_victim(w) == some);
+    }
+  }
 }
