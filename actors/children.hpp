@@ -54,6 +54,11 @@ class Children {
     return it == snaps_.end() ? nullptr : &it->second;
   }
   const std::unordered_map<std::string, std::string>& snapshots() const { return snaps_; }
+  // An ended child is forgotten for good (its snapshot, its restart count).
+  void forget(const std::string& id) {
+    snaps_.erase(id);
+    restarts_.erase(id);
+  }
 
   // Handles a child's down message: a normal end forgets the child; a crash
   // restarts it from its snapshot, up to `max_restarts` times per id within

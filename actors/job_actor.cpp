@@ -25,8 +25,10 @@ using namespace troupe::atoms;
 
 namespace {
 
-// How long an ended job's actor lingers to answer late messages.
-constexpr auto kLinger = std::chrono::seconds(30);
+// How long an ended job's actor lingers to answer late messages (Wiring::linger_ms).
+std::chrono::milliseconds linger(const Wiring& w) {
+  return std::chrono::milliseconds(w.linger_ms);
+}
 constexpr int kStopGraceS = 10;
 constexpr std::string_view kPreempted = "preempted";
 constexpr auto kStopResend = std::chrono::seconds(15);
@@ -208,7 +210,7 @@ void stop_all(Self self, const std::string& reason, int signal = SIGTERM,
 
 void finish(Self self, Phase phase, const std::string& cause) {
   enter(self, phase, self->state.rec.reason(), cause);
-  self->delayed_send(self, kLinger, done_atom_v);
+  self->delayed_send(self, linger(self->state.w), done_atom_v);
 }
 
 // Records the attempt that just ended in the job's history.
@@ -494,7 +496,7 @@ JobActor::behavior_type job_behavior(Self self, Wiring w, OutboxPtr out, std::st
     else
       enqueue(self);
   } else if (terminal(st.phase)) {
-    self->delayed_send(self, kLinger, done_atom_v);
+    self->delayed_send(self, linger(self->state.w), done_atom_v);
   } else if (!placed(st.phase)) {
     // Restored between an attempt's end and its requeue (e.g. "preempted"):
     // the attempt is over; the job goes back to its queue.

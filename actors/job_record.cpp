@@ -1,7 +1,11 @@
 #include "actors/job_record.hpp"
 
+#include <google/protobuf/util/json_util.h>
+
 #include <ctime>
 #include <functional>
+
+#include "messages/names.hpp"
 
 namespace troupe {
 
@@ -46,6 +50,40 @@ pb::JobView job_view(const pb::JobRecord& r) {
   v.set_preemptions(r.preempted_ms_size());
   v.set_last_checkpoint(r.last_checkpoint());
   v.set_last_checkpoint_ms(r.last_checkpoint_ms());
+  return v;
+}
+
+std::optional<pb::JobView> view_from_events(const std::string& job_id,
+                                            const std::vector<std::string>& events) {
+  google::protobuf::util::JsonParseOptions o;
+  o.ignore_unknown_fields = true;
+  std::optional<pb::JobView> v;
+  for (const auto& json : events) {
+    pb::JobEvent e;
+    if (!google::protobuf::util::JsonStringToMessage(json, &e, o).ok() || e.job_id() != job_id ||
+        e.state().empty())
+      continue;
+    if (!v) {
+      v.emplace();
+      v->set_job_id(job_id);
+      v->set_submit_ms(e.ts_ms());
+      v->set_purged(true);
+    }
+    if (!e.team().empty()) v->set_team(e.team());
+    if (!e.name().empty()) v->set_name(e.name());
+    if (!e.kind().empty()) v->set_kind(e.kind());
+    if (e.attempt() != v->attempt()) {  // a new attempt: its own start and placement
+      v->set_start_ms(0);
+      v->clear_placement();
+    }
+    v->set_state(e.state());
+    v->set_attempt(e.attempt());
+    if (e.workers_size() > 0) *v->mutable_placement() = e.workers();
+    if (e.state() == names::kRunning && v->start_ms() == 0) v->set_start_ms(e.ts_ms());
+    if (names::is_terminal(e.state())) v->set_end_ms(e.ts_ms());
+    if (e.has_exit_code()) v->set_exit_code(e.exit_code());
+    if (!e.reason().empty()) v->set_reason(e.reason());
+  }
   return v;
 }
 

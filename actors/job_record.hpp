@@ -2,7 +2,9 @@
 // JobEvent) and its placement request. No actors here.
 #pragma once
 
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "actors/policy/placement.hpp"
 #include "actors/policy/queue_order.hpp"
@@ -12,6 +14,12 @@
 namespace troupe {
 
 pb::JobView job_view(const pb::JobRecord& r);
+// A purged job's view rebuilt from its stored events (JobEvent JSON, stream
+// order): team, name, kind, the newest state, attempt, placement, exit code
+// and reason, submit/start/end times; `purged` set. nullopt when no event of
+// `job_id` reads.
+std::optional<pb::JobView> view_from_events(const std::string& job_id,
+                                            const std::vector<std::string>& events);
 pb::JobEvent job_event(const pb::JobRecord& r, int64_t now_ms);
 // The event the record's last state change announced (its seq, time and cause).
 pb::JobEvent last_event(const pb::JobRecord& r);

@@ -86,6 +86,9 @@ class SnapshotStore {
  public:
   virtual ~SnapshotStore() = default;
   virtual void put(const std::string& key, std::string bytes) = 0;
+  // The key is forgotten for good (an ended job past its retention): its
+  // values go, a marker without value stays (a restore reads it as "purged").
+  virtual void purge(const std::string& key) = 0;
 };
 using SnapshotStorePtr = std::shared_ptr<SnapshotStore>;
 
@@ -153,6 +156,10 @@ struct SchedulerOptions {
   // How long a node actor lets a hold wait (committed, unlaunched; or exited,
   // unreleased) before asking its job (policy::hold_needs_check).
   int64_t hold_check_ms = 10000;
+  // How long an ended job stays in memory, in `troupe jobs` and in the KV
+  // bucket after its end (--job-retention-s); then it is purged, and its
+  // status and history are read from its stored events. <= 0: kept forever.
+  int64_t job_retention_ms = 3600 * 1000;
   // More troupe.sys.stats fields, as a JSON object's text (the process's
   // durability figures: snapshot writes, retried events, the epoch).
   std::function<std::string()> extra_stats;

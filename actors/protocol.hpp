@@ -89,6 +89,9 @@ CAF_ADD_ATOM(troupe, troupe::atoms, stored_atom, "stored")
 // (distrust_atom, what): a message refused because its sender may not say it
 // (an unlisted node, a capacity change with work held): counted by the router.
 CAF_ADD_ATOM(troupe, troupe::atoms, distrust_atom, "distrust")
+// (purged_atom, team/key, job): an ended job was forgotten after its
+// retention (job supervisor -> router): its idempotency key goes too.
+CAF_ADD_ATOM(troupe, troupe::atoms, purged_atom, "purged")
 
 namespace troupe {
 
@@ -225,7 +228,8 @@ using JobSupervisorActor = SupervisorActor::extend<
               std::string /*state*/, std::string /*reply*/>,
     reacts_to<find_atom, std::string /*id*/, std::string /*reply*/>,
     reacts_to<requeue_atom, std::string /*team*/>,  // queue supervisor
-    reacts_to<crash_atom, std::string /*id*/>>;
+    reacts_to<crash_atom, std::string /*id*/>,
+    reacts_to<tick_atom>>;  // itself: forget jobs ended longer ago than the retention
 
 // Queue supervisor: TeamQueueActors by team, created on first use.
 using QueueSupervisorActor = SupervisorActor::extend<
@@ -286,7 +290,15 @@ using RouterActor = caf::typed_actor<
     reacts_to<distrust_atom, std::string /*what*/>,                     // node supervisor, nodes
     reacts_to<why_atom, std::string /*reply*/, std::string /*body*/>,   // team queues
     reacts_to<history_atom, std::string /*id*/, std::string /*team*/,
-              std::string /*reply*/>>;  // job supervisor
+              std::string /*reply*/>,  // job supervisor
+    // A job the job supervisor no longer holds (purged after its retention):
+    // its status is rebuilt from its stored events.
+    reacts_to<status_atom, std::string /*id*/, std::string /*team*/, std::string /*reply*/>,
+    reacts_to<purged_atom, std::string /*team/key*/, std::string /*job*/>,  // job supervisor
+    // The history of a job the job supervisor no longer holds: no stored
+    // events means no job (of this team).
+    reacts_to<history_atom, std::string /*id*/, std::string /*team*/, std::string /*reply*/,
+              bool /*must exist*/>>;
 
 // The pool arbiter's answer to a candidate search: the granted node per rank.
 struct CandidateList {
@@ -310,6 +322,9 @@ struct Wiring {
   GangSupervisorActor gangs;    // gang reservation supervisor
   ArbiterActor arbiter;
   uint64_t epoch = 0;  // leader lease revision: stamped on Launch and Stop (fencing)
+  // How long an ended job's actor lingers to answer late messages (its
+  // supervisor answers for it after): 30 s, or the job retention when shorter.
+  int64_t linger_ms = 30000;
   // The actors' time (actors/ports.hpp). Process-local: not in inspect(),
   // never serialized; null (before the Wiring arrives): the system clock.
   ClockPtr clock;
@@ -319,7 +334,7 @@ struct Wiring {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, Wiring& x) {
   return f(caf::meta::type_name("Wiring"), x.router, x.jobs, x.queues, x.nodes, x.gangs, x.arbiter,
-           x.epoch);
+           x.epoch, x.linger_ms);
 }
 
 namespace policy {

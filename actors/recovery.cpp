@@ -65,6 +65,10 @@ std::string check_node(const pb::NodeRecord& n) {
 
 bool add_snapshot(State& s, const std::string& key, const std::string& bytes) {
   if (starts_with(key, "job.")) {
+    if (bytes.empty()) {  // purged: ended and forgotten after its retention
+      s.purged.insert(key.substr(4));
+      return true;
+    }
     pb::JobRecord r;
     if (!r.ParseFromString(bytes) || r.job_id().empty()) {
       ++s.bad;
@@ -108,7 +112,7 @@ bool add_intake(State& s, const std::string& bytes, const std::string& subject) 
     s.quarantined["intake " + (subject.empty() ? r.job_id() : subject + " " + r.job_id())] = why;
     return false;
   }
-  if (s.jobs.count(r.job_id())) return false;
+  if (s.jobs.count(r.job_id()) || s.purged.count(r.job_id())) return false;
   s.changed.insert(r.job_id());
   s.jobs[r.job_id()] = std::move(r);  // state "": its actor starts it as a new job
   return true;

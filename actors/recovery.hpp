@@ -2,7 +2,8 @@
 // (functional core; actors/main.cpp reads the KV bucket and the streams and
 // hands the result to the supervisors). docs/recovery.md tells the story.
 //
-//   1. add_snapshot: the latest KV value of every job.<id> and node.<name>.
+//   1. add_snapshot: the latest KV value of every job.<id> and node.<name>
+//                    (an empty one: the job was purged, and stays so).
 //   2. add_intake:   accepted submissions newer than the last snapshot flush
 //                    that no snapshot knows yet (they become queued jobs).
 //   3. add_event:    job events newer than a job's snapshot (JobEvent.seq >
@@ -32,6 +33,9 @@ struct State {
   std::map<std::string, pb::NodeRecord> nodes;  // by node name
   std::set<std::string> changed;  // jobs whose record moved on past its stored snapshot
   std::map<std::string, std::set<int64_t>> stored_seqs;  // JobEvent.seq read, per job
+  // Jobs whose key was purged (ended, past their retention): their intake
+  // record is not a new job, their events bring nothing back.
+  std::set<std::string> purged;
   int64_t bad = 0;  // entries that could not be read (counted, skipped)
   // Entries that read but fail validation, as new input would (a forged or
   // corrupted record): never run, counted, shown by troupe.sys.stats. By

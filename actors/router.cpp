@@ -560,22 +560,42 @@ void on_inbound(Self self, const Inbound& in) {
   }
 }
 
-// A job of `team` exists: its stored events are read (a worker thread of the
-// History port) and the reply is published from there.
+// What is read from a job's stored events: its history, or (a purged job)
+// its status rebuilt from them.
+enum class FromEvents { history, history_if_any, status };
+
+// A job's stored events are read (a worker thread of the History port) and
+// the reply is published from there. Only troupe.<team>.events.<id> is read,
+// so another team's job has none: history_if_any and status then answer as
+// for no job at all (a job the job supervisor no longer holds).
 void read_history(Self self, const std::string& id, const std::string& team,
-                  const std::string& reply) {
+                  const std::string& reply, FromEvents what = FromEvents::history) {
   auto& st = self->state;
   if (reply.empty()) return;
   if (!st.opts.history) {
-    st.out->publish(reply, errors::error_json(errors::kUnavailable,
-                                              "this scheduler does not read job histories"));
+    st.out->publish(reply, what == FromEvents::history
+                               ? errors::error_json(errors::kUnavailable,
+                                                    "this scheduler does not read job histories")
+                               : errors::no_job(id));
     return;
   }
   st.opts.history->read(
-      team, id, [out = st.out, id, reply](std::vector<std::string> events, std::string error) {
-        out->publish(reply, error.empty()
-                                ? policy::history_reply(id, events, policy::kMaxReplyBytes)
-                                : errors::error_json(errors::kUnavailable, error));
+      team, id,
+      [out = st.out, id, reply, what](std::vector<std::string> events, std::string error) {
+        if (!error.empty()) {
+          out->publish(reply, errors::error_json(errors::kUnavailable, error));
+          return;
+        }
+        if (what == FromEvents::status) {
+          auto view = view_from_events(id, events);
+          out->publish(reply, view ? spec::to_json(*view) : errors::no_job(id));
+          return;
+        }
+        if (what == FromEvents::history_if_any && !view_from_events(id, events)) {
+          out->publish(reply, errors::no_job(id));
+          return;
+        }
+        out->publish(reply, policy::history_reply(id, events, policy::kMaxReplyBytes));
       });
 }
 
@@ -659,6 +679,15 @@ RouterActor::behavior_type router_behavior(Self self, OutboxPtr out, IntakePtr i
       [=](history_atom, const std::string& id, const std::string& team, const std::string& reply) {
         read_history(self, id, team, reply);
       },
+      [=](status_atom, const std::string& id, const std::string& team, const std::string& reply) {
+        read_history(self, id, team, reply, FromEvents::status);
+      },
+      [=](purged_atom, const std::string& key, const std::string& job_id) {
+        auto& keys = self->state.keys;
+        if (auto it = keys.find(key); it != keys.end() && it->second == job_id) keys.erase(it);
+      },
+      [=](history_atom, const std::string& id, const std::string& team, const std::string& reply,
+          bool) { read_history(self, id, team, reply, FromEvents::history_if_any); },
   };
 }
 

@@ -1,5 +1,7 @@
 #include "actors/scheduler.hpp"
 
+#include <algorithm>
+
 #include "actors/node_actor.hpp"
 #include "actors/pool_arbiter.hpp"
 #include "actors/router.hpp"
@@ -22,10 +24,12 @@ Wiring start_scheduler(caf::actor_system& sys, OutboxPtr out, IntakePtr intake,
   Wiring w;
   bool fifo = opts.fifo;
   auto store = opts.store;
+  int64_t retention_ms = opts.job_retention_ms;
   w.epoch = opts.epoch;
+  if (retention_ms > 0) w.linger_ms = std::min<int64_t>(w.linger_ms, retention_ms);
   w.clock = opts.clock ? opts.clock : std::make_shared<SystemClock>();
   w.router = spawn_router(sys, out, std::move(intake), std::move(opts));
-  w.jobs = spawn_job_supervisor(sys, out, store);
+  w.jobs = spawn_job_supervisor(sys, out, store, retention_ms);
   w.queues = spawn_queue_supervisor(sys);
   NodeOptions node_opts;
   node_opts.hold_check_ms = opts.hold_check_ms;

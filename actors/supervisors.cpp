@@ -6,6 +6,9 @@
 // which messages it handles: actors/supervisors.hpp.
 #include "actors/supervisors.hpp"
 
+#include <algorithm>
+#include <chrono>
+#include <deque>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
@@ -143,9 +146,64 @@ struct JobSupState : SupState<JobActor> {
     if (!seq_of.emplace(rec.job_id(), rec.seq()).second) return;
     order.emplace(std::make_pair(rec.seq(), rec.job_id()), rec.spec().team());
   }
+  // Ended jobs whose actor is gone, (when, id) in that order: each is
+  // forgotten retention_ms later (<= 0: never).
+  int64_t retention_ms = 0;
+  std::deque<std::pair<int64_t, std::string>> ended;
+  bool sweep_armed = false;
   static inline const char* name = "job_supervisor";
 };
 using JobSup = JobSupervisorActor::stateful_pointer<JobSupState>;
+
+// How often the job supervisor looks for ended jobs past their retention.
+constexpr auto kSweepEvery = std::chrono::seconds(1);
+
+void arm_sweep(JobSup self) {
+  auto& st = self->state;
+  if (st.sweep_armed || st.ended.empty() || st.retention_ms <= 0) return;
+  st.sweep_armed = true;
+  self->delayed_send(self, kSweepEvery, tick_atom_v);
+}
+
+// An ended job's actor is gone (or it was restored ended): it is forgotten
+// `retention_ms` after `since_ms`.
+void retire(JobSup self, const std::string& id, int64_t since_ms) {
+  auto& st = self->state;
+  if (st.retention_ms <= 0) return;
+  st.ended.emplace_back(since_ms, id);
+  arm_sweep(self);
+}
+
+// Forgets `id` for good, when it is still ended and its actor gone: its
+// snapshot, its place in the lists, its KV key (purged), its idempotency key.
+void forget_job(JobSup self, const std::string& id) {
+  auto& st = self->state;
+  if (st.children.find(id)) return;
+  auto* snap = st.children.snapshot_of(id);
+  pb::JobRecord rec;
+  if (snap == nullptr || !rec.ParseFromString(*snap) || !names::is_terminal(rec.state())) return;
+  if (!rec.spec().idempotency_key().empty())
+    self->send(st.w.router, purged_atom_v, rec.spec().team() + "/" + rec.spec().idempotency_key(),
+               id);
+  if (auto seq = st.seq_of.find(id); seq != st.seq_of.end()) {
+    st.order.erase(std::make_pair(seq->second, id));
+    st.seq_of.erase(seq);
+  }
+  st.children.forget(id);
+  if (st.store) st.store->purge(job_key(id));
+}
+
+void sweep(JobSup self) {
+  auto& st = self->state;
+  st.sweep_armed = false;
+  int64_t now = st.w.now_ms();
+  while (!st.ended.empty() && st.ended.front().first + st.retention_ms <= now) {
+    auto id = std::move(st.ended.front().second);
+    st.ended.pop_front();
+    forget_job(self, id);
+  }
+  arm_sweep(self);
+}
 
 bool load(JobSup self, const std::string& id, const std::string& team, pb::JobRecord& rec,
           const std::string& reply) {
@@ -156,6 +214,15 @@ bool load(JobSup self, const std::string& id, const std::string& team, pb::JobRe
     return false;
   }
   return true;
+}
+
+// The team of a purged job is read from its events (troupe.*.events.<id>):
+// troupe.sys.find (admin) only; a team from a subject is never "*".
+constexpr const char* kAnyTeam = "*";
+
+// Whether the job supervisor holds `id` (live, or ended within its retention).
+bool holds(JobSup self, const std::string& id) {
+  return self->state.children.snapshot_of(id) != nullptr;
 }
 
 // For a job whose actor is gone (ended): a late placement, and a hold a node
@@ -171,14 +238,19 @@ void hand_back(JobSup self, const Assignment& a) {
 }
 
 JobSupervisorActor::behavior_type job_sup_behavior(JobSup self, OutboxPtr out,
-                                                   SnapshotStorePtr store) {
+                                                   SnapshotStorePtr store, int64_t retention_ms) {
   self->state.out = std::move(out);
   self->state.store = std::move(store);
+  self->state.retention_ms = retention_ms;
   auto make = [=](const std::string&, const std::string& snap) {
     return spawn_job(self, self->state.w, self->state.out, snap);
   };
   return supervise<JobSupervisorActor>(
-      self, make, nothing, [=](const std::string& id) { self->state.left(id); },
+      self, make, nothing,
+      [=](const std::string& id) {
+        self->state.left(id);
+        if (!id.empty()) retire(self, id, self->state.w.now_ms());
+      },
       [=](spawn_atom, const std::string& id, const std::string& record) {
         pb::JobRecord rec;
         if (rec.ParseFromString(record)) {
@@ -217,20 +289,31 @@ JobSupervisorActor::behavior_type job_sup_behavior(JobSup self, OutboxPtr out,
         self->state.snapshot(id, job_key(id), std::move(bytes));
       },
       [=](restore_atom, std::vector<std::string>& records) {
-        // After a scheduler restart: ended jobs are kept as snapshots only;
-        // the others get their actor back in the state they were in.
+        // After a scheduler restart: ended jobs are kept as snapshots only
+        // (until their retention ends, counted from their end); the others
+        // get their actor back in the state they were in.
+        std::vector<std::pair<int64_t, std::string>> ended;
         for (auto& bytes : records) {
           pb::JobRecord rec;
           if (!rec.ParseFromString(bytes) || rec.job_id().empty()) continue;
           self->state.index(rec);
           self->state.track(rec);  // the router's count: actors/main.cpp tells it
-          if (names::is_terminal(rec.state()))
+          if (names::is_terminal(rec.state())) {
+            // (a record without its end time counts from now)
+            ended.emplace_back(rec.end_ms() > 0 ? rec.end_ms() : self->state.w.now_ms(),
+                               rec.job_id());
             self->state.children.snapshot(rec.job_id(), std::move(bytes));
-          else
+          } else
             self->state.start(self, rec.job_id(), bytes);
         }
+        std::sort(ended.begin(), ended.end());
+        for (auto& [end_ms, id] : ended) retire(self, id, end_ms);
       },
       [=](status_atom, const std::string& id, const std::string& team, const std::string& reply) {
+        if (!holds(self, id)) {  // purged (or never was): the router reads its events
+          self->send(self->state.w.router, status_atom_v, id, team, reply);
+          return;
+        }
         pb::JobRecord rec;
         if (load(self, id, team, rec, reply))
           self->state.out->publish(reply, spec::to_json(job_view(rec)));
@@ -327,6 +410,10 @@ JobSupervisorActor::behavior_type job_sup_behavior(JobSup self, OutboxPtr out,
         pb::JobRecord rec;
         auto* snap = self->state.children.snapshot_of(id);
         if (reply.empty()) return;
+        if (snap == nullptr) {  // purged (or never was): its events, of any team
+          self->send(self->state.w.router, status_atom_v, id, std::string(kAnyTeam), reply);
+          return;
+        }
         if (snap == nullptr || !rec.ParseFromString(*snap)) {
           self->state.out->publish(reply, errors::no_job(id));
           return;
@@ -334,11 +421,17 @@ JobSupervisorActor::behavior_type job_sup_behavior(JobSup self, OutboxPtr out,
         self->state.out->publish(reply, views::job_state_json(id, rec.state(), rec.spec().team()));
       },
       [=](history_atom, const std::string& id, const std::string& team, const std::string& reply) {
-        // troupe.<team>.history: only a job of that team; the router reads it.
+        // troupe.<team>.history: only a job of that team; the router reads it
+        // (a purged job's too: only its team's events subject is read).
+        if (!holds(self, id)) {  // purged, or never was: no events means no job
+          self->send(self->state.w.router, history_atom_v, id, team, reply, true);
+          return;
+        }
         pb::JobRecord rec;
         if (load(self, id, team, rec, reply))
           self->send(self->state.w.router, history_atom_v, id, team, reply);
       },
+      [=](tick_atom) { sweep(self); },
       [=](requeue_atom, const std::string& team) {
         self->state.children.for_each([&](const std::string& id, const JobActor& a) {
           pb::JobRecord rec;
@@ -547,8 +640,8 @@ GangSupervisorActor::behavior_type gang_sup_behavior(GangSup self) {
 }  // namespace
 
 JobSupervisorActor spawn_job_supervisor(caf::actor_system& sys, OutboxPtr out,
-                                        SnapshotStorePtr store) {
-  return sys.spawn(job_sup_behavior, std::move(out), std::move(store));
+                                        SnapshotStorePtr store, int64_t retention_ms) {
+  return sys.spawn(job_sup_behavior, std::move(out), std::move(store), retention_ms);
 }
 QueueSupervisorActor spawn_queue_supervisor(caf::actor_system& sys) {
   return sys.spawn(queue_sup_behavior);

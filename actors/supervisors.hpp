@@ -26,7 +26,11 @@
 //   (list_atom, team, limit, after, state, reply): one page, submit order;
 //   (find_atom, id, reply); (history_atom, id, team, reply): checked, then
 //   handed back to the router to read; (requeue_atom, team); (crash_atom, id);
-//   (stats_atom); (restore_atom, JobRecords).
+//   (stats_atom); (restore_atom, JobRecords); (tick_atom), its own: a job
+//   ended longer than the retention ago is forgotten (its snapshot, its place
+//   in the lists, its KV key purged, its idempotency key at the router:
+//   purged_atom); status and history of a job it does not know go to the
+//   router, which answers from the job's stored events.
 // queue supervisor  — TeamQueueActors by team, created on first use
 //                     (QueueSupervisorActor). A restarted queue is refilled
 //                     by its queued jobs (requeue).
@@ -51,8 +55,9 @@
 
 namespace troupe {
 
+// `retention_ms`: SchedulerOptions::job_retention_ms.
 JobSupervisorActor spawn_job_supervisor(caf::actor_system& sys, OutboxPtr out,
-                                        SnapshotStorePtr store = nullptr);
+                                        SnapshotStorePtr store = nullptr, int64_t retention_ms = 0);
 QueueSupervisorActor spawn_queue_supervisor(caf::actor_system& sys);
 NodeSupervisorActor spawn_node_supervisor(caf::actor_system& sys, OutboxPtr out,
                                           SnapshotStorePtr store = nullptr, NodeOptions opts = {});

@@ -638,8 +638,9 @@ struct SubFree {
 using MsgHandle = std::unique_ptr<natsMsg, MsgFree>;
 using SubHandle = std::unique_ptr<natsSubscription, SubFree>;
 
-// A stored message as read_all hands it out; false for a KV delete marker.
-bool to_inbound(natsMsg* msg, Inbound* in) {
+// A stored message as read_all hands it out; a KV delete or purge marker
+// comes out without data (KeyValue::read_all: a purged key).
+void to_inbound(natsMsg* msg, Inbound* in) {
   in->subject = natsMsg_GetSubject(msg);
   const auto* d = reinterpret_cast<const uint8_t*>(natsMsg_GetData(msg));
   in->data.assign(d, d + natsMsg_GetDataLength(msg));
@@ -649,7 +650,7 @@ bool to_inbound(natsMsg* msg, Inbound* in) {
     jsMsgMetaData_Destroy(meta);
   }
   const char* op = nullptr;
-  return !(natsMsgHeader_Get(msg, "KV-Operation", &op) == NATS_OK && op != nullptr);
+  if (natsMsgHeader_Get(msg, "KV-Operation", &op) == NATS_OK && op != nullptr) in->data.clear();
 }
 
 // The first sequence in [lo, hi) of `stream` stored at or after `since_ns`
@@ -773,9 +774,9 @@ std::vector<Inbound> JetStream::read_all(const std::string& stream, const std::s
       }
       ++got;
       Inbound in;
-      bool kept = to_inbound(msg.get(), &in);
+      to_inbound(msg.get(), &in);
       seq = std::max(seq, in.stream_seq);
-      if (kept) out.push_back(std::move(in));
+      out.push_back(std::move(in));
     }
     if (got == 0) whole = false;  // nothing for a whole pull: stopped short of `last`
   }
@@ -848,8 +849,13 @@ std::vector<KeyValue::Result> KeyValue::write_all(const std::vector<Write>& writ
   sh->results.resize(writes.size());
   for (size_t i = 0; i < writes.size(); ++i) {
     const auto& w = writes[i];
-    js_->publish_async_seq("$KV." + bucket_ + "." + w.key, w.value,
-                           {{"Nats-Expected-Last-Subject-Sequence", std::to_string(w.expected)}},
+    std::vector<std::pair<std::string, std::string>> headers = {
+        {"Nats-Expected-Last-Subject-Sequence", std::to_string(w.expected)}};
+    if (w.value.empty()) {  // the KV protocol's purge: the marker replaces every value
+      headers.emplace_back("KV-Operation", "PURGE");
+      headers.emplace_back("Nats-Rollup", "sub");
+    }
+    js_->publish_async_seq("$KV." + bucket_ + "." + w.key, w.value, headers,
                            [sh, i](uint64_t seq, int code, const std::string& err) {
                              std::lock_guard<std::mutex> lock(sh->mu);
                              auto& r = sh->results[i];

@@ -247,7 +247,7 @@ class KeyValue {
 
   struct Write {
     std::string key;
-    std::string value;
+    std::string value;      // empty: purge the key (a marker without value is all that stays)
     uint64_t expected = 0;  // CAS on revision; 0: the key must be new
   };
   struct Result {
@@ -259,7 +259,8 @@ class KeyValue {
   // `timeout_ms` (unanswered ones come back with an error).
   std::vector<Result> write_all(const std::vector<Write>& writes, int timeout_ms);
 
-  // The newest value of every key (one pass over the bucket's stream).
+  // The newest value of every key (one pass over the bucket's stream); a
+  // purged key comes back with an empty value.
   std::vector<KvEntry> read_all(int timeout_ms = 2000, bool* complete = nullptr);
 
  private:

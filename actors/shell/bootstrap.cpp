@@ -55,6 +55,12 @@ int parse_options(int argc, char** argv, Options& o) {
                  "0 (default): half the account's JetStream storage limit, else a quarter of "
                  "the free disk under $TROUPE_HOME, 64 MiB to 1 GiB")
       ->check(CLI::NonNegativeNumber);
+  int64_t retention_s = s.job_retention_ms / 1000;
+  app.add_option("--job-retention-s", retention_s,
+                 "seconds an ended job stays in memory, in troupe jobs and in the KV bucket; "
+                 "then it is purged and troupe status/history read its stored events "
+                 "(kept --events-max-age); 0: forever")
+      ->check(CLI::NonNegativeNumber);
   app.add_option(
          "--snapshots", o.snapshots,
          "how actor snapshots reach the KV bucket: coalesced (default), sync (one write per "
@@ -73,6 +79,7 @@ int parse_options(int argc, char** argv, Options& o) {
       "answer troupe.sys.debug.crash: crash a chosen job, queue or node actor (for tests)");
   try {
     app.parse(argc, argv);
+    s.job_retention_ms = retention_s * 1000;
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }

@@ -24,7 +24,8 @@ namespace {
 bool read_state(bus::KeyValue& kv, bus::JetStream& js, Restored& out) {
   bool complete = true, whole = true;
   for (auto& e : kv.read_all(5000, &complete)) {
-    out.revisions[e.key] = e.revision;
+    // A purged key is never written again: its revision is not kept.
+    if (!e.value.empty()) out.revisions[e.key] = e.revision;
     if (e.key == KvSnapshotStore::kFlushedKey) {
       out.flushed_ms = std::atoll(e.value.c_str());
       continue;
@@ -141,7 +142,8 @@ void Restore::complete(Options& o, const Leadership& lead, const Bus& bus) const
                             {"writes", n.writes.load()},
                             {"flushes", n.flushes.load()},
                             {"errors", n.errors.load()},
-                            {"conflicts", n.conflicts.load()}}},
+                            {"conflicts", n.conflicts.load()},
+                            {"purges", n.purges.load()}}},
                           {"events_retried", ev->retried()}}
         .dump();
   };

@@ -39,10 +39,14 @@ void KvSnapshotStore::put(const std::string& key, std::string bytes) {
   if (mode_ == Mode::sync) {
     std::lock_guard<std::mutex> lock(mu_);
     if (fenced_) return;
+    bool purging = bytes.empty();
     auto r = kv_.write_all({{key, std::move(bytes), revs_[key]}}, 5000).front();
     ++n_.writes;
     if (r.revision != 0) {
-      revs_[key] = r.revision;
+      if (purging)
+        revs_.erase(key);
+      else
+        revs_[key] = r.revision;
     } else if (r.conflict) {
       ++n_.conflicts;
       fenced_ = true;
@@ -54,6 +58,14 @@ void KvSnapshotStore::put(const std::string& key, std::string bytes) {
   }
   std::lock_guard<std::mutex> lock(mu_);
   dirty_[key] = std::move(bytes);
+}
+
+// A purge is a write of no value (bus::KeyValue::Write): it goes with the
+// other writes, in order with the key's last put, under the same CAS.
+void KvSnapshotStore::purge(const std::string& key) {
+  if (mode_ == Mode::off) return;
+  ++n_.purges;
+  put(key, std::string());
 }
 
 void KvSnapshotStore::run() {
@@ -86,7 +98,10 @@ void KvSnapshotStore::flush(std::unordered_map<std::string, std::string> batch,
     const auto& r = results[i];
     const auto& key = writes[i].key;
     if (r.revision != 0) {
-      revs_[key] = r.revision;
+      if (writes[i].value.empty())
+        revs_.erase(key);  // purged: never written again (a job id is not reused)
+      else
+        revs_[key] = r.revision;
       failed_.erase(key);
       continue;
     }

@@ -35,7 +35,7 @@ class KvSnapshotStore : public SnapshotStore {
  public:
   enum class Mode { coalesced, sync, off };
   struct Counters {
-    std::atomic<int64_t> puts{0}, writes{0}, flushes{0}, errors{0}, conflicts{0};
+    std::atomic<int64_t> puts{0}, writes{0}, flushes{0}, errors{0}, conflicts{0}, purges{0};
   };
   KvSnapshotStore(
       bus::KeyValue& kv, Mode mode, int flush_ms, std::function<void()> on_fenced,
@@ -45,6 +45,7 @@ class KvSnapshotStore : public SnapshotStore {
   void seed(std::unordered_map<std::string, uint64_t> revisions);
   void start();
   void put(const std::string& key, std::string bytes) override;
+  void purge(const std::string& key) override;
   const Counters& counters() const { return n_; }
 
   static constexpr const char* kFlushedKey = "meta.flushed_ms";

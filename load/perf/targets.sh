@@ -11,6 +11,9 @@
 #                                 asked GPU type, so every job stays queued
 #   backlog QUEUED NODES TEAMS JOBS   QUEUED jobs for h100 first (they stay queued:
 #                                 the fleet is a100), then the throughput run
+#   retention JOBS RETENTION_S    scheduler RSS idle, after JOBS short jobs ran and
+#                                 ended (200 nodes), and once they are past
+#                                 --job-retention-s RETENTION_S (purged)
 #   recovery JOBS                 JOBS queued jobs in the state, then kill -9 of the
 #                                 scheduler and a new one: time to restore, to serve,
 #                                 and until its queues hold every job again
@@ -180,6 +183,24 @@ case "$MEASURE" in
     "$BIN/troupe-load" --nats "$URL" --jobs "$JOBS" --rate 0 --teams "$teams" --duration-s 0.05 \
       --gpu-type a100 --deadline-s 300 --scheduler-pid "$SCHED" --json --no-progress || true
     profile_stop ;;
+  retention)
+    JOBS=${1:-20000}; KEEP=${2:-5}
+    # The scheduler was started without the flag: start it again with it.
+    kill "$SCHED"; wait "$SCHED" 2>/dev/null || true
+    "$BIN/troupe-scheduler" --nats "$URL" "${SCHED_ID[@]}" --checkpoint-root "$DIR/ckpt" \
+      --job-retention-s "$KEEP" ${SCHED_ARGS:-} >"$DIR/scheduler2.log" 2>&1 &
+    SCHED=$!; PIDS+=($SCHED)
+    for _ in $(seq 400); do grep -q "serving on" "$DIR/scheduler2.log" && break; sleep 0.05; done
+    fleet 200
+    rss() { grep -E 'VmRSS' "/proc/$SCHED/status" | awk '{print $2/1024 " MB"}'; }
+    echo "scheduler idle: $(rss)"
+    "$BIN/troupe-load" --nats "$URL" --jobs "$JOBS" --rate 0 --mix 1gpu --teams t1,t2,t3,t4 \
+      --duration-s 0.01 --deadline-s 600 --scheduler-pid "$SCHED" --json --no-progress \
+      | python3 -c 'import json,sys; r=json.load(sys.stdin); print("ran: %d jobs, complete %s, placements %.0f/s" % (r["acknowledged"], r.get("complete"), r["placement_rate_per_s"]))' || true
+    echo "scheduler after the run: $(rss)"
+    sleep $((KEEP + 3))
+    echo "scheduler $((KEEP + 3)) s later (past the retention): $(rss)"
+    ;;
   recovery)
     JOBS=${1:-100000}
     "$BIN/troupe-load" --nats "$URL" --jobs "$JOBS" --rate 0 --mix 1gpu --teams t1,t2,t3,t4 \

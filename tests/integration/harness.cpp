@@ -63,6 +63,9 @@ bool current_test_failed() {
 // --- small helpers ------------------------------------------------------------
 
 std::string bin_dir() {
+  // TROUPE_TEST_BIN_DIR: binaries copied elsewhere (a run that goes on while
+  // the build tree is rebuilt).
+  if (const char* d = std::getenv("TROUPE_TEST_BIN_DIR"); d != nullptr && *d != 0) return d;
   return TROUPE_BIN_DIR;
 }
 std::string nats_server_path() {
@@ -474,10 +477,11 @@ void Cluster::start_nats() {
       // Operator mode (and TLS) from what `troupe auth init` wrote.
       std::string conf = base + ".conf";
       std::ofstream(conf) << "listen: 127.0.0.1:" << port << "\n"
-                          << "jetstream { store_dir: \"" << store << "\" }\n"
+                          << "jetstream { store_dir: \"" << store
+                          << "\" }\n"
                           // (nats-server reads an include relative to the config's folder)
-                          << "include \"auth/"
-                          << (tls_ ? "nats-auth.conf" : "nats-auth-notls.conf") << "\"\n";
+                          << "include \"auth/" << (tls_ ? "nats-auth.conf" : "nats-auth-notls.conf")
+                          << "\"\n";
       dump_.add("nats-server config", conf);
       nats_argv_ = {nats_server_path(), "-c", conf};
     }

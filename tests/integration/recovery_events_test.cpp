@@ -83,6 +83,18 @@ Json history_json(Cluster& c, const std::string& id, std::vector<std::string> ar
   return j.is_array() ? j : Json(nullptr);
 }
 
+// A cluster of one simulated node n1 with `gpus`, the scheduler started with `args`.
+ClusterOptions one_simulated_node(int gpus, std::vector<std::string> args) {
+  ClusterOptions o;
+  o.node("n1", gpus, /*simulate=*/true);
+  o.scheduler_args = std::move(args);
+  return o;
+}
+void require_ready(Cluster& c) {
+  REQUIRE(c.wait_scheduler_serving(20s));
+  REQUIRE(c.wait_nodes_alive(1, 20s));
+}
+
 // Every event stored in TROUPE_EVENTS, in stream order (the scheduler's
 // publish order), as harness Events (`seq` is the position).
 std::vector<Event> stored_events(Cluster& c) {
@@ -526,12 +538,8 @@ TEST_CASE("bus: a stream read from a start time returns every message up to the 
 
 TEST_CASE("history: the events stream is bounded by size too, the oldest events dropped first",
           "[integration][history][retention]") {
-  ClusterOptions o;
-  o.node("n1", 8, /*simulate=*/true);
-  o.scheduler_args = {"--events-max-bytes", "16384"};
-  Cluster c(o);
-  REQUIRE(c.wait_scheduler_serving(20s));
-  REQUIRE(c.wait_nodes_alive(1, 20s));
+  Cluster c(one_simulated_node(8, {"--events-max-bytes", "16384"}));
+  require_ready(c);
   CHECK(events_bytes(c).first == 16384);
 
   // About 60 x 4 events of ~300 bytes: several times the bound.
@@ -559,4 +567,94 @@ TEST_CASE("history: without --events-max-bytes the events stream is bounded by t
   Cluster c(ClusterOptions{}.node("n1"));
   REQUIRE(c.wait_scheduler_serving(20s));
   CHECK(events_bytes(c).first >= 64LL * 1024 * 1024);  // never unbounded (-1)
+}
+
+namespace {
+// Whether the KV bucket holds a value for job `id` (a purged key reads as none).
+bool job_key_stored(Cluster& c, const std::string& id) {
+  std::string err;
+  auto js = bus::JetStream::open(c.conn(), &err);
+  INFO("JetStream: " << err);
+  REQUIRE(js);
+  auto kv = bus::KeyValue::open(*js, subjects::kStateBucket, &err);
+  INFO("KV: " << err);
+  REQUIRE(kv);
+  auto e = kv->get("job." + id);
+  return e.has_value() && !e->value.empty();
+}
+bool listed(Cluster& c, const std::string& team, const std::string& id) {
+  Json page = c.request(subjects::team_jobs(team), Json{{"limit", 1000}});
+  for (const auto& j : page.value("jobs", Json::array()))
+    if (j.value("job_id", "") == id) return true;
+  return false;
+}
+}  // namespace
+
+TEST_CASE(
+    "retention: an ended job is purged after --job-retention-s (memory, list, KV); its status "
+    "and history come from its events, and a restart does not bring it back",
+    "[integration][history][retention][recovery]") {
+  Cluster c(one_simulated_node(4, {"--job-retention-s", "1"}));
+  require_ready(c);
+
+  Json spec = job_spec("t1", {"train"});
+  spec["env"] = {{"TROUPE_SIM_DURATION_S", "0.1"}};
+  spec["idempotency_key"] = "nightly-1";
+  const std::string id = c.submit_ok("t1", spec);
+  auto done = c.wait_terminal(id, 20s);
+  REQUIRE(done);
+  REQUIRE(done->state == names::kSucceeded);
+  // Held at first: listed, stored, answered from its record.
+  CHECK(listed(c, "t1", id));
+  Json held = c.status("t1", id);
+  CHECK(held.value("state", "") == names::kSucceeded);
+  CHECK_FALSE(held.value("purged", false));
+
+  // Purged a second after its actor is gone (it lingers no longer than the retention).
+  Json st;
+  REQUIRE(poll_until(
+      [&] {
+        st = c.status("t1", id);
+        return st.value("purged", false);
+      },
+      20s, 100ms));
+  INFO("status after the retention: " << st.dump());
+  CHECK(st.value("job_id", "") == id);
+  CHECK(st.value("state", "") == names::kSucceeded);
+  CHECK(st.value("team", "") == "t1");
+  CHECK(std::stoll(st.value("end_ms", std::string("0"))) > 0);
+  CHECK_FALSE(listed(c, "t1", id));
+  CHECK(poll_until([&] { return !job_key_stored(c, id); }, 10s, 100ms));
+  Json history = history_json(c, id);
+  REQUIRE(history.is_array());
+  CHECK(history.back().value("state", "") == names::kSucceeded);
+  // Another team's purged job reads as no job at all.
+  Json other = c.status("t2", id);
+  CHECK(other.contains("error"));
+  CHECK(c.run_cli({"history", id, "--team", "t2"}).exit_code != 0);
+  // Its key is still the intake stream's (its 2-minute duplicate window):
+  // the same submission is answered with the purged job, not run again.
+  CHECK(c.submit_ok("t1", spec) == id);
+
+  // A restart reads the purge marker: the job is not run again (its intake
+  // record may still be in the stream), nor listed, and its status still
+  // comes from its events.
+  c.kill_scheduler();
+  c.restart_scheduler();
+  REQUIRE(c.wait_scheduler_serving(20s));
+  Json after = c.status("t1", id);
+  INFO("status after the restart: " << after.dump());
+  CHECK(after.value("purged", false));
+  CHECK(after.value("state", "") == names::kSucceeded);
+  CHECK_FALSE(listed(c, "t1", id));
+  // A job submitted after the restart runs to its end: had the purged job
+  // been brought back, its events would be in by then.
+  spec.erase("idempotency_key");
+  const std::string later = c.submit_ok("t1", spec);
+  REQUIRE(c.wait_terminal(later, 20s));
+  auto mine = c.events().of_job(id);
+  INFO(c.events().describe(id));
+  CHECK(std::count_if(mine.begin(), mine.end(),
+                      [](const Event& e) { return e.state == names::kQueued; }) == 1);
+  CHECK(mine.back().state == names::kSucceeded);
 }

@@ -359,3 +359,53 @@ TEST_CASE("recovery quarantines stored records that fail validation", "[recovery
   CHECK(s.nodes.empty());
   CHECK(s.quarantined.size() == 10);
 }
+
+TEST_CASE("a purged job stays purged: its intake record and events bring nothing back",
+          "[recovery][retention]") {
+  recovery::State s;
+  CHECK(recovery::add_snapshot(s, "job.j1", ""));  // the purge marker of a job past retention
+  CHECK(s.purged == std::set<std::string>{"j1"});
+  CHECK_FALSE(recovery::add_intake(s, bytes(job("j1", ""))));
+  auto done = job("j1", "succeeded");
+  CHECK_FALSE(recovery::add_event(s, event_json(done, 7)));
+  CHECK(s.jobs.empty());
+  CHECK(s.changed.empty());
+  CHECK(s.bad == 0);
+  CHECK(s.quarantined.empty());
+  CHECK(recovery::add_intake(s, bytes(job("j2", ""))));  // another job is still new
+}
+
+TEST_CASE("a purged job's status is rebuilt from its stored events", "[recovery][retention]") {
+  auto r = job("j1", "queued");
+  r.mutable_spec()->set_name("train");
+  std::vector<std::string> events;
+  events.push_back(event_json(r, 1));
+  r.set_state("starting");
+  place(r, "n1", {0, 1});
+  events.push_back(event_json(r, 2));
+  r.set_state("running");
+  events.push_back(event_json(r, 3));
+  r.set_state("failed");
+  r.set_exit_code(7);
+  r.set_reason("exit code 7");
+  events.push_back(event_json(r, 4));
+  events.push_back("not json");
+  auto other = job("j9", "succeeded");
+  events.push_back(event_json(other, 1));  // another job's: not read into j1's view
+
+  auto v = view_from_events("j1", events);
+  REQUIRE(v.has_value());
+  CHECK(v->purged());
+  CHECK(v->job_id() == "j1");
+  CHECK(v->team() == "t1");
+  CHECK(v->state() == "failed");
+  CHECK(v->exit_code() == 7);
+  CHECK(v->reason() == "exit code 7");
+  CHECK(v->submit_ms() == 1001);
+  CHECK(v->start_ms() == 1003);
+  CHECK(v->end_ms() == 1004);
+  REQUIRE(v->placement_size() == 1);
+  CHECK(v->placement(0).node() == "n1");
+  CHECK_FALSE(view_from_events("j2", events).has_value());
+  CHECK_FALSE(view_from_events("j1", {}).has_value());
+}
