@@ -1,5 +1,6 @@
 #include "actors/shell/leadership.hpp"
 
+#include <malloc.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -10,6 +11,11 @@
 #include "bus/subjects.hpp"
 
 namespace troupe::shell {
+
+namespace {
+// How often a serving leader hands freed heap back to the system.
+constexpr int64_t kTrimEveryMs = 10000;
+}  // namespace
 
 // --- leader lease -------------------------------------------------------------------
 
@@ -158,9 +164,17 @@ void Leadership::hello() {
 }
 
 int Leadership::serve(const StopSignals& signals, const std::function<void()>& reload) {
+  int64_t trimmed_ms = LeaseGate::steady_ms();
   for (;;) {
     int sig = signals.wait(std::max(100, ttl_ms_ / 3));
     if (bus_.reconnected.exchange(false)) hello();
+    // What the actors freed (ended jobs past their retention, a burst's
+    // messages) goes back to the system: glibc keeps freed heap otherwise,
+    // and the RSS would stay at its peak.
+    if (int64_t now = LeaseGate::steady_ms(); now - trimmed_ms >= kTrimEveryMs) {
+      malloc_trim(0);
+      trimmed_ms = now;
+    }
     if (sig == 0 || sig == SIGUSR2) {
       if (sig == 0) {
         int64_t asked = LeaseGate::steady_ms();
