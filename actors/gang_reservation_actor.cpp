@@ -1,8 +1,6 @@
 #include "actors/gang_reservation_actor.hpp"
 
-#include <algorithm>
 #include <chrono>
-#include <numeric>
 
 #include "actors/policy/ledger.hpp"
 #include "messages/wire.hpp"
@@ -20,14 +18,20 @@ constexpr int64_t kGangLeaseMs = 5000;
 constexpr auto kSingleAskTimeout = std::chrono::seconds(5);
 constexpr auto kGangAskTimeout = std::chrono::seconds(4);
 
+// Where each rank's Reserve stands. An asked or held rank may hold something
+// (reserved, or its answer is still on its way or timed out): it is released
+// when the gang gives up. A refused one holds nothing of this gang's (a
+// refusal "already allocated" may be a running attempt's hold of the same
+// id), nor does one never asked (a gang restarted after a crash).
+enum class Rank { not_asked, asked, held, refused };
+
 struct GangState {
   JobTicket t;
   CandidateList c;
   TeamQueueActor queue;
-  std::vector<size_t> order;               // ranks in reservation order
   std::vector<std::vector<int32_t>> gpus;  // by rank, once accepted
-  std::vector<bool> held;  // by rank: reserved here, or its answer timed out (released on give-up)
-  size_t next = 0;         // position in `order`
+  std::vector<Rank> ranks;
+  size_t reserved = 0;
   size_t committed = 0;
   static inline const char* name = "gang_reservation";
 };
@@ -50,12 +54,12 @@ std::string id_of(const GangState& st, size_t rank) {
   return policy::hold_id(st.t.job_id, st.t.attempt, static_cast<int>(rank));
 }
 
+// What this gang may hold: every rank asked and not refused. A Release reaches a node
+// after the Reserve this actor sent it (one sender, one receiver: in order).
 void release_all(Self self) {
   auto& st = self->state;
-  // Only what this gang may hold: a rank refused as "already allocated" may
-  // be a running attempt's hold of the same id.
   for (size_t rank = 0; rank < st.c.actors.size(); ++rank)
-    if (st.held[rank])
+    if (st.ranks[rank] == Rank::asked || st.ranks[rank] == Rank::held)
       caf::anon_send(st.c.actors[rank],
                      Envelope{wire::release(id_of(st, rank), "gang not placed", true)});
 }
@@ -102,13 +106,15 @@ void commit_all(Self self) {
 // Asks the node of `rank` for its Reserve (with `allocate`: reserve and
 // commit at once). An Accept records the rank's GPUs and goes on with
 // `accepted`; a Reject or a bad answer gives up (nothing held on that node);
-// a timeout gives up releasing it too (it may have reserved after all).
+// a timeout gives up releasing it too (it may have reserved after all), as
+// every rank still being asked.
 template <class Accepted>
 void ask_node(Self self, size_t rank, bool allocate, const char* timed_out, Accepted accepted) {
   auto& st = self->state;
   wire::Ask ask{st.t.req.gpus, st.t.req.gpu_type, st.t.req.cpus, st.t.req.memory_mb};
   Envelope req{wire::reserve(id_of(st, rank), st.t.job_id, st.t.job_id, st.t.team, ask,
                              lease_ms(st), static_cast<int>(rank), allocate)};
+  st.ranks[rank] = Rank::asked;
   self->request(st.c.actors[rank], ask_timeout(st), std::move(req))
       .then(
           [=](const Envelope& answer) {
@@ -116,30 +122,27 @@ void ask_node(Self self, size_t rank, bool allocate, const char* timed_out, Acce
             auto* ok = e ? e->body_as_Accept() : nullptr;
             if (ok == nullptr) {
               auto* no = e ? e->body_as_Reject() : nullptr;
+              self->state.ranks[rank] = Rank::refused;
               give_up(self, no ? wire::str(no->reason()) : "bad answer");
               return;
             }
             self->state.gpus[rank] = wire::ints(ok->gpu_indices());
-            self->state.held[rank] = true;
+            self->state.ranks[rank] = Rank::held;
             accepted();
           },
-          [=](const caf::error&) {
-            self->state.held[rank] = true;
-            give_up(self, timed_out);
-          });
+          [=](const caf::error&) { give_up(self, timed_out); });
 }
 
-// A gang: one rank after the other, in order, then the commits.
-void reserve_next(Self self) {
+// A gang: every rank's Reserve at once, then, once all hold, the commits.
+// All or nothing: the first refusal or timeout releases every rank not
+// refused. No deadlock: a node answers a Reserve at once (it never waits for
+// room), and the arbiter grants no two gangs the same room.
+void reserve_all(Self self) {
   auto& st = self->state;
-  if (st.next == st.order.size()) {
-    commit_all(self);
-    return;
-  }
-  ask_node(self, st.order[st.next], false, "a reservation timed out", [=] {
-    ++self->state.next;
-    reserve_next(self);
-  });
+  for (size_t rank = 0; rank < st.c.actors.size(); ++rank)
+    ask_node(self, rank, false, "a reservation timed out", [=] {
+      if (++self->state.reserved == self->state.c.actors.size()) commit_all(self);
+    });
 }
 
 // A single worker waits for no other rank: its Reserve and Commit are one
@@ -150,13 +153,13 @@ void allocate(Self self) {
   ask_node(self, 0, true, "an allocation timed out", [=] { placed(self); });
 }
 
-// The first step of a placement: a gang reserves on each node in order
-// (reserve_next), then commits on all (commit_all); a single worker allocates.
+// The first step of a placement: a gang reserves on every node at once
+// (reserve_all), then commits on all (commit_all); a single worker allocates.
 void begin(Self self) {
   if (single(self->state))
     allocate(self);
   else
-    reserve_next(self);
+    reserve_all(self);
 }
 
 GangActor::behavior_type gang_behavior(Self self, JobTicket t, CandidateList c,
@@ -166,12 +169,7 @@ GangActor::behavior_type gang_behavior(Self self, JobTicket t, CandidateList c,
   st.c = std::move(c);
   st.queue = std::move(queue);
   st.gpus.resize(st.c.actors.size());
-  st.held.assign(st.c.actors.size(), false);
-  st.order.resize(st.c.actors.size());
-  std::iota(st.order.begin(), st.order.end(), size_t{0});
-  std::sort(st.order.begin(), st.order.end(), [&](size_t a, size_t b) {
-    return std::tie(st.c.names[a], a) < std::tie(st.c.names[b], b);
-  });
+  st.ranks.assign(st.c.actors.size(), Rank::not_asked);
   if (recovering || st.c.actors.empty()) {
     give_up(self, recovering ? "gang reservation restarted" : "no node granted");
     return GangActor::behavior_type::make_empty_behavior();

@@ -4,10 +4,10 @@
 // Owns: the tentative reservations of one attempt (one per rank).
 // Interface: GangActor (actors/protocol.hpp).
 // Protocol: two-phase, all or nothing. Phase 1 requests Envelope{Reserve} of
-//   the granted NodeActors one at a time in a fixed order (node name, rank),
-//   so two gangs never hold parts of each other's nodes in a cycle. Any
-//   Reject, timeout or lease expiry -> Envelope{Release} (if unlaunched,
-//   anon_send) of what it may hold, (unplaced_atom, job id, reason) to the
+//   every granted NodeActor at once (a node answers at once, never waiting
+//   for room, so no two gangs can wait on each other). Any Reject, timeout
+//   or lease expiry -> Envelope{Release} (if unlaunched, anon_send) of every
+//   rank not refused, (unplaced_atom, job id, reason) to the
 //   TeamQueueActor. All accepted -> phase 2: Envelope{Commit} requested of
 //   each; all confirmed -> (placed_atom, Assignment) to the queue. Lease: 5 s
 //   for a gang. A single worker has nothing to wait for: one round trip, an

@@ -57,9 +57,9 @@ struct Run {
   std::string job_id;
   std::string team;
   int64_t start_ms = 0;
-  int64_t end_ms = kOpen;                 // kOpen while it still runs
-  std::map<std::string, int> gpus_on;     // node -> GPUs there
-  std::vector<std::string> nodes;         // distinct, rank order
+  int64_t end_ms = kOpen;              // kOpen while it still runs
+  std::map<std::string, int> gpus_on;  // node -> GPUs there
+  std::vector<std::string> nodes;      // distinct, rank order
   int gpus() const {
     int n = 0;
     for (const auto& [node, g] : gpus_on) n += g;
@@ -81,7 +81,8 @@ std::vector<Run> runs_of(const std::vector<Event>& events) {
       if (e.json.contains("workers") && e.json["workers"].is_array()) {
         for (const auto& w : e.json["workers"]) {
           std::string node = w.value("node", std::string());
-          int g = w.contains("gpus") && w["gpus"].is_array() ? static_cast<int>(w["gpus"].size()) : 0;
+          int g =
+              w.contains("gpus") && w["gpus"].is_array() ? static_cast<int>(w["gpus"].size()) : 0;
           if (r.gpus_on.count(node) == 0) r.nodes.push_back(node);
           r.gpus_on[node] += g;
         }
@@ -209,7 +210,8 @@ bool wait_running(EventLog& log, const std::vector<std::string>& ids, size_t n,
 }
 
 // Waits until every job of `ids` has a terminal event.
-bool wait_all_terminal(EventLog& log, const std::vector<std::string>& ids, Clock::duration timeout) {
+bool wait_all_terminal(EventLog& log, const std::vector<std::string>& ids,
+                       Clock::duration timeout) {
   std::set<std::string> want(ids.begin(), ids.end());
   return log.wait_for(
       [&](const std::vector<Event>& evs) {
@@ -263,7 +265,9 @@ teams:
   // The cluster is full once 32 GPUs ran at once; then let jobs turn over
   // (two job lengths) before the window opens.
   REQUIRE(c.events().wait_for(
-      [&](const std::vector<Event>& evs) { return first_time_with(runs_of(evs), kNodes * kGpus) > 0; },
+      [&](const std::vector<Event>& evs) {
+        return first_time_with(runs_of(evs), kNodes * kGpus) > 0;
+      },
       30s));
   auto full_at = first_time_with(runs_of(c.events().all()), kNodes * kGpus);
   const int64_t win_from = full_at + static_cast<int64_t>(2 * kJobS * 1000);
@@ -290,8 +294,11 @@ teams:
                      code == "waiting_for_reservation" || code == "held_for_another_job" ||
                      code == "behind_other_jobs" || code == "placing" || code == "not_pending" ||
                      code == "not_in_queue";
+        // A reason about the cluster names its figures; one about a job in
+        // passage (being placed, just ended, left its queue) has none to name.
+        bool passing = code == "placing" || code == "not_pending" || code == "not_in_queue";
         bool numbers = reason.find_first_of("0123456789") != std::string::npos;
-        if (!known || !numbers) why_bad.push_back(w.dump());
+        if (!known || (!passing && !numbers)) why_bad.push_back(w.dump());
       }
     }
     std::this_thread::sleep_for(1s);
@@ -315,7 +322,8 @@ teams:
     for (const auto& r : runs) started[r.job_id] = r.start_ms;
     std::set<std::string> counted;
     for (const auto& e : evs) {
-      if (e.state != names::kQueued || ts_of(e) > win_to || !counted.insert(e.job_id).second) continue;
+      if (e.state != names::kQueued || ts_of(e) > win_to || !counted.insert(e.job_id).second)
+        continue;
       auto it = started.find(e.job_id);
       if (it == started.end() || it->second > win_to) ++waiting_at_end[team_of(e)];
     }
@@ -325,8 +333,8 @@ teams:
   report << "window " << (win_to - win_from) << " ms from " << win_from << " (cluster full at "
          << full_at << "), utilisation " << fmt(util * 100) << "%\n";
   for (const auto& t : teams)
-    report << "  " << t << ": share " << fmt(total > 0 ? used[t] / total * 100 : 0) << "% (expected "
-           << fmt(expected.at(t) * 100) << "%), waiting at the window's end "
+    report << "  " << t << ": share " << fmt(total > 0 ? used[t] / total * 100 : 0)
+           << "% (expected " << fmt(expected.at(t) * 100) << "%), waiting at the window's end "
            << waiting_at_end[t] << ", pending now " << pending_jobs(evs, t).size() << "\n";
   report << "  why codes seen:";
   for (const auto& [code, n] : why_codes) report << " " << code << "=" << n;
@@ -355,9 +363,10 @@ teams:
 
 // --- Hard limit and guarantee -------------------------------------------------------
 
-TEST_CASE("policy: a hard limit of 8 holds with the rest idle, a team below its guarantee "
-          "is served before a borrowing team",
-          "[integration][policy]") {
+TEST_CASE(
+    "policy: a hard limit of 8 holds with the rest idle, a team below its guarantee "
+    "is served before a borrowing team",
+    "[integration][policy]") {
   // 2 nodes x 8 GPUs.
   //  capped: limit 8 (may borrow)         -> never more than 8 GPUs
   //  strict: guaranteed 4, may not borrow -> never more than 4 GPUs
@@ -529,7 +538,9 @@ teams:
   for (int i = 0; i < 110; ++i)
     stream.push_back(c.submit_ok("stream", sim_job("stream", kLongS, 1, 1, kLongMax)));
   REQUIRE(c.events().wait_for(
-      [&](const std::vector<Event>& evs) { return first_time_with(runs_of(evs), kNodes * kGpus) > 0; },
+      [&](const std::vector<Event>& evs) {
+        return first_time_with(runs_of(evs), kNodes * kGpus) > 0;
+      },
       30s));
   // Let the stream turn over once (jobs start at staggered times).
   std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int>(kLongS * 1000)));
@@ -586,16 +597,20 @@ teams:
   int64_t gang_hold_at = 0;
   std::ostringstream report;
   report << "gang " << gang << " submitted at " << gang_submitted;
-  if (ev_gang) report << ", running at " << ts_of(*ev_gang) << " (+" << ts_of(*ev_gang) - gang_submitted << " ms)";
+  if (ev_gang)
+    report << ", running at " << ts_of(*ev_gang) << " (+" << ts_of(*ev_gang) - gang_submitted
+           << " ms)";
   report << "\n  holds (polled):\n";
   for (size_t i = 0; i < holds.size(); ++i) {
     const auto& s = holds[i];
     if (s.job == gang && gang_hold_at == 0) gang_hold_at = s.at;
     if (i > 0 && holds[i - 1].job == s.job && holds[i - 1].nodes == s.nodes) continue;
     report << "    +" << s.at - gang_submitted << " ms: " << (s.job == gang ? "gang " : "") << s.job
-           << " on " << s.nodes.size() << " node(s), from +" << s.start_ms - gang_submitted << " ms\n";
+           << " on " << s.nodes.size() << " node(s), from +" << s.start_ms - gang_submitted
+           << " ms\n";
   }
-  report << "  reserved_idle_gpu_seconds " << q_after.value("reserved_idle_gpu_seconds", 0.0) << "\n";
+  report << "  reserved_idle_gpu_seconds " << q_after.value("reserved_idle_gpu_seconds", 0.0)
+         << "\n";
   auto show_whys = [&](const char* who, const std::vector<std::pair<int64_t, Json>>& ws) {
     std::string last;
     for (const auto& [at, w] : ws) {
@@ -629,7 +644,7 @@ teams:
   CHECK(gang_hold_at - gang_submitted <= kLongMax * 1000 + 1000);
   if (gang_hold_at - gang_submitted > 2000)
     WARN("the gang got its hold only " << gang_hold_at - gang_submitted
-                                        << " ms after it arrived (a hold stood for another job)");
+                                       << " ms after it arrived (a hold stood for another job)");
   for (const auto& s : holds)
     if (s.job == gang) CHECK(s.nodes.size() == static_cast<size_t>(kNodes));
 
@@ -676,16 +691,16 @@ teams:
     ++backfilled;
     // 1 s of slack: the hold seen was polled, not the one of the round.
     if (r.start_ms + max_s * 1000 > h->start_ms + 1000)
-      broke_hold.push_back(r.job_id + " (" + r.team + ") started +" +
-                           std::to_string(r.start_ms - gang_submitted) + " ms, promised end +" +
-                           std::to_string(r.start_ms + max_s * 1000 - gang_submitted) +
-                           " ms, after the hold start +" + std::to_string(h->start_ms - gang_submitted));
+      broke_hold.push_back(
+          r.job_id + " (" + r.team + ") started +" + std::to_string(r.start_ms - gang_submitted) +
+          " ms, promised end +" + std::to_string(r.start_ms + max_s * 1000 - gang_submitted) +
+          " ms, after the hold start +" + std::to_string(h->start_ms - gang_submitted));
   }
   for (const auto& b : broke_hold) INFO("broke the hold: " << b);
   CHECK(broke_hold.empty());
   CHECK(backfilled > 0);  // the short jobs used idle held GPUs
-  std::cout << "[no starvation] jobs backfilled onto held nodes while the gang held them: " << backfilled
-            << "\n";
+  std::cout << "[no starvation] jobs backfilled onto held nodes while the gang held them: "
+            << backfilled << "\n";
 
   // 5. GPUs were idle, while the gang held nodes, only on held nodes (all 4
   //    here: the gang needs the whole cluster); the scheduler reports the
@@ -818,7 +833,8 @@ priority_classes: [{name: urgent, value: 100}, {name: normal, value: 50}]
     CHECK_FALSE(r.contains("job_id"));
     return r.value("error", std::string());
   };
-  CHECK_THAT(error_of("stranger", sim_job("stranger", 1.0)), Catch::Contains("unknown team 'stranger'"));
+  CHECK_THAT(error_of("stranger", sim_job("stranger", 1.0)),
+             Catch::Contains("unknown team 'stranger'"));
   Json p = sim_job("known", 1.0);
   p["pool"] = "nowhere";
   CHECK_THAT(error_of("known", p), Catch::Contains("unknown pool 'nowhere'"));
@@ -927,7 +943,8 @@ teams: [{name: gf, weight: 1, borrow: true}]
     Json nodes = c.nodes();
     INFO(nodes.dump());
     std::map<std::string, std::pair<std::string, std::string>> pr;
-    for (const auto& n : nodes["nodes"]) pr[n.value("node", "")] = {n.value("pool", ""), n.value("rack", "")};
+    for (const auto& n : nodes["nodes"])
+      pr[n.value("node", "")] = {n.value("pool", ""), n.value("rack", "")};
     CHECK(pr["n1"] == std::make_pair(std::string("a100"), std::string("r1")));
     CHECK(pr["n2"] == std::make_pair(std::string("a100"), std::string("r2")));
     CHECK(pr["s1"] == std::make_pair(std::string("spare"), std::string("r1")));

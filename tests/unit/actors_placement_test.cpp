@@ -1,5 +1,5 @@
 // Unit tests for the one placement path, actors/gang_reservation_actor.cpp:
-// a grant of one worker or many is reserved rank by rank (node name order),
+// a grant of one worker or many is reserved on every node at once,
 // committed, and answered to the team queue placed or unplaced; what it may
 // hold is released when it gives up. Fake node actors answer its Reserve and
 // Commit as told. Runs on CAF's test coordinator: one thread, no waits (a
@@ -155,7 +155,7 @@ TEST_CASE_METHOD(Fixture, "a single worker refused its allocation holds nothing 
   CHECK(queue_got() == V{"unplaced j1: not enough free GPUs"});
 }
 
-TEST_CASE_METHOD(Fixture, "a gang reserves in node name order (5 s lease), then commits every rank",
+TEST_CASE_METHOD(Fixture, "a gang reserves every rank at once (5 s lease), then commits every rank",
                  "[gang_reservation]") {
   grant({{"n2", Answer::accept}, {"n1", Answer::accept}});
   CHECK(node_got(1) == V{"Reserve j1/2/1 5000", "Commit j1/2/1"});
@@ -170,6 +170,18 @@ TEST_CASE_METHOD(Fixture, "a reject releases what was reserved and reports its r
   CHECK(node_got(0) == V{"Reserve j1/2/0 5000", "Release j1/2/0 if unlaunched"});
   CHECK(node_got(1) == V{"Reserve j1/2/1 5000"});  // it holds nothing: no release
   CHECK(queue_got() == V{"unplaced j1: not enough free GPUs"});
+}
+
+TEST_CASE_METHOD(Fixture, "a reject releases the ranks still being asked too, not the refused one",
+                 "[gang_reservation]") {
+  grant({{"n1", Answer::silent}, {"n2", Answer::reject}, {"n3", Answer::accept}});
+  CHECK(node_got(0) == V{"Reserve j1/2/0 5000", "Release j1/2/0 if unlaunched"});
+  CHECK(node_got(1) == V{"Reserve j1/2/1 5000"});
+  CHECK(node_got(2) == V{"Reserve j1/2/2 5000", "Release j1/2/2 if unlaunched"});
+  CHECK(queue_got() == V{"unplaced j1: not enough free GPUs"});
+  sched->trigger_timeouts();  // n1's answer never comes: nothing more is said
+  sched->run();
+  CHECK(queue_got().size() == 1);
 }
 
 TEST_CASE_METHOD(Fixture, "a node that does not answer in time is released too",
