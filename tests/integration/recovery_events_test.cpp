@@ -591,7 +591,7 @@ bool listed(Cluster& c, const std::string& team, const std::string& id) {
 }  // namespace
 
 TEST_CASE(
-    "retention: an ended job is purged after --job-retention-s (memory, list, KV); its status "
+    "retention: an ended job is purged after --job-retention-s (memory, list, KV), its status "
     "and history come from its events, and a restart does not bring it back",
     "[integration][history][retention][recovery]") {
   Cluster c(one_simulated_node(4, {"--job-retention-s", "1"}));
