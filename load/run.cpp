@@ -116,7 +116,10 @@ int run_load(const LoadOptions& opt, std::ostream& out, std::ostream& err) {
     out << report.dump(2) << "\n";
   else
     out << report_table(report);
-  bool ok = info.complete && report["rejected"] == 0 && report["unanswered"] == 0;
+  // A refusal by the server fails the run even when it came before the
+  // first submission (nothing submitted is "complete").
+  bool ok = engine->refused().empty() && info.complete && report["rejected"] == 0 &&
+            report["unanswered"] == 0;
   if (std::string why = engine->refused(); !why.empty())
     err << "troupe-load: stopped: "
         << Engine::refusal_text(why, opt.identity.creds_dir.empty() && !opt.identity.creds.empty())
