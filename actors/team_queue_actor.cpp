@@ -24,8 +24,12 @@ constexpr size_t kDemandDepth = 16;
 struct QueueState {
   std::string team;
   Wiring w;
-  std::map<policy::QueueKey, JobTicket> pending;
-  std::unordered_map<std::string, policy::QueueKey> index;
+  // In line: priority, then submit order. Two jobs may share a seq (a
+  // standby's records restored beside the leader's, records from another
+  // version's store): each keeps its own entry, in arrival order.
+  using Line = std::multimap<policy::QueueKey, JobTicket>;
+  Line pending;
+  std::unordered_map<std::string, Line::iterator> index;
   int64_t pending_gpus = 0;
   std::unordered_set<std::string> granted;  // being placed: not in the demand
   bool flush_armed = false;                 // a demand update is on its way
@@ -57,7 +61,7 @@ void erase(Self self, const std::string& job_id) {
   auto& st = self->state;
   auto it = st.index.find(job_id);
   if (it == st.index.end()) return;
-  auto p = st.pending.find(it->second);
+  auto p = it->second;
   st.pending_gpus -= static_cast<int64_t>(p->second.req.gpus) * p->second.req.workers;
   st.pending.erase(p);
   st.index.erase(it);
@@ -82,9 +86,7 @@ TeamQueueActor::behavior_type queue_behavior(Self self, Wiring w, std::string te
       [=](enqueue_atom, const JobTicket& t) {
         auto& st = self->state;
         if (st.index.count(t.job_id)) return;
-        policy::QueueKey k{t.priority, t.seq};
-        st.pending.emplace(k, t);
-        st.index.emplace(t.job_id, k);
+        st.index.emplace(t.job_id, st.pending.emplace(policy::QueueKey{t.priority, t.seq}, t));
         st.pending_gpus += static_cast<int64_t>(t.req.gpus) * t.req.workers;
         changed(self);
       },
@@ -113,10 +115,7 @@ TeamQueueActor::behavior_type queue_behavior(Self self, Wiring w, std::string te
                               "not in team " + st.team + "'s queue (being placed or just ended)");
         } else {
           size_t ahead = 0;
-          for (const auto& [k, t] : st.pending) {
-            if (k.seq == it->second.seq && k.priority == it->second.priority) break;
-            ++ahead;
-          }
+          for (auto p = st.pending.begin(); p != it->second; ++p) ++ahead;
           json = views::why_json(job_id, names::kQueued, true, policy::why::kBehind,
                                  "behind " + std::to_string(ahead) +
                                      " job(s) of higher priority or earlier submission in team " +
