@@ -5,7 +5,8 @@
 // bucket and the streams, then asks the agents what runs. Stops cleanly on
 // SIGTERM / SIGINT, reloads its config on SIGHUP; exits with code 3 when it
 // finds itself deposed. The process shell lives in actors/shell/: bootstrap
-// (options, signals, the bus), leadership, restore, serve.
+// (options, signals, the bus), the standby's front door, leadership, restore,
+// serve.
 #include <spdlog/spdlog.h>
 
 #include "actors/metrics/scheduler_metrics.hpp"
@@ -43,9 +44,12 @@ int main(int argc, char** argv) {
   auto view = std::make_shared<LocalView>();  // the metrics' in-process view of the actors
   auto metrics = start_metrics(o, view, &err);
   if (!err.empty()) return spdlog::error("{}", err), 1;
+  // Submissions are recorded while no leader answers (shell/standby.hpp):
+  // from now until this process's router hears them itself.
+  auto front = std::make_unique<StandbyFront>(*bus, o);
   Leadership lead(*bus, o.lease_ttl_ms);  // lead, or wait as a standby
   if (!lead.acquire(signals)) return 0;
   auto start = restore(*bus, lead, o, &err);
   if (!start) return spdlog::error("{}", err), 1;
-  return serve(*bus, lead, *start, o, signals, *view);
+  return serve(*bus, lead, *start, o, signals, *view, front);
 }

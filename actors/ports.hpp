@@ -76,6 +76,9 @@ class Intake {
   // A submission that came from a JetStream consumer (Inbound::stream_seq) is
   // done with (recorded, or refused for good): it is not redelivered.
   virtual void ack(uint64_t /*stream_seq*/) {}
+  // The same for a record a standby handed off (troupe.sys.intake.<team>.handoff),
+  // once the job supervisor has its job.
+  virtual void ack_handoff(uint64_t /*stream_seq*/) {}
 };
 using IntakePtr = std::shared_ptr<Intake>;
 

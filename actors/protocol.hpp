@@ -92,6 +92,9 @@ CAF_ADD_ATOM(troupe, troupe::atoms, distrust_atom, "distrust")
 // (purged_atom, team/key, job): an ended job was forgotten after its
 // retention (job supervisor -> router): its idempotency key goes too.
 CAF_ADD_ATOM(troupe, troupe::atoms, purged_atom, "purged")
+// (handoff_atom, job, record) -> taken: a job a standby recorded while no
+// leader answered (router -> job supervisor); false when the job is known.
+CAF_ADD_ATOM(troupe, troupe::atoms, handoff_atom, "handoff")
 
 namespace troupe {
 
@@ -229,7 +232,8 @@ using JobSupervisorActor = SupervisorActor::extend<
     reacts_to<find_atom, std::string /*id*/, std::string /*reply*/>,
     reacts_to<requeue_atom, std::string /*team*/>,  // queue supervisor
     reacts_to<crash_atom, std::string /*id*/>,
-    reacts_to<tick_atom>>;  // itself: forget jobs ended longer ago than the retention
+    reacts_to<tick_atom>,  // itself: forget jobs ended longer ago than the retention
+    replies_to<handoff_atom, std::string /*id*/, std::string /*record*/>::with<bool>>;  // router
 
 // Queue supervisor: TeamQueueActors by team, created on first use.
 using QueueSupervisorActor = SupervisorActor::extend<

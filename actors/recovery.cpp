@@ -104,7 +104,8 @@ bool add_intake(State& s, const std::string& bytes, const std::string& subject) 
     return false;
   }
   std::string why = check_job(r);
-  if (why.empty() && !subject.empty() && subject != subjects::intake(r.spec().team()))
+  if (why.empty() && !subject.empty() && subject != subjects::intake(r.spec().team()) &&
+      subject != subjects::handoff(r.spec().team()))
     why = "its team is not the one of its subject";
   if (why.empty() && (!r.state().empty() || r.placement_size() != 0))
     why = "an intake record is a new job (no state or placement)";
@@ -113,6 +114,8 @@ bool add_intake(State& s, const std::string& bytes, const std::string& subject) 
     return false;
   }
   if (s.jobs.count(r.job_id()) || s.purged.count(r.job_id())) return false;
+  if (!subject.empty() && subject == subjects::handoff(r.spec().team()))
+    s.handed_off.push_back(r.job_id());
   s.changed.insert(r.job_id());
   s.jobs[r.job_id()] = std::move(r);  // state "": its actor starts it as a new job
   return true;
@@ -254,6 +257,15 @@ std::vector<std::string> idempotency_keys(const State& s) {
     out.push_back(id);
   }
   return out;
+}
+
+void order_handoffs(State& s) {
+  std::set<std::string> handed(s.handed_off.begin(), s.handed_off.end());
+  uint64_t m = 0;
+  for (const auto& [id, r] : s.jobs)
+    if (handed.count(id) == 0) m = std::max<uint64_t>(m, r.seq());
+  for (const auto& id : s.handed_off)
+    if (auto it = s.jobs.find(id); it != s.jobs.end()) it->second.set_seq(++m);
 }
 
 uint64_t max_seq(const State& s) {

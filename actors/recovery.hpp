@@ -36,6 +36,9 @@ struct State {
   // Jobs whose key was purged (ended, past their retention): their intake
   // record is not a new job, their events bring nothing back.
   std::set<std::string> purged;
+  // New jobs from a standby's records (troupe.sys.intake.<team>.handoff), in
+  // stream order: order_handoffs gives them their place in the submit order.
+  std::vector<std::string> handed_off;
   int64_t bad = 0;  // entries that could not be read (counted, skipped)
   // Entries that read but fail validation, as new input would (a forged or
   // corrupted record): never run, counted, shown by troupe.sys.stats. By
@@ -61,6 +64,9 @@ bool apply_event(pb::JobRecord& rec, const pb::JobEvent& e);
 // team, and the team must be the record's.
 bool add_event(State& s, const std::string& json, const std::string& subject = {});
 void derive_holds(State& s);
+// A standby numbers its records from 1: the jobs it handed off take their
+// place after every other job (seq), in the order the stream holds them.
+void order_handoffs(State& s);
 // Whether a restored node record says what the node could hold (false for
 // one known only from a job's placement until its agent registers again):
 // the router's admission check may use only such a shape, or it would

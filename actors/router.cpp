@@ -12,6 +12,8 @@
 #include "actors/policy/admission.hpp"
 #include "actors/policy/config.hpp"
 #include "actors/policy/pages.hpp"
+#include "actors/recovery.hpp"
+#include "actors/submission.hpp"
 #include "actors/views.hpp"
 #include "bus/subjects.hpp"
 #include "messages/names.hpp"
@@ -81,12 +83,7 @@ constexpr size_t kMaxBuckets = 4096;       // full buckets are forgotten past th
 void reply_submit(Self self, const Waiter& w, const std::string& job_id, const std::string& error,
                   policy::Refusal code = policy::Refusal::none) {
   if (w.reply.empty()) return;
-  const char* c = policy::code_name(code);
-  if (w.flatbuffers) {
-    self->state.out->publish(w.reply, wire::submit_reply(job_id, error, c));
-  } else {
-    self->state.out->publish(w.reply, views::submit_json(job_id, error, c));
-  }
+  self->state.out->publish(w.reply, submission::reply(w.flatbuffers, job_id, error, code));
 }
 
 // Counts a refused submission (by code, and by team) and answers it.
@@ -164,24 +161,13 @@ void submit(Self self, const Inbound& in) {
   auto& st = self->state;
   ++st.n.submitted;
   ConsumerAck consumer{*st.intake, in.stream_seq};  // also a refused enqueued one: for good
-  std::string team(subjects::token(in.subject, subjects::kTeamToken));
-  Waiter w{in.reply, false};
-  if (!subjects::valid_team(team)) {
-    reject(self, w, Refusal::not_allowed, "team name '" + team + "' is not allowed", {});
+  auto opened = submission::open(in.subject, in.data);
+  const std::string& team = opened.team;
+  Waiter w{in.reply, opened.flatbuffers};
+  if (!opened.verdict.ok()) {
+    reject(self, w, opened.verdict.code, opened.verdict.error,
+           opened.verdict.code == Refusal::not_allowed ? std::string() : team);
     return;
-  }
-  auto first =
-      std::find_if(in.data.begin(), in.data.end(), [](uint8_t c) { return !std::isspace(c); });
-  bool is_json = first != in.data.end() && *first == '{';
-  const wire::Envelope* e = nullptr;
-  if (!is_json) {
-    e = wire::open(in.data);
-    if (e == nullptr || e->body_as_SubmitRequest() == nullptr) {
-      reject(self, w, Refusal::malformed,
-             "malformed submission: neither a JSON job spec nor a FlatBuffers SubmitRequest", team);
-      return;
-    }
-    w.flatbuffers = true;
   }
   // The team's rate first: a flood is refused before it is parsed.
   auto lim = st.cfg.limits_of(team);
@@ -192,46 +178,16 @@ void submit(Self self, const Inbound& in) {
       return;
     }
   }
-  spec::Parsed p = is_json ? spec::from_json(std::string_view(
-                                 reinterpret_cast<const char*>(in.data.data()), in.data.size()))
-                           : spec::from_wire(e->body_as_SubmitRequest()->spec());
-  if (!p.ok) {
-    reject(self, w, is_json ? Refusal::malformed : Refusal::invalid_spec, p.error, team);
+  auto read = submission::read(opened, in.data, st.cfg, st.limits, in.stream_seq, in.msg_id);
+  if (!read.verdict.ok()) {
+    reject(self, w, read.verdict.code, read.verdict.error, team);
     return;
   }
-  auto& s = p.spec;
-  if (s.team().empty()) s.set_team(team);
-  if (in.stream_seq != 0 && s.idempotency_key().empty())
-    s.set_idempotency_key(in.msg_id.empty() ? "enqueue-" + std::to_string(in.stream_seq)
-                                            : in.msg_id);
-  if (s.team() != team) {
-    reject(self, w, Refusal::wrong_team,
-           "spec team '" + s.team().substr(0, 128) + "' does not match subject team '" + team + "'",
-           team);
-    return;
-  }
-  if (s.priority().empty()) s.set_priority(st.cfg.default_class);
-  spec::apply_defaults(s);
-  if (auto v = spec::check(s, st.limits); !v.ok()) {
-    reject(self, w,
-           v.kind == spec::Verdict::Kind::too_large ? Refusal::too_large : Refusal::invalid_spec,
-           v.error, team);
-    return;
-  }
-  if (!st.cfg.open && !st.cfg.team(team)) {
-    reject(self, w, Refusal::not_allowed, "unknown team '" + team + "' (not in the cluster config)",
-           team);
-    return;
-  }
-  auto adm = policy::admit(st.cfg, s.team(), s.pool(), s.resources().gpu_type(),
-                           s.resources().gpus(), s.priority());
-  if (!adm.error.empty()) {
-    reject(self, w, Refusal::invalid_spec, adm.error, team);
-    return;
-  }
+  auto& s = read.spec;
+  const auto& adm = read.adm;
   // The same key: the same job, unless the spec differs. Before the limits
   // below: a retry of an accepted submission always gets its job id.
-  std::string key = s.idempotency_key().empty() ? std::string() : team + "/" + s.idempotency_key();
+  std::string key = submission::key_of(team, s);
   std::string fp = key.empty() ? std::string() : spec::fingerprint(s);
   if (!key.empty()) {
     if (auto it = st.keys.find(key); it != st.keys.end()) {
@@ -275,20 +231,8 @@ void submit(Self self, const Inbound& in) {
   ++st.queued[team];  // until the job first leaves `queued` (unqueued_atom) or is not recorded
   auto job_id = new_job_id(self);
   Pending pend;
-  pend.rec.set_job_id(job_id);
-  *pend.rec.mutable_spec() = std::move(s);
-  pend.rec.set_seq(st.next_seq);
-  pend.rec.set_submit_ms(self->state.w.now_ms());
-  pend.rec.set_pool(adm.pool);
-  pend.rec.set_priority_value(adm.priority_value);
-  pend.rec.set_preemptible(adm.preemptible);
-  pend.rec.set_infra_cap(st.cfg.preemption.infra_requeue_cap);
-  if (const auto* tc = st.cfg.team(team); tc != nullptr && tc->run_as)
-    pend.rec.set_run_as(*tc->run_as);
-  pend.rec.set_default_memory_mb(st.cfg.job_defaults.memory_mb);
-  pend.rec.set_max_grace_s(st.cfg.preemption.max_grace_s);
-  if (!st.opts.checkpoint_root.empty())
-    pend.rec.set_checkpoint_dir(st.opts.checkpoint_root + "/" + job_id);
+  pend.rec = submission::make_record(std::move(s), adm, st.cfg, st.opts.checkpoint_root, job_id,
+                                     st.next_seq, st.w.now_ms());
   pend.key = key;
   pend.team = team;
   pend.fingerprint = std::move(fp);
@@ -301,37 +245,11 @@ void submit(Self self, const Inbound& in) {
   st.pending.emplace(job_id, std::move(pend));
   RouterActor me{self};
   st.intake->append(subjects::intake(team), std::vector<uint8_t>(bytes.begin(), bytes.end()),
-                    key.empty() ? job_id : key, [me, job_id](Intake::Appended a) {
+                    submission::intake_msg_id(team, key, in.reply, in.data, job_id),
+                    [me, job_id](Intake::Appended a) {
                       caf::anon_send(me, intake_atom_v, job_id, a.ok, a.duplicate,
                                      std::move(a.error), std::move(a.original));
                     });
-}
-
-// What the submitters of a record the intake stream dropped as a duplicate
-// get: the job of the record it holds under the same message id (`original`,
-// its bytes), or a refusal. The functional core of on_duplicate.
-struct DuplicateAnswer {
-  std::string job_id;       // the original's ("" when refused unavailable)
-  std::string fingerprint;  // of the original's spec
-  policy::Decision verdict;
-};
-
-// `key`: the submission's idempotency key ("" when its message id was its
-// job id), `fingerprint` its spec's.
-DuplicateAnswer answer_duplicate(const std::string& original, const std::string& key,
-                                 const std::string& fingerprint) {
-  DuplicateAnswer a;
-  pb::JobRecord rec;
-  if (!rec.ParseFromString(original) || rec.job_id().empty()) {
-    a.verdict = {policy::Refusal::unavailable,
-                 "the intake stream holds an unreadable record under this submission's message "
-                 "id; retry later"};
-    return a;
-  }
-  a.job_id = rec.job_id();
-  a.fingerprint = spec::fingerprint(rec.spec());
-  if (!key.empty()) a.verdict = policy::check_idempotency(key, a.fingerprint, fingerprint);
-  return a;
 }
 
 // The stream holds a record under this one's message id (a key the router
@@ -340,7 +258,8 @@ DuplicateAnswer answer_duplicate(const std::string& original, const std::string&
 void on_duplicate(Self self, Pending pend, const std::string& original) {
   auto& st = self->state;
   unqueue(st, pend.team);
-  auto a = answer_duplicate(original, pend.rec.spec().idempotency_key(), pend.fingerprint);
+  auto a = submission::answer_duplicate(original, pend.rec.spec().idempotency_key(),
+                                        pend.fingerprint);
   if (a.job_id.empty()) {
     ++st.n.intake_errors;  // a consumer-delivered one is redelivered (not acknowledged)
     spdlog::warn("intake: {}", a.verdict.error);
@@ -392,6 +311,52 @@ void on_intake(Self self, const std::string& job_id, bool ok, bool duplicate,
   for (const auto& w : pend.waiters) reply_submit(self, w, job_id, {});
 }
 
+// A record a standby wrote to the intake stream while no leader answered
+// (troupe.sys.intake.<team>.handoff, from the handoff consumer). Its job is
+// spawned unless the job supervisor knows it already (restored, or taken
+// before a redelivery); acknowledged once it has answered. A record that does
+// not read as a new job of its subject's team is dropped, counted as
+// malformed.
+void take_handoff(Self self, const Inbound& in) {
+  auto& st = self->state;
+  std::string team(subjects::token(in.subject, 3));
+  pb::JobRecord rec;
+  std::string why;
+  if (!rec.ParseFromArray(in.data.data(), static_cast<int>(in.data.size())) ||
+      rec.job_id().empty())
+    why = "unreadable";
+  else if (auto e = recovery::check_job(rec); !e.empty())
+    why = e;
+  else if (rec.spec().team() != team)
+    why = "its team is not the one of its subject";
+  else if (!rec.state().empty() || rec.placement_size() != 0)
+    why = "not a new job";
+  uint64_t seq = in.stream_seq;
+  if (!why.empty()) {
+    log_bad("handoff record on " + in.subject + ": " + why, ++st.n.malformed);
+    st.intake->ack_handoff(seq);
+    return;
+  }
+  rec.set_seq(++st.next_seq);  // its place in the submit order: now
+  std::string key = submission::key_of(team, rec.spec());
+  std::string fp = key.empty() ? std::string() : spec::fingerprint(rec.spec());
+  std::string bytes;
+  rec.SerializeToString(&bytes);
+  self->request(st.w.jobs, caf::infinite, handoff_atom_v, rec.job_id(), std::move(bytes))
+      .then([=](bool taken) {
+        auto& st = self->state;
+        if (taken) {
+          ++st.n.handed_off;
+          ++st.queued[team];  // until it first leaves `queued` (unqueued_atom)
+          if (!key.empty() && st.keys.count(key) == 0) {
+            st.keys[key] = rec.job_id();
+            st.fingerprints[key] = fp;
+          }
+        }
+        st.intake->ack_handoff(seq);
+      });
+}
+
 // Parses a small JSON request; replies with an error and returns false when bad.
 bool parse_request(Self self, const Inbound& in, json& out) {
   out = json::parse(in.data.begin(), in.data.end(), nullptr, false);
@@ -436,6 +401,10 @@ void on_inbound(Self self, const Inbound& in) {
   auto team_tok = subjects::token(in.subject, subjects::kTeamToken);
   auto verb = subjects::token(in.subject, 2);
   if (team_tok == names::kSysToken) {
+    if (in.stream_seq != 0 && in.subject == subjects::handoff(subjects::token(in.subject, 3))) {
+      take_handoff(self, in);
+      return;
+    }
     if (in.stream_seq != 0) st.intake->ack(in.stream_seq);  // troupe.sys.enqueue: refused
     if (verb == "agent") {
       std::string node(subjects::token(in.subject, subjects::kAgentNodeToken));
@@ -523,6 +492,7 @@ void on_inbound(Self self, const Inbound& in) {
       return;
     }
     if (verb == subjects::kSubmit) {
+      if (in.reply.empty()) return;  // (also a standby's handover marker: shell/standby.hpp)
       reject(self, Waiter{in.reply, false}, policy::Refusal::not_allowed,
              "team name 'sys' is reserved", {});
       return;

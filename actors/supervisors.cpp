@@ -193,6 +193,16 @@ void forget_job(JobSup self, const std::string& id) {
   if (st.store) st.store->purge(job_key(id));
 }
 
+// A new job (the router: accepted, or handed off by a standby).
+void spawn_job(JobSup self, const std::string& id, const std::string& record) {
+  pb::JobRecord rec;
+  if (rec.ParseFromString(record)) {
+    self->state.index(rec);
+    self->state.track(rec);
+  }
+  self->state.start(self, id, record);
+}
+
 void sweep(JobSup self) {
   auto& st = self->state;
   st.sweep_armed = false;
@@ -252,12 +262,7 @@ JobSupervisorActor::behavior_type job_sup_behavior(JobSup self, OutboxPtr out,
         if (!id.empty()) retire(self, id, self->state.w.now_ms());
       },
       [=](spawn_atom, const std::string& id, const std::string& record) {
-        pb::JobRecord rec;
-        if (rec.ParseFromString(record)) {
-          self->state.index(rec);
-          self->state.track(rec);
-        }
-        self->state.start(self, id, record);
+        spawn_job(self, id, record);
       },
       // Routed to one job (its actor, or handed back when it is gone).
       [=](placed_atom, Assignment& a) {
@@ -432,6 +437,15 @@ JobSupervisorActor::behavior_type job_sup_behavior(JobSup self, OutboxPtr out,
           self->send(self->state.w.router, history_atom_v, id, team, reply);
       },
       [=](tick_atom) { sweep(self); },
+      [=](handoff_atom, const std::string& id, const std::string& record) {
+        // Known already: restored (the restore reads the intake stream's
+        // handoff records too), or taken before (a redelivery).
+        auto& st = self->state;
+        if (st.children.find(id) || st.children.snapshot_of(id) || st.seq_of.count(id) != 0)
+          return false;
+        spawn_job(self, id, record);
+        return true;
+      },
       [=](requeue_atom, const std::string& team) {
         self->state.children.for_each([&](const std::string& id, const JobActor& a) {
           pb::JobRecord rec;

@@ -52,7 +52,8 @@ std::string stats_json(const Counters& n, int64_t bus_out,
   json j{{"submitted", n.submitted},    {"accepted", n.accepted},
          {"rejected", n.rejected},      {"malformed", n.malformed},
          {"duplicates", n.duplicates},  {"intake_errors", n.intake_errors},
-         {"bus_messages_in", n.bus_in}, {"bus_messages_out", bus_out},
+         {"handed_off", n.handed_off},  {"bus_messages_in", n.bus_in},
+         {"bus_messages_out", bus_out},
          {"restarts", n.restarts}};
   for (const char* k : {"job", "queue", "node", "gang"})
     if (!j["restarts"].contains(k)) j["restarts"][k] = 0;

@@ -67,6 +67,7 @@ struct Counters {
   int64_t malformed = 0;   // not JSON / not a verifiable FlatBuffer
   int64_t duplicates = 0;  // answered from an idempotency key
   int64_t intake_errors = 0;
+  int64_t handed_off = 0;  // jobs a standby recorded while no leader answered (taken here)
   int64_t bus_in = 0;                       // every message the scheduler received
   std::map<std::string, int64_t> restarts;  // by actor kind, as the supervisors report
   // Refused submissions by code (policy::Refusal), and by team and code for

@@ -112,6 +112,12 @@ inline std::string scheduler_to_agent(std::string_view node, std::string_view ki
 inline std::string intake(std::string_view team) {
   return "troupe.sys.intake." + std::string(team);
 }
+// A record a standby wrote while no leader answered (actors/shell/standby.hpp):
+// in the intake stream too, taken by the leader's handoff consumer.
+inline constexpr std::string_view kHandoff = "handoff";
+inline std::string handoff(std::string_view team) {
+  return intake(team) + "." + std::string(kHandoff);
+}
 
 // Fixed subjects and wildcards the scheduler subscribes to.
 inline constexpr const char* kAllSubmit = "troupe.*.submit";
@@ -132,6 +138,9 @@ inline constexpr const char* kSysFind = "troupe.sys.find";  // {"job_id"} -> its
 inline constexpr const char* kSysHello = "troupe.sys.hello";
 inline constexpr const char* kSysStats = "troupe.sys.stats";
 inline constexpr const char* kSysDebugCrash = "troupe.sys.debug.crash";
+// A standby asks whether a leader answers (its router replies "{}").
+inline constexpr const char* kSysLeaderAlive = "troupe.sys.leader.alive";
+inline constexpr const char* kAllHandoff = "troupe.sys.intake.*.handoff";
 inline constexpr const char* kAllAgents = "troupe.sys.agent.>";
 
 // Token positions: troupe.<team>.<verb>...; troupe.sys.agent.<node>.<kind>.
@@ -156,6 +165,7 @@ inline constexpr const char* kIntakeStream = "TROUPE_INTAKE";
 inline constexpr const char* kIntakeSubjects = "troupe.sys.intake.>";
 inline constexpr const char* kEventsStream = "TROUPE_EVENTS";
 inline constexpr const char* kEnqueueConsumer = "troupe-scheduler";  // durable, on kAllEnqueue
+inline constexpr const char* kHandoffConsumer = "troupe-handoff";    // durable, on kAllHandoff
 // KV buckets: actor snapshots (job.<id>, node.<name>, meta.flushed_ms) and
 // the leader lease (key "leader").
 inline constexpr const char* kStateBucket = "TROUPE_STATE";

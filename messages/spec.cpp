@@ -349,8 +349,13 @@ std::string fingerprint(const pb::JobSpec& s) {
     cos.SetSerializationDeterministic(true);  // map entries in key order
     s.SerializeToCodedStream(&cos);
   }
-  // FNV-1a, 64 bits: keys are scoped to a team, so a collision could only
-  // mistake one of a team's own specs for another of its own.
+  // Keys are scoped to a team, so a collision could only mistake one of a
+  // team's own specs for another of its own.
+  return digest(bytes);
+}
+
+std::string digest(std::string_view bytes) {
+  // FNV-1a, 64 bits, and the length: the same on every host and version.
   uint64_t h = 14695981039346656037ULL;
   for (char c : bytes) {
     h ^= static_cast<unsigned char>(c);

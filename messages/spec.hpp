@@ -75,6 +75,8 @@ int64_t launch_bytes_estimate(const pb::JobSpec& s);
 // A stable fingerprint of a spec (deterministic serialization, hashed): two
 // submissions with the same idempotency key must carry equal fingerprints.
 std::string fingerprint(const pb::JobSpec& s);
+// The same hash of any bytes (a request's body, say).
+std::string digest(std::string_view bytes);
 
 // Any protobuf message as JSON with the field names of the .proto.
 std::string to_json(const google::protobuf::Message& m);

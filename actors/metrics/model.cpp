@@ -309,6 +309,7 @@ std::vector<Cumulative> cumulative_values(const Json& stats, const Json& queues)
       {"troupe_submissions_total", {{"result", "rejected"}}, num(stats, "rejected")},
       {"troupe_submissions_total", {{"result", "duplicate"}}, num(stats, "duplicates")},
       {"troupe_submissions_total", {{"result", "intake_error"}}, num(stats, "intake_errors")},
+      {"troupe_submissions_total", {{"result", "handed_off"}}, num(stats, "handed_off")},
       {"troupe_bus_messages_total", {{"direction", "in"}}, num(stats, "bus_messages_in")},
       {"troupe_bus_messages_total", {{"direction", "out"}}, num(stats, "bus_messages_out")},
       {"troupe_bus_malformed_messages_total", {}, num(stats, "malformed")},

@@ -18,6 +18,9 @@ namespace troupe::shell {
 
 namespace {
 
+// --job-retention-s at most ten years (its milliseconds stay far from overflow).
+constexpr int64_t kMaxRetentionS = 10LL * 365 * 24 * 3600;
+
 std::string env_or(const char* name, const char* fallback) {
   const char* v = std::getenv(name);
   return v ? v : fallback;
@@ -60,7 +63,7 @@ int parse_options(int argc, char** argv, Options& o) {
                  "seconds an ended job stays in memory, in troupe jobs and in the KV bucket; "
                  "then it is purged and troupe status/history read its stored events "
                  "(kept --events-max-age); 0: forever")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(int64_t{0}, kMaxRetentionS));
   app.add_option(
          "--snapshots", o.snapshots,
          "how actor snapshots reach the KV bucket: coalesced (default), sync (one write per "

@@ -46,7 +46,11 @@ class StreamIntake : public Intake {
   void ack(uint64_t stream_seq) override {
     if (auto* c = consumer.load()) c->ack(stream_seq);
   }
+  void ack_handoff(uint64_t stream_seq) override {
+    if (auto* c = handoff.load()) c->ack(stream_seq);
+  }
   std::atomic<bus::Consumer*> consumer{nullptr};  // troupe.<team>.enqueue
+  std::atomic<bus::Consumer*> handoff{nullptr};   // troupe.sys.intake.<team>.handoff
 
  private:
   bus::JetStream& js_;

@@ -64,6 +64,7 @@ Restored restore_state(bus::KeyValue& kv, bus::JetStream& js, int tries) {
     out.complete = read_state(kv, js, out);
     if (out.complete) break;
   }
+  recovery::order_handoffs(out.state);
   recovery::derive_holds(out.state);
   return out;
 }

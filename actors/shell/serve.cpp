@@ -34,7 +34,7 @@ void reload(const Wiring& w, const Options& o) {
 }  // namespace
 
 int serve(Bus& bus, Leadership& lead, Restore& start, Options& o, const StopSignals& signals,
-          LocalView& local) {
+          LocalView& local, std::unique_ptr<StandbyFront>& front) {
   start.complete(o, lead, bus);
   int rc = 0;
   {
@@ -60,17 +60,38 @@ int serve(Bus& bus, Leadership& lead, Restore& start, Options& o, const StopSign
       }
       subs.push_back(std::move(sub));
     }
-    // Submissions published with JetStream (troupe.<team>.enqueue), also
-    // those stored while no scheduler ran.
-    std::string err;
-    auto consumer = bus::Consumer::open(
-        *bus.js, subjects::kIntakeStream, subjects::kEnqueueConsumer, subjects::kAllEnqueue,
-        [router = w.router](Inbound&& in) { caf::anon_send(router, std::move(in)); }, &err);
-    if (!consumer) {
-      spdlog::error("{}", err);
-      rc = 1;
+    // This process's front door (shell/standby.hpp) hands over to the router;
+    // from now on, a standby asking whether a leader answers hears this one
+    // (while its lease gate is open), on the NATS thread: however busy the
+    // router, what the leader heard before the question reaches it.
+    if (front) {
+      front->handover();
+      front.reset();
     }
+    subs.push_back(
+        bus.in->subscribe(subjects::kSysLeaderAlive, [&lead, out = bus.out.get()](Inbound&& in) {
+          if (!in.reply.empty() && lead.gate().open()) out->publish(in.reply, std::string("{}"));
+        }));
+    // A durable consumer of the intake stream handing what it delivers to the router.
+    auto open_consumer = [&](const char* durable, const char* filter) {
+      std::string err;
+      auto c = bus::Consumer::open(
+          *bus.js, subjects::kIntakeStream, durable, filter,
+          [router = w.router](Inbound&& in) { caf::anon_send(router, std::move(in)); }, &err);
+      if (!c) {
+        spdlog::error("{}", err);
+        rc = 1;
+      }
+      return c;
+    };
+    // Submissions published with JetStream (troupe.<team>.enqueue), also
+    // those stored while no scheduler ran; and the records a standby made
+    // while no leader answered (shell/standby.hpp), this process's own front
+    // door's among them.
+    auto consumer = open_consumer(subjects::kEnqueueConsumer, subjects::kAllEnqueue);
+    auto handoff = open_consumer(subjects::kHandoffConsumer, subjects::kAllHandoff);
     intake->consumer = consumer.get();
+    intake->handoff = handoff.get();
     bus.in->flush();
     lead.hello();  // agents that started before us register again (and learn our epoch)
     spdlog::info("serving on {}", bus::redact_url(o.url));
@@ -78,7 +99,9 @@ int serve(Bus& bus, Leadership& lead, Restore& start, Options& o, const StopSign
     if (rc == 0) rc = lead.serve(signals, [&] { reload(w, o); });
     local.serve({});
     intake->consumer = nullptr;
+    intake->handoff = nullptr;
     consumer.reset();
+    handoff.reset();
     subs.clear();
     stop_scheduler(w);
     sys.await_all_actors_done();

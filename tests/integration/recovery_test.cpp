@@ -9,8 +9,10 @@
 // fault-injection suite in tests/fault/.
 #include <signal.h>
 
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <fstream>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -76,6 +78,13 @@ std::string state_of(Cluster& c, const std::string& team, const std::string& id)
 
 int attempt_in(const Json& status) {
   return status.value("attempt", 0);
+}
+
+// One more scheduler, once it waits as a standby.
+Process& add_standby(Cluster& c) {
+  Process& s = c.add_scheduler();
+  REQUIRE(poll_until([&] { return file_has(s.err_path(), "standby:"); }, 20s));
+  return s;
 }
 
 ClusterOptions with_args(std::vector<std::string> args) {
@@ -306,8 +315,7 @@ TEST_CASE(
     "[integration][recovery]") {
   Cluster c(ClusterOptions{}.node("n1", 2));
   REQUIRE(c.wait_nodes_alive(1, 20s));
-  Process& standby = c.add_scheduler();
-  REQUIRE(poll_until([&] { return file_has(standby.err_path(), "standby:"); }, 20s));
+  Process& standby = add_standby(c);
   const std::string out = c.file("long.out"), go = c.file("long.go");
   auto job = c.submit_ok("t1", gated_job("t1", out, go, 0));
   REQUIRE(c.events().wait_state(job, "running", 20s));
@@ -324,8 +332,7 @@ TEST_CASE(
 
   // Now the new leader is paused (SIGSTOP); a third scheduler takes over;
   // the paused one, resumed, must stop acting.
-  Process& third = c.add_scheduler();
-  REQUIRE(poll_until([&] { return file_has(third.err_path(), "standby:"); }, 20s));
+  Process& third = add_standby(c);
   REQUIRE(standby.signal(SIGSTOP));
   REQUIRE(poll_until([&] { return file_has(third.err_path(), "serving on"); }, 10s));
   auto second = c.submit_ok("t1", job_spec("t1", {"sleep", "0.2"}, 1));
@@ -344,4 +351,93 @@ TEST_CASE(
   CHECK(d1->state == "succeeded");
   CHECK(count_lines(out, "start") == 1);
   CHECK(replay_gpus(c.events().all()).clashes.empty());
+}
+
+TEST_CASE(
+    "standby: submissions through the leader's kill -9 are all answered with a job id, and each "
+    "is one job that runs (keyed ones too)",
+    "[integration][recovery][failover]") {
+  Cluster c(ClusterOptions{}.node("n1", 4));
+  REQUIRE(c.wait_nodes_alive(1, 20s));
+  Process& standby = add_standby(c);
+
+  // A service submitting one job after another, each a request of its own.
+  std::mutex mu;
+  std::vector<std::string> ids, failures;
+  std::atomic<bool> stop{false};
+  auto submit = [&](const Json& spec) {
+    auto body = spec.dump();
+    std::string err;
+    auto r = c.request_raw(subjects::team_submit("t1"),
+                           std::vector<uint8_t>(body.begin(), body.end()), 10s, &err);
+    Json reply = r ? Json::parse(r->begin(), r->end(), nullptr, false) : Json();
+    std::lock_guard<std::mutex> lock(mu);
+    if (reply.is_object() && reply.contains("job_id")) return reply["job_id"].get<std::string>();
+    failures.push_back(r ? std::string(r->begin(), r->end()) : "no reply: " + err);
+    return std::string();
+  };
+  std::thread service([&] {
+    for (int i = 0; !stop; ++i) {
+      // One GPU each for 0.2 s on 4 GPUs: a line builds up, so jobs the
+      // standby recorded wait in the queue beside the killed leader's.
+      Json spec = job_spec("t1", {"sleep", "0.2"}, 1);
+      spec["name"] = "s" + std::to_string(i);
+      if (auto id = submit(spec); !id.empty()) {
+        std::lock_guard<std::mutex> lock(mu);
+        ids.push_back(id);
+      }
+      std::this_thread::sleep_for(20ms);  // (the service's pace: ~50 a second)
+    }
+  });
+  auto acknowledged = [&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return ids.size();
+  };
+  REQUIRE(poll_until([&] { return acknowledged() >= 10; }, 20s));
+  c.kill_scheduler();
+  auto after_kill = acknowledged();
+  // A keyed submission while no leader answers, and its retry: one job.
+  Json keyed = job_spec("t1", {"true"}, 0);
+  keyed["name"] = "keyed";
+  keyed["idempotency_key"] = "failover-1";
+  auto k1 = submit(keyed), k2 = submit(keyed);
+  CHECK(!k1.empty());
+  CHECK(k1 == k2);
+  REQUIRE(poll_until([&] { return file_has(standby.err_path(), "serving on"); }, 20s));
+  auto at_serving = acknowledged();
+  REQUIRE(poll_until([&] { return acknowledged() >= at_serving + 10; }, 20s));
+  stop = true;
+  service.join();
+  INFO("acknowledged " << ids.size() << " (" << after_kill << " before the kill, " << at_serving
+                       << " when the standby served)");
+  {
+    std::string f;
+    for (const auto& x : failures) f += x + "\n";
+    INFO("failures:\n" << f);
+    CHECK(failures.empty());
+  }
+  CHECK(at_serving > after_kill);  // some were answered while no leader served
+  CHECK(file_has(standby.err_path(), "submission(s) recorded"));
+
+  // Every acknowledged id is a job that runs, and there is no other job.
+  ids.push_back(k1);
+  for (const auto& id : ids) {
+    auto d = c.wait_terminal(id, 60s);
+    INFO(id);
+    REQUIRE(d);
+    CHECK(d->state == "succeeded");
+  }
+  Json list = c.request(subjects::team_jobs("t1"), Json{{"limit", 1000}});
+  REQUIRE(list.contains("jobs"));
+  std::set<std::string> listed;
+  for (const auto& j : list["jobs"]) listed.insert(j.value("job_id", std::string()));
+  std::set<std::string> acked(ids.begin(), ids.end());
+  std::string extra, missing;
+  for (const auto& id : listed)
+    if (!acked.count(id)) extra += id + " ";
+  for (const auto& id : acked)
+    if (!listed.count(id)) missing += id + " ";
+  INFO("jobs nobody was answered with: " << extra << "\nanswered ids not listed: " << missing);
+  CHECK(listed == acked);
+  CHECK(list["jobs"].size() == ids.size());
 }

@@ -335,6 +335,9 @@ TEST_CASE("recovery quarantines stored records that fail validation", "[recovery
   place(placed, "n1", {0});
   CHECK_FALSE(recovery::add_intake(s, bytes(placed), "troupe.sys.intake.t1"));
   CHECK(recovery::add_intake(s, bytes(job("j8", "")), "troupe.sys.intake.t1"));
+  // A standby's record (troupe.sys.intake.<team>.handoff): its team's only.
+  CHECK_FALSE(recovery::add_intake(s, bytes(job("j9", "")), "troupe.sys.intake.t2.handoff"));
+  CHECK(recovery::add_intake(s, bytes(job("j9", "")), "troupe.sys.intake.t1.handoff"));
 
   // An event of j8 published on another team's subject, or naming another team.
   auto running = job("j8", "running");
@@ -357,7 +360,7 @@ TEST_CASE("recovery quarantines stored records that fail validation", "[recovery
   h->add_gpus(99999);
   CHECK_FALSE(recovery::add_snapshot(s, "node.n1", bytes(n)));
   CHECK(s.nodes.empty());
-  CHECK(s.quarantined.size() == 10);
+  CHECK(s.quarantined.size() == 11);
 }
 
 TEST_CASE("a purged job stays purged: its intake record and events bring nothing back",
@@ -408,4 +411,25 @@ TEST_CASE("a purged job's status is rebuilt from its stored events", "[recovery]
   CHECK(v->placement(0).node() == "n1");
   CHECK_FALSE(view_from_events("j2", events).has_value());
   CHECK_FALSE(view_from_events("j1", {}).has_value());
+}
+
+TEST_CASE("a standby's records restored take their place after every other job, in stream order",
+          "[recovery][failover]") {
+  recovery::State s;
+  auto leader = job("j-a-000007", "queued");
+  leader.set_seq(7);
+  CHECK(recovery::add_snapshot(s, "job.j-a-000007", bytes(leader)));
+  auto first = job("j-b-s000001", ""), second = job("j-b-s000002", "");
+  first.set_seq(1);
+  second.set_seq(2);
+  CHECK(recovery::add_intake(s, bytes(second), "troupe.sys.intake.t1.handoff"));
+  CHECK(recovery::add_intake(s, bytes(first), "troupe.sys.intake.t1.handoff"));
+  auto plain = job("j-a-000003", "");
+  plain.set_seq(3);
+  CHECK(recovery::add_intake(s, bytes(plain), "troupe.sys.intake.t1"));
+  recovery::order_handoffs(s);
+  CHECK(s.jobs.at("j-a-000007").seq() == 7);
+  CHECK(s.jobs.at("j-a-000003").seq() == 3);
+  CHECK(s.jobs.at("j-b-s000002").seq() == 8);  // first in the stream
+  CHECK(s.jobs.at("j-b-s000001").seq() == 9);
 }

@@ -163,10 +163,10 @@ TEST_CASE("counter mirror turns cumulative values into increments", "[metrics]")
 
 TEST_CASE("cumulative values: present at 0, read when the scheduler reports them", "[metrics]") {
   auto empty = cumulative_values(Json::object(), Json::object());
-  CHECK(empty.size() == 19);
+  CHECK(empty.size() == 20);
   for (const auto& c : empty) CHECK(c.value == 0);
   auto stats = Json::parse(R"({"accepted":7,"rejected":2,"malformed":3,"duplicates":1,
-      "intake_errors":0,"bus_messages_in":"120","bus_messages_out":95,
+      "intake_errors":0,"handed_off":5,"bus_messages_in":"120","bus_messages_out":95,
       "restarts":{"job":1,"node":2},
       "snapshots":{"writes":10,"errors":2,"conflicts":1},"events_retried":4})");
   auto queues = Json::parse(
@@ -179,6 +179,7 @@ TEST_CASE("cumulative values: present at 0, read when the scheduler reports them
   }
   CHECK(got["troupe_submissions_total,result=accepted"] == 7);
   CHECK(got["troupe_submissions_total,result=duplicate"] == 1);
+  CHECK(got["troupe_submissions_total,result=handed_off"] == 5);
   CHECK(got["troupe_bus_malformed_messages_total"] == 3);
   CHECK(got["troupe_bus_messages_total,direction=in"] == 120);
   CHECK(got["troupe_bus_messages_total,direction=out"] == 95);

@@ -1,0 +1,129 @@
+#include "actors/submission.hpp"
+
+#include <algorithm>
+#include <cctype>
+
+#include "actors/job_record.hpp"
+#include "actors/views.hpp"
+#include "bus/subjects.hpp"
+
+namespace troupe::submission {
+
+using policy::Refusal;
+
+Opened open(std::string_view subject, const std::vector<uint8_t>& data) {
+  Opened o;
+  o.team = std::string(subjects::token(subject, subjects::kTeamToken));
+  if (!subjects::valid_team(o.team)) {
+    o.verdict = {Refusal::not_allowed, "team name '" + o.team + "' is not allowed"};
+    return o;
+  }
+  auto first = std::find_if(data.begin(), data.end(), [](uint8_t c) { return !std::isspace(c); });
+  if (first != data.end() && *first == '{') return o;
+  o.envelope = wire::open(data);
+  if (o.envelope == nullptr || o.envelope->body_as_SubmitRequest() == nullptr) {
+    o.envelope = nullptr;
+    o.verdict = {Refusal::malformed,
+                 "malformed submission: neither a JSON job spec nor a FlatBuffers SubmitRequest"};
+    return o;
+  }
+  o.flatbuffers = true;
+  return o;
+}
+
+Read read(const Opened& o, const std::vector<uint8_t>& data, const policy::ClusterConfig& cfg,
+          const spec::Limits& limits, uint64_t stream_seq, const std::string& msg_id) {
+  Read r;
+  spec::Parsed p = o.flatbuffers ? spec::from_wire(o.envelope->body_as_SubmitRequest()->spec())
+                                 : spec::from_json(std::string_view(
+                                       reinterpret_cast<const char*>(data.data()), data.size()));
+  if (!p.ok) {
+    r.verdict = {o.flatbuffers ? Refusal::invalid_spec : Refusal::malformed, p.error};
+    return r;
+  }
+  auto& s = r.spec;
+  s = std::move(p.spec);
+  const std::string& team = o.team;
+  if (s.team().empty()) s.set_team(team);
+  if (stream_seq != 0 && s.idempotency_key().empty())
+    s.set_idempotency_key(msg_id.empty() ? "enqueue-" + std::to_string(stream_seq) : msg_id);
+  if (s.team() != team) {
+    r.verdict = {Refusal::wrong_team, "spec team '" + s.team().substr(0, 128) +
+                                          "' does not match subject team '" + team + "'"};
+    return r;
+  }
+  if (s.priority().empty()) s.set_priority(cfg.default_class);
+  spec::apply_defaults(s);
+  if (auto v = spec::check(s, limits); !v.ok()) {
+    r.verdict = {
+        v.kind == spec::Verdict::Kind::too_large ? Refusal::too_large : Refusal::invalid_spec,
+        v.error};
+    return r;
+  }
+  if (!cfg.open && !cfg.team(team)) {
+    r.verdict = {Refusal::not_allowed, "unknown team '" + team + "' (not in the cluster config)"};
+    return r;
+  }
+  r.adm = policy::admit(cfg, s.team(), s.pool(), s.resources().gpu_type(), s.resources().gpus(),
+                        s.priority());
+  if (!r.adm.error.empty()) r.verdict = {Refusal::invalid_spec, r.adm.error};
+  return r;
+}
+
+std::string key_of(const std::string& team, const pb::JobSpec& s) {
+  return s.idempotency_key().empty() ? std::string() : team + "/" + s.idempotency_key();
+}
+
+std::string intake_msg_id(const std::string& team, const std::string& key, const std::string& reply,
+                          const std::vector<uint8_t>& body, const std::string& job_id) {
+  if (!key.empty()) return key;
+  if (reply.empty()) return job_id;
+  return team + "/reply:" + reply + "/" +
+         spec::digest(std::string_view(reinterpret_cast<const char*>(body.data()), body.size()));
+}
+
+pb::JobRecord make_record(pb::JobSpec spec, const policy::Admission& adm,
+                          const policy::ClusterConfig& cfg, const std::string& checkpoint_root,
+                          const std::string& job_id, uint64_t seq, int64_t now_ms) {
+  pb::JobRecord rec;
+  std::string team = spec.team();
+  rec.set_job_id(job_id);
+  *rec.mutable_spec() = std::move(spec);
+  rec.set_seq(seq);
+  rec.set_submit_ms(now_ms);
+  rec.set_pool(adm.pool);
+  rec.set_priority_value(adm.priority_value);
+  rec.set_preemptible(adm.preemptible);
+  rec.set_infra_cap(cfg.preemption.infra_requeue_cap);
+  if (const auto* tc = cfg.team(team); tc != nullptr && tc->run_as) rec.set_run_as(*tc->run_as);
+  rec.set_default_memory_mb(cfg.job_defaults.memory_mb);
+  rec.set_max_grace_s(cfg.preemption.max_grace_s);
+  if (!checkpoint_root.empty()) rec.set_checkpoint_dir(checkpoint_root + "/" + job_id);
+  return rec;
+}
+
+DuplicateAnswer answer_duplicate(const std::string& original, const std::string& key,
+                                 const std::string& fingerprint) {
+  DuplicateAnswer a;
+  pb::JobRecord rec;
+  if (!rec.ParseFromString(original) || rec.job_id().empty()) {
+    a.verdict = {Refusal::unavailable,
+                 "the intake stream holds an unreadable record under this submission's message "
+                 "id; retry later"};
+    return a;
+  }
+  a.job_id = rec.job_id();
+  a.fingerprint = spec::fingerprint(rec.spec());
+  if (!key.empty()) a.verdict = policy::check_idempotency(key, a.fingerprint, fingerprint);
+  return a;
+}
+
+std::vector<uint8_t> reply(bool flatbuffers, const std::string& job_id, const std::string& error,
+                           Refusal code) {
+  const char* c = policy::code_name(code);
+  if (flatbuffers) return wire::submit_reply(job_id, error, c);
+  auto j = views::submit_json(job_id, error, c);
+  return std::vector<uint8_t>(j.begin(), j.end());
+}
+
+}  // namespace troupe::submission

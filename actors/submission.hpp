@@ -1,0 +1,77 @@
+// The stateless half of accepting a submission (troupe.<team>.submit and
+// .enqueue): reading it, checking it against the cluster config, and the
+// record the intake stream keeps. Shared by the router, which adds what needs
+// its state (the team's rate, idempotency keys, max_queued_jobs, the
+// registered nodes), and a standby's front door (actors/shell/standby.hpp),
+// which records a submission while no leader answers. No actors here.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "actors/policy/admission.hpp"
+#include "actors/policy/config.hpp"
+#include "messages/spec.hpp"
+#include "messages/wire.hpp"
+#include "records.pb.h"
+
+namespace troupe::submission {
+
+// The subject's team and the body's format, before anything is parsed.
+struct Opened {
+  policy::Decision verdict;
+  std::string team;
+  bool flatbuffers = false;                  // a SubmitRequest (else a JSON job spec)
+  const wire::Envelope* envelope = nullptr;  // into the caller's data (flatbuffers)
+};
+Opened open(std::string_view subject, const std::vector<uint8_t>& data);
+
+// The spec parsed, defaulted and checked, and what the config admits it as.
+struct Read {
+  policy::Decision verdict;
+  pb::JobSpec spec;
+  policy::Admission adm;
+};
+// `stream_seq`, `msg_id`: an enqueued submission's (its idempotency key
+// defaults to its message id, else to "enqueue-<seq>").
+Read read(const Opened& o, const std::vector<uint8_t>& data, const policy::ClusterConfig& cfg,
+          const spec::Limits& limits, uint64_t stream_seq = 0, const std::string& msg_id = {});
+
+// team/key, or "" when the spec has no idempotency key.
+std::string key_of(const std::string& team, const pb::JobSpec& s);
+
+// The record's message id in the intake stream, which drops a second record
+// under the same id (within its 2-minute window): the idempotency key; else
+// the request's reply subject and a digest of its body, scoped by team (a
+// request the leader and a standby both heard, or two standbys, is recorded
+// once, whoever came first; a client reusing one reply subject keeps its
+// distinct submissions apart); else (no reply subject) the job id.
+std::string intake_msg_id(const std::string& team, const std::string& key, const std::string& reply,
+                          const std::vector<uint8_t>& body, const std::string& job_id);
+
+// The record of an accepted submission, as the intake stream keeps it.
+pb::JobRecord make_record(pb::JobSpec spec, const policy::Admission& adm,
+                          const policy::ClusterConfig& cfg, const std::string& checkpoint_root,
+                          const std::string& job_id, uint64_t seq, int64_t now_ms);
+
+// What the submitters of a record the intake stream dropped as a duplicate
+// get: the job of the record it holds under the same message id (`original`,
+// its bytes), or a refusal.
+struct DuplicateAnswer {
+  std::string job_id;       // the original's ("" when refused unavailable)
+  std::string fingerprint;  // of the original's spec
+  policy::Decision verdict;
+};
+// `key`: the submission's idempotency key ("" when it has none), `fingerprint`
+// its spec's.
+DuplicateAnswer answer_duplicate(const std::string& original, const std::string& key,
+                                 const std::string& fingerprint);
+
+// The reply to a submission: the job id, or an error with its stable code, in
+// the submission's own format.
+std::vector<uint8_t> reply(bool flatbuffers, const std::string& job_id, const std::string& error,
+                           policy::Refusal code = policy::Refusal::none);
+
+}  // namespace troupe::submission

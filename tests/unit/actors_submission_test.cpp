@@ -1,0 +1,120 @@
+// Unit tests for actors/submission: the stateless half of accepting a
+// submission, shared by the router and a standby's front door.
+#include <catch2/catch.hpp>
+#include <string>
+#include <vector>
+
+#include "actors/submission.hpp"
+#include "messages/spec.hpp"
+
+using namespace troupe;
+using policy::Refusal;
+
+namespace {
+
+std::vector<uint8_t> bytes(const std::string& s) {
+  return std::vector<uint8_t>(s.begin(), s.end());
+}
+
+policy::ClusterConfig config(const std::string& yaml) {
+  policy::ClusterConfig cfg;
+  REQUIRE(policy::load_config(yaml, cfg).empty());
+  return cfg;
+}
+
+}  // namespace
+
+TEST_CASE("submission: the subject's team and the body's format are read before the spec",
+          "[submission]") {
+  auto ok = submission::open("troupe.t1.submit", bytes("  {\"command\":[\"true\"]}"));
+  CHECK(ok.verdict.ok());
+  CHECK(ok.team == "t1");
+  CHECK_FALSE(ok.flatbuffers);
+
+  auto sys = submission::open("troupe.sys.submit", bytes("{}"));
+  CHECK(sys.verdict.code == Refusal::not_allowed);
+
+  auto junk = submission::open("troupe.t1.submit", bytes("\x01\x02garbage"));
+  CHECK(junk.verdict.code == Refusal::malformed);
+  CHECK_FALSE(junk.flatbuffers);  // answered in JSON
+}
+
+TEST_CASE("submission: a spec is parsed, defaulted and checked against the cluster config",
+          "[submission]") {
+  auto cfg = config("pools: [{name: a100, gpu_type: a100}]\nteams: [{name: t1}]\n");
+  spec::Limits limits;
+  limits.priority_classes = cfg.class_names();
+  auto read = [&](const std::string& subject, const std::string& body) {
+    auto data = bytes(body);
+    auto o = submission::open(subject, data);
+    REQUIRE(o.verdict.ok());
+    return submission::read(o, data, cfg, limits);
+  };
+  auto r = read("troupe.t1.submit", R"({"command":["true"]})");
+  REQUIRE(r.verdict.ok());
+  CHECK(r.spec.team() == "t1");
+  CHECK(r.spec.priority() == cfg.default_class);
+  CHECK_FALSE(r.adm.pool.empty());
+
+  CHECK(read("troupe.t1.submit", "{not json").verdict.code == Refusal::malformed);
+  CHECK(read("troupe.t1.submit", R"({"team":"t2","command":["true"]})").verdict.code ==
+        Refusal::wrong_team);
+  CHECK(read("troupe.t2.submit", R"({"command":["true"]})").verdict.code == Refusal::not_allowed);
+  CHECK(read("troupe.t1.submit", R"({"command":[]})").verdict.code == Refusal::invalid_spec);
+
+  // An enqueued one's key defaults to its message id, else to its sequence.
+  auto data = bytes(R"({"command":["true"]})");
+  auto o = submission::open("troupe.t1.enqueue", data);
+  CHECK(submission::read(o, data, cfg, limits, 7, "m-1").spec.idempotency_key() == "m-1");
+  CHECK(submission::read(o, data, cfg, limits, 7).spec.idempotency_key() == "enqueue-7");
+}
+
+TEST_CASE("submission: the intake message id makes one record of a key, or of one request",
+          "[submission]") {
+  auto body = bytes(R"({"command":["true"]})");
+  auto other = bytes(R"({"command":["false"]})");
+  CHECK(submission::intake_msg_id("t1", "t1/k", "_INBOX_t1.x.1", body, "j-1") == "t1/k");
+  // The leader and a standby (or two standbys) that heard one request: one id.
+  CHECK(submission::intake_msg_id("t1", "", "_INBOX_t1.x.1", body, "j-1-000001") ==
+        submission::intake_msg_id("t1", "", "_INBOX_t1.x.1", body, "j-2-s000001"));
+  // Another body on the same reply subject, or another team naming it: another id.
+  CHECK(submission::intake_msg_id("t1", "", "_INBOX_t1.x.1", other, "j-1") !=
+        submission::intake_msg_id("t1", "", "_INBOX_t1.x.1", body, "j-1"));
+  CHECK(submission::intake_msg_id("t2", "", "_INBOX_t1.x.1", body, "j-2") !=
+        submission::intake_msg_id("t1", "", "_INBOX_t1.x.1", body, "j-1"));
+  // No reply subject: the job id.
+  CHECK(submission::intake_msg_id("t1", "", "", body, "j-1") == "j-1");
+}
+
+TEST_CASE(
+    "submission: the record holds what the config admitted, and a duplicate is answered "
+    "with the original's job",
+    "[submission]") {
+  auto cfg = config("pools: [{name: a100, gpu_type: a100}]\nteams: [{name: t1}]\n");
+  spec::Limits limits;
+  limits.priority_classes = cfg.class_names();
+  auto data = bytes(R"({"command":["true"],"idempotency_key":"k"})");
+  auto o = submission::open("troupe.t1.submit", data);
+  auto r = submission::read(o, data, cfg, limits);
+  REQUIRE(r.verdict.ok());
+  auto fp = spec::fingerprint(r.spec);
+  auto rec = submission::make_record(r.spec, r.adm, cfg, "/ckpt", "j-1-s000001", 1, 1234);
+  CHECK(rec.job_id() == "j-1-s000001");
+  CHECK(rec.seq() == 1);
+  CHECK(rec.submit_ms() == 1234);
+  CHECK(rec.pool() == r.adm.pool);
+  CHECK(rec.priority_value() == r.adm.priority_value);
+  CHECK(rec.checkpoint_dir() == "/ckpt/j-1-s000001");
+  CHECK(rec.state().empty());
+
+  std::string stored;
+  rec.SerializeToString(&stored);
+  auto same = submission::answer_duplicate(stored, "k", fp);
+  CHECK(same.job_id == "j-1-s000001");
+  CHECK(same.verdict.ok());
+  auto other = submission::answer_duplicate(stored, "k", "another spec");
+  CHECK(other.verdict.code == Refusal::idempotency_conflict);
+  auto unreadable = submission::answer_duplicate("\x01junk", "k", fp);
+  CHECK(unreadable.job_id.empty());
+  CHECK(unreadable.verdict.code == Refusal::unavailable);
+}
