@@ -109,27 +109,31 @@ void announce(Self self, bool write_ahead) {
     stored = [me = JobActor{self}, attempt = r.attempt(), seq = r.event_seq()] {
       caf::anon_send(me, stored_atom_v, static_cast<int32_t>(attempt), static_cast<int64_t>(seq));
     };
-  self->state.out->publish_event(subjects::job_events(r.spec().team(), r.job_id()),
-                                 spec::event_json(last_event(r)), std::move(stored));
+  auto [subject, json] = last_event_message(r);
+  self->state.out->publish_event(subject, json, std::move(stored));
+}
+
+// The record's side of a state change (also for a job without an actor).
+void enter_record(pb::JobRecord& r, Phase phase, std::string reason, const std::string& cause,
+                  int64_t now_ms) {
+  recovery::keep_earlier(r, now_ms);
+  r.set_state(std::string(name_of(phase)));
+  r.set_reason(std::move(reason));
+  r.set_event_seq(r.event_seq() + 1);
+  // The first event is dated by the submission (kept in the intake stream):
+  // a job restored from the intake after a kill announces it identical.
+  r.set_event_ts_ms(r.event_seq() == 1 && r.submit_ms() > 0 ? r.submit_ms() : now_ms);
+  r.set_event_cause(cause);
+  if (phase == Phase::running) r.set_start_ms(r.event_ts_ms());
+  if (terminal(phase)) r.set_end_ms(r.event_ts_ms());
 }
 
 // Every state change: record, snapshot, event (in that order). `write_ahead`:
 // this actor hears (stored_atom) once the events stream holds the event.
 void enter(Self self, Phase phase, std::string reason = {}, const std::string& cause = {},
            bool write_ahead = false) {
-  auto& r = self->state.rec;
-  recovery::keep_earlier(r, self->state.w.now_ms());
   self->state.phase = phase;
-  r.set_state(std::string(name_of(phase)));
-  r.set_reason(std::move(reason));
-  r.set_event_seq(r.event_seq() + 1);
-  // The first event is dated by the submission (kept in the intake stream):
-  // a job restored from the intake after a kill announces it identical.
-  r.set_event_ts_ms(r.event_seq() == 1 && r.submit_ms() > 0 ? r.submit_ms()
-                                                            : self->state.w.now_ms());
-  r.set_event_cause(cause);
-  if (phase == Phase::running) r.set_start_ms(r.event_ts_ms());
-  if (terminal(phase)) r.set_end_ms(r.event_ts_ms());
+  enter_record(self->state.rec, phase, std::move(reason), cause, self->state.w.now_ms());
   save(self);
   announce(self, write_ahead);
 }
@@ -139,18 +143,7 @@ void to_node(Self self, const std::string& node, Envelope env) {
 }
 
 void enqueue(Self self) {
-  auto& r = self->state.rec;
-  JobTicket t;
-  t.job_id = r.job_id();
-  t.team = r.spec().team();
-  t.attempt = r.attempt();
-  t.priority = r.priority_value();
-  t.seq = r.seq();  // a requeued job keeps its place: its submit order
-  t.max_runtime_s = r.spec().max_runtime_s();
-  t.preemptible = r.preemptible();
-  t.req = placement_request(r.spec());
-  t.req.pool = r.pool();
-  self->send(self->state.w.queues, enqueue_atom_v, std::move(t));
+  self->send(self->state.w.queues, enqueue_atom_v, ticket_of(self->state.rec));
 }
 
 // Frees every hold of `attempt` on `nodes`, and gives the team's usage back
@@ -474,7 +467,8 @@ void reply_json(Self self, const std::string& reply, std::string_view state) {
     self->state.out->publish(reply, views::job_state_json(self->state.rec.job_id(), state));
 }
 
-JobActor::behavior_type job_behavior(Self self, Wiring w, OutboxPtr out, std::string snapshot) {
+JobActor::behavior_type job_behavior(Self self, Wiring w, OutboxPtr out, std::string snapshot,
+                                     bool woken) {
   auto& st = self->state;
   st.w = std::move(w);
   st.out = std::move(out);
@@ -488,6 +482,8 @@ JobActor::behavior_type job_behavior(Self self, Wiring w, OutboxPtr out, std::st
     r.set_attempt(1);
     enter(self, Phase::queued);
     enqueue(self);
+  } else if (st.phase == Phase::queued && woken) {
+    // Waited without an actor: its placement is the next message.
   } else if (st.phase == Phase::queued) {
     // Restarted: make sure the queue has it (it ignores duplicates).
     int64_t wait = r.not_before_ms() - self->state.w.now_ms();
@@ -581,8 +577,42 @@ JobActor::behavior_type job_behavior(Self self, Wiring w, OutboxPtr out, std::st
 
 }  // namespace
 
-JobActor spawn_job(caf::local_actor* parent, Wiring w, OutboxPtr out, std::string snapshot) {
-  return parent->spawn(job_behavior, std::move(w), std::move(out), std::move(snapshot));
+JobActor spawn_job(caf::local_actor* parent, Wiring w, OutboxPtr out, std::string snapshot,
+                   bool woken) {
+  return parent->spawn(job_behavior, std::move(w), std::move(out), std::move(snapshot), woken);
+}
+
+bool may_wait_asleep(const pb::JobRecord& r, int64_t now_ms) {
+  return r.state() == names::kQueued && r.attempts_size() == 0 && r.not_before_ms() <= now_ms &&
+         !r.cancel_requested();
+}
+
+void enter_first_queued(pb::JobRecord& r, int64_t now_ms) {
+  r.set_attempt(1);
+  enter_record(r, Phase::queued, {}, {}, now_ms);
+}
+
+void enter_canceled_queued(pb::JobRecord& r, int64_t now_ms) {
+  r.set_cancel_requested(true);
+  enter_record(r, Phase::canceled, "canceled by request", "canceled", now_ms);
+}
+
+JobTicket ticket_of(const pb::JobRecord& r) {
+  JobTicket t;
+  t.job_id = r.job_id();
+  t.team = r.spec().team();
+  t.attempt = r.attempt();
+  t.priority = r.priority_value();
+  t.seq = r.seq();  // a requeued job keeps its place: its submit order
+  t.max_runtime_s = r.spec().max_runtime_s();
+  t.preemptible = r.preemptible();
+  t.req = placement_request(r.spec());
+  t.req.pool = r.pool();
+  return t;
+}
+
+std::pair<std::string, std::string> last_event_message(const pb::JobRecord& r) {
+  return {subjects::job_events(r.spec().team(), r.job_id()), spec::event_json(last_event(r))};
 }
 
 }  // namespace troupe

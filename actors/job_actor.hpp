@@ -5,7 +5,8 @@
 //   carry the worker's isolation from the record: image, cpus, memory limit
 //   (the spec's, else the config's job_defaults) and the team's run_as uid;
 //   a preemption's grace is the spec's, capped by preemption.max_grace_s.
-// Interface: JobActor (actors/protocol.hpp).
+// Interface: JobActor (actors/protocol.hpp). A queued job has no actor until
+//   its placement comes (below: the job supervisor keeps its record).
 // Accepts: (placed_atom, Assignment) from its queue (via the job supervisor);
 //   Envelope{Started|Exited|Checkpointed} from its nodes (via the job
 //   supervisor; a lost node's ranks arrive as Exited "node lost");
@@ -37,14 +38,36 @@
 #pragma once
 
 #include <string>
+#include <utility>
 
 #include "actors/ports.hpp"
 #include "actors/protocol.hpp"
+#include "records.pb.h"
 
 namespace troupe {
 
 // `snapshot`: a serialized pb::JobRecord. A record with an empty state is a
-// new job (it is queued and announced); any other is a restart.
-JobActor spawn_job(caf::local_actor* parent, Wiring w, OutboxPtr out, std::string snapshot);
+// new job (it is queued and announced); any other is a restart. `woken`: a
+// queued job that waited without an actor (below) and whose placement comes
+// next: it is not enqueued again.
+JobActor spawn_job(caf::local_actor* parent, Wiring w, OutboxPtr out, std::string snapshot,
+                   bool woken = false);
+
+// A queued job waits without an actor: the job supervisor keeps its record,
+// its team's queue its ticket. Its actor starts when its placement comes
+// (spawn_job, woken) and goes when the job has ended. The record's changes
+// while it waits are these, the same an actor makes (one code path).
+//
+// Whether the job in `r` may wait without an actor: queued before its first
+// attempt ran, not waiting for a retry's back-off, no cancel asked.
+bool may_wait_asleep(const pb::JobRecord& r, int64_t now_ms);
+// A new job (state ""): its record enters `queued` (attempt 1).
+void enter_first_queued(pb::JobRecord& r, int64_t now_ms);
+// A queued job canceled by request: its record enters `canceled`.
+void enter_canceled_queued(pb::JobRecord& r, int64_t now_ms);
+// The ticket of a queued job for its team's queue.
+JobTicket ticket_of(const pb::JobRecord& r);
+// The event of the record's last change: subject and JobEvent JSON.
+std::pair<std::string, std::string> last_event_message(const pb::JobRecord& r);
 
 }  // namespace troupe

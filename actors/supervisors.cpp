@@ -11,6 +11,7 @@
 #include <deque>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -193,14 +194,43 @@ void forget_job(JobSup self, const std::string& id) {
   if (st.store) st.store->purge(job_key(id));
 }
 
-// A new job (the router: accepted, or handed off by a standby).
-void spawn_job(JobSup self, const std::string& id, const std::string& record) {
+// A queued job waiting without an actor (actors/job_actor.hpp): its record
+// here and in the store, its ticket to its team's queue.
+void keep_asleep(JobSup self, const pb::JobRecord& rec) {
+  auto& st = self->state;
+  std::string bytes;
+  rec.SerializeToString(&bytes);
+  st.snapshot(rec.job_id(), job_key(rec.job_id()), std::move(bytes));
+  self->send(st.w.queues, enqueue_atom_v, ticket_of(rec));
+}
+
+// A new job (the router: accepted, or handed off by a standby): queued and
+// announced, without an actor until its placement comes.
+void new_job(JobSup self, const std::string& id, const std::string& record) {
+  auto& st = self->state;
   pb::JobRecord rec;
-  if (rec.ParseFromString(record)) {
-    self->state.index(rec);
-    self->state.track(rec);
+  if (!rec.ParseFromString(record) || !rec.state().empty()) {
+    st.start(self, id, record);  // (not a new job: its actor takes it up)
+    return;
   }
-  self->state.start(self, id, record);
+  enter_first_queued(rec, st.w.now_ms());
+  st.index(rec);
+  st.track(rec);
+  keep_asleep(self, rec);
+  auto [subject, json] = last_event_message(rec);
+  st.out->publish_event(subject, json, {});
+}
+
+// The record of a queued job waiting without an actor (none when it has an
+// actor, or is not queued).
+std::optional<pb::JobRecord> asleep(JobSup self, const std::string& id) {
+  auto& st = self->state;
+  if (st.children.find(id)) return std::nullopt;
+  auto* snap = st.children.snapshot_of(id);
+  pb::JobRecord rec;
+  if (snap == nullptr || !rec.ParseFromString(*snap) || rec.state() != names::kQueued)
+    return std::nullopt;
+  return rec;
 }
 
 void sweep(JobSup self) {
@@ -262,11 +292,22 @@ JobSupervisorActor::behavior_type job_sup_behavior(JobSup self, OutboxPtr out,
         if (!id.empty()) retire(self, id, self->state.w.now_ms());
       },
       [=](spawn_atom, const std::string& id, const std::string& record) {
-        spawn_job(self, id, record);
+        new_job(self, id, record);
       },
       // Routed to one job (its actor, or handed back when it is gone).
       [=](placed_atom, Assignment& a) {
-        if (auto j = self->state.children.find(a.job_id))
+        auto& st = self->state;
+        auto j = st.children.find(a.job_id);
+        if (!j) {
+          // Its placement wakes a job that waited without an actor.
+          if (auto rec = asleep(self, a.job_id); rec && rec->attempt() == a.attempt)
+            j = st.children.start(self, a.job_id, *st.children.snapshot_of(a.job_id),
+                                  [=](const std::string&, const std::string& snap) {
+                                    return spawn_job(self, self->state.w, self->state.out, snap,
+                                                     true);
+                                  });
+        }
+        if (j)
           self->send(j, placed_atom_v, std::move(a));
         else
           hand_back(self, a);
@@ -308,6 +349,9 @@ JobSupervisorActor::behavior_type job_sup_behavior(JobSup self, OutboxPtr out,
             ended.emplace_back(rec.end_ms() > 0 ? rec.end_ms() : self->state.w.now_ms(),
                                rec.job_id());
             self->state.children.snapshot(rec.job_id(), std::move(bytes));
+          } else if (may_wait_asleep(rec, self->state.w.now_ms())) {
+            self->state.children.snapshot(rec.job_id(), bytes);
+            self->send(self->state.w.queues, enqueue_atom_v, ticket_of(rec));
           } else
             self->state.start(self, rec.job_id(), bytes);
         }
@@ -326,11 +370,24 @@ JobSupervisorActor::behavior_type job_sup_behavior(JobSup self, OutboxPtr out,
       [=](cancel_atom, const std::string& id, const std::string& team, const std::string& reply) {
         pb::JobRecord rec;
         if (!load(self, id, team, rec, reply)) return;
-        if (auto a = self->state.children.find(id); a && !names::is_terminal(rec.state())) {
+        auto& st = self->state;
+        if (auto a = st.children.find(id); a && !names::is_terminal(rec.state())) {
           self->send(a, cancel_atom_v, reply);
           return;
         }
-        self->state.out->publish(reply, views::job_state_json(id, rec.state()));
+        if (rec.state() == names::kQueued && !st.children.find(id)) {
+          // Waiting without an actor: out of its queue, canceled, ended.
+          self->send(st.w.queues, dequeue_atom_v, rec.spec().team(), id);
+          enter_canceled_queued(rec, st.w.now_ms());
+          std::string bytes;
+          rec.SerializeToString(&bytes);
+          st.snapshot(id, job_key(id), std::move(bytes));
+          auto [subject, json] = last_event_message(rec);
+          st.out->publish_event(subject, json, {});
+          st.left(id);
+          retire(self, id, st.w.now_ms());
+        }
+        st.out->publish(reply, views::job_state_json(id, rec.state()));
       },
       [=](why_atom, const std::string& id, const std::string& team, const std::string& reply) {
         pb::JobRecord rec;
@@ -443,16 +500,22 @@ JobSupervisorActor::behavior_type job_sup_behavior(JobSup self, OutboxPtr out,
         auto& st = self->state;
         if (st.children.find(id) || st.children.snapshot_of(id) || st.seq_of.count(id) != 0)
           return false;
-        spawn_job(self, id, record);
+        new_job(self, id, record);
         return true;
       },
       [=](requeue_atom, const std::string& team) {
-        self->state.children.for_each([&](const std::string& id, const JobActor& a) {
+        auto& st = self->state;
+        st.children.for_each([&](const std::string& id, const JobActor& a) {
           pb::JobRecord rec;
-          auto* snap = self->state.children.snapshot_of(id);
+          auto* snap = st.children.snapshot_of(id);
           if (snap && rec.ParseFromString(*snap) && rec.spec().team() == team)
             self->send(a, requeue_atom_v);
         });
+        // Those waiting without an actor are among the jobs not started yet.
+        for (const auto& [id, t] : st.unstarted)
+          if (t == team)
+            if (auto rec = asleep(self, id))
+              self->send(st.w.queues, enqueue_atom_v, ticket_of(*rec));
       },
       pass_crash(self));
 }

@@ -13,8 +13,13 @@
 //
 // job supervisor    — JobActors by job id (JobSupervisorActor). Also answers
 //                     status, list and logs from the snapshots (an ended
-//                     job's actor is gone).
-//   accepts: Wiring; (spawn_atom, id, record); (snapshot_atom, id, bytes);
+//                     job's actor is gone). Owns the queued jobs that wait
+//                     without an actor (new ones, restored ones before their
+//                     first attempt; actors/job_actor.hpp): their record, its
+//                     queued and canceled changes, their ticket to the queue;
+//                     their placement starts their actor.
+//   accepts: Wiring; (spawn_atom, id, record); (handoff_atom, id, record) ->
+//   taken (a standby's record: a new job unless known); (snapshot_atom, id, bytes);
 //   for a job: (placed_atom, Assignment) from its queue, (route_atom, id,
 //   Envelope) from its nodes, (hold_atom, id, node, hold, attempt, rank,
 //   launched) from a node's hold check, (preempt_atom, id, why) from the

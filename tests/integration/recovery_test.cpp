@@ -365,13 +365,16 @@ TEST_CASE(
   std::mutex mu;
   std::vector<std::string> ids, failures;
   std::atomic<bool> stop{false};
+  Clock::duration slowest{};
   auto submit = [&](const Json& spec) {
     auto body = spec.dump();
     std::string err;
+    auto asked = Clock::now();
     auto r = c.request_raw(subjects::team_submit("t1"),
                            std::vector<uint8_t>(body.begin(), body.end()), 10s, &err);
     Json reply = r ? Json::parse(r->begin(), r->end(), nullptr, false) : Json();
     std::lock_guard<std::mutex> lock(mu);
+    slowest = std::max(slowest, Clock::now() - asked);
     if (reply.is_object() && reply.contains("job_id")) return reply["job_id"].get<std::string>();
     failures.push_back(r ? std::string(r->begin(), r->end()) : "no reply: " + err);
     return std::string();
@@ -408,8 +411,10 @@ TEST_CASE(
   REQUIRE(poll_until([&] { return acknowledged() >= at_serving + 10; }, 20s));
   stop = true;
   service.join();
-  INFO("acknowledged " << ids.size() << " (" << after_kill << " before the kill, " << at_serving
-                       << " when the standby served)");
+  WARN("acknowledged " << ids.size() << " (" << after_kill << " before the kill, " << at_serving
+                       << " when the standby served), slowest answer "
+                       << std::chrono::duration_cast<std::chrono::milliseconds>(slowest).count()
+                       << " ms");
   {
     std::string f;
     for (const auto& x : failures) f += x + "\n";

@@ -309,17 +309,39 @@ TEST_CASE("a failing job with max_retries runs again with the next attempt", "[a
 TEST_CASE("a crashed job actor is restarted from its snapshot and still runs",
           "[actors][supervision]") {
   Fixture f;
-  auto id = f.submit(kJob);  // no node yet: stays queued
-  REQUIRE(f.event(id, "queued"));
+  f.register_node("n1", 2);
+  auto id = f.submit(kJob);
+  auto* l = f.launched("n1", id);
+  REQUIRE(l);
   CHECK(f.restarts(f.w.jobs) == 0);
-  f.crash_job(id);
+  f.crash_job(id);  // starting: its actor was started by its placement
   // The restart is visible in the supervisor's count...
   CHECK(f.restarts(f.w.jobs) == 1);
-  // ...and the restored job is placed once a node arrives.
-  f.register_node("n1", 2);
-  auto* l = f.launched("n1", id);
+  // ...and the restored job still hears its worker.
   f.agent_reports("n1", l, 0);
   CHECK(f.event(id, "succeeded"));
+}
+
+TEST_CASE("a queued job has no actor: a crash finds none, its placement starts one, and a "
+          "cancel ends it without one",
+          "[actors][supervision]") {
+  Fixture f;
+  auto id = f.submit(kJob);  // no node yet: stays queued
+  REQUIRE(f.event(id, "queued"));
+  f.crash_job(id);
+  CHECK(f.restarts(f.w.jobs) == 0);  // nothing to crash
+  auto canceled = f.submit(kJob);
+  REQUIRE(f.event(canceled, "queued"));
+  std::string body = "{\"job_id\":\"" + canceled + "\"}";
+  f.inbound(subjects::team_cancel("t"), std::vector<uint8_t>(body.begin(), body.end()),
+            "_INBOX.cancel");
+  CHECK(f.event(canceled, "canceled"));
+  f.register_node("n1", 2);
+  auto* l = f.launched("n1", id);
+  REQUIRE(l);
+  f.agent_reports("n1", l, 0);
+  CHECK(f.event(id, "succeeded"));
+  CHECK(f.out->position(launch_of("n1", canceled)) == -1);
 }
 
 TEST_CASE("a crashed node actor is restarted and keeps placing", "[actors][supervision]") {
