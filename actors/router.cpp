@@ -140,9 +140,7 @@ void unqueue(RouterState& st, const std::string& team) {
 }
 
 std::string new_job_id(Self self) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%06llx", static_cast<unsigned long long>(++self->state.next_seq));
-  return self->state.id_prefix + buf;
+  return submission::job_id(self->state.id_prefix, ++self->state.next_seq);
 }
 
 // Acknowledges a consumer-delivered submission on every way out of submit()
@@ -258,8 +256,8 @@ void submit(Self self, const Inbound& in) {
 void on_duplicate(Self self, Pending pend, const std::string& original) {
   auto& st = self->state;
   unqueue(st, pend.team);
-  auto a = submission::answer_duplicate(original, pend.rec.spec().idempotency_key(),
-                                        pend.fingerprint);
+  auto a =
+      submission::answer_duplicate(original, pend.rec.spec().idempotency_key(), pend.fingerprint);
   if (a.job_id.empty()) {
     ++st.n.intake_errors;  // a consumer-delivered one is redelivered (not acknowledged)
     spdlog::warn("intake: {}", a.verdict.error);
@@ -322,8 +320,7 @@ void take_handoff(Self self, const Inbound& in) {
   std::string team(subjects::token(in.subject, 3));
   pb::JobRecord rec;
   std::string why;
-  if (!rec.ParseFromArray(in.data.data(), static_cast<int>(in.data.size())) ||
-      rec.job_id().empty())
+  if (!rec.ParseFromArray(in.data.data(), static_cast<int>(in.data.size())) || rec.job_id().empty())
     why = "unreadable";
   else if (auto e = recovery::check_job(rec); !e.empty())
     why = e;
@@ -575,11 +572,8 @@ RouterActor::behavior_type router_behavior(Self self, OutboxPtr out, IntakePtr i
   st.opts = std::move(opts);
   st.out = std::move(out);
   st.intake = std::move(intake);
-  char buf[32];
-  std::snprintf(
-      buf, sizeof buf, "j-%llx-",
-      static_cast<unsigned long long>(st.opts.clock ? st.opts.clock->now_ms() : system_now_ms()));
-  st.id_prefix = buf;
+  st.id_prefix =
+      submission::job_id_prefix(st.opts.clock ? st.opts.clock->now_ms() : system_now_ms());
   return {
       [=](const Wiring& w) { self->state.w = w; },
       [=](const Inbound& in) {

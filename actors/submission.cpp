@@ -11,6 +11,34 @@ namespace troupe::submission {
 
 using policy::Refusal;
 
+namespace {
+
+// `v` in base 36 (0-9a-z), at least `width` digits.
+void append_base36(std::string& out, uint64_t v, size_t width) {
+  char buf[16];
+  size_t n = 0;
+  do {
+    buf[n++] = "0123456789abcdefghijklmnopqrstuvwxyz"[v % 36];
+    v /= 36;
+  } while (v != 0);
+  while (n < width) buf[n++] = '0';
+  while (n > 0) out.push_back(buf[--n]);
+}
+
+}  // namespace
+
+std::string job_id_prefix(int64_t start_ms) {
+  std::string p = "j-";
+  append_base36(p, static_cast<uint64_t>(std::max<int64_t>(0, start_ms)), 8);
+  return p;
+}
+
+std::string job_id(const std::string& prefix, uint64_t number) {
+  std::string id = prefix;
+  append_base36(id, number, 5);
+  return id;
+}
+
 Opened open(std::string_view subject, const std::vector<uint8_t>& data) {
   Opened o;
   o.team = std::string(subjects::token(subject, subjects::kTeamToken));

@@ -19,6 +19,17 @@
 
 namespace troupe::submission {
 
+// Job ids: "j-", the issuing process's start (milliseconds, base 36, 8 digits
+// until 2059) and the job's number there (base 36, at least 5 digits): the
+// start part has a fixed width, so the two never run into each other. Unique
+// across processes that do not start in the same millisecond (a leader's
+// router continues the numbers of the jobs it restored), and 15 characters up
+// to 60 million jobs per process: short enough for std::string to keep it
+// inline, so the many copies of an id (lists, queues, store) cost no heap
+// block each.
+std::string job_id_prefix(int64_t start_ms);
+std::string job_id(const std::string& prefix, uint64_t number);
+
 // The subject's team and the body's format, before anything is parsed.
 struct Opened {
   policy::Decision verdict;

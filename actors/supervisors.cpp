@@ -125,9 +125,9 @@ auto pass_crash(Self self) {
 struct JobSupState : SupState<JobActor> {
   JobSupState() : SupState("job", true) {}
   // Every job in list order, submit order: (JobRecord.seq, job id) -> team.
-  // The seq goes on across scheduler restarts (the router's restore).
+  // The seq goes on across scheduler restarts (the router's restore). A
+  // job's seq is in its record (its snapshot): never changed once listed.
   std::map<std::pair<uint64_t, std::string>, std::string> order;
-  std::unordered_map<std::string, uint64_t> seq_of;  // job id -> its seq
   // Jobs that have not left `queued` yet (job id -> team): the router counts
   // them against max_queued_jobs and hears (unqueued_atom) when each leaves.
   std::unordered_map<std::string, std::string> unstarted;
@@ -144,8 +144,14 @@ struct JobSupState : SupState<JobActor> {
     unstarted.erase(it);
   }
   void index(const pb::JobRecord& rec) {
-    if (!seq_of.emplace(rec.job_id(), rec.seq()).second) return;
     order.emplace(std::make_pair(rec.seq(), rec.job_id()), rec.spec().team());
+  }
+  // Where job `id` is in the list (order.end() when it is not).
+  decltype(order)::iterator listed(const std::string& id) {
+    auto* snap = children.snapshot_of(id);
+    pb::JobRecord rec;
+    if (snap == nullptr || !rec.ParseFromString(*snap)) return order.end();
+    return order.find(std::make_pair(rec.seq(), id));
   }
   // Ended jobs whose actor is gone, (when, id) in that order: each is
   // forgotten retention_ms later (<= 0: never).
@@ -186,10 +192,7 @@ void forget_job(JobSup self, const std::string& id) {
   if (!rec.spec().idempotency_key().empty())
     self->send(st.w.router, purged_atom_v, rec.spec().team() + "/" + rec.spec().idempotency_key(),
                id);
-  if (auto seq = st.seq_of.find(id); seq != st.seq_of.end()) {
-    st.order.erase(std::make_pair(seq->second, id));
-    st.seq_of.erase(seq);
-  }
+  st.order.erase(std::make_pair(rec.seq(), id));
   st.children.forget(id);
   if (st.store) st.store->purge(job_key(id));
 }
@@ -434,9 +437,7 @@ JobSupervisorActor::behavior_type job_sup_behavior(JobSup self, OutboxPtr out,
         bool every_team = team == names::kSysToken;
         auto first = st.order.begin();
         if (!after.empty()) {
-          auto seq = st.seq_of.find(after);
-          auto at = seq == st.seq_of.end() ? st.order.end()
-                                           : st.order.find(std::make_pair(seq->second, after));
+          auto at = st.listed(after);
           if (at == st.order.end() || (!every_team && at->second != team)) {
             st.out->publish(reply,
                             errors::error_json(errors::kBadRequest, "after: no job " + after));
@@ -498,8 +499,7 @@ JobSupervisorActor::behavior_type job_sup_behavior(JobSup self, OutboxPtr out,
         // Known already: restored (the restore reads the intake stream's
         // handoff records too), or taken before (a redelivery).
         auto& st = self->state;
-        if (st.children.find(id) || st.children.snapshot_of(id) || st.seq_of.count(id) != 0)
-          return false;
+        if (st.children.find(id) || st.children.snapshot_of(id)) return false;
         new_job(self, id, record);
         return true;
       },

@@ -1,6 +1,7 @@
 #include "actors/team_queue_actor.hpp"
 
 #include <map>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -29,7 +30,8 @@ struct QueueState {
   // version's store): each keeps its own entry, in arrival order.
   using Line = std::multimap<policy::QueueKey, JobTicket>;
   Line pending;
-  std::unordered_map<std::string, Line::iterator> index;
+  // By job id: a view of the id in the entry's own ticket (no copy).
+  std::unordered_map<std::string_view, Line::iterator> index;
   int64_t pending_gpus = 0;
   std::unordered_set<std::string> granted;  // being placed: not in the demand
   bool flush_armed = false;                 // a demand update is on its way
@@ -63,9 +65,9 @@ void erase(Self self, const std::string& job_id) {
   if (it == st.index.end()) return;
   auto p = it->second;
   st.pending_gpus -= static_cast<int64_t>(p->second.req.gpus) * p->second.req.workers;
-  st.pending.erase(p);
-  st.index.erase(it);
   st.granted.erase(job_id);
+  st.index.erase(it);  // (its key views into the entry: first)
+  st.pending.erase(p);
   changed(self);
 }
 
@@ -86,7 +88,8 @@ TeamQueueActor::behavior_type queue_behavior(Self self, Wiring w, std::string te
       [=](enqueue_atom, const JobTicket& t) {
         auto& st = self->state;
         if (st.index.count(t.job_id)) return;
-        st.index.emplace(t.job_id, st.pending.emplace(policy::QueueKey{t.priority, t.seq}, t));
+        auto at = st.pending.emplace(policy::QueueKey{t.priority, t.seq}, t);
+        st.index.emplace(std::string_view(at->second.job_id), at);
         st.pending_gpus += static_cast<int64_t>(t.req.gpus) * t.req.workers;
         changed(self);
       },

@@ -35,9 +35,7 @@ struct StandbyFront::Impl : std::enable_shared_from_this<StandbyFront::Impl> {
         spdlog::error("standby: config refused: {}", err);  // (checked at start: not seen)
     }
     limits.priority_classes = cfg.class_names();
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "j-%llx-s", static_cast<unsigned long long>(system_now_ms()));
-    id_prefix = buf;
+    id_prefix = submission::job_id_prefix(system_now_ms());
   }
 
   Bus& bus;
@@ -115,9 +113,7 @@ struct StandbyFront::Impl : std::enable_shared_from_this<StandbyFront::Impl> {
     std::string key = submission::key_of(team, s);
     std::string idem = s.idempotency_key();
     std::string fp = key.empty() ? std::string() : spec::fingerprint(s);
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%06llx", static_cast<unsigned long long>(++next_seq));
-    std::string job_id = id_prefix + buf;
+    std::string job_id = submission::job_id(id_prefix, ++next_seq);
     auto rec = submission::make_record(std::move(s), read.adm, cfg, checkpoint_root, job_id,
                                        next_seq, system_now_ms());
     std::string bytes;

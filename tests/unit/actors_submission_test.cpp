@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "actors/submission.hpp"
+#include "messages/names.hpp"
 #include "messages/spec.hpp"
 
 using namespace troupe;
@@ -117,4 +118,18 @@ TEST_CASE(
   auto unreadable = submission::answer_duplicate("\x01junk", "k", fp);
   CHECK(unreadable.job_id.empty());
   CHECK(unreadable.verdict.code == Refusal::unavailable);
+}
+
+TEST_CASE("submission: job ids are short, distinct per process start, and numbered",
+          "[submission]") {
+  auto prefix = submission::job_id_prefix(1796214968695);
+  CHECK(prefix == "j-mx640k1j");
+  CHECK(submission::job_id(prefix, 1) == "j-mx640k1j00001");
+  CHECK(submission::job_id(prefix, 1).size() == 15);  // kept inline by std::string
+  CHECK(submission::job_id(prefix, 36) == "j-mx640k1j00010");
+  CHECK(submission::job_id(prefix, 60466176) == "j-mx640k1j100000");  // past 5 digits: longer
+  CHECK(submission::job_id(submission::job_id_prefix(1796214968696), 1) !=
+        submission::job_id(prefix, 1));
+  CHECK(submission::job_id_prefix(1) == "j-00000001");
+  CHECK(names::check_token(submission::job_id(prefix, 12345)).empty());
 }
