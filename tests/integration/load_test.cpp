@@ -81,17 +81,42 @@ Json parse_report(const RunResult& r) {
 
 }  // namespace
 
+// A cluster whose one simulated fleet `name` has `count` nodes of 8 a100 GPUs.
+ClusterOptions fleet_of(const std::string& name, int count) {
+  ClusterOptions opts;
+  opts.nodes.push_back(NodeOptions{name, 8, "a100", true, {"--count", std::to_string(count)}});
+  return opts;
+}
+
+// troupe-load against `c` as its admin (--json): `jobs` jobs of `teams`, each
+// running `duration_s`, all awaited for `deadline_s`; `extra` arguments after.
+RunResult run_load(Cluster& c, int jobs, const std::string& teams, const std::string& duration_s,
+                   int deadline_s, Clock::duration timeout, const std::string& name,
+                   std::vector<std::string> extra = {}) {
+  std::vector<std::string> argv = {bin_dir() + "/troupe-load",
+                                   "--nats",
+                                   c.url(),
+                                   "--jobs",
+                                   std::to_string(jobs),
+                                   "--teams",
+                                   teams,
+                                   "--duration-s",
+                                   duration_s,
+                                   "--deadline-s",
+                                   std::to_string(deadline_s),
+                                   "--scheduler-pid",
+                                   std::to_string(c.scheduler().pid()),
+                                   "--json"};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  return run_program(argv, c.dir(), name, timeout, &c.dump(), c.client_env());
+}
+
 TEST_CASE("troupe-load: 300 jobs on a 20-node simulated fleet all end, report complete",
           "[integration][load]") {
-  ClusterOptions opts;
-  opts.nodes.push_back(NodeOptions{"fleet", 8, "a100", true, {"--count", "20"}});
-  Cluster c(opts);
+  Cluster c(fleet_of("fleet", 20));
   REQUIRE(c.wait_nodes_alive(20, 30s));
 
-  RunResult r = run_program({bin_dir() + "/troupe-load", "--nats", c.url(), "--jobs", "300",
-                             "--teams", "la,lb", "--duration-s", "0.05", "--deadline-s", "40",
-                             "--scheduler-pid", std::to_string(c.scheduler().pid()), "--json"},
-                            c.dir(), "troupe-load", 60s, &c.dump(), c.client_env());
+  RunResult r = run_load(c, 300, "la,lb", "0.05", 40, 60s, "troupe-load");
   Json j = parse_report(r);
   INFO(j.dump(2) << "\nstderr:\n" << r.err);
   CHECK(r.exit_code == 0);
@@ -132,16 +157,10 @@ TEST_CASE("troupe-load: 300 jobs on a 20-node simulated fleet all end, report co
 // (1-GPU, 8-GPU and 2x4 gangs) on 200 nodes x 8 GPUs, 4 teams, all terminal.
 TEST_CASE("troupe-load: 5,000 mixed jobs on 200 simulated nodes all end, grants all placed",
           "[integration][load]") {
-  ClusterOptions opts;
-  opts.nodes.push_back(NodeOptions{"fleet", 8, "a100", true, {"--count", "200"}});
-  Cluster c(opts);
+  Cluster c(fleet_of("fleet", 200));
   REQUIRE(c.wait_nodes_alive(200, 60s));
 
-  RunResult r =
-      run_program({bin_dir() + "/troupe-load", "--nats", c.url(), "--jobs", "5000", "--teams",
-                   "t1,t2,t3,t4", "--duration-s", "0.02", "--deadline-s", "240", "--scheduler-pid",
-                   std::to_string(c.scheduler().pid()), "--json"},
-                  c.dir(), "troupe-load", 300s, &c.dump(), c.client_env());
+  RunResult r = run_load(c, 5000, "t1,t2,t3,t4", "0.02", 240, 300s, "troupe-load");
   Json j = parse_report(r);
   INFO(j.dump(2) << "\nstderr:\n" << r.err);
   CHECK(r.exit_code == 0);
@@ -322,17 +341,12 @@ TEST_CASE("troupe-load replay: 30 tiresias jobs on its own fleet, fast-forwarded
 
 TEST_CASE("troupe-load acceptance: 20,000 jobs on 1,000 simulated nodes x 8 GPUs all end",
           "[integration][load][acceptance]") {
-  ClusterOptions opts;
-  opts.nodes.push_back(NodeOptions{"big", 8, "a100", true, {"--count", "1000"}});
-  Cluster c(opts);
+  Cluster c(fleet_of("big", 1000));
   REQUIRE(c.wait_nodes_alive(1000, 60s));
 
   const auto t0 = Clock::now();
   RunResult r =
-      run_program({bin_dir() + "/troupe-load", "--nats", c.url(), "--jobs", "20000", "--teams",
-                   "ta,tb,tc,td", "--duration-s", "0.05", "--deadline-s", "120", "--scheduler-pid",
-                   std::to_string(c.scheduler().pid()), "--json", "--no-progress"},
-                  c.dir(), "troupe-load-20k", 170s, &c.dump(), c.client_env());
+      run_load(c, 20000, "ta,tb,tc,td", "0.05", 120, 170s, "troupe-load-20k", {"--no-progress"});
   const double took = std::chrono::duration<double>(Clock::now() - t0).count();
   Json j = parse_report(r);
   INFO(j.dump(2) << "\nstderr:\n" << r.err << "\ntook " << took << " s");
