@@ -1,10 +1,9 @@
 #include "actors/job_record.hpp"
 
-#include <google/protobuf/util/json_util.h>
-
 #include <ctime>
 #include <functional>
 
+#include "messages/event_json.hpp"
 #include "messages/names.hpp"
 
 namespace troupe {
@@ -55,14 +54,10 @@ pb::JobView job_view(const pb::JobRecord& r) {
 
 std::optional<pb::JobView> view_from_events(const std::string& job_id,
                                             const std::vector<std::string>& events) {
-  google::protobuf::util::JsonParseOptions o;
-  o.ignore_unknown_fields = true;
   std::optional<pb::JobView> v;
   for (const auto& json : events) {
     pb::JobEvent e;
-    if (!google::protobuf::util::JsonStringToMessage(json, &e, o).ok() || e.job_id() != job_id ||
-        e.state().empty())
-      continue;
+    if (!spec::read_event_json(json, &e) || e.job_id() != job_id || e.state().empty()) continue;
     if (!v) {
       v.emplace();
       v->set_job_id(job_id);

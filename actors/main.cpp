@@ -49,6 +49,7 @@ int main(int argc, char** argv) {
   auto front = std::make_unique<StandbyFront>(*bus, o);
   Leadership lead(*bus, o.lease_ttl_ms);  // lead, or wait as a standby
   if (!lead.acquire(signals)) return 0;
+  spdlog::info("holding the leader lease (epoch {}); restoring", lead.epoch());
   auto start = restore(*bus, lead, o, &err);
   if (!start) return spdlog::error("{}", err), 1;
   return serve(*bus, lead, *start, o, signals, *view, front);

@@ -1,12 +1,15 @@
 #include "actors/recovery.hpp"
 
-#include <google/protobuf/util/json_util.h>
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/wire_format_lite.h>
 
 #include <algorithm>
+#include <limits>
 
 #include "actors/job_record.hpp"
 #include "actors/policy/ledger.hpp"
 #include "bus/subjects.hpp"
+#include "messages/event_json.hpp"
 #include "messages/names.hpp"
 #include "messages/spec.hpp"
 
@@ -14,8 +17,37 @@ namespace troupe::recovery {
 
 namespace {
 
-bool starts_with(const std::string& s, const std::string& prefix) {
-  return s.compare(0, prefix.size(), prefix) == 0;
+bool starts_with(std::string_view s, std::string_view prefix) {
+  return s.substr(0, prefix.size()) == prefix;
+}
+
+bool parse(google::protobuf::MessageLite& m, std::string_view bytes) {
+  return bytes.size() <= static_cast<size_t>(std::numeric_limits<int>::max()) &&
+         m.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()));
+}
+
+// The job id of a serialized JobRecord (field 1; the last one, as a parse
+// takes the last) without parsing the rest; nothing when the bytes do not
+// read as a message.
+std::optional<std::string> peek_job_id(std::string_view bytes) {
+  using google::protobuf::internal::WireFormatLite;
+  if (bytes.size() > static_cast<size_t>(std::numeric_limits<int>::max())) return std::nullopt;
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                            static_cast<int>(bytes.size()));
+  std::optional<std::string> id;
+  for (uint32_t tag = in.ReadTag(); tag != 0; tag = in.ReadTag()) {
+    if (tag == WireFormatLite::MakeTag(pb::JobRecord::kJobIdFieldNumber,
+                                       WireFormatLite::WIRETYPE_LENGTH_DELIMITED)) {
+      std::string v;
+      if (!WireFormatLite::ReadString(&in, &v)) return std::nullopt;
+      id = std::move(v);
+    } else if (!WireFormatLite::SkipField(&in, tag)) {
+      return std::nullopt;
+    }
+  }
+  if (!in.ConsumedEntireMessage() || in.CurrentPosition() != static_cast<int>(bytes.size()))
+    return std::nullopt;
+  return id;
 }
 
 bool known_state(std::string_view s) {
@@ -63,19 +95,19 @@ std::string check_node(const pb::NodeRecord& n) {
   return {};
 }
 
-bool add_snapshot(State& s, const std::string& key, const std::string& bytes) {
+bool add_snapshot(State& s, std::string_view key, std::string_view bytes) {
   if (starts_with(key, "job.")) {
     if (bytes.empty()) {  // purged: ended and forgotten after its retention
-      s.purged.insert(key.substr(4));
+      s.purged.insert(std::string(key.substr(4)));
       return true;
     }
     pb::JobRecord r;
-    if (!r.ParseFromString(bytes) || r.job_id().empty()) {
+    if (!parse(r, bytes) || r.job_id().empty()) {
       ++s.bad;
       return false;
     }
     if (auto why = check_job(r); !why.empty() || key != "job." + r.job_id()) {
-      s.quarantined[key] = why.empty() ? "stored under another job's key" : why;
+      s.quarantined[std::string(key)] = why.empty() ? "stored under another job's key" : why;
       return false;
     }
     s.jobs[r.job_id()] = std::move(r);
@@ -83,12 +115,12 @@ bool add_snapshot(State& s, const std::string& key, const std::string& bytes) {
   }
   if (starts_with(key, "node.")) {
     pb::NodeRecord n;
-    if (!n.ParseFromString(bytes) || n.node().empty()) {
+    if (!parse(n, bytes) || n.node().empty()) {
       ++s.bad;
       return false;
     }
     if (auto why = check_node(n); !why.empty() || key != "node." + n.node()) {
-      s.quarantined[key] = why.empty() ? "stored under another node's key" : why;
+      s.quarantined[std::string(key)] = why.empty() ? "stored under another node's key" : why;
       return false;
     }
     s.nodes[n.node()] = std::move(n);
@@ -97,9 +129,13 @@ bool add_snapshot(State& s, const std::string& key, const std::string& bytes) {
   return false;
 }
 
-bool add_intake(State& s, const std::string& bytes, const std::string& subject) {
+bool add_intake(State& s, std::string_view bytes, std::string_view subject) {
+  // The record of a job a snapshot already holds (or purged) brings nothing:
+  // known from its id alone, without parsing its spec (a restore reads every
+  // intake record of the last 15 s).
+  if (auto id = peek_job_id(bytes); id && (s.jobs.count(*id) || s.purged.count(*id))) return false;
   pb::JobRecord r;
-  if (!r.ParseFromString(bytes) || r.job_id().empty()) {
+  if (!parse(r, bytes) || r.job_id().empty()) {
     ++s.bad;
     return false;
   }
@@ -110,7 +146,8 @@ bool add_intake(State& s, const std::string& bytes, const std::string& subject) 
   if (why.empty() && (!r.state().empty() || r.placement_size() != 0))
     why = "an intake record is a new job (no state or placement)";
   if (!why.empty()) {
-    s.quarantined["intake " + (subject.empty() ? r.job_id() : subject + " " + r.job_id())] = why;
+    s.quarantined["intake " +
+                  (subject.empty() ? r.job_id() : std::string(subject) + " " + r.job_id())] = why;
     return false;
   }
   if (s.jobs.count(r.job_id()) || s.purged.count(r.job_id())) return false;
@@ -152,14 +189,22 @@ bool apply_event(pb::JobRecord& rec, const pb::JobEvent& e) {
   return true;
 }
 
-bool add_event(State& s, const std::string& json, const std::string& subject) {
-  pb::JobEvent e;
-  google::protobuf::util::JsonParseOptions o;
-  o.ignore_unknown_fields = true;
-  if (!google::protobuf::util::JsonStringToMessage(json, &e, o).ok()) {
+std::optional<pb::JobEvent> read_event(std::string_view json) {
+  std::optional<pb::JobEvent> e(std::in_place);
+  if (!spec::read_event_json(json, &*e)) e.reset();
+  return e;
+}
+
+bool add_event(State& s, std::string_view json, std::string_view subject) {
+  return add_read_event(s, read_event(json), subject);
+}
+
+bool add_read_event(State& s, const std::optional<pb::JobEvent>& read, std::string_view subject) {
+  if (!read) {
     ++s.bad;
     return false;
   }
+  const auto& e = *read;
   auto it = s.jobs.find(e.job_id());
   std::string why;
   if (!subjects::check_token(e.job_id()).empty() || !subjects::valid_team(e.team()))
@@ -173,7 +218,7 @@ bool add_event(State& s, const std::string& json, const std::string& subject) {
   else if (it != s.jobs.end())
     why = check_placement(e.workers(), std::max(1, it->second.spec().workers()));
   if (!why.empty()) {
-    s.quarantined["event " + (subject.empty() ? e.job_id() : subject) + " #" +
+    s.quarantined["event " + (subject.empty() ? e.job_id() : std::string(subject)) + " #" +
                   std::to_string(e.seq())] = why;
     return false;
   }
@@ -234,8 +279,9 @@ std::vector<pb::JobEvent> unannounced(const State& s, int64_t since_ms) {
     };
     for (const auto& e : r.earlier())
       if (missing(e)) out.push_back(e);
-    auto last = last_event(r);
-    if (missing(last)) out.push_back(std::move(last));
+    // The last event (seq = event_seq, at event_ts_ms), built only when missing.
+    if (r.event_ts_ms() >= since_ms && !stored.count(r.event_seq()))
+      out.push_back(last_event(r));
   }
   return out;
 }

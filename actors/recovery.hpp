@@ -20,8 +20,10 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "records.pb.h"
@@ -53,16 +55,22 @@ std::string check_job(const pb::JobRecord& r);
 std::string check_node(const pb::NodeRecord& n);
 
 // KV key and value; false when the key is not a job or node snapshot.
-bool add_snapshot(State& s, const std::string& key, const std::string& bytes);
+bool add_snapshot(State& s, std::string_view key, std::string_view bytes);
 // A serialized JobRecord from the intake stream; true when it was new.
 // `subject` (troupe.sys.intake.<team>) must name the record's team.
-bool add_intake(State& s, const std::string& bytes, const std::string& subject = {});
+bool add_intake(State& s, std::string_view bytes, std::string_view subject = {});
 // Applies one event to a record when it is newer; true when applied.
 bool apply_event(pb::JobRecord& rec, const pb::JobEvent& e);
 // A JobEvent as JSON (the TROUPE_EVENTS payload); true when applied.
 // `subject` (troupe.<team>.events.<job_id>) must name the event's job and
 // team, and the team must be the record's.
-bool add_event(State& s, const std::string& json, const std::string& subject = {});
+bool add_event(State& s, std::string_view json, std::string_view subject = {});
+// add_event in two halves, so that a restore reads (parses) the events while
+// it still reads the snapshots: read_event needs no State (nothing when the
+// JSON cannot be read), add_read_event applies what it read (and counts an
+// unreadable one as add_event does).
+std::optional<pb::JobEvent> read_event(std::string_view json);
+bool add_read_event(State& s, const std::optional<pb::JobEvent>& e, std::string_view subject = {});
 void derive_holds(State& s);
 // A standby numbers its records from 1: the jobs it handed off take their
 // place after every other job (seq), in the order the stream holds them.

@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "bus/inbound.hpp"
@@ -202,6 +203,13 @@ class JetStream {
   std::vector<Inbound> read_all(const std::string& stream, const std::string& filter,
                                 int timeout_ms = 2000, int64_t since_ms = 0,
                                 bool* complete = nullptr);
+  // The same, each message handed to `fn` as it comes (subject, data, stream
+  // sequence; the views last for the call) instead of copied into a list: a
+  // restore reads hundreds of thousands. Returns what `complete` says.
+  using StoredFn =
+      std::function<void(std::string_view subject, std::string_view data, uint64_t seq)>;
+  bool read_each(const std::string& stream, const std::string& filter, int timeout_ms,
+                 int64_t since_ms, const StoredFn& fn);
 
   // Publishes with headers and reports the stored sequence (0 on error; the
   // error text and JetStream error code otherwise).
@@ -262,6 +270,11 @@ class KeyValue {
   // The newest value of every key (one pass over the bucket's stream); a
   // purged key comes back with an empty value.
   std::vector<KvEntry> read_all(int timeout_ms = 2000, bool* complete = nullptr);
+  // The same, each entry handed to `fn` (key, value: empty when purged,
+  // revision) as it comes. Returns false when it stopped short of the newest.
+  using EntryFn =
+      std::function<void(std::string_view key, std::string_view value, uint64_t revision)>;
+  bool read_each(int timeout_ms, const EntryFn& fn);
 
  private:
   KeyValue() = default;

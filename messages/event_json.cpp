@@ -1,5 +1,7 @@
 #include "messages/event_json.hpp"
 
+#include <google/protobuf/util/json_util.h>
+
 #include <charconv>
 #include <cstdint>
 
@@ -88,6 +90,160 @@ void append_field(std::string& out, std::string_view key_and_comma, std::string_
   out += key_and_comma;
   append_proto_json_string(out, value);
 }
+
+// The fast reader: event_json's exact shape, nothing else.
+class Reader {
+ public:
+  explicit Reader(std::string_view s) : s_(s) {}
+
+  bool lit(std::string_view t) {
+    if (s_.compare(i_, t.size(), t) != 0) return false;
+    i_ += t.size();
+    return true;
+  }
+  bool at(char c) const { return i_ < s_.size() && s_[i_] == c; }
+  bool done() const { return i_ == s_.size(); }
+
+  // A JSON integer as the printer writes it: no '+', no leading zero, no
+  // "-0", in range.
+  template <class Int>
+  bool integer(Int* v) {
+    const size_t from = i_;
+    if (at('-')) ++i_;
+    const size_t digits = i_;
+    while (i_ < s_.size() && s_[i_] >= '0' && s_[i_] <= '9') ++i_;
+    const size_t n = i_ - digits;
+    if (n == 0 || (s_[digits] == '0' && (n > 1 || digits != from))) return false;
+    const auto r = std::from_chars(s_.data() + from, s_.data() + i_, *v);
+    return r.ec == std::errc() && r.ptr == s_.data() + i_;
+  }
+  template <class Int>
+  bool quoted(Int* v) {
+    return lit("\"") && integer(v) && lit("\"");
+  }
+
+  // A string literal: raw bytes that are valid UTF-8 (no control
+  // characters), the printer's escapes, \uxxxx with surrogate pairs.
+  bool string(std::string* out) {
+    if (!lit("\"")) return false;
+    out->clear();
+    for (;;) {
+      const size_t run = i_;
+      while (i_ < s_.size()) {
+        const auto c = static_cast<unsigned char>(s_[i_]);
+        if (c == '"' || c == '\\' || c < 0x20) break;
+        if (c < 0x80) {
+          ++i_;
+        } else if (!utf8_sequence()) {
+          return false;
+        }
+      }
+      out->append(s_.data() + run, i_ - run);
+      if (i_ == s_.size()) return false;
+      const char c = s_[i_++];
+      if (c == '"') return true;
+      if (c != '\\' || i_ == s_.size()) return false;
+      switch (s_[i_++]) {
+        case '"':
+          *out += '"';
+          break;
+        case '\\':
+          *out += '\\';
+          break;
+        case 'b':
+          *out += '\b';
+          break;
+        case 't':
+          *out += '\t';
+          break;
+        case 'n':
+          *out += '\n';
+          break;
+        case 'f':
+          *out += '\f';
+          break;
+        case 'r':
+          *out += '\r';
+          break;
+        case 'u': {
+          uint32_t cp = 0;
+          if (!hex4(&cp) || (cp >= 0xdc00 && cp <= 0xdfff)) return false;
+          if (cp >= 0xd800 && cp <= 0xdbff) {
+            uint32_t low = 0;
+            if (!lit("\\u") || !hex4(&low) || low < 0xdc00 || low > 0xdfff) return false;
+            cp = 0x10000 + ((cp - 0xd800) << 10) + (low - 0xdc00);
+          }
+          append_utf8(*out, cp);
+          break;
+        }
+        default:
+          return false;
+      }
+    }
+  }
+
+ private:
+  bool hex4(uint32_t* v) {
+    if (s_.size() - i_ < 4) return false;
+    for (int k = 0; k < 4; ++k) {
+      const char c = s_[i_++];
+      const int d = c >= '0' && c <= '9'   ? c - '0'
+                    : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                    : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                           : -1;
+      if (d < 0) return false;
+      *v = (*v << 4) | static_cast<uint32_t>(d);
+    }
+    return true;
+  }
+
+  // One well-formed UTF-8 sequence of two to four bytes at i_ (shortest
+  // form, no surrogate, at most U+10FFFF); moves past it.
+  bool utf8_sequence() {
+    const auto b0 = static_cast<unsigned char>(s_[i_]);
+    int len = 0;
+    uint32_t cp = 0, min = 0;
+    if (b0 >= 0xc2 && b0 <= 0xdf) {
+      len = 2, cp = b0 & 0x1f, min = 0x80;
+    } else if (b0 >= 0xe0 && b0 <= 0xef) {
+      len = 3, cp = b0 & 0x0f, min = 0x800;
+    } else if (b0 >= 0xf0 && b0 <= 0xf4) {
+      len = 4, cp = b0 & 0x07, min = 0x10000;
+    } else {
+      return false;
+    }
+    if (s_.size() - i_ < static_cast<size_t>(len)) return false;
+    for (int k = 1; k < len; ++k) {
+      const auto b = static_cast<unsigned char>(s_[i_ + k]);
+      if (b < 0x80 || b > 0xbf) return false;
+      cp = (cp << 6) | (b & 0x3f);
+    }
+    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
+    i_ += len;
+    return true;
+  }
+
+  static void append_utf8(std::string& out, uint32_t cp) {
+    if (cp < 0x80) {
+      out += static_cast<char>(cp);
+    } else if (cp < 0x800) {
+      out += static_cast<char>(0xc0 | (cp >> 6));
+      out += static_cast<char>(0x80 | (cp & 0x3f));
+    } else if (cp < 0x10000) {
+      out += static_cast<char>(0xe0 | (cp >> 12));
+      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
+      out += static_cast<char>(0x80 | (cp & 0x3f));
+    } else {
+      out += static_cast<char>(0xf0 | (cp >> 18));
+      out += static_cast<char>(0x80 | ((cp >> 12) & 0x3f));
+      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
+      out += static_cast<char>(0x80 | (cp & 0x3f));
+    }
+  }
+
+  std::string_view s_;
+  size_t i_ = 0;
+};
 
 }  // namespace
 
@@ -180,6 +336,54 @@ std::string event_json(const pb::JobEvent& e) {
   }
   out += '}';
   return out;
+}
+
+bool read_event_json_fast(std::string_view json, pb::JobEvent* e) {
+  e->Clear();
+  Reader r(json);
+  int32_t i32 = 0;
+  int64_t i64 = 0;
+  if (!r.lit("{\"job_id\":") || !r.string(e->mutable_job_id()) || !r.lit(",\"team\":") ||
+      !r.string(e->mutable_team()) || !r.lit(",\"state\":") || !r.string(e->mutable_state()) ||
+      !r.lit(",\"attempt\":") || !r.integer(&i32))
+    return false;
+  e->set_attempt(i32);
+  if (!r.lit(",\"ts_ms\":") || !r.quoted(&i64)) return false;
+  e->set_ts_ms(i64);
+  if (!r.lit(",\"ts\":") || !r.string(e->mutable_ts()) || !r.lit(",\"workers\":[")) return false;
+  for (bool first = true; !r.lit("]"); first = false) {
+    if (!first && !r.lit(",")) return false;
+    auto* p = e->add_workers();
+    if (!r.lit("{\"rank\":") || !r.integer(&i32)) return false;
+    p->set_rank(i32);
+    if (!r.lit(",\"node\":") || !r.string(p->mutable_node()) || !r.lit(",\"gpus\":[")) return false;
+    for (bool g = true; !r.lit("]"); g = false) {
+      if ((!g && !r.lit(",")) || !r.integer(&i32)) return false;
+      p->add_gpus(i32);
+    }
+    if (!r.lit("}")) return false;
+  }
+  if (!r.lit(",\"reason\":") || !r.string(e->mutable_reason()) || !r.lit(",\"name\":") ||
+      !r.string(e->mutable_name()) || !r.lit(",\"kind\":") || !r.string(e->mutable_kind()) ||
+      !r.lit(",\"cause\":") || !r.string(e->mutable_cause()) || !r.lit(",\"seq\":") ||
+      !r.quoted(&i64))
+    return false;
+  e->set_seq(i64);
+  if (r.lit(",\"exit_code\":")) {
+    if (!r.integer(&i32)) return false;
+    e->set_exit_code(i32);
+  }
+  return r.lit("}") && r.done();
+}
+
+bool read_event_json(std::string_view json, pb::JobEvent* e) {
+  if (read_event_json_fast(json, e)) return true;
+  e->Clear();
+  google::protobuf::util::JsonParseOptions o;
+  o.ignore_unknown_fields = true;
+  return google::protobuf::util::JsonStringToMessage(
+             google::protobuf::StringPiece(json.data(), json.size()), e, o)
+      .ok();
 }
 
 }  // namespace troupe::spec

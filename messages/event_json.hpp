@@ -25,4 +25,18 @@ std::string event_json(const pb::JobEvent& e);
 // them to be invalid, as protobuf drops them.
 void append_proto_json_string(std::string& out, std::string_view s);
 
+// Reads an event written by event_json (or by protobuf's printer: the same
+// bytes) without protobuf's reflection-based parser, which was two fifths of
+// a restore's CPU (docs/performance.md). The fast path takes only that exact
+// shape (keys in field order, no spaces, strings that are valid UTF-8, numbers
+// in range); anything else — an older or newer writer, a hand-made event,
+// unknown fields — goes to protobuf's parser (unknown fields ignored), so
+// both paths read the same bytes the same way
+// (tests/unit/messages_event_json_test.cpp). False when neither can read it.
+bool read_event_json(std::string_view json, pb::JobEvent* e);
+
+// The fast path alone: false when `json` is not exactly event_json's shape
+// (then *e is unspecified). Exposed for its tests.
+bool read_event_json_fast(std::string_view json, pb::JobEvent* e);
+
 }  // namespace troupe::spec

@@ -6,7 +6,11 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <future>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <utility>
+#include <vector>
 
 #include "actors/policy/admission.hpp"
 #include "bus/subjects.hpp"
@@ -21,37 +25,72 @@ namespace {
 
 // One pass over the bucket and the streams; false when a read stopped short
 // of the newest message (then nothing of it may be used).
+int64_t ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                               t0)
+      .count();
+}
+
+// The streams' messages, read (and the events parsed) on a thread of their
+// own while the snapshots are read and applied: applied after them.
+struct StreamRead {
+  std::vector<std::pair<std::string, std::string>> intake;  // subject, record
+  std::vector<std::pair<std::string, std::optional<pb::JobEvent>>> events;
+  int64_t intake_ms = 0, events_ms = 0;
+  bool whole = true;
+};
+
+StreamRead read_streams(bus::JetStream& js, int64_t since) {
+  StreamRead r;
+  auto t0 = std::chrono::steady_clock::now();
+  r.whole = js.read_each(subjects::kIntakeStream, subjects::kIntakeSubjects, 2000, since,
+                         [&](std::string_view subject, std::string_view data, uint64_t) {
+                           r.intake.emplace_back(subject, data);
+                         });
+  r.intake_ms = ms_since(t0);
+  t0 = std::chrono::steady_clock::now();
+  r.whole = js.read_each(subjects::kEventsStream, subjects::kAllEvents, 2000, since,
+                         [&](std::string_view subject, std::string_view data, uint64_t) {
+                           r.events.emplace_back(subject, recovery::read_event(data));
+                         }) &&
+            r.whole;
+  r.events_ms = ms_since(t0);
+  return r;
+}
+
 bool read_state(bus::KeyValue& kv, bus::JetStream& js, Restored& out) {
-  bool complete = true, whole = true;
-  for (auto& e : kv.read_all(5000, &complete)) {
-    // A purged key is never written again: its revision is not kept.
-    if (!e.value.empty()) out.revisions[e.key] = e.revision;
-    if (e.key == KvSnapshotStore::kFlushedKey) {
-      out.flushed_ms = std::atoll(e.value.c_str());
-      continue;
-    }
-    recovery::add_snapshot(out.state, e.key, e.value);
-  }
-  whole = whole && complete;
   // The streams from a while before the last complete flush: a clock margin
   // (the stream stamps messages with the server's clock), and events still
   // awaiting their acknowledgement (5 s at most, then retried) at the kill.
+  // The flush marker is read first; the bucket's pass below may see a newer
+  // one (a superset of what the streams must bring: harmless).
+  bool failed = false;
+  auto flushed = kv.get(KvSnapshotStore::kFlushedKey, &failed);
+  if (failed) return false;
+  out.flushed_ms = flushed ? std::atoll(flushed->value.c_str()) : 0;
   int64_t since = out.flushed_ms > 0 ? out.flushed_ms - 15000 : 0;
   if (since <= 0) since = 1;  // never flushed: everything (DeliverByStartTime from the epoch)
   out.since_ms = since;
-  auto as_string = [](const Inbound& in) { return std::string(in.data.begin(), in.data.end()); };
-  for (auto& in :
-       js.read_all(subjects::kIntakeStream, subjects::kIntakeSubjects, 2000, since, &complete)) {
-    ++out.intake_read;
-    recovery::add_intake(out.state, as_string(in), in.subject);
-  }
-  whole = whole && complete;
-  for (auto& in :
-       js.read_all(subjects::kEventsStream, subjects::kAllEvents, 2000, since, &complete)) {
-    ++out.events_read;
-    recovery::add_event(out.state, as_string(in), in.subject);
-  }
-  return whole && complete;
+  auto streams = std::async(std::launch::async, [&js, since] { return read_streams(js, since); });
+
+  auto t0 = std::chrono::steady_clock::now();
+  bool whole =
+      kv.read_each(5000, [&](std::string_view key, std::string_view value, uint64_t revision) {
+        // A purged key is never written again: its revision is not kept.
+        if (!value.empty()) out.revisions[std::string(key)] = revision;
+        if (key != KvSnapshotStore::kFlushedKey) recovery::add_snapshot(out.state, key, value);
+      });
+  out.kv_ms = ms_since(t0);
+  auto read = streams.get();
+  out.intake_ms = read.intake_ms;
+  out.events_ms = read.events_ms;
+  out.intake_read = read.intake.size();
+  out.events_read = read.events.size();
+  for (const auto& [subject, record] : read.intake)
+    recovery::add_intake(out.state, record, subject);
+  for (const auto& [subject, event] : read.events)
+    recovery::add_read_event(out.state, event, subject);
+  return whole && read.whole;
 }
 
 }  // namespace
@@ -114,9 +153,7 @@ std::unique_ptr<Restore> restore(Bus& bus, Leadership& lead, const Options& o, s
     r->store->put(node_key(name), bytes);
     r->node_records.push_back(std::move(bytes));
   }
-  r->took_ms =
-      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
-          .count();
+  r->took_ms = ms_since(t0);
   return r;
 }
 
@@ -179,12 +216,14 @@ void report(const Restore& r, uint64_t epoch) {
   char line[512];
   std::snprintf(line, sizeof line,
                 "leader (epoch %llu); restored %zu jobs (%zu not ended), %zu nodes in %lld ms "
-                "(read since the last flush: %zu intake, %zu events; %zu moved on; %zu events "
-                "announced again; %lld unreadable, %zu quarantined)",
+                "(KV %lld ms; read since the last flush: %zu intake in %lld ms, %zu events in "
+                "%lld ms; %zu moved on; %zu events announced again; %lld unreadable, %zu "
+                "quarantined)",
                 static_cast<unsigned long long>(epoch), rs.jobs.size(), r.active, rs.nodes.size(),
-                static_cast<long long>(r.took_ms), r.read.intake_read, r.read.events_read,
-                rs.changed.size(), r.announced_again, static_cast<long long>(rs.bad),
-                rs.quarantined.size());
+                static_cast<long long>(r.took_ms), static_cast<long long>(r.read.kv_ms),
+                r.read.intake_read, static_cast<long long>(r.read.intake_ms), r.read.events_read,
+                static_cast<long long>(r.read.events_ms), rs.changed.size(), r.announced_again,
+                static_cast<long long>(rs.bad), rs.quarantined.size());
   spdlog::info("{}", line);
 }
 

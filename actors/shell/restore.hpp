@@ -27,8 +27,9 @@ struct Restored {
   int64_t flushed_ms = 0;
   int64_t since_ms = 0;  // where the stream reads began
   size_t intake_read = 0, events_read = 0;
-  bool complete = false;  // every read reached the newest message stored
-  int tries = 0;          // passes made (a pass that stops short is made again)
+  int64_t kv_ms = 0, intake_ms = 0, events_ms = 0;  // each read's time (the last pass)
+  bool complete = false;                            // every read reached the newest message stored
+  int tries = 0;  // passes made (a pass that stops short is made again)
 };
 Restored restore_state(bus::KeyValue& kv, bus::JetStream& js, int tries = 3);
 

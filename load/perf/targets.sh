@@ -204,10 +204,18 @@ case "$MEASURE" in
     sleep 2  # let the last snapshots flush (a kill -9 any earlier is what the tests do)
     kill -9 "$SCHED"; wait "$SCHED" 2>/dev/null || true
     start=$(date +%s%N)
+    cpu_start
     "$BIN/troupe-scheduler" --nats "$URL" "${SCHED_ID[@]}" --checkpoint-root "$DIR/ckpt" ${SCHED_ARGS:-} >"$DIR/scheduler2.log" 2>&1 &
     SCHED=$!; PIDS+=($SCHED)
+    profile_start
     for _ in $(seq 1200); do grep -q "serving on" "$DIR/scheduler2.log" && break; sleep 0.05; done
     serving=$(date +%s%N)
+    profile_stop
+    # CPU seconds from the kill to serving: the new scheduler's restore, and
+    # nats-server delivering what it reads.
+    echo "cpu_s until serving: $(for p in "${PIDS[@]}"; do
+      awk -v n="$(cat /proc/$p/comm 2>/dev/null)" -v t=$(( $(cpu_ticks "$p") - ${CPU0[$p]:-0} )) \
+        -v hz="$(getconf CLK_TCK)" 'BEGIN{printf "%s %.2f ", n, t/hz}'; done)"
     for _ in $(seq 1200); do
       q=$(TROUPE_NATS=$URL timeout 20 "$BIN/troupe" queues --json 2>/dev/null |
           python3 -c 'import json,sys; print(sum(t.get("pending_jobs",0) for t in json.load(sys.stdin)["teams"]))' 2>/dev/null || echo 0)
@@ -215,7 +223,20 @@ case "$MEASURE" in
       sleep 0.2
     done
     queued=$(date +%s%N)
-    grep -E "leader|restored" "$DIR/scheduler2.log" || true
+    grep -E "leader|restored|serving on" "$DIR/scheduler2.log" || true
+    # From its log's timestamps: the lease held -> serving (the issue's figure).
+    python3 - "$DIR/scheduler2.log" <<'PY' || true
+import re, sys, datetime
+t = {}
+for line in open(sys.argv[1]):
+    m = re.match(r'(\S+Z) ', line)
+    if not m: continue
+    when = datetime.datetime.strptime(m.group(1), '%Y-%m-%dT%H:%M:%S.%fZ')
+    if 'holding the leader lease' in line: t['lease'] = when
+    if 'serving on' in line: t['serving'] = when
+if 'lease' in t and 'serving' in t:
+    print('recovery: serving %d ms after it holds the lease' % ((t['serving'] - t['lease']).total_seconds() * 1000))
+PY
     echo "recovery: serving after $(( (serving - start) / 1000000 )) ms (includes the lease TTL: the killed leader's lease must go stale), queues hold $q jobs after $(( (queued - start) / 1000000 )) ms"
     echo "scheduler after: $(grep -E 'VmHWM|VmRSS' /proc/$SCHED/status | tr -s ' \n' ' ')" ;;
   *) echo "unknown measure $MEASURE" >&2; exit 2 ;;

@@ -1,10 +1,14 @@
 // messages/event_json: the direct writer of job events writes byte for byte
-// what protobuf's JSON printer (spec::to_json) writes.
+// what protobuf's JSON printer (spec::to_json) writes, and the direct reader
+// reads what protobuf's parser reads (or leaves it to that parser).
 #include <google/protobuf/stubs/logging.h>
+#include <google/protobuf/util/json_util.h>
+#include <google/protobuf/util/message_differencer.h>
 
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -34,6 +38,18 @@ std::string utf8(uint32_t cp) {
     s += static_cast<char>(0x80 | (cp & 0x3f));
   }
   return s;
+}
+
+// Every code point but the surrogates, UTF-8, in blocks of 4,096.
+std::vector<std::string> code_point_blocks() {
+  std::vector<std::string> out;
+  for (uint32_t from = 0; from <= 0x10ffff; from += 0x1000) {
+    std::string s;
+    for (uint32_t cp = from; cp < from + 0x1000 && cp <= 0x10ffff; ++cp)
+      if ((cp & 0xfffff800) != 0xd800) s += utf8(cp);
+    out.push_back(std::move(s));
+  }
+  return out;
 }
 
 // Code points at and around the edges of protobuf's escape ranges.
@@ -201,10 +217,7 @@ TEST_CASE("event_json: a fully populated event", "[spec][event_json]") {
 TEST_CASE("event_json: every code point is escaped or kept as protobuf does",
           "[spec][event_json]") {
   pb::JobEvent e;
-  for (uint32_t from = 0; from <= 0x10ffff; from += 0x1000) {
-    std::string s;
-    for (uint32_t cp = from; cp < from + 0x1000 && cp <= 0x10ffff; ++cp)
-      if ((cp & 0xfffff800) != 0xd800) s += utf8(cp);
+  for (const auto& s : code_point_blocks()) {
     e.set_name(s);
     REQUIRE(spec::event_json(e) == spec::to_json(e));
   }
@@ -248,4 +261,134 @@ TEST_CASE("event_json: random events are written as protobuf writes them (proper
     if (got != want) FAIL_CHECK("event " << i << ": " << e.ShortDebugString());
     REQUIRE(got == want);
   }
+}
+
+// --- the reader ------------------------------------------------------------------
+
+namespace {
+
+// What protobuf's parser makes of `json` (unknown fields ignored), or nothing.
+std::optional<pb::JobEvent> slow_read(const std::string& json) {
+  pb::JobEvent e;
+  google::protobuf::util::JsonParseOptions o;
+  o.ignore_unknown_fields = true;
+  if (!google::protobuf::util::JsonStringToMessage(json, &e, o).ok()) return std::nullopt;
+  return e;
+}
+
+bool same(const pb::JobEvent& a, const pb::JobEvent& b) {
+  return google::protobuf::util::MessageDifferencer::Equals(a, b);
+}
+
+}  // namespace
+
+TEST_CASE(
+    "read_event_json: the fast path reads every written event as protobuf reads it "
+    "(property)",
+    "[spec][event_json]") {
+  google::protobuf::LogSilencer quiet;
+  std::mt19937_64 rng(20261202);
+  int unreadable = 0;
+  for (int i = 0; i < 2000; ++i) {
+    const auto json = spec::event_json(random_event(rng));
+    pb::JobEvent fast;
+    const auto slow = slow_read(json);
+    const bool took = spec::read_event_json_fast(json, &fast);
+    if (!slow) {
+      // Bytes protobuf's printer passes on but its parser refuses (overlong
+      // UTF-8 forms): neither path reads them.
+      ++unreadable;
+      REQUIRE_FALSE(took);
+      continue;
+    }
+    if (!took) FAIL_CHECK("event " << i << ": " << json);
+    REQUIRE(same(fast, *slow));
+  }
+  CHECK(unreadable < 200);
+}
+
+TEST_CASE("read_event_json: every code point, escaped or not, reads back as protobuf reads it",
+          "[spec][event_json]") {
+  pb::JobEvent e;
+  for (const auto& s : code_point_blocks()) {
+    e.set_name(s);
+    const auto json = spec::event_json(e);
+    pb::JobEvent fast;
+    REQUIRE(spec::read_event_json_fast(json, &fast));
+    CHECK(fast.name() == s);
+    REQUIRE(same(fast, *slow_read(json)));
+  }
+}
+
+TEST_CASE(
+    "read_event_json: a damaged event is never read otherwise than protobuf reads it "
+    "(property)",
+    "[spec][event_json]") {
+  google::protobuf::LogSilencer quiet;
+  std::mt19937_64 rng(42);
+  const std::string bytes = "\"\\,:{}[]0123456789-+ eEu/x\x7f\x80\xc3\xa9\xed\xf4";
+  std::uniform_int_distribution<size_t> pick(0, bytes.size() - 1);
+  int fast_taken = 0, fallbacks = 0;
+  for (int i = 0; i < 20000; ++i) {
+    auto json = spec::event_json(random_event(rng));
+    const int edits = std::uniform_int_distribution<int>(1, 3)(rng);
+    for (int k = 0; k < edits && !json.empty(); ++k) {
+      const size_t at = std::uniform_int_distribution<size_t>(0, json.size() - 1)(rng);
+      switch (std::uniform_int_distribution<int>(0, 3)(rng)) {
+        case 0:
+          json[at] = bytes[pick(rng)];
+          break;
+        case 1:
+          json.erase(at, 1);
+          break;
+        case 2:
+          json.insert(at, 1, bytes[pick(rng)]);
+          break;
+        default:
+          json.resize(at);
+      }
+    }
+    pb::JobEvent fast, both;
+    const auto slow = slow_read(json);
+    const bool took = spec::read_event_json_fast(json, &fast);
+    if (took) {
+      ++fast_taken;
+      if (!slow || !same(fast, *slow)) FAIL_CHECK("damaged event " << i << ": " << json);
+      REQUIRE(slow);
+      REQUIRE(same(fast, *slow));
+    } else {
+      ++fallbacks;
+    }
+    REQUIRE(spec::read_event_json(json, &both) == static_cast<bool>(slow));
+    if (slow) REQUIRE(same(both, *slow));
+  }
+  // Both paths were exercised: some damage keeps the shape (a digit for a
+  // digit, a letter in a string), most breaks it.
+  CHECK(fast_taken > 100);
+  CHECK(fallbacks > 100);
+}
+
+TEST_CASE("read_event_json: other shapes of an event go to protobuf's parser",
+          "[spec][event_json]") {
+  pb::JobEvent want;
+  want.set_job_id("j-1");
+  want.set_team("nlp");
+  want.set_state("running");
+  want.set_ts_ms(12);
+  want.set_seq(3);
+  for (const std::string json : {
+           R"({"job_id": "j-1", "team": "nlp", "state": "running", "ts_ms": "12", "seq": "3"})",
+           R"({"seq":"3","state":"running","team":"nlp","job_id":"j-1","ts_ms":12})",
+           R"({"jobId":"j-1","team":"nlp","state":"running","tsMs":"12","seq":3,"future":[1]})",
+           R"({"job_id":"j-1","team":"n\u006cp","state":"running","ts_ms":"12","seq":"3"})",
+       }) {
+    pb::JobEvent fast, got;
+    CHECK_FALSE(spec::read_event_json_fast(json, &fast));
+    REQUIRE(spec::read_event_json(json, &got));
+    CHECK(same(got, want));
+  }
+  pb::JobEvent got;
+  CHECK_FALSE(spec::read_event_json("{\"job_id\":", &got));
+  CHECK_FALSE(spec::read_event_json("", &got));
+  CHECK_FALSE(spec::read_event_json("[]", &got));
 }
