@@ -34,8 +34,9 @@ struct Waiter {
 };
 
 struct Pending {
-  pb::JobRecord rec;
-  std::string key;  // idempotency key ("" when none)
+  std::string record;  // the serialized JobRecord: the intake's bytes, then the job supervisor's
+  std::string idempotency_key;  // as the spec gives it
+  std::string key;              // team/idempotency key ("" when none)
   std::vector<Waiter> waiters;
   uint64_t stream_seq = 0;  // from the enqueue consumer: acknowledged once recorded
   std::string team;
@@ -229,20 +230,23 @@ void submit(Self self, const Inbound& in) {
   ++st.queued[team];  // until the job first leaves `queued` (unqueued_atom) or is not recorded
   auto job_id = new_job_id(self);
   Pending pend;
-  pend.rec = submission::make_record(std::move(s), adm, st.cfg, st.opts.checkpoint_root, job_id,
-                                     st.next_seq, st.w.now_ms());
+  {
+    auto rec = submission::make_record(std::move(s), adm, st.cfg, st.opts.checkpoint_root, job_id,
+                                       st.next_seq, st.w.now_ms());
+    pend.idempotency_key = rec.spec().idempotency_key();
+    rec.SerializeToString(&pend.record);  // once: the stream's record and the supervisor's
+  }
   pend.key = key;
   pend.team = team;
   pend.fingerprint = std::move(fp);
   pend.waiters.push_back(w);
   pend.stream_seq = in.stream_seq;
   consumer.handed_on = true;
-  std::string bytes;
-  pend.rec.SerializeToString(&bytes);
+  std::vector<uint8_t> bytes(pend.record.begin(), pend.record.end());
   if (!key.empty()) st.pending_keys[key] = job_id;
   st.pending.emplace(job_id, std::move(pend));
   RouterActor me{self};
-  st.intake->append(subjects::intake(team), std::vector<uint8_t>(bytes.begin(), bytes.end()),
+  st.intake->append(subjects::intake(team), std::move(bytes),
                     submission::intake_msg_id(team, key, in.reply, in.data, job_id),
                     [me, job_id](Intake::Appended a) {
                       caf::anon_send(me, intake_atom_v, job_id, a.ok, a.duplicate,
@@ -256,8 +260,7 @@ void submit(Self self, const Inbound& in) {
 void on_duplicate(Self self, Pending pend, const std::string& original) {
   auto& st = self->state;
   unqueue(st, pend.team);
-  auto a =
-      submission::answer_duplicate(original, pend.rec.spec().idempotency_key(), pend.fingerprint);
+  auto a = submission::answer_duplicate(original, pend.idempotency_key, pend.fingerprint);
   if (a.job_id.empty()) {
     ++st.n.intake_errors;  // a consumer-delivered one is redelivered (not acknowledged)
     spdlog::warn("intake: {}", a.verdict.error);
@@ -303,9 +306,7 @@ void on_intake(Self self, const std::string& job_id, bool ok, bool duplicate,
     st.keys[pend.key] = job_id;
     st.fingerprints[pend.key] = pend.fingerprint;
   }
-  std::string bytes;
-  pend.rec.SerializeToString(&bytes);
-  self->send(st.w.jobs, spawn_atom_v, job_id, std::move(bytes));
+  self->send(st.w.jobs, spawn_atom_v, job_id, std::move(pend.record));
   for (const auto& w : pend.waiters) reply_submit(self, w, job_id, {});
 }
 
@@ -647,8 +648,11 @@ RouterActor::behavior_type router_behavior(Self self, OutboxPtr out, IntakePtr i
         read_history(self, id, team, reply, FromEvents::status);
       },
       [=](purged_atom, const std::string& key, const std::string& job_id) {
-        auto& keys = self->state.keys;
-        if (auto it = keys.find(key); it != keys.end() && it->second == job_id) keys.erase(it);
+        auto& st = self->state;
+        if (auto it = st.keys.find(key); it != st.keys.end() && it->second == job_id) {
+          st.keys.erase(it);
+          st.fingerprints.erase(key);  // the key's spec, known only while the key is
+        }
       },
       [=](history_atom, const std::string& id, const std::string& team, const std::string& reply,
           bool) { read_history(self, id, team, reply, FromEvents::history_if_any); },

@@ -877,6 +877,16 @@ KeyValue::~KeyValue() {
   if (kv_ != nullptr) kvStore_Destroy(kv_);
 }
 
+uint64_t KeyValue::stored_count() {
+  jsStreamInfo* si = nullptr;
+  jsErrCode jerr = static_cast<jsErrCode>(0);
+  if (js_GetStreamInfo(&si, js_->raw(), ("KV_" + bucket_).c_str(), nullptr, &jerr) != NATS_OK)
+    return 0;
+  uint64_t n = si->State.Msgs;
+  jsStreamInfo_Destroy(si);
+  return n;
+}
+
 std::optional<KvEntry> KeyValue::get(const std::string& key, bool* failed) {
   kvEntry* e = nullptr;
   natsStatus s = kvStore_Get(&e, kv_, key.c_str());

@@ -247,6 +247,9 @@ class KeyValue {
   // The newest entry of `key`; nullopt when there is none, or when the
   // bucket could not be read (`*failed` true then).
   std::optional<KvEntry> get(const std::string& key, bool* failed = nullptr);
+  // How many messages the bucket's stream holds (about one per key: values
+  // and purge markers), 0 when it did not answer: a reader sizes its maps.
+  uint64_t stored_count();
   // Compare-and-set: writes `value` when the key's revision is `expected`
   // (0: the key must not exist yet). Returns the new revision, or 0 with
   // `*conflict` true when another writer changed the key first.

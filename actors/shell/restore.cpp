@@ -4,9 +4,12 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <csignal>
 #include <cstdio>
+#include <deque>
 #include <future>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <utility>
@@ -58,6 +61,57 @@ StreamRead read_streams(bus::JetStream& js, int64_t since) {
   return r;
 }
 
+// The bucket's entries, taken off the bus by one thread and parsed and
+// applied by another, in the order read: a restore of a million jobs is
+// bound by those two halves on two cores, not by one of them. Batches of
+// kBatch; at most kAhead batches wait, so memory stays bounded.
+class EntryPipe {
+ public:
+  struct Entry {
+    std::string key, value;
+    uint64_t revision = 0;
+  };
+  using Batch = std::vector<Entry>;
+  static constexpr size_t kBatch = 512, kAhead = 16;
+
+  void add(std::string_view key, std::string_view value, uint64_t revision) {
+    filling_.push_back(Entry{std::string(key), std::string(value), revision});
+    if (filling_.size() == kBatch) send();
+  }
+  // No more entries: what is left goes, then the taker sees the end.
+  void close() {
+    if (!filling_.empty()) send();
+    std::lock_guard<std::mutex> lock(mu_);
+    closed_ = true;
+    cv_.notify_all();
+  }
+  // The next batch; false after the last.
+  bool take(Batch* out) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return !ready_.empty() || closed_; });
+    if (ready_.empty()) return false;
+    *out = std::move(ready_.front());
+    ready_.pop_front();
+    cv_.notify_all();
+    return true;
+  }
+
+ private:
+  void send() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return ready_.size() < kAhead; });
+    ready_.push_back(std::move(filling_));
+    filling_ = Batch();
+    filling_.reserve(kBatch);
+    cv_.notify_all();
+  }
+  Batch filling_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Batch> ready_;
+  bool closed_ = false;
+};
+
 bool read_state(bus::KeyValue& kv, bus::JetStream& js, Restored& out) {
   // The streams from a while before the last complete flush: a clock margin
   // (the stream stamps messages with the server's clock), and events still
@@ -74,12 +128,23 @@ bool read_state(bus::KeyValue& kv, bus::JetStream& js, Restored& out) {
   auto streams = std::async(std::launch::async, [&js, since] { return read_streams(js, since); });
 
   auto t0 = std::chrono::steady_clock::now();
-  bool whole =
-      kv.read_each(5000, [&](std::string_view key, std::string_view value, uint64_t revision) {
+  out.revisions.reserve(kv.stored_count());  // no rehash of a million keys as they come
+  EntryPipe pipe;
+  auto applied = std::async(std::launch::async, [&pipe, &out] {
+    EntryPipe::Batch batch;
+    while (pipe.take(&batch)) {
+      for (const auto& e : batch) {
         // A purged key is never written again: its revision is not kept.
-        if (!value.empty()) out.revisions[std::string(key)] = revision;
-        if (key != KvSnapshotStore::kFlushedKey) recovery::add_snapshot(out.state, key, value);
-      });
+        if (!e.value.empty()) out.revisions[e.key] = e.revision;
+        if (e.key != KvSnapshotStore::kFlushedKey)
+          recovery::add_snapshot(out.state, e.key, e.value);
+      }
+    }
+  });
+  bool whole = kv.read_each(5000, [&pipe](std::string_view key, std::string_view value,
+                                          uint64_t revision) { pipe.add(key, value, revision); });
+  pipe.close();
+  applied.get();
   out.kv_ms = ms_since(t0);
   auto read = streams.get();
   out.intake_ms = read.intake_ms;
@@ -130,7 +195,7 @@ std::unique_ptr<Restore> restore(Bus& bus, Leadership& lead, const Options& o, s
                              : Mode::coalesced,
       o.flush_ms, [] { kill(getpid(), SIGUSR2); },
       [lease = &lead.lease()] { return lease->still_ours(); });
-  r->store->seed(r->read.revisions);
+  r->store->seed(std::move(r->read.revisions));  // not read again
   r->store->start();
   // Events the killed scheduler published but never saw stored (1 s of clock
   // margin past the start of the read): announced again, identical.
@@ -189,7 +254,7 @@ void Restore::complete(Options& o, const Leadership& lead, const Bus& bus) const
 
 Restore::~Restore() = default;
 
-void seed(const Wiring& w, const Restore& r) {
+void seed(const Wiring& w, Restore& r) {
   const auto& rs = r.read.state;
   // The router also learns each key's spec fingerprint (idempotency_conflict)
   // and, per restored job still awaiting its first start, its team
@@ -207,8 +272,9 @@ void seed(const Wiring& w, const Restore& r) {
   caf::anon_send(w.router, atoms::restore_atom_v, recovery::idempotency_keys(rs),
                  static_cast<uint64_t>(recovery::max_seq(rs)), std::move(fingerprints),
                  std::move(unstarted));
-  caf::anon_send(w.nodes, atoms::restore_atom_v, r.node_records);
-  caf::anon_send(w.jobs, atoms::restore_atom_v, r.job_records);
+  // Moved, not copied: a million records are half a gigabyte.
+  caf::anon_send(w.nodes, atoms::restore_atom_v, std::move(r.node_records));
+  caf::anon_send(w.jobs, atoms::restore_atom_v, std::move(r.job_records));
 }
 
 void report(const Restore& r, uint64_t epoch) {

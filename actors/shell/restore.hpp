@@ -53,7 +53,7 @@ struct Restore {
 std::unique_ptr<Restore> restore(Bus& bus, Leadership& lead, const Options& o, std::string* err);
 
 // Hands the restored records to the router, the node and the job supervisors.
-void seed(const Wiring& w, const Restore& r);
+void seed(const Wiring& w, Restore& r);  // hands over (moves) the records
 
 // The leader's line on stderr after the restore.
 void report(const Restore& r, uint64_t epoch);

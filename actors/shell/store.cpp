@@ -80,6 +80,15 @@ void KvSnapshotStore::run() {
       lock.unlock();
       flush(std::move(batch), started);
       lock.lock();
+    } else if (!fenced_ && !stopping && failed_.empty()) {
+      // Nothing waits and nothing failed: every change made before now is
+      // stored. Said once a second at most, and only while still the leader.
+      int64_t now = system_now_ms();
+      if (now - marked_ms_ >= kIdleMarkMs) {
+        lock.unlock();
+        if (still_leader_()) mark_flushed(now);
+        lock.lock();
+      }
     }
     if (stopping) return;
   }
@@ -139,11 +148,15 @@ void KvSnapshotStore::flush(std::unordered_map<std::string, std::string> batch,
   }
   // Every change made before `started_ms` is now stored: a restore reads the
   // streams only from there on.
-  if (failed_.empty()) {
-    auto r = kv_.write_all({{kFlushedKey, std::to_string(started_ms), revs_[kFlushedKey]}}, 10000)
-                 .front();
-    if (r.revision != 0) revs_[kFlushedKey] = r.revision;
-  }
+  if (failed_.empty()) mark_flushed(started_ms);
+}
+
+void KvSnapshotStore::mark_flushed(int64_t started_ms) {
+  auto r =
+      kv_.write_all({{kFlushedKey, std::to_string(started_ms), revs_[kFlushedKey]}}, 10000).front();
+  if (r.revision == 0) return;
+  revs_[kFlushedKey] = r.revision;
+  marked_ms_ = started_ms;
 }
 
 // --- events -----------------------------------------------------------------------

@@ -31,6 +31,12 @@ namespace troupe {
 // lease is still ours: then nats-server lost writes it had acknowledged (it
 // was killed before its file store flushed them), the key's current revision
 // is read and the write goes again with the next flush.
+//
+// After a flush that wrote every key, and every second while nothing
+// changes, it writes the flush marker (kFlushedKey: every change made before
+// that time is stored), so a restore reads the streams only from 15 s before
+// it (actors/shell/restore.cpp) — not from the last busy moment, however long
+// ago that was.
 class KvSnapshotStore : public SnapshotStore {
  public:
   enum class Mode { coalesced, sync, off };
@@ -49,10 +55,12 @@ class KvSnapshotStore : public SnapshotStore {
   const Counters& counters() const { return n_; }
 
   static constexpr const char* kFlushedKey = "meta.flushed_ms";
+  static constexpr int64_t kIdleMarkMs = 1000;  // the marker's pace while nothing changes
 
  private:
   void run();
   void flush(std::unordered_map<std::string, std::string> batch, int64_t started_ms);
+  void mark_flushed(int64_t started_ms);
   bus::KeyValue& kv_;
   Mode mode_;
   int flush_ms_;
@@ -65,6 +73,7 @@ class KvSnapshotStore : public SnapshotStore {
   std::set<std::string> failed_;                    // keys whose last write failed (writer side)
   bool stop_ = false;
   bool fenced_ = false;
+  int64_t marked_ms_ = 0;  // when the flush marker was last written (writer side)
   Counters n_;
   std::thread thread_;
 };

@@ -20,6 +20,8 @@
 #
 # SCHED_ARGS (environment) is added to troupe-scheduler's arguments, e.g.
 # SCHED_ARGS="--snapshots sync" to compare snapshot modes (docs/recovery.md).
+# AGE_S (environment, recovery): seconds between the last submission and
+# the kill (default 2).
 # SECURE=1 (environment): the production configuration of docs/security.md —
 # nats-server in operator mode over TLS with the identities `troupe auth`
 # makes; the scheduler, the fleet (one fleet identity) and troupe-load (the
@@ -201,7 +203,10 @@ case "$MEASURE" in
     "$BIN/troupe-load" --nats "$URL" --jobs "$JOBS" --rate 0 --mix 1gpu --teams t1,t2,t3,t4 \
       --gpu-type h100 --deadline-s 1 --scheduler-pid "$SCHED" --json --no-progress \
       | python3 -c 'import json,sys; r=json.load(sys.stdin); print("state: %d jobs acknowledged at %.0f/s" % (r["acknowledged"], r["submit_rate_per_s"]))' || true
-    sleep 2  # let the last snapshots flush (a kill -9 any earlier is what the tests do)
+    # Let the last snapshots flush (a kill -9 any earlier is what the tests
+    # do). AGE_S=20: the jobs are older than the stream reads' 15 s margin
+    # before the last flush, so the restore reads the KV bucket only.
+    sleep "${AGE_S:-2}"
     kill -9 "$SCHED"; wait "$SCHED" 2>/dev/null || true
     start=$(date +%s%N)
     cpu_start

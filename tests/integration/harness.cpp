@@ -862,6 +862,18 @@ RunResult Cluster::run_cli(const std::vector<std::string>& args, Clock::duration
   return run_program(argv, dir(), label, timeout, &dump_, client_env());
 }
 
+StateBucket open_state_bucket(Cluster& c) {
+  StateBucket b;
+  std::string err;
+  b.js = bus::JetStream::open(c.conn(), &err);
+  INFO("JetStream: " << err);
+  REQUIRE(b.js);
+  b.kv = bus::KeyValue::open(*b.js, subjects::kStateBucket, &err);
+  INFO("KV: " << err);
+  REQUIRE(b.kv);
+  return b;
+}
+
 GpuReplay replay_gpus(const std::vector<Event>& events) {
   GpuReplay r;
   std::map<std::pair<std::string, int>, std::string> held;

@@ -368,6 +368,14 @@ struct GpuReplay {
 };
 GpuReplay replay_gpus(const std::vector<Event>& events);
 
+// The scheduler's KV bucket (TROUPE_STATE) on the cluster's connection, for
+// tests that read what is stored; the test fails when it cannot be opened.
+struct StateBucket {
+  std::unique_ptr<bus::JetStream> js;
+  std::unique_ptr<bus::KeyValue> kv;  // refers to js
+};
+StateBucket open_state_bucket(Cluster& c);
+
 // A JSON job spec: team, command, GPUs per worker, workers.
 Json job_spec(const std::string& team, const std::vector<std::string>& command, int gpus = 1,
               int workers = 1);

@@ -572,14 +572,7 @@ TEST_CASE("history: without --events-max-bytes the events stream is bounded by t
 namespace {
 // Whether the KV bucket holds a value for job `id` (a purged key reads as none).
 bool job_key_stored(Cluster& c, const std::string& id) {
-  std::string err;
-  auto js = bus::JetStream::open(c.conn(), &err);
-  INFO("JetStream: " << err);
-  REQUIRE(js);
-  auto kv = bus::KeyValue::open(*js, subjects::kStateBucket, &err);
-  INFO("KV: " << err);
-  REQUIRE(kv);
-  auto e = kv->get("job." + id);
+  auto e = open_state_bucket(c).kv->get("job." + id);
   return e.has_value() && !e->value.empty();
 }
 bool listed(Cluster& c, const std::string& team, const std::string& id) {

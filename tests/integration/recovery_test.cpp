@@ -446,3 +446,34 @@ TEST_CASE(
   CHECK(listed == acked);
   CHECK(list["jobs"].size() == ids.size());
 }
+
+TEST_CASE(
+    "an idle leader moves its flush marker on, so a restore reads the streams only from 15 s "
+    "before now, not from its last busy moment",
+    "[integration][recovery]") {
+  Cluster c(ClusterOptions{}.node("n1", 1));
+  REQUIRE(c.wait_nodes_alive(1, 20s));
+  Json spec = job_spec("t1", {"true"});
+  auto id = c.submit_ok("t1", spec);
+  REQUIRE(c.wait_terminal(id, 30s));
+
+  auto bucket = open_state_bucket(c);
+  auto marker = [&] {
+    auto e = bucket.kv->get("meta.flushed_ms");
+    return e ? std::atoll(e->value.c_str()) : 0LL;
+  };
+  // Nothing happens from here on: the job ended, the node is idle. The
+  // marker still comes to stand for a time after this one.
+  const long long idle_since = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count();
+  long long seen = 0;
+  bool moved = poll_until(
+      [&] {
+        seen = marker();
+        return seen > idle_since + 1000;
+      },
+      10s);
+  INFO("marker " << seen << ", idle since " << idle_since);
+  CHECK(moved);
+}
