@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <deque>
 #include <mutex>
+#include <random>
 #include <thread>
 
 #include "actors/submission.hpp"
@@ -36,6 +37,11 @@ struct StandbyFront::Impl : std::enable_shared_from_this<StandbyFront::Impl> {
     }
     limits.priority_classes = cfg.class_names();
     id_prefix = submission::job_id_prefix(system_now_ms());
+    // Its job numbers start at a random point of 2^40: two processes that
+    // start in the same millisecond share a prefix, and two standbys'
+    // fronts (or a front and a leader) must still never hand out one id.
+    std::random_device rd;
+    id_base = ((uint64_t{rd()} << 32) | rd()) & ((uint64_t{1} << 40) - 1);
   }
 
   Bus& bus;
@@ -44,6 +50,7 @@ struct StandbyFront::Impl : std::enable_shared_from_this<StandbyFront::Impl> {
   std::string checkpoint_root;
   std::string id_prefix;
   uint64_t next_seq = 0;  // the worker's only
+  uint64_t id_base = 0;   // job ids: id_prefix + (id_base + next_seq), base 36
 
   std::mutex mu;
   std::condition_variable cv;
@@ -113,7 +120,7 @@ struct StandbyFront::Impl : std::enable_shared_from_this<StandbyFront::Impl> {
     std::string key = submission::key_of(team, s);
     std::string idem = s.idempotency_key();
     std::string fp = key.empty() ? std::string() : spec::fingerprint(s);
-    std::string job_id = submission::job_id(id_prefix, ++next_seq);
+    std::string job_id = submission::job_id(id_prefix, id_base + ++next_seq);
     auto rec = submission::make_record(std::move(s), read.adm, cfg, checkpoint_root, job_id,
                                        next_seq, system_now_ms());
     std::string bytes;
