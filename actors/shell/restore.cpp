@@ -194,7 +194,8 @@ std::unique_ptr<Restore> restore(Bus& bus, Leadership& lead, const Options& o, s
       : o.snapshots == "off" ? Mode::off
                              : Mode::coalesced,
       o.flush_ms, [] { kill(getpid(), SIGUSR2); },
-      [lease = &lead.lease()] { return lease->still_ours(); });
+      [lease = &lead.lease()] { return lease->still_ours(); },
+      [events = bus.events.get()] { return events->awaiting() == 0; });
   r->store->seed(std::move(r->read.revisions));  // not read again
   r->store->start();
   // Events the killed scheduler published but never saw stored (1 s of clock

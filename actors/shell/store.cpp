@@ -8,12 +8,14 @@ namespace troupe {
 
 KvSnapshotStore::KvSnapshotStore(bus::KeyValue& kv, Mode mode, int flush_ms,
                                  std::function<void()> on_fenced,
-                                 std::function<bool()> still_leader)
+                                 std::function<bool()> still_leader,
+                                 std::function<bool()> events_settled)
     : kv_(kv),
       mode_(mode),
       flush_ms_(flush_ms),
       on_fenced_(std::move(on_fenced)),
-      still_leader_(std::move(still_leader)) {}
+      still_leader_(std::move(still_leader)),
+      events_settled_(std::move(events_settled)) {}
 
 void KvSnapshotStore::seed(std::unordered_map<std::string, uint64_t> revisions) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -82,9 +84,11 @@ void KvSnapshotStore::run() {
       lock.lock();
     } else if (!fenced_ && !stopping && failed_.empty()) {
       // Nothing waits and nothing failed: every change made before now is
-      // stored. Said once a second at most, and only while still the leader.
+      // stored. Said once a second at most, only while still the leader and
+      // while no event awaits its storing (one whose publish keeps failing
+      // must stay within a restore's reach, to be announced again).
       int64_t now = system_now_ms();
-      if (now - marked_ms_ >= kIdleMarkMs) {
+      if (now - marked_ms_ >= kIdleMarkMs && events_settled_()) {
         lock.unlock();
         if (still_leader_()) mark_flushed(now);
         lock.lock();
@@ -187,12 +191,19 @@ std::string EventPublisher::msg_id(const std::string& subject, std::string_view 
 
 void EventPublisher::publish(const std::string& subject, const void* data, size_t size,
                              std::function<void()> stored) {
-  std::string payload(static_cast<const char*>(data), size);
+  ++awaiting_;  // until the stream confirms it (a failed one is sent again: still awaited)
+  send(subject, std::string(static_cast<const char*>(data), size), std::move(stored));
+}
+
+void EventPublisher::send(std::string subject, std::string payload, std::function<void()> stored) {
   auto id = msg_id(subject, payload);
-  js_.publish_async(subject, payload.data(), payload.size(), id,
+  const auto* data = payload.data();
+  const size_t size = payload.size();
+  js_.publish_async(subject, data, size, id,
                     [this, subject, payload, stored = std::move(stored)](
                         bool ok, bool, const std::string&) mutable {
                       if (ok) {
+                        --awaiting_;
                         if (stored) stored();
                         return;
                       }
@@ -211,7 +222,7 @@ void EventPublisher::run() {
     lock.unlock();
     for (auto& f : again) {
       ++retried_;
-      publish(f.subject, f.payload.data(), f.payload.size(), std::move(f.stored));
+      send(std::move(f.subject), std::move(f.payload), std::move(f.stored));
     }
     lock.lock();
   }

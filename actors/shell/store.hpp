@@ -33,9 +33,10 @@ namespace troupe {
 // is read and the write goes again with the next flush.
 //
 // After a flush that wrote every key, and every second while nothing
-// changes, it writes the flush marker (kFlushedKey: every change made before
-// that time is stored), so a restore reads the streams only from 15 s before
-// it (actors/shell/restore.cpp) — not from the last busy moment, however long
+// changes and no job event awaits its storing (`events_settled`), it writes
+// the flush marker (kFlushedKey: every change made before that time is
+// stored), so a restore reads the streams only from 15 s before it
+// (actors/shell/restore.cpp) — not from the last busy moment, however long
 // ago that was.
 class KvSnapshotStore : public SnapshotStore {
  public:
@@ -45,7 +46,8 @@ class KvSnapshotStore : public SnapshotStore {
   };
   KvSnapshotStore(
       bus::KeyValue& kv, Mode mode, int flush_ms, std::function<void()> on_fenced,
-      std::function<bool()> still_leader = [] { return false; });
+      std::function<bool()> still_leader = [] { return false; },
+      std::function<bool()> events_settled = [] { return true; });
   ~KvSnapshotStore() override;  // writes what is pending, then stops
   // Revisions of the keys as restored (the CAS base of their next write).
   void seed(std::unordered_map<std::string, uint64_t> revisions);
@@ -66,6 +68,7 @@ class KvSnapshotStore : public SnapshotStore {
   int flush_ms_;
   std::function<void()> on_fenced_;
   std::function<bool()> still_leader_;
+  std::function<bool()> events_settled_;  // no job event awaits its storing (idle marker)
   std::mutex mu_;
   std::condition_variable cv_;
   std::unordered_map<std::string, std::string> dirty_;
@@ -92,10 +95,14 @@ class EventPublisher {
   void publish(const std::string& subject, const void* data, size_t size,
                std::function<void()> stored = {});
   int64_t retried() const { return retried_.load(); }
+  // Events published whose storing the stream has not confirmed yet (in
+  // flight, or failed and waiting to be sent again).
+  int64_t awaiting() const { return awaiting_.load(); }
   static std::string msg_id(const std::string& subject, std::string_view json);
 
  private:
   void run();
+  void send(std::string subject, std::string payload, std::function<void()> stored);
   bus::JetStream& js_;
   int retry_ms_;
   std::mutex mu_;
@@ -107,6 +114,7 @@ class EventPublisher {
   std::vector<Failed> failed_;
   bool stop_ = false;
   std::atomic<int64_t> retried_{0};
+  std::atomic<int64_t> awaiting_{0};
   std::thread thread_;
 };
 
