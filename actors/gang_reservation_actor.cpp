@@ -79,6 +79,7 @@ void placed(Self self) {
   a.nodes = st.c.names;
   a.hosts = st.c.hosts;
   a.gpus = st.gpus;
+  a.pool = st.t.req.pool;
   self->send(st.queue, placed_atom_v, std::move(a));
   self->quit();
 }

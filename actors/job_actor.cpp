@@ -150,7 +150,7 @@ void enqueue(Self self) {
 // to the arbiter. Called after the event that ends the attempt is out.
 void release_holds(Self self, const std::string& job_id, int attempt,
                    const std::vector<std::string>& nodes) {
-  self->send(self->state.w.arbiter, done_atom_v, job_id);
+  self->send(self->state.w.arbiter, done_atom_v, job_id, self->state.rec.pool());
   for (size_t rank = 0; rank < nodes.size(); ++rank)
     to_node(self, nodes[rank],
             Envelope{wire::release(policy::hold_id(job_id, attempt, static_cast<int>(rank)),
@@ -362,7 +362,7 @@ void on_checkpointed(Self self, const wire::Checkpointed* c) {
   r.set_last_checkpoint(path);
   r.set_last_checkpoint_ms(c->ts_ms());
   save(self);
-  self->send(self->state.w.arbiter, checkpoint_atom_v, r.job_id(),
+  self->send(self->state.w.arbiter, checkpoint_atom_v, r.job_id(), r.pool(),
              static_cast<int64_t>(c->ts_ms()));
 }
 
@@ -404,7 +404,7 @@ void on_placed(Self self, const Assignment& a) {
     // the attempt that runs. What is not the running attempt's own goes back,
     // and only if never launched.
     bool current = a.attempt == r.attempt() && placed(self->state.phase);
-    if (!current) self->send(self->state.w.arbiter, done_atom_v, a.job_id);
+    if (!current) self->send(self->state.w.arbiter, done_atom_v, a.job_id, a.pool);
     for (size_t rank = 0; rank < a.nodes.size(); ++rank) {
       int k = static_cast<int>(rank);
       if (current && k < r.placement_size() && r.placement(k).node() == a.nodes[rank]) continue;

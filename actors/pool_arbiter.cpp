@@ -6,6 +6,7 @@
 #include <chrono>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <tuple>
 #include <unordered_map>
@@ -62,12 +63,12 @@ struct Running {
 };
 
 struct Figures {
-  int64_t preemptions = 0;                 // victim jobs asked to stop
-  double gpu_seconds_lost = 0;             // work since their last checkpoint x GPUs
-  std::map<std::string, int64_t> retries;  // by cause ("user:exit_code", "infra:node_lost", ...)
+  int64_t preemptions = 0;      // victim jobs asked to stop
+  double gpu_seconds_lost = 0;  // work since their last checkpoint x GPUs
 };
 
 struct ArbiterState {
+  std::string pool;  // the one pool this arbiter plans
   Wiring w;
   OutboxPtr out;
   Figures figures;
@@ -92,14 +93,29 @@ struct ArbiterState {
   int64_t last_tick_ms = 0;
   int64_t grants = 0;
   bool fifo = false;  // --policy fifo: the comparison baseline
+  // Rounds at most one per round_gap, on CAF's clock (the timers' clock).
+  std::chrono::microseconds round_gap{0};
+  std::optional<caf::actor_clock::time_point> last_round;
   static inline const char* name = "pool_arbiter";
 };
 
 using Self = ArbiterActor::stateful_pointer<ArbiterState>;
 
+// A round after the messages already queued (they coalesce into it), and no
+// sooner than round_gap after the last one: under load a round plans for
+// what a millisecond brought, not for each message.
 void schedule_round(Self self) {
-  if (self->state.round_pending) return;
-  self->state.round_pending = true;
+  auto& st = self->state;
+  if (st.round_pending) return;
+  st.round_pending = true;
+  if (st.last_round && st.round_gap.count() > 0) {
+    auto wait = *st.last_round + st.round_gap - self->clock().now();
+    if (wait.count() > 0) {
+      self->delayed_send(self, std::chrono::duration_cast<std::chrono::microseconds>(wait),
+                         round_atom_v);
+      return;
+    }
+  }
   self->send(self, round_atom_v);
 }
 
@@ -225,12 +241,13 @@ void preempt_if_needed(Self self, const std::string& pool, const policy::RoundOu
 void run_round(Self self) {
   auto& st = self->state;
   st.round_pending = false;
+  st.last_round = self->clock().now();
   account_idle(self);
   int64_t now = self->state.w.now_ms();
-  std::set<std::string> pools;
-  for (const auto& [team, td] : st.teams)
-    for (const auto& t : td.tickets) pools.insert(t.req.pool);
-  for (const auto& pool : pools) {
+  bool wanted = false;
+  for (const auto& [team, td] : st.teams) wanted = wanted || !td.tickets.empty();
+  if (wanted) {
+    const std::string& pool = st.pool;
     policy::RoundInput in;
     in.pool = pool;
     in.nodes = std::move(st.caps);  // lent to the round, taken back below (no copy)
@@ -290,6 +307,8 @@ void run_round(Self self) {
           st.teams[team_names[g.team]].tickets[ticket_index[g.team][g.demand]].job_id);
     for (auto& [team, jobs] : granted)
       if (auto& q = st.teams[team].queue) self->send(q, granted_atom_v, std::move(jobs));
+    std::vector<Grant> batch;
+    batch.reserve(out.grants.size());
     for (const auto& g : out.grants) {
       auto& td = st.teams[team_names[g.team]];
       JobTicket ticket = td.tickets[ticket_index[g.team][g.demand]];
@@ -308,8 +327,9 @@ void run_round(Self self) {
       // The grant goes to the one placement path: a gang reservation (one
       // worker or many) reserves and commits on these nodes, then tells the
       // team's queue placed/unplaced, which tells this actor.
-      self->send(st.w.gangs, spawn_atom_v, std::move(ticket), std::move(c), td.queue);
+      batch.push_back(Grant{std::move(ticket), std::move(c), td.queue});
     }
+    if (!batch.empty()) self->send(st.w.gangs, spawn_atom_v, std::move(batch));
   }
 }
 
@@ -317,11 +337,13 @@ void reply(Self self, const std::string& to, const std::string& json) {
   if (!to.empty()) self->state.out->publish(to, json);
 }
 
-// What troupe.sys.queues shows (actors/views.hpp builds the JSON).
+// This pool's part of what troupe.sys.queues shows (the front puts the
+// pools' parts together; actors/views.hpp builds the JSON): its row and its
+// teams' rows, when the config names the pool.
 views::Queues queues_view(const ArbiterState& st) {
   views::Queues v;
   std::set<std::string> pool_names;
-  for (const auto& p : st.cfg.pools) pool_names.insert(p.name);
+  if (st.cfg.pool(st.pool)) pool_names.insert(st.pool);
   for (const auto& pool : pool_names) {
     views::PoolRow row;
     row.pool = pool;
@@ -379,27 +401,25 @@ views::Queues queues_view(const ArbiterState& st) {
   v.grants = st.grants;
   v.preemptions = st.figures.preemptions;
   v.gpu_seconds_lost = st.figures.gpu_seconds_lost;
-  v.retries = st.figures.retries;
   return v;
 }
 
 void apply_config(Self self, const std::string& text) {
   auto& st = self->state;
-  policy::ClusterConfig cfg = policy::open_config();
-  if (!text.empty()) {
-    if (auto err = policy::load_config(text, cfg); !err.empty()) {
-      spdlog::error("pool arbiter: config refused: {}", err);
-      return;
-    }
+  if (auto err = policy::load_config_or_open(text, st.cfg); !err.empty()) {
+    spdlog::error("pool arbiter: config refused: {}", err);  // (the front checked it)
+    return;
   }
-  st.cfg = std::move(cfg);
   for (size_t i = 0; i < st.caps.size(); ++i)
     st.caps[i].pool = st.cfg.pool_of_node(st.named_pool[i], st.caps[i].gpu_type);
   st.capidx.rebuild(st.caps);
   schedule_round(self);
 }
 
-ArbiterActor::behavior_type arbiter_behavior(Self self, OutboxPtr out, bool fifo) {
+ArbiterActor::behavior_type arbiter_behavior(Self self, OutboxPtr out, bool fifo,
+                                             int64_t round_gap_us, std::string pool) {
+  self->state.pool = std::move(pool);
+  self->state.round_gap = std::chrono::microseconds(round_gap_us);
   self->state.out = std::move(out);
   self->state.fifo = fifo;
   self->delayed_send(self, kTick, tick_atom_v);
@@ -413,7 +433,9 @@ ArbiterActor::behavior_type arbiter_behavior(Self self, OutboxPtr out, bool fifo
         auto it = st.index.find(c.name);
         // What the node said, less the grants it has not heard of yet.
         if (it != st.index.end()) st.overlay.apply(it->second, holds, c);
-        bool more = true;
+        // Every pool's arbiter knows every node (a config may move one to
+        // another pool); only a change in its own pool asks for a round.
+        bool more = c.pool == st.pool;
         if (it == st.index.end()) {
           st.index.emplace(c.name, st.caps.size());
           st.capidx.set(st.caps.size(), c);
@@ -422,9 +444,11 @@ ArbiterActor::behavior_type arbiter_behavior(Self self, OutboxPtr out, bool fifo
           st.named_pool.push_back(named);
         } else {
           auto& old = st.caps[it->second];
-          more = c.gpus_free > old.gpus_free || c.cpus_free > old.cpus_free ||
-                 c.memory_free_mb > old.memory_free_mb || c.alive != old.alive ||
-                 c.schedulable != old.schedulable || c.runtime != old.runtime;
+          more =
+              (more || old.pool == st.pool) &&
+              (c.pool != old.pool || c.gpus_free > old.gpus_free || c.cpus_free > old.cpus_free ||
+               c.memory_free_mb > old.memory_free_mb || c.alive != old.alive ||
+               c.schedulable != old.schedulable || c.runtime != old.runtime);
           old = c;
           st.capidx.set(it->second, c);
           st.actors[it->second] = node;
@@ -432,8 +456,8 @@ ArbiterActor::behavior_type arbiter_behavior(Self self, OutboxPtr out, bool fifo
         }
         if (more) schedule_round(self);
       },
-      [=](demand_atom, const std::string& team, std::vector<JobTicket>& tickets, int32_t jobs,
-          int32_t gpus, const TeamQueueActor& sender) {
+      [=](demand_atom, const std::string& team, const std::string&, std::vector<JobTicket>& tickets,
+          int32_t jobs, int32_t gpus, const TeamQueueActor& sender) {
         auto& td = self->state.teams[team];
         // A new queue actor (the old one crashed): the grants it was carrying
         // out died with it. Their jobs are in the new queue's demand again.
@@ -484,11 +508,11 @@ ArbiterActor::behavior_type arbiter_behavior(Self self, OutboxPtr out, bool fifo
                          td.tickets.end());
         schedule_round(self);
       },
-      [=](unplaced_atom, const std::string& team, const std::string& job_id) {
+      [=](unplaced_atom, const std::string& team, const std::string&, const std::string& job_id) {
         forget_grant(self->state, self->state.teams[team], job_id);
         schedule_round(self);
       },
-      [=](done_atom, const std::string& job_id) {
+      [=](done_atom, const std::string& job_id, const std::string&) {
         auto& st = self->state;
         if (auto it = st.running.find(job_id); it != st.running.end()) {
           const auto& r = it->second;
@@ -500,12 +524,12 @@ ArbiterActor::behavior_type arbiter_behavior(Self self, OutboxPtr out, bool fifo
       },
       [=](config_atom, const std::string& text) { apply_config(self, text); },
       [=](const Wiring& w) { self->state.w = w; },
-      [=](checkpoint_atom, const std::string& job_id, int64_t ts) {
+      [=](checkpoint_atom, const std::string& job_id, const std::string&, int64_t ts) {
         if (auto it = self->state.running.find(job_id); it != self->state.running.end())
           it->second.last_checkpoint_ms = ts;
       },
-      [=](retried_atom, const std::string& cause, const std::string& kind) {
-        ++self->state.figures.retries[kind + ":" + cause];
+      [=](retried_atom, const std::string&, const std::string&) {
+        // Counted by the front.
       },
       [=](round_atom) { run_round(self); },
       [=](tick_atom) {
@@ -526,7 +550,8 @@ ArbiterActor::behavior_type arbiter_behavior(Self self, OutboxPtr out, bool fifo
         schedule_round(self);
         self->delayed_send(self, kTick, tick_atom_v);
       },
-      [=](why_atom, const std::string& job_id, const std::string& team, const std::string& to) {
+      [=](why_atom, const std::string& job_id, const std::string& team, const std::string&,
+          const std::string& to) {
         auto& st = self->state;
         if (auto it = st.reasons.find(job_id); it != st.reasons.end()) {
           reply(self, to,
@@ -552,6 +577,7 @@ ArbiterActor::behavior_type arbiter_behavior(Self self, OutboxPtr out, bool fifo
       [=](queues_atom, const std::string& to) {
         reply(self, to, views::queues_json(queues_view(self->state)));
       },
+      [=](queues_atom) { return queues_view(self->state); },
       [=](list_atom, const std::string& to) {
         pb::NodeList list;
         for (const auto& c : self->state.caps) {
@@ -580,8 +606,10 @@ ArbiterActor::behavior_type arbiter_behavior(Self self, OutboxPtr out, bool fifo
 
 }  // namespace
 
-ArbiterActor spawn_pool_arbiter(caf::actor_system& sys, OutboxPtr out, bool fifo) {
-  return sys.spawn(arbiter_behavior, std::move(out), fifo);
+ArbiterActor spawn_pool_arbiter(caf::local_actor* parent, OutboxPtr out, bool fifo,
+                                int64_t round_gap_us, std::string pool) {
+  return parent->spawn<caf::linked>(arbiter_behavior, std::move(out), fifo, round_gap_us,
+                                    std::move(pool));
 }
 
 }  // namespace troupe

@@ -152,6 +152,10 @@ class ManualClock final : public Clock {
 struct SchedulerOptions {
   std::string checkpoint_root;  // jobs get <root>/<job id> as TROUPE_CHECKPOINT_DIR ("" = none)
   bool fifo = false;            // --policy fifo: the strict-FIFO baseline for comparisons
+  // The least time between two planning rounds of one pool, on CAF's clock:
+  // under load a round plans for what came in meanwhile, not for each
+  // message. 0: each round right after the messages already queued.
+  int64_t round_gap_us = 1000;
   bool debug_crash = false;  // --debug-crash: troupe.sys.debug.crash crashes a chosen actor (tests)
   SnapshotStorePtr store;    // null: snapshots stay in memory only
   HistoryPtr history;        // null: troupe.<team>.history is answered "unavailable"

@@ -31,6 +31,7 @@
 
 #include "actors/policy/placement.hpp"
 #include "actors/ports.hpp"
+#include "actors/views.hpp"
 #include "bus/inbound.hpp"
 
 // --- atoms ------------------------------------------------------------------
@@ -141,15 +142,18 @@ struct Assignment {
   std::vector<std::string> nodes;          // by rank
   std::vector<std::string> hosts;          // by rank
   std::vector<std::vector<int32_t>> gpus;  // by rank
+  std::string pool;                        // whose arbiter granted it
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, Assignment& x) {
-  return f(caf::meta::type_name("Assignment"), x.job_id, x.attempt, x.nodes, x.hosts, x.gpus);
+  return f(caf::meta::type_name("Assignment"), x.job_id, x.attempt, x.nodes, x.hosts, x.gpus,
+           x.pool);
 }
 
 struct Wiring;
 struct CandidateList;
+struct Grant;
 
 // The atoms by their names here (the actors' .cpp files say `using namespace
 // troupe::atoms` too).
@@ -254,26 +258,34 @@ using NodeSupervisorActor = SupervisorActor::extend<
     reacts_to<crash_atom, std::string /*node*/>>;
 
 // Gang supervisor: GangReservationActors by job id/attempt.
-using GangSupervisorActor = SupervisorActor::extend<
-    reacts_to<spawn_atom, JobTicket, CandidateList, TeamQueueActor>>;  // arbiter: a grant
+using GangSupervisorActor =
+    SupervisorActor::extend<reacts_to<spawn_atom, std::vector<Grant>>>;  // a pool arbiter: one
+                                                                         // round's grants
 
-// PoolArbiter (actors/pool_arbiter.hpp), one per scheduler.
+// ArbiterActor: the pool arbiters' interface. The scheduler's one arbiter
+// front (actors/arbiter_front.hpp) accepts it from the other actors and hands
+// each message to the arbiter of its pool (actors/pool_arbiter.hpp), one per
+// pool, which accepts the same interface: pools plan in parallel.
 using ArbiterActor = caf::typed_actor<
     reacts_to<Wiring>,                                          // start_scheduler
     reacts_to<capacity_atom, policy::NodeCapacity, NodeActor>,  // node actors
-    reacts_to<demand_atom, std::string /*team*/, std::vector<JobTicket> /*first jobs*/,
-              int32_t /*pending jobs*/, int32_t /*pending GPUs*/, TeamQueueActor>,  // queues
-    reacts_to<placed_atom, std::string /*team*/, Assignment>,                       // queues
-    reacts_to<unplaced_atom, std::string /*team*/, std::string /*job*/>,            // queues
-    reacts_to<done_atom, std::string /*job*/>,                                      // jobs
-    reacts_to<checkpoint_atom, std::string /*job*/, int64_t /*ts*/>,                // jobs
-    reacts_to<retried_atom, std::string /*cause*/, std::string /*kind*/>,           // jobs
+    reacts_to<demand_atom, std::string /*team*/, std::string /*pool*/,
+              std::vector<JobTicket> /*first jobs*/, int32_t /*pending jobs*/,
+              int32_t /*pending GPUs*/, TeamQueueActor>,                  // queues, per pool
+    reacts_to<placed_atom, std::string /*team*/, Assignment>,             // queues
+    reacts_to<unplaced_atom, std::string /*team*/, std::string /*pool*/,  // queues ("": any)
+              std::string /*job*/>,
+    reacts_to<done_atom, std::string /*job*/, std::string /*pool*/>,                        // jobs
+    reacts_to<checkpoint_atom, std::string /*job*/, std::string /*pool*/, int64_t /*ts*/>,  // jobs
+    reacts_to<retried_atom, std::string /*cause*/, std::string /*kind*/>,                   // jobs
     reacts_to<config_atom, std::string /*text*/>,
-    reacts_to<why_atom, std::string /*job*/, std::string /*team*/, std::string /*reply*/>,
+    reacts_to<why_atom, std::string /*job*/, std::string /*team*/, std::string /*pool*/,
+              std::string /*reply*/>,               // job supervisor
     reacts_to<queues_atom, std::string /*reply*/>,  // router
     reacts_to<list_atom, std::string /*reply*/>,    // router
     reacts_to<round_atom>,                          // itself: plan now
-    reacts_to<tick_atom>>;                          // itself: expire grants, plan
+    reacts_to<tick_atom>,                           // itself: expire grants, plan
+    replies_to<queues_atom>::with<views::Queues>>;  // the front: a pool's rows
 
 // What a bus subscription delivers to (actors/bridge.hpp): the router, seen
 // from the bus.
@@ -317,6 +329,19 @@ typename Inspector::result_type inspect(Inspector& f, CandidateList& x) {
   return f(caf::meta::type_name("CandidateList"), x.names, x.hosts, x.actors, x.reason);
 }
 
+// One grant of a round: the job, its nodes by rank, and the queue that hears
+// whether it was placed.
+struct Grant {
+  JobTicket ticket;
+  CandidateList nodes;
+  TeamQueueActor queue;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, Grant& x) {
+  return f(caf::meta::type_name("Grant"), x.ticket, x.nodes, x.queue);
+}
+
 // The well-known actors of one scheduler, handed to each at spawn.
 struct Wiring {
   RouterActor router;
@@ -340,6 +365,33 @@ typename Inspector::result_type inspect(Inspector& f, Wiring& x) {
   return f(caf::meta::type_name("Wiring"), x.router, x.jobs, x.queues, x.nodes, x.gangs, x.arbiter,
            x.epoch, x.linger_ms);
 }
+
+namespace views {
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, Hold& x) {
+  return f(caf::meta::type_name("views::Hold"), x.job_id, x.nodes, x.start_ms, x.idle_gpus);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, PoolRow& x) {
+  return f(caf::meta::type_name("views::PoolRow"), x.pool, x.gpus_total, x.gpus_free, x.has_hold,
+           x.hold);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, Shape& x) {
+  return f(caf::meta::type_name("views::Shape"), x.gpus, x.gpu_type, x.pool);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, TeamRow& x) {
+  return f(caf::meta::type_name("views::TeamRow"), x.team, x.pool, x.pending_shapes, x.weight,
+           x.borrow, x.guaranteed, x.limit, x.in_use, x.borrowed, x.pending_jobs, x.pending_gpus,
+           x.dominant_share, x.weighted_share);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, Queues& x) {
+  return f(caf::meta::type_name("views::Queues"), x.fifo, x.pools, x.teams,
+           x.reserved_idle_gpu_seconds, x.grants, x.preemptions, x.gpu_seconds_lost, x.retries);
+}
+}  // namespace views
 
 namespace policy {
 template <class Inspector>
@@ -375,5 +427,7 @@ CAF_ADD_TYPE_ID(troupe, (troupe::policy::PlacementRequest))
 CAF_ADD_TYPE_ID(troupe, (troupe::policy::NodeCapacity))
 CAF_ADD_TYPE_ID(troupe, (troupe::NodeActor))
 CAF_ADD_TYPE_ID(troupe, (troupe::TeamQueueActor))
+CAF_ADD_TYPE_ID(troupe, (troupe::views::Queues))
+CAF_ADD_TYPE_ID(troupe, (std::vector<troupe::Grant>))
 
 CAF_END_TYPE_ID_BLOCK(troupe)

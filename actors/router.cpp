@@ -591,14 +591,10 @@ RouterActor::behavior_type router_behavior(Self self, OutboxPtr out, IntakePtr i
         }
       },
       [=](config_atom, const std::string& text) {
-        policy::ClusterConfig cfg = policy::open_config();
-        if (!text.empty()) {
-          if (auto err = policy::load_config(text, cfg); !err.empty()) {
-            spdlog::error("router: config refused: {}", err);
-            return;
-          }
+        if (auto err = policy::load_config_or_open(text, self->state.cfg); !err.empty()) {
+          spdlog::error("router: config refused: {}", err);
+          return;
         }
-        self->state.cfg = std::move(cfg);
         self->state.shapes_stale = true;  // pools may have moved
         self->state.limits.priority_classes = self->state.cfg.class_names();
       },

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
+#include "actors/arbiter_front.hpp"
 #include "actors/node_actor.hpp"
-#include "actors/pool_arbiter.hpp"
 #include "actors/router.hpp"
 #include "actors/supervisors.hpp"
 
@@ -23,6 +23,7 @@ Wiring start_scheduler(caf::actor_system& sys, OutboxPtr out, IntakePtr intake,
                        SchedulerOptions opts) {
   Wiring w;
   bool fifo = opts.fifo;
+  int64_t round_gap_us = opts.round_gap_us;
   auto store = opts.store;
   int64_t retention_ms = opts.job_retention_ms;
   w.epoch = opts.epoch;
@@ -35,7 +36,7 @@ Wiring start_scheduler(caf::actor_system& sys, OutboxPtr out, IntakePtr intake,
   node_opts.hold_check_ms = opts.hold_check_ms;
   w.nodes = spawn_node_supervisor(sys, out, store, node_opts);
   w.gangs = spawn_gang_supervisor(sys);
-  w.arbiter = spawn_pool_arbiter(sys, out, fifo);
+  w.arbiter = spawn_arbiter_front(sys, out, fifo, round_gap_us);
   caf::anon_send(w.router, w);
   caf::anon_send(w.jobs, w);
   caf::anon_send(w.queues, w);

@@ -275,7 +275,7 @@ void give_back(JobSup self, const std::string& node, const std::string& hold_id)
 }
 
 void hand_back(JobSup self, const Assignment& a) {
-  self->send(self->state.w.arbiter, done_atom_v, a.job_id);
+  self->send(self->state.w.arbiter, done_atom_v, a.job_id, a.pool);
   for (size_t rank = 0; rank < a.nodes.size(); ++rank)
     give_back(self, a.nodes[rank], policy::hold_id(a.job_id, a.attempt, static_cast<int>(rank)));
 }
@@ -396,7 +396,7 @@ JobSupervisorActor::behavior_type job_sup_behavior(JobSup self, OutboxPtr out,
         pb::JobRecord rec;
         if (!load(self, id, team, rec, reply)) return;
         if (rec.state() == names::kQueued) {
-          self->send(self->state.w.arbiter, why_atom_v, id, team, reply);
+          self->send(self->state.w.arbiter, why_atom_v, id, team, rec.pool(), reply);
           return;
         }
         std::string reason;
@@ -647,9 +647,7 @@ NodeSupervisorActor::behavior_type node_sup_behavior(NodeSup self, OutboxPtr out
         st.children.snapshot(node, std::move(bytes));
       },
       [=](config_atom, const std::string& text) {
-        policy::ClusterConfig cfg = policy::open_config();
-        if (text.empty() || policy::load_config(text, cfg).empty())
-          self->state.cfg = std::move(cfg);
+        policy::load_config_or_open(text, self->state.cfg);  // a bad one: logged by the router
       },
       [=](restore_atom, const std::vector<std::string>& records) {
         for (const auto& bytes : records) {
@@ -697,20 +695,25 @@ GangSupervisorActor::behavior_type gang_sup_behavior(GangSup self) {
   };
   return supervise<GangSupervisorActor>(
       self, recover, nothing, [=](const std::string& id) { self->state.plans.erase(id); },
-      [=](spawn_atom, const JobTicket& t, const CandidateList& c, const TeamQueueActor& queue) {
-        // The arbiter's grant, of one worker or many (the one placement path).
-        auto id = policy::hold_id(t.job_id, t.attempt, 0);
-        if (self->state.children.find(id)) {
-          // A second grant of an attempt being placed (its first answer went
-          // to a queue that crashed): this one's queue hears it is not placed.
-          self->send(queue, unplaced_atom_v, t.job_id,
-                     std::string("a placement of this attempt is under way"));
-          return;
+      [=](spawn_atom, std::vector<Grant>& grants) {
+        // A round's grants, each of one worker or many (the one placement path).
+        for (auto& g : grants) {
+          auto id = policy::hold_id(g.ticket.job_id, g.ticket.attempt, 0);
+          if (self->state.children.find(id)) {
+            // A second grant of an attempt being placed (its first answer
+            // went to a queue that crashed): this one's queue hears it is not
+            // placed.
+            self->send(g.queue, unplaced_atom_v, g.ticket.job_id,
+                       std::string("a placement of this attempt is under way"));
+            continue;
+          }
+          auto& plan = self->state.plans[id] =
+              GangPlan{std::move(g.ticket), std::move(g.nodes), std::move(g.queue)};
+          self->state.children.start(
+              self, id, {}, [=, &plan](const std::string&, const std::string&) {
+                return spawn_gang_reservation(self, plan.t, plan.c, plan.queue, false);
+              });
         }
-        self->state.plans[id] = GangPlan{t, c, queue};
-        self->state.children.start(self, id, {}, [=](const std::string&, const std::string&) {
-          return spawn_gang_reservation(self, t, c, queue, false);
-        });
       });
 }
 

@@ -16,59 +16,86 @@ using namespace troupe::atoms;
 
 namespace {
 
-// How many jobs from the front of the queue the arbiter considers per round
-// (the head, and what may backfill behind it), not counting the jobs being
-// placed (granted): those are left out, so a team can have many negotiations
-// under way (the arbiter's limit), not only this many.
+// How many jobs from the front of each pool's line the arbiter of that pool
+// considers per round (the head, and what may backfill behind it), not
+// counting the jobs being placed (granted): those are left out, so a team can
+// have many negotiations under way (the arbiter's limit), not only this many.
 constexpr size_t kDemandDepth = 16;
+
+// In line: priority, then submit order. Two jobs may share a seq (a standby's
+// records restored beside the leader's, records from another version's
+// store): each keeps its own entry, in arrival order.
+using Line = std::multimap<policy::QueueKey, JobTicket>;
+
+// The team's jobs for one pool. A line per pool: a pool with no room holds up
+// no job of another pool, and each pool's arbiter hears only of its own.
+struct PoolLine {
+  Line pending;
+  int64_t gpus = 0;    // GPUs the line asks for, all ranks
+  bool dirty = false;  // its arbiter has not heard the last change
+};
 
 struct QueueState {
   std::string team;
   Wiring w;
-  // In line: priority, then submit order. Two jobs may share a seq (a
-  // standby's records restored beside the leader's, records from another
-  // version's store): each keeps its own entry, in arrival order.
-  using Line = std::multimap<policy::QueueKey, JobTicket>;
-  Line pending;
+  std::map<std::string, PoolLine> lines;  // by pool (a map: entries stay put)
+  struct Entry {
+    PoolLine* line;
+    Line::iterator at;
+  };
   // By job id: a view of the id in the entry's own ticket (no copy).
-  std::unordered_map<std::string_view, Line::iterator> index;
-  int64_t pending_gpus = 0;
-  std::unordered_set<std::string> granted;  // being placed: not in the demand
-  bool flush_armed = false;                 // a demand update is on its way
+  std::unordered_map<std::string_view, Entry> index;
+  // Being placed (not in the demand), with its pool: the answer goes to the
+  // arbiter of that pool even when the job left the line meanwhile.
+  std::unordered_map<std::string, std::string> granted;
+  bool flush_armed = false;  // a demand update is on its way
   static inline const char* name = "team_queue";
 };
 
 using Self = TeamQueueActor::stateful_pointer<QueueState>;
 
-void changed(Self self) {
+void changed(Self self, PoolLine& line) {
+  line.dirty = true;
   if (self->state.flush_armed) return;
   self->state.flush_armed = true;
   self->send(self, tick_atom_v);  // after the messages already queued: coalesces bursts
 }
 
+// The demand of each pool whose line changed; a line left empty is dropped
+// once its arbiter has heard so.
 void send_demand(Self self) {
   auto& st = self->state;
   st.flush_armed = false;
-  std::vector<JobTicket> first;
-  for (const auto& [k, t] : st.pending) {
-    if (first.size() == kDemandDepth) break;
-    if (!st.granted.count(t.job_id)) first.push_back(t);
+  for (auto it = st.lines.begin(); it != st.lines.end();) {
+    auto& [pool, line] = *it;
+    if (line.dirty) {
+      line.dirty = false;
+      std::vector<JobTicket> first;
+      for (const auto& [k, t] : line.pending) {
+        if (first.size() == kDemandDepth) break;
+        if (!st.granted.count(t.job_id)) first.push_back(t);
+      }
+      self->send(st.w.arbiter, demand_atom_v, st.team, pool, std::move(first),
+                 static_cast<int32_t>(line.pending.size()), static_cast<int32_t>(line.gpus),
+                 TeamQueueActor{self});
+    }
+    if (line.pending.empty())
+      it = st.lines.erase(it);
+    else
+      ++it;
   }
-  self->send(st.w.arbiter, demand_atom_v, st.team, std::move(first),
-             static_cast<int32_t>(st.pending.size()), static_cast<int32_t>(st.pending_gpus),
-             TeamQueueActor{self});
 }
 
 void erase(Self self, const std::string& job_id) {
   auto& st = self->state;
   auto it = st.index.find(job_id);
   if (it == st.index.end()) return;
-  auto p = it->second;
-  st.pending_gpus -= static_cast<int64_t>(p->second.req.gpus) * p->second.req.workers;
+  auto [line, p] = it->second;
+  line->gpus -= static_cast<int64_t>(p->second.req.gpus) * p->second.req.workers;
   st.granted.erase(job_id);
   st.index.erase(it);  // (its key views into the entry: first)
-  st.pending.erase(p);
-  changed(self);
+  line->pending.erase(p);
+  changed(self, *line);
 }
 
 // A grant was carried out: hand the job over. The job actor takes it from
@@ -88,25 +115,33 @@ TeamQueueActor::behavior_type queue_behavior(Self self, Wiring w, std::string te
       [=](enqueue_atom, const JobTicket& t) {
         auto& st = self->state;
         if (st.index.count(t.job_id)) return;
-        auto at = st.pending.emplace(policy::QueueKey{t.priority, t.seq}, t);
-        st.index.emplace(std::string_view(at->second.job_id), at);
-        st.pending_gpus += static_cast<int64_t>(t.req.gpus) * t.req.workers;
-        changed(self);
+        auto& line = st.lines[t.req.pool];
+        auto at = line.pending.emplace(policy::QueueKey{t.priority, t.seq}, t);
+        st.index.emplace(std::string_view(at->second.job_id), QueueState::Entry{&line, at});
+        line.gpus += static_cast<int64_t>(t.req.gpus) * t.req.workers;
+        changed(self, line);
       },
       [=](dequeue_atom, const std::string& job_id) { erase(self, job_id); },
       [=](tick_atom) { send_demand(self); },
       [=](granted_atom, const std::vector<std::string>& jobs) {
         auto& st = self->state;
         for (const auto& id : jobs)
-          if (st.index.count(id)) st.granted.insert(id);
+          if (auto it = st.index.find(id); it != st.index.end())
+            st.granted.emplace(id, it->second.at->second.req.pool);
       },
       [=](placed_atom, const Assignment& a) { placed(self, a); },
       [=](unplaced_atom, const std::string& job_id, const std::string&) {
         // The arbiter plans it again from fresh capacity (it stays in line
         // here, and is in the next demand again).
         auto& st = self->state;
-        if (st.granted.erase(job_id) > 0) changed(self);
-        self->send(st.w.arbiter, unplaced_atom_v, st.team, job_id);
+        std::string pool;  // "": the job left the line before its grant was heard of
+        if (auto g = st.granted.find(job_id); g != st.granted.end()) {
+          pool = std::move(g->second);
+          st.granted.erase(g);
+          if (auto it = st.index.find(job_id); it != st.index.end())
+            changed(self, *it->second.line);
+        }
+        self->send(st.w.arbiter, unplaced_atom_v, st.team, pool, job_id);
       },
       [=](why_atom, const std::string& job_id, const std::string& reply) {
         auto& st = self->state;
@@ -117,13 +152,14 @@ TeamQueueActor::behavior_type queue_behavior(Self self, Wiring w, std::string te
               views::why_json(job_id, names::kQueued, true, policy::why::kNotInQueue,
                               "not in team " + st.team + "'s queue (being placed or just ended)");
         } else {
+          const auto& [line, at] = it->second;
           size_t ahead = 0;
-          for (auto p = st.pending.begin(); p != it->second; ++p) ++ahead;
+          for (auto p = line->pending.begin(); p != at; ++p) ++ahead;
           json = views::why_json(job_id, names::kQueued, true, policy::why::kBehind,
                                  "behind " + std::to_string(ahead) +
                                      " job(s) of higher priority or earlier submission in team " +
-                                     st.team + "'s queue (" + std::to_string(st.pending.size()) +
-                                     " pending)");
+                                     st.team + "'s queue for pool " + at->second.req.pool + " (" +
+                                     std::to_string(line->pending.size()) + " pending there)");
         }
         self->send(st.w.router, why_atom_v, reply, std::move(json));
       },

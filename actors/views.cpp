@@ -1,10 +1,33 @@
 #include "actors/views.hpp"
 
+#include <algorithm>
+#include <iterator>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 namespace troupe::views {
 
 using nlohmann::json;
+
+Queues merge(std::vector<Queues> parts) {
+  Queues all;
+  for (auto& q : parts) {
+    all.fifo = all.fifo || q.fifo;
+    std::move(q.pools.begin(), q.pools.end(), std::back_inserter(all.pools));
+    std::move(q.teams.begin(), q.teams.end(), std::back_inserter(all.teams));
+    all.reserved_idle_gpu_seconds += q.reserved_idle_gpu_seconds;
+    all.grants += q.grants;
+    all.preemptions += q.preemptions;
+    all.gpu_seconds_lost += q.gpu_seconds_lost;
+    for (const auto& [cause, n] : q.retries) all.retries[cause] += n;
+  }
+  std::sort(all.pools.begin(), all.pools.end(),
+            [](const PoolRow& a, const PoolRow& b) { return a.pool < b.pool; });
+  std::sort(all.teams.begin(), all.teams.end(), [](const TeamRow& a, const TeamRow& b) {
+    return std::tie(a.team, a.pool) < std::tie(b.team, b.pool);
+  });
+  return all;
+}
 
 std::string queues_json(const Queues& q) {
   json pools = json::array();
@@ -53,8 +76,7 @@ std::string stats_json(const Counters& n, int64_t bus_out,
          {"rejected", n.rejected},      {"malformed", n.malformed},
          {"duplicates", n.duplicates},  {"intake_errors", n.intake_errors},
          {"handed_off", n.handed_off},  {"bus_messages_in", n.bus_in},
-         {"bus_messages_out", bus_out},
-         {"restarts", n.restarts}};
+         {"bus_messages_out", bus_out}, {"restarts", n.restarts}};
   for (const char* k : {"job", "queue", "node", "gang"})
     if (!j["restarts"].contains(k)) j["restarts"][k] = 0;
   j["refused"] = n.refused;

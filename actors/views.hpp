@@ -56,6 +56,9 @@ struct Queues {
 };
 
 std::string queues_json(const Queues& q);
+// One view from the pools' parts (each pool's arbiter gives its own rows and
+// figures): rows in order of pool, and of team then pool; figures summed.
+Queues merge(std::vector<Queues> parts);
 
 // --- troupe.sys.stats ----------------------------------------------------------------
 
@@ -68,7 +71,7 @@ struct Counters {
   int64_t duplicates = 0;  // answered from an idempotency key
   int64_t intake_errors = 0;
   int64_t handed_off = 0;  // jobs a standby recorded while no leader answered (taken here)
-  int64_t bus_in = 0;                       // every message the scheduler received
+  int64_t bus_in = 0;      // every message the scheduler received
   std::map<std::string, int64_t> restarts;  // by actor kind, as the supervisors report
   // Refused submissions by code (policy::Refusal), and by team and code for
   // at most kMaxCountedTeams teams (the rest under "(other)").

@@ -108,6 +108,14 @@ std::string load_limits(const pb::AdmissionLimits& p, const std::string& where, 
 }
 }  // namespace
 
+std::string load_config_or_open(std::string_view text, ClusterConfig& out) {
+  ClusterConfig cfg = open_config();
+  if (!text.empty())
+    if (auto err = load_config(text, cfg); !err.empty()) return err;
+  out = std::move(cfg);
+  return {};
+}
+
 ClusterConfig open_config() {
   ClusterConfig c;
   c.open = true;

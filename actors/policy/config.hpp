@@ -111,6 +111,9 @@ ClusterConfig open_config();
 
 // Parses (YAML or JSON) and checks a config; returns "" or what is wrong.
 std::string load_config(std::string_view text, ClusterConfig& out);
+// The same, with "" read as the open config (no --config): `out` is set only
+// when the text is good.
+std::string load_config_or_open(std::string_view text, ClusterConfig& out);
 
 // What a job spec resolves to under a config.
 struct Admission {

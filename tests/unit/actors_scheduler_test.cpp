@@ -153,6 +153,9 @@ struct Fixture : testing::TestSystem {
   explicit Fixture(SchedulerOptions opts = {},
                    std::shared_ptr<InstantIntake> intake = std::make_shared<InstantIntake>()) {
     opts.clock = clock;
+    // Time stands still in settle(): rounds come at once, unless a test asks
+    // for another gap than the default.
+    if (opts.round_gap_us == SchedulerOptions{}.round_gap_us) opts.round_gap_us = 0;
     w = start_scheduler(*sys, out, std::move(intake), std::move(opts));
     settle();
   }
@@ -195,13 +198,14 @@ struct Fixture : testing::TestSystem {
     return j["job_id"];
   }
   // `runtime`: its agent's container runtime (troupe-node --runtime), "" for none.
-  void register_node(const std::string& name, int gpus, const std::string& runtime = {}) {
+  void register_node(const std::string& name, int gpus, const std::string& runtime = {},
+                     const std::string& gpu_type = "a100") {
     flatbuffers::FlatBufferBuilder fbb;
     std::vector<flatbuffers::Offset<wire::Gpu>> g;
     for (int i = 0; i < gpus; ++i)
-      g.push_back(wire::CreateGpu(fbb, i, fbb.CreateString("a100"), 80000));
+      g.push_back(wire::CreateGpu(fbb, i, fbb.CreateString(gpu_type), 80000));
     auto body = wire::CreateNodeRegister(fbb, fbb.CreateString(name), fbb.CreateString("127.0.0.1"),
-                                         fbb.CreateString("a100"), fbb.CreateVector(g), 16, 64000,
+                                         fbb.CreateString(gpu_type), fbb.CreateVector(g), 16, 64000,
                                          false, 0, 0, 0, 0, fbb.CreateString(runtime));
     inbound(subjects::agent_to_scheduler(name, subjects::kRegister), wire::seal(fbb, body));
   }
@@ -257,6 +261,14 @@ struct Fixture : testing::TestSystem {
     });
     settle();
     return *n;
+  }
+  // What troupe.sys.queues answers now.
+  json queues() {
+    std::string reply = "_INBOX.queues." + std::to_string(++replies);
+    inbound(subjects::kSysQueues, {}, reply);
+    auto* r = out->find(reply_to(reply));
+    REQUIRE(r);
+    return json::parse(r->text());
   }
   // Crashes job `id`'s actor (the debug crash, through its supervisor).
   void crash_job(const std::string& id) {
@@ -322,9 +334,10 @@ TEST_CASE("a crashed job actor is restarted from its snapshot and still runs",
   CHECK(f.event(id, "succeeded"));
 }
 
-TEST_CASE("a queued job has no actor: a crash finds none, its placement starts one, and a "
-          "cancel ends it without one",
-          "[actors][supervision]") {
+TEST_CASE(
+    "a queued job has no actor: a crash finds none, its placement starts one, and a "
+    "cancel ends it without one",
+    "[actors][supervision]") {
   Fixture f;
   auto id = f.submit(kJob);  // no node yet: stays queued
   REQUIRE(f.event(id, "queued"));
@@ -637,4 +650,51 @@ TEST_CASE("a job with an image waits for a node that runs images, never the host
   f.register_node("podman", 8, "podman");
   f.launched("podman", img);
   CHECK(f.out->position(launch_of("plain", img)) == -1);
+}
+
+TEST_CASE("a team's jobs waiting for a full pool hold up none of its jobs for another pool",
+          "[actors][pools]") {
+  Fixture f;
+  apply_config(f.w,
+               "pools: [{name: a100, gpu_type: a100}, {name: h100, gpu_type: h100}]\n"
+               "teams: [{name: t}]\n");
+  f.settle();
+  f.register_node("h", 1, "", "h100");
+  f.register_node("a", 1, "", "a100");
+  const char* h100 = R"({"command":["true"],"resources":{"gpus":1,"gpu_type":"h100"}})";
+  auto first = f.submit(h100);
+  f.launched("h", first);  // runs and keeps the pool's one GPU
+  std::vector<std::string> waiting;
+  for (int i = 0; i < 40; ++i) waiting.push_back(f.submit(h100));
+  // Behind 40 jobs of its team in line, but the only one for its pool.
+  auto other = f.submit(R"({"command":["true"],"resources":{"gpus":1,"gpu_type":"a100"}})");
+  f.launched("a", other);
+  for (const auto& id : waiting) CHECK(f.out->position(launch_of("h", id)) == -1);
+  // Each pool counts its own pending jobs, once.
+  int h100_pending = -1, a100_pending = -1;
+  auto view = f.queues();
+  for (const auto& row : view["teams"]) {
+    if (row["team"] != "t") continue;
+    if (row["pool"] == "h100") h100_pending = row["pending_jobs"];
+    if (row["pool"] == "a100") a100_pending = row["pending_jobs"];
+  }
+  CHECK(h100_pending == 40);
+  CHECK(a100_pending == 0);
+  // Each pool has its own arbiter, and the front puts their rows together.
+  std::vector<std::string> pools;
+  for (const auto& p : view["pools"]) pools.push_back(p["pool"]);
+  CHECK(pools == std::vector<std::string>{"a100", "h100"});
+}
+
+TEST_CASE("a pool plans at most one round per round gap: what comes in meanwhile waits for it",
+          "[actors][pools]") {
+  SchedulerOptions opts;
+  opts.round_gap_us = 5000;
+  Fixture f(opts);
+  f.register_node("n1", 4);  // a round (nothing to place) right now
+  auto id = f.submit(kJob);
+  // Time stands still: the next round is 5 ms away.
+  CHECK(f.out->position(launch_of("n1", id)) == -1);
+  f.pass(100);
+  f.launched("n1", id);
 }
