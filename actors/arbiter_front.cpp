@@ -135,10 +135,10 @@ ArbiterActor::behavior_type front_behavior(Self self, OutboxPtr out, bool fifo,
         st.nodes[c.name] = FrontState::Node{std::move(c), node};
       },
       [=](demand_atom, const std::string& team, const std::string& pool,
-          std::vector<JobTicket>& tickets, int32_t jobs, int32_t gpus,
-          const TeamQueueActor& queue) {
-        self->send(arbiter_of(self, pool), demand_atom_v, team, pool, std::move(tickets), jobs,
-                   gpus, queue);
+          std::vector<JobTicket>& added, std::vector<std::string>& removed, bool full, int32_t jobs,
+          int32_t gpus, const TeamQueueActor& queue) {
+        self->send(arbiter_of(self, pool), demand_atom_v, team, pool, std::move(added),
+                   std::move(removed), full, jobs, gpus, queue);
       },
       [=](placed_atom, const std::string& team, const Assignment& a) {
         to_pool(self, a.pool, placed_atom_v, team, a);

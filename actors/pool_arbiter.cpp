@@ -13,6 +13,7 @@
 
 #include "actors/policy/books.hpp"
 #include "actors/policy/config.hpp"
+#include "actors/policy/demand.hpp"
 #include "actors/policy/overlay.hpp"
 #include "actors/policy/preemption.hpp"
 #include "actors/policy/round.hpp"
@@ -456,8 +457,9 @@ ArbiterActor::behavior_type arbiter_behavior(Self self, OutboxPtr out, bool fifo
         }
         if (more) schedule_round(self);
       },
-      [=](demand_atom, const std::string& team, const std::string&, std::vector<JobTicket>& tickets,
-          int32_t jobs, int32_t gpus, const TeamQueueActor& sender) {
+      [=](demand_atom, const std::string& team, const std::string&, std::vector<JobTicket>& added,
+          const std::vector<std::string>& removed, bool full, int32_t jobs, int32_t gpus,
+          const TeamQueueActor& sender) {
         auto& td = self->state.teams[team];
         // A new queue actor (the old one crashed): the grants it was carrying
         // out died with it. Their jobs are in the new queue's demand again.
@@ -469,7 +471,13 @@ ArbiterActor::behavior_type arbiter_behavior(Self self, OutboxPtr out, bool fifo
           td.inflight.clear();
         }
         td.queue = sender;
-        td.tickets = std::move(tickets);
+        if (full) td.tickets.clear();  // a line's first demand (a new queue's among them)
+        policy::apply_demand(
+            td.tickets, std::move(added), removed,
+            [](const JobTicket& t) {
+              return policy::QueueKey{t.priority, t.seq};
+            },
+            [](const JobTicket& t) -> const std::string& { return t.job_id; });
         td.pending_jobs = jobs;
         td.pending_gpus = gpus;
         schedule_round(self);

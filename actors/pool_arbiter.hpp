@@ -14,9 +14,10 @@
 //   GPU-seconds.
 // Interface: ArbiterActor (actors/protocol.hpp), from the front.
 // Accepts: (capacity_atom, NodeCapacity, NodeActor) of every node;
-//   (demand_atom, team, pool, tickets, pending jobs, pending GPUs,
-//   TeamQueueActor) from queues (a new queue handle: the old queue crashed
-//   and the grants it carried out died with it); (placed_atom, team,
+//   (demand_atom, team, pool, added tickets, removed ids, full, pending
+//   jobs, pending GPUs, TeamQueueActor) from queues: the changes to their
+//   first jobs (policy::apply_demand; a new queue handle: the old queue
+//   crashed and the grants it carried out died with it); (placed_atom, team,
 //   Assignment) / (unplaced_atom, team, pool, job id) from queues when a
 //   grant was carried out or failed; (done_atom, job id, pool) from a job
 //   when its attempt gave its GPUs back; (checkpoint_atom, job, pool, ts)

@@ -171,6 +171,9 @@ struct SchedulerOptions {
   // durability figures: snapshot writes, retried events, the epoch).
   std::function<std::string()> extra_stats;
   ClockPtr clock;  // null: the system clock
+  // How many actors read submissions off the router (actors/intake_reader.hpp);
+  // a team's are always read by the same one, so they keep their order.
+  int intake_readers = 2;
 };
 
 }  // namespace troupe

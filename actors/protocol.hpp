@@ -26,6 +26,7 @@
 
 #include <caf/all.hpp>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -269,10 +270,12 @@ using GangSupervisorActor =
 using ArbiterActor = caf::typed_actor<
     reacts_to<Wiring>,                                          // start_scheduler
     reacts_to<capacity_atom, policy::NodeCapacity, NodeActor>,  // node actors
+    // A queue's first jobs for one pool as changes (policy/demand.hpp): the
+    // tickets added, the ids removed, and whether the list starts afresh.
     reacts_to<demand_atom, std::string /*team*/, std::string /*pool*/,
-              std::vector<JobTicket> /*first jobs*/, int32_t /*pending jobs*/,
-              int32_t /*pending GPUs*/, TeamQueueActor>,                  // queues, per pool
-    reacts_to<placed_atom, std::string /*team*/, Assignment>,             // queues
+              std::vector<JobTicket> /*added*/, Strings /*removed*/, bool /*full*/,
+              int32_t /*pending jobs*/, int32_t /*pending GPUs*/, TeamQueueActor>,  // queues
+    reacts_to<placed_atom, std::string /*team*/, Assignment>,                       // queues
     reacts_to<unplaced_atom, std::string /*team*/, std::string /*pool*/,  // queues ("": any)
               std::string /*job*/>,
     reacts_to<done_atom, std::string /*job*/, std::string /*pool*/>,                        // jobs
@@ -290,6 +293,23 @@ using ArbiterActor = caf::typed_actor<
 // What a bus subscription delivers to (actors/bridge.hpp): the router, seen
 // from the bus.
 using InboundActor = caf::typed_actor<reacts_to<Inbound>>;
+
+namespace submission {
+struct Checked;  // actors/submission.hpp
+}
+
+// A submission an intake reader (actors/intake_reader.hpp) read and checked,
+// for the router: the bus message and what reading it found. Process-local:
+// `checked` is not in inspect() (it is never serialized).
+struct ReadSubmission {
+  Inbound in;
+  std::shared_ptr<submission::Checked> checked;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ReadSubmission& x) {
+  return f(caf::meta::type_name("ReadSubmission"), x.in);
+}
 
 // Router (actors/router.hpp), the scheduler's edge: one per scheduler.
 using RouterActor = caf::typed_actor<
@@ -314,7 +334,14 @@ using RouterActor = caf::typed_actor<
     // The history of a job the job supervisor no longer holds: no stored
     // events means no job (of this team).
     reacts_to<history_atom, std::string /*id*/, std::string /*team*/, std::string /*reply*/,
-              bool /*must exist*/>>;
+              bool /*must exist*/>,
+    reacts_to<ReadSubmission>>;  // an intake reader: a submission read and checked
+
+// IntakeReader (actors/intake_reader.hpp): reads the submissions of the
+// teams hashed to it, off the router.
+using IntakeReaderActor =
+    caf::typed_actor<reacts_to<Inbound>,  // a troupe.<team>.submit|enqueue, from the router
+                     reacts_to<config_atom, std::string /*text*/>>;  // the router
 
 // The pool arbiter's answer to a candidate search: the granted node per rank.
 struct CandidateList {
@@ -429,5 +456,6 @@ CAF_ADD_TYPE_ID(troupe, (troupe::NodeActor))
 CAF_ADD_TYPE_ID(troupe, (troupe::TeamQueueActor))
 CAF_ADD_TYPE_ID(troupe, (troupe::views::Queues))
 CAF_ADD_TYPE_ID(troupe, (std::vector<troupe::Grant>))
+CAF_ADD_TYPE_ID(troupe, (troupe::ReadSubmission))
 
 CAF_END_TYPE_ID_BLOCK(troupe)

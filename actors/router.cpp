@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "actors/errors.hpp"
+#include "actors/intake_reader.hpp"
 #include "actors/job_record.hpp"
 #include "actors/policy/admission.hpp"
 #include "actors/policy/config.hpp"
@@ -52,20 +53,19 @@ struct RouterState {
   SchedulerOptions opts;
   Counters n;
   policy::ClusterConfig cfg = policy::open_config();
-  spec::Limits limits;
   std::string id_prefix;
   uint64_t next_seq = 0;
   std::unordered_map<std::string, std::string> keys;          // team/key -> job id
   std::unordered_map<std::string, Pending> pending;           // job id -> awaiting intake ack
   std::unordered_map<std::string, std::string> pending_keys;  // team/key -> job id
   // Admission (actors/policy/admission.hpp, docs/admission.md).
-  std::unordered_map<std::string, std::string> fingerprints;     // team/key -> spec fingerprint
-  std::unordered_map<std::string, policy::TokenBucket> buckets;  // by team (rate-limited ones)
+  std::unordered_map<std::string, std::string> fingerprints;  // team/key -> spec fingerprint
   // By team: jobs accepted or being recorded that have not left `queued` yet.
   std::unordered_map<std::string, int64_t> queued;
   std::map<std::string, policy::NodeShape> nodes;  // by node, as registered (pool: as named)
   std::vector<policy::NodeShape> shapes;           // the same, pools resolved with cfg
   bool shapes_stale = false;
+  std::vector<IntakeReaderActor> readers;  // a team's submissions go to readers[hash % size]
   static inline const char* name = "router";
 };
 
@@ -78,7 +78,6 @@ void log_bad(const std::string& what, int64_t count) {
 }
 
 constexpr size_t kMaxCountedTeams = 1024;  // refused_by_team; bounded against made-up teams
-constexpr size_t kMaxBuckets = 4096;       // full buckets are forgotten past this many
 
 // Replies to a submission: the job id, or an error with its stable code.
 void reply_submit(Self self, const Waiter& w, const std::string& job_id, const std::string& error,
@@ -106,18 +105,6 @@ void reject(Self self, const Waiter& w, policy::Refusal code, const std::string&
     ++n.rejected;
   }
   reply_submit(self, w, {}, error, code);
-}
-
-policy::TokenBucket& bucket_of(RouterState& st, const std::string& team, int64_t now) {
-  if (st.buckets.size() >= kMaxBuckets && st.buckets.count(team) == 0) {
-    for (auto it = st.buckets.begin(); it != st.buckets.end();) {
-      auto l = st.cfg.limits_of(it->first);
-      it = policy::bucket_full(it->second, l.submit_rate, l.submit_burst, now)
-               ? st.buckets.erase(it)
-               : std::next(it);
-    }
-  }
-  return st.buckets[team];
 }
 
 // The registered nodes' shapes with their pools resolved by the current config.
@@ -155,35 +142,33 @@ struct ConsumerAck {
   }
 };
 
-void submit(Self self, const Inbound& in) {
+// A team's submission goes to its intake reader (actors/intake_reader.hpp),
+// which sends it back read and checked (submit below).
+void to_reader(Self self, const std::string& team, const Inbound& in) {
+  const auto& readers = self->state.readers;
+  self->send(readers[std::hash<std::string>{}(team) % readers.size()], in);
+}
+
+// A submission its intake reader read: the checks that need the router's
+// state (idempotency keys, the team's GPUs and queued jobs, the registered
+// nodes), then the record to the intake stream.
+void submit(Self self, const ReadSubmission& r) {
   using policy::Refusal;
   auto& st = self->state;
+  const Inbound& in = r.in;
+  auto& checked = *r.checked;  // the message's alone: moved from
   ++st.n.submitted;
   ConsumerAck consumer{*st.intake, in.stream_seq};  // also a refused enqueued one: for good
-  auto opened = submission::open(in.subject, in.data);
-  const std::string& team = opened.team;
-  Waiter w{in.reply, opened.flatbuffers};
-  if (!opened.verdict.ok()) {
-    reject(self, w, opened.verdict.code, opened.verdict.error,
-           opened.verdict.code == Refusal::not_allowed ? std::string() : team);
+  const std::string& team = checked.team;
+  Waiter w{in.reply, checked.flatbuffers};
+  if (!checked.verdict.ok()) {
+    reject(self, w, checked.verdict.code, checked.verdict.error,
+           checked.verdict.code == Refusal::not_allowed ? std::string() : team);
     return;
   }
-  // The team's rate first: a flood is refused before it is parsed.
+  auto& s = checked.spec;
+  const auto& adm = checked.adm;
   auto lim = st.cfg.limits_of(team);
-  if (lim.submit_rate > 0) {
-    int64_t now = st.w.now_ms();  // a clock that goes back refills nothing (take_token)
-    if (auto v = policy::check_rate(bucket_of(st, team, now), lim, team, now); !v.ok()) {
-      reject(self, w, v.code, v.error, team);
-      return;
-    }
-  }
-  auto read = submission::read(opened, in.data, st.cfg, st.limits, in.stream_seq, in.msg_id);
-  if (!read.verdict.ok()) {
-    reject(self, w, read.verdict.code, read.verdict.error, team);
-    return;
-  }
-  auto& s = read.spec;
-  const auto& adm = read.adm;
   // The same key: the same job, unless the spec differs. Before the limits
   // below: a retry of an accepted submission always gets its job id.
   std::string key = submission::key_of(team, s);
@@ -499,7 +484,7 @@ void on_inbound(Self self, const Inbound& in) {
   }
   std::string team(team_tok);
   if (verb == subjects::kSubmit || verb == subjects::kEnqueue) {
-    submit(self, in);
+    to_reader(self, team, in);
     return;
   }
   json req;
@@ -575,6 +560,8 @@ RouterActor::behavior_type router_behavior(Self self, OutboxPtr out, IntakePtr i
   st.intake = std::move(intake);
   st.id_prefix =
       submission::job_id_prefix(st.opts.clock ? st.opts.clock->now_ms() : system_now_ms());
+  for (int i = 0; i < std::max(1, st.opts.intake_readers); ++i)
+    st.readers.push_back(spawn_intake_reader(self, RouterActor{self}, st.opts.clock));
   return {
       [=](const Wiring& w) { self->state.w = w; },
       [=](const Inbound& in) {
@@ -596,7 +583,7 @@ RouterActor::behavior_type router_behavior(Self self, OutboxPtr out, IntakePtr i
           return;
         }
         self->state.shapes_stale = true;  // pools may have moved
-        self->state.limits.priority_classes = self->state.cfg.class_names();
+        for (const auto& r : self->state.readers) self->send(r, config_atom_v, text);
       },
       [=](restore_atom, const std::vector<std::string>& keys, uint64_t next_seq,
           const std::vector<std::string>& fingerprints, const std::vector<std::string>& queued) {
@@ -652,6 +639,17 @@ RouterActor::behavior_type router_behavior(Self self, OutboxPtr out, IntakePtr i
       },
       [=](history_atom, const std::string& id, const std::string& team, const std::string& reply,
           bool) { read_history(self, id, team, reply, FromEvents::history_if_any); },
+      [=](const ReadSubmission& r) {
+        try {
+          submit(self, r);
+        } catch (const std::exception& e) {
+          log_bad(std::string("submission failed: ") + e.what(), ++self->state.n.malformed);
+          if (!r.in.reply.empty())
+            self->state.out->publish(
+                r.in.reply,
+                errors::error_json(errors::kBadRequest, std::string("bad request: ") + e.what()));
+        }
+      },
   };
 }
 

@@ -1,7 +1,9 @@
 // Router — the scheduler's edge actor, one per scheduler.
-// Owns: intake of submissions (parse, validate, idempotency keys, durable
-//   append to the intake stream before the job exists), job id assignment,
-//   and the bad-input counters. It stamps on each new record what the config
+// Owns: intake of submissions (idempotency keys, the team's limits that need
+//   its state, durable append to the intake stream before the job exists;
+//   reading and checking a spec is its intake readers' work,
+//   actors/intake_reader.hpp, which it spawns), job id assignment, and the
+//   bad-input counters. It stamps on each new record what the config
 //   says at submit: infra requeue cap, the team's run_as uid, job_defaults'
 //   memory limit and preemption.max_grace_s.
 // Interface: RouterActor (actors/protocol.hpp).
@@ -17,8 +19,9 @@
 //   thread; (shape_atom, NodeCapacity) from the node supervisor;
 //   (unqueued_atom, team) from the job supervisor; (stats_atom, kind,
 //   restarts) from the supervisors; (distrust_atom, what); (why_atom, reply,
-//   body) from team queues.
-// Sends: replies on the request's reply subject; (spawn_atom, id, record),
+//   body) from team queues; ReadSubmission from its intake readers.
+// Sends: a team's submissions (Inbound) and the config to its intake readers;
+//   replies on the request's reply subject; (spawn_atom, id, record),
 //   the verbs (status, cancel, why, logs, list, find, history) to the job
 //   supervisor; (route_atom, node, Envelope) of an agent's message and
 //   (cordon_atom, ...) to the node supervisor; (queues_atom) and (list_atom)

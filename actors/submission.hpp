@@ -50,6 +50,17 @@ struct Read {
 Read read(const Opened& o, const std::vector<uint8_t>& data, const policy::ClusterConfig& cfg,
           const spec::Limits& limits, uint64_t stream_seq = 0, const std::string& msg_id = {});
 
+// A submission read and checked off the router (actors/intake_reader.hpp):
+// its team and format, the spec and its admission, or why it was refused
+// before the router's own checks (the team's rate, open(), read()).
+struct Checked {
+  std::string team;
+  bool flatbuffers = false;
+  policy::Decision verdict;
+  pb::JobSpec spec;
+  policy::Admission adm;
+};
+
 // team/key, or "" when the spec has no idempotency key.
 std::string key_of(const std::string& team, const pb::JobSpec& s);
 

@@ -5,6 +5,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "actors/policy/demand.hpp"
 #include "actors/policy/queue_order.hpp"
 #include "actors/policy/why.hpp"
 #include "actors/views.hpp"
@@ -33,6 +34,10 @@ struct PoolLine {
   Line pending;
   int64_t gpus = 0;    // GPUs the line asks for, all ranks
   bool dirty = false;  // its arbiter has not heard the last change
+  // The ids its arbiter holds as this line's first jobs (policy::diff_demand);
+  // none told yet: the next demand is full.
+  std::unordered_set<std::string> told;
+  bool told_once = false;
 };
 
 struct QueueState {
@@ -70,14 +75,23 @@ void send_demand(Self self) {
     auto& [pool, line] = *it;
     if (line.dirty) {
       line.dirty = false;
-      std::vector<JobTicket> first;
+      std::vector<std::string_view> now;
+      std::vector<const JobTicket*> first;
       for (const auto& [k, t] : line.pending) {
         if (first.size() == kDemandDepth) break;
-        if (!st.granted.count(t.job_id)) first.push_back(t);
+        if (st.granted.count(t.job_id)) continue;
+        now.push_back(t.job_id);
+        first.push_back(&t);
       }
-      self->send(st.w.arbiter, demand_atom_v, st.team, pool, std::move(first),
-                 static_cast<int32_t>(line.pending.size()), static_cast<int32_t>(line.gpus),
-                 TeamQueueActor{self});
+      bool full = !line.told_once;
+      line.told_once = true;
+      auto diff = policy::diff_demand(line.told, now);
+      std::vector<JobTicket> added;
+      added.reserve(diff.added.size());
+      for (size_t i : diff.added) added.push_back(*first[i]);
+      self->send(st.w.arbiter, demand_atom_v, st.team, pool, std::move(added),
+                 std::move(diff.removed), full, static_cast<int32_t>(line.pending.size()),
+                 static_cast<int32_t>(line.gpus), TeamQueueActor{self});
     }
     if (line.pending.empty())
       it = st.lines.erase(it);

@@ -8,8 +8,10 @@
 //   reason) from gang reservations (every placement, one worker or many);
 //   (why_atom, id, reply) from the arbiter: its place in line, answered to
 //   the router; (tick_atom) from itself: one demand for a burst of changes.
-// Sends: (demand_atom, team, first jobs, pending jobs, pending GPUs, itself)
-//   to the arbiter when the queue changes; on placed: (placed_atom,
+// Sends: (demand_atom, team, pool, added tickets, removed ids, full, pending
+//   jobs, pending GPUs, itself) to the arbiter when a pool's line changed:
+//   what changed among its first jobs not being placed (policy/demand.hpp;
+//   `full` on a line's first message); on placed: (placed_atom,
 //   Assignment) to the job supervisor (for the job) and (placed_atom, team,
 //   Assignment) to the arbiter; on unplaced: (unplaced_atom, team, id) to the
 //   arbiter; (why_atom, reply, body) to the router.

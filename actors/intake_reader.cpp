@@ -1,0 +1,91 @@
+#include "actors/intake_reader.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <unordered_map>
+
+#include "actors/policy/admission.hpp"
+#include "actors/policy/config.hpp"
+#include "actors/submission.hpp"
+
+namespace troupe {
+
+using namespace troupe::atoms;
+
+namespace {
+
+constexpr size_t kMaxBuckets = 4096;  // full buckets are forgotten past this many
+
+struct ReaderState {
+  RouterActor router;
+  ClockPtr clock;
+  policy::ClusterConfig cfg = policy::open_config();
+  spec::Limits limits;
+  std::unordered_map<std::string, policy::TokenBucket> buckets;  // by team (rate-limited ones)
+  static inline const char* name = "intake_reader";
+};
+
+using Self = IntakeReaderActor::stateful_pointer<ReaderState>;
+
+policy::TokenBucket& bucket_of(ReaderState& st, const std::string& team, int64_t now) {
+  if (st.buckets.size() >= kMaxBuckets && st.buckets.count(team) == 0) {
+    for (auto it = st.buckets.begin(); it != st.buckets.end();) {
+      auto l = st.cfg.limits_of(it->first);
+      it = policy::bucket_full(it->second, l.submit_rate, l.submit_burst, now)
+               ? st.buckets.erase(it)
+               : std::next(it);
+    }
+  }
+  return st.buckets[team];
+}
+
+// The stateless checks of submission::open and read, with the team's rate
+// between them.
+void check(ReaderState& st, const Inbound& in, submission::Checked& c) {
+  auto opened = submission::open(in.subject, in.data);
+  c.team = opened.team;
+  c.flatbuffers = opened.flatbuffers;
+  c.verdict = opened.verdict;
+  if (!c.verdict.ok()) return;
+  auto lim = st.cfg.limits_of(c.team);
+  if (lim.submit_rate > 0) {
+    int64_t now = st.clock->now_ms();  // a clock that goes back refills nothing (take_token)
+    c.verdict = policy::check_rate(bucket_of(st, c.team, now), lim, c.team, now);
+    if (!c.verdict.ok()) return;
+  }
+  auto read = submission::read(opened, in.data, st.cfg, st.limits, in.stream_seq, in.msg_id);
+  c.verdict = std::move(read.verdict);
+  c.spec = std::move(read.spec);
+  c.adm = std::move(read.adm);
+}
+
+IntakeReaderActor::behavior_type reader_behavior(Self self, RouterActor router, ClockPtr clock) {
+  self->state.router = std::move(router);
+  self->state.clock = clock ? std::move(clock) : std::make_shared<SystemClock>();
+  return {
+      [=](const Inbound& in) {
+        auto c = std::make_shared<submission::Checked>();
+        try {
+          check(self->state, in, *c);
+        } catch (const std::exception& e) {
+          // Bad input must never take a reader down; the router answers it.
+          c->verdict = {policy::Refusal::malformed, std::string("bad request: ") + e.what()};
+        }
+        self->send(self->state.router, ReadSubmission{in, std::move(c)});
+      },
+      [=](config_atom, const std::string& text) {
+        auto& st = self->state;
+        if (!policy::load_config_or_open(text, st.cfg).empty()) return;  // the router logs it
+        st.limits.priority_classes = st.cfg.class_names();
+      },
+  };
+}
+
+}  // namespace
+
+IntakeReaderActor spawn_intake_reader(caf::local_actor* parent, RouterActor router,
+                                      ClockPtr clock) {
+  return parent->spawn<caf::linked>(reader_behavior, std::move(router), std::move(clock));
+}
+
+}  // namespace troupe
