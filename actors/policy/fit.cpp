@@ -81,7 +81,25 @@ std::optional<size_t> best_fit(const std::vector<NodeCapacity>& nodes, const Pla
 
 std::vector<size_t> gang_fit(const std::vector<NodeCapacity>& nodes, const PlacementRequest& req,
                              const NodeMask& usable, const CapacityIndex* index) {
-  // How many ranks each usable node can take.
+  // One node that takes every rank is the fewest nodes there are: the gang
+  // goes there by best fit, as one worker asking for all of it would (with
+  // the index: a bucket lookup).
+  if (req.workers > 1) {
+    PlacementRequest whole = req;
+    whole.gpus *= req.workers;
+    whole.cpus *= req.workers;
+    whole.memory_mb *= req.workers;
+    whole.workers = 1;
+    if (auto n = best_fit(nodes, whole, usable, index))
+      return std::vector<size_t>(static_cast<size_t>(req.workers), *n);
+  }
+  // How many ranks each usable node can take, worked out once per node.
+  struct Candidate {
+    const std::string* rack;
+    int slots;
+    int free;  // GPUs
+    size_t i;
+  };
   auto slots = [&](const NodeCapacity& n) {
     if (!fits_in_pool(n, req)) return 0;
     int by_gpu = req.gpus > 0 ? n.gpus_free / req.gpus : req.workers;
@@ -90,33 +108,28 @@ std::vector<size_t> gang_fit(const std::vector<NodeCapacity>& nodes, const Place
         req.memory_mb > 0 ? static_cast<int>(n.memory_free_mb / req.memory_mb) : req.workers;
     return std::min({by_gpu, by_cpu, by_mem, req.workers});
   };
-  // Candidate groups: each rack, then the whole pool.
-  std::map<std::string, std::vector<size_t>> racks;
-  std::vector<size_t> all;
+  std::vector<Candidate> all;
+  auto consider = [&](size_t i) {
+    if (!usable_at(usable, i)) return;
+    if (int k = slots(nodes[i]); k > 0) all.push_back({&nodes[i].rack, k, nodes[i].gpus_free, i});
+  };
   // With an index, only nodes with room for one rank's GPUs are looked at.
-  std::vector<size_t> scan;
   if (index != nullptr && !req.pool.empty() && req.gpus > 0) {
-    scan = index->with_free(req.pool, req.gpus);
+    index->each_with_free(req.pool, req.gpus, consider);
   } else {
-    scan.resize(nodes.size());
-    for (size_t i = 0; i < nodes.size(); ++i) scan[i] = i;
+    for (size_t i = 0; i < nodes.size(); ++i) consider(i);
   }
-  for (size_t i : scan) {
-    if (!usable_at(usable, i) || slots(nodes[i]) == 0) continue;
-    racks[nodes[i].rack].push_back(i);
-    all.push_back(i);
-  }
-  // Greedy in a group: nodes with the most slots first (fewest nodes), ties
-  // -> fewest free GPUs (best fit), then index.
-  auto pack = [&](std::vector<size_t> group) {
-    std::sort(group.begin(), group.end(), [&](size_t a, size_t b) {
-      return std::make_tuple(-slots(nodes[a]), nodes[a].gpus_free, a) <
-             std::make_tuple(-slots(nodes[b]), nodes[b].gpus_free, b);
-    });
+  // The order inside a group: nodes with the most slots first (fewest
+  // nodes), ties -> fewest free GPUs (best fit), then index.
+  auto before = [](const Candidate& a, const Candidate& b) {
+    return std::make_tuple(-a.slots, a.free, a.i) < std::make_tuple(-b.slots, b.free, b.i);
+  };
+  // Greedy in a group [first, last), sorted by `before`.
+  auto pack = [&](auto first, auto last) {
     std::vector<size_t> ranks;
-    for (size_t i : group) {
-      for (int k = slots(nodes[i]); k > 0 && static_cast<int>(ranks.size()) < req.workers; --k)
-        ranks.push_back(i);
+    for (auto it = first; it != last; ++it) {
+      for (int k = it->slots; k > 0 && static_cast<int>(ranks.size()) < req.workers; --k)
+        ranks.push_back(it->i);
       if (static_cast<int>(ranks.size()) == req.workers) break;
     }
     if (static_cast<int>(ranks.size()) < req.workers) ranks.clear();
@@ -127,13 +140,22 @@ std::vector<size_t> gang_fit(const std::vector<NodeCapacity>& nodes, const Place
     std::sort(d.begin(), d.end());
     return static_cast<size_t>(std::unique(d.begin(), d.end()) - d.begin());
   };
+  // Candidate groups: each rack (by name), then the whole pool.
+  std::sort(all.begin(), all.end(), [&](const Candidate& a, const Candidate& b) {
+    if (*a.rack != *b.rack) return *a.rack < *b.rack;
+    return before(a, b);
+  });
   std::vector<size_t> best;
-  for (const auto& [rack, group] : racks) {
-    auto r = pack(group);
-    if (!r.empty() && (best.empty() || distinct(r) < distinct(best))) best = r;
+  for (auto first = all.begin(); first != all.end();) {
+    auto last =
+        std::find_if(first, all.end(), [&](const Candidate& c) { return *c.rack != *first->rack; });
+    auto r = pack(first, last);
+    if (!r.empty() && (best.empty() || distinct(r) < distinct(best))) best = std::move(r);
+    first = last;
   }
   if (!best.empty()) return best;
-  return pack(all);  // spans racks
+  std::sort(all.begin(), all.end(), before);
+  return pack(all.begin(), all.end());  // spans racks
 }
 
 std::vector<size_t> place(const std::vector<NodeCapacity>& nodes, const PlacementRequest& req,

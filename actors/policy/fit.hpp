@@ -5,11 +5,14 @@
 //   score (one worker): best fit — the node left with the fewest free GPUs,
 //           so large free blocks stay whole and an empty node is never broken
 //           for a small job while a partly used node fits it; ties -> index;
-//   gang:   fewest nodes (ranks share a node when it has room), then all on
-//           one topology label (rack) when possible, then best fit.
+//   gang:   fewest nodes (ranks share a node when it has room): a gang one
+//           node can take goes there by best fit, as one worker asking for
+//           all of it (a bucket lookup with the index); else all on one
+//           topology label (rack) when possible, then best fit.
 // Unit tests: tests/unit/policy_fit_test.cpp.
 #pragma once
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <set>
@@ -39,6 +42,14 @@ class CapacityIndex {
   void set(size_t i, const NodeCapacity& n);
   // Nodes of `pool` with at least `min_free` free GPUs, by index.
   std::vector<size_t> with_free(const std::string& pool, int min_free) const;
+  // Calls `f(i)` for each of them, in no set order (no list, no sort).
+  template <class F>
+  void each_with_free(const std::string& pool, int min_free, F&& f) const {
+    auto p = buckets_.find(pool);
+    if (p == buckets_.end()) return;
+    for (size_t free = static_cast<size_t>(std::max(0, min_free)); free < p->second.size(); ++free)
+      for (size_t i : p->second[free]) f(i);
+  }
   // Whether it indexes exactly `nodes` (tests).
   bool matches(const std::vector<NodeCapacity>& nodes) const;
 

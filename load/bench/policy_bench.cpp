@@ -48,7 +48,8 @@ void BM_OrderQueuedJobs(benchmark::State& state) {
   std::mt19937 rng(7);
   std::vector<std::pair<int, QueueKey>> input;
   for (int i = 0; i < jobs; ++i)
-    input.push_back({static_cast<int>(rng() % teams), QueueKey{static_cast<int>(rng() % 3) * 50, static_cast<uint64_t>(i)}});
+    input.push_back({static_cast<int>(rng() % teams),
+                     QueueKey{static_cast<int>(rng() % 3) * 50, static_cast<uint64_t>(i)}});
   std::vector<TeamStanding> standings(teams);
   for (int t = 0; t < teams; ++t) {
     standings[t].team = "team-" + std::to_string(t);
@@ -99,7 +100,17 @@ void BM_GangFitIndexed(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(gang_fit(nodes, req, {}, &index));
   state.SetItemsProcessed(state.iterations());
 }
-BENCHMARK(BM_GangFitIndexed)->Arg(1000)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_GangFitIndexed)->Arg(1000)->Arg(10000)->Unit(benchmark::kMicrosecond);
+
+// The load mix's gang, 2 ranks x 4 GPUs: one node with 8 free GPUs takes it.
+void BM_GangFitOneNode(benchmark::State& state) {
+  auto nodes = fleet(static_cast<size_t>(state.range(0)), 2);
+  CapacityIndex index(nodes);
+  auto req = one(4, 2);
+  for (auto _ : state) benchmark::DoNotOptimize(gang_fit(nodes, req, {}, &index));
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_GangFitOneNode)->Arg(1000)->Arg(10000)->Unit(benchmark::kMicrosecond);
 
 RoundInput round_input(size_t nodes) {
   RoundInput in;

@@ -70,6 +70,24 @@ TEST_CASE("gang_fit: fewest nodes first", "[policy][fit][gang]") {
   CHECK(gang_fit(nodes, req(4, 2)) == std::vector<size_t>{2, 2});
 }
 
+TEST_CASE("gang_fit: a gang one node can take goes to it by best fit, whatever the rack",
+          "[policy][fit][gang]") {
+  // 2 x 2 GPUs: c (4 free) is left with the fewest, though a sorts first by rack.
+  std::vector<NodeCapacity> nodes = {node("a", 8, "r1"), node("b", 3, "r1"), node("c", 4, "r9"),
+                                     node("d", 4, "r9")};
+  CHECK(gang_fit(nodes, req(2, 2)) == std::vector<size_t>{2, 2});
+  CapacityIndex idx(nodes);
+  CHECK(gang_fit(nodes, req(2, 2), {}, &idx) == std::vector<size_t>{2, 2});
+  // CPUs count for every rank: c has room for one rank's CPUs only.
+  nodes[2].cpus_free = 10;
+  auto r = req(2, 2);
+  r.cpus = 8;
+  CHECK(gang_fit(nodes, r) == std::vector<size_t>{3, 3});
+  CHECK(gang_fit(nodes, r, {}, &idx) == std::vector<size_t>{3, 3});
+  // A node masked out is passed over.
+  CHECK(gang_fit(nodes, r, NodeMask{1, 1, 1, 0}) == std::vector<size_t>{0, 0});
+}
+
 TEST_CASE("gang_fit: one rack when it can", "[policy][fit][gang]") {
   std::vector<NodeCapacity> nodes = {node("a", 8, "r1"), node("b", 8, "r2"), node("c", 8, "r2")};
   auto ranks = gang_fit(nodes, req(8, 2));
