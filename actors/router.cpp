@@ -155,6 +155,7 @@ void to_reader(Self self, const std::string& team, const Inbound& in) {
 void submit(Self self, const ReadSubmission& r) {
   using policy::Refusal;
   auto& st = self->state;
+  if (!r.checked) return;  // only readers send it, always with a result
   const Inbound& in = r.in;
   auto& checked = *r.checked;  // the message's alone: moved from
   ++st.n.submitted;

@@ -20,6 +20,10 @@
 #
 # SCHED_ARGS (environment) is added to troupe-scheduler's arguments, e.g.
 # SCHED_ARGS="--snapshots sync" to compare snapshot modes (docs/recovery.md).
+# SCHED_ENV (environment) is put in troupe-scheduler's environment, e.g.
+# SCHED_ENV="MALLOC_ARENA_MAX=2" or an LD_PRELOAD of another allocator.
+# IDLE_PAUSE (environment, retention): seconds to wait after the idle RSS
+# before the run starts (to read /proc/PID/smaps at idle).
 # AGE_S (environment, recovery): seconds between the last submission and
 # the kill (default 2).
 # SECURE=1 (environment): the production configuration of docs/security.md —
@@ -85,7 +89,7 @@ else
 fi
 for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$PORT) 2>/dev/null && break; sleep 0.1; done
 if [[ $MEASURE == retention ]]; then SCHED_ARGS="${SCHED_ARGS:-} --job-retention-s ${2:-5}"; fi
-"$BIN/troupe-scheduler" --nats "$URL" "${SCHED_ID[@]}" --checkpoint-root "$DIR/ckpt" ${SCHED_ARGS:-} >"$DIR/scheduler.log" 2>&1 &
+env ${SCHED_ENV:-} "$BIN/troupe-scheduler" --nats "$URL" "${SCHED_ID[@]}" --checkpoint-root "$DIR/ckpt" ${SCHED_ARGS:-} >"$DIR/scheduler.log" 2>&1 &
 SCHED=$!; PIDS+=($SCHED)
 sleep 1
 
@@ -164,8 +168,16 @@ case "$MEASURE" in
   latency)
     RATE=${1:-1000}; JOBS=${2:-5000}
     fleet 1000
-    "$BIN/troupe-load" --nats "$URL" --jobs "$JOBS" --rate "$RATE" --mix 1gpu --teams t1,t2,t3,t4 \
-      --duration-s 0.5 --deadline-s 120 --scheduler-pid "$SCHED" --json --no-progress || true ;;
+    cpu_start
+    TIMEFORMAT='%U %S'
+    T0=$(date +%s.%N)
+    { time "$BIN/troupe-load" --nats "$URL" --jobs "$JOBS" --rate "$RATE" --mix 1gpu --teams t1,t2,t3,t4 \
+      --duration-s 0.5 --deadline-s 120 --scheduler-pid "$SCHED" --json --no-progress || true; } 2>"$DIR/load.time"
+    T1=$(date +%s.%N)
+    cpu_stop "$JOBS"
+    # The CPU the whole cluster used, as a share of this machine's cores: near
+    # 1 the processes queue for a core and the latency's tail is that queue.
+    echo "wall_s: $(awk -v a="$T0" -v b="$T1" 'BEGIN{printf "%.1f", b-a}'), cores $(nproc)" ;;
   queued)
     JOBS=${1:-100000}
     echo "scheduler before: $(grep -E 'VmHWM|VmRSS' /proc/$SCHED/status | tr -s ' \n' ' ')"
@@ -190,13 +202,15 @@ case "$MEASURE" in
     JOBS=${1:-20000}; KEEP=${2:-5}  # (the scheduler was started with --job-retention-s KEEP)
     fleet 200
     rss() { grep -E 'VmRSS' "/proc/$SCHED/status" | awk '{print $2/1024 " MB"}'; }
-    echo "scheduler idle: $(rss)"
+    echo "scheduler idle: $(rss)"; sleep ${IDLE_PAUSE:-0}
     "$BIN/troupe-load" --nats "$URL" --jobs "$JOBS" --rate 0 --mix 1gpu --teams t1,t2,t3,t4 \
-      --duration-s 0.01 --deadline-s 600 --scheduler-pid "$SCHED" --json --no-progress \
+      --duration-s 0.01 --deadline-s 1800 --scheduler-pid "$SCHED" --json --no-progress \
       | python3 -c 'import json,sys; r=json.load(sys.stdin); print("ran: %d jobs, complete %s, placements %.0f/s" % (r["acknowledged"], r.get("complete"), r["placement_rate_per_s"]))' || true
     echo "scheduler after the run: $(rss)"
     sleep $((KEEP + 12))
     echo "scheduler $((KEEP + 12)) s later (past the retention): $(rss)"
+    sleep 45  # the purges of the last jobs are done by now, and trimmed
+    echo "scheduler $((KEEP + 57)) s later: $(rss)"
     ;;
   recovery)
     JOBS=${1:-100000}
