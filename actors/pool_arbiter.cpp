@@ -65,6 +65,7 @@ struct Running {
 
 struct Figures {
   int64_t preemptions = 0;      // victim jobs asked to stop
+  int64_t reclaims = 0;         // ... of them, borrowed work taken back by its lender
   double gpu_seconds_lost = 0;  // work since their last checkpoint x GPUs
 };
 
@@ -88,6 +89,9 @@ struct ArbiterState {
   std::map<std::string, policy::VictimPool> victims;  // by pool: what running work may be preempted
   policy::Books books;  // every grant in flight and running job: usage per (team, pool)
   std::map<std::string, policy::Hold> holds;  // by pool
+  // Jobs that borrowed work was stopped for, until placed (or their wait is
+  // over): meanwhile the pool lends nothing new, so the GPUs go to them.
+  std::unordered_map<std::string, int64_t> reclaim_for;
   std::unordered_map<std::string, policy::Reason> reasons;
   bool round_pending = false;
   double reserved_idle_gpu_s = 0;
@@ -172,22 +176,36 @@ void preempt_if_needed(Self self, const std::string& pool, const policy::RoundOu
   const auto& pc = st.cfg.preemption;
   auto& recent = st.pool_preemptions[pool];
   policy::forget_old(recent, now);
-  if (static_cast<int>(recent.size()) >= pc.max_per_minute) return;
+  // Past the budget only reclaims remain (they are not counted against it).
+  bool budget_left = static_cast<int>(recent.size()) < pc.max_per_minute;
+  // The victims' time to stop: the default grace, within the config's cap.
+  int64_t grace_ms = 1000LL * policy::preempt_grace_s(std::nullopt, pc.max_grace_s);
+  const auto& hold = st.holds[pool];
   std::vector<policy::PreemptWant> wants;
   for (const auto& [team, td] : st.teams) {
     auto standing = standing_of(st, team, pool);
+    // Owed: what its guarantee still lacks, less what its wants before this
+    // one (and its jobs waiting for victims) take of it.
+    int owed = standing.guaranteed - standing.used.gpus;
     for (const auto& t : td.tickets) {
       if (t.req.pool != pool || td.inflight.count(t.job_id)) continue;
+      int need = t.req.gpus * t.req.workers;
+      if (auto p = st.preempting_for.find(t.job_id);
+          p != st.preempting_for.end() && p->second > now) {
+        owed -= need;
+        continue;
+      }
       auto r = out.reasons.find(t.job_id);
       if (r == out.reasons.end()) continue;
       const auto& code = r->second.code;
       if (code != policy::why::kFitsNowhere && code != policy::why::kReservation &&
           code != policy::why::kHeldForOther)
         continue;
-      if (auto p = st.preempting_for.find(t.job_id);
-          p != st.preempting_for.end() && p->second > now)
-        continue;
-      bool below = standing.used.gpus + t.req.gpus * t.req.workers <= standing.guaranteed;
+      // Its own hold starts before victims would be gone: waiting is faster.
+      if (hold.active() && hold.job_id == t.job_id && hold.start_ms <= now + grace_ms) continue;
+      bool below = need <= owed;
+      if (below) owed -= need;
+      if (!below && !budget_left) continue;
       policy::PreemptWant want{t.job_id, t.team, t.priority, t.seq, below, t.req};
       if (st.victims[pool].may_have_victim(want)) wants.push_back(std::move(want));
     }
@@ -216,27 +234,34 @@ void preempt_if_needed(Self self, const std::string& pool, const policy::RoundOu
     cands.push_back(std::move(c));
     ids.push_back(id);
   }
-  // The victims' time to stop: the default grace, within the config's cap.
-  int64_t grace_ms = 1000LL * policy::preempt_grace_s(std::nullopt, pc.max_grace_s);
-  auto plan = policy::plan_preemption(st.caps, cands, std::move(wants), recent.size(),
-                                      pc.max_per_minute, grace_ms, now);
-  if (!plan) return;
-  for (size_t v : plan->plan.victims) {
-    const auto& id = ids[v];
-    st.running[id].preempting = true;
-    st.preempted_at[id].push_back(now);
-    recent.push_back(now);
-    ++st.figures.preemptions;
-    self->send(st.w.jobs, preempt_atom_v, id, plan->why);
+  auto plans = policy::plan_preemption(st.caps, cands, std::move(wants), recent.size(),
+                                       pc.max_per_minute, grace_ms, now);
+  for (const auto& plan : plans) {
+    for (size_t v : plan.plan.victims) {
+      const auto& id = ids[v];
+      auto& victim = st.running[id];
+      victim.preempting = true;
+      st.preempted_at[id].push_back(now);
+      ++st.figures.preemptions;
+      if (policy::is_reclaim(plan.preemptor, cands[v])) {
+        ++st.figures.reclaims;
+      } else {
+        recent.push_back(now);
+      }
+      self->send(st.w.jobs, preempt_atom_v, id, plan.why);
+    }
+    st.figures.gpu_seconds_lost += plan.plan.gpu_s_lost;
+    const auto& job = plan.preemptor.job_id;
+    if (!plan.reclaim) {
+      policy::Hold& h = st.holds[pool];
+      h.job_id = job;
+      h.nodes = plan.held_nodes;
+      h.start_ms = plan.hold_start_ms;
+    }
+    st.preempting_for[job] = plan.preempting_until_ms;
+    if (plan.reclaim) st.reclaim_for[job] = plan.preempting_until_ms;
+    st.reasons[job] = {plan.reason_code, plan.reason_text};
   }
-  st.figures.gpu_seconds_lost += plan->plan.gpu_s_lost;
-  const auto& job = plan->preemptor.job_id;
-  policy::Hold& h = st.holds[pool];
-  h.job_id = job;
-  h.nodes = plan->held_nodes;
-  h.start_ms = plan->hold_start_ms;
-  st.preempting_for[job] = plan->preempting_until_ms;
-  st.reasons[job] = {policy::why::kPreempting, plan->reason_text};
 }
 
 void run_round(Self self) {
@@ -255,6 +280,9 @@ void run_round(Self self) {
     in.index = &st.capidx;          // the round takes its grants from both
     in.now_ms = now;
     in.hold = st.holds[pool];
+    for (auto it = st.reclaim_for.begin(); it != st.reclaim_for.end();)
+      it = it->second <= now ? st.reclaim_for.erase(it) : std::next(it);
+    in.reclaiming = !st.reclaim_for.empty();
     in.fifo = st.fifo;
     if (in.hold.active() && in.hold.start_ms != policy::kNever && in.hold.start_ms < now)
       in.hold = policy::Hold{};  // overdue: plan it again from what runs now
@@ -402,6 +430,7 @@ views::Queues queues_view(const ArbiterState& st) {
   v.grants = st.grants;
   v.preemptions = st.figures.preemptions;
   v.gpu_seconds_lost = st.figures.gpu_seconds_lost;
+  v.reclaims = st.figures.reclaims;
   return v;
 }
 
@@ -500,6 +529,7 @@ ArbiterActor::behavior_type arbiter_behavior(Self self, OutboxPtr out, bool fifo
         r.preemptible = t.preemptible;
         r.started_ms = self->state.w.now_ms();
         st.preempting_for.erase(a.job_id);
+        st.reclaim_for.erase(a.job_id);
         if (auto old = st.running.find(a.job_id); old != st.running.end()) {
           const auto& o = old->second;  // an attempt whose end was not heard yet
           st.victims[o.pool].remove(o.team, o.priority, o.preemptible, o.borrowed);

@@ -18,6 +18,7 @@ Queues merge(std::vector<Queues> parts) {
     all.reserved_idle_gpu_seconds += q.reserved_idle_gpu_seconds;
     all.grants += q.grants;
     all.preemptions += q.preemptions;
+    all.reclaims += q.reclaims;
     all.gpu_seconds_lost += q.gpu_seconds_lost;
     for (const auto& [cause, n] : q.retries) all.retries[cause] += n;
   }
@@ -65,6 +66,7 @@ std::string queues_json(const Queues& q) {
               {"reserved_idle_gpu_seconds", q.reserved_idle_gpu_seconds},
               {"grants", q.grants},
               {"preemptions", q.preemptions},
+              {"reclaims", q.reclaims},
               {"gpu_seconds_lost", q.gpu_seconds_lost},
               {"retries", q.retries}}
       .dump();

@@ -53,6 +53,7 @@ struct Queues {
   int64_t grants = 0, preemptions = 0;
   double gpu_seconds_lost = 0;
   std::map<std::string, int64_t> retries;  // by cause
+  int64_t reclaims = 0;  // of the preemptions: borrowed work taken back by its lender
 };
 
 std::string queues_json(const Queues& q);

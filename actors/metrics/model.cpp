@@ -96,6 +96,9 @@ const std::vector<SeriesInfo>& scheduler_series() {
       counter("troupe_preemptions_total", {},
               "Jobs preempted (stopped to free GPUs for a more important job), as the pool "
               "arbiter counts them."),
+      counter("troupe_reclaims_total", {},
+              "Of the preemptions: jobs of borrowed GPUs stopped so that a team below its "
+              "guarantee gets it back (not counted against the preemption budget)."),
       counter("troupe_preemption_lost_gpu_seconds_total", {},
               "GPU-seconds of work the preempted jobs lost (since their last checkpoint), as the "
               "pool arbiter estimates it when it chooses them."),
@@ -304,6 +307,7 @@ std::vector<Cumulative> cumulative_values(const Json& stats, const Json& queues)
       {"troupe_reserved_idle_gpu_seconds_total", {}, num(queues, "reserved_idle_gpu_seconds")},
       {"troupe_grants_total", {}, num(queues, "grants")},
       {"troupe_preemptions_total", {}, num(queues, "preemptions")},
+      {"troupe_reclaims_total", {}, num(queues, "reclaims")},
       {"troupe_preemption_lost_gpu_seconds_total", {}, num(queues, "gpu_seconds_lost")},
       {"troupe_submissions_total", {{"result", "accepted"}}, num(stats, "accepted")},
       {"troupe_submissions_total", {{"result", "rejected"}}, num(stats, "rejected")},

@@ -5,6 +5,8 @@
 #include <set>
 #include <tuple>
 
+#include "actors/policy/why.hpp"
+
 namespace troupe::policy {
 
 double work_lost_gpu_s(const PreemptCandidate& c, int64_t now_ms) {
@@ -13,10 +15,15 @@ double work_lost_gpu_s(const PreemptCandidate& c, int64_t now_ms) {
   return secs * c.gpus * static_cast<double>(c.nodes.size());
 }
 
-bool may_preempt(const Preemptor& p, const PreemptCandidate& c, int64_t now_ms) {
-  if (!c.preemptible || c.protected_until_ms > now_ms || c.job_id == p.job_id) return false;
-  if (c.priority < p.priority) return true;
+bool is_reclaim(const Preemptor& p, const PreemptCandidate& c) {
   return p.below_guarantee && c.borrowed && c.team != p.team;
+}
+
+bool may_preempt(const Preemptor& p, const PreemptCandidate& c, int64_t now_ms) {
+  if (!c.preemptible || c.job_id == p.job_id) return false;
+  if (c.team != p.team && !c.borrowed) return false;  // within its team's guarantee
+  if (is_reclaim(p, c)) return true;  // churn protection never shields it from its lender
+  return c.protected_until_ms <= now_ms && c.priority < p.priority;
 }
 
 namespace {
@@ -92,40 +99,72 @@ void forget_old(std::vector<int64_t>& recent, int64_t now_ms) {
 
 void VictimPool::add(const std::string& team, int priority, bool preemptible, bool borrowed) {
   if (!preemptible) return;
-  priorities_.insert(priority);
-  if (borrowed) {
-    ++borrowed_of_[team];
-    ++borrowed_;
-  }
+  all_of_[team].insert(priority);
+  if (borrowed) borrowed_of_[team].insert(priority);
 }
+
+namespace {
+void drop(std::map<std::string, std::multiset<int>>& by_team, const std::string& team,
+          int priority) {
+  auto t = by_team.find(team);
+  if (t == by_team.end()) return;
+  if (auto it = t->second.find(priority); it != t->second.end()) t->second.erase(it);
+  if (t->second.empty()) by_team.erase(t);
+}
+}  // namespace
 
 void VictimPool::remove(const std::string& team, int priority, bool preemptible, bool borrowed) {
   if (!preemptible) return;
-  if (auto it = priorities_.find(priority); it != priorities_.end()) priorities_.erase(it);
-  if (!borrowed) return;
-  auto it = borrowed_of_.find(team);
-  if (it == borrowed_of_.end()) return;
-  --borrowed_;
-  if (--it->second == 0) borrowed_of_.erase(it);
+  drop(all_of_, team, priority);
+  if (borrowed) drop(borrowed_of_, team, priority);
 }
 
 bool VictimPool::may_have_victim(const PreemptWant& w) const {
-  if (!priorities_.empty() && *priorities_.begin() < w.priority) return true;
-  if (!w.below_guarantee) return false;
-  auto own = borrowed_of_.find(w.team);
-  return borrowed_ - (own == borrowed_of_.end() ? 0 : own->second) > 0;
+  if (auto own = all_of_.find(w.team); own != all_of_.end() && *own->second.begin() < w.priority)
+    return true;
+  for (const auto& [team, priorities] : borrowed_of_)
+    if (team != w.team && (w.below_guarantee || *priorities.begin() < w.priority)) return true;
+  return false;
 }
 
-std::optional<PoolPreemption> plan_preemption(const std::vector<NodeCapacity>& nodes,
-                                              const std::vector<PreemptCandidate>& candidates,
-                                              std::vector<PreemptWant> wants, size_t recent_count,
-                                              int max_per_minute, int64_t victims_grace_ms,
-                                              int64_t now_ms) {
-  if (static_cast<int>(recent_count) >= max_per_minute) return std::nullopt;
+namespace {
+// The capacity a plan leaves to the next: its victims' given back, its
+// preemptor's taken.
+void apply(std::vector<NodeCapacity>& future, const std::vector<PreemptCandidate>& candidates,
+           const PoolPreemption& out) {
+  for (size_t v : out.plan.victims) give_back(future, candidates[v]);
+  take(future, out.preemptor.req, out.plan.nodes);
+}
+
+std::string reclaim_text(const std::vector<PreemptCandidate>& candidates, const VictimPlan& plan,
+                         int64_t victims_grace_ms) {
+  int gpus = 0;
+  std::set<std::string> teams;
+  for (size_t v : plan.victims) {
+    gpus += candidates[v].gpus * static_cast<int>(candidates[v].nodes.size());
+    teams.insert(candidates[v].team);
+  }
+  std::string from;
+  for (const auto& t : teams) from += (from.empty() ? "" : ", ") + t;
+  return "reclaiming " + std::to_string(gpus) + " GPU(s) borrowed by team(s) " + from + " (" +
+         std::to_string(plan.victims.size()) + " job(s)); they have up to " +
+         std::to_string(victims_grace_ms / 1000) + " s to stop, then this job runs";
+}
+}  // namespace
+
+std::vector<PoolPreemption> plan_preemption(const std::vector<NodeCapacity>& nodes,
+                                            const std::vector<PreemptCandidate>& candidates,
+                                            std::vector<PreemptWant> wants, size_t recent_count,
+                                            int max_per_minute, int64_t victims_grace_ms,
+                                            int64_t now_ms) {
   std::sort(wants.begin(), wants.end(), [](const PreemptWant& a, const PreemptWant& b) {
     return std::make_tuple(-a.priority, !a.below_guarantee, a.seq) <
            std::make_tuple(-b.priority, !b.below_guarantee, b.seq);
   });
+  std::vector<PoolPreemption> plans;
+  auto future = nodes;
+  auto left = candidates;  // those chosen are no longer candidates
+  bool priority_done = static_cast<int>(recent_count) >= max_per_minute;
   for (auto& want : wants) {
     PoolPreemption out;
     auto& p = out.preemptor;
@@ -134,21 +173,48 @@ std::optional<PoolPreemption> plan_preemption(const std::vector<NodeCapacity>& n
     p.priority = want.priority;
     p.below_guarantee = want.below_guarantee;
     p.req = want.req;
-    out.plan = choose_victims(nodes, candidates, p, now_ms);
+    // Room an earlier plan frees: no victim of its own.
+    if (!plans.empty()) {
+      auto ranks = place(future, p.req);
+      if (!ranks.empty()) {
+        take(future, p.req, ranks);
+        continue;
+      }
+    }
+    out.plan = choose_victims(future, left, p, now_ms);
+    for (size_t v : out.plan.victims) out.budgeted += is_reclaim(p, left[v]) ? 0 : 1;
+    bool over = priority_done || static_cast<int>(recent_count + out.budgeted) > max_per_minute;
+    if (out.budgeted > 0 && over) {
+      priority_done = true;  // a higher want the budget stops stops the lower ones too
+      if (!p.below_guarantee) continue;
+      auto borrowed_only = left;  // take back only what was borrowed
+      for (auto& c : borrowed_only) c.preemptible = c.preemptible && is_reclaim(p, c);
+      out.plan = choose_victims(future, borrowed_only, p, now_ms);
+      out.budgeted = 0;
+    }
     if (out.plan.victims.empty()) continue;
-    if (static_cast<int>(recent_count + out.plan.victims.size()) > max_per_minute)
-      return std::nullopt;
+    out.reclaim = out.budgeted == 0;
+    if (!out.reclaim) priority_done = true;  // one priority preemption a round
     out.why = "for job " + p.job_id + " of team " + p.team +
               (p.below_guarantee ? " (below its guarantee)" : " (higher priority)");
-    std::set<size_t> distinct(out.plan.nodes.begin(), out.plan.nodes.end());
-    out.held_nodes.assign(distinct.begin(), distinct.end());
-    out.hold_start_ms = now_ms + victims_grace_ms;
     out.preempting_until_ms = now_ms + 2 * victims_grace_ms;
-    out.reason_text = "preempting " + std::to_string(out.plan.victims.size()) +
-                      " job(s) to make room; their GPUs are held for this job";
-    return out;
+    if (out.reclaim) {
+      out.reason_code = why::kReclaiming;
+      out.reason_text = reclaim_text(left, out.plan, victims_grace_ms);
+    } else {
+      std::set<size_t> distinct(out.plan.nodes.begin(), out.plan.nodes.end());
+      out.held_nodes.assign(distinct.begin(), distinct.end());
+      out.hold_start_ms = now_ms + victims_grace_ms;
+      out.reason_code = why::kPreempting;
+      out.reason_text = "preempting " + std::to_string(out.plan.victims.size()) +
+                        " job(s) to make room; their GPUs are held for this job";
+    }
+    apply(future, left, out);
+    for (size_t v : out.plan.victims) left[v].preemptible = false;
+    recent_count += out.budgeted;
+    plans.push_back(std::move(out));
   }
-  return std::nullopt;
+  return plans;
 }
 
 }  // namespace troupe::policy

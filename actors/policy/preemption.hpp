@@ -1,8 +1,14 @@
 // Preemption victim choice: pure.
-// A job that cannot fit may preempt running work that is
-//   - preemptible (its class) and not protected against churn, and
-//   - of a lower priority class, or — when the preemptor's team is below its
-//     guarantee — borrowed by another team.
+// The rule (as in Kueue; docs/scheduling.md "Preemption"):
+//   - work within its team's guarantee (not borrowed) may be preempted only
+//     by higher-priority work of the same team;
+//   - work a team borrowed may be preempted by another team's higher-priority
+//     work (a priority preemption), or taken back by a team below its
+//     guarantee whatever the priorities (a reclaim).
+// Only preemptible work (its class) is ever a victim. Churn protection
+// shields a job from priority preemption, never borrowed work from its
+// lender's reclaim. Priority preemptions count against the pool's budget
+// (preemption.max_per_minute); reclaims do not.
 // Victims are taken in order of least work lost (GPU-seconds since their last
 // checkpoint, or since start), then lowest priority, then most recently
 // started; a gang is one victim (whole or not at all). Victims are added until
@@ -47,6 +53,9 @@ struct Preemptor {
 
 // GPU-seconds of work lost if `c` stops now.
 double work_lost_gpu_s(const PreemptCandidate& c, int64_t now_ms);
+
+// `p`'s team is owed capacity and `c` is work another team borrowed.
+bool is_reclaim(const Preemptor& p, const PreemptCandidate& c);
 
 bool may_preempt(const Preemptor& p, const PreemptCandidate& c, int64_t now_ms);
 
@@ -94,12 +103,13 @@ class VictimPool {
   void add(const std::string& team, int priority, bool preemptible, bool borrowed);
   void remove(const std::string& team, int priority, bool preemptible, bool borrowed);
   bool may_have_victim(const PreemptWant& w) const;
-  bool empty() const { return priorities_.empty(); }
+  bool empty() const { return all_of_.empty(); }
 
  private:
-  std::multiset<int> priorities_;           // of preemptible running jobs
-  std::map<std::string, int> borrowed_of_;  // preemptible borrowed running jobs, by team
-  int borrowed_ = 0;
+  // Priorities of preemptible running jobs, by team: all of them, and those
+  // borrowed (the only ones another team may preempt).
+  std::map<std::string, std::multiset<int>> all_of_;
+  std::map<std::string, std::multiset<int>> borrowed_of_;
 };
 
 // The per-pool budget counts preemptions over the last minute.
@@ -110,25 +120,38 @@ void forget_old(std::vector<int64_t>& recent, int64_t now_ms);
 struct PoolPreemption {
   Preemptor preemptor;
   VictimPlan plan;  // victims: indices into the candidates
+  // Every victim is work another team borrowed, taken back for a team below
+  // its guarantee: no budget, no hold (the pool lends nothing new until the
+  // preemptor is placed: RoundInput::reclaiming).
+  bool reclaim = false;
+  size_t budgeted = 0;  // victims that count against the per-minute budget
   // The nodes the victims free (distinct), held for the preemptor from
-  // `hold_start_ms` on (a backfill hold, policy/backfill.hpp).
+  // `hold_start_ms` on (a backfill hold, policy/backfill.hpp); a priority
+  // preemption only.
   std::vector<size_t> held_nodes;
   int64_t hold_start_ms = 0;
   int64_t preempting_until_ms = 0;  // its other reasons wait until then
   std::string why;                  // told to every victim
-  std::string reason_text;          // the preemptor's reason (why::kPreempting)
+  std::string reason_code;          // the preemptor's reason (why::kPreempting, kReclaiming)
+  std::string reason_text;
 };
 
-// At most one plan per pool per round: the wants are tried highest priority
-// first (then those below their guarantee, then submit order); the first
-// that some victims make room for wins, unless its victims would overrun
-// the budget (`recent_count` of `max_per_minute` already used): then none.
-// The victims get `victims_grace_ms` to checkpoint and exit, so the hold
+// The plans of one pool after a round. The wants are tried highest priority
+// first (then those below their guarantee, then submit order), each on the
+// capacity the earlier plans leave (what their victims free, less what their
+// preemptors take), so no more is stopped than the wants need:
+//   - reclaims: every want below its guarantee that borrowed work of other
+//     teams makes room for, however many, outside the budget;
+//   - at most one priority preemption, unless its budgeted victims would
+//     overrun the budget (`recent_count` of `max_per_minute` already used):
+//     then none (a preemptor below its guarantee then takes back only
+//     borrowed work, if that is enough).
+// The victims get `victims_grace_ms` to checkpoint and exit, so a hold
 // starts then, and the preemptor's reasons are left alone for twice that.
-std::optional<PoolPreemption> plan_preemption(const std::vector<NodeCapacity>& nodes,
-                                              const std::vector<PreemptCandidate>& candidates,
-                                              std::vector<PreemptWant> wants, size_t recent_count,
-                                              int max_per_minute, int64_t victims_grace_ms,
-                                              int64_t now_ms);
+std::vector<PoolPreemption> plan_preemption(const std::vector<NodeCapacity>& nodes,
+                                            const std::vector<PreemptCandidate>& candidates,
+                                            std::vector<PreemptWant> wants, size_t recent_count,
+                                            int max_per_minute, int64_t victims_grace_ms,
+                                            int64_t now_ms);
 
 }  // namespace troupe::policy

@@ -194,6 +194,13 @@ RoundOutput plan_round_live(RoundInput& in) {
                                quota.reason};
       return false;
     }
+    if (quota.borrowed && in.reclaiming) {
+      out.reasons[d.job_id] = {why::kNoBorrow,
+                               "team " + standing.team +
+                                   " would borrow, and borrowed GPUs of this pool are being "
+                                   "given back to a team below its guarantee"};
+      return false;
+    }
     if (!any_node_could_fit(nodes, req)) {
       out.reasons[d.job_id] = never_fits(nodes, req);
       return false;

@@ -58,6 +58,9 @@ struct RoundInput {
   // arbiter's, kept between rounds); plan_round builds its own.
   CapacityIndex* index = nullptr;
   Hold hold;  // the standing hold, if any
+  // Borrowed GPUs of this pool are being taken back for a team below its
+  // guarantee (policy/preemption.hpp): nothing new is lent until they are.
+  bool reclaiming = false;
   int64_t now_ms = 0;
   // Baseline for comparisons (troupe-scheduler --policy fifo): one queue in
   // submit order across teams, first fit, no fair share, quotas or backfill;

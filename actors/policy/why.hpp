@@ -19,6 +19,9 @@ inline constexpr const char* kBehind = "behind_other_jobs";
 inline constexpr const char* kNegotiating = "placing";
 // Lower-priority or borrowed work is being stopped to make room for it.
 inline constexpr const char* kPreempting = "preempting";
+// Its team is below its guarantee: GPUs other teams borrowed are being taken
+// back for it (the text: how many, from which teams, by when).
+inline constexpr const char* kReclaiming = "reclaiming";
 // Submitted, and no round has looked at it yet.
 inline constexpr const char* kNotYetConsidered = "not_yet_considered";
 // Queued, but not in its team queue's line at that moment: a grant is being

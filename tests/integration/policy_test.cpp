@@ -474,7 +474,7 @@ teams:
       std::string code = w.value("code", "");
       // (or a borrower's job is being preempted for it: owed is below its guarantee)
       CHECK((code == "fits_nowhere" || code == "placing" || code == "behind_other_jobs" ||
-             code == "preempting"));
+             code == "preempting" || code == "reclaiming"));
       CHECK_THAT(w.value("reason", ""), Catch::Matches(".*[0-9].*"));
     }
   }
@@ -512,6 +512,94 @@ teams:
   REQUIRE(orow.is_object());
   CHECK(orow.value("in_use", 0) == 8);
   CHECK(orow.value("borrowed", -1) == 0);
+  CHECK(replay_gpus(evs).clashes.empty());
+}
+
+// --- Guarantees kept: reclaim ------------------------------------------------------------
+TEST_CASE(
+    "policy: a team below its guarantee takes back 16 borrowed GPUs within the victims' "
+    "grace + 10 s, past a spent preemption budget, and never touches guaranteed work",
+    "[integration][policy][preemption]") {
+  // 5 nodes x 8 GPUs.
+  //  kept:     guaranteed 8, runs 8 low-priority jobs (within its guarantee)
+  //  borrower: no guarantee: 40 low-priority jobs fill the cluster (all borrowed)
+  //  lender:   guaranteed 16, then submits 16 high-priority jobs
+  // A budget of 2 preemptions a minute: reclaims are not counted against it.
+  // kept's jobs are cheaper to stop (younger) and of a lower priority than
+  // lender's, but within kept's guarantee: another team may never take them.
+  const std::string cfg = R"(
+pools: [{name: a100, gpu_type: a100}]
+teams:
+  - {name: kept, weight: 1, borrow: true, quotas: {a100: {guaranteed: 8}}}
+  - {name: borrower, weight: 1, borrow: true}
+  - {name: lender, weight: 1, borrow: true, quotas: {a100: {guaranteed: 16}}}
+priority_classes:
+  - {name: high, value: 100, preemptible: false}
+  - {name: low, value: 10, preemptible: true}
+preemption: {max_per_minute: 2, max_grace_s: 5, protect_after: 1, window_s: 600, protect_s: 600}
+)";
+  constexpr int64_t kGraceS = 5;
+  Cluster c(sim_nodes(ClusterOptions{}.with_config(cfg), "n", 5, 8));
+  REQUIRE(c.wait_nodes_alive(5, 20s));
+  auto low = [](Json j) {
+    j["priority"] = "low";
+    return j;
+  };
+  std::vector<std::string> borrower, kept, lender;
+  for (int i = 0; i < 40; ++i)
+    borrower.push_back(c.submit_ok("borrower", low(sim_job("borrower", 300.0))));
+  REQUIRE(wait_running(c.events(), borrower, 40, 20s));
+  // kept is below its guarantee: its 8 jobs take 8 GPUs back from borrower
+  // (then borrower runs 32, 8 wait). kept's jobs are the youngest from now
+  // on: the cheapest to stop, were they fair game.
+  for (int i = 0; i < 8; ++i) kept.push_back(c.submit_ok("kept", low(sim_job("kept", 300.0))));
+  REQUIRE(wait_running(c.events(), kept, 8, 20s));
+  {
+    Json q = c.queues();
+    INFO("queues: " << q.dump());
+    CHECK(queue_row(q, "kept", "a100").value("borrowed", -1) == 0);
+    CHECK(queue_row(q, "borrower", "a100").value("in_use", 0) == 32);
+  }
+  std::this_thread::sleep_for(1s);  // lender's victims are older than kept's jobs
+  const int64_t submitted = wall_ms();
+  for (int i = 0; i < 16; ++i) {
+    Json j = sim_job("lender", 300.0);
+    j["priority"] = "high";
+    lender.push_back(c.submit_ok("lender", j));
+  }
+  REQUIRE(wait_running(c.events(), lender, 16, std::chrono::seconds(kGraceS + 10 + 20)));
+  auto evs = c.events().all();
+  auto runs = runs_of(evs);
+  std::vector<int64_t> starts;
+  for (const auto& r : runs)
+    if (r.team == "lender") starts.push_back(r.start_ms);
+  std::sort(starts.begin(), starts.end());
+  REQUIRE(starts.size() == 16);
+  INFO("lender submitted at " << submitted << ", its 16th job started at " << starts.back());
+  // The bound: min(the victims' grace, max_grace_s) + 10 s.
+  CHECK(starts.back() - submitted <= (kGraceS + 10) * 1000);
+
+  // Exactly 16 victims, all of them borrower's; kept never lost a job.
+  std::set<std::string> victims_after;
+  std::set<std::string> kept_ids(kept.begin(), kept.end());
+  std::set<std::string> borrower_ids(borrower.begin(), borrower.end());
+  for (const auto& e : evs)
+    if (e.state == "preempted" && ts_of(e) >= submitted) victims_after.insert(e.job_id);
+  for (const auto& id : victims_after) CHECK(borrower_ids.count(id) == 1);
+  CHECK(victims_after.size() == 16);
+  for (const auto& e : evs) CHECK_FALSE((e.state == "preempted" && kept_ids.count(e.job_id)));
+  // No borrower job started while lender was owed.
+  for (const auto& r : runs)
+    if (r.team == "borrower") CHECK_FALSE((r.start_ms > submitted && r.start_ms < starts.back()));
+  Json q = c.queues();
+  INFO("queues: " << q.dump());
+  CHECK(queue_row(q, "lender", "a100").value("in_use", 0) == 16);
+  CHECK(queue_row(q, "kept", "a100").value("in_use", 0) == 8);
+  CHECK(queue_row(q, "borrower", "a100").value("in_use", 0) == 16);
+  // 24 preemptions in all (kept's 8, lender's 16), every one a reclaim: the
+  // budget of 2 a minute held none of them back.
+  CHECK(q.value("reclaims", 0) == 24);
+  CHECK(q.value("preemptions", 0) == 24);
   CHECK(replay_gpus(evs).clashes.empty());
 }
 

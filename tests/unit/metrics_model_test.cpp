@@ -163,14 +163,14 @@ TEST_CASE("counter mirror turns cumulative values into increments", "[metrics]")
 
 TEST_CASE("cumulative values: present at 0, read when the scheduler reports them", "[metrics]") {
   auto empty = cumulative_values(Json::object(), Json::object());
-  CHECK(empty.size() == 20);
+  CHECK(empty.size() == 21);
   for (const auto& c : empty) CHECK(c.value == 0);
   auto stats = Json::parse(R"({"accepted":7,"rejected":2,"malformed":3,"duplicates":1,
       "intake_errors":0,"handed_off":5,"bus_messages_in":"120","bus_messages_out":95,
       "restarts":{"job":1,"node":2},
       "snapshots":{"writes":10,"errors":2,"conflicts":1},"events_retried":4})");
   auto queues = Json::parse(
-      R"({"reserved_idle_gpu_seconds":12.5,"grants":9,"preemptions":2,"gpu_seconds_lost":640.5})");
+      R"({"reserved_idle_gpu_seconds":12.5,"grants":9,"preemptions":2,"reclaims":1,"gpu_seconds_lost":640.5})");
   std::map<std::string, double> got;
   for (const auto& c : cumulative_values(stats, queues)) {
     std::string k = c.series;
@@ -193,6 +193,7 @@ TEST_CASE("cumulative values: present at 0, read when the scheduler reports them
   CHECK(got["troupe_reserved_idle_gpu_seconds_total"] == 12.5);
   CHECK(got["troupe_grants_total"] == 9);
   CHECK(got["troupe_preemptions_total"] == 2);
+  CHECK(got["troupe_reclaims_total"] == 1);
   CHECK(got["troupe_preemption_lost_gpu_seconds_total"] == 640.5);
   // Every series named is in the table, as a counter.
   for (const auto& c : empty) {

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <random>
+#include <set>
 
 #include "actors/policy/preemption.hpp"
 
@@ -17,7 +18,7 @@ NodeCapacity node(std::string name, int free) {
   return n;
 }
 PreemptCandidate job(std::string id, std::vector<size_t> nodes, int gpus, int priority,
-                     int64_t started, int64_t ckpt = 0, std::string team = "low",
+                     int64_t started, int64_t ckpt = 0, std::string team = "high",
                      bool borrowed = false) {
   PreemptCandidate c;
   c.job_id = std::move(id);
@@ -156,32 +157,36 @@ TEST_CASE("pool plan: the highest-priority want first, the nodes held after the 
           "[policy][preemption]") {
   std::vector<NodeCapacity> nodes = {node("a", 0), node("b", 0)};
   std::vector<PreemptCandidate> c = {job("v1", {0}, 8, 10, 0), job("v2", {1}, 8, 10, 0)};
-  auto plan =
+  auto plans =
       plan_preemption(nodes, c, {want("mid", 60, 1), want("top", 90, 2)}, 0, 10, 30000, kNow);
-  REQUIRE(plan);
-  CHECK(plan->preemptor.job_id == "top");
-  CHECK(plan->plan.victims.size() == 1);
-  CHECK(plan->held_nodes.size() == 1);
-  CHECK(plan->hold_start_ms == kNow + 30000);
-  CHECK(plan->preempting_until_ms == kNow + 60000);
-  CHECK(plan->why == "for job top of team high (higher priority)");
+  REQUIRE(plans.size() == 1);  // one priority preemption a round
+  const auto& plan = plans[0];
+  CHECK(plan.preemptor.job_id == "top");
+  CHECK_FALSE(plan.reclaim);
+  CHECK(plan.budgeted == 1);
+  CHECK(plan.plan.victims.size() == 1);
+  CHECK(plan.held_nodes.size() == 1);
+  CHECK(plan.hold_start_ms == kNow + 30000);
+  CHECK(plan.preempting_until_ms == kNow + 60000);
+  CHECK(plan.why == "for job top of team high (higher priority)");
+  CHECK(plan.reason_code == "preempting");
   // A shorter grace moves the hold and the wait with it (no fixed timeout).
   auto quick = plan_preemption(nodes, c, {want("top", 90, 2)}, 0, 10, 5000, kNow);
-  REQUIRE(quick);
-  CHECK(quick->hold_start_ms == kNow + 5000);
-  CHECK(quick->preempting_until_ms == kNow + 10000);
+  REQUIRE(quick.size() == 1);
+  CHECK(quick[0].hold_start_ms == kNow + 5000);
+  CHECK(quick[0].preempting_until_ms == kNow + 10000);
 }
 
 TEST_CASE("pool plan: equal priority, the one below its guarantee goes first, then submit order",
           "[policy][preemption]") {
   std::vector<NodeCapacity> nodes = {node("a", 0)};
   std::vector<PreemptCandidate> c = {job("lent", {0}, 8, 50, 0, 0, "other", true)};
-  auto plan = plan_preemption(
+  auto plans = plan_preemption(
       nodes, c, {want("early", 50, 1, false, 8, "b"), want("owed", 50, 2, true, 8, "b")}, 0, 10,
       30000, kNow);
-  REQUIRE(plan);
-  CHECK(plan->preemptor.job_id == "owed");
-  CHECK(plan->why == "for job owed of team b (below its guarantee)");
+  REQUIRE(plans.size() == 1);
+  CHECK(plans[0].preemptor.job_id == "owed");
+  CHECK(plans[0].why == "for job owed of team b (below its guarantee)");
 }
 
 TEST_CASE("pool plan: the per-minute budget, none when nothing makes room",
@@ -191,15 +196,127 @@ TEST_CASE("pool plan: the per-minute budget, none when nothing makes room",
   // A 16-GPU gang needs both victims: over a budget with one left.
   auto gang = want("gang", 90, 1, false, 8);
   gang.req.workers = 2;
-  CHECK_FALSE(plan_preemption(nodes, c, {gang}, 9, 10, 30000, kNow));
-  CHECK(plan_preemption(nodes, c, {gang}, 8, 10, 30000, kNow));
-  CHECK_FALSE(plan_preemption(nodes, c, {gang}, 10, 10, 30000, kNow));
+  CHECK(plan_preemption(nodes, c, {gang}, 9, 10, 30000, kNow).empty());
+  CHECK(plan_preemption(nodes, c, {gang}, 8, 10, 30000, kNow).size() == 1);
+  CHECK(plan_preemption(nodes, c, {gang}, 10, 10, 30000, kNow).empty());
   // Equal priority, not owed anything: no victim, no plan.
-  CHECK_FALSE(plan_preemption(nodes, c, {want("same", 10, 1)}, 0, 10, 30000, kNow));
+  CHECK(plan_preemption(nodes, c, {want("same", 10, 1)}, 0, 10, 30000, kNow).empty());
 
   std::vector<int64_t> recent = {kNow - kBudgetWindowMs - 1, kNow - 1000, kNow};
   forget_old(recent, kNow);
   CHECK(recent == std::vector<int64_t>{kNow - 1000, kNow});
+}
+
+TEST_CASE(
+    "rule: another team's work within its guarantee is safe from any priority, borrowed "
+    "work is not",
+    "[policy][preemption]") {
+  std::vector<NodeCapacity> nodes = {node("a", 0)};
+  // Team "high" wants 8 GPUs at priority 100.
+  auto p = wants(8, 1, 100, "high", false);
+  std::vector<PreemptCandidate> guarded = {job("theirs", {0}, 8, 10, 0, 0, "low", false)};
+  CHECK_FALSE(may_preempt(p, guarded[0], kNow));
+  CHECK(choose_victims(nodes, guarded, p, kNow).victims.empty());
+  // The same team's lower-priority work yields.
+  std::vector<PreemptCandidate> own = {job("mine", {0}, 8, 10, 0, 0, "high", false)};
+  CHECK(ids(own, choose_victims(nodes, own, p, kNow)) == std::vector<std::string>{"mine"});
+  // Another team's borrowed lower-priority work yields to priority, with no
+  // guarantee owed; equal priority needs a guarantee owed.
+  std::vector<PreemptCandidate> lent = {job("lent", {0}, 8, 10, 0, 0, "low", true)};
+  CHECK(ids(lent, choose_victims(nodes, lent, p, kNow)) == std::vector<std::string>{"lent"});
+  auto peer = wants(8, 1, 10, "high", false);
+  CHECK(choose_victims(nodes, lent, peer, kNow).victims.empty());
+  peer.below_guarantee = true;
+  CHECK(is_reclaim(peer, lent[0]));
+  CHECK(ids(lent, choose_victims(nodes, lent, peer, kNow)) == std::vector<std::string>{"lent"});
+  // A team never "reclaims" from itself.
+  std::vector<PreemptCandidate> self_borrowed = {job("sb", {0}, 8, 10, 0, 0, "high", true)};
+  CHECK_FALSE(is_reclaim(peer, self_borrowed[0]));
+}
+
+TEST_CASE("reclaim: churn protection shields from priority preemption, never from the lender",
+          "[policy][preemption]") {
+  std::vector<NodeCapacity> nodes = {node("a", 0)};
+  auto guarded = job("guarded", {0}, 8, 10, 0, 0, "lender-less", true);
+  guarded.protected_until_ms = kNow + 60000;
+  std::vector<PreemptCandidate> c = {guarded};
+  CHECK(choose_victims(nodes, c, wants(8, 1, 100, "high", false), kNow).victims.empty());
+  CHECK(choose_victims(nodes, c, wants(8, 1, 10, "high", true), kNow).victims.size() == 1);
+}
+
+TEST_CASE("reclaim: outside the budget, every owed want in one round, no hold, numbers in why",
+          "[policy][preemption]") {
+  // 4 nodes x 8 GPUs full of team "borrower"'s 1-GPU borrowed jobs; team
+  // "owed" (below its guarantee) wants 16 one-GPU jobs; the budget is spent.
+  std::vector<NodeCapacity> nodes;
+  std::vector<PreemptCandidate> c;
+  for (size_t n = 0; n < 4; ++n) {
+    nodes.push_back(node("n" + std::to_string(n), 0));
+    for (int g = 0; g < 8; ++g)
+      c.push_back(job("b" + std::to_string(n) + "-" + std::to_string(g), {n}, 1, 50,
+                      kNow - 1000 * (g + 1), 0, "borrower", true));
+  }
+  std::vector<PreemptWant> ws;
+  for (int i = 0; i < 16; ++i)
+    ws.push_back(want("o" + std::to_string(i), 50, static_cast<uint64_t>(i), true, 1, "owed"));
+  auto plans = plan_preemption(nodes, c, ws, 10, 10, 30000, kNow);
+  REQUIRE(plans.size() == 16);
+  std::set<size_t> victims;
+  for (const auto& p : plans) {
+    CHECK(p.reclaim);
+    CHECK(p.budgeted == 0);
+    CHECK(p.held_nodes.empty());
+    CHECK(p.reason_code == "reclaiming");
+    CHECK(p.reason_text ==
+          "reclaiming 1 GPU(s) borrowed by team(s) borrower (1 job(s)); they have up to 30 s to "
+          "stop, then this job runs");
+    CHECK(p.preempting_until_ms == kNow + 60000);
+    REQUIRE(p.plan.victims.size() == 1);
+    victims.insert(p.plan.victims[0]);
+  }
+  CHECK(victims.size() == 16);  // each want its own victim
+  // The youngest go first (least work lost): every victim started after
+  // every job left running.
+  for (size_t v : victims)
+    for (size_t i = 0; i < c.size(); ++i)
+      if (!victims.count(i)) CHECK(c[v].started_ms >= c[i].started_ms);
+}
+
+TEST_CASE("reclaim: no more is stopped than the wants need", "[policy][preemption]") {
+  // One 4-GPU borrowed job frees room for four 1-GPU wants: one victim.
+  std::vector<NodeCapacity> nodes = {node("a", 0)};
+  std::vector<PreemptCandidate> c = {job("big", {0}, 4, 50, kNow - 500, 0, "borrower", true),
+                                     job("s1", {0}, 2, 50, kNow - 9000, 0, "borrower", true),
+                                     job("s2", {0}, 2, 50, kNow - 9000, 0, "borrower", true)};
+  std::vector<PreemptWant> ws;
+  for (int i = 0; i < 4; ++i)
+    ws.push_back(want("o" + std::to_string(i), 50, static_cast<uint64_t>(i), true, 1, "owed"));
+  auto plans = plan_preemption(nodes, c, ws, 0, 10, 30000, kNow);
+  REQUIRE(plans.size() == 1);
+  CHECK(ids(c, plans[0].plan) == std::vector<std::string>{"big"});
+  // A fifth want needs one more victim.
+  ws.push_back(want("o4", 50, 4, true, 1, "owed"));
+  auto more = plan_preemption(nodes, c, ws, 0, 10, 30000, kNow);
+  REQUIRE(more.size() == 2);
+  CHECK(more[1].preemptor.job_id == "o4");
+}
+
+TEST_CASE("pool plan: a want below its guarantee past the budget takes back only borrowed work",
+          "[policy][preemption]") {
+  std::vector<NodeCapacity> nodes = {node("a", 0), node("b", 0)};
+  // On a: the team's own lower-priority job (cheapest to stop); on b: work
+  // another team borrowed.
+  std::vector<PreemptCandidate> c = {job("own-low", {0}, 8, 10, kNow - 100, 0, "owed", false),
+                                     job("lent", {1}, 8, 50, 0, 0, "borrower", true)};
+  auto w = want("o", 50, 1, true, 8, "owed");
+  auto within = plan_preemption(nodes, c, {w}, 0, 10, 30000, kNow);
+  REQUIRE(within.size() == 1);
+  CHECK(ids(c, within[0].plan) == std::vector<std::string>{"own-low"});
+  CHECK_FALSE(within[0].reclaim);
+  auto spent = plan_preemption(nodes, c, {w}, 10, 10, 30000, kNow);
+  REQUIRE(spent.size() == 1);
+  CHECK(ids(c, spent[0].plan) == std::vector<std::string>{"lent"});
+  CHECK(spent[0].reclaim);
 }
 
 // The pool arbiter asks a VictimPool before it builds candidates: it must
