@@ -53,6 +53,9 @@ struct Running {
   std::string team;
   std::string pool;
   std::vector<std::string> nodes;  // by rank
+  // Their places in the capacity (the index only grows, so they stay right),
+  // looked up once: planning a hold lists every running job.
+  std::vector<size_t> at;
   policy::PlacementRequest req;
   int64_t ends_ms = policy::kNever;
   bool borrowed = false;
@@ -165,6 +168,16 @@ void account_idle(Self self) {
   st.last_tick_ms = now;
 }
 
+// Where a running job's ranks are in the capacity (nodes not known are left
+// out), found once.
+const std::vector<size_t>& nodes_at(ArbiterState& st, Running& r) {
+  if (r.at.size() == r.nodes.size()) return r.at;
+  r.at.clear();
+  for (const auto& n : r.nodes)
+    if (auto it = st.index.find(n); it != st.index.end()) r.at.push_back(it->second);
+  return r.at;
+}
+
 // After a round: a pending job that fits nowhere may preempt lower-priority
 // work, or borrowed work of other teams when its own team is below its
 // guarantee (policy::plan_preemption). The arbiter gathers the wants and the
@@ -213,7 +226,7 @@ void preempt_if_needed(Self self, const std::string& pool, const policy::RoundOu
   if (wants.empty()) return;  // the common case: build no candidates
   std::vector<policy::PreemptCandidate> cands;
   std::vector<std::string> ids;
-  for (const auto& [id, r] : st.running) {
+  for (auto& [id, r] : st.running) {
     if (r.pool != pool || r.preempting) continue;
     policy::PreemptCandidate c;
     c.job_id = id;
@@ -226,8 +239,7 @@ void preempt_if_needed(Self self, const std::string& pool, const policy::RoundOu
     if (auto p = st.preempted_at.find(id); p != st.preempted_at.end())
       c.protected_until_ms = policy::protected_until(p->second, pc.protect_after,
                                                      pc.window_s * 1000LL, pc.protect_s * 1000LL);
-    for (const auto& n : r.nodes)
-      if (auto it = st.index.find(n); it != st.index.end()) c.nodes.push_back(it->second);
+    c.nodes = nodes_at(st, r);
     c.gpus = r.req.gpus;
     c.cpus = r.req.cpus;
     c.memory_mb = r.req.memory_mb;
@@ -307,11 +319,11 @@ void run_round(Self self) {
     // Only a hold being planned needs the running work (at most once a round).
     in.running_of = [&st, &pool] {
       std::vector<policy::RunningWork> running;
-      for (const auto& [id, r] : st.running) {
+      running.reserve(st.running.size());
+      for (auto& [id, r] : st.running) {
         if (r.pool != pool) continue;
         policy::RunningWork w;
-        for (const auto& n : r.nodes)
-          if (auto it = st.index.find(n); it != st.index.end()) w.nodes.push_back(it->second);
+        w.nodes = nodes_at(st, r);
         w.gpus = r.req.gpus;
         w.cpus = r.req.cpus;
         w.memory_mb = r.req.memory_mb;
