@@ -95,6 +95,7 @@ struct ArbiterState {
   // Jobs that borrowed work was stopped for, until placed (or their wait is
   // over): meanwhile the pool lends nothing new, so the GPUs go to them.
   std::unordered_map<std::string, int64_t> reclaim_for;
+  std::map<std::string, policy::RestoreWait> restore;  // by team: back to its guarantee
   std::unordered_map<std::string, policy::Reason> reasons;
   bool round_pending = false;
   double reserved_idle_gpu_s = 0;
@@ -283,7 +284,12 @@ void run_round(Self self) {
   account_idle(self);
   int64_t now = self->state.w.now_ms();
   bool wanted = false;
-  for (const auto& [team, td] : st.teams) wanted = wanted || !td.tickets.empty();
+  for (const auto& [team, td] : st.teams) {
+    wanted = wanted || !td.tickets.empty();
+    auto standing = standing_of(st, team, st.pool);
+    if (standing.guaranteed > 0 || st.restore.count(team))
+      st.restore[team].step(standing.used.gpus < standing.guaranteed, !td.tickets.empty(), now);
+  }
   if (wanted) {
     const std::string& pool = st.pool;
     policy::RoundInput in;
@@ -434,6 +440,11 @@ views::Queues queues_view(const ArbiterState& st) {
       row.in_use = used.gpus;
       row.dominant_share = policy::dominant_share(used, totals);
       row.weighted_share = policy::weighted_share(standing_of(st, team, pool), totals);
+      if (auto r = st.restore.find(team); r != st.restore.end()) {
+        row.restore_buckets = r->second.buckets;
+        row.restore_sum_s = r->second.sum_s;
+        row.restore_count = r->second.count;
+      }
       v.teams.push_back(std::move(row));
     }
   }

@@ -411,7 +411,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, TeamRow& x) {
   return f(caf::meta::type_name("views::TeamRow"), x.team, x.pool, x.pending_shapes, x.weight,
            x.borrow, x.guaranteed, x.limit, x.in_use, x.borrowed, x.pending_jobs, x.pending_gpus,
-           x.dominant_share, x.weighted_share);
+           x.dominant_share, x.weighted_share, x.restore_buckets, x.restore_sum_s, x.restore_count);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, Queues& x) {

@@ -46,19 +46,23 @@ std::string queues_json(const Queues& q) {
     json shapes = json::array();
     for (const auto& s : t.pending_shapes)
       shapes.push_back({{"gpus", s.gpus}, {"gpu_type", s.gpu_type}, {"pool", s.pool}});
-    rows.push_back({{"team", t.team},
-                    {"pending_shapes", std::move(shapes)},
-                    {"pool", t.pool},
-                    {"weight", t.weight},
-                    {"borrow", t.borrow},
-                    {"guaranteed", t.guaranteed},
-                    {"limit", t.limit},
-                    {"in_use", t.in_use},
-                    {"borrowed", t.borrowed},
-                    {"pending_jobs", t.pending_jobs},
-                    {"pending_gpus", t.pending_gpus},
-                    {"dominant_share", t.dominant_share},
-                    {"weighted_share", t.weighted_share}});
+    json row = {{"team", t.team},
+                {"pending_shapes", std::move(shapes)},
+                {"pool", t.pool},
+                {"weight", t.weight},
+                {"borrow", t.borrow},
+                {"guaranteed", t.guaranteed},
+                {"limit", t.limit},
+                {"in_use", t.in_use},
+                {"borrowed", t.borrowed},
+                {"pending_jobs", t.pending_jobs},
+                {"pending_gpus", t.pending_gpus},
+                {"dominant_share", t.dominant_share},
+                {"weighted_share", t.weighted_share}};
+    if (t.restore_count > 0)
+      row["guarantee_restore"] = {
+          {"buckets", t.restore_buckets}, {"sum_s", t.restore_sum_s}, {"count", t.restore_count}};
+    rows.push_back(std::move(row));
   }
   return json{{"policy", q.fifo ? "fifo" : "troupe"},
               {"pools", std::move(pools)},

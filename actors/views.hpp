@@ -43,6 +43,11 @@ struct TeamRow {  // one team in one pool
   int guaranteed = 0, limit = -1;
   int in_use = 0, borrowed = 0, pending_jobs = 0, pending_gpus = 0;
   double dominant_share = 0, weighted_share = 0;
+  // Seconds it took to get back to its guarantee (policy::RestoreWait):
+  // observations per bound, then +Inf; their sum and count.
+  std::vector<int64_t> restore_buckets;
+  double restore_sum_s = 0;
+  int64_t restore_count = 0;
 };
 
 struct Queues {

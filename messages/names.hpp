@@ -43,6 +43,11 @@ inline constexpr std::array<std::string_view, 3> kKinds = {"training", "inferenc
 inline constexpr std::array<std::string_view, 3> kPriorities = {"high", "normal", "low"};
 inline constexpr std::string_view kDefaultPriority = "normal";
 
+// Buckets (seconds) of the time a team takes to get back to its guarantee:
+// the pool arbiter counts into them, the metrics exporter mirrors them
+// (troupe.sys.queues teams[].guarantee_restore).
+inline constexpr std::array<double, 10> kRestoreBucketsS = {1, 2, 5, 10, 15, 20, 30, 60, 120, 300};
+
 // Team name reserved for scheduler-internal subjects.
 inline constexpr std::string_view kSysToken = "sys";
 

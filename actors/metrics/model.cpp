@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <set>
 
+#include "messages/names.hpp"
+
 namespace troupe::metrics {
 
 namespace {
@@ -120,6 +122,11 @@ const std::vector<SeriesInfo>& scheduler_series() {
       histogram("troupe_placement_latency_seconds", {"kind"},
                 "From submission (queued, attempt 1) to the launch decision (starting).",
                 kPlacementBuckets),
+      histogram(
+          "troupe_guarantee_restore_seconds", {"team", "pool"},
+          "From a team being below its guarantee with work waiting in a pool to its "
+          "being back at it (the scheduler's pool arbiter measures it).",
+          std::vector<double>(names::kRestoreBucketsS.begin(), names::kRestoreBucketsS.end())),
       counter("troupe_jobs_finished_total", {"team", "kind", "state", "cause"},
               "Jobs that reached a terminal state, by state and cause."),
       counter("troupe_job_attempts_ended_total", {"team", "cause"},
@@ -300,6 +307,46 @@ double CounterMirror::delta(double now) {
   seen_ = true;
   last_ = now;
   return d < 0 ? 0 : d;
+}
+
+std::optional<HistogramIncrement> HistogramMirror::delta(const Json& row, size_t bounds) {
+  const Json* h = row.contains("guarantee_restore") ? &row["guarantee_restore"] : nullptr;
+  if (!h || !h->is_object() || !h->contains("buckets") || !(*h)["buckets"].is_array())
+    return std::nullopt;
+  std::vector<double> now(bounds + 1, 0);
+  size_t i = 0;
+  for (const auto& b : (*h)["buckets"])
+    if (i < now.size() && b.is_number()) now[i++] = b.get<double>();
+  int64_t count = h->value("count", int64_t{0});
+  double sum = h->value("sum_s", 0.0);
+  bool restarted = count < last_count_;
+  HistogramIncrement out;
+  out.team = row.value("team", std::string());
+  out.pool = row.value("pool", std::string());
+  out.buckets.resize(now.size());
+  for (size_t k = 0; k < now.size(); ++k) {
+    double before = restarted || k >= last_buckets_.size() ? 0 : last_buckets_[k];
+    out.buckets[k] = std::max(0.0, now[k] - before);
+  }
+  out.sum = std::max(0.0, sum - (restarted ? 0 : last_sum_));
+  bool any = count != last_count_ || restarted;
+  last_buckets_ = std::move(now);
+  last_sum_ = sum;
+  last_count_ = count;
+  if (!any) return std::nullopt;
+  return out;
+}
+
+std::vector<HistogramIncrement> restore_increments(const Json& queues,
+                                                   std::map<std::string, HistogramMirror>& seen) {
+  std::vector<HistogramIncrement> out;
+  if (!queues.contains("teams") || !queues["teams"].is_array()) return out;
+  for (const auto& row : queues["teams"]) {
+    if (!row.is_object()) continue;
+    std::string key = row.value("team", std::string()) + "/" + row.value("pool", std::string());
+    if (auto d = seen[key].delta(row, names::kRestoreBucketsS.size())) out.push_back(*d);
+  }
+  return out;
 }
 
 std::vector<Cumulative> cumulative_values(const Json& stats, const Json& queues) {

@@ -130,6 +130,28 @@ struct Cumulative {
 };
 std::vector<Cumulative> cumulative_values(const Json& stats, const Json& queues);
 
+// A histogram the scheduler keeps (troupe.sys.queues teams[].guarantee_restore:
+// observations per bucket, then +Inf, their sum and count), as increments
+// since the last sample, for Prometheus' ObserveMultiple. A count that went
+// down means the scheduler restarted: all of it is new.
+struct HistogramIncrement {
+  std::string team, pool;
+  std::vector<double> buckets;  // per bound, then +Inf
+  double sum = 0;
+};
+class HistogramMirror {
+ public:
+  std::optional<HistogramIncrement> delta(const Json& row, size_t bounds);
+
+ private:
+  std::vector<double> last_buckets_;
+  double last_sum_ = 0;
+  int64_t last_count_ = 0;
+};
+// The guarantee_restore increments of every team row (mirrors by team/pool).
+std::vector<HistogramIncrement> restore_increments(const Json& queues,
+                                                   std::map<std::string, HistogramMirror>& seen);
+
 // ---- replies -> rows --------------------------------------------------------
 
 struct GpuRow {

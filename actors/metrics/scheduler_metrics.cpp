@@ -28,7 +28,8 @@ struct MetricsCollector::Impl {
 
   std::mutex mu;  // guards the fields below (events arrive on a NATS thread)
   EventTracker tracker;
-  std::map<std::string, CounterMirror> mirrors;  // by series + labels
+  std::map<std::string, CounterMirror> mirrors;            // by series + labels
+  std::map<std::string, HistogramMirror> restore_mirrors;  // by team/pool
   int64_t succeeded = 0, failed = 0;
 
   ~Impl() {
@@ -148,6 +149,12 @@ struct MetricsCollector::Impl {
         double d = mirrors[key].delta(c.value);
         counters.at(c.series)->Add(c.labels).Increment(d);
       }
+    }
+    if (queues) {
+      std::lock_guard<std::mutex> l(mu);
+      for (const auto& h : restore_increments(*queues, restore_mirrors))
+        histogram("troupe_guarantee_restore_seconds", {{"team", h.team}, {"pool", h.pool}})
+            .ObserveMultiple(h.buckets, h.sum);
     }
     // Rows that are gone (a pool emptied, a team no longer listed) disappear.
     return nodes && queues;

@@ -91,6 +91,25 @@ int preempt_grace_s(std::optional<int> spec_grace_s, int max_grace_s) {
   return max_grace_s > 0 ? std::min(grace, max_grace_s) : grace;
 }
 
+std::optional<double> RestoreWait::step(bool below, bool waiting, int64_t now_ms) {
+  if (below && waiting) {
+    if (since_ms == 0) since_ms = now_ms;
+    return std::nullopt;
+  }
+  if (since_ms == 0) return std::nullopt;
+  int64_t since = since_ms;
+  since_ms = 0;
+  if (below) return std::nullopt;  // it stopped waiting before it got there
+  double s = static_cast<double>(std::max<int64_t>(0, now_ms - since)) / 1000.0;
+  buckets.resize(names::kRestoreBucketsS.size() + 1, 0);
+  size_t b = 0;
+  while (b < names::kRestoreBucketsS.size() && s > names::kRestoreBucketsS[b]) ++b;
+  ++buckets[b];
+  sum_s += s;
+  ++count;
+  return s;
+}
+
 void forget_old(std::vector<int64_t>& recent, int64_t now_ms) {
   recent.erase(std::remove_if(recent.begin(), recent.end(),
                               [&](int64_t t) { return now_ms - t > kBudgetWindowMs; }),

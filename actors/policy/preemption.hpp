@@ -17,6 +17,7 @@
 // Unit tests: tests/unit/policy_preemption_test.cpp.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -25,6 +26,7 @@
 #include <vector>
 
 #include "actors/policy/fit.hpp"
+#include "messages/names.hpp"
 
 namespace troupe::policy {
 
@@ -110,6 +112,20 @@ class VictimPool {
   // borrowed (the only ones another team may preempt).
   std::map<std::string, std::multiset<int>> all_of_;
   std::map<std::string, std::multiset<int>> borrowed_of_;
+};
+
+// How long a team below its guarantee, with work waiting in the pool, takes
+// to get back to it (troupe_guarantee_restore_seconds): a histogram per
+// team and pool, kept by the pool arbiter.
+// Its buckets: names::kRestoreBucketsS.
+struct RestoreWait {
+  int64_t since_ms = 0;          // below its guarantee with work waiting since (0: not)
+  std::vector<int64_t> buckets;  // observations per bound of the buckets, then +Inf
+  double sum_s = 0;
+  int64_t count = 0;
+  // One look at the team. Back at its guarantee: the wait is observed (and
+  // returned, in seconds). Nothing waiting any more: the wait is dropped.
+  std::optional<double> step(bool below, bool waiting, int64_t now_ms);
 };
 
 // The per-pool budget counts preemptions over the last minute.

@@ -600,6 +600,12 @@ preemption: {max_per_minute: 2, max_grace_s: 5, protect_after: 1, window_s: 600,
   // budget of 2 a minute held none of them back.
   CHECK(q.value("reclaims", 0) == 24);
   CHECK(q.value("preemptions", 0) == 24);
+  // Each owed team's wait to its guarantee was measured, within the bound.
+  for (const char* team : {"kept", "lender"}) {
+    Json restore = queue_row(q, team, "a100").value("guarantee_restore", Json::object());
+    CHECK(restore.value("count", 0) == 1);
+    CHECK(restore.value("sum_s", 1e9) <= kGraceS + 10);
+  }
   CHECK(replay_gpus(evs).clashes.empty());
 }
 

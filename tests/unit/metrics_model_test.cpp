@@ -308,3 +308,34 @@ TEST_CASE("HOST:PORT parsing", "[metrics]") {
   CHECK_FALSE(split_host_port("localhost:http", &h, &p));
   CHECK_FALSE(split_host_port("localhost:70000", &h, &p));
 }
+
+TEST_CASE("guarantee restore histogram: increments since the last sample, a restart counted whole",
+          "[metrics]") {
+  std::map<std::string, HistogramMirror> seen;
+  auto queues = [](const std::string& buckets, double sum, int count) {
+    return Json::parse(
+        R"({"teams":[{"team":"a","pool":"p"},{"team":"b","pool":"p","guarantee_restore":{"buckets":)" +
+        buckets + R"(,"sum_s":)" + std::to_string(sum) + R"(,"count":)" + std::to_string(count) +
+        "}}]}");
+  };
+  auto first = restore_increments(queues("[0,0,0,0,2,0,0,0,0,0,0]", 25.0, 2), seen);
+  REQUIRE(first.size() == 1);  // team a has no histogram yet
+  CHECK(first[0].team == "b");
+  CHECK(first[0].pool == "p");
+  REQUIRE(first[0].buckets.size() == 11);
+  CHECK(first[0].buckets[4] == 2);
+  CHECK(first[0].sum == Approx(25.0));
+  // Nothing new: no increment.
+  CHECK(restore_increments(queues("[0,0,0,0,2,0,0,0,0,0,0]", 25.0, 2), seen).empty());
+  // One more wait of 3 s.
+  auto more = restore_increments(queues("[0,0,1,0,2,0,0,0,0,0,0]", 28.0, 3), seen);
+  REQUIRE(more.size() == 1);
+  CHECK(more[0].buckets[2] == 1);
+  CHECK(more[0].buckets[4] == 0);
+  CHECK(more[0].sum == Approx(3.0));
+  // The scheduler restarted (count went down): all of it is new.
+  auto again = restore_increments(queues("[1,0,0,0,0,0,0,0,0,0,0]", 0.5, 1), seen);
+  REQUIRE(again.size() == 1);
+  CHECK(again[0].buckets[0] == 1);
+  CHECK(again[0].sum == Approx(0.5));
+}

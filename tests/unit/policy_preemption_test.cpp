@@ -353,3 +353,29 @@ TEST_CASE("victim pool: no where may_preempt finds none, yes where it finds one"
     }
   }
 }
+
+TEST_CASE("restore wait: from below its guarantee with work waiting to back at it, in buckets",
+          "[policy][preemption]") {
+  RestoreWait w;
+  CHECK_FALSE(w.step(false, true, 500));  // at its guarantee: nothing starts
+  CHECK_FALSE(w.step(true, false, 600));  // below, nothing waiting: nothing starts
+  CHECK_FALSE(w.step(true, true, 1000));  // below with work waiting: the wait starts
+  CHECK_FALSE(w.step(true, true, 3000));  // still below
+  auto s = w.step(false, true, 13500);    // back at it: 12.5 s
+  REQUIRE(s);
+  CHECK(*s == Approx(12.5));
+  REQUIRE(w.buckets.size() == troupe::names::kRestoreBucketsS.size() + 1);
+  CHECK(w.buckets[4] == 1);  // <= 15 s (1, 2, 5, 10, 15)
+  CHECK(w.count == 1);
+  CHECK(w.sum_s == Approx(12.5));
+  // A wait that ends because nothing waits any more is not an observation.
+  CHECK_FALSE(w.step(true, true, 20000));
+  CHECK_FALSE(w.step(true, false, 25000));
+  CHECK_FALSE(w.step(false, false, 26000));
+  CHECK(w.count == 1);
+  // Past the last bound: +Inf.
+  CHECK_FALSE(w.step(true, true, 30000));
+  CHECK(w.step(false, false, 30000 + 400000));
+  CHECK(w.buckets.back() == 1);
+  CHECK(w.count == 2);
+}
