@@ -105,6 +105,57 @@ void gather(Self self, Done done) {
             });
 }
 
+// `troupe why` of an any-type job: each candidate pool's reason, in order.
+// The code is its first pool's (or `placing` when one pool is placing it);
+// with no reason anywhere yet, its first pool answers as for any job.
+void why_any_type(Self self, const std::string& job, const std::string& team,
+                  const std::string& pool_list, const std::string& to) {
+  struct Part {
+    std::string pool, code, text;
+  };
+  struct Pending {
+    std::vector<Part> parts;
+    size_t left = 0;
+  };
+  auto p = std::make_shared<Pending>();
+  for (size_t at = 0; at <= pool_list.size();) {
+    size_t comma = std::min(pool_list.find(',', at), pool_list.size());
+    p->parts.push_back({pool_list.substr(at, comma - at), {}, {}});
+    at = comma + 1;
+  }
+  p->left = p->parts.size();
+  auto finish = [self, p, job, team, to] {
+    if (--p->left > 0) return;
+    const auto& first = p->parts.front();
+    std::string code = first.code, text;
+    for (const auto& part : p->parts) {
+      if (part.code == policy::why::kNegotiating) code = part.code;
+      if (part.code.empty()) continue;
+      text += (text.empty() ? "" : "; ") + ("pool " + part.pool + ": " + part.text);
+    }
+    if (first.code.empty() && code.empty()) {
+      self->send(arbiter_of(self, first.pool), why_atom_v, job, team, first.pool, to);
+      return;
+    }
+    if (code.empty()) code = policy::why::kNotYetConsidered;
+    self->state.out->publish(to, views::why_json(job, names::kQueued, true, code,
+                                                 "an any-type job, one reason per pool it may "
+                                                 "use, in its order: " +
+                                                     text));
+  };
+  for (size_t i = 0; i < p->parts.size(); ++i) {
+    const auto& pool = p->parts[i].pool;
+    self->request(arbiter_of(self, pool), kViewTimeout, why_atom_v, job, team, pool)
+        .then(
+            [p, i, finish](std::string& code, std::string& text) {
+              p->parts[i].code = std::move(code);
+              p->parts[i].text = std::move(text);
+              finish();
+            },
+            [finish](const caf::error&) { finish(); });
+  }
+}
+
 void apply_config(Self self, const std::string& text) {
   auto& st = self->state;
   if (auto err = policy::load_config_or_open(text, st.cfg); !err.empty()) {
@@ -136,9 +187,9 @@ ArbiterActor::behavior_type front_behavior(Self self, OutboxPtr out, bool fifo,
       },
       [=](demand_atom, const std::string& team, const std::string& pool,
           std::vector<JobTicket>& added, std::vector<std::string>& removed, bool full, int32_t jobs,
-          int32_t gpus, const TeamQueueActor& queue) {
+          int32_t gpus, int32_t flexible, const TeamQueueActor& queue) {
         self->send(arbiter_of(self, pool), demand_atom_v, team, pool, std::move(added),
-                   std::move(removed), full, jobs, gpus, queue);
+                   std::move(removed), full, jobs, gpus, flexible, queue);
       },
       [=](placed_atom, const std::string& team, const Assignment& a) {
         to_pool(self, a.pool, placed_atom_v, team, a);
@@ -156,9 +207,18 @@ ArbiterActor::behavior_type front_behavior(Self self, OutboxPtr out, bool fifo,
         ++self->state.retries[kind + ":" + cause];
       },
       [=](config_atom, const std::string& text) { apply_config(self, text); },
+      [=](why_atom, const std::string& job, const std::string& team,
+          const std::string& pool) -> caf::result<std::string, std::string> {
+        if (!self->state.pools.count(pool)) return {std::string(), std::string()};
+        return self->delegate(self->state.pools.at(pool), why_atom_v, job, team, pool);
+      },
       [=](why_atom, const std::string& job, const std::string& team, const std::string& pool,
           const std::string& to) {
         auto& st = self->state;
+        if (pool.find(',') != std::string::npos) {
+          why_any_type(self, job, team, pool, to);
+          return;
+        }
         if (st.pools.count(pool)) {
           self->send(st.pools.at(pool), why_atom_v, job, team, pool, to);
           return;

@@ -66,7 +66,8 @@ void release_all(Self self) {
 
 void give_up(Self self, const std::string& reason) {
   release_all(self);
-  self->send(self->state.queue, unplaced_atom_v, self->state.t.job_id, reason);
+  self->send(self->state.queue, unplaced_atom_v, self->state.t.job_id, self->state.t.req.pool,
+             reason);
   self->quit();
 }
 

@@ -7,7 +7,7 @@
 //   every granted NodeActor at once (a node answers at once, never waiting
 //   for room, so no two gangs can wait on each other). Any Reject, timeout
 //   or lease expiry -> Envelope{Release} (if unlaunched, anon_send) of every
-//   rank not refused, (unplaced_atom, job id, reason) to the
+//   rank not refused, (unplaced_atom, job id, pool, reason) to the
 //   TeamQueueActor. All accepted -> phase 2: Envelope{Commit} requested of
 //   each; all confirmed -> (placed_atom, Assignment) to the queue. Lease: 5 s
 //   for a gang. A single worker has nothing to wait for: one round trip, an

@@ -404,7 +404,10 @@ void on_placed(Self self, const Assignment& a) {
     // the attempt that runs. What is not the running attempt's own goes back,
     // and only if never launched.
     bool current = a.attempt == r.attempt() && placed(self->state.phase);
-    if (!current) self->send(self->state.w.arbiter, done_atom_v, a.job_id, a.pool);
+    // Not the running attempt's, or an any-type job's second placement in
+    // another pool: that pool's arbiter forgets it.
+    if (!current || a.pool != r.pool())
+      self->send(self->state.w.arbiter, done_atom_v, a.job_id, a.pool);
     for (size_t rank = 0; rank < a.nodes.size(); ++rank) {
       int k = static_cast<int>(rank);
       if (current && k < r.placement_size() && r.placement(k).node() == a.nodes[rank]) continue;
@@ -415,6 +418,7 @@ void on_placed(Self self, const Assignment& a) {
     return;
   }
   r.clear_placement();
+  if (r.pools_size() > 0 && !a.pool.empty()) r.set_pool(a.pool);  // an any-type job's pool now
   int world = static_cast<int>(a.nodes.size());
   for (int rank = 0; rank < world; ++rank) {
     auto* p = r.add_placement();
@@ -607,7 +611,8 @@ JobTicket ticket_of(const pb::JobRecord& r) {
   t.max_runtime_s = r.spec().max_runtime_s();
   t.preemptible = r.preemptible();
   t.req = placement_request(r.spec());
-  t.req.pool = r.pool();
+  t.req.pool = r.pools_size() > 0 ? r.pools(0) : r.pool();  // it waits in its first candidate
+  t.req.pools.assign(r.pools().begin(), r.pools().end());
   return t;
 }
 

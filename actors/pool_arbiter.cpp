@@ -41,6 +41,7 @@ struct TeamDemand {
   std::vector<JobTicket> tickets;
   int32_t pending_jobs = 0;
   int32_t pending_gpus = 0;
+  int32_t pending_flexible = 0;  // of pending_jobs, any-type jobs (first candidate here)
   struct Inflight {
     JobTicket ticket;
     bool borrowed = false;
@@ -93,8 +94,16 @@ struct ArbiterState {
   policy::Books books;  // every grant in flight and running job: usage per (team, pool)
   std::map<std::string, policy::Hold> holds;  // by pool
   // Jobs that borrowed work was stopped for, until placed (or their wait is
-  // over): meanwhile the pool lends nothing new, so the GPUs go to them.
-  std::unordered_map<std::string, int64_t> reclaim_for;
+  // over, or they left the queue): meanwhile the pool lends nothing new, so
+  // the GPUs go to them.
+  struct TeamJobTime {
+    std::string team;
+    int64_t ms = 0;
+  };
+  std::unordered_map<std::string, TeamJobTime> reclaim_for;  // by preemptor job id: until
+  // Any-type jobs this pool left to a pool they prefer, since when (by job
+  // id): after policy::kPreferWaitMs this pool takes them too.
+  std::unordered_map<std::string, TeamJobTime> left_to_preferred;
   std::map<std::string, policy::RestoreWait> restore;  // by team: back to its guarantee
   std::unordered_map<std::string, policy::Reason> reasons;
   bool round_pending = false;
@@ -142,6 +151,20 @@ void forget_grant(ArbiterState& st, TeamDemand& td, const std::string& job_id) {
   td.inflight.erase(job_id);
   st.books.unplaced(job_id);
   st.overlay.forget(job_id);
+}
+
+// An any-type job offered to `pool` though it prefers another pool first.
+bool is_guest(const policy::PlacementRequest& req, const std::string& pool) {
+  return req.flexible() && req.pools.front() != pool;
+}
+
+// `job` is still in `team`'s demand or being granted (not canceled meanwhile).
+bool still_wanted(const ArbiterState& st, const std::string& team, const std::string& job) {
+  auto td = st.teams.find(team);
+  if (td == st.teams.end()) return false;
+  if (td->second.inflight.count(job)) return true;
+  const auto& ts = td->second.tickets;
+  return std::any_of(ts.begin(), ts.end(), [&](const JobTicket& t) { return t.job_id == job; });
 }
 
 policy::TeamStanding standing_of(const ArbiterState& st, const std::string& team,
@@ -203,6 +226,7 @@ void preempt_if_needed(Self self, const std::string& pool, const policy::RoundOu
     int owed = standing.guaranteed - standing.used.gpus;
     for (const auto& t : td.tickets) {
       if (t.req.pool != pool || td.inflight.count(t.job_id)) continue;
+      if (is_guest(t.req, pool)) continue;  // it preempts, if at all, in its first pool
       int need = t.req.gpus * t.req.workers;
       if (auto p = st.preempting_for.find(t.job_id);
           p != st.preempting_for.end() && p->second > now) {
@@ -272,7 +296,7 @@ void preempt_if_needed(Self self, const std::string& pool, const policy::RoundOu
       h.start_ms = plan.hold_start_ms;
     }
     st.preempting_for[job] = plan.preempting_until_ms;
-    if (plan.reclaim) st.reclaim_for[job] = plan.preempting_until_ms;
+    if (plan.reclaim) st.reclaim_for[job] = {plan.preemptor.team, plan.preempting_until_ms};
     st.reasons[job] = {plan.reason_code, plan.reason_text};
   }
 }
@@ -299,7 +323,9 @@ void run_round(Self self) {
     in.now_ms = now;
     in.hold = st.holds[pool];
     for (auto it = st.reclaim_for.begin(); it != st.reclaim_for.end();)
-      it = it->second <= now ? st.reclaim_for.erase(it) : std::next(it);
+      it = it->second.ms <= now || !still_wanted(st, it->second.team, it->first)
+               ? st.reclaim_for.erase(it)
+               : std::next(it);
     in.reclaiming = !st.reclaim_for.empty();
     in.fifo = st.fifo;
     if (in.hold.active() && in.hold.start_ms != policy::kNever && in.hold.start_ms < now)
@@ -313,7 +339,17 @@ void run_round(Self self) {
       for (size_t k = 0; k < td.tickets.size(); ++k) {
         const auto& t = td.tickets[k];
         if (t.req.pool != pool || td.inflight.count(t.job_id)) continue;
-        ti.demands.push_back({t.job_id, t.req, t.max_runtime_s, t.seq});
+        ti.demands.push_back({t.job_id, t.req, t.max_runtime_s, t.seq, false, {}});
+        if (is_guest(t.req, pool)) {
+          auto& d = ti.demands.back();
+          d.guest = true;
+          auto left = st.left_to_preferred.find(t.job_id);
+          if (left == st.left_to_preferred.end() || now - left->second.ms < policy::kPreferWaitMs)
+            for (const auto& p : t.req.pools) {
+              if (p == pool) break;
+              d.prefer.push_back(p);
+            }
+        }
         ticket_of.push_back(k);
       }
       if (ti.demands.empty()) continue;
@@ -343,9 +379,15 @@ void run_round(Self self) {
     st.caps = std::move(in.nodes);
     st.holds[pool] = out.hold;
     if (!st.fifo) preempt_if_needed(self, pool, out);
-    for (auto& [id, why] : out.reasons)
+    for (auto& [id, why] : out.reasons) {
+      if (why.code == policy::why::kPreferred && !st.left_to_preferred.count(id))
+        for (size_t t = 0; t < in.teams.size(); ++t)
+          if (std::any_of(in.teams[t].demands.begin(), in.teams[t].demands.end(),
+                          [&](const policy::Demand& d) { return d.job_id == id; }))
+            st.left_to_preferred[id] = {team_names[t], now};
       if (!st.preempting_for.count(id) || st.preempting_for[id] <= now)
         st.reasons[id] = std::move(why);
+    }
     // Each queue hears of its grants before any can be answered (placed or
     // unplaced), and leaves them out of its demand meanwhile.
     std::map<std::string, std::vector<std::string>> granted;
@@ -353,7 +395,7 @@ void run_round(Self self) {
       granted[team_names[g.team]].push_back(
           st.teams[team_names[g.team]].tickets[ticket_index[g.team][g.demand]].job_id);
     for (auto& [team, jobs] : granted)
-      if (auto& q = st.teams[team].queue) self->send(q, granted_atom_v, std::move(jobs));
+      if (auto& q = st.teams[team].queue) self->send(q, granted_atom_v, pool, std::move(jobs));
     std::vector<Grant> batch;
     batch.reserve(out.grants.size());
     for (const auto& g : out.grants) {
@@ -368,6 +410,7 @@ void run_round(Self self) {
         c.actors.push_back(st.actors[n]);
       }
       st.books.grant(ticket.job_id, team_names[g.team], ticket.req, g.borrowed);
+      st.left_to_preferred.erase(ticket.job_id);
       td.inflight[ticket.job_id] = TeamDemand::Inflight{ticket, g.borrowed, self->state.w.now_ms()};
       st.reasons.erase(ticket.job_id);
       ++st.grants;
@@ -424,6 +467,7 @@ views::Queues queues_view(const ArbiterState& st) {
       if (td != st.teams.end()) {
         row.pending_jobs = td->second.pending_jobs;
         row.pending_gpus = td->second.pending_gpus;
+        row.pending_flexible = td->second.pending_flexible;
       }
       if (used.gpus == 0 && row.pending_jobs == 0 && !st.cfg.team(team)) continue;
       auto totals = policy::pool_totals(st.caps, pool);
@@ -511,8 +555,9 @@ ArbiterActor::behavior_type arbiter_behavior(Self self, OutboxPtr out, bool fifo
       },
       [=](demand_atom, const std::string& team, const std::string&, std::vector<JobTicket>& added,
           const std::vector<std::string>& removed, bool full, int32_t jobs, int32_t gpus,
-          const TeamQueueActor& sender) {
-        auto& td = self->state.teams[team];
+          int32_t flexible, const TeamQueueActor& sender) {
+        auto& st = self->state;
+        auto& td = st.teams[team];
         // A new queue actor (the old one crashed): the grants it was carrying
         // out died with it. Their jobs are in the new queue's demand again.
         if (td.queue && sender != td.queue) {
@@ -532,6 +577,8 @@ ArbiterActor::behavior_type arbiter_behavior(Self self, OutboxPtr out, bool fifo
             [](const JobTicket& t) -> const std::string& { return t.job_id; });
         td.pending_jobs = jobs;
         td.pending_gpus = gpus;
+        td.pending_flexible = flexible;
+        for (const auto& id : removed) st.left_to_preferred.erase(id);
         schedule_round(self);
       },
       [=](placed_atom, const std::string& team, const Assignment& a) {
@@ -605,11 +652,25 @@ ArbiterActor::behavior_type arbiter_behavior(Self self, OutboxPtr out, bool fifo
           for (const auto& id : expired) {
             forget_grant(st, td, id);
             // Its queue put it back in its demand.
-            if (td.queue) self->send(td.queue, unplaced_atom_v, id, std::string("grant expired"));
+            if (td.queue)
+              self->send(td.queue, unplaced_atom_v, id, st.pool, std::string("grant expired"));
           }
         }
+        for (auto it = st.left_to_preferred.begin(); it != st.left_to_preferred.end();)
+          it = still_wanted(st, it->second.team, it->first) ? std::next(it)
+                                                            : st.left_to_preferred.erase(it);
         schedule_round(self);
         self->delayed_send(self, kTick, tick_atom_v);
+      },
+      [=](why_atom, const std::string& job_id, const std::string& team,
+          const std::string&) -> caf::result<std::string, std::string> {
+        auto& st = self->state;
+        if (auto it = st.reasons.find(job_id); it != st.reasons.end())
+          return {it->second.code, policy::reason_text(it->second, st.caps)};
+        if (auto td = st.teams.find(team);
+            td != st.teams.end() && td->second.inflight.count(job_id))
+          return {std::string(policy::why::kNegotiating), std::string("being placed right now")};
+        return {std::string(), std::string()};
       },
       [=](why_atom, const std::string& job_id, const std::string& team, const std::string&,
           const std::string& to) {

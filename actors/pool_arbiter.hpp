@@ -15,19 +15,21 @@
 // Interface: ArbiterActor (actors/protocol.hpp), from the front.
 // Accepts: (capacity_atom, NodeCapacity, NodeActor) of every node;
 //   (demand_atom, team, pool, added tickets, removed ids, full, pending
-//   jobs, pending GPUs, TeamQueueActor) from queues: the changes to their
+//   jobs, pending GPUs, any-type jobs, TeamQueueActor) from queues (an
+//   any-type job that prefers another pool is a guest here): the changes to their
 //   first jobs (policy::apply_demand; a new queue handle: the old queue
 //   crashed and the grants it carried out died with it); (placed_atom, team,
 //   Assignment) / (unplaced_atom, team, pool, job id) from queues when a
 //   grant was carried out or failed; (done_atom, job id, pool) from a job
 //   when its attempt gave its GPUs back; (checkpoint_atom, job, pool, ts)
 //   from jobs; (config_atom, text) on reload; Wiring; (why_atom, job id,
-//   team, pool, reply); (queues_atom) -> its pool's rows; (list_atom, reply);
+//   team, pool, reply); (why_atom, job id, team, pool) -> (code, text), its
+//   reason (an any-type job's why); (queues_atom) -> its pool's rows; (list_atom, reply);
 //   (round_atom) and (tick_atom), its own triggers (a round at most once per
 //   SchedulerOptions::round_gap_us, 1 ms).
 // Sends: (spawn_atom, grants) to the gang supervisor, one message per round:
 //   a GangReservationActor places each job (the node actors re-check), and
-//   the queue reports placed/unplaced; (granted_atom, jobs) to each queue
+//   the queue reports placed/unplaced; (granted_atom, pool, jobs) to each queue
 //   first; (preempt_atom, job, why) to the job supervisor; (why_atom, job,
 //   reply) to a queue.
 // Policy: actors/policy/round.hpp (pure); this actor only gathers its inputs

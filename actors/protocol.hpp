@@ -185,14 +185,17 @@ using NodeActor = caf::typed_actor<
     reacts_to<crash_atom>>;
 
 // TeamQueueActor (actors/team_queue_actor.hpp), one per team.
-using TeamQueueActor = caf::typed_actor<
-    reacts_to<enqueue_atom, JobTicket>,            // job (via the queue supervisor)
-    reacts_to<dequeue_atom, std::string /*job*/>,  // job (via the queue supervisor)
-    reacts_to<placed_atom, Assignment>,            // gang reservation
-    reacts_to<unplaced_atom, std::string /*job*/, std::string /*reason*/>,  // gang reservation
-    reacts_to<why_atom, std::string /*job*/, std::string /*reply*/>,        // arbiter
-    reacts_to<tick_atom>,                                         // itself: one demand per burst
-    reacts_to<granted_atom, std::vector<std::string> /*jobs*/>>;  // arbiter (before the grants)
+using TeamQueueActor =
+    caf::typed_actor<reacts_to<enqueue_atom, JobTicket>,  // job (via the queue supervisor)
+                     reacts_to<dequeue_atom, std::string /*job*/>,  // job (via the queue
+                                                                    // supervisor)
+                     reacts_to<placed_atom, Assignment>,            // gang reservation
+                     reacts_to<unplaced_atom, std::string /*job*/, std::string /*pool*/,
+                               std::string /*reason*/>,  // gang reservation, arbiter
+                     reacts_to<why_atom, std::string /*job*/, std::string /*reply*/>,  // arbiter
+                     reacts_to<tick_atom>,  // itself: one demand per burst
+                     reacts_to<granted_atom, std::string /*pool*/,
+                               std::vector<std::string> /*jobs*/>>;  // arbiter (before the grants)
 
 // JobActor (actors/job_actor.hpp), one per job.
 using JobActor = caf::typed_actor<
@@ -274,8 +277,9 @@ using ArbiterActor = caf::typed_actor<
     // tickets added, the ids removed, and whether the list starts afresh.
     reacts_to<demand_atom, std::string /*team*/, std::string /*pool*/,
               std::vector<JobTicket> /*added*/, Strings /*removed*/, bool /*full*/,
-              int32_t /*pending jobs*/, int32_t /*pending GPUs*/, TeamQueueActor>,  // queues
-    reacts_to<placed_atom, std::string /*team*/, Assignment>,                       // queues
+              int32_t /*pending jobs*/, int32_t /*pending GPUs*/, int32_t /*of them any-type*/,
+              TeamQueueActor>,                                            // queues
+    reacts_to<placed_atom, std::string /*team*/, Assignment>,             // queues
     reacts_to<unplaced_atom, std::string /*team*/, std::string /*pool*/,  // queues ("": any)
               std::string /*job*/>,
     reacts_to<done_atom, std::string /*job*/, std::string /*pool*/>,                        // jobs
@@ -288,7 +292,11 @@ using ArbiterActor = caf::typed_actor<
     reacts_to<list_atom, std::string /*reply*/>,    // router
     reacts_to<round_atom>,                          // itself: plan now
     reacts_to<tick_atom>,                           // itself: expire grants, plan
-    replies_to<queues_atom>::with<views::Queues>>;  // the front: a pool's rows
+    replies_to<queues_atom>::with<views::Queues>,   // the front: a pool's rows
+    // The front, for an any-type job: this pool's reason (code "" when it has
+    // none), with the pool named.
+    replies_to<why_atom, std::string /*job*/, std::string /*team*/,
+               std::string /*pool*/>::with<std::string /*code*/, std::string /*text*/>>;
 
 // What a bus subscription delivers to (actors/bridge.hpp): the router, seen
 // from the bus.
@@ -411,7 +419,8 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, TeamRow& x) {
   return f(caf::meta::type_name("views::TeamRow"), x.team, x.pool, x.pending_shapes, x.weight,
            x.borrow, x.guaranteed, x.limit, x.in_use, x.borrowed, x.pending_jobs, x.pending_gpus,
-           x.dominant_share, x.weighted_share, x.restore_buckets, x.restore_sum_s, x.restore_count);
+           x.pending_flexible, x.dominant_share, x.weighted_share, x.restore_buckets,
+           x.restore_sum_s, x.restore_count);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, Queues& x) {
@@ -425,7 +434,7 @@ namespace policy {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, PlacementRequest& x) {
   return f(caf::meta::type_name("PlacementRequest"), x.pool, x.gpus, x.gpu_type, x.cpus,
-           x.memory_mb, x.workers, x.image);
+           x.memory_mb, x.workers, x.image, x.pools);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, NodeCapacity& x) {

@@ -204,6 +204,7 @@ void submit(Self self, const ReadSubmission& r) {
   }
   auto req = placement_request(s);
   req.pool = adm.pool;
+  req.pools = adm.pools;
   if (auto v = policy::check_feasible(shapes(st), req); !v.ok()) {
     reject(self, w, v.code, v.error, team);
     return;

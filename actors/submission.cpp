@@ -93,7 +93,8 @@ Read read(const Opened& o, const std::vector<uint8_t>& data, const policy::Clust
     return r;
   }
   r.adm = policy::admit(cfg, s.team(), s.pool(), s.resources().gpu_type(), s.resources().gpus(),
-                        s.priority());
+                        s.priority(),
+                        {s.resources().gpu_types().begin(), s.resources().gpu_types().end()});
   if (!r.adm.error.empty()) r.verdict = {Refusal::invalid_spec, r.adm.error};
   return r;
 }
@@ -120,6 +121,7 @@ pb::JobRecord make_record(pb::JobSpec spec, const policy::Admission& adm,
   rec.set_seq(seq);
   rec.set_submit_ms(now_ms);
   rec.set_pool(adm.pool);
+  for (const auto& p : adm.pools) rec.add_pools(p);
   rec.set_priority_value(adm.priority_value);
   rec.set_preemptible(adm.preemptible);
   rec.set_infra_cap(cfg.preemption.infra_requeue_cap);

@@ -396,7 +396,11 @@ JobSupervisorActor::behavior_type job_sup_behavior(JobSup self, OutboxPtr out,
         pb::JobRecord rec;
         if (!load(self, id, team, rec, reply)) return;
         if (rec.state() == names::kQueued) {
-          self->send(self->state.w.arbiter, why_atom_v, id, team, rec.pool(), reply);
+          // An any-type job: every candidate pool, comma-separated (pool
+          // names are tokens); the front asks each.
+          std::string pools = rec.pools_size() > 1 ? rec.pools(0) : rec.pool();
+          for (int i = 1; i < rec.pools_size(); ++i) pools += "," + rec.pools(i);
+          self->send(self->state.w.arbiter, why_atom_v, id, team, pools, reply);
           return;
         }
         std::string reason;
@@ -703,7 +707,7 @@ GangSupervisorActor::behavior_type gang_sup_behavior(GangSup self) {
             // A second grant of an attempt being placed (its first answer
             // went to a queue that crashed): this one's queue hears it is not
             // placed.
-            self->send(g.queue, unplaced_atom_v, g.ticket.job_id,
+            self->send(g.queue, unplaced_atom_v, g.ticket.job_id, g.ticket.req.pool,
                        std::string("a placement of this attempt is under way"));
             continue;
           }

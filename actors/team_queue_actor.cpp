@@ -29,11 +29,16 @@ constexpr size_t kDemandDepth = 16;
 using Line = std::multimap<policy::QueueKey, JobTicket>;
 
 // The team's jobs for one pool. A line per pool: a pool with no room holds up
-// no job of another pool, and each pool's arbiter hears only of its own.
+// no job of another pool, and each pool's arbiter hears only of its own. An
+// any-type job (several candidate pools) waits in the line of its first
+// candidate, where it is counted, and as a guest in the lines of the others
+// (not counted): each of their arbiters may place it, the first grant wins.
 struct PoolLine {
-  Line pending;
-  int64_t gpus = 0;    // GPUs the line asks for, all ranks
-  bool dirty = false;  // its arbiter has not heard the last change
+  Line pending;          // its own jobs and its guests
+  int64_t jobs = 0;      // its own jobs
+  int64_t flexible = 0;  // ... of them, any-type jobs
+  int64_t gpus = 0;      // GPUs its own jobs ask for, all ranks
+  bool dirty = false;    // its arbiter has not heard the last change
   // The ids its arbiter holds as this line's first jobs (policy::diff_demand);
   // none told yet: the next demand is full.
   std::unordered_set<std::string> told;
@@ -50,6 +55,8 @@ struct QueueState {
   };
   // By job id: a view of the id in the entry's own ticket (no copy).
   std::unordered_map<std::string_view, Entry> index;
+  // An any-type job's guest entries in its other candidates' lines.
+  std::unordered_map<std::string, std::vector<Entry>> guests;
   // Being placed (not in the demand), with its pool: the answer goes to the
   // arbiter of that pool even when the job left the line meanwhile.
   std::unordered_map<std::string, std::string> granted;
@@ -90,8 +97,9 @@ void send_demand(Self self) {
       added.reserve(diff.added.size());
       for (size_t i : diff.added) added.push_back(*first[i]);
       self->send(st.w.arbiter, demand_atom_v, st.team, pool, std::move(added),
-                 std::move(diff.removed), full, static_cast<int32_t>(line.pending.size()),
-                 static_cast<int32_t>(line.gpus), TeamQueueActor{self});
+                 std::move(diff.removed), full, static_cast<int32_t>(line.jobs),
+                 static_cast<int32_t>(line.gpus), static_cast<int32_t>(line.flexible),
+                 TeamQueueActor{self});
     }
     if (line.pending.empty())
       it = st.lines.erase(it);
@@ -106,10 +114,29 @@ void erase(Self self, const std::string& job_id) {
   if (it == st.index.end()) return;
   auto [line, p] = it->second;
   line->gpus -= static_cast<int64_t>(p->second.req.gpus) * p->second.req.workers;
+  --line->jobs;
+  if (p->second.req.flexible()) {
+    --line->flexible;
+    if (auto g = st.guests.find(job_id); g != st.guests.end()) {
+      for (auto& e : g->second) {
+        e.line->pending.erase(e.at);
+        changed(self, *e.line);
+      }
+      st.guests.erase(g);
+    }
+  }
   st.granted.erase(job_id);
   st.index.erase(it);  // (its key views into the entry: first)
   line->pending.erase(p);
   changed(self, *line);
+}
+
+// Every line an any-type job waits in hears of it again (granted, or not).
+void changed_everywhere(Self self, const std::string& job_id) {
+  auto& st = self->state;
+  if (auto it = st.index.find(job_id); it != st.index.end()) changed(self, *it->second.line);
+  if (auto g = st.guests.find(job_id); g != st.guests.end())
+    for (auto& e : g->second) changed(self, *e.line);
 }
 
 // A grant was carried out: hand the job over. The job actor takes it from
@@ -130,30 +157,43 @@ TeamQueueActor::behavior_type queue_behavior(Self self, Wiring w, std::string te
         auto& st = self->state;
         if (st.index.count(t.job_id)) return;
         auto& line = st.lines[t.req.pool];
-        auto at = line.pending.emplace(policy::QueueKey{t.priority, t.seq}, t);
+        policy::QueueKey key{t.priority, t.seq};
+        auto at = line.pending.emplace(key, t);
         st.index.emplace(std::string_view(at->second.job_id), QueueState::Entry{&line, at});
         line.gpus += static_cast<int64_t>(t.req.gpus) * t.req.workers;
+        ++line.jobs;
         changed(self, line);
+        if (!t.req.flexible()) return;
+        ++line.flexible;
+        auto& mine = st.guests[t.job_id];
+        for (const auto& pool : t.req.pools) {
+          if (pool == t.req.pool) continue;
+          auto& other = st.lines[pool];
+          JobTicket guest = t;
+          guest.req.pool = pool;  // planned there by that pool's arbiter
+          mine.push_back({&other, other.pending.emplace(key, std::move(guest))});
+          changed(self, other);
+        }
       },
       [=](dequeue_atom, const std::string& job_id) { erase(self, job_id); },
       [=](tick_atom) { send_demand(self); },
-      [=](granted_atom, const std::vector<std::string>& jobs) {
+      [=](granted_atom, const std::string& pool, const std::vector<std::string>& jobs) {
+        // The first grant of a job wins; another pool's grant of an any-type
+        // job meanwhile is refused by the gang supervisor (one placement of
+        // an attempt at a time) or, placed after it, released by its job.
         auto& st = self->state;
         for (const auto& id : jobs)
-          if (auto it = st.index.find(id); it != st.index.end())
-            st.granted.emplace(id, it->second.at->second.req.pool);
+          if (st.index.count(id) && st.granted.emplace(id, pool).second && st.guests.count(id))
+            changed_everywhere(self, id);  // its other pools' arbiters drop it
       },
       [=](placed_atom, const Assignment& a) { placed(self, a); },
-      [=](unplaced_atom, const std::string& job_id, const std::string&) {
+      [=](unplaced_atom, const std::string& job_id, const std::string& pool, const std::string&) {
         // The arbiter plans it again from fresh capacity (it stays in line
         // here, and is in the next demand again).
         auto& st = self->state;
-        std::string pool;  // "": the job left the line before its grant was heard of
-        if (auto g = st.granted.find(job_id); g != st.granted.end()) {
-          pool = std::move(g->second);
+        if (auto g = st.granted.find(job_id); g != st.granted.end() && g->second == pool) {
           st.granted.erase(g);
-          if (auto it = st.index.find(job_id); it != st.index.end())
-            changed(self, *it->second.line);
+          changed_everywhere(self, job_id);
         }
         self->send(st.w.arbiter, unplaced_atom_v, st.team, pool, job_id);
       },
@@ -173,7 +213,7 @@ TeamQueueActor::behavior_type queue_behavior(Self self, Wiring w, std::string te
                                  "behind " + std::to_string(ahead) +
                                      " job(s) of higher priority or earlier submission in team " +
                                      st.team + "'s queue for pool " + at->second.req.pool + " (" +
-                                     std::to_string(line->pending.size()) + " pending there)");
+                                     std::to_string(line->jobs) + " pending there)");
         }
         self->send(st.w.router, why_atom_v, reply, std::move(json));
       },

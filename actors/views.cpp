@@ -57,6 +57,7 @@ std::string queues_json(const Queues& q) {
                 {"borrowed", t.borrowed},
                 {"pending_jobs", t.pending_jobs},
                 {"pending_gpus", t.pending_gpus},
+                {"pending_flexible", t.pending_flexible},
                 {"dominant_share", t.dominant_share},
                 {"weighted_share", t.weighted_share}};
     if (t.restore_count > 0)

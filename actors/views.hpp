@@ -42,6 +42,9 @@ struct TeamRow {  // one team in one pool
   bool borrow = false;
   int guaranteed = 0, limit = -1;
   int in_use = 0, borrowed = 0, pending_jobs = 0, pending_gpus = 0;
+  // Of pending_jobs, any-type jobs: counted here, in their first candidate
+  // pool, and in no other pool's row.
+  int pending_flexible = 0;
   double dominant_share = 0, weighted_share = 0;
   // Seconds it took to get back to its guarantee (policy::RestoreWait):
   // observations per bound, then +Inf; their sum and count.

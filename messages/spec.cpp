@@ -210,6 +210,8 @@ Parsed from_wire(const wire::JobSpec* s) {
     o.mutable_resources()->set_gpu_type(wire::str(r->gpu_type()));
     o.mutable_resources()->set_cpus(r->cpus());
     o.mutable_resources()->set_memory_mb(r->memory_mb());
+    if (r->gpu_types())
+      for (auto* t : *r->gpu_types()) o.mutable_resources()->add_gpu_types(wire::str(t));
   }
   o.set_workers(s->workers());
   o.set_priority(wire::str(s->priority()));
@@ -228,9 +230,11 @@ flatbuffers::Offset<wire::JobSpec> to_wire(flatbuffers::FlatBufferBuilder& fbb,
   std::vector<flatbuffers::Offset<wire::KeyValue>> env;
   for (const auto& [k, v] : s.env())
     env.push_back(wire::CreateKeyValue(fbb, fbb.CreateString(k), fbb.CreateString(v)));
-  auto res =
-      wire::CreateResources(fbb, s.resources().gpus(), fbb.CreateString(s.resources().gpu_type()),
-                            s.resources().cpus(), s.resources().memory_mb());
+  std::vector<flatbuffers::Offset<flatbuffers::String>> types;
+  for (const auto& t : s.resources().gpu_types()) types.push_back(fbb.CreateString(t));
+  auto res = wire::CreateResources(
+      fbb, s.resources().gpus(), fbb.CreateString(s.resources().gpu_type()), s.resources().cpus(),
+      s.resources().memory_mb(), types.empty() ? 0 : fbb.CreateVector(types));
   return wire::CreateJobSpec(
       fbb, fbb.CreateString(s.name()), fbb.CreateString(s.team()), fbb.CreateString(s.kind()),
       fbb.CreateVector(cmd), fbb.CreateVectorOfSortedTables(&env), fbb.CreateString(s.image()), res,
@@ -338,6 +342,7 @@ int64_t launch_bytes_estimate(const pb::JobSpec& s) {
        {&s.name(), &s.team(), &s.kind(), &s.image(), &s.priority(), &s.idempotency_key(), &s.pool(),
         &s.checkpoint_signal(), &s.resources().gpu_type()})
     n += static_cast<int64_t>(f->size()) + kPerString;
+  for (const auto& t : s.resources().gpu_types()) n += static_cast<int64_t>(t.size()) + kPerString;
   return n;
 }
 
@@ -403,6 +408,12 @@ Verdict check(const pb::JobSpec& s, const Limits& limits) {
     if (auto err = names::check_token(r.gpu_type()); !err.empty())
       return invalid("resources.gpu_type: " + err);
   }
+  if (r.gpu_types_size() > limits.max_gpu_types)
+    return invalid("resources.gpu_types lists " + num(r.gpu_types_size()) + " types; at most " +
+                   num(limits.max_gpu_types));
+  for (const auto& t : r.gpu_types())
+    if (auto err = names::check_token(t); !err.empty())
+      return invalid("resources.gpu_types: " + err);
   int workers = s.has_workers() ? s.workers() : 1;
   if (workers < 1) return invalid("workers must be >= 1 (got " + num(workers) + ")");
   if (workers > limits.max_workers)

@@ -49,6 +49,7 @@ struct Limits {
   int64_t max_runtime_s = 30LL * 24 * 3600;  // 30 days
   int max_grace_s = 3600;                    // a longer grace would make a job unpreemptible
   int64_t max_launch_bytes = 256 * 1024;     // launch_bytes_estimate()
+  int max_gpu_types = 16;                    // resources.gpu_types entries
   // Priority class names a spec may use (the cluster config's, else these).
   std::vector<std::string> priority_classes = {"high", "normal", "low"};
 };

@@ -314,9 +314,9 @@ std::optional<HistogramIncrement> HistogramMirror::delta(const Json& row, size_t
   if (!h || !h->is_object() || !h->contains("buckets") || !(*h)["buckets"].is_array())
     return std::nullopt;
   std::vector<double> now(bounds + 1, 0);
-  size_t i = 0;
-  for (const auto& b : (*h)["buckets"])
-    if (i < now.size() && b.is_number()) now[i++] = b.get<double>();
+  const Json& given = (*h)["buckets"];
+  for (size_t k = 0; k < now.size() && k < given.size(); ++k)
+    if (given[k].is_number()) now[k] = std::max(0.0, given[k].get<double>());
   int64_t count = h->value("count", int64_t{0});
   double sum = h->value("sum_s", 0.0);
   bool restarted = count < last_count_;

@@ -110,6 +110,19 @@ Decision check_job_gpus(const TeamLimits& l, std::string_view team, int workers,
 }
 
 Decision check_feasible(const std::vector<NodeShape>& nodes, const PlacementRequest& req) {
+  if (req.flexible()) {
+    // An any-type job: feasible when one candidate pool can ever take it.
+    Decision first;
+    for (size_t i = 0; i < req.pools.size(); ++i) {
+      PlacementRequest one = req;
+      one.pool = req.pools[i];
+      one.pools.clear();
+      auto d = check_feasible(nodes, one);
+      if (d.ok()) return d;
+      if (i == 0) first = std::move(d);
+    }
+    return first;
+  }
   bool typed = !req.gpu_type.empty() && req.gpus > 0;
   int max_gpus = 0, max_cpus = 0;
   int64_t max_mem = 0;

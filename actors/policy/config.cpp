@@ -166,6 +166,14 @@ std::string load_config(std::string_view text, ClusterConfig& out) {
                std::to_string(t.run_as());
       tc.run_as = t.run_as();
     }
+    std::set<std::string> preferred;
+    for (const auto& pool : t.pool_preference()) {
+      if (!c.pool(pool))
+        return "config: team '" + t.name() + "': pool_preference names unknown pool '" + pool + "'";
+      if (!preferred.insert(pool).second)
+        return "config: team '" + t.name() + "': pool_preference names '" + pool + "' twice";
+      tc.pool_preference.push_back(pool);
+    }
     c.teams.push_back(std::move(tc));
   }
   seen.clear();
@@ -223,8 +231,35 @@ bool ClusterConfig::node_allowed(std::string_view name) const {
   return false;
 }
 
+bool TeamCfg::may_use(const std::string& pool) const {
+  QuotaCfg q = quota(pool);
+  return q.limit != 0 && (q.guaranteed > 0 || borrow);
+}
+
+std::vector<std::string> ClusterConfig::pools_for(std::string_view team_name,
+                                                  const std::vector<std::string>& types) const {
+  TeamCfg t = team_or_default(team_name);
+  std::vector<std::string> order = t.pool_preference;  // then the config's order
+  for (const auto& p : pools)
+    if (std::find(order.begin(), order.end(), p.name) == order.end()) order.push_back(p.name);
+  std::vector<std::string> out;
+  auto take = [&](const std::string& name) {
+    if (t.may_use(name) && std::find(out.begin(), out.end(), name) == out.end())
+      out.push_back(name);
+  };
+  if (types.empty()) {
+    for (const auto& name : order) take(name);
+  } else {
+    for (const auto& type : types)
+      for (const auto& name : order)
+        if (pool(name)->gpu_type == type) take(name);
+  }
+  return out;
+}
+
 Admission admit(const ClusterConfig& cfg, std::string_view team, std::string_view pool,
-                std::string_view gpu_type, int gpus, std::string_view priority) {
+                std::string_view gpu_type, int gpus, std::string_view priority,
+                const std::vector<std::string>& gpu_types) {
   Admission a;
   if (!cfg.open && !cfg.team(team)) {
     a.error = "unknown team '" + std::string(team) + "' (not in the cluster config)";
@@ -261,20 +296,40 @@ Admission admit(const ClusterConfig& cfg, std::string_view team, std::string_vie
     a.pool = p->name;
     return a;
   }
-  if (!gpu_type.empty()) {
-    for (const auto& p : cfg.pools)
-      if (p.gpu_type == gpu_type) {
-        a.pool = p.name;
+  // The acceptable types in order: gpu_type first, then gpu_types.
+  std::vector<std::string> types;
+  if (!gpu_type.empty()) types.emplace_back(gpu_type);
+  for (const auto& t : gpu_types)
+    if (std::find(types.begin(), types.end(), t) == types.end()) types.push_back(t);
+  if (!types.empty()) {
+    for (const auto& t : types) {
+      bool known = std::any_of(cfg.pools.begin(), cfg.pools.end(),
+                               [&](const PoolCfg& p) { return p.gpu_type == t; });
+      if (!known) {
+        a.error = "no pool has GPU type '" + t + "'";
         return a;
       }
-    a.error = "no pool has GPU type '" + std::string(gpu_type) + "'";
-    return a;
+    }
+    a.pools = cfg.pools_for(team, types);
+    if (a.pools.empty()) {
+      // No quota there and no borrowing: the pool of the first type, where
+      // the round tells why it waits (as before any-type jobs).
+      for (const auto& p : cfg.pools)
+        if (p.gpu_type == types.front()) a.pools = {p.name};
+    }
+  } else if (cfg.pools.size() == 1 || gpus == 0) {
+    a.pools = {cfg.pools.front().name};
+  } else {
+    a.pools = cfg.pools_for(team, {});
+    if (a.pools.empty()) {
+      a.error = "team '" + std::string(team) +
+                "' may use no pool (no guarantee there, and it may not borrow): name "
+                "resources.gpu_type or pool";
+      return a;
+    }
   }
-  if (cfg.pools.size() == 1 || gpus == 0) {
-    a.pool = cfg.pools.front().name;
-    return a;
-  }
-  a.error = "name resources.gpu_type or pool: the cluster has several pools";
+  a.pool = a.pools.front();
+  if (a.pools.size() == 1) a.pools.clear();
   return a;
 }
 

@@ -46,6 +46,11 @@ struct TeamCfg {
   // `run_as:` the uid its jobs run as on every node (> 0: never root);
   // absent: the system user troupe-<team> (the node agent's choice).
   std::optional<int64_t> run_as;
+  // `pool_preference:` where its any-type jobs go first (pool names, in order).
+  std::vector<std::string> pool_preference;
+  // Whether it may be granted GPUs in `pool` at all: a guarantee there, or
+  // borrowing, and a limit that is not 0.
+  bool may_use(const std::string& pool) const;
   // A team with no quota for a pool has guarantee 0 and no limit there.
   QuotaCfg quota(const std::string& pool) const {
     auto it = quotas.find(pool);
@@ -105,6 +110,11 @@ struct ClusterConfig {
   // The pool a node joins: its --pool when named, else the pool of its GPU
   // type; "" when none (nothing is placed there).
   std::string pool_of_node(std::string_view named_pool, std::string_view gpu_type) const;
+  // The pools an any-type job of `team` may go to, in the order tried: the
+  // team's pool_preference, then the config's order; only pools of `types`
+  // (taken type by type, in order) when given; only pools the team may use.
+  std::vector<std::string> pools_for(std::string_view team,
+                                     const std::vector<std::string>& types) const;
 };
 
 ClusterConfig open_config();
@@ -118,13 +128,19 @@ std::string load_config_or_open(std::string_view text, ClusterConfig& out);
 // What a job spec resolves to under a config.
 struct Admission {
   std::string error;  // "" when admitted
-  std::string pool;
+  std::string pool;   // where it waits (an any-type job: its first candidate)
+  // An any-type job's candidate pools in order (pool is the first); empty
+  // when it has only `pool`.
+  std::vector<std::string> pools;
   int priority_value = 50;
   bool preemptible = true;
 };
 
+// An empty pool and GPU type with several pools: any pool the team may use
+// (ClusterConfig::pools_for); `gpu_types` lists acceptable types in order.
 Admission admit(const ClusterConfig& cfg, std::string_view team, std::string_view pool,
-                std::string_view gpu_type, int gpus, std::string_view priority);
+                std::string_view gpu_type, int gpus, std::string_view priority,
+                const std::vector<std::string>& gpu_types = {});
 
 // The events stream's size bound when --events-max-bytes is not given:
 // half of the account's JetStream storage limit when it has one, else a

@@ -45,7 +45,11 @@ struct PlacementRequest {
   int64_t memory_mb = 0;
   int workers = 1;
   std::string image;  // the spec's image: only a node with a container runtime runs it
+  // An any-type job's candidate pools in the order tried (`pool` is the one
+  // this request is planned in); empty: only `pool`.
+  std::vector<std::string> pools;
   bool needs_runtime() const { return !image.empty(); }
+  bool flexible() const { return pools.size() > 1; }
 };
 
 // Whether `n` is of a kind that may run `req` at all, whatever its load: its

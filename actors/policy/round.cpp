@@ -110,6 +110,10 @@ RoundOutput plan_fifo(const RoundInput& in) {
   std::string blocker;
   for (const auto& it : items) {
     const auto& d = in.teams[it.ti].demands[it.di];
+    if (d.guest) {  // the baseline places an any-type job in its first pool only
+      out.reasons[d.job_id] = {why::kPreferred, "fifo: placed in its first candidate pool only"};
+      continue;
+    }
     if (blocker.empty() && slots[it.ti] > 0) {
       auto ranks = place(nodes, d.req);  // same fit as Troupe's: the baseline differs in order only
       if (!ranks.empty()) {
@@ -185,6 +189,16 @@ RoundOutput plan_round_live(RoundInput& in) {
     auto& standing = standings[ti];
     const auto& d = in.teams[ti].demands[di];
     const auto& req = d.req;
+    for (const auto& other : d.prefer) {
+      PlacementRequest there = req;
+      there.pool = other;
+      if (!place(nodes, there, {}, index).empty()) {
+        out.reasons[d.job_id] = {why::kPreferred, "fits now in pool " + other +
+                                                      ", which it prefers to pool " + in.pool +
+                                                      ": it is placed there"};
+        return false;
+      }
+    }
     int need = req.gpus * req.workers;
     auto quota = admit_quota(standing, need);
     if (!quota.ok) {
@@ -257,7 +271,7 @@ RoundOutput plan_round_live(RoundInput& in) {
       // nowhere; it moves when a more deserving head needs it. A 1-GPU job
       // needs none: the next GPU that frees anywhere fits it, and fair share
       // already decides whose it is.
-      bool needs_block = req.workers > 1 || req.gpus > 1;
+      bool needs_block = (req.workers > 1 || req.gpus > 1) && !d.guest;
       if (head && !hold_decided && needs_block) {
         hold_decided = true;
         if (!out.hold.active() || out.hold.job_id != d.job_id)

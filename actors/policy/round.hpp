@@ -38,7 +38,17 @@ struct Demand {
   PlacementRequest req;
   int64_t max_runtime_s = 0;
   uint64_t seq = 0;  // submit order (FIFO baseline)
+  // An any-type job offered to this pool though it is not its first
+  // candidate (req.pools): it never takes the pool's hold, and while it fits
+  // now in one of `prefer` (its candidates before this pool) it is left to
+  // that pool. The arbiter empties `prefer` once the job was left so for
+  // kPreferWaitMs (that pool refuses it for another reason: quota, a hold).
+  bool guest = false;
+  std::vector<std::string> prefer;
 };
+
+// How long a pool leaves an any-type job to a pool it prefers where it fits.
+inline constexpr int64_t kPreferWaitMs = 3000;
 
 struct TeamInput {
   TeamStanding standing;

@@ -15,6 +15,8 @@ inline constexpr const char* kFitsNowhere = "fits_nowhere";
 inline constexpr const char* kReservation = "waiting_for_reservation";
 inline constexpr const char* kHeldForOther = "held_for_another_job";
 inline constexpr const char* kBehind = "behind_other_jobs";
+// An any-type job fits now in a pool it prefers: it is placed there, not here.
+inline constexpr const char* kPreferred = "fits_in_preferred_pool";
 // Granted, its reservation on its node(s) under way (the pool arbiter).
 inline constexpr const char* kNegotiating = "placing";
 // Lower-priority or borrowed work is being stopped to make room for it.

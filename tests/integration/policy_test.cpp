@@ -914,6 +914,91 @@ teams: [{name: ty, weight: 1, borrow: true}]
   CHECK(pool_row(q, "a100").value("gpus_total", 0) == 16);
 }
 
+TEST_CASE("policy: any-type jobs go to the preferred pool with room, gpu_types fall back in order",
+          "[integration][policy][anytype]") {
+  const std::string cfg = R"(
+pools: [{name: a100, gpu_type: a100}, {name: h100, gpu_type: h100}]
+teams: [{name: any, weight: 1, borrow: true, pool_preference: [h100]}]
+)";
+  Cluster c(sim_nodes(sim_nodes(ClusterOptions{}.with_config(cfg), "a", 1, 8, "a100"), "h", 1, 8,
+                      "h100"));
+  REQUIRE(c.wait_nodes_alive(2, 20s));
+  auto ran_on = [&](const std::string& id) {
+    std::vector<std::string> nodes;
+    for (const auto& r : runs_of(c.events().all()))
+      if (r.job_id == id) nodes.insert(nodes.end(), r.nodes.begin(), r.nodes.end());
+    return nodes;
+  };
+  using V = std::vector<std::string>;
+
+  // No type: the team's preferred pool (h100) while it has room.
+  auto u1 = c.submit_ok("any", sim_job("any", 0.5));
+  auto d1 = c.wait_terminal(u1, 20s);
+  REQUIRE(d1);
+  CHECK(d1->state == names::kSucceeded);
+  CHECK(ran_on(u1) == V{"h1"});
+  CHECK(c.status("any", u1).value("pool", "") == "h100");
+
+  // h100 full: `gpu_types: [h100, a100]` falls back to a100.
+  auto hfill = c.submit_ok("any", sim_job("any", 120, 8, 1, 0, "h100"));
+  REQUIRE(c.events().wait_state(hfill, std::string(names::kRunning), 20s));
+  Json f1spec = sim_job("any", 0.5);
+  f1spec["resources"]["gpu_types"] = {"h100", "a100"};
+  auto f1 = c.submit_ok("any", f1spec);
+  auto d2 = c.wait_terminal(f1, 20s);
+  INFO("why f1: " << c.why("any", f1).dump());
+  REQUIRE(d2);
+  CHECK(d2->state == names::kSucceeded);
+  CHECK(ran_on(f1) == V{"a1"});
+  CHECK(c.status("any", f1).value("pool", "") == "a100");
+
+  // Both full: a waiting any-type job is counted once, in its first pool.
+  auto afill = c.submit_ok("any", sim_job("any", 120, 8, 1, 0, "a100"));
+  REQUIRE(c.events().wait_state(afill, std::string(names::kRunning), 20s));
+  auto f2 = c.submit_ok("any", f1spec);
+  Json q;
+  auto deadline = Clock::now() + 10s;
+  do {
+    q = c.queues();
+    if (queue_row(q, "any", "h100").value("pending_flexible", 0) == 1) break;
+  } while (Clock::now() < deadline);
+  INFO("queues: " << q.dump());
+  CHECK(queue_row(q, "any", "h100").value("pending_jobs", 0) == 1);
+  CHECK(queue_row(q, "any", "h100").value("pending_flexible", 0) == 1);
+  Json arow = queue_row(q, "any", "a100");
+  CHECK((arow.is_null() || arow.value("pending_jobs", 0) == 0));
+  // `why` explains each candidate pool, in its order.
+  Json w;
+  deadline = Clock::now() + 10s;
+  do {
+    w = c.why("any", f2);
+  } while (w.value("reason", "").find("pool a100: ") == std::string::npos &&
+           Clock::now() < deadline);
+  INFO("why f2: " << w.dump());
+  CHECK(w.value("code", "") == "fits_nowhere");
+  std::string reason = w.value("reason", "");
+  CHECK(reason.find("pool h100: ") != std::string::npos);
+  CHECK(reason.find("pool h100: ") < reason.find("pool a100: "));
+
+  // The preferred pool frees: it runs there, once.
+  c.cancel("any", hfill);
+  auto d3 = c.wait_terminal(f2, 30s);
+  INFO("why f2: " << c.why("any", f2).dump());
+  REQUIRE(d3);
+  CHECK(d3->state == names::kSucceeded);
+  CHECK(ran_on(f2) == V{"h1"});
+  c.cancel("any", afill);
+  // Every job ran at most once at a time, and no node ever held more than it has.
+  auto runs = runs_of(c.events().all());
+  std::map<std::string, int> attempts;
+  for (const auto& r : runs) ++attempts[r.job_id];
+  for (const auto& [id, n] : attempts) {
+    INFO(id);
+    CHECK(n == 1);
+  }
+  CHECK(max_concurrent(runs) <= 16);
+}
+
 TEST_CASE("policy: a spec naming an unknown team, pool, class or GPU type is refused clearly",
           "[integration][policy]") {
   const std::string cfg = R"(

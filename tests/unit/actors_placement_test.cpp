@@ -65,7 +65,8 @@ caf::behavior fake_node(FakeNode* self, std::string name, Answer answer) {
 
 // The team queue: what the gang told it.
 struct FakeQueueState {
-  std::vector<std::string> got;  // "placed job" or "unplaced job: reason"
+  std::vector<std::string> got;    // "placed job" or "unplaced job: reason"
+  std::vector<std::string> pools;  // the pool each unplaced names (its grant's)
   Assignment placed;
 };
 using FakeQueue = caf::stateful_actor<FakeQueueState>;
@@ -76,8 +77,10 @@ caf::behavior fake_queue(FakeQueue* self) {
         self->state.got.push_back("placed " + a.job_id);
         self->state.placed = a;
       },
-      [=](unplaced_atom, const std::string& job, const std::string& reason) {
+      [=](unplaced_atom, const std::string& job, const std::string& pool,
+          const std::string& reason) {
         self->state.got.push_back("unplaced " + job + ": " + reason);
+        self->state.pools.push_back(pool);
       },
   };
 }
@@ -114,6 +117,7 @@ struct Fixture : testing::TestSystem {
     t.attempt = 2;
     t.req.gpus = 1;
     t.req.workers = static_cast<int>(on.size());
+    t.req.pool = "p";
     CandidateList c;
     for (const auto& [name, answer] : on) {
       nodes.push_back(sys->spawn(fake_node, name, answer));
@@ -199,4 +203,6 @@ TEST_CASE_METHOD(Fixture, "a gang reservation restarted after a crash reports un
   grant({{"n1", Answer::accept}}, true);
   CHECK(node_got(0).empty());
   CHECK(queue_got() == V{"unplaced j1: gang reservation restarted"});
+  // It names the pool of its grant: the queue tells that pool's arbiter.
+  CHECK(state_of<FakeQueueState>(queue).pools == V{"p"});
 }

@@ -339,3 +339,18 @@ TEST_CASE("guarantee restore histogram: increments since the last sample, a rest
   CHECK(again[0].buckets[0] == 1);
   CHECK(again[0].sum == Approx(0.5));
 }
+
+TEST_CASE(
+    "guarantee restore histogram: a hostile row keeps bucket positions and no negative counts",
+    "[metrics]") {
+  std::map<std::string, HistogramMirror> seen;
+  Json q = Json::parse(R"({"teams":[{"team":"b","pool":"p","guarantee_restore":)"
+                       R"({"buckets":["x",-4,3,0,0,0,0,0,0,0,7,9],"sum_s":40,"count":10}}]})");
+  auto got = restore_increments(q, seen);
+  REQUIRE(got.size() == 1);
+  REQUIRE(got[0].buckets.size() == 11);
+  CHECK(got[0].buckets[0] == 0);  // not a number: nothing
+  CHECK(got[0].buckets[1] == 0);  // negative: nothing
+  CHECK(got[0].buckets[2] == 3);  // stays in its own bucket
+  CHECK(got[0].buckets[10] == 7);
+}

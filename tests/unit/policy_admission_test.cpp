@@ -154,6 +154,15 @@ TEST_CASE("admission: feasibility against the registered node shapes", "[policy]
   CHECK_THAT(typed.error, Catch::Contains("pool a100 (GPU type a100) has 8"));
   // CPU-only jobs: any node's CPUs count, whatever its GPU type.
   CHECK(check_feasible(nodes, req("a100", 0, 100, 0, "h100")).ok());
+  // An any-type job: feasible when one candidate pool can take it; else the
+  // first candidate's reason.
+  auto flex = req("h100", 4, 100);
+  flex.pools = {"h100", "a100"};
+  CHECK(check_feasible(nodes, flex).ok());  // n2 has 128 CPUs
+  flex.cpus = 500;
+  auto none = check_feasible(nodes, flex);
+  CHECK(none.code == Refusal::unsatisfiable);
+  CHECK_THAT(none.error, Catch::Contains("pool h100"));
 }
 
 TEST_CASE("admission: idempotency conflicts", "[policy][admission]") {

@@ -73,6 +73,11 @@ TEST_CASE("bad configs are refused with a reason", "[policy][config]") {
        "weight > 0"},
       {"duplicate pool", "pools: [{name: a, gpu_type: a}, {name: a, gpu_type: b}]", "twice"},
       {"unknown key", "pools: [{name: a, gpu_type: a}]\nbogus: 1", "config"},
+      {"preference for unknown pool",
+       "pools: [{name: a, gpu_type: a}]\nteams: [{name: t, pool_preference: [b]}]",
+       "pool_preference names unknown pool 'b'"},
+      {"preference twice",
+       "pools: [{name: a, gpu_type: a}]\nteams: [{name: t, pool_preference: [a, a]}]", "twice"},
   };
   for (const auto& c : cases) {
     SECTION(c.name) {
@@ -98,7 +103,65 @@ TEST_CASE("admission resolves pool and class, refuses the unknown", "[policy][co
         std::string::npos);
   CHECK(admit(c, "vision", "a100", "h100", 1, "normal").error.find("has GPU type") !=
         std::string::npos);
-  CHECK(admit(c, "vision", "", "", 1, "normal").error.find("several pools") != std::string::npos);
+  // No type with several pools: any pool the team may use, in the config's order.
+  auto any = admit(c, "vision", "", "", 1, "normal");
+  CHECK(any.error == "");
+  CHECK(any.pool == "a100");
+  CHECK(any.pools == std::vector<std::string>{"a100", "h100"});
+}
+
+TEST_CASE("any-type jobs: candidate pools by preference, type list and what the team may use",
+          "[policy][config]") {
+  ClusterConfig c;
+  REQUIRE(load_config(R"(
+pools:
+  - {name: a100, gpu_type: a100}
+  - {name: h100, gpu_type: h100}
+  - {name: h100b, gpu_type: h100}
+  - {name: t4, gpu_type: t4}
+teams:
+  - {name: vision, pool_preference: [h100b, t4]}
+  - {name: lender, borrow: false, quotas: {a100: {guaranteed: 8}, h100: {guaranteed: 4}}}
+  - {name: capped, quotas: {t4: {guaranteed: 0, limit: 0}}}
+)",
+                      c) == "");
+  using V = std::vector<std::string>;
+  // Its preference first, then the config's order.
+  CHECK(admit(c, "vision", "", "", 1, "").pools == V{"h100b", "t4", "a100", "h100"});
+  CHECK(admit(c, "vision", "", "", 1, "").pool == "h100b");
+  // A type list: type by type, each type's pools by preference.
+  auto typed = admit(c, "vision", "", "", 1, "", {"h100", "a100"});
+  CHECK(typed.error == "");
+  CHECK(typed.pools == V{"h100b", "h100", "a100"});
+  // gpu_type comes first, then the list (without repeats).
+  CHECK(admit(c, "vision", "", "a100", 1, "", {"h100", "a100"}).pools ==
+        V{"a100", "h100b", "h100"});
+  // One candidate: a plain job in that pool.
+  auto one = admit(c, "vision", "", "t4", 1, "");
+  CHECK(one.pool == "t4");
+  CHECK(one.pools.empty());
+  // Only pools the team may use: a guarantee there, or borrowing; limit 0 never.
+  CHECK(admit(c, "lender", "", "", 1, "").pools == V{"a100", "h100"});
+  CHECK(admit(c, "capped", "", "", 1, "").pools == V{"a100", "h100", "h100b"});
+  // An unknown type in the list is refused by name.
+  CHECK_THAT(admit(c, "vision", "", "", 1, "", {"h100", "v100"}).error,
+             Catch::Contains("no pool has GPU type 'v100'"));
+  // A named pool wins over everything.
+  auto named = admit(c, "vision", "a100", "", 1, "", {"h100"});
+  CHECK(named.pool == "a100");
+  CHECK(named.pools.empty());
+  // A CPU-only job goes to the first pool, as before.
+  CHECK(admit(c, "vision", "", "", 0, "").pools.empty());
+}
+
+TEST_CASE("a team that may use no pool is told so", "[policy][config]") {
+  ClusterConfig c;
+  REQUIRE(load_config("pools: [{name: a, gpu_type: a}, {name: b, gpu_type: b}]\n"
+                      "teams: [{name: t, borrow: false}]",
+                      c) == "");
+  CHECK_THAT(admit(c, "t", "", "", 1, "").error, Catch::Contains("may use no pool"));
+  // Naming a type keeps the old behaviour: it waits there, and `why` says why.
+  CHECK(admit(c, "t", "", "b", 1, "").pool == "b");
 }
 
 TEST_CASE("an open config accepts any team in one pool", "[policy][config]") {

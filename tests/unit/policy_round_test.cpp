@@ -274,3 +274,48 @@ TEST_CASE(
     REQUIRE(idx.matches(live.nodes));
   }
 }
+
+TEST_CASE("round: an any-type guest is left to the pool it prefers while it fits there",
+          "[policy][round][anytype]") {
+  // Pool a100 plans; the job prefers h100, where a node has room.
+  auto guest = demand("g", 2, 1, 0, "a100");
+  guest.req.gpu_type.clear();
+  guest.req.pools = {"h100", "a100"};
+  guest.guest = true;
+  guest.prefer = {"h100"};
+  auto in = input({node("a", 8), node("h", 4, "h100")}, {team("v", 0, {guest})});
+  auto out = plan_round(in);
+  CHECK(out.grants.empty());
+  CHECK(out.reasons.at("g").code == why::kPreferred);
+  CHECK_THAT(out.reasons.at("g").text, Catch::Contains("pool h100"));
+
+  // h100 is full: this pool takes it.
+  in.nodes[1].gpus_free = 1;
+  auto full = plan_round(in);
+  REQUIRE(full.grants.size() == 1);
+  CHECK(in.nodes[full.grants[0].nodes[0]].pool == "a100");
+
+  // The arbiter stopped deferring (prefer emptied after kPreferWaitMs): taken here.
+  in.nodes[1].gpus_free = 4;
+  in.teams[0].demands[0].prefer.clear();
+  CHECK(plan_round(in).grants.size() == 1);
+}
+
+TEST_CASE("round: an any-type guest never takes the pool's hold", "[policy][round][anytype]") {
+  auto guest = demand("g", 8, 2, 0, "a100");
+  guest.req.pools = {"h100", "a100"};
+  guest.guest = true;
+  auto in = input({node("a", 4), node("b", 4)}, {team("v", 0, {guest})});
+  RunningWork w;
+  w.nodes = {0, 1};
+  w.gpus = 4;
+  w.ends_ms = 10000;
+  in.running = {w};
+  auto out = plan_round(in);
+  CHECK(out.grants.empty());
+  CHECK_FALSE(out.hold.active());
+  CHECK(out.reasons.at("g").code == why::kFitsNowhere);
+  // The same job in its first pool takes the hold.
+  in.teams[0].demands[0].guest = false;
+  CHECK(plan_round(in).hold.active());
+}
