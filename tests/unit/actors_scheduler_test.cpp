@@ -687,6 +687,92 @@ TEST_CASE("a team's jobs waiting for a full pool hold up none of its jobs for an
   CHECK(pools == std::vector<std::string>{"a100", "h100"});
 }
 
+namespace {
+// The troupe.sys.queues row of team t in `pool` (null when absent).
+json team_row(const json& view, const std::string& pool) {
+  for (const auto& row : view["teams"])
+    if (row["team"] == "t" && row["pool"] == pool) return row;
+  return nullptr;
+}
+json pool_row_of(const json& view, const std::string& pool) {
+  for (const auto& row : view["pools"])
+    if (row["pool"] == pool) return row;
+  return nullptr;
+}
+const char* kAnyType = R"({"command":["true"],"resources":{"gpus":1}})";
+}  // namespace
+
+TEST_CASE("an any-type job goes to the preferred pool with room and counts once while it waits",
+          "[actors][pools][anytype]") {
+  Fixture f;
+  apply_config(f.w,
+               "pools: [{name: a100, gpu_type: a100}, {name: h100, gpu_type: h100}]\n"
+               "teams: [{name: t, pool_preference: [h100]}]\n");
+  f.settle();
+  f.register_node("a", 1, "", "a100");
+  f.register_node("h", 1, "", "h100");
+  auto first = f.submit(kAnyType);
+  auto* on_h = f.launched("h", first);  // its preferred pool has room
+  CHECK_FALSE(f.out->find(launch_of("a", first)));
+  auto second = f.submit(kAnyType);
+  f.launched("a", second);  // h100 is full: the next candidate
+  auto third = f.submit(kAnyType);
+  CHECK_FALSE(f.out->find(launch_of("h", third)));
+  CHECK_FALSE(f.out->find(launch_of("a", third)));
+  auto view = f.queues();
+  INFO(view.dump());
+  CHECK(team_row(view, "h100")["pending_jobs"] == 1);
+  CHECK(team_row(view, "h100")["pending_flexible"] == 1);
+  json a100 = team_row(view, "a100");
+  CHECK((a100.is_null() || a100["pending_jobs"] == 0));
+  // Its preferred pool frees first: it runs there.
+  f.agent_reports("h", on_h, 0);
+  CHECK(f.event(first, "succeeded"));
+  f.launched("h", third);
+  CHECK_FALSE(f.out->find(launch_of("a", third)));
+}
+
+TEST_CASE("a second placement of an any-type job in another pool is given back, not run",
+          "[actors][pools][anytype]") {
+  Fixture f;
+  apply_config(f.w,
+               "pools: [{name: a100, gpu_type: a100}, {name: h100, gpu_type: h100}]\n"
+               "teams: [{name: t, pool_preference: [h100]}]\n");
+  f.settle();
+  f.register_node("a", 1, "", "a100");
+  f.register_node("h", 1, "", "h100");
+  auto x = f.submit(kAnyType);
+  auto* l = f.launched("h", x);
+  // Pool a100 granted it in the same instant, and its reservation went
+  // through on node a: the same hold id there, committed.
+  auto hold = troupe::policy::hold_id(x, l->attempt(), 0);
+  {
+    flatbuffers::FlatBufferBuilder fbb;
+    auto res = wire::CreateResources(fbb, 1, fbb.CreateString(""), 0, 0);
+    f.to_node("a", wire::seal(fbb, wire::CreateReserve(fbb, fbb.CreateString(hold),
+                                                       fbb.CreateString(x), fbb.CreateString(x),
+                                                       fbb.CreateString("t"), res, 60000, 0)));
+    flatbuffers::FlatBufferBuilder c;
+    f.to_node("a", wire::seal(c, wire::CreateCommit(c, c.CreateString(hold))));
+  }
+  REQUIRE(pool_row_of(f.queues(), "a100")["gpus_free"] == 0);
+  Assignment dup;
+  dup.job_id = x;
+  dup.attempt = l->attempt();
+  dup.nodes = {"a"};
+  dup.hosts = {"127.0.0.1"};
+  dup.gpus = {{0}};
+  dup.pool = "a100";
+  caf::anon_send(f.w.jobs, placed_atom_v, dup);
+  f.settle();
+  // Node a's GPU is free again, nothing was launched there, and x runs on h.
+  CHECK(pool_row_of(f.queues(), "a100")["gpus_free"] == 1);
+  CHECK_FALSE(f.out->find(launch_of("a", x)));
+  CHECK(f.running_on("h") == 1);  // its worker on h keeps its GPU
+  f.agent_reports("h", l, 0);
+  CHECK(f.event(x, "succeeded"));
+}
+
 TEST_CASE("a pool plans at most one round per round gap: what comes in meanwhile waits for it",
           "[actors][pools]") {
   SchedulerOptions opts;
