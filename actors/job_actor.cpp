@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "actors/job_record.hpp"
+#include "actors/policy/las.hpp"
 #include "actors/policy/ledger.hpp"
 #include "actors/policy/preemption.hpp"
 #include "actors/policy/retry.hpp"
@@ -613,6 +614,18 @@ JobTicket ticket_of(const pb::JobRecord& r) {
   t.req = placement_request(r.spec());
   t.req.pool = r.pools_size() > 0 ? r.pools(0) : r.pool();  // it waits in its first candidate
   t.req.pools.assign(r.pools().begin(), r.pools().end());
+  if (r.las_thresholds_gpu_s_size() > 0) {
+    t.las_thresholds.assign(r.las_thresholds_gpu_s().begin(), r.las_thresholds_gpu_s().end());
+    for (const auto& a : r.attempts())
+      t.attained_gpu_s +=
+          policy::attempt_gpu_s(t.req.gpus, t.req.workers, a.start_ms(), a.end_ms());
+    // Waiting since its last event (queued, or its attempt's end).
+    int64_t since = r.event_ts_ms() > 0 ? r.event_ts_ms() : r.submit_ms();
+    auto w = policy::waiting_band(t.attained_gpu_s, t.las_thresholds, r.las_promote_after_s(),
+                                  since, since);
+    t.band = w.band;
+    t.promote_at_ms = w.promote_at_ms;
+  }
   return t;
 }
 

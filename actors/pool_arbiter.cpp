@@ -14,6 +14,7 @@
 #include "actors/policy/books.hpp"
 #include "actors/policy/config.hpp"
 #include "actors/policy/demand.hpp"
+#include "actors/policy/las.hpp"
 #include "actors/policy/overlay.hpp"
 #include "actors/policy/preemption.hpp"
 #include "actors/policy/round.hpp"
@@ -65,6 +66,10 @@ struct Running {
   int64_t started_ms = 0;
   int64_t last_checkpoint_ms = 0;
   bool preempting = false;  // asked to stop for a preemptor
+  // `order: las`: GPU-seconds of its ended attempts and the band thresholds
+  // (empty: fifo); its band now adds this attempt's service.
+  double attained_gpu_s = 0;
+  std::vector<double> las_thresholds;
 };
 
 struct Figures {
@@ -244,7 +249,8 @@ void preempt_if_needed(Self self, const std::string& pool, const policy::RoundOu
       bool below = need <= owed;
       if (below) owed -= need;
       if (!below && !budget_left) continue;
-      policy::PreemptWant want{t.job_id, t.team, t.priority, t.seq, below, t.req};
+      policy::PreemptWant want{t.job_id, t.team, t.priority,           t.seq,
+                               below,    t.req,  t.las() ? t.band : -1};
       if (st.victims[pool].may_have_victim(want)) wants.push_back(std::move(want));
     }
   }
@@ -268,6 +274,10 @@ void preempt_if_needed(Self self, const std::string& pool, const policy::RoundOu
     c.gpus = r.req.gpus;
     c.cpus = r.req.cpus;
     c.memory_mb = r.req.memory_mb;
+    if (!r.las_thresholds.empty())
+      c.las_band = policy::las_band(
+          r.attained_gpu_s + policy::attempt_gpu_s(r.req.gpus, r.req.workers, r.started_ms, now),
+          r.las_thresholds);
     cands.push_back(std::move(c));
     ids.push_back(id);
   }
@@ -572,7 +582,7 @@ ArbiterActor::behavior_type arbiter_behavior(Self self, OutboxPtr out, bool fifo
         policy::apply_demand(
             td.tickets, std::move(added), removed,
             [](const JobTicket& t) {
-              return policy::QueueKey{t.priority, t.seq};
+              return policy::QueueKey{t.priority, t.seq, t.band};
             },
             [](const JobTicket& t) -> const std::string& { return t.job_id; });
         td.pending_jobs = jobs;
@@ -598,6 +608,8 @@ ArbiterActor::behavior_type arbiter_behavior(Self self, OutboxPtr out, bool fifo
         r.priority = t.priority;
         r.preemptible = t.preemptible;
         r.started_ms = self->state.w.now_ms();
+        r.attained_gpu_s = t.attained_gpu_s;
+        r.las_thresholds = t.las_thresholds;
         st.preempting_for.erase(a.job_id);
         st.reclaim_for.erase(a.job_id);
         if (auto old = st.running.find(a.job_id); old != st.running.end()) {

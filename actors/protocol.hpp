@@ -97,6 +97,9 @@ CAF_ADD_ATOM(troupe, troupe::atoms, purged_atom, "purged")
 // (handoff_atom, job, record) -> taken: a job a standby recorded while no
 // leader answered (router -> job supervisor); false when the job is known.
 CAF_ADD_ATOM(troupe, troupe::atoms, handoff_atom, "handoff")
+// (promote_atom, job): a job of an `order: las` team has waited long enough
+// to go to band 0 (team queue -> itself; policy/las.hpp).
+CAF_ADD_ATOM(troupe, troupe::atoms, promote_atom, "promote")
 
 namespace troupe {
 
@@ -128,12 +131,21 @@ struct JobTicket {
   int64_t max_runtime_s = 0;
   bool preemptible = true;
   policy::PlacementRequest req;
+  // `order: las` (policy/las.hpp; empty thresholds: fifo): GPU-seconds of its
+  // ended attempts, the band thresholds, its band in line and when it is
+  // promoted to band 0 (0: never).
+  double attained_gpu_s = 0;
+  std::vector<double> las_thresholds;
+  int32_t band = 0;
+  int64_t promote_at_ms = 0;
+  bool las() const { return !las_thresholds.empty(); }
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, JobTicket& x) {
   return f(caf::meta::type_name("JobTicket"), x.job_id, x.team, x.attempt, x.priority, x.seq,
-           x.max_runtime_s, x.preemptible, x.req);
+           x.max_runtime_s, x.preemptible, x.req, x.attained_gpu_s, x.las_thresholds, x.band,
+           x.promote_at_ms);
 }
 
 // Where each rank of one attempt was committed.
@@ -195,7 +207,8 @@ using TeamQueueActor =
                      reacts_to<why_atom, std::string /*job*/, std::string /*reply*/>,  // arbiter
                      reacts_to<tick_atom>,  // itself: one demand per burst
                      reacts_to<granted_atom, std::string /*pool*/,
-                               std::vector<std::string> /*jobs*/>>;  // arbiter (before the grants)
+                               std::vector<std::string> /*jobs*/>,   // arbiter (before the grants)
+                     reacts_to<promote_atom, std::string /*job*/>>;  // itself: las starvation guard
 
 // JobActor (actors/job_actor.hpp), one per job.
 using JobActor = caf::typed_actor<

@@ -126,6 +126,10 @@ pb::JobRecord make_record(pb::JobSpec spec, const policy::Admission& adm,
   rec.set_preemptible(adm.preemptible);
   rec.set_infra_cap(cfg.preemption.infra_requeue_cap);
   if (const auto* tc = cfg.team(team); tc != nullptr && tc->run_as) rec.set_run_as(*tc->run_as);
+  if (const auto* tc = cfg.team(team); tc != nullptr && tc->las) {
+    for (double t : cfg.las.thresholds_gpu_s) rec.add_las_thresholds_gpu_s(t);
+    rec.set_las_promote_after_s(cfg.las.promote_after_s);
+  }
   rec.set_default_memory_mb(cfg.job_defaults.memory_mb);
   rec.set_max_grace_s(cfg.preemption.max_grace_s);
   if (!checkpoint_root.empty()) rec.set_checkpoint_dir(checkpoint_root + "/" + job_id);

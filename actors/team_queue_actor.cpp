@@ -1,5 +1,6 @@
 #include "actors/team_queue_actor.hpp"
 
+#include <chrono>
 #include <map>
 #include <string_view>
 #include <unordered_map>
@@ -131,6 +132,32 @@ void erase(Self self, const std::string& job_id) {
   changed(self, *line);
 }
 
+// An `order: las` job that waited long enough moves to band 0 in every line
+// it waits in (policy/las.hpp). Each line's arbiter hears of it as added
+// again (it takes the ticket's new place in line).
+void promote(Self self, const std::string& job_id) {
+  auto& st = self->state;
+  auto it = st.index.find(job_id);
+  if (it == st.index.end() || it->second.at->second.band == 0) return;
+  if (st.w.now_ms() < it->second.at->second.promote_at_ms) return;  // a later attempt's ticket
+  auto move = [&](QueueState::Entry& e) {
+    JobTicket t = std::move(e.at->second);
+    e.line->pending.erase(e.at);
+    t.band = 0;
+    t.promote_at_ms = 0;
+    policy::QueueKey key{t.priority, t.seq, 0};
+    e.at = e.line->pending.emplace(key, std::move(t));
+    e.line->told.erase(job_id);
+    changed(self, *e.line);
+  };
+  QueueState::Entry home = it->second;
+  st.index.erase(it);  // its key views into the entry being moved
+  move(home);
+  st.index.emplace(std::string_view(home.at->second.job_id), home);
+  if (auto g = st.guests.find(job_id); g != st.guests.end())
+    for (auto& e : g->second) move(e);
+}
+
 // Every line an any-type job waits in hears of it again (granted, or not).
 void changed_everywhere(Self self, const std::string& job_id) {
   auto& st = self->state;
@@ -153,11 +180,20 @@ TeamQueueActor::behavior_type queue_behavior(Self self, Wiring w, std::string te
   self->state.w = std::move(w);
   self->state.team = std::move(team);
   return {
-      [=](enqueue_atom, const JobTicket& t) {
+      [=](enqueue_atom, JobTicket t) {
         auto& st = self->state;
         if (st.index.count(t.job_id)) return;
+        if (t.band > 0 && t.promote_at_ms > 0) {  // the las starvation guard
+          int64_t wait = t.promote_at_ms - st.w.now_ms();
+          if (wait <= 0) {
+            t.band = 0;
+            t.promote_at_ms = 0;
+          } else {
+            self->delayed_send(self, std::chrono::milliseconds(wait), promote_atom_v, t.job_id);
+          }
+        }
         auto& line = st.lines[t.req.pool];
-        policy::QueueKey key{t.priority, t.seq};
+        policy::QueueKey key{t.priority, t.seq, t.band};
         auto at = line.pending.emplace(key, t);
         st.index.emplace(std::string_view(at->second.job_id), QueueState::Entry{&line, at});
         line.gpus += static_cast<int64_t>(t.req.gpus) * t.req.workers;
@@ -176,6 +212,7 @@ TeamQueueActor::behavior_type queue_behavior(Self self, Wiring w, std::string te
         }
       },
       [=](dequeue_atom, const std::string& job_id) { erase(self, job_id); },
+      [=](promote_atom, const std::string& job_id) { promote(self, job_id); },
       [=](tick_atom) { send_demand(self); },
       [=](granted_atom, const std::string& pool, const std::vector<std::string>& jobs) {
         // The first grant of a job wins; another pool's grant of an any-type

@@ -174,6 +174,10 @@ std::string load_config(std::string_view text, ClusterConfig& out) {
         return "config: team '" + t.name() + "': pool_preference names '" + pool + "' twice";
       tc.pool_preference.push_back(pool);
     }
+    if (t.order() == "las")
+      tc.las = true;
+    else if (!t.order().empty() && t.order() != "fifo")
+      return "config: team '" + t.name() + "': order must be fifo or las, not '" + t.order() + "'";
     c.teams.push_back(std::move(tc));
   }
   seen.clear();
@@ -204,6 +208,24 @@ std::string load_config(std::string_view text, ClusterConfig& out) {
       return "config: job_defaults: memory_mb must be >= 0 (0: the node agent's default), not " +
              std::to_string(d.memory_mb());
     c.job_defaults.memory_mb = d.memory_mb();
+  }
+  if (pbc.has_las()) {
+    const auto& l = pbc.las();
+    if (l.thresholds_gpu_s_size() > 0) {
+      c.las.thresholds_gpu_s.clear();
+      for (double t : l.thresholds_gpu_s()) {
+        if (!std::isfinite(t) || t <= 0 ||
+            (!c.las.thresholds_gpu_s.empty() && t <= c.las.thresholds_gpu_s.back()))
+          return "config: las: thresholds_gpu_s must be positive and increasing";
+        c.las.thresholds_gpu_s.push_back(t);
+      }
+      if (c.las.thresholds_gpu_s.size() > 16) return "config: las: at most 16 thresholds";
+    }
+    if (l.has_promote_after_s()) {
+      if (l.promote_after_s() < 0)
+        return "config: las: promote_after_s must be >= 0 seconds (0: never)";
+      c.las.promote_after_s = l.promote_after_s();
+    }
   }
   for (const auto& n : pbc.nodes()) {
     std::string_view name(n);

@@ -48,6 +48,9 @@ struct TeamCfg {
   std::optional<int64_t> run_as;
   // `pool_preference:` where its any-type jobs go first (pool names, in order).
   std::vector<std::string> pool_preference;
+  // `order: las`: least attained service first within a priority class
+  // (policy/las.hpp); else fifo (submit order).
+  bool las = false;
   // Whether it may be granted GPUs in `pool` at all: a guarantee there, or
   // borrowing, and a limit that is not 0.
   bool may_use(const std::string& pool) const;
@@ -83,6 +86,12 @@ struct JobDefaultsCfg {
   int64_t memory_mb = 0;  // its cgroup's memory limit; 0: the node agent's default
 };
 
+// `las:` the bands of `order: las` teams (policy/las.hpp).
+struct LasCfg {
+  std::vector<double> thresholds_gpu_s = {3600, 36000};
+  int64_t promote_after_s = 3600;  // 0: never
+};
+
 struct ClusterConfig {
   // No --config: any team is accepted (weight 1, may borrow), one pool
   // "default" holds every node, and the classes are high/normal/low.
@@ -93,6 +102,7 @@ struct ClusterConfig {
   std::string default_class = "normal";
   PreemptionCfg preemption;
   JobDefaultsCfg job_defaults;
+  LasCfg las;
   // The node roster (`nodes:`): names, or prefixes ending in '*'; empty: any.
   std::vector<std::string> nodes;
   bool node_allowed(std::string_view name) const;

@@ -23,7 +23,10 @@ bool may_preempt(const Preemptor& p, const PreemptCandidate& c, int64_t now_ms) 
   if (!c.preemptible || c.job_id == p.job_id) return false;
   if (c.team != p.team && !c.borrowed) return false;  // within its team's guarantee
   if (is_reclaim(p, c)) return true;  // churn protection never shields it from its lender
-  return c.protected_until_ms <= now_ms && c.priority < p.priority;
+  if (c.protected_until_ms > now_ms) return false;
+  if (c.priority < p.priority) return true;
+  // Least attained service: same team, same class, a higher band now.
+  return p.las_band >= 0 && c.las_band > p.las_band && c.team == p.team && c.priority == p.priority;
 }
 
 namespace {
@@ -139,6 +142,8 @@ void VictimPool::remove(const std::string& team, int priority, bool preemptible,
 }
 
 bool VictimPool::may_have_victim(const PreemptWant& w) const {
+  // Bands move as work runs: a las want looks at its team's candidates.
+  if (w.las_band >= 0 && all_of_.count(w.team)) return true;
   if (auto own = all_of_.find(w.team); own != all_of_.end() && *own->second.begin() < w.priority)
     return true;
   for (const auto& [team, priorities] : borrowed_of_)
@@ -191,6 +196,7 @@ std::vector<PoolPreemption> plan_preemption(const std::vector<NodeCapacity>& nod
     p.team = want.team;
     p.priority = want.priority;
     p.below_guarantee = want.below_guarantee;
+    p.las_band = want.las_band;
     p.req = want.req;
     // Room an earlier plan frees: no victim of its own.
     if (!plans.empty()) {
@@ -215,7 +221,9 @@ std::vector<PoolPreemption> plan_preemption(const std::vector<NodeCapacity>& nod
     out.reclaim = out.budgeted == 0;
     if (!out.reclaim) priority_done = true;  // one priority preemption a round
     out.why = "for job " + p.job_id + " of team " + p.team +
-              (p.below_guarantee ? " (below its guarantee)" : " (higher priority)");
+              (p.below_guarantee ? " (below its guarantee)"
+               : p.las_band >= 0 ? " (higher priority, or less GPU time so far: order las)"
+                                 : " (higher priority)");
     out.preempting_until_ms = now_ms + 2 * victims_grace_ms;
     if (out.reclaim) {
       out.reason_code = why::kReclaiming;

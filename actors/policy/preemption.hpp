@@ -4,7 +4,10 @@
 //     by higher-priority work of the same team;
 //   - work a team borrowed may be preempted by another team's higher-priority
 //     work (a priority preemption), or taken back by a team below its
-//     guarantee whatever the priorities (a reclaim).
+//     guarantee whatever the priorities (a reclaim);
+//   - under `order: las` (policy/las.hpp), work of a team whose service so
+//     far put it in a higher band than a waiting job of the same team and
+//     class may be preempted for it (budgeted, as a priority preemption).
 // Only preemptible work (its class) is ever a victim. Churn protection
 // shields a job from priority preemption, never borrowed work from its
 // lender's reclaim. Priority preemptions count against the pool's budget
@@ -43,6 +46,9 @@ struct PreemptCandidate {
   int gpus = 0;                    // per rank
   int cpus = 0;
   int64_t memory_mb = 0;
+  // Its band now under `order: las` (policy/las.hpp), from its GPU-seconds
+  // so far; -1: its team orders by submit time.
+  int las_band = -1;
 };
 
 struct Preemptor {
@@ -51,6 +57,7 @@ struct Preemptor {
   int priority = 50;
   bool below_guarantee = false;  // its team is owed capacity
   PlacementRequest req;
+  int las_band = -1;  // its band in line under `order: las`; -1: fifo
 };
 
 // GPU-seconds of work lost if `c` stops now.
@@ -92,6 +99,7 @@ struct PreemptWant {
   uint64_t seq = 0;              // submit order
   bool below_guarantee = false;  // its team is owed capacity
   PlacementRequest req;
+  int las_band = -1;  // its band in line under `order: las`; -1: fifo
 };
 
 // What one pool's running work offers preemptors, kept as jobs start and

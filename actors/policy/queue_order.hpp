@@ -1,4 +1,4 @@
-// Order inside a team queue: priority, then submit order. Pure.
+// Order inside a team queue: priority, then (las) band, then submit order. Pure.
 #pragma once
 
 #include <cstdint>
@@ -13,11 +13,16 @@ inline int priority_value(std::string_view name) {
   return 50;
 }
 
+// Priority class first; within it, for an `order: las` team, the band
+// (least attained service first, policy/las.hpp; always 0 under fifo); then
+// submit order.
 struct QueueKey {
   int priority = 50;
   uint64_t seq = 0;
+  int band = 0;
   bool operator<(const QueueKey& o) const {
     if (priority != o.priority) return priority > o.priority;
+    if (band != o.band) return band < o.band;
     return seq < o.seq;
   }
 };

@@ -49,7 +49,7 @@ void BM_OrderQueuedJobs(benchmark::State& state) {
   std::vector<std::pair<int, QueueKey>> input;
   for (int i = 0; i < jobs; ++i)
     input.push_back({static_cast<int>(rng() % teams),
-                     QueueKey{static_cast<int>(rng() % 3) * 50, static_cast<uint64_t>(i)}});
+                     QueueKey{static_cast<int>(rng() % 3) * 50, static_cast<uint64_t>(i), 0}});
   std::vector<TeamStanding> standings(teams);
   for (int t = 0; t < teams; ++t) {
     standings[t].team = "team-" + std::to_string(t);

@@ -773,6 +773,54 @@ TEST_CASE("a second placement of an any-type job in another pool is given back, 
   CHECK(f.event(x, "succeeded"));
 }
 
+TEST_CASE(
+    "order las: a job past its band's threshold yields to a job of its team with less service",
+    "[actors][las]") {
+  Fixture f;
+  apply_config(f.w,
+               "pools: [{name: a100, gpu_type: a100}]\n"
+               "teams: [{name: t, order: las}]\n"
+               "las: {thresholds_gpu_s: [4], promote_after_s: 0}\n");
+  f.settle();
+  f.register_node("n1", 1);
+  auto a = f.submit(kJob);
+  auto* la = f.launched("n1", a);
+  {
+    flatbuffers::FlatBufferBuilder fbb;
+    f.post(subjects::agent_to_scheduler("n1", subjects::kStarted),
+           wire::seal(fbb, wire::CreateStarted(fbb, fbb.CreateString("n1"), fbb.CreateString(a),
+                                               la->attempt(), 0, 4242)));
+    f.settle();
+  }
+  f.pass(2000);  // a: 2 GPU-seconds, band 0
+  auto b = f.submit(kJob);
+  auto stop_of_a = [&](const Published& p) {
+    if (p.subject != subjects::scheduler_to_agent("n1", subjects::kStop)) return false;
+    auto* e = wire::open(p.data);
+    auto* s = e ? e->body_as_Stop() : nullptr;
+    return s && wire::str(s->job_id()) == a && s->attempt() == la->attempt();
+  };
+  f.pass(1000);  // same band as b: no preemption, b waits
+  CHECK_FALSE(f.out->find(stop_of_a));
+  CHECK_FALSE(f.out->find(launch_of("n1", b)));
+  f.pass(2500);  // a crossed 4 GPU-seconds: band 1, above b's band 0
+  REQUIRE(f.out->find(stop_of_a));
+  {
+    flatbuffers::FlatBufferBuilder fbb;
+    f.post(subjects::agent_to_scheduler("n1", subjects::kExited),
+           wire::seal(fbb, wire::CreateExited(fbb, fbb.CreateString("n1"), fbb.CreateString(a),
+                                              la->attempt(), 0, 0, 10,
+                                              fbb.CreateString("checkpointed and exited"))));
+    f.settle();
+  }
+  CHECK(f.event(a, "preempted"));
+  auto* lb = f.launched("n1", b);  // the shorter job runs first
+  CHECK_FALSE(f.out->find(launch_attempt("n1", 2)));
+  f.agent_reports("n1", lb, 0);
+  CHECK(f.event(b, "succeeded"));
+  REQUIRE(f.out->find(launch_attempt("n1", 2)));  // then a goes on
+}
+
 TEST_CASE("a pool plans at most one round per round gap: what comes in meanwhile waits for it",
           "[actors][pools]") {
   SchedulerOptions opts;

@@ -76,6 +76,12 @@ TEST_CASE("bad configs are refused with a reason", "[policy][config]") {
       {"preference for unknown pool",
        "pools: [{name: a, gpu_type: a}]\nteams: [{name: t, pool_preference: [b]}]",
        "pool_preference names unknown pool 'b'"},
+      {"unknown order", "pools: [{name: a, gpu_type: a}]\nteams: [{name: t, order: sjf}]",
+       "order must be fifo or las"},
+      {"las thresholds not increasing",
+       "pools: [{name: a, gpu_type: a}]\nlas: {thresholds_gpu_s: [100, 50]}", "increasing"},
+      {"las negative promote", "pools: [{name: a, gpu_type: a}]\nlas: {promote_after_s: -1}",
+       "promote_after_s"},
       {"preference twice",
        "pools: [{name: a, gpu_type: a}]\nteams: [{name: t, pool_preference: [a, a]}]", "twice"},
   };
@@ -306,4 +312,21 @@ TEST_CASE("events_bytes_for: the events stream's size bound follows the storage"
   CHECK(events_bytes_for(0, 0) == 1 * GiB);                   // neither known
   CHECK(events_bytes_for(0, 100 * MiB) == 64 * MiB);          // never below 64 MiB
   CHECK(events_bytes_for(-1, -1) == 1 * GiB);
+}
+
+TEST_CASE("order: las and its bands load, fifo is the default", "[policy][config][las]") {
+  ClusterConfig c;
+  REQUIRE(load_config("pools: [{name: a, gpu_type: a}]\n"
+                      "teams: [{name: short, order: las}, {name: plain}]\n"
+                      "las: {thresholds_gpu_s: [60, 600, 6000], promote_after_s: 120}",
+                      c) == "");
+  CHECK(c.team("short")->las);
+  CHECK_FALSE(c.team("plain")->las);
+  CHECK(c.las.thresholds_gpu_s == std::vector<double>{60, 600, 6000});
+  CHECK(c.las.promote_after_s == 120);
+  ClusterConfig d;
+  REQUIRE(load_config("pools: [{name: a, gpu_type: a}]\nteams: [{name: t, order: fifo}]", d) == "");
+  CHECK_FALSE(d.team("t")->las);
+  CHECK(d.las.thresholds_gpu_s == std::vector<double>{3600, 36000});  // the defaults
+  CHECK(d.las.promote_after_s == 3600);
 }
