@@ -31,11 +31,16 @@ namespace troupe::load {
 // What became of one submission.
 struct JobResult {
   std::string team;
-  int gpus = 0;  // total over workers
+  int gpus = 0;        // total over workers
   std::string job_id;  // empty when not acknowledged
   std::string error;   // the {"error"} reply
   int64_t sent_ns = -1, acked_ns = -1, placed_ns = -1, running_ns = -1, ended_ns = -1;
   std::string final_state;  // succeeded | failed | canceled; empty while not terminal
+  // Replays only (set by the replay after the run): the job's arrival and
+  // duration in trace seconds (-1: not from a trace) and whether the trace
+  // marks it censored (still running when the trace ends).
+  double trace_arrival_s = -1, trace_duration_s = -1;
+  bool censored = false;
 };
 
 struct Progress {

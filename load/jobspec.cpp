@@ -1,9 +1,9 @@
 // Owns the JSON of the simulated job specs that troupe-load submits.
 #include "load/jobspec.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
-
 #include <nlohmann/json.hpp>
 
 namespace troupe::load {
@@ -11,6 +11,17 @@ namespace troupe::load {
 long long default_max_runtime_s(double duration_s) {
   if (!std::isfinite(duration_s) || duration_s < 0) duration_s = 0;
   return static_cast<long long>(std::ceil(duration_s * 2 + 60));
+}
+
+long long runtime_limit_s(double trace_duration_s, double factor, double speedup,
+                          double min_duration_s) {
+  if (!std::isfinite(trace_duration_s) || trace_duration_s < 0) trace_duration_s = 0;
+  if (!std::isfinite(factor) || factor <= 0) factor = 1;
+  if (!std::isfinite(speedup) || speedup <= 0) speedup = 1;
+  if (!std::isfinite(min_duration_s) || min_duration_s < 0) min_duration_s = 0;
+  const double wall = std::max(trace_duration_s / speedup, min_duration_s);
+  const double limit = std::min(std::ceil(factor * wall - 1e-9), 1e15);
+  return std::max(1LL, static_cast<long long>(limit));
 }
 
 std::string duration_text(double seconds) {

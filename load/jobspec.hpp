@@ -12,7 +12,7 @@ struct SimJob {
   std::string name;
   int workers = 1;
   int gpus_per_worker = 0;
-  double duration_s = 0.1;  // TROUPE_SIM_DURATION_S
+  double duration_s = 0.1;      // TROUPE_SIM_DURATION_S
   long long max_runtime_s = 0;  // 0: default_max_runtime_s(duration_s)
   std::string gpu_type;         // empty: any
 };
@@ -20,6 +20,15 @@ struct SimJob {
 // A max_runtime_s that a healthy simulated run never reaches, but that stops
 // a stuck one: 2 x duration + 60 s, rounded up.
 long long default_max_runtime_s(double duration_s);
+
+// max_runtime_s of a replayed job: `factor` x its trace duration, in trace
+// time, scaled to wall time (/ speedup), with no fixed margin; rounded up to
+// whole seconds, at least 1. When the simulated run was raised to
+// `min_duration_s` (wall), the limit is `factor` x that instead, so that a
+// raised run is not killed. A factor or speedup that is not positive counts
+// as 1.
+long long runtime_limit_s(double trace_duration_s, double factor, double speedup,
+                          double min_duration_s = 0);
 
 // "0.1" style decimal text of a duration (at most 6 decimals, no exponent).
 std::string duration_text(double seconds);

@@ -1,9 +1,8 @@
 // Owns troupe-load's command-line grammar (CLI11) and its checks.
 #include "load/options.hpp"
 
-#include <sstream>
-
 #include <CLI/CLI.hpp>
+#include <sstream>
 
 #include "bus/subjects.hpp"
 
@@ -82,21 +81,26 @@ Command parse_command_line(int argc, const char* const* argv, const Environment&
   CLI::App app{"troupe-load: load generator and trace replayer for Troupe", "troupe-load"};
   auto* nats_opt =
       app.add_option("--nats", l.nats, "NATS URL (default $TROUPE_NATS or nats://127.0.0.1:4222)");
-  app.add_option("--jobs", l.jobs, "jobs to submit")->capture_default_str()
+  app.add_option("--jobs", l.jobs, "jobs to submit")
+      ->capture_default_str()
       ->check(CLI::Range(size_t{1}, size_t{100000000}));
   app.add_option("--rate", l.rate, "submissions per second (0: as fast as possible)")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--mix", l.mix_text, kMixHelp)->capture_default_str();
   std::string teams = "load";
   app.add_option("--teams", teams, "comma-separated teams, used round-robin")
       ->capture_default_str();
   app.add_option("--duration-s", l.duration_s, "simulated run time of each job (s)")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--deadline-s", l.deadline_s,
                  "wait at most this long after the last submission for every job to end")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_option("--max-inflight", l.max_inflight, "submissions awaiting a reply at once")
-      ->capture_default_str()->check(CLI::Range(size_t{1}, size_t{10000000}));
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{1}, size_t{10000000}));
   app.add_option("--seed", l.seed, "seed of the mix draws")->capture_default_str();
   app.add_option("--gpu-type", l.gpu_type, "GPU type asked for (default: any)");
   app.add_flag("--json", l.json, "print the report as JSON on stdout");
@@ -111,27 +115,34 @@ Command parse_command_line(int argc, const char* const* argv, const Environment&
 
   CLI::App* rp = app.add_subcommand(
       "replay", "replay a GPU-cluster trace against a simulated fleet (troupe-node --count)");
-  rp->add_option("trace", r.traces, "trace file(s); several are merged (each its own team when "
-                                    "the format has no tenant column)")
-      ->required()->check(CLI::ExistingFile);
+  rp->add_option("trace", r.traces,
+                 "trace file(s); several are merged (each its own team when "
+                 "the format has no tenant column)")
+      ->required()
+      ->check(CLI::ExistingFile);
   std::string format = "tiresias";
   rp->add_option("--format", format, "chronus | elasticflow | muri | tiresias")
       ->capture_default_str()
       ->check(CLI::IsMember({"chronus", "elasticflow", "muri", "tiresias"}));
   auto* rp_nats_opt = rp->add_option("--nats", r.nats, "NATS URL");
-  rp->add_option("--speedup", r.speedup, "trace time / wall time")->capture_default_str()
+  rp->add_option("--speedup", r.speedup, "trace time / wall time")
+      ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  rp->add_option("--nodes", r.nodes, "simulated nodes to start")->capture_default_str()
+  rp->add_option("--nodes", r.nodes, "simulated nodes to start")
+      ->capture_default_str()
       ->check(CLI::Range(1, 1000000));
   rp->add_option("--gpus-per-node", r.gpus_per_node, "GPUs per simulated node")
-      ->capture_default_str()->check(CLI::Range(1, 1024));
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
   rp->add_option("--limit", r.limit, "replay only the first K jobs (by arrival)")
       ->check(CLI::NonNegativeNumber);
   rp->add_flag("--json", r.json, "print the report as JSON on stdout");
   rp->add_flag("--no-fleet", r.no_fleet, "use the nodes already on the bus; start none");
-  rp->add_option("--fleet-prefix", r.fleet_prefix, "node name prefix of the fleet (default rp<pid>)");
+  rp->add_option("--fleet-prefix", r.fleet_prefix,
+                 "node name prefix of the fleet (default rp<pid>)");
   rp->add_option("--fleet-heartbeat-ms", r.fleet_heartbeat_ms, "heartbeat period of the fleet")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   rp->add_option("--gpu-type", r.gpu_type, "GPU type of the fleet and of the jobs")
       ->capture_default_str();
   rp->add_option("--policy", r.policy,
@@ -145,8 +156,9 @@ Command parse_command_line(int argc, const char* const* argv, const Environment&
   rp->add_flag("--self-host", r.self_host,
                "start an own nats-server -js (free loopback port) and troupe-scheduler "
                "--policy P for the run");
-  rp->add_option("--nats-server", r.nats_server, "nats-server to start when self-hosting "
-                                                 "(default: found in $PATH or /usr/sbin)");
+  rp->add_option("--nats-server", r.nats_server,
+                 "nats-server to start when self-hosting "
+                 "(default: found in $PATH or /usr/sbin)");
   rp->add_option("--scheduler-config", r.scheduler_config,
                  "cluster config file for the self-hosted scheduler (--config)")
       ->check(CLI::ExistingFile);
@@ -156,11 +168,25 @@ Command parse_command_line(int argc, const char* const* argv, const Environment&
   rp->add_option("--min-duration-s", r.min_duration_s,
                  "raise shorter simulated run times to this (s)")
       ->check(CLI::NonNegativeNumber);
+  rp->add_option("--runtime-limit-factor", r.runtime_limit_factor,
+                 "each job's max_runtime_s is this x its trace duration / speedup (rounded up, "
+                 "at least 1 s)")
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 1e6));
+  rp->add_flag("--skip-idle", r.skip_idle,
+               "shorten idle stretches of the trace (nothing queued or running) longer than "
+               "--idle-gap-s to that");
+  auto* idle_gap_opt =
+      rp->add_option("--idle-gap-s", r.idle_gap_s,
+                     "with --skip-idle: the longest idle stretch kept (trace seconds)")
+          ->capture_default_str()
+          ->check(CLI::NonNegativeNumber);
   int rp_pid = 0;
   auto* rp_pid_opt = rp->add_option("--scheduler-pid", rp_pid, "troupe-scheduler's pid")
                          ->check(CLI::PositiveNumber);
   rp->add_option("--max-inflight", r.max_inflight, "submissions awaiting a reply at once")
-      ->capture_default_str()->check(CLI::Range(size_t{1}, size_t{10000000}));
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{1}, size_t{10000000}));
   bool rp_no_progress = false;
   rp->add_flag("--no-progress", rp_no_progress, "no progress bar on stderr");
   IdentityFlags rp_id;
@@ -204,12 +230,15 @@ Command parse_command_line(int argc, const char* const* argv, const Environment&
     if (r.policies.size() > 1) r.self_host = true;
     if (r.self_host) {
       if (r.nats_given)
-        return fail("--compare and --self-host start their own nats-server and scheduler; "
-                    "leave out --nats (or drop --compare/--self-host to use that cluster)");
-      if (r.no_fleet) return fail("--no-fleet needs an external cluster: drop --self-host/--compare");
+        return fail(
+            "--compare and --self-host start their own nats-server and scheduler; "
+            "leave out --nats (or drop --compare/--self-host to use that cluster)");
+      if (r.no_fleet)
+        return fail("--no-fleet needs an external cluster: drop --self-host/--compare");
       if (rp_id.any() || top_id.any())
-        return fail("--compare and --self-host start their own open nats-server; "
-                    "leave out --creds, --tls-ca and --creds-dir");
+        return fail(
+            "--compare and --self-host start their own open nats-server; "
+            "leave out --creds, --tls-ca and --creds-dir");
       if (r.policies.empty()) r.policies = {"troupe"};
       for (const auto& p : r.policies)
         if (p != "troupe" && p != "fifo")
@@ -218,11 +247,15 @@ Command parse_command_line(int argc, const char* const* argv, const Environment&
     // The self-hosted nats-server is open: no identity (not the environment's either).
     if (!r.self_host) r.identity = merge_identity(rp_id, top_id, env);
     if (!r.identity.creds_dir.empty() && r.identity.creds.empty())
-      return fail("replay --creds-dir: the replay asks troupe.sys.nodes and troupe.sys.queues, "
-                  "which only an admin may; give --creds admin-<name>.creds (or "
-                  "$TROUPE_NATS_CREDS) as well");
-    if (!rp_pid_opt->empty()) r.scheduler_pid = rp_pid;
-    else if (!pid_opt->empty()) r.scheduler_pid = sched_pid;
+      return fail(
+          "replay --creds-dir: the replay asks troupe.sys.nodes and troupe.sys.queues, "
+          "which only an admin may; give --creds admin-<name>.creds (or "
+          "$TROUPE_NATS_CREDS) as well");
+    if (!idle_gap_opt->empty() && !r.skip_idle) return fail("--idle-gap-s needs --skip-idle");
+    if (!rp_pid_opt->empty())
+      r.scheduler_pid = rp_pid;
+    else if (!pid_opt->empty())
+      r.scheduler_pid = sched_pid;
     r.progress = !(rp_no_progress || no_progress);
     if (r.json == false && l.json) r.json = true;
     if (!r.fleet_prefix.empty()) {

@@ -41,8 +41,8 @@ struct LoadOptions {
   std::string mix_text = "1gpu:0.8,gang2x4:0.1,8gpu:0.1";
   std::vector<MixEntry> mix;
   std::vector<std::string> teams{"load"};
-  double duration_s = 0.1;  // simulated run time of every job
-  double deadline_s = 300;  // wait for terminal states at most this long after the last submit
+  double duration_s = 0.1;     // simulated run time of every job
+  double deadline_s = 300;     // wait for terminal states at most this long after the last submit
   size_t max_inflight = 2000;  // submissions awaiting their reply at once
   unsigned long long seed = 1;
   std::string gpu_type;
@@ -75,11 +75,18 @@ struct ReplayOptions {
   // Start an own nats-server and troupe-scheduler --policy P for each run
   // (implied by more than one policy).
   bool self_host = false;
-  bool nats_given = false;   // --nats on the command line
-  std::string nats_server;   // path of nats-server ("" finds it)
+  bool nats_given = false;       // --nats on the command line
+  std::string nats_server;       // path of nats-server ("" finds it)
   std::string scheduler_config;  // troupe-scheduler --config FILE when self-hosting
-  double deadline_s = 0;     // 0: derived from the trace
-  double min_duration_s = 0; // simulated durations below this are raised to it
+  double deadline_s = 0;         // 0: derived from the trace
+  double min_duration_s = 0;     // simulated durations below this are raised to it
+  // max_runtime_s of each job: this x its trace duration, / speedup
+  // (runtime_limit_s in load/jobspec.hpp).
+  double runtime_limit_factor = 2;
+  // --skip-idle: shorten idle stretches of the trace longer than idle_gap_s
+  // (trace seconds) to idle_gap_s (skip_idle in load/trace.hpp).
+  bool skip_idle = false;
+  double idle_gap_s = 3600;
   std::optional<int> scheduler_pid;
   size_t max_inflight = 2000;
   bool progress = true;
@@ -89,8 +96,8 @@ struct Command {
   enum Kind { run_load, run_replay, exit_now } kind = exit_now;
   LoadOptions load;
   ReplayOptions replay;
-  int exit_code = 0;     // with exit_now
-  std::string message;   // with exit_now: help or error text
+  int exit_code = 0;    // with exit_now
+  std::string message;  // with exit_now: help or error text
 };
 
 // The environment variables that give options their defaults, when set.

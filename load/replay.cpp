@@ -63,7 +63,8 @@ struct QueuesFigures {
 QueuesFigures queues_figures(bus::Connection& conn) {
   QueuesFigures f;
   if (auto q = request_json(conn, "troupe.sys.queues", 5000)) {
-    if (q->contains("policy") && (*q)["policy"].is_string()) f.policy = (*q)["policy"].get<std::string>();
+    if (q->contains("policy") && (*q)["policy"].is_string())
+      f.policy = (*q)["policy"].get<std::string>();
     if (q->contains("preemptions") && (*q)["preemptions"].is_number_integer())
       f.preemptions = (*q)["preemptions"].get<long long>();
   }
@@ -74,6 +75,9 @@ QueuesFigures queues_figures(bus::Connection& conn) {
 struct Plan {
   std::vector<TraceJob> runnable;
   size_t trace_jobs = 0, skipped_rows = 0, too_wide = 0;
+  size_t zero_gpu_rows = 0, bad_rows = 0, gpus_rounded = 0, censored = 0;
+  std::vector<std::string> bad_lines;  // "file:line", the first few of each file
+  IdleSkip idle;
   double last_arrival = 0, deadline_s = 0;
 };
 
@@ -92,6 +96,18 @@ int make_plan(const ReplayOptions& opt, Plan& plan, std::ostream& err) {
       return 2;
     }
     plan.skipped_rows += p.skipped;
+    plan.zero_gpu_rows += p.zero_gpu;
+    plan.bad_rows += p.bad;
+    if (p.bad > 0) {
+      std::string lines;
+      for (size_t l : p.bad_lines) {
+        lines += (lines.empty() ? "" : ", ") + std::to_string(l);
+        plan.bad_lines.push_back(path + ":" + std::to_string(l));
+      }
+      err << "troupe-load: " << path << ": " << p.bad << " row(s) could not be read and are "
+          << "not replayed (line" << (p.bad_lines.size() > 1 ? "s " : " ") << lines
+          << (p.bad > p.bad_lines.size() ? ", ..." : "") << ")\n";
+    }
     for (auto& j : p.jobs) jobs.push_back(std::move(j));
   }
   order_trace(jobs, opt.limit);
@@ -103,11 +119,13 @@ int make_plan(const ReplayOptions& opt, Plan& plan, std::ostream& err) {
   // Jobs wider than the fleet would wait forever: left out and counted.
   double gpu_seconds = 0, max_duration = 0;
   for (auto& j : jobs) {
-    JobShape s = shape_for(j.gpus, opt.gpus_per_node);
+    JobShape s = shape_for(gpus_to_submit(j.gpus), opt.gpus_per_node);
     if (s.workers > opt.nodes) {
       ++plan.too_wide;
       continue;
     }
+    if (gpus_rounded(j.gpus)) ++plan.gpus_rounded;
+    if (j.censored) ++plan.censored;
     gpu_seconds += s.total_gpus() * j.duration_s;
     max_duration = std::max(max_duration, j.duration_s);
     plan.runnable.push_back(std::move(j));
@@ -116,13 +134,18 @@ int make_plan(const ReplayOptions& opt, Plan& plan, std::ostream& err) {
     err << "troupe-load: every job needs more nodes than --nodes " << opt.nodes << "\n";
     return 2;
   }
+  if (opt.skip_idle)
+    plan.idle = skip_idle(plan.runnable, opt.idle_gap_s,
+                          static_cast<double>(opt.nodes) * opt.gpus_per_node, opt.gpus_per_node);
   plan.last_arrival = plan.runnable.back().arrival_s;
   // Default deadline: the work spread on the whole fleet, the longest job and
   // a margin, all in wall time.
-  plan.deadline_s = opt.deadline_s > 0
-                        ? opt.deadline_s
-                        : (gpu_seconds / (opt.nodes * static_cast<double>(opt.gpus_per_node)) +
-                           max_duration) / opt.speedup * 2 + 60;
+  plan.deadline_s =
+      opt.deadline_s > 0
+          ? opt.deadline_s
+          : (gpu_seconds / (opt.nodes * static_cast<double>(opt.gpus_per_node)) + max_duration) /
+                    opt.speedup * 2 +
+                60;
   return 0;
 }
 
@@ -156,19 +179,26 @@ int replay_once(const ReplayOptions& opt, const Plan& plan, const std::string& u
   QueuesFigures before = queues_figures(engine->requester());
 
   // --- the fleet ---
-  std::string prefix = opt.fleet_prefix.empty() ? "rp" + std::to_string(::getpid()) : opt.fleet_prefix;
+  std::string prefix =
+      opt.fleet_prefix.empty() ? "rp" + std::to_string(::getpid()) : opt.fleet_prefix;
   std::unique_ptr<TempDir> fleet_dir;
   std::unique_ptr<Child> fleet;
   if (!opt.no_fleet) {
     fleet_dir = std::make_unique<TempDir>("troupe-load-fleet", memory_temp_base());
     std::vector<std::string> argv = {own_dir() + "/troupe-node",
-                                     "--nats", url,
+                                     "--nats",
+                                     url,
                                      "--simulate",
-                                     "--gpus", std::to_string(opt.gpus_per_node),
-                                     "--gpu-type", opt.gpu_type,
-                                     "--state-dir", fleet_dir->path() + "/state",
-                                     "--heartbeat-ms", std::to_string(opt.fleet_heartbeat_ms),
-                                     "--log-level", "warn"};
+                                     "--gpus",
+                                     std::to_string(opt.gpus_per_node),
+                                     "--gpu-type",
+                                     opt.gpu_type,
+                                     "--state-dir",
+                                     fleet_dir->path() + "/state",
+                                     "--heartbeat-ms",
+                                     std::to_string(opt.fleet_heartbeat_ms),
+                                     "--log-level",
+                                     "warn"};
     if (opt.nodes > 1) {
       argv.insert(argv.end(), {"--count", std::to_string(opt.nodes), "--name-prefix", prefix});
     } else {
@@ -239,13 +269,15 @@ int replay_once(const ReplayOptions& opt, const Plan& plan, const std::string& u
             << " outstanding submissions for 30 s; giving up submitting\n";
         break;
       }
-      JobShape s = shape_for(j.gpus, opt.gpus_per_node);
+      JobShape s = shape_for(gpus_to_submit(j.gpus), opt.gpus_per_node);
       SimJob job;
       job.team = j.team;
       job.name = "trace-" + j.id;
       job.workers = s.workers;
       job.gpus_per_worker = s.gpus_per_worker;
       job.duration_s = std::max(j.duration_s / opt.speedup, opt.min_duration_s);
+      job.max_runtime_s =
+          runtime_limit_s(j.duration_s, opt.runtime_limit_factor, opt.speedup, opt.min_duration_s);
       job.gpu_type = opt.gpu_type;
       engine->submit(job.team, sim_job_json(job), s.total_gpus());
     }
@@ -268,32 +300,52 @@ int replay_once(const ReplayOptions& opt, const Plan& plan, const std::string& u
 
   std::string reported = after.policy.empty() ? before.policy : after.policy;
   std::vector<std::string> traces = opt.traces;
-  info.config = Json{{"nats", url},
-                     {"self_hosted", host != nullptr},
-                     {"traces", traces},
-                     {"format", trace_format_name(opt.format)},
-                     {"speedup", opt.speedup},
-                     {"nodes", opt.nodes},
-                     {"gpus_per_node", opt.gpus_per_node},
-                     {"limit", opt.limit},
-                     {"fleet", opt.no_fleet ? "" : prefix},
-                     {"policy", !policy.empty() ? policy : !reported.empty() ? reported : "default"},
-                     {"policy_reported", reported.empty() ? Json(nullptr) : Json(reported)},
-                     // The scheduler said it runs the policy asked for (or, when none was
-                     // asked for, said which one it runs).
-                     {"policy_applied", !reported.empty() && (policy.empty() || reported == policy)},
-                     {"deadline_s", plan.deadline_s},
-                     {"min_duration_s", opt.min_duration_s},
-                     {"trace_jobs", plan.trace_jobs},
-                     {"trace_rows_skipped", plan.skipped_rows},
-                     {"jobs_too_wide_skipped", plan.too_wide},
-                     {"trace_span_s", plan.last_arrival}};
+  info.config =
+      Json{{"nats", url},
+           {"self_hosted", host != nullptr},
+           {"traces", traces},
+           {"format", trace_format_name(opt.format)},
+           {"speedup", opt.speedup},
+           {"nodes", opt.nodes},
+           {"gpus_per_node", opt.gpus_per_node},
+           {"limit", opt.limit},
+           {"fleet", opt.no_fleet ? "" : prefix},
+           {"policy", !policy.empty()     ? policy
+                      : !reported.empty() ? reported
+                                          : "default"},
+           {"policy_reported", reported.empty() ? Json(nullptr) : Json(reported)},
+           // The scheduler said it runs the policy asked for (or, when none was
+           // asked for, said which one it runs).
+           {"policy_applied", !reported.empty() && (policy.empty() || reported == policy)},
+           {"deadline_s", plan.deadline_s},
+           {"min_duration_s", opt.min_duration_s},
+           {"runtime_limit_factor", opt.runtime_limit_factor},
+           {"trace_jobs", plan.trace_jobs},
+           {"trace_rows_skipped", plan.skipped_rows},
+           {"trace_rows_zero_gpu", plan.zero_gpu_rows},
+           {"trace_rows_bad", plan.bad_rows},
+           {"trace_bad_lines", plan.bad_lines},
+           {"jobs_too_wide_skipped", plan.too_wide},
+           {"jobs_gpus_rounded", plan.gpus_rounded},
+           {"jobs_censored", plan.censored},
+           {"skip_idle", Json{{"enabled", opt.skip_idle},
+                              {"idle_gap_s", opt.skip_idle ? Json(opt.idle_gap_s) : Json(nullptr)},
+                              {"gaps_shortened", plan.idle.gaps},
+                              {"trace_s_removed", plan.idle.removed_s}}},
+           {"trace_span_s", plan.last_arrival}};
   std::vector<AllocSample> snap;
   {
     std::lock_guard<std::mutex> lock(samples_mu);
     snap = samples;
   }
-  report = replay_report(engine->results(), snap, opt.speedup, info);
+  std::vector<JobResult> results = engine->results();
+  // Submission i is runnable[i] (submitted in order; a stop leaves the rest out).
+  for (size_t i = 0; i < results.size() && i < runnable.size(); ++i) {
+    results[i].trace_arrival_s = runnable[i].arrival_s;
+    results[i].trace_duration_s = runnable[i].duration_s;
+    results[i].censored = runnable[i].censored;
+  }
+  report = replay_report(results, snap, opt.speedup, info);
   bool ok = info.complete && report["rejected"] == 0 && report["unanswered"] == 0;
   if (!info.complete)
     err << "troupe-load: " << (policy.empty() ? "" : policy + ": ") << "not every job ended within "

@@ -17,12 +17,14 @@ namespace {
 constexpr double kNsPerMs = 1e6;
 constexpr double kNsPerS = 1e9;
 
-double round3(double v) { return std::round(v * 1000.0) / 1000.0; }
+double round3(double v) {
+  return std::round(v * 1000.0) / 1000.0;
+}
 
 Json summary_json(const std::vector<double>& samples) {
   Summary s = summarize(samples);
-  return Json{{"count", s.count},       {"mean", round3(s.mean)}, {"p50", round3(s.p50)},
-              {"p99", round3(s.p99)},   {"p999", round3(s.p999)}, {"max", round3(s.max)}};
+  return Json{{"count", s.count},     {"mean", round3(s.mean)}, {"p50", round3(s.p50)},
+              {"p99", round3(s.p99)}, {"p999", round3(s.p999)}, {"max", round3(s.max)}};
 }
 
 Json scheduler_json(const RunInfo& info) {
@@ -110,42 +112,114 @@ Json load_report(const std::vector<JobResult>& jobs, const RunInfo& info) {
   return r;
 }
 
+std::vector<TraceTiming> trace_timeline(const std::vector<JobResult>& jobs, double speedup) {
+  if (!(speedup > 0)) speedup = 1;
+  std::vector<TraceTiming> out(jobs.size());
+  std::vector<size_t> started, ended;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const JobResult& j = jobs[i];
+    if (j.acked_ns < 0 || j.running_ns < 0 || j.trace_arrival_s < 0 || j.trace_duration_s < 0)
+      continue;
+    started.push_back(i);
+    if (j.ended_ns >= 0) ended.push_back(i);
+  }
+  std::stable_sort(started.begin(), started.end(),
+                   [&](size_t a, size_t b) { return jobs[a].running_ns < jobs[b].running_ns; });
+  std::stable_sort(ended.begin(), ended.end(),
+                   [&](size_t a, size_t b) { return jobs[a].ended_ns < jobs[b].ended_ns; });
+  double frontier = 0;  // the latest trace end among the jobs ended so far
+  size_t next_end = 0;
+  for (size_t i : started) {
+    const JobResult& j = jobs[i];
+    while (next_end < ended.size() && jobs[ended[next_end]].ended_ns <= j.running_ns &&
+           out[ended[next_end]].known) {
+      frontier = std::max(frontier, out[ended[next_end]].end_s);
+      ++next_end;
+    }
+    TraceTiming& t = out[i];
+    t.known = true;
+    t.start_s = std::max(j.trace_arrival_s, frontier);
+    t.wait_s = t.start_s - j.trace_arrival_s;
+    if (j.ended_ns >= 0) {
+      t.ended = true;
+      double run = j.trace_duration_s;
+      if (j.final_state != "succeeded")
+        run = std::min(run, static_cast<double>(std::max<int64_t>(0, j.ended_ns - j.running_ns)) /
+                                kNsPerS * speedup);
+      t.end_s = t.start_s + run;
+    }
+  }
+  return out;
+}
+
 Json replay_report(const std::vector<JobResult>& jobs, const std::vector<AllocSample>& samples,
                    double speedup, const RunInfo& info) {
   Json r{{"mode", "replay"}};
   common(jobs, info, r);
   if (speedup <= 0) speedup = 1;
-  std::vector<double> jct, queueing;
-  std::map<std::string, double> team_gpu_s;
+  const std::vector<TraceTiming> timeline = trace_timeline(jobs, speedup);
+  std::vector<double> jct, queueing, jct_trace, wait_trace, ack_ms, running_ms, own_ms;
+  std::map<std::string, double> team_gpu_s, team_gpu_trace_s;
   std::map<std::string, size_t> team_jobs;
   int64_t t0 = first_sent(jobs), last_end = -1;
-  for (const auto& j : jobs) {
+  size_t censored = 0, censored_ended = 0;
+  double trace_makespan = 0;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const JobResult& j = jobs[i];
+    const TraceTiming& tt = timeline[i];
     ++team_jobs[j.team];
     team_gpu_s.emplace(j.team, 0.0);
+    team_gpu_trace_s.emplace(j.team, 0.0);
+    if (j.censored) ++censored;
     if (j.acked_ns < 0) continue;
-    if (j.running_ns >= 0)
-      queueing.push_back(static_cast<double>(j.running_ns - j.sent_ns) / kNsPerS);
+    ack_ms.push_back(static_cast<double>(j.acked_ns - j.sent_ns) / kNsPerMs);
+    if (j.running_ns >= 0) {
+      const double wall_wait_s = static_cast<double>(j.running_ns - j.sent_ns) / kNsPerS;
+      queueing.push_back(wall_wait_s);
+      running_ms.push_back(wall_wait_s * 1000.0);
+      if (tt.known) {
+        wait_trace.push_back(tt.wait_s);
+        own_ms.push_back(std::max(0.0, wall_wait_s - tt.wait_s / speedup) * 1000.0);
+      }
+    }
     if (j.ended_ns >= 0) {
-      jct.push_back(static_cast<double>(j.ended_ns - j.sent_ns) / kNsPerS);
       last_end = std::max(last_end, j.ended_ns);
+      if (j.censored)
+        ++censored_ended;
+      else
+        jct.push_back(static_cast<double>(j.ended_ns - j.sent_ns) / kNsPerS);
       if (j.running_ns >= 0)
-        team_gpu_s[j.team] +=
-            j.gpus * static_cast<double>(j.ended_ns - j.running_ns) / kNsPerS;
+        team_gpu_s[j.team] += j.gpus * static_cast<double>(j.ended_ns - j.running_ns) / kNsPerS;
+      if (tt.ended) {
+        trace_makespan = std::max(trace_makespan, tt.end_s);
+        if (j.final_state == "succeeded") {
+          team_gpu_trace_s[j.team] += j.gpus * j.trace_duration_s;
+          if (!j.censored) jct_trace.push_back(tt.wait_s + j.trace_duration_s);
+        }
+      }
     }
   }
-  auto scaled = [&](const std::vector<double>& v) {
-    Summary s = summarize(v);
-    return Json{{"count", s.count},
-                {"avg_s", round3(s.mean)},
-                {"p99_s", round3(s.p99)},
-                {"avg_trace_s", round3(s.mean * speedup)},
-                {"p99_trace_s", round3(s.p99 * speedup)}};
+  auto figures = [&](const std::vector<double>& wall, const std::vector<double>& trace) {
+    Summary s = summarize(wall), t = summarize(trace);
+    return Json{
+        {"count", s.count},       {"avg_s", round3(s.mean)},       {"p99_s", round3(s.p99)},
+        {"count_trace", t.count}, {"avg_trace_s", round3(t.mean)}, {"p99_trace_s", round3(t.p99)}};
   };
-  r["jct"] = scaled(jct);
-  r["queueing_delay"] = scaled(queueing);
+  r["censored"] = censored;
+  r["jct"] = figures(jct, jct_trace);
+  r["jct"]["censored_left_out"] = censored_ended;
+  r["queueing_delay"] = figures(queueing, wait_trace);
+  {
+    Summary s = summarize(queueing);
+    r["queueing_delay"]["avg_ms"] = round3(s.mean * 1000.0);
+    r["queueing_delay"]["p99_ms"] = round3(s.p99 * 1000.0);
+  }
+  r["scheduler_delay_ms"] = Json{{"submit_to_ack", summary_json(ack_ms)},
+                                 {"submit_to_running", summary_json(running_ms)},
+                                 {"own", summary_json(own_ms)}};
   double makespan = t0 >= 0 && last_end > t0 ? static_cast<double>(last_end - t0) / kNsPerS : 0;
   r["makespan_s"] = round3(makespan);
-  r["makespan_trace_s"] = round3(makespan * speedup);
+  r["makespan_trace_s"] = round3(trace_makespan);
 
   double sum_frac = 0;
   size_t used = 0;
@@ -156,8 +230,8 @@ Json replay_report(const std::vector<JobResult>& jobs, const std::vector<AllocSa
     sum_frac += static_cast<double>(s.allocated) / static_cast<double>(s.total);
     ++used;
   }
-  r["gpu_allocation"] = Json{{"samples", used},
-                             {"mean", used > 0 ? round3(sum_frac / static_cast<double>(used)) : 0.0}};
+  r["gpu_allocation"] = Json{
+      {"samples", used}, {"mean", used > 0 ? round3(sum_frac / static_cast<double>(used)) : 0.0}};
 
   // Fragmentation over the same window, from the samples that had a queues reply.
   size_t fused = 0, with_pending = 0;
@@ -174,7 +248,9 @@ Json replay_report(const std::vector<JobResult>& jobs, const std::vector<AllocSa
     sum_free += static_cast<double>(s.free);
     max_frag = std::max(max_frag, s.fragmented);
   }
-  auto mean_of = [&](double sum) { return fused > 0 ? round3(sum / static_cast<double>(fused)) : 0.0; };
+  auto mean_of = [&](double sum) {
+    return fused > 0 ? round3(sum / static_cast<double>(fused)) : 0.0;
+  };
   r["fragmentation"] = Json{{"samples", fused},
                             {"samples_with_pending", with_pending},
                             {"mean_gpus", mean_of(sum_frag)},
@@ -193,7 +269,7 @@ Json replay_report(const std::vector<JobResult>& jobs, const std::vector<AllocSa
   for (const auto& [t, g] : team_gpu_s)
     teams[t] = Json{{"jobs", team_jobs[t]},
                     {"gpu_s", round3(g)},
-                    {"gpu_trace_s", round3(g * speedup)},
+                    {"gpu_trace_s", round3(team_gpu_trace_s[t])},
                     {"share", total_gpu_s > 0 ? round3(g / total_gpu_s) : 0.0}};
   r["teams"] = teams;
   r["jain_index"] = round3(jain_index(per_team));
@@ -247,7 +323,8 @@ std::optional<AllocSample> sample_from(const Json& nodes, const Json& queues,
     if (f <= 0 || wants.empty() || held.count(name) != 0) continue;
     std::string type = n.value("gpu_type", ""), pool = n.value("pool", "");
     bool usable = std::any_of(wants.begin(), wants.end(), [&](const Want& w) {
-      return w.gpus <= f && (w.type.empty() || w.type == type) && (w.pool.empty() || w.pool == pool);
+      return w.gpus <= f && (w.type.empty() || w.type == type) &&
+             (w.pool.empty() || w.pool == pool);
     });
     if (!usable) s.fragmented += f;
   }
@@ -280,11 +357,16 @@ const Measure kMeasures[] = {
     {"queueing_avg", "queueing delay avg (s)", "/queueing_delay/avg_s", true},
     {"queueing_p99", "queueing delay p99 (s)", "/queueing_delay/p99_s", true},
     {"makespan", "makespan (s)", "/makespan_s", true},
-    {"jct_avg_trace", "JCT avg (trace s)", "/jct/avg_trace_s", false},
-    {"jct_p99_trace", "JCT p99 (trace s)", "/jct/p99_trace_s", false},
-    {"queueing_avg_trace", "queueing avg (trace s)", "/queueing_delay/avg_trace_s", false},
-    {"queueing_p99_trace", "queueing p99 (trace s)", "/queueing_delay/p99_trace_s", false},
-    {"makespan_trace", "makespan (trace s)", "/makespan_trace_s", false},
+    {"jct_avg_trace", "JCT avg (trace s)", "/jct/avg_trace_s", true},
+    {"jct_p99_trace", "JCT p99 (trace s)", "/jct/p99_trace_s", true},
+    {"queueing_avg_trace", "queueing avg (trace s)", "/queueing_delay/avg_trace_s", true},
+    {"queueing_p99_trace", "queueing p99 (trace s)", "/queueing_delay/p99_trace_s", true},
+    {"makespan_trace", "makespan (trace s)", "/makespan_trace_s", true},
+    {"scheduler_own_delay_avg_ms", "scheduler own delay avg (ms)", "/scheduler_delay_ms/own/mean",
+     true},
+    {"scheduler_own_delay_p99_ms", "scheduler own delay p99 (ms)", "/scheduler_delay_ms/own/p99",
+     true},
+    {"censored", "jobs censored", "/censored", false},
     {"gpu_allocation_mean", "GPU allocation (mean)", "/gpu_allocation/mean", true},
     {"jain_index", "Jain's index (teams)", "/jain_index", true},
     {"fragmented_gpus_mean", "fragmented GPUs (mean)", "/fragmentation/mean_gpus", true},

@@ -4,11 +4,10 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "load/engine.hpp"
 #include "load/proc.hpp"
@@ -23,7 +22,7 @@ struct RunInfo {
   double total_s = 0;     // from the first submission to the end of the wait
   bool complete = false;  // every job answered and terminal before the deadline
   std::optional<ProcMemory> scheduler;
-  int64_t dropped = 0;    // messages the NATS client dropped (slow consumer)
+  int64_t dropped = 0;  // messages the NATS client dropped (slow consumer)
   // Replays: jobs preempted during the run (troupe.sys.queues "preemptions",
   // end minus start); nullopt when the scheduler did not say.
   std::optional<long long> preemptions;
@@ -62,14 +61,40 @@ struct AllocSample {
 std::optional<AllocSample> sample_from(const Json& nodes, const Json& queues,
                                        const std::string& prefix, size_t* alive = nullptr);
 
-// Replay report. Wall-clock figures (seconds) are also given scaled back to
-// trace time ("*_trace_s" = wall x speedup):
-//   JCT = terminal event - submit; queueing delay = first running event -
-//   submit; makespan = last terminal event - first submit;
+// Where each replayed job sits in trace time, rebuilt from trace-time
+// quantities only: the wall clock gives the order of the events, the trace
+// gives every length. Jobs are taken in the order of their first `running`
+// event; a job starts, in trace time, at the later of its trace arrival and
+// the trace end of every job whose terminal event came before its running
+// event. A job ends at its start + its trace duration when it succeeded; a job
+// that ended otherwise (failed, canceled: killed at its runtime limit, say)
+// at its start + min(trace duration, wall run x speedup). So no wall latency of
+// the scheduler is multiplied by the speedup: waiting for another job to end
+// is the only trace-time wait.
+struct TraceTiming {
+  bool known = false;                         // has trace data and a running event
+  bool ended = false;                         // and a terminal event
+  double start_s = 0, wait_s = 0, end_s = 0;  // trace seconds (end_s when `ended`)
+};
+std::vector<TraceTiming> trace_timeline(const std::vector<JobResult>& jobs, double speedup);
+
+// Replay report. Wall-clock figures are in seconds (`*_s`) or milliseconds
+// (`*_ms`); trace-time figures (`*_trace_s`) come from trace_timeline, never
+// from a wall figure x speedup:
+//   JCT (wall) = terminal event - submit; JCT (trace) = trace wait + trace
+//   duration, of the jobs that succeeded; censored jobs are in neither;
+//   queueing delay (wall) = first running event - submit; (trace) = the
+//   trace wait;
+//   scheduler_delay_ms: submit -> ack, submit -> running, and `own`: the wall
+//   wait minus the trace wait / speedup (what waiting for other jobs to end
+//   does not explain: the scheduler's own latency), wall ms;
+//   makespan = last terminal event - first submit (wall), latest trace end
+//   (trace);
 //   GPU allocation = mean of allocated/total over the samples taken between
 //   the first submit and the last terminal event;
-//   GPU time of a team = sum of GPUs x (terminal - first running) of its jobs;
-//   Jain's index over the teams' GPU times.
+//   GPU time of a team = sum of GPUs x (terminal - first running) of its jobs
+//   (wall), GPUs x trace duration of its jobs that succeeded (trace);
+//   Jain's index over the teams' (wall) GPU times.
 Json replay_report(const std::vector<JobResult>& jobs, const std::vector<AllocSample>& samples,
                    double speedup, const RunInfo& info);
 

@@ -5,27 +5,41 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <initializer_list>
+#include <string>
 
 namespace troupe::load {
 
 namespace {
 
-std::vector<std::string> split_csv(const std::string& line) {
-  std::vector<std::string> out;
-  std::string cur;
-  for (char c : line) {
-    if (c == ',') {
-      out.push_back(cur);
-      cur.clear();
-    } else if (c != '\r' && c != '\n') {
-      cur += c;
-    }
-  }
-  out.push_back(cur);
-  return out;
+std::string trim(const std::string& s) {
+  size_t b = s.find_first_not_of(" \t");
+  if (b == std::string::npos) return "";
+  size_t e = s.find_last_not_of(" \t");
+  return s.substr(b, e - b + 1);
 }
 
-std::optional<double> number(const std::string& s) {
+std::string lower(std::string s) {
+  for (char& c : s)
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  return s;
+}
+
+// A value that says "not known": the job has not ended (for a duration or an
+// end time).
+bool missing(const std::string& s) {
+  std::string v = lower(trim(s));
+  return v.empty() || v == "nan" || v == "none" || v == "null" || v == "na" || v == "n/a" ||
+         v == "-";
+}
+
+bool unfinished_status(const std::string& s) {
+  std::string v = lower(trim(s));
+  return v == "running" || v == "pending" || v == "queued" || v == "waiting" || v == "unfinished";
+}
+
+std::optional<double> number(const std::string& text) {
+  const std::string s = trim(text);
   if (s.empty()) return std::nullopt;
   char* end = nullptr;
   double v = std::strtod(s.c_str(), &end);
@@ -80,63 +94,198 @@ std::optional<TraceFormat> parse_trace_format(const std::string& name) {
 
 const char* trace_format_name(TraceFormat f) {
   switch (f) {
-    case TraceFormat::chronus: return "chronus";
-    case TraceFormat::elasticflow: return "elasticflow";
-    case TraceFormat::muri: return "muri";
-    case TraceFormat::tiresias: return "tiresias";
+    case TraceFormat::chronus:
+      return "chronus";
+    case TraceFormat::elasticflow:
+      return "elasticflow";
+    case TraceFormat::muri:
+      return "muri";
+    case TraceFormat::tiresias:
+      return "tiresias";
   }
   return "?";
+}
+
+bool CsvReader::next(CsvRecord& out) {
+  out.fields.clear();
+  out.ok = true;
+  out.line = line_;
+  std::streambuf* buf = in_.rdbuf();
+  using Traits = std::char_traits<char>;
+  const auto eof = Traits::eof();
+  if (buf == nullptr || Traits::eq_int_type(buf->sgetc(), eof)) return false;
+  std::string cur;
+  bool quoted = false;      // inside a quoted field
+  bool was_quoted = false;  // the current field was quoted (and closed)
+  // A line end: LF, CRLF or a lone CR (the CR already taken).
+  auto end_of_line = [&](char c) {
+    if (c == '\r' && Traits::eq_int_type(buf->sgetc(), Traits::to_int_type('\n'))) buf->sbumpc();
+    ++line_;
+  };
+  while (true) {
+    auto ic = buf->sbumpc();
+    if (Traits::eq_int_type(ic, eof)) {
+      if (quoted) out.ok = false;  // a quote left open
+      out.fields.push_back(std::move(cur));
+      return true;
+    }
+    char c = Traits::to_char_type(ic);
+    if (quoted) {
+      if (c == '"') {
+        if (Traits::eq_int_type(buf->sgetc(), Traits::to_int_type('"'))) {
+          buf->sbumpc();
+          cur += '"';
+        } else {
+          quoted = false;
+          was_quoted = true;
+        }
+      } else {
+        if (c == '\n' || c == '\r') {
+          if (c == '\r' && Traits::eq_int_type(buf->sgetc(), Traits::to_int_type('\n'))) {
+            buf->sbumpc();
+            cur += '\r';
+            c = '\n';
+          }
+          ++line_;
+        }
+        cur += c;
+      }
+      continue;
+    }
+    if (c == ',') {
+      out.fields.push_back(std::move(cur));
+      cur.clear();
+      was_quoted = false;
+    } else if (c == '\n' || c == '\r') {
+      end_of_line(c);
+      out.fields.push_back(std::move(cur));
+      return true;
+    } else if (c == '"') {
+      if (cur.empty() && !was_quoted)
+        quoted = true;
+      else
+        out.ok = false;  // a quote inside an unquoted field, or after a closing one
+    } else {
+      if (was_quoted) out.ok = false;  // text after the closing quote
+      cur += c;
+    }
+  }
 }
 
 TraceParse parse_trace(std::istream& in, TraceFormat format, const std::string& default_team) {
   TraceParse r;
   const Columns cols = columns_of(format);
-  std::string line;
-  if (!std::getline(in, line)) {
+  CsvReader reader(in);
+  CsvRecord rec;
+  if (!reader.next(rec) || (rec.fields.size() == 1 && trim(rec.fields[0]).empty())) {
     r.error = "the trace is empty";
     return r;
   }
-  if (line.size() >= 3 && line.compare(0, 3, "\xEF\xBB\xBF") == 0) line.erase(0, 3);  // BOM
-  std::vector<std::string> header = split_csv(line);
+  std::vector<std::string> header = rec.fields;
+  if (!header.empty() && header[0].compare(0, 3, "\xEF\xBB\xBF") == 0)
+    header[0].erase(0, 3);  // BOM
+  for (auto& h : header) h = trim(h);
   auto find = [&](const char* name) -> int {
     if (name == nullptr) return -1;
     for (size_t i = 0; i < header.size(); ++i)
       if (header[i] == name) return static_cast<int>(i);
     return -1;
   };
+  auto find_any = [&](std::initializer_list<const char*> names) {
+    for (const char* n : names)
+      if (int i = find(n); i >= 0) return i;
+    return -1;
+  };
   int id = find(cols.id), arr = find(cols.arrival), dur = find(cols.duration),
-      gpu = find(cols.gpus), team = find(cols.team);
-  if (arr < 0 || dur < 0 || gpu < 0 || (cols.team != nullptr && team < 0)) {
+      gpu = find(cols.gpus), team = find(cols.team), milli = find("gpu_milli"),
+      status = find_any({"status", "state", "job_status"}),
+      end_col = find_any({"end_time", "finish_time", "end"});
+  if (arr < 0 || dur < 0 || (gpu < 0 && milli < 0) || (cols.team != nullptr && team < 0)) {
+    std::string joined;
+    for (size_t i = 0; i < header.size(); ++i) joined += (i > 0 ? "," : "") + header[i];
     r.error = std::string("not a ") + trace_format_name(format) + " trace: the header lacks " +
-              (arr < 0 ? cols.arrival : dur < 0 ? cols.duration : gpu < 0 ? cols.gpus : cols.team) +
-              " (header: " + line + ")";
+              (arr < 0   ? cols.arrival
+               : dur < 0 ? cols.duration
+               : gpu < 0 ? cols.gpus
+                         : cols.team) +
+              " (header: " + joined + ")";
     return r;
   }
   const std::string fallback_team = token_of(default_team);
+  auto bad = [&](size_t line) {
+    ++r.bad;
+    ++r.skipped;
+    if (r.bad_lines.size() < kBadLinesKept) r.bad_lines.push_back(line);
+  };
+  double trace_end = 0;
+  bool any_end = false;
+  std::vector<size_t> unknown_duration;  // indices into r.jobs
   size_t row = 0;
-  while (std::getline(in, line)) {
+  while (reader.next(rec)) {
     ++row;
-    if (line.empty() || line == "\r") continue;
-    std::vector<std::string> f = split_csv(line);
-    auto at = [&](int i) -> std::string {
-      return i >= 0 && static_cast<size_t>(i) < f.size() ? f[static_cast<size_t>(i)] : "";
+    const auto& f = rec.fields;
+    if (f.size() == 1 && trim(f[0]).empty()) continue;  // an empty line
+    if (!rec.ok || f.size() != header.size()) {
+      bad(rec.line);
+      continue;
+    }
+    auto at = [&](int i) -> const std::string& {
+      static const std::string none;
+      return i >= 0 ? f[static_cast<size_t>(i)] : none;
     };
-    auto a = number(at(arr)), d = number(at(dur)), g = number(at(gpu));
-    if (!a || !d || !g || *d < 0 || *g < 1 || *g > 1e6) {
+    auto a = number(at(arr));
+    bool duration_missing = missing(at(dur));
+    auto d = duration_missing ? std::optional<double>(0) : number(at(dur));
+    std::optional<double> g;
+    if (milli >= 0) {
+      auto m = number(at(milli));
+      auto n = gpu >= 0 ? number(at(gpu)) : std::optional<double>(1);
+      if (m && n) g = *m / 1000.0 * *n;
+    } else {
+      g = number(at(gpu));
+    }
+    if (!a || !d || !g || *d < 0 || *g < 0 || *g > 1e6) {
+      bad(rec.line);
+      continue;
+    }
+    const double arrival = *a * cols.to_seconds, duration = *d * cols.to_seconds;
+    trace_end = any_end ? std::max(trace_end, arrival + duration) : arrival + duration;
+    any_end = true;
+    if (*g == 0) {
+      ++r.zero_gpu;
       ++r.skipped;
       continue;
     }
     TraceJob j;
-    j.id = id >= 0 ? at(id) : std::to_string(row);
+    j.id = id >= 0 ? trim(at(id)) : std::to_string(row);
     if (j.id.empty()) j.id = std::to_string(row);
-    j.arrival_s = *a * cols.to_seconds;
-    j.duration_s = *d * cols.to_seconds;
-    j.gpus = static_cast<int>(std::lround(*g));
-    std::string t = team >= 0 ? at(team) : "";
+    j.arrival_s = arrival;
+    j.duration_s = duration;
+    j.gpus = *g;
+    j.censored = duration_missing || (status >= 0 && unfinished_status(at(status))) ||
+                 (end_col >= 0 && !number(at(end_col)));
+    if (duration_missing) unknown_duration.push_back(r.jobs.size());
+    if (j.censored) ++r.censored;
+    std::string t = team >= 0 ? trim(at(team)) : "";
     j.team = t.empty() ? fallback_team : token_of(t);
     r.jobs.push_back(std::move(j));
   }
+  // A censored job without a duration ran (or waited) until the trace ended.
+  for (size_t i : unknown_duration)
+    r.jobs[i].duration_s = std::max(0.0, trace_end - r.jobs[i].arrival_s);
   return r;
+}
+
+int gpus_to_submit(double gpus) {
+  if (!(gpus > 0)) return 0;
+  double whole = std::round(gpus);
+  if (std::fabs(gpus - whole) <= 1e-6) return std::max(1, static_cast<int>(whole));
+  if (gpus < 1) return 1;
+  return static_cast<int>(std::ceil(gpus));
+}
+
+bool gpus_rounded(double gpus) {
+  return std::fabs(static_cast<double>(gpus_to_submit(gpus)) - gpus) > 1e-6;
 }
 
 void order_trace(std::vector<TraceJob>& jobs, size_t limit) {
@@ -168,6 +317,38 @@ JobShape shape_for(int gpus, int gpus_per_node) {
     s.gpus_per_worker = gpus_per_node;
   }
   return s;
+}
+
+IdleSkip skip_idle(std::vector<TraceJob>& jobs, double max_gap_s, double fleet_gpus,
+                   int gpus_per_node) {
+  IdleSkip out;
+  if (max_gap_s < 0 || jobs.empty()) return out;
+  const double capacity = fleet_gpus > 0 ? fleet_gpus : 1;
+  double busy_end = 0;  // latest arrival + duration so far
+  double work = 0;      // GPU-seconds not yet drained at time t
+  double t = 0;
+  double shift = 0;  // trace seconds removed so far
+  for (size_t k = 0; k < jobs.size(); ++k) {
+    TraceJob& j = jobs[k];
+    double a = j.arrival_s - shift;
+    if (k > 0) {
+      const double idle_from = std::max(busy_end, t + work / capacity);
+      const double gap = a - idle_from;
+      if (gap > max_gap_s) {
+        const double cut = gap - max_gap_s;
+        shift += cut;
+        a -= cut;
+        ++out.gaps;
+        out.removed_s += cut;
+      }
+      work = std::max(0.0, work - capacity * (a - t));
+    }
+    t = a;
+    j.arrival_s = a;
+    busy_end = std::max(busy_end, a + j.duration_s);
+    work += shape_for(gpus_to_submit(j.gpus), gpus_per_node).total_gpus() * j.duration_s;
+  }
+  return out;
 }
 
 }  // namespace troupe::load

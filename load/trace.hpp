@@ -7,6 +7,11 @@
 // seconds; muri milliseconds. Only chronus has a tenant column (`user`, a
 // Philly VC); for the others every job gets the default team (the caller uses
 // the file's name, so several files merged become several teams).
+//
+// The files are read as RFC 4180 CSV (CsvReader): quoted fields may hold
+// commas, doubled quotes and line breaks; lines end in LF or CRLF. A row that
+// cannot be read is counted and its line number kept, never dropped in
+// silence.
 #pragma once
 
 #include <cstddef>
@@ -23,25 +28,81 @@ std::optional<TraceFormat> parse_trace_format(const std::string& name);
 const char* trace_format_name(TraceFormat f);
 
 struct TraceJob {
-  std::string id;         // the trace's job id
-  double arrival_s = 0;   // seconds from the trace start
-  int gpus = 0;           // GPUs asked for (total)
-  double duration_s = 0;  // run time in seconds
+  std::string id;        // the trace's job id
+  double arrival_s = 0;  // seconds from the trace start
+  // GPUs asked for (total), as the trace says: may be a fraction (a
+  // `gpu_milli` column, or a fractional `num_gpu`). gpus_to_submit() gives
+  // the whole GPUs a replay asks for.
+  double gpus = 0;
+  double duration_s = 0;  // run time in seconds (a lower bound when censored)
   std::string team;       // a valid subject token
+  // Still running (or still waiting) when the trace ends: its true run time is
+  // unknown. Replayed, but left out of the JCT figures.
+  bool censored = false;
+};
+
+// One record of an RFC 4180 CSV file.
+struct CsvRecord {
+  std::vector<std::string> fields;
+  size_t line = 0;  // the physical line (1-based) the record starts on
+  bool ok = true;   // false: a stray or unterminated quote
+};
+
+// Reads RFC 4180 records: fields separated by ',', a field in double quotes
+// may hold ',', line breaks and '""' (one '"'); records end in LF, CRLF or a
+// lone CR; the last line needs no line end. A quote inside an unquoted field,
+// text after a closing quote, or a quote left open at the end of the input
+// makes the record not `ok` (it still ends at the next line end outside
+// quotes, so the following records are read).
+class CsvReader {
+ public:
+  explicit CsvReader(std::istream& in) : in_(in) {}
+  // The next record; false at the end of the input. An empty line is a
+  // record of one empty field.
+  bool next(CsvRecord& out);
+
+ private:
+  std::istream& in_;
+  size_t line_ = 1;
 };
 
 struct TraceParse {
-  std::vector<TraceJob> jobs;  // in file order
-  size_t skipped = 0;          // rows dropped (0 GPUs, bad numbers)
-  std::string error;           // set when the file cannot be read at all (bad header)
+  std::vector<TraceJob> jobs;     // in file order
+  size_t skipped = 0;             // rows dropped: zero_gpu + bad
+  size_t zero_gpu = 0;            // rows with 0 GPUs (CPU-only jobs)
+  size_t bad = 0;                 // rows that cannot be read (see parse_trace)
+  std::vector<size_t> bad_lines;  // the first kBadLinesKept of them (line numbers, header = 1)
+  size_t censored = 0;            // jobs kept with `censored` set
+  std::string error;              // set when the file cannot be read at all (bad header)
 };
+inline constexpr size_t kBadLinesKept = 5;
 
-// Parses one trace file. Columns are found by name in the header line, so
-// extra or reordered columns are fine. Rows with 0 GPUs (CPU-only jobs,
-// about 0.6% of chronus), a negative duration or numbers that do not parse
-// are skipped and counted. `default_team` is used when the format has no
-// tenant column.
+// Parses one trace file. Columns are found by name in the header line (spaces
+// around names ignored), so extra or reordered columns are fine.
+// - GPUs: the format's `num_gpu`; when the header has a `gpu_milli` column,
+//   gpus = gpu_milli / 1000 x num_gpu (x 1 when there is no num_gpu column).
+//   Fractions are kept. Rows with 0 GPUs (CPU-only jobs, about 0.6% of
+//   chronus) are skipped and counted as `zero_gpu`.
+// - Censored jobs: a row whose duration is missing (empty, "nan", "none",
+//   "null", "na", "n/a" or "-"), whose `end_time`/`finish_time`/`end` column
+//   (when the header has one) is missing or not a number, or whose
+//   `status`/`state`/`job_status` column says running, pending, queued,
+//   waiting or unfinished (any case). Its duration, when missing, becomes the
+//   end of the trace (the latest arrival + duration of the file's rows) minus
+//   its arrival; a duration given stays (what it had run so far).
+// - Bad rows, counted and not replayed: a record that is not RFC 4180 (a
+//   stray or open quote), a field count different from the header's, an
+//   arrival, duration or GPU count that is not a number, a negative duration
+//   or arrival, a negative GPU count or one above 10^6.
+// `default_team` is used when the format has no tenant column.
 TraceParse parse_trace(std::istream& in, TraceFormat format, const std::string& default_team);
+
+// The whole GPUs a replay asks for a job of `gpus` (until Troupe shares GPUs):
+// 0 for 0 (or less); a fraction below 1 becomes 1; above 1 it rounds up
+// (2.5 -> 3). A count within 10^-6 of a whole number is that number.
+int gpus_to_submit(double gpus);
+// gpus_to_submit(gpus) differs from `gpus` (the job was rounded).
+bool gpus_rounded(double gpus);
 
 // Sorts by arrival (stable: file order among equal arrivals), shifts the
 // arrivals so that the first job arrives at 0, then keeps the first `limit`
@@ -61,5 +122,23 @@ struct JobShape {
   int total_gpus() const { return workers * gpus_per_worker; }
 };
 JobShape shape_for(int gpus, int gpus_per_node);
+
+// --skip-idle: after order_trace (sorted, first arrival 0), shortens every
+// idle stretch longer than `max_gap_s` of trace time to `max_gap_s`, by
+// moving every later arrival earlier. A stretch is idle from the moment the
+// jobs arrived so far are surely not all done, to the next arrival: that
+// moment is the later of (a) the latest arrival + duration so far (each job
+// started at once) and (b) when a fluid fleet of `fleet_gpus` GPUs would have
+// drained their GPU-seconds (each job's gpus_to_submit() x duration, summed
+// and drained at fleet_gpus per second from each arrival). Both are lower
+// bounds on when a real schedule is done, so at most `max_gap_s` of each
+// stretch is kept as a margin. Returns how many stretches were shortened and
+// the trace seconds removed. Nothing changes when max_gap_s < 0.
+struct IdleSkip {
+  size_t gaps = 0;
+  double removed_s = 0;
+};
+IdleSkip skip_idle(std::vector<TraceJob>& jobs, double max_gap_s, double fleet_gpus,
+                   int gpus_per_node);
 
 }  // namespace troupe::load

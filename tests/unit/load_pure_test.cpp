@@ -3,14 +3,13 @@
 // specs, command-line parsing (identities included) and the report arithmetic.
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <catch2/catch.hpp>
-#include <nlohmann/json.hpp>
 
 #include "load/jobspec.hpp"
 #include "load/mix.hpp"
@@ -52,8 +51,8 @@ TEST_CASE("load mix: default weights, cpu, spaces", "[load][mix]") {
 }
 
 TEST_CASE("load mix: malformed specs are refused with a reason", "[load][mix]") {
-  for (const char* bad : {"", "1gpu,", "gpu", "xgpu", "1gpu:0", "1gpu:-1", "1gpu:abc",
-                          "gang1x4", "gang2x0", "gang2", "gangx4", "tpu", "1gpu:nan"}) {
+  for (const char* bad : {"", "1gpu,", "gpu", "xgpu", "1gpu:0", "1gpu:-1", "1gpu:abc", "gang1x4",
+                          "gang2x0", "gang2", "gangx4", "tpu", "1gpu:nan"}) {
     std::string err;
     INFO(bad);
     CHECK_FALSE(parse_mix(bad, &err));
@@ -194,9 +193,9 @@ Command parse_env(std::vector<const char*> args, const Environment& env) {
 }  // namespace
 
 TEST_CASE("load options: the load run", "[load][options]") {
-  auto c = parse({"--nats", "nats://h:1", "--jobs", "300", "--rate", "50", "--mix",
-                  "1gpu:1,gang2x8:1", "--teams", "a,b", "--duration-s", "0.5", "--json",
-                  "--scheduler-pid", "42"});
+  auto c =
+      parse({"--nats", "nats://h:1", "--jobs", "300", "--rate", "50", "--mix", "1gpu:1,gang2x8:1",
+             "--teams", "a,b", "--duration-s", "0.5", "--json", "--scheduler-pid", "42"});
   REQUIRE(c.kind == Command::run_load);
   CHECK(c.load.nats == "nats://h:1");
   CHECK(c.load.jobs == 300);
@@ -292,7 +291,7 @@ TEST_CASE("load report: counts, rates and latencies", "[load][report]") {
   CHECK(r["states"]["failed"] == 1);
   CHECK(r["states"]["not_terminal"] == 1);
   CHECK(r["errors"]["unknown kind"] == 1);
-  CHECK(r["submit_rate_per_s"].get<double>() == Approx(100));   // 3 acks in 30 ms
+  CHECK(r["submit_rate_per_s"].get<double>() == Approx(100));    // 3 acks in 30 ms
   CHECK(r["placement_rate_per_s"].get<double>() == Approx(10));  // 2 placements in 200 ms
   CHECK(r["submit_to_placed_ms"]["p50"].get<double>() == Approx(150));
   CHECK(r["submit_to_placed_ms"]["count"] == 2);
@@ -315,13 +314,23 @@ TEST_CASE("load report: replay JCT, queueing, allocation and fairness", "[load][
   std::vector<AllocSample> samples = {{0, 2, 4}, {1000000000, 4, 4}, {3000000000, 0, 4}};
   RunInfo info;
   info.complete = true;
+  // Speedup 10: each job arrived (trace) at its send time x 10 and runs 10
+  // trace s. Trace timeline: a1 and b start at 0 (nothing ended before they
+  // ran) and end at 10; a2 (arrived 10) ran after a1 ended, so it starts at
+  // max(10, 10) = 10 and ends at 20. No wall latency is scaled into these.
+  for (auto& j : jobs) {
+    j.trace_arrival_s = static_cast<double>(j.sent_ns) / 1e9 * 10;
+    j.trace_duration_s = 10;
+  }
   Json r = replay_report(jobs, samples, 10.0, info);
   CHECK(r["jct"]["count"] == 3);
   CHECK(r["jct"]["avg_s"].get<double>() == Approx((1.1 + 1.3 + 1.5) / 3).epsilon(0.001));
-  CHECK(r["jct"]["avg_trace_s"].get<double>() == Approx(13.0).epsilon(0.001));
+  CHECK(r["jct"]["avg_trace_s"].get<double>() == Approx(10.0).epsilon(0.001));
   CHECK(r["queueing_delay"]["avg_s"].get<double>() == Approx((0.1 + 0.3 + 0.5) / 3).epsilon(0.001));
+  CHECK(r["queueing_delay"]["avg_ms"].get<double>() == Approx(300));
+  CHECK(r["queueing_delay"]["avg_trace_s"].get<double>() == Approx(0));
   CHECK(r["makespan_s"].get<double>() == Approx(2.3));
-  CHECK(r["makespan_trace_s"].get<double>() == Approx(23));
+  CHECK(r["makespan_trace_s"].get<double>() == Approx(20));
   // The sample at 3 s is after the last job ended: left out.
   CHECK(r["gpu_allocation"]["samples"] == 2);
   CHECK(r["gpu_allocation"]["mean"].get<double>() == Approx(0.75));
@@ -382,9 +391,9 @@ TEST_CASE("load options: --creds, --tls-ca and --creds-dir, with the environment
   CHECK(e.load.nats == "nats://env:1");
   CHECK(e.load.identity.creds == "/env/admin.creds");
   CHECK(e.load.identity.tls_ca == "/env/ca.pem");
-  auto f = parse_env({"--jobs", "5", "--creds", "/x/team-la.creds", "--tls-ca", "/x/ca.pem",
-                      "--teams", "la"},
-                     env);
+  auto f = parse_env(
+      {"--jobs", "5", "--creds", "/x/team-la.creds", "--tls-ca", "/x/ca.pem", "--teams", "la"},
+      env);
   REQUIRE(f.kind == Command::run_load);
   CHECK(f.load.identity.creds == "/x/team-la.creds");
   CHECK(f.load.identity.tls_ca == "/x/ca.pem");
@@ -421,8 +430,8 @@ TEST_CASE("load options: --creds, --tls-ca and --creds-dir, with the environment
   CHECK(effective_tls_ca(plain, yes).empty());
 
   // replay: the same flags, before or after `replay`.
-  auto r = parse({"--creds", "/x/admin.creds", "replay", trace, "--tls-ca", "/x/ca.pem",
-                  "--no-fleet"});
+  auto r =
+      parse({"--creds", "/x/admin.creds", "replay", trace, "--tls-ca", "/x/ca.pem", "--no-fleet"});
   REQUIRE(r.kind == Command::run_replay);
   CHECK(r.replay.identity.creds == "/x/admin.creds");
   CHECK(r.replay.identity.tls_ca == "/x/ca.pem");
@@ -490,7 +499,8 @@ TEST_CASE("load report: allocation and fragmentation samples from nodes and queu
   CHECK(s3->total == 32);
   CHECK_FALSE(s3->has_queues);
   // Another type pending: every free GPU outside holds is fragmented.
-  Json other = Json::parse(R"({"teams": [{"team": "a", "pool": "", "pending_shapes": [{"gpus": 1, "gpu_type": "h100", "pool": ""}]}]})");
+  Json other = Json::parse(
+      R"({"teams": [{"team": "a", "pool": "", "pending_shapes": [{"gpus": 1, "gpu_type": "h100", "pool": ""}]}]})");
   auto s4 = sample_from(nodes, other, "rp1");
   REQUIRE(s4);
   CHECK(s4->fragmented == 13);
