@@ -82,6 +82,8 @@ const std::vector<SeriesInfo>& scheduler_series() {
       // Queues and fair share (troupe.sys.queues), per team and pool.
       gauge("troupe_queue_jobs", {"team", "pool"}, "Jobs waiting in the team's queue."),
       gauge("troupe_queue_pending_gpus", {"team", "pool"}, "GPUs the team's waiting jobs ask for."),
+      gauge("troupe_queue_flexible_jobs", {"team", "pool"},
+            "Of troupe_queue_jobs, any-type jobs (counted in their first candidate pool only)."),
       gauge("troupe_team_gpus_in_use", {"team", "pool"}, "GPUs the team's running work holds."),
       gauge("troupe_team_gpus_borrowed", {"team", "pool"},
             "GPUs the team holds beyond its guarantee."),
@@ -486,6 +488,7 @@ Sample build_sample(const Json& nodes, const Json& queues,
       t.borrowed = int_of(row, "borrowed");
       t.pending_jobs = int_of(row, "pending_jobs");
       t.pending_gpus = int_of(row, "pending_gpus");
+      t.pending_flexible = int_of(row, "pending_flexible");
       t.dominant_share = num(row, "dominant_share");
       t.weighted_share = num(row, "weighted_share");
       s.teams.push_back(t);

@@ -163,6 +163,7 @@ struct TeamRow {
   std::string team, pool;
   double weight = 0, dominant_share = 0, weighted_share = 0;
   int guaranteed = 0, in_use = 0, borrowed = 0, pending_jobs = 0, pending_gpus = 0;
+  int pending_flexible = 0;  // of pending_jobs, any-type jobs
 };
 
 // A pending job's shape: what one of its workers needs.

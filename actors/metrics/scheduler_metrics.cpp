@@ -177,6 +177,7 @@ struct MetricsCollector::Impl {
       Labels l{{"team", t.team}, {"pool", t.pool}};
       set("troupe_queue_jobs", l, t.pending_jobs);
       set("troupe_queue_pending_gpus", l, t.pending_gpus);
+      set("troupe_queue_flexible_jobs", l, t.pending_flexible);
       set("troupe_team_gpus_in_use", l, t.in_use);
       set("troupe_team_gpus_borrowed", l, t.borrowed);
       set("troupe_team_gpus_guaranteed", l, t.guaranteed);

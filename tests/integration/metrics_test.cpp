@@ -1,19 +1,19 @@
 // Acceptance of the metrics: a cluster of real processes with
 // `troupe-scheduler --metrics 127.0.0.1:0`, scraped every second by Debian's
 // real Prometheus server (/usr/bin/prometheus, 2.42); the test asks
-// Prometheus's HTTP API (/api/v1/query, plain HTTP over a socket) that the series are there and their
-// values make sense for the jobs it ran.
-#include <catch2/catch.hpp>
+// Prometheus's HTTP API (/api/v1/query, plain HTTP over a socket) that the series are there and
+// their values make sense for the jobs it ran.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <cctype>
 #include <cmath>
-#include <memory>
 #include <fstream>
+#include <memory>
 #include <regex>
 #include <set>
 #include <string>
@@ -30,20 +30,42 @@ const char* kPrometheus = "/usr/bin/prometheus";
 
 // The series the issue asks for (scheduler_series() in actors/metrics/model.hpp
 // holds them all; this list is checked independently of it).
-const std::vector<std::string> kRequired = {
-    "troupe_gpus_capacity", "troupe_gpus_allocated", "troupe_gpus_reserved", "troupe_gpus_free",
-    "troupe_gpus_held_idle", "troupe_gpus_fragmented", "troupe_gpu_allocation_ratio",
-    "troupe_nodes", "troupe_workers_running", "troupe_queue_jobs", "troupe_queue_pending_gpus",
-    "troupe_team_gpus_in_use", "troupe_team_gpus_borrowed", "troupe_team_gpus_guaranteed",
-    "troupe_team_weight", "troupe_team_dominant_share", "troupe_team_weighted_share",
-    "troupe_reserved_idle_gpu_seconds_total", "troupe_grants_total", "troupe_submissions_total",
-    "troupe_bus_messages_total", "troupe_bus_malformed_messages_total",
-    "troupe_actor_restarts_total", "troupe_queue_wait_seconds_bucket",
-    "troupe_queue_wait_seconds_count", "troupe_queue_wait_seconds_sum",
-    "troupe_placement_latency_seconds_bucket", "troupe_placement_latency_seconds_count",
-    "troupe_jobs_finished_total", "troupe_job_attempts_ended_total", "troupe_job_success_ratio",
-    "troupe_preemptions_total", "troupe_preemption_lost_gpu_seconds_total",
-    "troupe_metrics_events_total", "troupe_metrics_poll_errors_total"};
+const std::vector<std::string> kRequired = {"troupe_gpus_capacity",
+                                            "troupe_gpus_allocated",
+                                            "troupe_gpus_reserved",
+                                            "troupe_gpus_free",
+                                            "troupe_gpus_held_idle",
+                                            "troupe_gpus_fragmented",
+                                            "troupe_gpu_allocation_ratio",
+                                            "troupe_nodes",
+                                            "troupe_workers_running",
+                                            "troupe_queue_jobs",
+                                            "troupe_queue_pending_gpus",
+                                            "troupe_queue_flexible_jobs",
+                                            "troupe_team_gpus_in_use",
+                                            "troupe_team_gpus_borrowed",
+                                            "troupe_team_gpus_guaranteed",
+                                            "troupe_team_weight",
+                                            "troupe_team_dominant_share",
+                                            "troupe_team_weighted_share",
+                                            "troupe_reserved_idle_gpu_seconds_total",
+                                            "troupe_grants_total",
+                                            "troupe_submissions_total",
+                                            "troupe_bus_messages_total",
+                                            "troupe_bus_malformed_messages_total",
+                                            "troupe_actor_restarts_total",
+                                            "troupe_queue_wait_seconds_bucket",
+                                            "troupe_queue_wait_seconds_count",
+                                            "troupe_queue_wait_seconds_sum",
+                                            "troupe_placement_latency_seconds_bucket",
+                                            "troupe_placement_latency_seconds_count",
+                                            "troupe_jobs_finished_total",
+                                            "troupe_job_attempts_ended_total",
+                                            "troupe_job_success_ratio",
+                                            "troupe_preemptions_total",
+                                            "troupe_preemption_lost_gpu_seconds_total",
+                                            "troupe_metrics_events_total",
+                                            "troupe_metrics_poll_errors_total"};
 
 // One HTTP/1.0 GET to 127.0.0.1:port (the server closes the connection after
 // the reply, so the body is everything after the headers); nullopt unless 200.
@@ -146,10 +168,11 @@ TEST_CASE("metrics: a real Prometheus scrapes the scheduler's series", "[integra
 
   TmpDir tmp("troupe-metrics");
   std::string config = tmp.file("cluster.yaml");
-  std::ofstream(config) << "pools: [{name: a100, gpu_type: a100}]\n"
-                           "teams:\n"
-                           "  - {name: vision, weight: 2, borrow: true, quotas: {a100: {guaranteed: 4, limit: 8}}}\n"
-                           "  - {name: nlp, weight: 1, borrow: true, quotas: {a100: {guaranteed: 4, limit: 8}}}\n";
+  std::ofstream(config)
+      << "pools: [{name: a100, gpu_type: a100}]\n"
+         "teams:\n"
+         "  - {name: vision, weight: 2, borrow: true, quotas: {a100: {guaranteed: 4, limit: 8}}}\n"
+         "  - {name: nlp, weight: 1, borrow: true, quotas: {a100: {guaranteed: 4, limit: 8}}}\n";
   ClusterOptions opts;
   opts.node("n1").node("n2");
   opts.scheduler_args = {"--config", config, "--metrics", "127.0.0.1:0"};
@@ -163,7 +186,8 @@ TEST_CASE("metrics: a real Prometheus scrapes the scheduler's series", "[integra
   std::string prom_yml = tmp.file("prom.yml");
   std::ofstream(prom_yml) << "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
                              "scrape_configs:\n  - job_name: troupe\n    static_configs:\n"
-                             "      - targets: ['127.0.0.1:" << port << "']\n";
+                             "      - targets: ['127.0.0.1:"
+                          << port << "']\n";
   Process prom("prometheus",
                {kPrometheus, "--config.file=" + prom_yml, "--storage.tsdb.path=" + tmp.file("data"),
                 "--web.listen-address=127.0.0.1:" + std::to_string(prom_port)},
@@ -171,27 +195,32 @@ TEST_CASE("metrics: a real Prometheus scrapes the scheduler's series", "[integra
   c.dump().add("prometheus stderr", tmp.file("prometheus.err"));
   PromApi api(prom_port);
   auto deadline = Clock::now() + 30s;
-  while (!api.ready() && Clock::now() < deadline && prom.running()) std::this_thread::sleep_for(200ms);
+  while (!api.ready() && Clock::now() < deadline && prom.running())
+    std::this_thread::sleep_for(200ms);
   REQUIRE(api.ready());
 
   // Capacity: 2 agents x 4 a100.
-  CHECK(wait_value(api, "sum(troupe_gpus_capacity)", [](double v) { return v == 8; }, 30s) == 8.0);
-  CHECK(wait_value(api, "troupe_gpus_capacity{pool=\"a100\",gpu_type=\"a100\"}",
-                   [](double v) { return v == 8; }, 10s) == 8.0);
-  CHECK(wait_value(api, "troupe_nodes{state=\"alive\"}", [](double v) { return v == 2; }, 10s) ==
-        2.0);
-  CHECK(wait_value(api, "troupe_team_weight{team=\"vision\",pool=\"a100\"}",
-                   [](double v) { return v == 2; }, 10s) == 2.0);
+  CHECK(wait_value(
+            api, "sum(troupe_gpus_capacity)", [](double v) { return v == 8; }, 30s) == 8.0);
+  CHECK(wait_value(
+            api, "troupe_gpus_capacity{pool=\"a100\",gpu_type=\"a100\"}",
+            [](double v) { return v == 8; }, 10s) == 8.0);
+  CHECK(wait_value(
+            api, "troupe_nodes{state=\"alive\"}", [](double v) { return v == 2; }, 10s) == 2.0);
+  CHECK(wait_value(
+            api, "troupe_team_weight{team=\"vision\",pool=\"a100\"}",
+            [](double v) { return v == 2; }, 10s) == 2.0);
 
   // A long 4-GPU job: half the cluster is allocated while it runs.
   auto long_job = c.submit_ok("nlp", job_spec("nlp", {"sleep", "60"}, 4));
   REQUIRE(c.events().wait_state(long_job, "running", 30s));
-  CHECK(wait_value(api, "sum(troupe_gpus_allocated)", [](double v) { return v == 4; }, 20s) ==
-        4.0);
-  CHECK(wait_value(api, "troupe_gpu_allocation_ratio", [](double v) { return v == 0.5; }, 20s) ==
-        0.5);
-  CHECK(wait_value(api, "sum(troupe_team_gpus_in_use{team=\"nlp\"})",
-                   [](double v) { return v == 4; }, 20s) == 4.0);
+  CHECK(wait_value(
+            api, "sum(troupe_gpus_allocated)", [](double v) { return v == 4; }, 20s) == 4.0);
+  CHECK(wait_value(
+            api, "troupe_gpu_allocation_ratio", [](double v) { return v == 0.5; }, 20s) == 0.5);
+  CHECK(wait_value(
+            api, "sum(troupe_team_gpus_in_use{team=\"nlp\"})", [](double v) { return v == 4; },
+            20s) == 4.0);
 
   // One job fails with exit code 3 (first, so that nlp never holds more than
   // its guarantee), then four plain jobs and a 2x2 gang succeed.
@@ -223,14 +252,16 @@ TEST_CASE("metrics: a real Prometheus scrapes the scheduler's series", "[integra
   CHECK(wait_value(api, "sum(troupe_queue_wait_seconds_count{team=\"vision\",kind=\"training\"})",
                    eq(5), 10s) == 5.0);
   CHECK(wait_value(api, "troupe_submissions_total{result=\"accepted\"}", eq(7), 10s) == 7.0);
-  CHECK(wait_value(api, "troupe_bus_malformed_messages_total", [](double v) { return v >= 1; },
-                   10s) >= 1.0);
+  CHECK(wait_value(
+            api, "troupe_bus_malformed_messages_total", [](double v) { return v >= 1; }, 10s) >=
+        1.0);
   // Everything ended: nothing allocated, nothing queued.
   CHECK(wait_value(api, "troupe_gpu_allocation_ratio", eq(0), 20s) == 0.0);
   CHECK(wait_value(api, "sum(troupe_queue_jobs)", eq(0), 10s) == 0.0);
 
   // Sensible values across the board.
-  auto wait_mean = api.value("sum(troupe_queue_wait_seconds_sum) / sum(troupe_queue_wait_seconds_count)");
+  auto wait_mean =
+      api.value("sum(troupe_queue_wait_seconds_sum) / sum(troupe_queue_wait_seconds_count)");
   REQUIRE(wait_mean);
   CHECK(*wait_mean >= 0);
   CHECK(*wait_mean < 30);
@@ -244,7 +275,7 @@ TEST_CASE("metrics: a real Prometheus scrapes the scheduler's series", "[integra
   // Each team stayed within its guarantee, so nothing was preempted.
   CHECK(api.value("troupe_preemptions_total") == 0.0);
   CHECK(api.value("troupe_preemption_lost_gpu_seconds_total") == 0.0);
-  CHECK(api.value("sum(troupe_gpus_fragmented)") == 0.0);    // nothing pending
+  CHECK(api.value("sum(troupe_gpus_fragmented)") == 0.0);  // nothing pending
   auto ratio = api.value("max_over_time(troupe_gpu_allocation_ratio[5m])");
   REQUIRE(ratio);
   CHECK(*ratio >= 0.5);
@@ -276,11 +307,14 @@ TEST_CASE("metrics: the node agent serves its own /metrics", "[integration][metr
   for (auto deadline = Clock::now() + 10s; Clock::now() < deadline && port == 0;) {
     std::smatch m;
     std::string err = read_file(c.node(0).err_path());
-    if (std::regex_search(err, m, re)) port = std::stoi(m[1].str());
-    else std::this_thread::sleep_for(100ms);
+    if (std::regex_search(err, m, re))
+      port = std::stoi(m[1].str());
+    else
+      std::this_thread::sleep_for(100ms);
   }
   REQUIRE(port > 0);
-  Json spec = {{"command", {"true"}}, {"resources", {{"gpus", 1}}},
+  Json spec = {{"command", {"true"}},
+               {"resources", {{"gpus", 1}}},
                {"env", {{"TROUPE_SIM_DURATION_S", "0.1"}}}};
   auto id = c.submit_ok("t", spec);
   auto done = c.wait_terminal(id, 20s);
@@ -290,6 +324,7 @@ TEST_CASE("metrics: the node agent serves its own /metrics", "[integration][metr
   auto body = http_get(port, "/metrics");
   REQUIRE(body);
   CHECK_THAT(*body, Catch::Contains("troupe_node_workers_launched_total{node=\"n1\"} 1"));
-  CHECK_THAT(*body, Catch::Contains("troupe_node_workers_exited_total{cause=\"succeeded\",node=\"n1\"} 1"));
+  CHECK_THAT(*body, Catch::Contains(
+                        "troupe_node_workers_exited_total{cause=\"succeeded\",node=\"n1\"} 1"));
   CHECK_THAT(*body, Catch::Contains("troupe_node_heartbeats_sent_total{node=\"n1\"}"));
 }

@@ -263,7 +263,8 @@ TEST_CASE("build_sample: fragmentation and held-idle GPUs", "[metrics]") {
 TEST_CASE("team rows and pending shapes from the queues reply", "[metrics]") {
   auto queues = Json::parse(R"({"pools":[],"teams":[
     {"team":"vision","pool":"a100","weight":2,"borrow":true,"guaranteed":4,"limit":-1,"in_use":6,
-     "borrowed":2,"pending_jobs":3,"pending_gpus":12,"dominant_share":0.75,"weighted_share":0.375},
+     "borrowed":2,"pending_jobs":3,"pending_gpus":12,"pending_flexible":2,"dominant_share":0.75,
+     "weighted_share":0.375},
     {"team":"nlp","pool":"a100","weight":1,"guaranteed":0,"limit":8}]})");
   auto s = build_sample(Json::object(), queues, {});
   REQUIRE(s.teams.size() == 2);
@@ -273,6 +274,8 @@ TEST_CASE("team rows and pending shapes from the queues reply", "[metrics]") {
   CHECK(s.teams[0].borrowed == 2);
   CHECK(s.teams[0].pending_jobs == 3);
   CHECK(s.teams[0].pending_gpus == 12);
+  CHECK(s.teams[0].pending_flexible == 2);
+  CHECK(s.teams[1].pending_flexible == 0);
   CHECK(s.teams[0].weighted_share == Approx(0.375));
   CHECK(s.teams[1].pending_jobs == 0);
   CHECK(any_pending(queues));
