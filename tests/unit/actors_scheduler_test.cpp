@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <cstring>
 #include <csignal>
 #include <deque>
 #include <map>
@@ -819,6 +820,45 @@ TEST_CASE(
   f.agent_reports("n1", lb, 0);
   CHECK(f.event(b, "succeeded"));
   REQUIRE(f.out->find(launch_attempt("n1", 2)));  // then a goes on
+}
+
+TEST_CASE("why says reclaiming, with the teams, while borrowed GPUs are taken back",
+          "[actors][preemption][reclaim]") {
+  Fixture f;
+  apply_config(f.w,
+               "pools: [{name: a100, gpu_type: a100}]\n"
+               "teams: [{name: lender, quotas: {a100: {guaranteed: 1}}}, {name: borrower}]\n");
+  f.settle();
+  f.register_node("n1", 1);
+  auto submit_as = [&](const std::string& team) {
+    std::string reply = "_INBOX.as." + team;
+    f.inbound(subjects::team_submit(team), std::vector<uint8_t>(kJob, kJob + strlen(kJob)), reply);
+    auto* r = f.out->find(reply_to(reply));
+    REQUIRE(r);
+    return json::parse(r->text())["job_id"].get<std::string>();
+  };
+  auto b = submit_as("borrower");
+  auto* lb = f.launched("n1", b);
+  auto l = submit_as("lender");
+  // The borrower's job is asked to stop (its agent has not answered yet).
+  REQUIRE(f.out->find([&](const Published& p) {
+    if (p.subject != subjects::scheduler_to_agent("n1", subjects::kStop)) return false;
+    auto* e = wire::open(p.data);
+    auto* st = e ? e->body_as_Stop() : nullptr;
+    return st && wire::str(st->job_id()) == b;
+  }));
+  std::string ask = json{{"job_id", l}}.dump();
+  f.inbound(subjects::team_why("lender"), std::vector<uint8_t>(ask.begin(), ask.end()),
+            "_INBOX.why.l");
+  auto* why = f.out->find(reply_to("_INBOX.why.l"));
+  REQUIRE(why);
+  auto w = json::parse(why->text());
+  INFO(w.dump());
+  CHECK(w.value("code", "") == "reclaiming");
+  CHECK_THAT(w.value("reason", ""), Catch::Contains("borrower"));
+  // The borrower's worker stops: the lender's job runs.
+  f.agent_reports("n1", lb, 0);
+  f.launched("n1", l);
 }
 
 TEST_CASE("a pool plans at most one round per round gap: what comes in meanwhile waits for it",
