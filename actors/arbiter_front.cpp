@@ -28,7 +28,7 @@ constexpr auto kViewTimeout = std::chrono::seconds(5);
 
 struct FrontState {
   OutboxPtr out;
-  bool fifo = false;
+  policy::Baseline baseline = policy::Baseline::none;
   int64_t round_gap_us = 0;
   std::optional<Wiring> w;
   std::optional<std::string> config_text;
@@ -50,7 +50,7 @@ using Self = ArbiterActor::stateful_pointer<FrontState>;
 const ArbiterActor& arbiter_of(Self self, const std::string& pool) {
   auto& st = self->state;
   if (auto it = st.pools.find(pool); it != st.pools.end()) return it->second;
-  auto a = spawn_pool_arbiter(self, st.out, st.fifo, st.round_gap_us, pool);
+  auto a = spawn_pool_arbiter(self, st.out, st.baseline, st.round_gap_us, pool);
   if (st.w) self->send(a, *st.w);
   if (st.config_text) self->send(a, config_atom_v, *st.config_text);
   for (const auto& [name, n] : st.nodes) self->send(a, capacity_atom_v, n.capacity, n.actor);
@@ -81,7 +81,7 @@ void gather(Self self, Done done) {
   };
   auto& st = self->state;
   views::Queues own;
-  own.fifo = st.fifo;
+  own.policy = policy::policy_name(st.baseline);
   own.retries = st.retries;
   auto p = std::make_shared<Pending>(Pending{{std::move(own)}, st.pools.size(), std::move(done)});
   auto finish = [p] {
@@ -167,10 +167,10 @@ void apply_config(Self self, const std::string& text) {
   for (const auto& p : st.cfg.pools) arbiter_of(self, p.name);
 }
 
-ArbiterActor::behavior_type front_behavior(Self self, OutboxPtr out, bool fifo,
+ArbiterActor::behavior_type front_behavior(Self self, OutboxPtr out, policy::Baseline baseline,
                                            int64_t round_gap_us) {
   self->state.out = std::move(out);
-  self->state.fifo = fifo;
+  self->state.baseline = baseline;
   self->state.round_gap_us = round_gap_us;
   for (const auto& p : self->state.cfg.pools) arbiter_of(self, p.name);
   return {
@@ -254,9 +254,9 @@ ArbiterActor::behavior_type front_behavior(Self self, OutboxPtr out, bool fifo,
 
 }  // namespace
 
-ArbiterActor spawn_arbiter_front(caf::actor_system& sys, OutboxPtr out, bool fifo,
+ArbiterActor spawn_arbiter_front(caf::actor_system& sys, OutboxPtr out, policy::Baseline baseline,
                                  int64_t round_gap_us) {
-  return sys.spawn(front_behavior, std::move(out), fifo, round_gap_us);
+  return sys.spawn(front_behavior, std::move(out), baseline, round_gap_us);
 }
 
 }  // namespace troupe

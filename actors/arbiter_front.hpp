@@ -25,7 +25,7 @@ namespace troupe {
 
 // `fifo`: every pool plans with the FIFO baseline (policy::plan_fifo);
 // `round_gap_us`: SchedulerOptions::round_gap_us.
-ArbiterActor spawn_arbiter_front(caf::actor_system& sys, OutboxPtr out, bool fifo,
+ArbiterActor spawn_arbiter_front(caf::actor_system& sys, OutboxPtr out, policy::Baseline baseline,
                                  int64_t round_gap_us);
 
 }  // namespace troupe

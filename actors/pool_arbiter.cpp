@@ -115,7 +115,7 @@ struct ArbiterState {
   double reserved_idle_gpu_s = 0;
   int64_t last_tick_ms = 0;
   int64_t grants = 0;
-  bool fifo = false;  // --policy fifo: the comparison baseline
+  policy::Baseline baseline = policy::Baseline::none;  // --policy fifo | fifo-backfill
   // Rounds at most one per round_gap, on CAF's clock (the timers' clock).
   std::chrono::microseconds round_gap{0};
   std::optional<caf::actor_clock::time_point> last_round;
@@ -337,7 +337,8 @@ void run_round(Self self) {
                ? st.reclaim_for.erase(it)
                : std::next(it);
     in.reclaiming = !st.reclaim_for.empty();
-    in.fifo = st.fifo;
+    in.fifo = st.baseline != policy::Baseline::none;
+    in.backfill = st.baseline == policy::Baseline::fifo_backfill;
     if (in.hold.active() && in.hold.start_ms != policy::kNever && in.hold.start_ms < now)
       in.hold = policy::Hold{};  // overdue: plan it again from what runs now
     std::vector<std::string> team_names;
@@ -388,7 +389,7 @@ void run_round(Self self) {
         policy::plan_round_live(in);  // grants taken from caps: an overlay until the nodes report
     st.caps = std::move(in.nodes);
     st.holds[pool] = out.hold;
-    if (!st.fifo) preempt_if_needed(self, pool, out);
+    if (st.baseline == policy::Baseline::none) preempt_if_needed(self, pool, out);
     for (auto& [id, why] : out.reasons) {
       if (why.code == policy::why::kPreferred && !st.left_to_preferred.count(id))
         for (size_t t = 0; t < in.teams.size(); ++t)
@@ -502,7 +503,7 @@ views::Queues queues_view(const ArbiterState& st) {
       v.teams.push_back(std::move(row));
     }
   }
-  v.fifo = st.fifo;
+  v.policy = policy::policy_name(st.baseline);
   v.reserved_idle_gpu_seconds = st.reserved_idle_gpu_s;
   v.grants = st.grants;
   v.preemptions = st.figures.preemptions;
@@ -523,12 +524,12 @@ void apply_config(Self self, const std::string& text) {
   schedule_round(self);
 }
 
-ArbiterActor::behavior_type arbiter_behavior(Self self, OutboxPtr out, bool fifo,
+ArbiterActor::behavior_type arbiter_behavior(Self self, OutboxPtr out, policy::Baseline baseline,
                                              int64_t round_gap_us, std::string pool) {
   self->state.pool = std::move(pool);
   self->state.round_gap = std::chrono::microseconds(round_gap_us);
   self->state.out = std::move(out);
-  self->state.fifo = fifo;
+  self->state.baseline = baseline;
   self->delayed_send(self, kTick, tick_atom_v);
   return {
       [=](capacity_atom, policy::NodeCapacity c, const NodeActor& node) {
@@ -740,9 +741,9 @@ ArbiterActor::behavior_type arbiter_behavior(Self self, OutboxPtr out, bool fifo
 
 }  // namespace
 
-ArbiterActor spawn_pool_arbiter(caf::local_actor* parent, OutboxPtr out, bool fifo,
+ArbiterActor spawn_pool_arbiter(caf::local_actor* parent, OutboxPtr out, policy::Baseline baseline,
                                 int64_t round_gap_us, std::string pool) {
-  return parent->spawn<caf::linked>(arbiter_behavior, std::move(out), fifo, round_gap_us,
+  return parent->spawn<caf::linked>(arbiter_behavior, std::move(out), baseline, round_gap_us,
                                     std::move(pool));
 }
 

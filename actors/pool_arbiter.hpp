@@ -46,7 +46,7 @@ namespace troupe {
 // `fifo`: plan with the FIFO baseline (policy::plan_fifo) instead of Troupe's
 // policy. Linked to `parent` (the front): they stop together.
 // `round_gap_us`: SchedulerOptions::round_gap_us.
-ArbiterActor spawn_pool_arbiter(caf::local_actor* parent, OutboxPtr out, bool fifo,
+ArbiterActor spawn_pool_arbiter(caf::local_actor* parent, OutboxPtr out, policy::Baseline baseline,
                                 int64_t round_gap_us, std::string pool);
 
 }  // namespace troupe

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "actors/policy/baseline.hpp"
+
 namespace troupe {
 
 class Outbox {
@@ -151,7 +153,8 @@ class ManualClock final : public Clock {
 // Settings of one scheduler process.
 struct SchedulerOptions {
   std::string checkpoint_root;  // jobs get <root>/<job id> as TROUPE_CHECKPOINT_DIR ("" = none)
-  bool fifo = false;            // --policy fifo: the strict-FIFO baseline for comparisons
+  // --policy fifo | fifo-backfill: a baseline for comparisons instead of Troupe's policy.
+  policy::Baseline baseline = policy::Baseline::none;
   // The least time between two planning rounds of one pool, on CAF's clock:
   // under load a round plans for what came in meanwhile, not for each
   // message. 0: each round right after the messages already queued.

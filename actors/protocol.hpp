@@ -437,7 +437,7 @@ typename Inspector::result_type inspect(Inspector& f, TeamRow& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, Queues& x) {
-  return f(caf::meta::type_name("views::Queues"), x.fifo, x.pools, x.teams,
+  return f(caf::meta::type_name("views::Queues"), x.policy, x.pools, x.teams,
            x.reserved_idle_gpu_seconds, x.grants, x.preemptions, x.gpu_seconds_lost, x.retries,
            x.reclaims);
 }

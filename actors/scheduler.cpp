@@ -22,7 +22,7 @@ void configure(caf::actor_system_config& cfg) {
 Wiring start_scheduler(caf::actor_system& sys, OutboxPtr out, IntakePtr intake,
                        SchedulerOptions opts) {
   Wiring w;
-  bool fifo = opts.fifo;
+  auto baseline = opts.baseline;
   int64_t round_gap_us = opts.round_gap_us;
   auto store = opts.store;
   int64_t retention_ms = opts.job_retention_ms;
@@ -37,7 +37,7 @@ Wiring start_scheduler(caf::actor_system& sys, OutboxPtr out, IntakePtr intake,
   node_opts.hold_check_ms = opts.hold_check_ms;
   w.nodes = spawn_node_supervisor(sys, out, store, node_opts);
   w.gangs = spawn_gang_supervisor(sys);
-  w.arbiter = spawn_arbiter_front(sys, out, fifo, round_gap_us);
+  w.arbiter = spawn_arbiter_front(sys, out, baseline, round_gap_us);
   caf::anon_send(w.router, w);
   caf::anon_send(w.jobs, w);
   caf::anon_send(w.queues, w);

@@ -12,7 +12,7 @@ using nlohmann::json;
 Queues merge(std::vector<Queues> parts) {
   Queues all;
   for (auto& q : parts) {
-    all.fifo = all.fifo || q.fifo;
+    if (q.policy != Queues{}.policy) all.policy = q.policy;  // a baseline, when one plans
     std::move(q.pools.begin(), q.pools.end(), std::back_inserter(all.pools));
     std::move(q.teams.begin(), q.teams.end(), std::back_inserter(all.teams));
     all.reserved_idle_gpu_seconds += q.reserved_idle_gpu_seconds;
@@ -65,15 +65,12 @@ std::string queues_json(const Queues& q) {
           {"buckets", t.restore_buckets}, {"sum_s", t.restore_sum_s}, {"count", t.restore_count}};
     rows.push_back(std::move(row));
   }
-  return json{{"policy", q.fifo ? "fifo" : "troupe"},
-              {"pools", std::move(pools)},
-              {"teams", std::move(rows)},
-              {"reserved_idle_gpu_seconds", q.reserved_idle_gpu_seconds},
-              {"grants", q.grants},
-              {"preemptions", q.preemptions},
-              {"reclaims", q.reclaims},
-              {"gpu_seconds_lost", q.gpu_seconds_lost},
-              {"retries", q.retries}}
+  return json{
+      {"policy", q.policy},       {"pools", std::move(pools)},
+      {"teams", std::move(rows)}, {"reserved_idle_gpu_seconds", q.reserved_idle_gpu_seconds},
+      {"grants", q.grants},       {"preemptions", q.preemptions},
+      {"reclaims", q.reclaims},   {"gpu_seconds_lost", q.gpu_seconds_lost},
+      {"retries", q.retries}}
       .dump();
 }
 

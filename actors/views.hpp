@@ -54,7 +54,7 @@ struct TeamRow {  // one team in one pool
 };
 
 struct Queues {
-  bool fifo = false;  // the FIFO baseline plans instead of Troupe's policy
+  std::string policy = "troupe";  // or the baseline that plans instead (policy::policy_name)
   std::vector<PoolRow> pools;
   std::vector<TeamRow> teams;
   double reserved_idle_gpu_seconds = 0;

@@ -123,9 +123,34 @@ RoundOutput plan_fifo(const RoundInput& in) {
         continue;
       }
       blocker = d.job_id;
+      if (in.backfill) {
+        // EASY: the head gets a reservation from the running work's promised ends.
+        if (!in.hold.active() || in.hold.job_id != d.job_id)
+          out.hold = plan_hold(nodes, in.running_of ? in.running_of() : in.running, d.req, d.job_id,
+                               in.now_ms);
+        else
+          out.hold = in.hold;
+        out.reasons[d.job_id] = {
+            why::kReservation,
+            "fifo-backfill: the first in line; " + std::to_string(out.hold.nodes.size()) +
+                " node(s) held, expected to fit at " + fmt_time(out.hold.start_ms, in.now_ms),
+            d.req};
+        continue;
+      }
       out.reasons[d.job_id] = {why::kFitsNowhere,
                                "fifo: fits nowhere now; " + free_histogram(nodes, d.req)};
       continue;
+    }
+    if (in.backfill && !blocker.empty() && slots[it.ti] > 0) {
+      // Behind the head: only where it does not delay the head's reservation.
+      auto mask = usable_under_hold(out.hold, nodes.size(), in.now_ms, d.max_runtime_s);
+      auto ranks = place(nodes, d.req, mask);
+      if (!ranks.empty()) {
+        take(nodes, d.req, ranks);
+        --slots[it.ti];
+        out.grants.push_back({it.ti, it.di, ranks, false});
+        continue;
+      }
     }
     out.reasons[d.job_id] = {
         why::kBehind, "fifo: behind job " + (blocker.empty() ? std::string("(placing)") : blocker)};

@@ -21,12 +21,15 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "actors/policy/backfill.hpp"
+#include "actors/policy/baseline.hpp"
 #include "actors/policy/fair_share.hpp"
 #include "actors/policy/fit.hpp"
 #include "actors/policy/why.hpp"
@@ -73,9 +76,13 @@ struct RoundInput {
   bool reclaiming = false;
   int64_t now_ms = 0;
   // Baseline for comparisons (troupe-scheduler --policy fifo): one queue in
-  // submit order across teams, first fit, no fair share, quotas or backfill;
-  // the first job that does not fit blocks every later one.
+  // submit order across teams, first fit, no fair share, quotas or
+  // preemption; the first job that does not fit blocks every later one...
   bool fifo = false;
+  // ... unless `backfill` (--policy fifo-backfill, EASY): the first job that
+  // does not fit gets a reservation (a hold, policy/backfill.hpp), and later
+  // jobs start when they fit without delaying it.
+  bool backfill = false;
 };
 
 // Named reason codes (counted; the text carries the numbers). The free-GPU

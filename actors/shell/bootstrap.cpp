@@ -47,8 +47,9 @@ int parse_options(int argc, char** argv, Options& o) {
                  "serve Prometheus /metrics on HOST:PORT (port 0: a free one; docs/metrics.md)");
   std::string policy = "troupe";
   app.add_option("--policy", policy,
-                 "troupe (default) | fifo: strict FIFO, no fair share or backfill (a baseline)")
-      ->check(CLI::IsMember({"troupe", "fifo"}));
+                 "troupe (default) | fifo: strict FIFO, no fair share or backfill | fifo-backfill: "
+                 "FIFO with EASY backfill, Slurm's default (baselines)")
+      ->check(CLI::IsMember({"troupe", "fifo", "fifo-backfill"}));
   app.add_option(
          "--events-max-age", o.events_max_age_s,
          "seconds job events are kept in the TROUPE_EVENTS stream (troupe history); 0: forever")
@@ -87,7 +88,7 @@ int parse_options(int argc, char** argv, Options& o) {
     return app.exit(e);
   }
   bus::use_daemon_log("troupe-scheduler", o.log_level);
-  s.fifo = policy == "fifo";
+  s.baseline = policy::parse_policy(policy).value_or(policy::Baseline::none);
   std::error_code ec;
   std::filesystem::create_directories(s.checkpoint_root, ec);
   auto abs = std::filesystem::absolute(s.checkpoint_root, ec);

@@ -509,3 +509,41 @@ TEST_CASE(
   // + 5 + 6) / 5 = 7.6 s, give or take a round and a report.
   CHECK(l < 0.7 * f);
 }
+
+TEST_CASE("troupe-load replay --policy fifo-backfill: the EASY baseline plans the replay",
+          "[integration][load][baseline]") {
+  TmpDir dir("troupe-it-easy");
+  FailureDump dump;
+  RunResult r = run_program({bin_dir() + "/troupe-load",
+                             "replay",
+                             "/work/shared/traces/tiresias-60job/60_job.csv",
+                             "--format",
+                             "tiresias",
+                             "--self-host",
+                             "--nats-server",
+                             nats_server_path(),
+                             "--policy",
+                             "fifo-backfill",
+                             "--speedup",
+                             "200",
+                             "--nodes",
+                             "4",
+                             "--gpus-per-node",
+                             "8",
+                             "--limit",
+                             "30",
+                             "--deadline-s",
+                             "40",
+                             "--json",
+                             "--no-progress"},
+                            dir.path(), "troupe-load-easy", 90s, &dump);
+  Json j = parse_report(r);
+  INFO(j.dump(2) << "\nstderr:\n" << r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(j["complete"] == true);
+  CHECK(j["states"]["succeeded"] == 30);
+  CHECK(j["config"]["policy"] == "fifo-backfill");
+  CHECK(j["config"]["policy_reported"] == "fifo-backfill");
+  CHECK(j["config"]["policy_applied"] == true);
+  CHECK(j["preemptions"] == 0);  // a baseline never preempts
+}

@@ -34,7 +34,7 @@ views::Queues part(const std::string& pool, std::vector<std::string> teams, int6
 TEST_CASE("views: the pools' parts make one queues view in pool, then team order",
           "[actors][views]") {
   views::Queues own;  // the front's: its retries and policy
-  own.fifo = true;
+  own.policy = "fifo-backfill";
   own.retries["infra:node_lost"] = 3;
   auto all = views::merge({part("h100", {"b", "a"}, 5), own, part("a100", {"b"}, 7)});
   REQUIRE(all.pools.size() == 2);
@@ -44,7 +44,7 @@ TEST_CASE("views: the pools' parts make one queues view in pool, then team order
   CHECK((all.teams[0].team == "a" && all.teams[0].pool == "h100"));
   CHECK((all.teams[1].team == "b" && all.teams[1].pool == "a100"));
   CHECK((all.teams[2].team == "b" && all.teams[2].pool == "h100"));
-  CHECK(all.fifo);
+  CHECK(all.policy == "fifo-backfill");
   CHECK(all.grants == 12);
   CHECK(all.preemptions == 2);
   CHECK(all.reserved_idle_gpu_seconds == Approx(1.0));

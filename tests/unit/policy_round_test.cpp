@@ -319,3 +319,51 @@ TEST_CASE("round: an any-type guest never takes the pool's hold", "[policy][roun
   in.teams[0].demands[0].guest = false;
   CHECK(plan_round(in).hold.active());
 }
+
+TEST_CASE("fifo-backfill baseline: the head gets a reservation, later jobs start only around it",
+          "[policy][round][backfill]") {
+  // Node a: 8 GPUs busy until 10 s; node b: 4 free, 4 busy until 50 s.
+  auto with_seq = [](Demand d, uint64_t seq) {
+    d.seq = seq;
+    return d;
+  };
+  auto in =
+      input({node("a", 0), node("b", 4)}, {team("x", 0, {with_seq(demand("gang", 8, 2), 1)}),
+                                           team("y", 0, {with_seq(demand("long", 1, 1, 100), 2)}),
+                                           team("z", 0, {with_seq(demand("quick", 1, 1, 5), 3)})});
+  RunningWork w1;
+  w1.nodes = {0};
+  w1.gpus = 8;
+  w1.ends_ms = 10000;
+  RunningWork w2;
+  w2.nodes = {1};
+  w2.gpus = 4;
+  w2.ends_ms = 50000;
+  in.running = {w1, w2};
+  in.fifo = true;
+  SECTION("strict fifo: the head blocks everyone") {
+    auto out = plan_round(in);
+    CHECK(out.grants.empty());
+    CHECK_FALSE(out.hold.active());
+    CHECK(out.reasons.at("quick").code == why::kBehind);
+  }
+  SECTION("EASY: a reservation for the head, a job that ends before it backfills") {
+    in.backfill = true;
+    auto out = plan_round(in);
+    REQUIRE(out.hold.active());
+    CHECK(out.hold.job_id == "gang");
+    CHECK(out.hold.start_ms == 50000);
+    CHECK(out.reasons.at("gang").code == why::kReservation);
+    // "long" (100 s) would delay the gang on node b: it waits; "quick" (5 s) goes.
+    REQUIRE(out.grants.size() == 1);
+    CHECK(in.teams[out.grants[0].team].demands[out.grants[0].demand].job_id == "quick");
+    CHECK(out.reasons.at("long").code == why::kBehind);
+  }
+}
+
+TEST_CASE("policy names: troupe, fifo and fifo-backfill, one way and back", "[policy][round]") {
+  for (auto b : {Baseline::none, Baseline::fifo, Baseline::fifo_backfill})
+    CHECK(parse_policy(policy_name(b)) == b);
+  CHECK(std::string(policy_name(Baseline::fifo_backfill)) == "fifo-backfill");
+  CHECK_FALSE(parse_policy("easy").has_value());
+}
