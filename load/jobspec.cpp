@@ -49,6 +49,7 @@ std::string sim_job_json(const SimJob& job) {
   if (!job.gpu_type.empty()) res["gpu_type"] = job.gpu_type;
   if (!res.empty()) spec["resources"] = res;
   if (job.workers != 1) spec["workers"] = job.workers;
+  if (!job.priority.empty()) spec["priority"] = job.priority;
   return spec.dump();
 }
 

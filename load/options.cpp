@@ -2,6 +2,7 @@
 #include "load/options.hpp"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <sstream>
 
 #include "bus/subjects.hpp"
@@ -21,6 +22,62 @@ std::string effective_tls_ca(const IdentityOptions& id,
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
   std::string ca = dir + "/ca.pem";
   return exists(ca) ? ca : std::string();
+}
+
+std::optional<std::vector<FleetGroup>> parse_fleet(const std::string& text, std::string* error) {
+  auto fail = [&](const std::string& why) -> std::optional<std::vector<FleetGroup>> {
+    if (error != nullptr) *error = why;
+    return std::nullopt;
+  };
+  // A whole number in [lo, hi] made of digits only.
+  auto whole = [](const std::string& s, long long lo, long long hi) -> std::optional<int> {
+    if (s.empty() || s.size() > 9) return std::nullopt;
+    long long v = 0;
+    for (char c : s) {
+      if (c < '0' || c > '9') return std::nullopt;
+      v = v * 10 + (c - '0');
+    }
+    if (v < lo || v > hi) return std::nullopt;
+    return static_cast<int>(v);
+  };
+  if (text.empty()) return fail("give at least one group TYPE:NODESxGPUS (e.g. a100:40x8)");
+  std::vector<FleetGroup> out;
+  size_t pos = 0;
+  while (true) {
+    size_t comma = text.find(',', pos);
+    std::string item =
+        text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    const std::string where = "group '" + item + "': ";
+    if (item.empty()) return fail("an empty group (two commas, or a comma at an end)");
+    size_t colon = item.find(':');
+    if (colon == std::string::npos)
+      return fail(where + "no ':' (the form is TYPE:NODESxGPUS, e.g. a100:40x8)");
+    FleetGroup g;
+    g.gpu_type = item.substr(0, colon);
+    if (g.gpu_type.empty()) return fail(where + "no GPU type before ':'");
+    if (auto why = subjects::check_token(g.gpu_type); !why.empty())
+      return fail(where + "GPU type '" + g.gpu_type + "': " + why);
+    std::string shape = item.substr(colon + 1);
+    size_t x = shape.find('x');
+    if (x == std::string::npos)
+      return fail(where + "no 'x' between the node count and the GPUs per node (e.g. 40x8)");
+    std::string n = shape.substr(0, x), gp = shape.substr(x + 1);
+    auto nodes = whole(n, 1, 1000000);
+    if (!nodes)
+      return fail(where + "node count '" + n + "' is not a whole number from 1 to 1000000");
+    auto gpus = whole(gp, 1, 1024);
+    if (!gpus)
+      return fail(where + "GPUs per node '" + gp + "' is not a whole number from 1 to 1024");
+    g.nodes = *nodes;
+    g.gpus_per_node = *gpus;
+    for (const auto& o : out)
+      if (o.gpu_type == g.gpu_type)
+        return fail("GPU type '" + g.gpu_type + "' is given twice (one group per type)");
+    out.push_back(std::move(g));
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  return out;
 }
 
 namespace {
@@ -128,12 +185,19 @@ Command parse_command_line(int argc, const char* const* argv, const Environment&
   rp->add_option("--speedup", r.speedup, "trace time / wall time")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  rp->add_option("--nodes", r.nodes, "simulated nodes to start")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 1000000));
-  rp->add_option("--gpus-per-node", r.gpus_per_node, "GPUs per simulated node")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 1024));
+  auto* nodes_opt = rp->add_option("--nodes", r.nodes, "simulated nodes to start")
+                        ->capture_default_str()
+                        ->check(CLI::Range(1, 1000000));
+  auto* gpn_opt = rp->add_option("--gpus-per-node", r.gpus_per_node, "GPUs per simulated node")
+                      ->capture_default_str()
+                      ->check(CLI::Range(1, 1024));
+  std::string fleet_text;
+  auto* fleet_opt =
+      rp->add_option("--fleet", fleet_text,
+                     "heterogeneous fleet TYPE:NODESxGPUS[,...], e.g. a100:40x8,t4:100x2 "
+                     "(instead of --nodes/--gpus-per-node/--gpu-type)");
+  rp->add_flag("--ignore-priority", r.ignore_priority,
+               "submit every job in the default priority class, whatever the trace says");
   rp->add_option("--limit", r.limit, "replay only the first K jobs (by arrival)")
       ->check(CLI::NonNegativeNumber);
   rp->add_flag("--json", r.json, "print the report as JSON on stdout");
@@ -143,10 +207,12 @@ Command parse_command_line(int argc, const char* const* argv, const Environment&
   rp->add_option("--fleet-heartbeat-ms", r.fleet_heartbeat_ms, "heartbeat period of the fleet")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  rp->add_option("--gpu-type", r.gpu_type, "GPU type of the fleet and of the jobs")
-      ->capture_default_str();
+  auto* gpu_type_opt =
+      rp->add_option("--gpu-type", r.gpu_type,
+                     "GPU type of the fleet and of the jobs whose trace names none")
+          ->capture_default_str();
   rp->add_option("--policy", r.policy,
-                 "troupe | fifo | troupe,fifo: the scheduler policy; with a self-hosted "
+                 "troupe | fifo | fifo-backfill | A,B: the scheduler policy; with a self-hosted "
                  "scheduler it is started with it, otherwise it is checked against "
                  "troupe.sys.queues; two names run the replay once with each and compare");
   bool compare = false;
@@ -241,8 +307,9 @@ Command parse_command_line(int argc, const char* const* argv, const Environment&
             "leave out --creds, --tls-ca and --creds-dir");
       if (r.policies.empty()) r.policies = {"troupe"};
       for (const auto& p : r.policies)
-        if (p != "troupe" && p != "fifo")
-          return fail("--policy: '" + p + "' is not a policy of troupe-scheduler (troupe, fifo)");
+        if (p != "troupe" && p != "fifo" && p != "fifo-backfill")
+          return fail("--policy: '" + p +
+                      "' is not a policy of troupe-scheduler (troupe, fifo, fifo-backfill)");
     }
     // The self-hosted nats-server is open: no identity (not the environment's either).
     if (!r.self_host) r.identity = merge_identity(rp_id, top_id, env);
@@ -261,6 +328,22 @@ Command parse_command_line(int argc, const char* const* argv, const Environment&
     if (!r.fleet_prefix.empty()) {
       if (auto why = subjects::check_token(r.fleet_prefix); !why.empty())
         return fail("--fleet-prefix: " + why);
+    }
+    if (!fleet_opt->empty()) {
+      if (!nodes_opt->empty() || !gpn_opt->empty() || !gpu_type_opt->empty())
+        return fail(
+            "--fleet gives the nodes, GPUs and GPU type of each group: leave out --nodes, "
+            "--gpus-per-node and --gpu-type");
+      std::string why;
+      auto groups = parse_fleet(fleet_text, &why);
+      if (!groups) return fail("--fleet: " + why);
+      r.fleet = std::move(*groups);
+      r.fleet_given = true;
+      r.nodes = static_cast<int>(std::min<long long>(fleet_nodes(r.fleet), 1000000000));
+      r.gpus_per_node = 0;
+      for (const auto& g : r.fleet) r.gpus_per_node = std::max(r.gpus_per_node, g.gpus_per_node);
+    } else {
+      r.fleet = {FleetGroup{r.gpu_type, r.nodes, r.gpus_per_node}};
     }
     c.kind = Command::run_replay;
     return c;

@@ -33,6 +33,12 @@ std::string team_creds_path(const std::string& creds_dir, const std::string& tea
 std::string effective_tls_ca(const IdentityOptions& id,
                              const std::function<bool(const std::string&)>& exists);
 
+// Parses --fleet TYPE:NxG[,TYPE:NxG...] (e.g. "a100:40x8,t4:100x2": 40 nodes
+// of 8 a100 GPUs, 100 nodes of 2 t4 GPUs). TYPE is a subject token (it is part
+// of the node names); N is 1..1000000 and G 1..1024, whole numbers; a type
+// appears once. nullopt, with `error` saying why, when the text is not that.
+std::optional<std::vector<FleetGroup>> parse_fleet(const std::string& text, std::string* error);
+
 struct LoadOptions {
   std::string nats = "nats://127.0.0.1:4222";
   IdentityOptions identity;
@@ -59,8 +65,18 @@ struct ReplayOptions {
   std::vector<std::string> traces;
   TraceFormat format = TraceFormat::tiresias;
   double speedup = 1;
+  // With --fleet: the total nodes and the largest GPUs per node of its
+  // groups (the replay itself reads `fleet`).
   int nodes = 16;
   int gpus_per_node = 8;
+  // The fleet, one group per troupe-node process: --fleet when given
+  // (`fleet_given`), else the one group {gpu_type, nodes, gpus_per_node}.
+  // Sizing (too wide, --skip-idle, the default deadline) uses these groups.
+  std::vector<FleetGroup> fleet;
+  bool fleet_given = false;
+  // --ignore-priority: submit every job in the default class, whatever the
+  // trace's priority columns say.
+  bool ignore_priority = false;
   size_t limit = 0;  // 0: every job
   bool json = false;
   bool no_fleet = false;

@@ -71,15 +71,34 @@ QueuesFigures queues_figures(bus::Connection& conn) {
   return f;
 }
 
+// The fleet's groups: --fleet, else the one group of --nodes, --gpus-per-node
+// and --gpu-type.
+std::vector<FleetGroup> groups_of(const ReplayOptions& opt) {
+  if (!opt.fleet.empty()) return opt.fleet;
+  return {FleetGroup{opt.gpu_type, opt.nodes, opt.gpus_per_node}};
+}
+
 // The trace, read once, for every run.
 struct Plan {
   std::vector<TraceJob> runnable;
-  size_t trace_jobs = 0, skipped_rows = 0, too_wide = 0;
+  std::vector<FleetFit> fits;  // fits[i]: how runnable[i] is submitted
+  size_t trace_jobs = 0, skipped_rows = 0, too_wide = 0, type_missing = 0, typed = 0;
+  size_t priority_unknown = 0;
+  std::vector<std::string> priority_columns;  // "file: column", of the files that have one
+  size_t by_priority_high = 0, by_priority_normal = 0, by_priority_low = 0, by_priority_none = 0;
   size_t zero_gpu_rows = 0, bad_rows = 0, gpus_rounded = 0, censored = 0;
   std::vector<std::string> bad_lines;  // "file:line", the first few of each file
   IdleSkip idle;
   double last_arrival = 0, deadline_s = 0;
 };
+
+Json fleet_json(const std::vector<FleetGroup>& groups) {
+  Json out = Json::array();
+  for (const auto& g : groups)
+    out.push_back(
+        Json{{"gpu_type", g.gpu_type}, {"nodes", g.nodes}, {"gpus_per_node", g.gpus_per_node}});
+  return out;
+}
 
 // Reads, merges and orders the traces; 0, or the exit code (2) after saying why.
 int make_plan(const ReplayOptions& opt, Plan& plan, std::ostream& err) {
@@ -96,6 +115,9 @@ int make_plan(const ReplayOptions& opt, Plan& plan, std::ostream& err) {
       return 2;
     }
     plan.skipped_rows += p.skipped;
+    plan.priority_unknown += p.priority_unknown;
+    if (!p.priority_column.empty())
+      plan.priority_columns.push_back(path + ": " + p.priority_column);
     plan.zero_gpu_rows += p.zero_gpu;
     plan.bad_rows += p.bad;
     if (p.bad > 0) {
@@ -116,14 +138,36 @@ int make_plan(const ReplayOptions& opt, Plan& plan, std::ostream& err) {
     return 2;
   }
   plan.trace_jobs = jobs.size();
-  // Jobs wider than the fleet would wait forever: left out and counted.
+  // Jobs wider than the fleet, or of a GPU type it lacks, would wait forever:
+  // left out and counted.
+  const std::vector<FleetGroup> fleet = groups_of(opt);
+  // Without --fleet, a job of no type asks for --gpu-type (the fleet's), as
+  // before; with it, for none.
+  const std::string untyped = opt.fleet_given ? std::string() : opt.gpu_type;
   double gpu_seconds = 0, max_duration = 0;
   for (auto& j : jobs) {
-    JobShape s = shape_for(gpus_to_submit(j.gpus), opt.gpus_per_node);
-    if (s.workers > opt.nodes) {
+    FleetFit fit = fit_on_fleet(gpus_to_submit(j.gpus), j.gpu_type, untyped, fleet);
+    if (fit.type_missing) {
+      ++plan.type_missing;
+      continue;
+    }
+    if (!fit.fits) {
       ++plan.too_wide;
       continue;
     }
+    const JobShape s = fit.shape;
+    j.submit_gpus = s.total_gpus();
+    if (opt.ignore_priority) j.priority.clear();
+    if (j.priority == "high")
+      ++plan.by_priority_high;
+    else if (j.priority == "normal")
+      ++plan.by_priority_normal;
+    else if (j.priority == "low")
+      ++plan.by_priority_low;
+    else
+      ++plan.by_priority_none;
+    if (!j.gpu_type.empty()) ++plan.typed;
+    plan.fits.push_back(std::move(fit));
     if (gpus_rounded(j.gpus)) ++plan.gpus_rounded;
     if (j.censored) ++plan.censored;
     gpu_seconds += s.total_gpus() * j.duration_s;
@@ -131,21 +175,21 @@ int make_plan(const ReplayOptions& opt, Plan& plan, std::ostream& err) {
     plan.runnable.push_back(std::move(j));
   }
   if (plan.runnable.empty()) {
-    err << "troupe-load: every job needs more nodes than --nodes " << opt.nodes << "\n";
+    err << "troupe-load: no job can run on the fleet: " << plan.too_wide
+        << " need more nodes than their GPU type's group has, " << plan.type_missing
+        << " ask for a GPU type the fleet lacks (see --fleet)\n";
     return 2;
   }
+  const double total_gpus = static_cast<double>(fleet_gpus(fleet));
   if (opt.skip_idle)
-    plan.idle = skip_idle(plan.runnable, opt.idle_gap_s,
-                          static_cast<double>(opt.nodes) * opt.gpus_per_node, opt.gpus_per_node);
+    plan.idle = skip_idle(plan.runnable, opt.idle_gap_s, total_gpus, opt.gpus_per_node);
   plan.last_arrival = plan.runnable.back().arrival_s;
   // Default deadline: the work spread on the whole fleet, the longest job and
   // a margin, all in wall time.
   plan.deadline_s =
       opt.deadline_s > 0
           ? opt.deadline_s
-          : (gpu_seconds / (opt.nodes * static_cast<double>(opt.gpus_per_node)) + max_duration) /
-                    opt.speedup * 2 +
-                60;
+          : (gpu_seconds / std::max(1.0, total_gpus) + max_duration) / opt.speedup * 2 + 60;
   return 0;
 }
 
@@ -181,46 +225,59 @@ int replay_once(const ReplayOptions& opt, const Plan& plan, const std::string& u
   // --- the fleet ---
   std::string prefix =
       opt.fleet_prefix.empty() ? "rp" + std::to_string(::getpid()) : opt.fleet_prefix;
+  const std::vector<FleetGroup> groups = groups_of(opt);
+  const long long fleet_size = fleet_nodes(groups);
   std::unique_ptr<TempDir> fleet_dir;
-  std::unique_ptr<Child> fleet;
+  // One troupe-node --simulate process per group. With --fleet, group g's
+  // nodes are <prefix>-<type>-00001...; without, <prefix>-00001... as before.
+  std::vector<std::unique_ptr<Child>> fleet;
+  std::vector<std::string> fleet_logs;
   if (!opt.no_fleet) {
     fleet_dir = std::make_unique<TempDir>("troupe-load-fleet", memory_temp_base());
-    std::vector<std::string> argv = {own_dir() + "/troupe-node",
-                                     "--nats",
-                                     url,
-                                     "--simulate",
-                                     "--gpus",
-                                     std::to_string(opt.gpus_per_node),
-                                     "--gpu-type",
-                                     opt.gpu_type,
-                                     "--state-dir",
-                                     fleet_dir->path() + "/state",
-                                     "--heartbeat-ms",
-                                     std::to_string(opt.fleet_heartbeat_ms),
-                                     "--log-level",
-                                     "warn"};
-    if (opt.nodes > 1) {
-      argv.insert(argv.end(), {"--count", std::to_string(opt.nodes), "--name-prefix", prefix});
-    } else {
-      argv.insert(argv.end(), {"--name", prefix + "-00001"});
+    for (const auto& g : groups) {
+      const std::string group_prefix = opt.fleet_given ? prefix + "-" + g.gpu_type : prefix;
+      std::vector<std::string> argv = {own_dir() + "/troupe-node",
+                                       "--nats",
+                                       url,
+                                       "--simulate",
+                                       "--gpus",
+                                       std::to_string(g.gpus_per_node),
+                                       "--gpu-type",
+                                       g.gpu_type,
+                                       "--state-dir",
+                                       fleet_dir->path() + "/state",
+                                       "--heartbeat-ms",
+                                       std::to_string(opt.fleet_heartbeat_ms),
+                                       "--log-level",
+                                       "warn"};
+      if (g.nodes > 1) {
+        argv.insert(argv.end(),
+                    {"--count", std::to_string(g.nodes), "--name-prefix", group_prefix});
+      } else {
+        argv.insert(argv.end(), {"--name", group_prefix + "-00001"});
+      }
+      fleet_logs.push_back(fleet_dir->path() + "/fleet-" + g.gpu_type + ".log");
+      fleet.push_back(std::make_unique<Child>(argv, fleet_logs.back()));
+      if (fleet.back()->pid() == 0) {
+        err << "troupe-load: " << fleet.back()->error() << "\n";
+        return 1;
+      }
     }
-    fleet = std::make_unique<Child>(argv, fleet_dir->path() + "/fleet.log");
-    if (fleet->pid() == 0) {
-      err << "troupe-load: " << fleet->error() << "\n";
-      return 1;
-    }
-    auto until = Clock::now() + std::chrono::seconds(60) + std::chrono::milliseconds(opt.nodes * 5);
+    auto until =
+        Clock::now() + std::chrono::seconds(60) + std::chrono::milliseconds(fleet_size * 5);
     size_t alive = 0;
     while (true) {
       sample_nodes(engine->requester(), prefix, false, &alive);
-      if (alive >= static_cast<size_t>(opt.nodes)) break;
-      if (!fleet->running()) {
-        err << "troupe-load: the fleet (troupe-node --count " << opt.nodes << ") exited; its log:\n"
-            << tail_of(fleet_dir->path() + "/fleet.log");
+      if (static_cast<long long>(alive) >= fleet_size) break;
+      for (size_t i = 0; i < fleet.size(); ++i) {
+        if (fleet[i]->running()) continue;
+        err << "troupe-load: the fleet (troupe-node --count " << groups[i].nodes << " --gpu-type "
+            << groups[i].gpu_type << ") exited; its log:\n"
+            << tail_of(fleet_logs[i]);
         return 1;
       }
       if (Clock::now() > until) {
-        err << "troupe-load: only " << alive << " of " << opt.nodes
+        err << "troupe-load: only " << alive << " of " << fleet_size
             << " fleet nodes became alive in time (is troupe-scheduler running?)\n";
         if (host != nullptr) err << "troupe-scheduler's log:\n" << host->scheduler_log_tail();
         return 1;
@@ -262,14 +319,15 @@ int replay_once(const ReplayOptions& opt, const Plan& plan, const std::string& u
       return (policy.empty() ? std::string() : policy + ": ") +
              progress_line(engine->progress(), runnable.size(), seconds_since(start));
     });
-    for (const auto& j : runnable) {
+    for (size_t k = 0; k < runnable.size(); ++k) {
+      const TraceJob& j = runnable[k];
       std::this_thread::sleep_until(start + secs(j.arrival_s / opt.speedup));
       if (!engine->wait_inflight_below(opt.max_inflight, Clock::now() + std::chrono::seconds(30))) {
         err << "troupe-load: no reply to " << opt.max_inflight
             << " outstanding submissions for 30 s; giving up submitting\n";
         break;
       }
-      JobShape s = shape_for(gpus_to_submit(j.gpus), opt.gpus_per_node);
+      const JobShape s = plan.fits[k].shape;
       SimJob job;
       job.team = j.team;
       job.name = "trace-" + j.id;
@@ -278,7 +336,8 @@ int replay_once(const ReplayOptions& opt, const Plan& plan, const std::string& u
       job.duration_s = std::max(j.duration_s / opt.speedup, opt.min_duration_s);
       job.max_runtime_s =
           runtime_limit_s(j.duration_s, opt.runtime_limit_factor, opt.speedup, opt.min_duration_s);
-      job.gpu_type = opt.gpu_type;
+      job.gpu_type = plan.fits[k].gpu_type;
+      job.priority = j.priority;
       engine->submit(job.team, sim_job_json(job), s.total_gpus());
     }
     info.complete = engine->wait_done(Clock::now() + secs(plan.deadline_s));
@@ -293,7 +352,7 @@ int replay_once(const ReplayOptions& opt, const Plan& plan, const std::string& u
   if (host != nullptr) sched_pid = host->scheduler_pid();
   info.scheduler = memory_of(sched_pid, "troupe-scheduler");
   info.dropped = engine->dropped();
-  if (fleet) fleet->stop();
+  for (auto& f : fleet) f->stop();
   if (host != nullptr && !host->scheduler_running())
     err << "troupe-load: troupe-scheduler (" << policy << ") exited during the replay; its log:\n"
         << host->scheduler_log_tail();
@@ -306,8 +365,10 @@ int replay_once(const ReplayOptions& opt, const Plan& plan, const std::string& u
            {"traces", traces},
            {"format", trace_format_name(opt.format)},
            {"speedup", opt.speedup},
-           {"nodes", opt.nodes},
-           {"gpus_per_node", opt.gpus_per_node},
+           {"nodes", fleet_size},
+           {"gpus_per_node", opt.fleet_given ? Json(nullptr) : Json(opt.gpus_per_node)},
+           {"fleet_groups", fleet_json(groups)},
+           {"fleet_gpus", fleet_gpus(groups)},
            {"limit", opt.limit},
            {"fleet", opt.no_fleet ? "" : prefix},
            {"policy", !policy.empty()     ? policy
@@ -326,6 +387,15 @@ int replay_once(const ReplayOptions& opt, const Plan& plan, const std::string& u
            {"trace_rows_bad", plan.bad_rows},
            {"trace_bad_lines", plan.bad_lines},
            {"jobs_too_wide_skipped", plan.too_wide},
+           {"jobs_gpu_type_missing_skipped", plan.type_missing},
+           {"jobs_gpu_typed", plan.typed},
+           {"priority_columns", plan.priority_columns},
+           {"ignore_priority", opt.ignore_priority},
+           {"trace_rows_priority_unknown", plan.priority_unknown},
+           {"jobs_by_priority", Json{{"high", plan.by_priority_high},
+                                     {"normal", plan.by_priority_normal},
+                                     {"low", plan.by_priority_low},
+                                     {"default", plan.by_priority_none}}},
            {"jobs_gpus_rounded", plan.gpus_rounded},
            {"jobs_censored", plan.censored},
            {"skip_idle", Json{{"enabled", opt.skip_idle},

@@ -84,6 +84,34 @@ Columns columns_of(TraceFormat f) {
 
 }  // namespace
 
+std::optional<std::string> priority_class(PriorityColumn column, const std::string& value) {
+  const std::string v = lower(trim(value));
+  if (v.empty()) return std::string();
+  switch (column) {
+    case PriorityColumn::chronus_job_type:
+      if (v == "strict") return std::string("high");
+      if (v == "soft") return std::string("normal");
+      if (v == "best") return std::string("low");
+      return std::nullopt;
+    case PriorityColumn::chronus_best_effort:
+      if (auto n = number(v); n && (*n == 0 || *n == 1))
+        return std::string(*n == 1 ? "low" : "normal");
+      return std::nullopt;
+    case PriorityColumn::generic:
+      break;
+  }
+  for (const char* h : {"high", "urgent", "critical", "guaranteed", "prod"})
+    if (v == h) return std::string("high");
+  for (const char* n : {"normal", "default", "medium", "standard", "burstable"})
+    if (v == n) return std::string("normal");
+  for (const char* l :
+       {"low", "best", "best_effort", "besteffort", "preemptible", "spot", "scavenger"})
+    if (v == l) return std::string("low");
+  if (auto n = number(v); n && *n == std::floor(*n))
+    return std::string(*n > 0 ? "high" : *n < 0 ? "low" : "normal");
+  return std::nullopt;
+}
+
 std::optional<TraceFormat> parse_trace_format(const std::string& name) {
   if (name == "chronus") return TraceFormat::chronus;
   if (name == "elasticflow") return TraceFormat::elasticflow;
@@ -199,7 +227,18 @@ TraceParse parse_trace(std::istream& in, TraceFormat format, const std::string& 
   int id = find(cols.id), arr = find(cols.arrival), dur = find(cols.duration),
       gpu = find(cols.gpus), team = find(cols.team), milli = find("gpu_milli"),
       status = find_any({"status", "state", "job_status"}),
-      end_col = find_any({"end_time", "finish_time", "end"});
+      end_col = find_any({"end_time", "finish_time", "end"}), gpu_type_col = find("gpu_type");
+  // The priority column: `priority` or `qos` in any format; chronus's
+  // `job_type`, else `best_effort`, when neither is there.
+  PriorityColumn prio_kind = PriorityColumn::generic;
+  int prio = find_any({"priority", "qos"});
+  if (prio < 0 && format == TraceFormat::chronus) {
+    if ((prio = find("job_type")) >= 0)
+      prio_kind = PriorityColumn::chronus_job_type;
+    else if ((prio = find("best_effort")) >= 0)
+      prio_kind = PriorityColumn::chronus_best_effort;
+  }
+  if (prio >= 0) r.priority_column = header[static_cast<size_t>(prio)];
   if (arr < 0 || dur < 0 || (gpu < 0 && milli < 0) || (cols.team != nullptr && team < 0)) {
     std::string joined;
     for (size_t i = 0; i < header.size(); ++i) joined += (i > 0 ? "," : "") + header[i];
@@ -266,6 +305,14 @@ TraceParse parse_trace(std::istream& in, TraceFormat format, const std::string& 
                  (end_col >= 0 && !number(at(end_col)));
     if (duration_missing) unknown_duration.push_back(r.jobs.size());
     if (j.censored) ++r.censored;
+    if (gpu_type_col >= 0) j.gpu_type = trim(at(gpu_type_col));
+    if (prio >= 0) {
+      auto cls = priority_class(prio_kind, at(prio));
+      if (cls)
+        j.priority = *cls;
+      else
+        ++r.priority_unknown;
+    }
     std::string t = team >= 0 ? trim(at(team)) : "";
     j.team = t.empty() ? fallback_team : token_of(t);
     r.jobs.push_back(std::move(j));
@@ -319,6 +366,50 @@ JobShape shape_for(int gpus, int gpus_per_node) {
   return s;
 }
 
+long long fleet_nodes(const std::vector<FleetGroup>& fleet) {
+  long long n = 0;
+  for (const auto& g : fleet) n += g.nodes;
+  return n;
+}
+
+long long fleet_gpus(const std::vector<FleetGroup>& fleet) {
+  long long n = 0;
+  for (const auto& g : fleet) n += static_cast<long long>(g.nodes) * g.gpus_per_node;
+  return n;
+}
+
+FleetFit fit_on_fleet(int gpus, const std::string& job_type, const std::string& untyped_type,
+                      const std::vector<FleetGroup>& fleet) {
+  FleetFit fit;
+  const std::string& type = job_type.empty() ? untyped_type : job_type;
+  fit.gpu_type = type;
+  if (!type.empty()) {
+    for (const auto& g : fleet) {
+      if (g.gpu_type != type) continue;
+      fit.shape = shape_for(gpus, g.gpus_per_node);
+      fit.fits = fit.shape.workers <= g.nodes;
+      return fit;
+    }
+    fit.type_missing = true;
+    fit.shape = shape_for(gpus, 1);
+    return fit;
+  }
+  const FleetGroup* best = nullptr;
+  for (const auto& g : fleet) {
+    if (shape_for(gpus, g.gpus_per_node).workers > g.nodes) continue;
+    if (best == nullptr || g.gpus_per_node > best->gpus_per_node) best = &g;
+  }
+  if (best == nullptr) {
+    int widest = 1;
+    for (const auto& g : fleet) widest = std::max(widest, g.gpus_per_node);
+    fit.shape = shape_for(gpus, widest);
+    return fit;
+  }
+  fit.shape = shape_for(gpus, best->gpus_per_node);
+  fit.fits = true;
+  return fit;
+}
+
 IdleSkip skip_idle(std::vector<TraceJob>& jobs, double max_gap_s, double fleet_gpus,
                    int gpus_per_node) {
   IdleSkip out;
@@ -346,7 +437,10 @@ IdleSkip skip_idle(std::vector<TraceJob>& jobs, double max_gap_s, double fleet_g
     t = a;
     j.arrival_s = a;
     busy_end = std::max(busy_end, a + j.duration_s);
-    work += shape_for(gpus_to_submit(j.gpus), gpus_per_node).total_gpus() * j.duration_s;
+    const int submitted = j.submit_gpus > 0
+                              ? j.submit_gpus
+                              : shape_for(gpus_to_submit(j.gpus), gpus_per_node).total_gpus();
+    work += submitted * j.duration_s;
   }
   return out;
 }

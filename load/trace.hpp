@@ -39,7 +39,31 @@ struct TraceJob {
   // Still running (or still waiting) when the trace ends: its true run time is
   // unknown. Replayed, but left out of the JCT figures.
   bool censored = false;
+  // The GPU type the trace names (a `gpu_type` column), "" when none.
+  std::string gpu_type;
+  // The priority class the trace's priority column maps to (priority_class):
+  // "high", "normal" or "low"; "" when the trace says nothing (the job asks
+  // for the scheduler's default class).
+  std::string priority;
+  // Set by the replay's plan: the GPUs the job is submitted with after
+  // rounding and gang mapping on the nodes it can use (0: not planned;
+  // skip_idle then maps it onto its `gpus_per_node`).
+  int submit_gpus = 0;
 };
+
+// The priority class of a trace row, from the value of one of its priority
+// columns (docs/load.md, "Priority classes"). Every format: a `priority` or
+// `qos` column (the first of the two the header has): the names high, normal
+// and low (any case), and the aliases urgent/critical/guaranteed/prod (high),
+// default/medium/standard/burstable (normal), best/best_effort/besteffort/
+// preemptible/spot/scavenger (low); a whole number: above 0 high, 0 normal,
+// below 0 low (muri's 0/1 `priority` flag: 1 high, 0 normal). chronus, when
+// neither column is there: `job_type` strict (a hard deadline) high, soft
+// (utility decays over deadlines) normal, best low; else `best_effort` 1 low,
+// 0 normal. Returns "high", "normal" or "low"; "" for an empty value; nullopt
+// for a value it does not know (the job then asks for the default class).
+enum class PriorityColumn { generic, chronus_job_type, chronus_best_effort };
+std::optional<std::string> priority_class(PriorityColumn column, const std::string& value);
 
 // One record of an RFC 4180 CSV file.
 struct CsvRecord {
@@ -73,7 +97,12 @@ struct TraceParse {
   size_t bad = 0;                 // rows that cannot be read (see parse_trace)
   std::vector<size_t> bad_lines;  // the first kBadLinesKept of them (line numbers, header = 1)
   size_t censored = 0;            // jobs kept with `censored` set
-  std::string error;              // set when the file cannot be read at all (bad header)
+  // The header column the priority classes come from ("" when none), and the
+  // jobs whose value there is not one priority_class knows (they ask for the
+  // default class).
+  std::string priority_column;
+  size_t priority_unknown = 0;
+  std::string error;  // set when the file cannot be read at all (bad header)
 };
 inline constexpr size_t kBadLinesKept = 5;
 
@@ -94,6 +123,9 @@ inline constexpr size_t kBadLinesKept = 5;
 //   stray or open quote), a field count different from the header's, an
 //   arrival, duration or GPU count that is not a number, a negative duration
 //   or arrival, a negative GPU count or one above 10^6.
+// - GPU type: a `gpu_type` column (any format; none of the shared traces has
+//   one) gives TraceJob::gpu_type, trimmed.
+// - Priority: TraceJob::priority from priority_class, on the column it names.
 // `default_team` is used when the format has no tenant column.
 TraceParse parse_trace(std::istream& in, TraceFormat format, const std::string& default_team);
 
@@ -122,6 +154,37 @@ struct JobShape {
   int total_gpus() const { return workers * gpus_per_worker; }
 };
 JobShape shape_for(int gpus, int gpus_per_node);
+
+// One group of a replay's simulated fleet: `nodes` nodes of `gpus_per_node`
+// GPUs of type `gpu_type` (one troupe-node --simulate --count process).
+struct FleetGroup {
+  std::string gpu_type;
+  int nodes = 0;
+  int gpus_per_node = 0;
+  bool operator==(const FleetGroup& o) const {
+    return gpu_type == o.gpu_type && nodes == o.nodes && gpus_per_node == o.gpus_per_node;
+  }
+};
+// Totals over a fleet's groups.
+long long fleet_nodes(const std::vector<FleetGroup>& fleet);
+long long fleet_gpus(const std::vector<FleetGroup>& fleet);
+
+// How a job of `gpus` whole GPUs runs on `fleet`. A job of GPU type
+// `job_type` (or, when that is "", of `untyped_type` when that is not "")
+// runs on the group of that type, shaped by shape_for on its GPUs per node;
+// it fits when the gang needs at most the group's nodes, and `type_missing`
+// when no group has that type. A job of no type asks for none; it is shaped
+// for the group with the most GPUs per node among those with enough nodes
+// for it (the first such group on a tie), and fits when there is one.
+// `gpu_type` is the type to ask for ("" for any).
+struct FleetFit {
+  bool fits = false;
+  bool type_missing = false;
+  JobShape shape;
+  std::string gpu_type;
+};
+FleetFit fit_on_fleet(int gpus, const std::string& job_type, const std::string& untyped_type,
+                      const std::vector<FleetGroup>& fleet);
 
 // --skip-idle: after order_trace (sorted, first arrival 0), shortens every
 // idle stretch longer than `max_gap_s` of trace time to `max_gap_s`, by

@@ -353,6 +353,9 @@ TEST_CASE("load options: --compare, --policy A,B and --self-host", "[load][optio
   auto one = parse({"replay", trace, "--policy", "fifo", "--self-host"});
   REQUIRE(one.kind == Command::run_replay);
   CHECK(one.replay.policies == std::vector<std::string>{"fifo"});
+  auto easy = parse({"replay", trace, "--policy", "fifo-backfill,troupe"});
+  REQUIRE(easy.kind == Command::run_replay);
+  CHECK(easy.replay.policies == std::vector<std::string>{"fifo-backfill", "troupe"});
   auto plain = parse({"replay", trace, "--self-host"});
   REQUIRE(plain.kind == Command::run_replay);
   CHECK(plain.replay.policies == std::vector<std::string>{"troupe"});
