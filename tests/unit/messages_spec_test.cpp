@@ -526,3 +526,29 @@ TEST_CASE("spec: to_json / parse_json round trip of a JobEvent", "[messages][spe
   pb::JobEvent bad;
   CHECK_FALSE(spec::parse_json("{\"state\":", bad).empty());
 }
+
+TEST_CASE("spec: resources.gpu_types is bounded and token-checked, and survives the wire",
+          "[messages][spec][anytype]") {
+  pb::JobSpec s = valid_spec();
+  s.mutable_resources()->add_gpu_types("h100");
+  s.mutable_resources()->add_gpu_types("a100");
+  CHECK(spec::validate(s).empty());
+  // Over the wire (FlatBuffers submitters) the list keeps its order.
+  flatbuffers::FlatBufferBuilder fbb;
+  auto bytes = wire::seal(fbb, wire::CreateSubmitRequest(fbb, spec::to_wire(fbb, s)));
+  const wire::Envelope* env = wire::open(bytes);
+  REQUIRE(env != nullptr);
+  auto back = spec::from_wire(env->body_as_SubmitRequest()->spec());
+  REQUIRE(back.ok);
+  REQUIRE(back.spec.resources().gpu_types_size() == 2);
+  CHECK(back.spec.resources().gpu_types(0) == "h100");
+  // Hostile: a name that is not a token, and more types than the limit.
+  pb::JobSpec bad = s;
+  bad.mutable_resources()->add_gpu_types("a100/../x");
+  CHECK_THAT(spec::validate(bad), Catch::Contains("resources.gpu_types"));
+  pb::JobSpec many = valid_spec();
+  spec::Limits l;
+  for (int i = 0; i <= l.max_gpu_types; ++i)
+    many.mutable_resources()->add_gpu_types("t" + std::to_string(i));
+  CHECK_THAT(spec::validate(many, l), Catch::Contains("at most 16"));
+}
