@@ -113,7 +113,8 @@ void commit_all(Self self) {
 template <class Accepted>
 void ask_node(Self self, size_t rank, bool allocate, const char* timed_out, Accepted accepted) {
   auto& st = self->state;
-  wire::Ask ask{st.t.req.gpus, st.t.req.gpu_type, st.t.req.cpus, st.t.req.memory_mb};
+  wire::Ask ask{st.t.req.gpus,      st.t.req.gpu_type,      st.t.req.cpus,
+                st.t.req.memory_mb, st.t.req.gpu_memory_mb, st.t.req.share_key == "*"};
   Envelope req{wire::reserve(id_of(st, rank), st.t.job_id, st.t.job_id, st.t.team, ask,
                              lease_ms(st), static_cast<int>(rank), allocate)};
   st.ranks[rank] = Rank::asked;

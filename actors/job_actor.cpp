@@ -395,6 +395,7 @@ void send_launch(Self self, int rank) {
   l.cpus = s.resources().cpus();
   l.memory_mb = s.resources().memory_mb() > 0 ? s.resources().memory_mb() : r.default_memory_mb();
   l.run_as_uid = r.has_run_as() ? r.run_as() : -1;
+  l.gpu_memory_mb = s.resources().gpu_memory_mb();
   to_node(self, p.node(), Envelope{wire::launch(l)});
 }
 
@@ -426,6 +427,7 @@ void on_placed(Self self, const Assignment& a) {
     p->set_rank(rank);
     p->set_node(a.nodes[static_cast<size_t>(rank)]);
     for (int g : a.gpus[static_cast<size_t>(rank)]) p->add_gpus(g);
+    p->set_gpu_memory_mb(r.spec().resources().gpu_memory_mb());
   }
   r.set_coordinator(a.hosts.front() + ":" + std::to_string(coordinator_port(r.job_id())));
   enter(self, Phase::starting, {}, {}, true);
@@ -614,6 +616,7 @@ JobTicket ticket_of(const pb::JobRecord& r) {
   t.req = placement_request(r.spec());
   t.req.pool = r.pools_size() > 0 ? r.pools(0) : r.pool();  // it waits in its first candidate
   t.req.pools.assign(r.pools().begin(), r.pools().end());
+  if (r.share_across_teams()) t.req.share_key = "*";
   if (r.las_thresholds_gpu_s_size() > 0) {
     t.las_thresholds.assign(r.las_thresholds_gpu_s().begin(), r.las_thresholds_gpu_s().end());
     for (const auto& a : r.attempts())

@@ -20,6 +20,8 @@ policy::PlacementRequest placement_request(const pb::JobSpec& s) {
   r.memory_mb = s.resources().memory_mb();
   r.workers = worker_count(s);
   r.image = s.image();
+  r.gpu_memory_mb = s.resources().gpu_memory_mb();
+  r.share_key = s.team();  // ticket_of widens it to "*" where the pool shares across teams
   return r;
 }
 

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <map>
@@ -10,6 +11,7 @@
 
 #include "actors/policy/ledger.hpp"
 #include "bus/subjects.hpp"
+#include "messages/spec.hpp"
 #include "messages/wire.hpp"
 #include "records.pb.h"
 
@@ -90,6 +92,8 @@ void report(Self self, bool changed = true, bool force = false) {
   c.alive = st.life == Liveness::alive;
   c.schedulable = st.work == Work::schedulable;
   c.last_heartbeat_ms = st.last_heartbeat_ms;
+  c.gpu_memory_mb = st.ledger.gpu_memory_mb;
+  c.shared = st.ledger.shared_gpus();
   int running = 0;
   c.holds.reserve(st.ledger.holds.size());
   for (const auto& [id, h] : st.ledger.holds) {
@@ -123,6 +127,7 @@ void save(Self self) {
   rec.set_gpus(st.ledger.gpus_total);
   rec.set_cpus(st.ledger.cpus_total);
   rec.set_memory_mb(st.ledger.memory_total_mb);
+  rec.set_gpu_memory_mb(st.ledger.gpu_memory_mb);
   rec.set_cordoned(st.work != Work::schedulable);
   rec.set_draining(st.work == Work::draining);
   for (const auto& [id, h] : st.ledger.holds) {
@@ -139,6 +144,8 @@ void save(Self self) {
     r->set_exit_code(h.exit_code);
     r->set_signal(h.signal);
     r->set_exit_reason(h.exit_reason);
+    r->set_gpu_memory_mb(h.gpu_memory_mb);
+    r->set_share_key(h.share_key);
   }
   std::string bytes;
   rec.SerializeToString(&bytes);
@@ -156,6 +163,7 @@ void restore(Self self, const std::string& snapshot) {
   st.rack = rec.rack();
   st.runtime = rec.runtime();
   st.ledger.resize(rec.gpus(), rec.cpus(), rec.memory_mb());
+  st.ledger.gpu_memory_mb = rec.gpu_memory_mb();
   st.shape_known = rec.gpus() > 0 || rec.cpus() > 0 || rec.memory_mb() > 0;
   for (const auto& r : rec.holds()) {
     policy::Hold h;
@@ -171,15 +179,9 @@ void restore(Self self, const std::string& snapshot) {
     h.signal = r.signal();
     h.exit_reason = r.exit_reason();
     h.changed_ms = self->state.w.now_ms();
-    for (int g : h.gpus) {
-      if (g < 0 || g >= policy::kMaxGpuIndex) continue;
-      // A node known only from its jobs (rebuilt before its agent spoke) has
-      // no inventory yet: its holds still own their indices.
-      if (g >= static_cast<int>(st.ledger.gpu_owner.size()))
-        st.ledger.gpu_owner.resize(static_cast<size_t>(g) + 1);
-      st.ledger.gpu_owner[static_cast<size_t>(g)] = r.id();
-    }
-    st.ledger.holds[r.id()] = std::move(h);
+    h.gpu_memory_mb = h.gpus.size() == 1 ? std::max<int64_t>(0, r.gpu_memory_mb()) : 0;
+    h.share_key = r.share_key();
+    policy::claim(st.ledger, r.id(), std::move(h));
   }
   st.work = !rec.cordoned() ? Work::schedulable : rec.draining() ? Work::draining : Work::cordoned;
   st.life = Liveness::silent;  // the next heartbeat confirms liveness
@@ -217,7 +219,8 @@ Envelope on_commit(Self self, const std::string& id) {
 // Reserve (answered with the lease's expiry), or with `allocate` reserve and
 // commit at once (a single worker's one round trip; answered as a Commit).
 Envelope on_reserve(Self self, const std::string& id, const std::string& job_id,
-                    const wire::Resources* res, int64_t lease_ms, bool allocate) {
+                    const std::string& team, bool share_across, const wire::Resources* res,
+                    int64_t lease_ms, bool allocate) {
   auto& st = self->state;
   if (st.life != Liveness::alive) {
     report(self, false, true);
@@ -229,6 +232,10 @@ Envelope on_reserve(Self self, const std::string& id, const std::string& job_id,
   want.gpus.assign(static_cast<size_t>(gpus > 0 ? gpus : 0), 0);
   want.cpus = res ? res->cpus() : 0;
   want.memory_mb = res ? res->memory_mb() : 0;
+  // A shared worker: part of one GPU, joined only by its team's shared
+  // workers unless the pool shares across teams (the Reserve says).
+  want.gpu_memory_mb = res && gpus == 1 ? std::max<int64_t>(0, res->gpu_memory_mb()) : 0;
+  want.share_key = share_across ? "*" : team;
   if (res && res->gpu_type() && res->gpu_type()->size() > 0 && gpus > 0 &&
       res->gpu_type()->str() != st.gpu_type) {
     report(self, false, true);
@@ -438,6 +445,19 @@ void check_holds(Self self) {
   }
 }
 
+// Each GPU's memory as the agent declares it: the smallest of its GPUs'
+// (what a shared worker can count on on any of them); 0 (no sharing) when
+// one is unknown or out of range.
+int64_t gpu_memory_of(const wire::NodeRegister* r) {
+  if (r->gpus() == nullptr || r->gpus()->size() == 0) return 0;
+  int64_t least = spec::kMaxGpuMemoryMb;
+  for (const auto* g : *r->gpus()) {
+    if (g == nullptr || g->memory_mb() <= 0 || g->memory_mb() > spec::kMaxGpuMemoryMb) return 0;
+    least = std::min<int64_t>(least, g->memory_mb());
+  }
+  return least;
+}
+
 Envelope handle(Self self, const Envelope& env) {
   auto& st = self->state;
   auto* e = wire::open(env.bytes);
@@ -446,8 +466,10 @@ Envelope handle(Self self, const Envelope& env) {
     case wire::Body::NodeRegister: {
       auto* r = e->body_as_NodeRegister();
       int gpus = r->gpus() ? static_cast<int>(r->gpus()->size()) : 0;
+      int64_t gpu_mb = gpu_memory_of(r);
       if (st.life != Liveness::unknown && st.shape_known && !st.ledger.holds.empty() &&
           (gpus != st.ledger.gpus_total || r->cpus() != st.ledger.cpus_total ||
+           (st.ledger.gpu_memory_mb != 0 && gpu_mb != st.ledger.gpu_memory_mb) ||
            r->memory_mb() != st.ledger.memory_total_mb || wire::str(r->gpu_type()) != st.gpu_type ||
            wire::str(r->pool()) != st.pool || wire::str(r->runtime()) != st.runtime)) {
         // A node does not change its shape under running work: a register
@@ -468,6 +490,7 @@ Envelope handle(Self self, const Envelope& env) {
       st.rack = wire::str(r->rack());
       st.runtime = wire::str(r->runtime());
       st.ledger.resize(gpus, r->cpus(), r->memory_mb());
+      st.ledger.gpu_memory_mb = gpu_mb;
       st.shape_known = true;
       st.life = Liveness::alive;
       st.last_heartbeat_ms = self->state.w.now_ms();
@@ -525,7 +548,8 @@ Envelope handle(Self self, const Envelope& env) {
     case wire::Body::Reserve: {
       auto* p = e->body_as_Reserve();
       return on_reserve(self, wire::str(p->reservation_id()), wire::str(p->job_id()),
-                        p->resources(), p->lease_ms(), p->allocate());
+                        wire::str(p->team()), p->share_across_teams(), p->resources(),
+                        p->lease_ms(), p->allocate());
     }
     case wire::Body::Commit:
       return on_commit(self, wire::str(e->body_as_Commit()->reservation_id()));

@@ -420,7 +420,7 @@ void run_round(Self self) {
         c.hosts.push_back(st.caps[n].host);
         c.actors.push_back(st.actors[n]);
       }
-      st.books.grant(ticket.job_id, team_names[g.team], ticket.req, g.borrowed);
+      st.books.grant(ticket.job_id, team_names[g.team], ticket.req, g.borrowed, g.shared_milli);
       st.left_to_preferred.erase(ticket.job_id);
       td.inflight[ticket.job_id] = TeamDemand::Inflight{ticket, g.borrowed, self->state.w.now_ms()};
       st.reasons.erase(ticket.job_id);
@@ -480,7 +480,7 @@ views::Queues queues_view(const ArbiterState& st) {
         row.pending_gpus = td->second.pending_gpus;
         row.pending_flexible = td->second.pending_flexible;
       }
-      if (used.gpus == 0 && row.pending_jobs == 0 && !st.cfg.team(team)) continue;
+      if (policy::gpu_milli(used) == 0 && row.pending_jobs == 0 && !st.cfg.team(team)) continue;
       auto totals = policy::pool_totals(st.caps, pool);
       if (td != st.teams.end()) {
         std::set<std::tuple<int, std::string, std::string>> seen;
@@ -493,6 +493,7 @@ views::Queues queues_view(const ArbiterState& st) {
       row.guaranteed = q.guaranteed;
       row.limit = q.limit;
       row.in_use = used.gpus;
+      row.in_use_shared = static_cast<double>(used.shared_milli) / 1000.0;
       row.dominant_share = policy::dominant_share(used, totals);
       row.weighted_share = policy::weighted_share(standing_of(st, team, pool), totals);
       if (auto r = st.restore.find(team); r != st.restore.end()) {
@@ -733,6 +734,10 @@ ArbiterActor::behavior_type arbiter_behavior(Self self, OutboxPtr out, policy::B
           v->set_rack(c.rack);
           v->set_schedulable(c.schedulable);
           v->set_runtime(c.runtime);
+          v->set_gpu_memory_mb(c.gpu_memory_mb);
+          v->set_gpus_shared(static_cast<int32_t>(c.shared.size()));
+          v->set_gpu_memory_shared_mb(policy::shared_used_mb(c));
+          v->set_gpu_memory_stranded_mb(policy::stranded_mb(c));
         }
         self->state.out->publish(to, spec::to_json(list));
       },

@@ -447,14 +447,18 @@ namespace policy {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, PlacementRequest& x) {
   return f(caf::meta::type_name("PlacementRequest"), x.pool, x.gpus, x.gpu_type, x.cpus,
-           x.memory_mb, x.workers, x.image, x.pools);
+           x.memory_mb, x.workers, x.image, x.pools, x.gpu_memory_mb, x.share_key);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, SharedGpu& x) {
+  return f(caf::meta::type_name("SharedGpu"), x.index, x.used_mb, x.key);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, NodeCapacity& x) {
   return f(caf::meta::type_name("NodeCapacity"), x.name, x.host, x.gpu_type, x.pool, x.rack,
            x.runtime, x.schedulable, x.gpus_total, x.gpus_free, x.gpus_reserved, x.gpus_allocated,
            x.cpus_total, x.cpus_free, x.memory_total_mb, x.memory_free_mb, x.alive,
-           x.last_heartbeat_ms, x.running, x.holds);
+           x.last_heartbeat_ms, x.running, x.holds, x.gpu_memory_mb, x.shared);
 }
 }  // namespace policy
 

@@ -130,6 +130,8 @@ pb::JobRecord make_record(pb::JobSpec spec, const policy::Admission& adm,
     for (double t : cfg.las.thresholds_gpu_s) rec.add_las_thresholds_gpu_s(t);
     rec.set_las_promote_after_s(cfg.las.promote_after_s);
   }
+  if (const auto* pc = cfg.pool(adm.pool); pc != nullptr && pc->share_gpus_across_teams)
+    rec.set_share_across_teams(true);
   rec.set_default_memory_mb(cfg.job_defaults.memory_mb);
   rec.set_max_grace_s(cfg.preemption.max_grace_s);
   if (!checkpoint_root.empty()) rec.set_checkpoint_dir(checkpoint_root + "/" + job_id);

@@ -54,6 +54,7 @@ std::string queues_json(const Queues& q) {
                 {"guaranteed", t.guaranteed},
                 {"limit", t.limit},
                 {"in_use", t.in_use},
+                {"in_use_shared", t.in_use_shared},
                 {"borrowed", t.borrowed},
                 {"pending_jobs", t.pending_jobs},
                 {"pending_gpus", t.pending_gpus},

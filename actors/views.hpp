@@ -42,6 +42,7 @@ struct TeamRow {  // one team in one pool
   bool borrow = false;
   int guaranteed = 0, limit = -1;
   int in_use = 0, borrowed = 0, pending_jobs = 0, pending_gpus = 0;
+  double in_use_shared = 0;  // GPUs its shared jobs hold in parts (0.75: three quarters)
   // Of pending_jobs, any-type jobs: counted here, in their first candidate
   // pool, and in no other pool's row.
   int pending_flexible = 0;

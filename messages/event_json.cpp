@@ -301,7 +301,7 @@ std::string event_json(const pb::JobEvent& e) {
   std::string out;
   out.reserve(192 + e.job_id().size() + e.team().size() + e.state().size() + e.ts().size() +
               e.reason().size() + e.name().size() + e.kind().size() + e.cause().size() +
-              48 * static_cast<size_t>(e.workers_size()));
+              72 * static_cast<size_t>(e.workers_size()));
   append_field(out, "{\"job_id\":", e.job_id());
   append_field(out, ",\"team\":", e.team());
   append_field(out, ",\"state\":", e.state());
@@ -321,7 +321,9 @@ std::string event_json(const pb::JobEvent& e) {
       if (g > 0) out += ',';
       append_int(out, p.gpus(g));
     }
-    out += "]}";
+    out += "],\"gpu_memory_mb\":";
+    append_quoted_int(out, p.gpu_memory_mb());
+    out += '}';
   }
   out += ']';
   append_field(out, ",\"reason\":", e.reason());
@@ -360,6 +362,10 @@ bool read_event_json_fast(std::string_view json, pb::JobEvent* e) {
     for (bool g = true; !r.lit("]"); g = false) {
       if ((!g && !r.lit(",")) || !r.integer(&i32)) return false;
       p->add_gpus(i32);
+    }
+    if (r.lit(",\"gpu_memory_mb\":")) {
+      if (!r.quoted(&i64)) return false;
+      p->set_gpu_memory_mb(i64);
     }
     if (!r.lit("}")) return false;
   }

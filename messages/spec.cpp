@@ -210,6 +210,7 @@ Parsed from_wire(const wire::JobSpec* s) {
     o.mutable_resources()->set_gpu_type(wire::str(r->gpu_type()));
     o.mutable_resources()->set_cpus(r->cpus());
     o.mutable_resources()->set_memory_mb(r->memory_mb());
+    o.mutable_resources()->set_gpu_memory_mb(r->gpu_memory_mb());
     if (r->gpu_types())
       for (auto* t : *r->gpu_types()) o.mutable_resources()->add_gpu_types(wire::str(t));
   }
@@ -234,7 +235,8 @@ flatbuffers::Offset<wire::JobSpec> to_wire(flatbuffers::FlatBufferBuilder& fbb,
   for (const auto& t : s.resources().gpu_types()) types.push_back(fbb.CreateString(t));
   auto res = wire::CreateResources(
       fbb, s.resources().gpus(), fbb.CreateString(s.resources().gpu_type()), s.resources().cpus(),
-      s.resources().memory_mb(), types.empty() ? 0 : fbb.CreateVector(types));
+      s.resources().memory_mb(), types.empty() ? 0 : fbb.CreateVector(types),
+      s.resources().gpu_memory_mb());
   return wire::CreateJobSpec(
       fbb, fbb.CreateString(s.name()), fbb.CreateString(s.team()), fbb.CreateString(s.kind()),
       fbb.CreateVector(cmd), fbb.CreateVectorOfSortedTables(&env), fbb.CreateString(s.image()), res,
@@ -420,6 +422,16 @@ Verdict check(const pb::JobSpec& s, const Limits& limits) {
     return invalid("workers must be <= " + num(limits.max_workers) + " (got " + num(workers) + ")");
   if (workers > 1 && r.gpus() == 0)
     return invalid("a gang (workers > 1) must request GPUs per worker");
+  if (r.gpu_memory_mb() < 0)
+    return invalid("resources.gpu_memory_mb must be >= 0 (got " + num(r.gpu_memory_mb()) + ")");
+  if (r.gpu_memory_mb() > kMaxGpuMemoryMb)
+    return invalid("resources.gpu_memory_mb " + num(r.gpu_memory_mb()) +
+                   " is more than any GPU has (max " + num(kMaxGpuMemoryMb) + ")");
+  if (r.gpu_memory_mb() > 0 && (r.gpus() != 1 || workers != 1))
+    return invalid(
+        "resources.gpu_memory_mb asks for part of one GPU: it needs resources.gpus 1 and one "
+        "worker (got gpus " +
+        num(r.gpus()) + ", workers " + num(workers) + ")");
   if (int64_t total = int64_t{workers} * r.gpus(); total > limits.max_gpus_per_job)
     return invalid("the job asks for " + num(total) + " GPUs (" + num(workers) + " workers x " +
                    num(r.gpus()) + "); limit max_gpus_per_job " + num(limits.max_gpus_per_job));

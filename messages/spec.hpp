@@ -14,6 +14,9 @@
 
 namespace troupe::spec {
 
+// resources.gpu_memory_mb above this is no GPU's memory (1 TiB).
+inline constexpr int64_t kMaxGpuMemoryMb = 1024 * 1024;
+
 struct Parsed {
   bool ok = false;
   pb::JobSpec spec;

@@ -78,7 +78,8 @@ Bytes submit_reply(const std::string& job_id, const std::string& error, const st
 
 namespace {
 flatbuffers::Offset<Resources> resources(flatbuffers::FlatBufferBuilder& fbb, const Ask& a) {
-  return CreateResources(fbb, a.gpus, fbb.CreateString(a.gpu_type), a.cpus, a.memory_mb);
+  return CreateResources(fbb, a.gpus, fbb.CreateString(a.gpu_type), a.cpus, a.memory_mb, 0,
+                         a.gpu_memory_mb);
 }
 }  // namespace
 
@@ -89,7 +90,7 @@ Bytes reserve(const std::string& reservation_id, const std::string& gang_id,
   auto res = resources(fbb, ask);
   auto body = CreateReserve(fbb, fbb.CreateString(reservation_id), fbb.CreateString(gang_id),
                             fbb.CreateString(job_id), fbb.CreateString(team), res, lease_ms, rank,
-                            allocate);
+                            allocate, ask.share_across_teams);
   return seal(fbb, body);
 }
 
@@ -106,7 +107,7 @@ Bytes launch(const LaunchFields& l) {
                    l.world_size, fbb.CreateString(l.coordinator), fbb.CreateVector(gpus),
                    fbb.CreateVector(cmd), fbb.CreateVectorOfSortedTables(&kv), l.max_runtime_s,
                    l.grace_s, fbb.CreateString(l.checkpoint_dir), l.epoch,
-                   fbb.CreateString(l.image), l.cpus, l.memory_mb, l.run_as_uid);
+                   fbb.CreateString(l.image), l.cpus, l.memory_mb, l.run_as_uid, l.gpu_memory_mb);
   return seal(fbb, body);
 }
 

@@ -57,6 +57,8 @@ struct Ask {
   std::string gpu_type;
   int cpus = 0;
   int64_t memory_mb = 0;
+  int64_t gpu_memory_mb = 0;        // a shared worker's part of one GPU
+  bool share_across_teams = false;  // Reserve.share_across_teams
 };
 // A gang reservation's ask of one rank (every placement, one worker or many;
 // the schema's Propose table is no longer sent).
@@ -81,6 +83,7 @@ struct LaunchFields {
   int cpus = 0;
   int64_t memory_mb = 0;
   int64_t run_as_uid = -1;
+  int64_t gpu_memory_mb = 0;  // a shared worker's part of its one GPU
 };
 Bytes launch(const LaunchFields& l);
 

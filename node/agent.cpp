@@ -249,6 +249,7 @@ void Agent::handle_logs(const Inbound& in) {
 
 void Agent::handle_launch(const wire::Launch& l) {
   LaunchInfo info = decode_launch(l);
+  info.mps = cfg_.mps;
   std::lock_guard<std::mutex> lock(mu_);
   if (running_.count(info.key) != 0 || finished_.contains(info.key)) {
     ++counters_.duplicates;

@@ -52,6 +52,7 @@ struct AgentConfig {
   IsolationOptions isolation;  // users, cgroups, sandbox, runtime (node/isolation.hpp)
   std::string pool;            // --pool, sent in NodeRegister ("": the pool of the GPU type)
   std::string rack;            // --rack, the topology label sent in NodeRegister
+  bool mps = false;            // --mps: shared workers get CUDA_MPS_PINNED_DEVICE_MEM_LIMIT
   // Delay of the first heartbeat after start(); < 0: heartbeat_ms. A fleet
   // spreads its agents' heartbeats over one period with it.
   int first_heartbeat_ms = -1;

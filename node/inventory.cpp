@@ -99,6 +99,8 @@ Inventory build_inventory(const Options& opts, const Probe& probe) {
   } else {
     inv.gpu_type = opts.gpu_type.value_or("generic");
   }
+  if (opts.gpu_memory_mb)
+    for (auto& g : inv.gpus) g.memory_mb = *opts.gpu_memory_mb;
   inv.cpus = opts.cpus ? *opts.cpus : probe.online_cpus;
   inv.memory_mb = opts.memory_mb ? *opts.memory_mb : probe.meminfo_mb.value_or(0);
   return inv;

@@ -34,6 +34,7 @@ LaunchInfo decode_launch(const wire::Launch& l) {
   out.cpus = l.cpus();
   out.memory_mb = l.memory_mb();
   out.run_as_uid = l.run_as_uid();
+  out.gpu_memory_mb = l.gpu_memory_mb();
   return out;
 }
 
@@ -50,6 +51,10 @@ std::string validate_launch(const LaunchInfo& l, bool need_command) {
   // Bounds keep the cgroup arithmetic (bytes, quota microseconds) finite.
   if (l.cpus < 0 || l.cpus > (1 << 20)) return "cpus must be in 0 .. 1048576";
   if (l.memory_mb < 0 || l.memory_mb > (1LL << 40)) return "memory_mb must be in 0 .. 2^40";
+  if (l.gpu_memory_mb < 0 || l.gpu_memory_mb > (1LL << 20))
+    return "gpu_memory_mb must be in 0 .. 2^20";
+  if (l.gpu_memory_mb > 0 && l.gpus.size() != 1)
+    return "a shared worker (gpu_memory_mb) holds part of exactly one GPU";
   if (l.image.find('\0') != std::string::npos || (!l.image.empty() && l.image.front() == '-'))
     return "image is not an image name";
   return {};
@@ -106,6 +111,12 @@ std::vector<std::string> build_child_env(const std::vector<std::string>& base,
   set("TROUPE_WORLD_SIZE", std::to_string(l.world_size));
   set("TROUPE_COORDINATOR", l.coordinator);
   if (!l.checkpoint_dir.empty()) set("TROUPE_CHECKPOINT_DIR", l.checkpoint_dir);
+  if (l.gpu_memory_mb > 0) {
+    set("TROUPE_GPU_MEMORY_MB", std::to_string(l.gpu_memory_mb));
+    // Device 0 of what CUDA_VISIBLE_DEVICES shows it: its one GPU.
+    if (l.mps)
+      set("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "0=" + std::to_string(l.gpu_memory_mb) + "M");
+  }
   return out;
 }
 

@@ -44,6 +44,10 @@ struct LaunchInfo {
   int cpus = 0;               // CPU quota in cores (0: none)
   long long memory_mb = 0;    // memory limit (0: the agent's default)
   long long run_as_uid = -1;  // the cluster config's run_as for the team; -1: troupe-<team>
+  // A shared worker: its part of its one GPU (TROUPE_GPU_MEMORY_MB); with
+  // `mps` (the agent's --mps) also CUDA_MPS_PINNED_DEVICE_MEM_LIMIT.
+  long long gpu_memory_mb = 0;
+  bool mps = false;
 };
 
 LaunchInfo decode_launch(const wire::Launch& l);

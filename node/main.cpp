@@ -266,6 +266,7 @@ int run(int argc, char** argv, const sigset_t& signals) {
         "(docs/security.md)");
   cfg.pool = opt.pool;  // a fleet's members copy both from cfg
   cfg.rack = opt.rack;
+  cfg.mps = opt.mps;
   if (opt.count > 1) return run_fleet(opt, std::move(cfg), signals);
   spdlog::info("node {}: {} GPU(s) of type {}, {} CPUs, {} MB, state in {}{}", cfg.name,
                cfg.inventory.gpus.size(), cfg.inventory.gpu_type, cfg.inventory.cpus,

@@ -53,6 +53,13 @@ ParseResult parse_options(int argc, const char* const* argv, const EnvLookup& en
   auto* gpus_opt = app.add_option("--gpus", gpus, "number of GPUs (wins over nvidia-smi)")
                        ->check(CLI::NonNegativeNumber);
   auto* type_opt = app.add_option("--gpu-type", gpu_type, "GPU type (default generic)");
+  long long gpu_memory_mb = 0;
+  auto* gmem_opt = app.add_option("--gpu-memory-mb", gpu_memory_mb,
+                                  "each GPU's memory in MB, for shared jobs (wins over nvidia-smi)")
+                       ->check(CLI::Range(1LL, 1024LL * 1024));
+  app.add_flag("--mps", o.mps,
+               "workers run under CUDA MPS: a shared job's memory limit is enforced with "
+               "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT");
   app.add_flag("--simulate", o.simulate, "do not run commands; simulate workers");
   app.add_option("--host", o.host, "address other nodes reach this one at")->capture_default_str();
   app.add_option("--heartbeat-ms", o.heartbeat_ms, "heartbeat period")
@@ -141,6 +148,7 @@ ParseResult parse_options(int argc, const char* const* argv, const EnvLookup& en
   iso.runtime = runtime == "none" ? "" : runtime;
   if (!gpus_opt->empty()) o.gpus = gpus;
   if (!type_opt->empty()) o.gpu_type = gpu_type;
+  if (!gmem_opt->empty()) o.gpu_memory_mb = gpu_memory_mb;
   if (!cpus_opt->empty()) o.cpus = cpus;
   if (!mem_opt->empty()) o.memory_mb = memory_mb;
 

@@ -21,6 +21,12 @@ struct Options {
   std::string name;                     // node name: one subject token
   std::optional<int> gpus;              // set only when --gpus was given
   std::optional<std::string> gpu_type;  // set only when --gpu-type was given
+  // --gpu-memory-mb: each GPU's memory (wins over nvidia-smi); what shared
+  // jobs (resources.gpu_memory_mb) are placed against. Unknown: no sharing.
+  std::optional<long long> gpu_memory_mb;
+  // --mps: workers run under CUDA MPS; a shared worker also gets
+  // CUDA_MPS_PINNED_DEVICE_MEM_LIMIT, so its memory is enforced.
+  bool mps = false;
   bool simulate = false;
   std::string host = "127.0.0.1";
   int heartbeat_ms = 1000;

@@ -76,6 +76,11 @@ const std::vector<SeriesInfo>& scheduler_series() {
       gauge("troupe_gpus_fragmented", {"pool", "gpu_type"},
             "Free GPUs (outside holds) on which no pending GPU job's worker fits; 0 when "
             "nothing with GPUs is pending."),
+      gauge("troupe_gpu_memory_allocated_mb", {"pool", "gpu_type"},
+            "GPU memory that shared jobs (resources.gpu_memory_mb) hold, on alive nodes."),
+      gauge("troupe_gpu_memory_stranded_mb", {"pool", "gpu_type"},
+            "Memory left free on GPUs that shared jobs use part of: no whole-GPU job can use "
+            "it (the fragmentation shared placement keeps low)."),
       gauge("troupe_gpu_allocation_ratio", {}, "Allocated GPUs / GPUs on alive nodes (0..1)."),
       gauge("troupe_nodes", {"state"}, "Nodes known to the scheduler, alive or dead."),
       gauge("troupe_workers_running", {}, "Workers the node agents report running."),
@@ -458,6 +463,8 @@ Sample build_sample(const Json& nodes, const Json& queues,
       r.allocated += a;
       r.reserved += res;
       r.free += f;
+      r.memory_shared_mb += static_cast<int64_t>(num(n, "gpu_memory_shared_mb", 0));
+      r.memory_stranded_mb += static_cast<int64_t>(num(n, "gpu_memory_stranded_mb", 0));
       total += t;
       allocated += a;
       if (f <= 0) continue;

@@ -157,6 +157,7 @@ std::vector<HistogramIncrement> restore_increments(const Json& queues,
 struct GpuRow {
   std::string pool, gpu_type;
   int total = 0, allocated = 0, reserved = 0, free = 0, held_idle = 0, fragmented = 0;
+  int64_t memory_shared_mb = 0, memory_stranded_mb = 0;  // shared GPUs
 };
 
 struct TeamRow {

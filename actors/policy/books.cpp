@@ -4,13 +4,17 @@ namespace troupe::policy {
 
 namespace {
 void add(Books::Account& a, const Books::Entry& e, int sign) {
-  a.used.gpus += sign * e.gpus * e.workers;
+  if (e.shared_milli > 0)
+    a.used.shared_milli += sign * e.shared_milli * e.workers;
+  else
+    a.used.gpus += sign * e.gpus * e.workers;
   a.used.cpus += sign * e.cpus * e.workers;
   a.used.memory_mb += sign * e.memory_mb * e.workers;
-  if (e.running && e.borrowed) a.borrowed_gpus += sign * e.gpus * e.workers;
+  if (e.running && e.borrowed && e.shared_milli == 0) a.borrowed_gpus += sign * e.gpus * e.workers;
 }
 bool empty(const Books::Account& a) {
-  return a.used.gpus == 0 && a.used.cpus == 0 && a.used.memory_mb == 0 && a.borrowed_gpus == 0;
+  return a.used.gpus == 0 && a.used.shared_milli == 0 && a.used.cpus == 0 &&
+         a.used.memory_mb == 0 && a.borrowed_gpus == 0;
 }
 }  // namespace
 
@@ -22,7 +26,7 @@ void Books::apply(const Entry& e, int sign) {
 }
 
 bool Books::grant(const std::string& job_id, const std::string& team, const PlacementRequest& req,
-                  bool borrowed) {
+                  bool borrowed, int64_t shared_milli) {
   Entry e;
   e.team = team;
   e.pool = req.pool;
@@ -31,6 +35,7 @@ bool Books::grant(const std::string& job_id, const std::string& team, const Plac
   e.memory_mb = req.memory_mb;
   e.workers = req.workers;
   e.borrowed = borrowed;
+  e.shared_milli = req.shared() ? shared_milli : 0;
   auto [it, fresh] = entries_.emplace(job_id, std::move(e));
   if (fresh) apply(it->second, +1);
   return fresh;

@@ -27,8 +27,9 @@ class Books {
     int cpus = 0;
     int64_t memory_mb = 0;
     int workers = 1;
-    bool borrowed = false;  // beyond its team's guarantee (reclaimable)
-    bool running = false;   // placed; else in flight
+    bool borrowed = false;     // beyond its team's guarantee (reclaimable)
+    bool running = false;      // placed; else in flight
+    int64_t shared_milli = 0;  // a shared worker: its part of a GPU (gpus not counted)
   };
   struct Account {
     Usage used;             // in flight and running
@@ -36,8 +37,9 @@ class Books {
   };
 
   // A grant went out. False (and nothing changes) when the job is known.
+  // A shared worker is charged `shared_milli` (policy::shared_milli).
   bool grant(const std::string& job_id, const std::string& team, const PlacementRequest& req,
-             bool borrowed);
+             bool borrowed, int64_t shared_milli = 0);
   // Its gang reservation placed it. False when it is not in flight.
   bool placed(const std::string& job_id);
   // A grant came back unplaced, expired, or died with its queue. Only an

@@ -119,7 +119,7 @@ std::string load_config_or_open(std::string_view text, ClusterConfig& out) {
 ClusterConfig open_config() {
   ClusterConfig c;
   c.open = true;
-  c.pools = {{kDefaultPool, ""}};
+  c.pools = {{kDefaultPool, "", false}};
   c.classes = {{"high", 100, false}, {"normal", 50, true}, {"low", 10, true}};
   return c;
 }
@@ -134,7 +134,7 @@ std::string load_config(std::string_view text, ClusterConfig& out) {
     if (auto e = names::check_token(p.name()); !e.empty()) return "config: pool name " + e;
     if (!seen.insert(p.name()).second) return "config: pool '" + p.name() + "' defined twice";
     if (p.gpu_type().empty()) return "config: pool '" + p.name() + "' needs a gpu_type";
-    c.pools.push_back({p.name(), p.gpu_type()});
+    c.pools.push_back({p.name(), p.gpu_type(), p.share_gpus_across_teams()});
   }
   if (c.pools.empty()) return "config: at least one pool is required";
   seen.clear();

@@ -64,6 +64,7 @@ struct TeamCfg {
 struct PoolCfg {
   std::string name;
   std::string gpu_type;
+  bool share_gpus_across_teams = false;  // shared GPUs: jobs of any team on one GPU
 };
 
 struct ClassCfg {

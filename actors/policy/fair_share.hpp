@@ -15,10 +15,19 @@
 namespace troupe::policy {
 
 struct Usage {
-  int gpus = 0;
+  int gpus = 0;  // whole GPUs
   int cpus = 0;
   int64_t memory_mb = 0;
+  // Shared GPUs: the parts shared workers hold, in thousandths of a GPU
+  // (policy::shared_milli: memory asked / the GPU's memory).
+  int64_t shared_milli = 0;
 };
+// Whole and shared GPUs together, in thousandths of a GPU.
+inline int64_t gpu_milli(const Usage& u) {
+  return int64_t{u.gpus} * 1000 + u.shared_milli;
+}
+// Thousandths of a GPU as a user reads them: "3", "2.25".
+std::string gpus_text(int64_t milli);
 
 struct PoolTotals {
   int gpus = 0;
@@ -50,7 +59,9 @@ struct QuotaVerdict {
   std::string reason;     // when !ok, as a user reads it
 };
 
-// Whether the team may take `gpus` more GPUs in this pool.
+// Whether the team may take `gpus` more GPUs in this pool (`milli`: in
+// thousandths of a GPU, for shared workers).
 QuotaVerdict admit_quota(const TeamStanding& t, int gpus);
+QuotaVerdict admit_quota_milli(const TeamStanding& t, int64_t milli);
 
 }  // namespace troupe::policy

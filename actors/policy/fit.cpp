@@ -60,8 +60,39 @@ bool CapacityIndex::matches(const std::vector<NodeCapacity>& nodes) const {
   return trimmed(fresh.buckets_) == trimmed(buckets_) && nodes.size() <= where_.size();
 }
 
+namespace {
+// A shared worker (req.shared()), in the spirit of FGD (Alibaba, ATC'23):
+// place it where the fragmentation it adds is least. Joining a shared GPU
+// adds none (it uses memory that whole-GPU jobs cannot), and the least left
+// over packs tightest; breaking a whole GPU strands the rest of its memory,
+// so it is done only where no shared GPU has room, on the node with the
+// fewest free GPUs (empty nodes stay whole). Ties -> index.
+std::optional<size_t> shared_fit(const std::vector<NodeCapacity>& nodes,
+                                 const PlacementRequest& req, const NodeMask& usable) {
+  std::optional<size_t> best;
+  std::tuple<int, int64_t, int> best_key{};
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const auto& n = nodes[i];
+    if (!usable_at(usable, i) || !fits_in_pool(n, req)) continue;
+    int j = join_shared(n, req);
+    std::tuple<int, int64_t, int> key =
+        j >= 0
+            ? std::make_tuple(
+                  0, n.gpu_memory_mb - n.shared[static_cast<size_t>(j)].used_mb - req.gpu_memory_mb,
+                  n.gpus_free)
+            : std::make_tuple(1, n.gpu_memory_mb - req.gpu_memory_mb, n.gpus_free);
+    if (!best || key < best_key) {
+      best = i;
+      best_key = key;
+    }
+  }
+  return best;
+}
+}  // namespace
+
 std::optional<size_t> best_fit(const std::vector<NodeCapacity>& nodes, const PlacementRequest& req,
                                const NodeMask& usable, const CapacityIndex* index) {
+  if (req.shared()) return shared_fit(nodes, req, usable);
   if (index != nullptr && !req.pool.empty()) {
     // The lowest bucket first, lowest index first: the scan's answer.
     auto p = index->buckets_.find(req.pool);
@@ -165,11 +196,42 @@ std::vector<size_t> place(const std::vector<NodeCapacity>& nodes, const Placemen
   return one ? std::vector<size_t>{*one} : std::vector<size_t>{};
 }
 
+void add_shared(NodeCapacity& n, const PlacementRequest& req, int sign) {
+  if (sign > 0) {
+    int j = join_shared(n, req);
+    if (j >= 0) {
+      n.shared[static_cast<size_t>(j)].used_mb += req.gpu_memory_mb;
+    } else {
+      n.gpus_free -= 1;
+      n.shared.push_back(SharedGpu{-1, req.gpu_memory_mb, req.share_key});
+    }
+    return;
+  }
+  int pick = -1;
+  for (size_t i = 0; i < n.shared.size(); ++i) {
+    const auto& g = n.shared[i];
+    if (g.key != req.share_key || g.used_mb < req.gpu_memory_mb) continue;
+    bool taken_here = g.index < 0 && g.used_mb == req.gpu_memory_mb;
+    if (pick < 0 || taken_here) pick = static_cast<int>(i);
+    if (taken_here) break;
+  }
+  if (pick < 0) return;
+  auto& g = n.shared[static_cast<size_t>(pick)];
+  g.used_mb -= req.gpu_memory_mb;
+  if (g.used_mb <= 0) {
+    n.shared.erase(n.shared.begin() + pick);
+    n.gpus_free += 1;
+  }
+}
+
 namespace {
 void add(std::vector<NodeCapacity>& nodes, const PlacementRequest& req,
          const std::vector<size_t>& ranks, int sign, CapacityIndex* index) {
   for (size_t i : ranks) {
-    nodes[i].gpus_free -= sign * req.gpus;
+    if (req.shared())
+      add_shared(nodes[i], req, sign);
+    else
+      nodes[i].gpus_free -= sign * req.gpus;
     nodes[i].cpus_free -= sign * req.cpus;
     nodes[i].memory_free_mb -= sign * req.memory_mb;
     if (index != nullptr) index->set(i, nodes[i]);

@@ -77,6 +77,13 @@ std::vector<size_t> gang_fit(const std::vector<NodeCapacity>& nodes, const Place
 std::vector<size_t> place(const std::vector<NodeCapacity>& nodes, const PlacementRequest& req,
                           const NodeMask& usable = {}, const CapacityIndex* index = nullptr);
 
+// A shared worker's part of a GPU, taken from `n` (sign +1) or given back
+// (-1): it joins the shared GPU it fills best, else takes a whole free GPU
+// as a new shared one (index -1 until the node reports); given back, it
+// leaves a shared GPU of its key (the one it took in this overlay when it
+// can tell), the GPU whole again once nothing is left on it.
+void add_shared(NodeCapacity& n, const PlacementRequest& req, int sign);
+
 // Subtracts one placement from the snapshot (an overlay for the rest of a
 // round), and gives it back; `index`, when given, follows.
 void take(std::vector<NodeCapacity>& nodes, const PlacementRequest& req,

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "actors/policy/placement.hpp"
+
 namespace troupe::policy {
 
 struct Hold {
@@ -30,6 +32,10 @@ struct Hold {
   std::string exit_reason;
   int64_t changed_ms = 0;  // last commit / launch / exit: how long it has waited
   int64_t checked_ms = 0;  // last time its job was asked about it
+  // A shared worker: this much of its one GPU's memory (0: whole GPUs), on a
+  // GPU only holds of the same share key use (a team, or "*").
+  int64_t gpu_memory_mb = 0;
+  std::string share_key;
 };
 
 // Reservation / hold id: one per worker of one attempt.
@@ -47,6 +53,12 @@ struct Ledger {
   int64_t memory_total_mb = 0;
   std::vector<std::string> gpu_owner;  // by GPU index: "" free, else hold id
   std::map<std::string, Hold> holds;   // by hold id
+  // Shared GPUs: each GPU's memory (from the agent; 0: unknown, no sharing),
+  // and by GPU index the memory shared holds take and their share key. A GPU
+  // is free (no owner, nothing shared), a whole hold's, or shared.
+  int64_t gpu_memory_mb = 0;
+  std::vector<int64_t> shared_mb;
+  std::vector<std::string> shared_key;
 
   void resize(int gpus, int cpus, int64_t memory_mb);
   int gpus_free() const;
@@ -54,7 +66,13 @@ struct Ledger {
   int gpus_allocated() const;
   int cpus_free() const;
   int64_t memory_free_mb() const;
+  // GPUs shared holds use part of, as the arbiter sees them.
+  std::vector<SharedGpu> shared_gpus() const;
 };
+
+// Records hold `h` under `id` and marks its GPUs (whole: owned; shared: its
+// memory on its GPU). For reserve and for a ledger rebuilt from a snapshot.
+void claim(Ledger& l, const std::string& id, Hold h);
 
 struct Verdict {
   bool ok = false;
@@ -62,8 +80,10 @@ struct Verdict {
   std::vector<int> gpus;  // the indices held, when ok
 };
 
-// Reserves for one worker under a lease. A reserve for an id that is already
-// reserved (not committed) replaces it; one already committed is refused.
+// Reserves for one worker under a lease. A shared worker (want.gpu_memory_mb
+// > 0, one GPU) joins the shared GPU of its key that its memory fills best,
+// else takes a free GPU; a whole-GPU worker takes only free GPUs. A reserve for an id that is
+// already reserved (not committed) replaces it; one already committed is refused.
 Verdict reserve(Ledger& l, const std::string& id, const Hold& want, int64_t now_ms,
                 int64_t lease_ms);
 // Turns a live reservation into an allocation. Fails when it expired or is unknown.

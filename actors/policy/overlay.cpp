@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "actors/policy/fit.hpp"
 #include "actors/policy/ledger.hpp"
 
 namespace troupe::policy {
@@ -9,8 +10,8 @@ namespace troupe::policy {
 void GrantOverlay::add(size_t node, const std::string& job_id, int attempt, int rank,
                        const PlacementRequest& req) {
   nodes_of_[job_id].push_back(node);
-  by_node_[node].push_back(
-      {hold_id(job_id, attempt, rank), job_id, req.gpus, req.cpus, req.memory_mb});
+  by_node_[node].push_back({hold_id(job_id, attempt, rank), job_id, req.gpus, req.cpus,
+                            req.memory_mb, req.shared() ? req.gpu_memory_mb : 0, req.share_key});
   ++shares_;
 }
 
@@ -25,7 +26,15 @@ void GrantOverlay::apply(size_t node, const std::vector<std::string>& holds, Nod
   shares.erase(std::remove_if(shares.begin(), shares.end(), listed), shares.end());
   shares_ -= before - shares.size();
   for (const auto& s : shares) {
-    report.gpus_free = std::max(0, report.gpus_free - s.gpus);
+    if (s.gpu_memory_mb > 0) {
+      PlacementRequest r;
+      r.gpus = 1;
+      r.gpu_memory_mb = s.gpu_memory_mb;
+      r.share_key = s.share_key;
+      if (report.gpus_free > 0 || join_shared(report, r) >= 0) add_shared(report, r, +1);
+    } else {
+      report.gpus_free = std::max(0, report.gpus_free - s.gpus);
+    }
     report.cpus_free = std::max(0, report.cpus_free - s.cpus);
     report.memory_free_mb = std::max<int64_t>(0, report.memory_free_mb - s.memory_mb);
   }

@@ -31,6 +31,8 @@ class GrantOverlay {
     int gpus = 0;
     int cpus = 0;
     int64_t memory_mb = 0;
+    int64_t gpu_memory_mb = 0;  // a shared worker's part of a GPU
+    std::string share_key;
   };
 
   // Rank `rank` of `job_id`'s attempt `attempt` was granted `node` (one

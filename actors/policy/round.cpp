@@ -65,6 +65,16 @@ Reason never_fits(const std::vector<NodeCapacity>& nodes, const PlacementRequest
 
 }  // namespace
 
+int64_t shared_charge(const std::vector<NodeCapacity>& nodes, const PlacementRequest& req,
+                      const CapacityIndex* index) {
+  if (auto at = best_fit(nodes, req, {}, index))
+    return shared_milli(req.gpu_memory_mb, nodes[*at].gpu_memory_mb);
+  int64_t largest = 0;
+  for (const auto& n : nodes)
+    if (n.pool == req.pool) largest = std::max(largest, n.gpu_memory_mb);
+  return shared_milli(req.gpu_memory_mb, largest);
+}
+
 PoolTotals pool_totals(const std::vector<NodeCapacity>& nodes, const std::string& pool) {
   PoolTotals t;
   for (const auto& n : nodes) {
@@ -224,13 +234,17 @@ RoundOutput plan_round_live(RoundInput& in) {
         return false;
       }
     }
-    int need = req.gpus * req.workers;
-    auto quota = admit_quota(standing, need);
+    // A shared worker is charged its part of the GPU it would get (the one
+    // best fit picks now; the pool's largest GPU when none has room).
+    int64_t shared = req.shared() ? shared_charge(nodes, req, index) : 0;
+    int64_t need = req.shared() ? shared : int64_t{req.gpus} * req.workers * 1000;
+    auto quota = admit_quota_milli(standing, need);
     if (!quota.ok) {
-      out.reasons[d.job_id] = {standing.limit >= 0 && standing.used.gpus + need > standing.limit
-                                   ? why::kOverLimit
-                                   : why::kNoBorrow,
-                               quota.reason};
+      out.reasons[d.job_id] = {
+          standing.limit >= 0 && gpu_milli(standing.used) + need > int64_t{standing.limit} * 1000
+              ? why::kOverLimit
+              : why::kNoBorrow,
+          quota.reason};
       return false;
     }
     if (quota.borrowed && in.reclaiming) {
@@ -250,11 +264,15 @@ RoundOutput plan_round_live(RoundInput& in) {
                         : usable_under_hold(out.hold, nodes.size(), in.now_ms, d.max_runtime_s);
     auto ranks = place(nodes, req, mask, index);
     if (!ranks.empty()) {
+      if (req.shared()) shared = shared_milli(req.gpu_memory_mb, nodes[ranks[0]].gpu_memory_mb);
       take(nodes, req, ranks, index);
-      standing.used.gpus += need;
+      if (req.shared())
+        standing.used.shared_milli += shared;
+      else
+        standing.used.gpus += req.gpus * req.workers;
       standing.used.cpus += req.cpus * req.workers;
       standing.used.memory_mb += req.memory_mb * req.workers;
-      out.grants.push_back({ti, di, ranks, quota.borrowed});
+      out.grants.push_back({ti, di, ranks, quota.borrowed, shared});
       out.reasons.erase(d.job_id);
       if (is_hold_job) out.hold = Hold{};
       ahead.push_back(standing.team);

@@ -105,7 +105,13 @@ struct Grant {
   size_t demand = 0;          // index into that team's demands
   std::vector<size_t> nodes;  // node index per rank
   bool borrowed = false;
+  int64_t shared_milli = 0;  // a shared worker: its charge (policy::shared_milli)
 };
+
+// What a shared worker would be charged now: its part of the GPU best fit
+// picks, else of the largest GPU of its pool.
+int64_t shared_charge(const std::vector<NodeCapacity>& nodes, const PlacementRequest& req,
+                      const CapacityIndex* index = nullptr);
 
 struct RoundOutput {
   std::vector<Grant> grants;

@@ -874,25 +874,43 @@ StateBucket open_state_bucket(Cluster& c) {
   return b;
 }
 
-GpuReplay replay_gpus(const std::vector<Event>& events) {
+GpuReplay replay_gpus(const std::vector<Event>& events, int64_t gpu_memory_mb) {
   GpuReplay r;
-  std::map<std::pair<std::string, int>, std::string> held;
+  // (node, gpu) -> job -> its memory there (0: the whole GPU).
+  std::map<std::pair<std::string, int>, std::map<std::string, int64_t>> held;
   std::map<std::string, std::vector<std::pair<std::string, int>>> by_job;
+  auto memory_mb = [](const Json& w) -> int64_t {
+    if (!w.contains("gpu_memory_mb")) return 0;
+    const auto& m = w["gpu_memory_mb"];
+    if (m.is_number()) return m.get<int64_t>();
+    if (m.is_string()) return std::stoll(m.get<std::string>());
+    return 0;
+  };
   for (const auto& e : events) {
     if (e.state == names::kRunning) {
       if (!e.json.contains("workers") || !e.json["workers"].is_array()) continue;
       for (const auto& w : e.json["workers"]) {
         std::string node = w.value("node", "");
         if (!w.contains("gpus") || !w["gpus"].is_array()) continue;
+        int64_t mb = memory_mb(w);
         for (const auto& g : w["gpus"]) {
           auto key = std::make_pair(node, g.get<int>());
-          auto it = held.find(key);
-          if (it != held.end() && it->second != e.job_id) {
-            r.clashes.push_back("event #" + std::to_string(e.seq) + ": " + e.job_id + " runs on " +
-                                node + " GPU " + std::to_string(key.second) + " held by " +
-                                it->second);
-          }
-          held[key] = e.job_id;
+          auto& on = held[key];
+          on.erase(e.job_id);  // the same job again (a re-sent event)
+          std::string where = node + " GPU " + std::to_string(key.second);
+          for (const auto& [other, other_mb] : on)
+            if (mb == 0 || other_mb == 0)
+              r.clashes.push_back("event #" + std::to_string(e.seq) + ": " + e.job_id +
+                                  " runs on " + where + " held by " + other);
+          on[e.job_id] = mb;
+          int64_t sum = 0;
+          for (const auto& [job, m] : on) sum += m;
+          r.max_memory_mb = std::max(r.max_memory_mb, sum);
+          r.max_sharing = std::max(r.max_sharing, on.size());
+          if (mb > 0 && gpu_memory_mb > 0 && sum > gpu_memory_mb)
+            r.clashes.push_back("event #" + std::to_string(e.seq) + ": " + e.job_id + " brings " +
+                                where + " to " + std::to_string(sum) + " of " +
+                                std::to_string(gpu_memory_mb) + " MB");
           by_job[e.job_id].push_back(key);
         }
       }
@@ -902,7 +920,9 @@ GpuReplay replay_gpus(const std::vector<Event>& events) {
       if (jt == by_job.end()) continue;
       for (const auto& key : jt->second) {
         auto it = held.find(key);
-        if (it != held.end() && it->second == e.job_id) held.erase(it);
+        if (it == held.end()) continue;
+        it->second.erase(e.job_id);
+        if (it->second.empty()) held.erase(it);
       }
       by_job.erase(jt);
     }

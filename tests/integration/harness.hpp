@@ -361,12 +361,17 @@ class Cluster {
 
 // Replays job events in arrival order and reports every moment two jobs held
 // the same GPU: a "running" event takes each (node, gpu) of its workers for
-// the job; any other state of that job gives them back.
+// the job; any other state of that job gives them back. A shared worker
+// (its placement's gpu_memory_mb > 0) takes that much of its GPU: shared
+// workers may be together on one GPU, never with a whole-GPU job, and (when
+// `gpu_memory_mb` is given) never beyond that memory.
 struct GpuReplay {
   std::vector<std::string> clashes;  // one line per clash
   size_t max_held = 0;               // most GPUs held at once (how concurrent it was)
+  size_t max_sharing = 0;            // most jobs on one GPU at once
+  int64_t max_memory_mb = 0;         // most shared memory on one GPU at once
 };
-GpuReplay replay_gpus(const std::vector<Event>& events);
+GpuReplay replay_gpus(const std::vector<Event>& events, int64_t gpu_memory_mb = 0);
 
 // The scheduler's KV bucket (TROUPE_STATE) on the cluster's connection, for
 // tests that read what is stored; the test fails when it cannot be opened.

@@ -999,6 +999,100 @@ teams: [{name: any, weight: 1, borrow: true, pool_preference: [h100]}]
   CHECK(max_concurrent(runs) <= 16);
 }
 
+TEST_CASE("policy: shared GPUs: four quarter-GPU jobs share one GPU, whole-GPU jobs never join it",
+          "[integration][policy][shared]") {
+  const std::string cfg = R"(
+pools: [{name: a100, gpu_type: a100}]
+teams: [{name: inf, weight: 1, borrow: true}, {name: other, weight: 1, borrow: true}]
+)";
+  constexpr int64_t kGpuMb = 16000;
+  ClusterOptions o = ClusterOptions{}.with_config(cfg);
+  o.node_args("s1", 2, true, "a100", {"--gpu-memory-mb", std::to_string(kGpuMb)});
+  Cluster c(o);
+  REQUIRE(c.wait_nodes_alive(1, 20s));
+  auto quarter = [&](const std::string& team) {
+    Json j = sim_job(team, 300);
+    j["resources"]["gpu_memory_mb"] = kGpuMb / 4;
+    return j;
+  };
+  auto placement = [&](const std::string& id) {
+    auto e = c.events().wait_state(id, std::string(names::kRunning), 20s);
+    REQUIRE(e);
+    REQUIRE(e->json["workers"].size() == 1);
+    const auto& w = e->json["workers"][0];
+    REQUIRE(w["gpus"].size() == 1);
+    return std::make_pair(w.value("node", ""), w["gpus"][0].get<int>());
+  };
+
+  // Four quarters of one team: one GPU.
+  std::vector<std::string> quarters;
+  for (int i = 0; i < 4; ++i) quarters.push_back(c.submit_ok("inf", quarter("inf")));
+  std::set<std::pair<std::string, int>> where;
+  for (const auto& id : quarters) where.insert(placement(id));
+  INFO(c.events().describe());
+  REQUIRE(where.size() == 1);
+  int shared_gpu = where.begin()->second;
+  CHECK(c.status("inf", quarters[0])["placement"][0].value("gpu_memory_mb", "") ==
+        std::to_string(kGpuMb / 4));
+  Json nodes;
+  auto deadline = Clock::now() + 10s;
+  do {
+    nodes = c.nodes();
+  } while (nodes["nodes"][0].value("gpus_shared", 0) != 1 && Clock::now() < deadline);
+  INFO("nodes: " << nodes.dump());
+  CHECK(nodes["nodes"][0].value("gpus_shared", 0) == 1);
+  CHECK(nodes["nodes"][0].value("gpu_memory_shared_mb", "") == std::to_string(kGpuMb));
+  CHECK(nodes["nodes"][0].value("gpu_memory_stranded_mb", "0") == "0");
+
+  // A whole-GPU job takes the other GPU, never the shared one.
+  auto whole = c.submit_ok("inf", sim_job("inf", 300));
+  auto wp = placement(whole);
+  CHECK(wp.second != shared_gpu);
+
+  auto wait_fits_nowhere = [&](const std::string& team, const std::string& id) {
+    Json w;
+    auto until = Clock::now() + 10s;
+    do {
+      w = c.why(team, id);
+    } while (w.value("code", "") != "fits_nowhere" && Clock::now() < until);
+    INFO(id << " why: " << w.dump());
+    CHECK(w.value("code", "") == "fits_nowhere");
+    CHECK_FALSE(c.events().wait_state(id, std::string(names::kRunning), 0s));
+  };
+  // Nothing whole is free now: a second whole-GPU job waits.
+  auto whole2 = c.submit_ok("inf", sim_job("inf", 300));
+  wait_fits_nowhere("inf", whole2);
+  // The whole-GPU job ends: the waiting one takes that GPU, whole.
+  c.cancel("inf", whole);
+  auto w2 = placement(whole2);
+  CHECK(w2.second != shared_gpu);
+
+  // A quarter ends: its room on the shared GPU is for its team's jobs only
+  // (by default a GPU is shared by one team's jobs): another team's quarter
+  // waits, the team's next quarter takes it.
+  c.cancel("inf", quarters[0]);
+  REQUIRE(c.wait_terminal(quarters[0], 20s));
+  auto other = c.submit_ok("other", quarter("other"));
+  wait_fits_nowhere("other", other);
+  auto fifth = c.submit_ok("inf", quarter("inf"));
+  CHECK(placement(fifth) == *where.begin());
+  CHECK_FALSE(c.events().wait_state(other, std::string(names::kRunning), 0s));
+
+  for (const auto& id : quarters) c.cancel("inf", id);
+  for (const auto& id : {whole2, fifth}) c.cancel("inf", id);
+  c.cancel("other", other);
+  std::vector<std::string> all = quarters;
+  all.insert(all.end(), {whole, whole2, fifth, other});
+  REQUIRE(wait_all_terminal(c.events(), all, 30s));
+  // From the events stream: no GPU ever held more memory than it has, and
+  // no whole-GPU job ever ran beside a shared one.
+  auto replay = replay_gpus(c.events().all(), kGpuMb);
+  INFO(c.events().describe());
+  for (const auto& clash : replay.clashes) FAIL_CHECK(clash);
+  CHECK(replay.max_sharing == 4);
+  CHECK(replay.max_memory_mb == kGpuMb);
+}
+
 TEST_CASE("policy: a spec naming an unknown team, pool, class or GPU type is refused clearly",
           "[integration][policy]") {
   const std::string cfg = R"(

@@ -527,6 +527,17 @@ TEST_CASE("spec: to_json / parse_json round trip of a JobEvent", "[messages][spe
   CHECK_FALSE(spec::parse_json("{\"state\":", bad).empty());
 }
 
+namespace {
+// A spec as a FlatBuffers submitter sends it, read back.
+spec::Parsed over_the_wire(const pb::JobSpec& s) {
+  flatbuffers::FlatBufferBuilder fbb;
+  auto bytes = wire::seal(fbb, wire::CreateSubmitRequest(fbb, spec::to_wire(fbb, s)));
+  const wire::Envelope* env = wire::open(bytes);
+  if (env == nullptr) return {};
+  return spec::from_wire(env->body_as_SubmitRequest()->spec());
+}
+}  // namespace
+
 TEST_CASE("spec: resources.gpu_types is bounded and token-checked, and survives the wire",
           "[messages][spec][anytype]") {
   pb::JobSpec s = valid_spec();
@@ -534,11 +545,7 @@ TEST_CASE("spec: resources.gpu_types is bounded and token-checked, and survives 
   s.mutable_resources()->add_gpu_types("a100");
   CHECK(spec::validate(s).empty());
   // Over the wire (FlatBuffers submitters) the list keeps its order.
-  flatbuffers::FlatBufferBuilder fbb;
-  auto bytes = wire::seal(fbb, wire::CreateSubmitRequest(fbb, spec::to_wire(fbb, s)));
-  const wire::Envelope* env = wire::open(bytes);
-  REQUIRE(env != nullptr);
-  auto back = spec::from_wire(env->body_as_SubmitRequest()->spec());
+  auto back = over_the_wire(s);
   REQUIRE(back.ok);
   REQUIRE(back.spec.resources().gpu_types_size() == 2);
   CHECK(back.spec.resources().gpu_types(0) == "h100");
@@ -551,4 +558,34 @@ TEST_CASE("spec: resources.gpu_types is bounded and token-checked, and survives 
   for (int i = 0; i <= l.max_gpu_types; ++i)
     many.mutable_resources()->add_gpu_types("t" + std::to_string(i));
   CHECK_THAT(spec::validate(many, l), Catch::Contains("at most 16"));
+}
+
+TEST_CASE("spec: resources.gpu_memory_mb asks for part of one GPU, and survives the wire",
+          "[messages][spec][shared]") {
+  pb::JobSpec s = valid_spec();
+  s.mutable_resources()->set_gpus(1);
+  s.set_workers(1);
+  s.mutable_resources()->set_gpu_memory_mb(4000);
+  CHECK(spec::validate(s).empty());
+  auto back = over_the_wire(s);
+  REQUIRE(back.ok);
+  CHECK(back.spec.resources().gpu_memory_mb() == 4000);
+  // Impossible or hostile: negative, larger than any GPU, several GPUs, a gang.
+  pb::JobSpec neg = s;
+  neg.mutable_resources()->set_gpu_memory_mb(-1);
+  CHECK_THAT(spec::validate(neg), Catch::Contains("gpu_memory_mb must be >= 0"));
+  pb::JobSpec huge = s;
+  huge.mutable_resources()->set_gpu_memory_mb(INT64_MAX);
+  CHECK_THAT(spec::validate(huge), Catch::Contains("more than any GPU has"));
+  pb::JobSpec two = s;
+  two.mutable_resources()->set_gpus(2);
+  CHECK_THAT(spec::validate(two), Catch::Contains("needs resources.gpus 1 and one worker"));
+  pb::JobSpec gang = s;
+  gang.set_workers(2);
+  CHECK_THAT(spec::validate(gang), Catch::Contains("needs resources.gpus 1 and one worker"));
+  // Read from JSON as users write it.
+  auto parsed = spec::from_json(
+      R"({"team":"a","command":["x"],"resources":{"gpus":1,"gpu_memory_mb":2048}})");
+  REQUIRE(parsed.ok);
+  CHECK(parsed.spec.resources().gpu_memory_mb() == 2048);
 }

@@ -171,6 +171,17 @@ TEST_CASE("node inventory: flags win over the probe", "[node][inventory]") {
   inv = build_inventory(none, Probe{});
   CHECK(inv.gpus.empty());
   CHECK(inv.gpu_type == "generic");
+
+  // --gpu-memory-mb: every GPU's memory, over nvidia-smi's.
+  o.gpu_memory_mb = 24000;
+  inv = build_inventory(o, probe);
+  for (const auto& g : inv.gpus) CHECK(g.memory_mb == 24000);
+  auto flags = parse({"--gpus", "2", "--gpu-memory-mb", "16000", "--mps"});
+  REQUIRE(flags.options);
+  CHECK(flags.options->gpu_memory_mb == 16000LL);
+  CHECK(flags.options->mps);
+  CHECK_FALSE(parse({"--gpu-memory-mb", "0"}).options);
+  CHECK_FALSE(parse({"--gpu-memory-mb", "-5"}).options);
 }
 
 TEST_CASE("node launch: decode and validate", "[node][launch]") {
@@ -251,6 +262,32 @@ TEST_CASE("node launch: paths and child environment", "[node][launch]") {
   l.gpus.clear();
   auto env2 = build_child_env({}, l);
   CHECK(std::find(env2.begin(), env2.end(), "CUDA_VISIBLE_DEVICES=") != env2.end());
+  CHECK(std::find(env2.begin(), env2.end(), "TROUPE_GPU_MEMORY_MB=4000") == env2.end());
+}
+
+TEST_CASE("node launch: a shared worker gets its GPU and its memory (and the MPS limit)",
+          "[node][launch][shared]") {
+  LaunchInfo l;
+  l.key = {"j-1", 1, 0};
+  l.gpus = {3};
+  l.gpu_memory_mb = 4000;
+  CHECK(validate_launch(l, false).empty());
+  auto env = build_child_env({}, l);
+  auto has = [&](const std::string& kv) {
+    return std::find(env.begin(), env.end(), kv) != env.end();
+  };
+  CHECK(has("CUDA_VISIBLE_DEVICES=3"));
+  CHECK(has("TROUPE_GPU_MEMORY_MB=4000"));
+  CHECK_FALSE(has("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=4000M"));
+  l.mps = true;
+  env = build_child_env({}, l);
+  CHECK(has("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=4000M"));
+  // Hostile Launches: part of two GPUs, or of a GPU larger than any.
+  l.gpus = {0, 1};
+  CHECK_FALSE(validate_launch(l, false).empty());
+  l.gpus = {0};
+  l.gpu_memory_mb = 1LL << 40;
+  CHECK_FALSE(validate_launch(l, false).empty());
 }
 
 TEST_CASE("node launch: simulate parameters", "[node][launch]") {

@@ -367,3 +367,31 @@ TEST_CASE("policy names: troupe, fifo and fifo-backfill, one way and back", "[po
   CHECK(std::string(policy_name(Baseline::fifo_backfill)) == "fifo-backfill");
   CHECK_FALSE(parse_policy("easy").has_value());
 }
+
+TEST_CASE("round: shared workers are packed on one GPU and charged their parts",
+          "[policy][round][shared]") {
+  auto n = node("a", 2);
+  n.gpus_total = 2;
+  n.gpu_memory_mb = 16000;
+  std::vector<Demand> quarters;
+  for (int i = 0; i < 5; ++i) {
+    auto d = demand("q" + std::to_string(i), 1);
+    d.req.gpu_memory_mb = 4000;
+    d.req.share_key = "t";
+    quarters.push_back(d);
+  }
+  // A team limited to one GPU: four quarters fit its limit, the fifth does not.
+  auto t = team("t", 0, quarters, 1, 0, 1);
+  t.slots = 10;
+  auto in = input({n}, {t});
+  auto out = plan_round(in);
+  REQUIRE(out.grants.size() == 4);
+  for (const auto& g : out.grants) CHECK(g.shared_milli == 250);
+  CHECK(out.reasons.at("q4").code == why::kOverLimit);
+  // Planned on a copy: the four share one GPU, the other stays whole.
+  auto nodes = in.nodes;
+  for (const auto& g : out.grants) take(nodes, in.teams[0].demands[g.demand].req, g.nodes);
+  CHECK(nodes[0].gpus_free == 1);
+  REQUIRE(nodes[0].shared.size() == 1);
+  CHECK(nodes[0].shared[0].used_mb == 16000);
+}
