@@ -232,6 +232,8 @@ void preempt_if_needed(Self self, const std::string& pool, const policy::RoundOu
     for (const auto& t : td.tickets) {
       if (t.req.pool != pool || td.inflight.count(t.job_id)) continue;
       if (is_guest(t.req, pool)) continue;  // it preempts, if at all, in its first pool
+      // A shared job (part of a GPU) waits for room; it never preempts.
+      if (t.req.shared()) continue;
       int need = t.req.gpus * t.req.workers;
       if (auto p = st.preempting_for.find(t.job_id);
           p != st.preempting_for.end() && p->second > now) {
@@ -258,7 +260,8 @@ void preempt_if_needed(Self self, const std::string& pool, const policy::RoundOu
   std::vector<policy::PreemptCandidate> cands;
   std::vector<std::string> ids;
   for (auto& [id, r] : st.running) {
-    if (r.pool != pool || r.preempting) continue;
+    // A shared job is no victim: its part frees no whole GPU for anyone.
+    if (r.pool != pool || r.preempting || r.req.shared()) continue;
     policy::PreemptCandidate c;
     c.job_id = id;
     c.team = r.team;
@@ -374,7 +377,8 @@ void run_round(Self self) {
       std::vector<policy::RunningWork> running;
       running.reserve(st.running.size());
       for (auto& [id, r] : st.running) {
-        if (r.pool != pool) continue;
+        // A shared job's end frees no whole GPU to plan a hold on.
+        if (r.pool != pool || r.req.shared()) continue;
         policy::RunningWork w;
         w.nodes = nodes_at(st, r);
         w.gpus = r.req.gpus;

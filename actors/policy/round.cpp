@@ -58,6 +58,16 @@ Reason never_fits(const std::vector<NodeCapacity>& nodes, const PlacementRequest
     }
   }
   std::string type = req.gpu_type.empty() ? "any type" : req.gpu_type;
+  if (req.shared()) {
+    PlacementRequest whole = req;
+    whole.gpu_memory_mb = 0;
+    if (any_node_could_fit(nodes, whole))
+      return {why::kNoNodeOfType,
+              "shares a GPU (" + std::to_string(req.gpu_memory_mb) +
+                  " MB of its memory): no node in pool " + req.pool + " of GPU type " + type +
+                  " declares GPUs with more memory than that (troupe-node --gpu-memory-mb, else "
+                  "nvidia-smi)"};
+  }
   return {why::kNoNodeOfType, "no node in pool " + req.pool + " of GPU type " + type +
                                   " can ever hold " + std::to_string(req.gpus) +
                                   " GPUs per worker"};

@@ -395,3 +395,18 @@ TEST_CASE("round: shared workers are packed on one GPU and charged their parts",
   REQUIRE(nodes[0].shared.size() == 1);
   CHECK(nodes[0].shared[0].used_mb == 16000);
 }
+
+TEST_CASE("round: a shared job on nodes of unknown or smaller GPU memory is told why",
+          "[policy][round][shared]") {
+  auto n = node("a", 8);  // gpu_memory_mb unknown (0)
+  auto d = demand("s", 1);
+  d.req.gpu_memory_mb = 4000;
+  d.req.share_key = "t";
+  auto in = input({n}, {team("t", 0, {d})});
+  auto out = plan_round(in);
+  CHECK(out.grants.empty());
+  CHECK(out.reasons.at("s").code == why::kNoNodeOfType);
+  CHECK_THAT(out.reasons.at("s").text, Catch::Contains("--gpu-memory-mb"));
+  in.nodes[0].gpu_memory_mb = 8000;
+  CHECK(plan_round(in).grants.size() == 1);
+}
