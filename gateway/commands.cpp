@@ -14,6 +14,7 @@
 #include "gateway/client.hpp"
 #include "gateway/format.hpp"
 #include "gateway/policy_view.hpp"
+#include "gateway/usage.hpp"
 #include "messages/names.hpp"
 #include "messages/spec.hpp"
 
@@ -50,7 +51,7 @@ int run_submit(const std::string& url, const std::optional<std::string>& file,
   if (!built.ok) return fail((file ? *file + ": " : std::string()) + built.error);
   if (auto err = check_spec(built.spec); !err.empty()) return fail("invalid job spec: " + err);
   auto c = open_client(url);
-  if (!c) return 1;
+  if (!c) return kUnreachableExit;
   std::string id;
   if (auto err = c->submit(built.spec, &id); !err.empty()) return fail("submit refused: " + err);
   std::cout << id << "\n";
@@ -60,7 +61,7 @@ int run_submit(const std::string& url, const std::optional<std::string>& file,
 int run_status(const std::string& url, const std::string& job_id, const std::string& team,
                bool json) {
   auto c = open_client(url);
-  if (!c) return 1;
+  if (!c) return kUnreachableExit;
   std::string t;
   if (auto err = c->resolve_team(team, job_id, &t); !err.empty())
     return fail("status " + job_id + ": " + err);
@@ -78,7 +79,7 @@ int run_status(const std::string& url, const std::string& job_id, const std::str
 int run_jobs(const std::string& url, const std::string& team, const std::string& state, bool json,
              int64_t limit, const std::string& after) {
   auto c = open_client(url);
-  if (!c) return 1;
+  if (!c) return kUnreachableExit;
   pb::JobList list;
   std::string next;
   // The scheduler filters by state and pages; every page until `limit`.
@@ -98,14 +99,13 @@ int run_jobs(const std::string& url, const std::string& team, const std::string&
     std::cout << jobs_table(list, now_ms(), state);
   }
   if (!next.empty())
-    std::cerr << "troupe: more jobs after " << next << " (troupe jobs --after " << next
-              << ")\n";
+    std::cerr << "troupe: more jobs after " << next << " (troupe jobs --after " << next << ")\n";
   return 0;
 }
 
 int run_cancel(const std::string& url, const std::string& job_id, const std::string& team) {
   auto c = open_client(url);
-  if (!c) return 1;
+  if (!c) return kUnreachableExit;
   std::string t;
   if (auto err = c->resolve_team(team, job_id, &t); !err.empty()) return fail(err);
   CancelReply r;
@@ -120,7 +120,7 @@ int run_logs(const std::string& url, const std::string& job_id, const std::strin
   constexpr int kPage = 64 * 1024;
   constexpr auto kPoll = std::chrono::milliseconds(200);
   auto c = open_client(url);
-  if (!c) return 1;
+  if (!c) return kUnreachableExit;
   std::string t;
   if (auto err = c->resolve_team(team, job_id, &t); !err.empty())
     return fail("logs " + job_id + ": " + err);
@@ -161,7 +161,7 @@ int run_logs(const std::string& url, const std::string& job_id, const std::strin
 
 int run_nodes(const std::string& url, bool json) {
   auto c = open_client(url);
-  if (!c) return 1;
+  if (!c) return kUnreachableExit;
   pb::NodeList list;
   if (auto err = c->nodes(&list); !err.empty()) return fail(err);
   if (json)
@@ -173,7 +173,7 @@ int run_nodes(const std::string& url, bool json) {
 
 int run_queues(const std::string& url, bool json) {
   auto c = open_client(url);
-  if (!c) return 1;
+  if (!c) return kUnreachableExit;
   QueuesView q;
   std::string raw;
   if (auto err = c->queues(&q, &raw); !err.empty()) return fail(err);
@@ -186,7 +186,7 @@ int run_queues(const std::string& url, bool json) {
 
 int run_why(const std::string& url, const std::string& job_id, const std::string& team, bool json) {
   auto c = open_client(url);
-  if (!c) return 1;
+  if (!c) return kUnreachableExit;
   std::string t;
   if (auto err = c->resolve_team(team, job_id, &t); !err.empty()) return fail(err);
   WhyView w;
@@ -203,7 +203,7 @@ int run_why(const std::string& url, const std::string& job_id, const std::string
 int run_history(const std::string& url, const std::string& job_id, const std::string& team,
                 bool json) {
   auto c = open_client(url);
-  if (!c) return 1;
+  if (!c) return kUnreachableExit;
   std::vector<std::string> raw;
   std::string t, code;
   bool truncated = false;
@@ -253,7 +253,7 @@ int run_history(const std::string& url, const std::string& job_id, const std::st
 
 int run_node_op(const std::string& url, const std::string& op, const std::string& node) {
   auto c = open_client(url);
-  if (!c) return 1;
+  if (!c) return kUnreachableExit;
   std::string state;
   if (auto err = c->node_op(op, node, &state); !err.empty())
     return fail(op + " " + node + ": " + err);

@@ -1,17 +1,18 @@
 // main() of the `troupe` CLI: parses the command line (CLI11) and runs one
 // verb from gateway/commands.hpp. Nothing else lives here.
+#include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdlib>
 #include <iostream>
 #include <string>
 #include <vector>
-
-#include <CLI/CLI.hpp>
 
 #include "bus/nats.hpp"
 #include "gateway/auth/store.hpp"
 #include "gateway/client.hpp"
 #include "gateway/commands.hpp"
 #include "gateway/submit_args.hpp"
+#include "gateway/usage.hpp"
 
 namespace gw = troupe::gateway;
 
@@ -22,6 +23,7 @@ int main(int argc, char** argv) {
   for (const auto& a : split.options) args.push_back(a.c_str());
 
   CLI::App app{"troupe: submit and watch GPU jobs on a Troupe cluster, or run one locally"};
+  app.set_version_flag("--version", std::string("troupe ") + TROUPE_VERSION);
   app.require_subcommand(1);
   app.fallthrough();
   std::string url = gw::kDefaultNatsUrl;
@@ -37,28 +39,32 @@ int main(int argc, char** argv) {
       ->envname("TROUPE_NATS_CA");
 
   // submit
-  auto* submit = app.add_subcommand("submit", "Submit a job from a spec file and/or flags (command after --)");
+  auto* submit =
+      app.add_subcommand("submit", "Submit a job from a spec file and/or flags (command after --)");
   std::string file;
   gw::SubmitFlags flags;
   std::string team, name, kind, gpu_type, priority, idem;
   int gpus = 0, workers = 0, max_retries = 0, cpus = 0;
-  long long max_runtime = 0, memory_mb = 0;
+  std::string max_runtime, memory_mb;
   auto* o_file = submit->add_option("file", file, "job spec (YAML or JSON)");
   auto* o_team = submit->add_option("--team", team, "team (queue) the job belongs to");
   auto* o_name = submit->add_option("--name", name, "job name");
   auto* o_kind = submit->add_option("--kind", kind, "training | inference | evaluation");
   auto* o_gpus = submit->add_option("--gpus", gpus, "GPUs per worker");
   auto* o_type = submit->add_option("--gpu-type", gpu_type, "GPU type (e.g. a100); empty: any");
-  auto* o_workers = submit->add_option("--workers", workers, "workers (> 1: a gang, all-or-nothing)");
+  auto* o_workers =
+      submit->add_option("--workers", workers, "workers (> 1: a gang, all-or-nothing)");
   auto* o_cpus = submit->add_option("--cpus", cpus, "CPUs per worker");
-  auto* o_mem = submit->add_option("--memory-mb", memory_mb, "memory per worker (MiB)");
+  auto* o_mem = submit->add_option("--memory-mb", memory_mb,
+                                   "memory per worker: MiB, or with a unit (512M, 64G)");
   auto* o_prio = submit->add_option("--priority", priority, "high | normal | low");
-  auto* o_runtime = submit->add_option("--max-runtime", max_runtime, "seconds before it is stopped");
+  auto* o_runtime = submit->add_option("--max-runtime", max_runtime,
+                                       "time before it is stopped: seconds, or 90m, 1h30m, 2d");
   auto* o_retries = submit->add_option("--max-retries", max_retries, "retries after a failure");
   submit->add_option("--env", flags.env, "KEY=VALUE (repeat the flag for more)")
       ->allow_extra_args(false);
-  auto* o_idem = submit->add_option("--idempotency-key", idem,
-                                    "same key twice: same job id, runs once");
+  auto* o_idem =
+      submit->add_option("--idempotency-key", idem, "same key twice: same job id, runs once");
 
   // status
   auto* status = app.add_subcommand("status", "Show one job");
@@ -83,8 +89,9 @@ int main(int argc, char** argv) {
   jobs->add_flag("--json", json, "print the JobList JSON");
 
   // cancel
-  auto* cancel = app.add_subcommand("cancel", "Cancel a job; prints its new state");
-  cancel->add_option("id", job_id, "job id")->required();
+  auto* cancel = app.add_subcommand("cancel", "Cancel jobs; prints each one's new state");
+  std::vector<std::string> job_ids;
+  cancel->add_option("id", job_ids, "job ids")->required();
   cancel->add_option("--team", job_team, "the job's team (else looked up)");
 
   // logs
@@ -101,7 +108,8 @@ int main(int argc, char** argv) {
   nodes->add_flag("--json", json, "print the NodeList JSON");
 
   // queues
-  auto* queues = app.add_subcommand("queues", "Per team and pool: quota, GPUs in use and borrowed, pending work, share");
+  auto* queues = app.add_subcommand(
+      "queues", "Per team and pool: quota, GPUs in use and borrowed, pending work, share");
   queues->add_flag("--json", json, "print the raw troupe.sys.queues reply");
 
   // cordon / uncordon / drain
@@ -110,7 +118,8 @@ int main(int argc, char** argv) {
   cordon->add_option("node", node_name, "node name")->required();
   auto* uncordon = app.add_subcommand("uncordon", "Make a node schedulable again");
   uncordon->add_option("node", node_name, "node name")->required();
-  auto* drain = app.add_subcommand("drain", "Let a node's running jobs finish and take no new ones");
+  auto* drain =
+      app.add_subcommand("drain", "Let a node's running jobs finish and take no new ones");
   drain->add_option("node", node_name, "node name")->required();
 
   // why
@@ -127,46 +136,74 @@ int main(int argc, char** argv) {
   history->add_flag("--json", json, "print the raw events (JobEvent JSON) as a JSON array");
 
   // up
-  auto* up = app.add_subcommand("up", "Run a local cluster (nats-server, scheduler, 2 nodes) and a demo");
+  auto* up =
+      app.add_subcommand("up", "Run a local cluster (nats-server, scheduler, 2 nodes) and a demo");
   gw::UpOptions upo;
   bool no_demo = false;
-  up->add_option("--home", upo.home, "state and logs directory (default $TROUPE_HOME or ./.troupe)");
+  up->add_option("--home", upo.home,
+                 "state and logs directory (default $TROUPE_HOME or ./.troupe)");
   up->add_flag("--no-demo", no_demo, "start the cluster only");
-  up->add_flag("--exit-after-demo", upo.exit_after_demo, "stop after the demo (exit 1 if it misbehaved)");
+  up->add_flag("--exit-after-demo", upo.exit_after_demo,
+               "stop after the demo (exit 1 if it misbehaved)");
   up->add_option("--port", upo.port, "NATS port")->capture_default_str();
-  up->add_option("--config", upo.config, "cluster config for troupe-scheduler --config (YAML or JSON)");
+  up->add_option("--config", upo.config,
+                 "cluster config for troupe-scheduler --config (YAML or JSON)");
   up->add_flag("--insecure", upo.insecure,
                "open NATS: no identities, no TLS (anyone on this machine may act as any team)");
 
   // auth: NATS identities and TLS material under <home>/auth (gateway/auth/store.hpp)
-  auto* auth = app.add_subcommand("auth", "Make NATS identities (.creds) and TLS material in <home>/auth");
+  auto* auth =
+      app.add_subcommand("auth", "Make NATS identities (.creds) and TLS material in <home>/auth");
   auth->require_subcommand(1);
   std::string auth_home, auth_name;
   int auth_count = 0;
   bool auth_rotate = false;
-  auto* auth_init = auth->add_subcommand(
-      "init", "Create the operator, accounts, TLS material, scheduler.creds and nats-auth.conf (keeps what exists)");
-  auto* auth_team = auth->add_subcommand("add-team", "Write team-NAME.creds (the team's verbs and events)");
+  auto* auth_init = auth->add_subcommand("init",
+                                         "Create the operator, accounts, TLS material, "
+                                         "scheduler.creds and nats-auth.conf (keeps what exists)");
+  auto* auth_team =
+      auth->add_subcommand("add-team", "Write team-NAME.creds (the team's verbs and events)");
   auto* auth_node = auth->add_subcommand("add-node", "Write node-NAME.creds (one node agent)");
-  auto* auth_fleet =
-      auth->add_subcommand("add-fleet", "Write fleet-PREFIX.creds (troupe-node --count N --name-prefix PREFIX)");
-  auto* auth_admin = auth->add_subcommand("add-admin", "Write admin-NAME.creds (every team, node operations)");
+  auto* auth_fleet = auth->add_subcommand(
+      "add-fleet", "Write fleet-PREFIX.creds (troupe-node --count N --name-prefix PREFIX)");
+  auto* auth_admin =
+      auth->add_subcommand("add-admin", "Write admin-NAME.creds (every team, node operations)");
   for (auto* sc : {auth_init, auth_team, auth_node, auth_fleet, auth_admin})
     sc->add_option("--home", auth_home, "state directory (default $TROUPE_HOME or ./.troupe)");
   auth_team->add_option("NAME", auth_name, "team name")->required();
   auth_node->add_option("NAME", auth_name, "node name (troupe-node --name)")->required();
-  auth_fleet->add_option("PREFIX", auth_name, "fleet name prefix (members PREFIX-00001 ...)")->required();
+  auth_fleet->add_option("PREFIX", auth_name, "fleet name prefix (members PREFIX-00001 ...)")
+      ->required();
   auth_fleet->add_option("--count", auth_count, "number of fleet members")->required();
   auth_admin->add_option("NAME", auth_name, "admin name")->required();
   for (auto* sc : {auth_team, auth_node, auth_fleet, auth_admin})
     sc->add_flag("--rotate", auth_rotate, "replace the identity's key even if its .creds exists");
 
+  // An unknown verb is named (with the closest one) before CLI11 reads the rest.
+  std::vector<std::string> words(split.options.begin() + 1, split.options.end());
+  std::vector<std::string> verbs;
+  for (const auto* sc : app.get_subcommands([](CLI::App*) { return true; }))
+    verbs.push_back(sc->get_name());
+  if (auto bad = gw::unknown_verb(words, verbs, {"--nats", "--creds", "--tls-ca"})) {
+    std::cerr << "troupe: " << *bad << "\n";
+    return gw::kUsageExit;
+  }
   try {
     app.parse(static_cast<int>(args.size()), args.data());
   } catch (const CLI::ParseError& e) {
-    int rc = app.exit(e);
-    if (auth->parsed() && rc != 0) return 2;  // troupe auth: usage errors exit 2
-    return rc;
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    gw::VerbFlags vf;
+    for (const auto& w : words)
+      if (std::find(verbs.begin(), verbs.end(), w) != verbs.end()) {
+        vf.verb = w;
+        break;
+      }
+    if (!vf.verb.empty())
+      for (const auto* o : app.get_subcommand(vf.verb)->get_options())
+        for (const auto& l : o->get_lnames())
+          (o->get_expected_min() == 0 ? vf.without_value : vf.with_value).push_back("--" + l);
+    std::cerr << gw::usage_error(vf, {"--nats", "--creds", "--tls-ca"}, words, e.what()) << "\n";
+    return gw::kUsageExit;  // every usage error
   }
   if (split.had_dashdash && !submit->parsed()) {
     std::cerr << "troupe: only `troupe submit` takes a command after --\n";
@@ -188,7 +225,8 @@ int main(int argc, char** argv) {
     if (auth_init->parsed()) error = ta::init(dir);
     if (auth_team->parsed()) error = ta::add_team(dir, auth_name, auth_rotate, &written);
     if (auth_node->parsed()) error = ta::add_node(dir, auth_name, auth_rotate, &written);
-    if (auth_fleet->parsed()) error = ta::add_fleet(dir, auth_name, auth_count, auth_rotate, &written);
+    if (auth_fleet->parsed())
+      error = ta::add_fleet(dir, auth_name, auth_count, auth_rotate, &written);
     if (auth_admin->parsed()) error = ta::add_admin(dir, auth_name, auth_rotate, &written);
     if (!error.empty()) {
       std::cerr << "troupe auth: " << error << "\n";
@@ -227,15 +265,39 @@ int main(int argc, char** argv) {
     if (o_type->count()) flags.gpu_type = gpu_type;
     if (o_workers->count()) flags.workers = workers;
     if (o_cpus->count()) flags.cpus = cpus;
-    if (o_mem->count()) flags.memory_mb = memory_mb;
+    if (o_mem->count()) {
+      auto mb = gw::parse_size_mb(memory_mb);
+      if (!mb) {
+        std::cerr << "troupe submit: --memory-mb " << memory_mb
+                  << " is not a size (MiB, or with a unit: 512M, 64G)\n";
+        return gw::kUsageExit;
+      }
+      flags.memory_mb = *mb;
+    }
     if (o_prio->count()) flags.priority = priority;
-    if (o_runtime->count()) flags.max_runtime_s = max_runtime;
+    if (o_runtime->count()) {
+      auto s = gw::parse_duration_s(max_runtime);
+      if (!s) {
+        std::cerr << "troupe submit: --max-runtime " << max_runtime
+                  << " is not a duration (seconds, or 90m, 1h30m, 2d)\n";
+        return gw::kUsageExit;
+      }
+      flags.max_runtime_s = *s;
+    }
     if (o_retries->count()) flags.max_retries = max_retries;
     if (o_idem->count()) flags.idempotency_key = idem;
     flags.command = split.command;
     if (!o_file->count() && split.command.empty()) {
-      std::cerr << "troupe submit: give a spec file, or a command after -- (see troupe submit --help)\n";
+      std::cerr
+          << "troupe submit: give a spec file, or a command after -- (see troupe submit --help)\n";
       return 2;
+    }
+    if (o_file->count() && !gw::readable_file(file)) {
+      // `troupe submit --gpus 1 nvidia-smi`: a command without --.
+      std::cerr << "troupe submit: cannot read the spec file '" << file
+                << "'. To run it as the job's command, put it after --: troupe submit [flags] -- "
+                << file << "\n";
+      return gw::kUsageExit;
     }
     return gw::run_submit(url, o_file->count() ? std::optional<std::string>(file) : std::nullopt,
                           flags);
@@ -246,9 +308,22 @@ int main(int argc, char** argv) {
       std::cerr << "troupe jobs: --all and --team exclude each other\n";
       return 2;
     }
+    if (!state.empty()) {
+      if (auto bad = gw::check_state(state); !bad.empty()) {
+        std::cerr << "troupe jobs: " << bad << "\n";
+        return gw::kUsageExit;
+      }
+    }
     return gw::run_jobs(url, job_team, state, json, jobs_limit, jobs_after);
   }
-  if (cancel->parsed()) return gw::run_cancel(url, job_id, job_team);
+  if (cancel->parsed()) {
+    int rc = 0;
+    for (const auto& id : job_ids) {
+      int one = gw::run_cancel(url, id, job_team);
+      if (rc == 0) rc = one;
+    }
+    return rc;
+  }
   if (logs->parsed()) return gw::run_logs(url, job_id, job_team, rank, follow);
   if (nodes->parsed()) return gw::run_nodes(url, json);
   if (queues->parsed()) return gw::run_queues(url, json);

@@ -33,6 +33,10 @@ inline constexpr std::string_view kSucceeded = "succeeded";
 inline constexpr std::string_view kFailed = "failed";
 inline constexpr std::string_view kCanceled = "canceled";
 
+// Every job state, in life order.
+inline constexpr std::array<std::string_view, 7> kStates = {
+    kQueued, kPlacing, kStarting, kRunning, kSucceeded, kFailed, kCanceled};
+
 inline bool is_terminal(std::string_view state) {
   return state == kSucceeded || state == kFailed || state == kCanceled;
 }

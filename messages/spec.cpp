@@ -2,6 +2,7 @@
 
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <google/protobuf/struct.pb.h>
 #include <google/protobuf/util/json_util.h>
 #include <yaml-cpp/yaml.h>
 
@@ -55,11 +56,44 @@ void append_json_string(std::string& out, const std::string& s) {
   out += '"';
 }
 
+// A YAML value of the wrong shape for its field (a string where the schema
+// has a list), told as a user reads it.
+struct ShapeError {
+  std::string message;
+};
+
+// What the schema says a YAML node is: a message (its fields by name), or a
+// field's value (its element when repeated); none: no schema (free form).
+struct Schema {
+  const google::protobuf::Descriptor* message = nullptr;
+  const google::protobuf::FieldDescriptor* field = nullptr;
+};
+
+const google::protobuf::FieldDescriptor* field_named(const google::protobuf::Descriptor* d,
+                                                     const std::string& key) {
+  if (d == nullptr) return nullptr;
+  if (const auto* f = d->FindFieldByName(key)) return f;
+  return d->FindFieldByCamelcaseName(key);  // lowerCamelCase, as protobuf's JSON accepts
+}
+
+// The schema of a field's element (a list's item, or the field itself).
+Schema element_of(const google::protobuf::FieldDescriptor* f) {
+  if (f == nullptr) return {};
+  if (f->type() == google::protobuf::FieldDescriptor::TYPE_MESSAGE) return {f->message_type(), f};
+  return {nullptr, f};
+}
+
 // YAML node -> JSON text, so that YAML goes through the same protobuf mapping.
-// Throws once `out` passes `limit`.
-void yaml_to_json(const YAML::Node& n, std::string& out, size_t limit) {
+// Converted by the schema: a scalar where the schema has a string stays a
+// string, whatever it looks like (`--epochs, 3`, `.001`, `010`, `yes`);
+// elsewhere plain scalars that read as numbers or booleans stay bare. A
+// scalar where the schema has a list is refused (ShapeError), never read as
+// a list of one. Throws once `out` passes `limit`.
+void yaml_to_json(const YAML::Node& n, std::string& out, size_t limit, Schema schema,
+                  bool element = false) {
   if (out.size() > limit)
     throw YAML::Exception(YAML::Mark::null_mark(), "aliases expand the document too far");
+  const auto* f = schema.field;
   switch (n.Type()) {
     case YAML::NodeType::Null:
     case YAML::NodeType::Undefined:
@@ -71,7 +105,7 @@ void yaml_to_json(const YAML::Node& n, std::string& out, size_t limit) {
       for (const auto& item : n) {
         if (!first) out += ',';
         first = false;
-        yaml_to_json(item, out, limit);
+        yaml_to_json(item, out, limit, element_of(f), true);
       }
       out += ']';
       return;
@@ -79,18 +113,43 @@ void yaml_to_json(const YAML::Node& n, std::string& out, size_t limit) {
     case YAML::NodeType::Map: {
       out += '{';
       bool first = true;
+      // A map field (env): its values are the entry's `value`.
+      const google::protobuf::FieldDescriptor* map_value =
+          f != nullptr && f->is_map() ? f->message_type()->FindFieldByName("value") : nullptr;
       for (const auto& kv : n) {
         if (!first) out += ',';
         first = false;
-        append_json_string(out, kv.first.Scalar());  // keys are escaped like values
+        const std::string& key = kv.first.Scalar();
+        append_json_string(out, key);  // keys are escaped like values
         out += ':';
-        yaml_to_json(kv.second, out, limit);
+        Schema sub;
+        if (map_value != nullptr) {
+          sub = element_of(map_value);
+        } else if (const auto* field = field_named(schema.message, key)) {
+          sub = field->type() == google::protobuf::FieldDescriptor::TYPE_MESSAGE &&
+                        !field->is_repeated()
+                    ? Schema{field->message_type(), field}
+                    : Schema{nullptr, field};
+        }
+        yaml_to_json(kv.second, out, limit, sub);
       }
       out += '}';
       return;
     }
     case YAML::NodeType::Scalar: {
       const std::string& s = n.Scalar();
+      if (f != nullptr && f->is_repeated() && !element && !f->is_map()) {
+        throw ShapeError{f->name() + " is a list: write it as [a, b, ...], not a string (" +
+                         (f->name() == "command"
+                              ? "a string is never split into a command and its arguments; "
+                                "on the command line, give the command after --"
+                              : "got '" + s + "'") +
+                         ")"};
+      }
+      if (f != nullptr && f->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_STRING) {
+        append_json_string(out, s);
+        return;
+      }
       // Plain (untagged) scalars that read as numbers or booleans stay bare;
       // quoted ones stay strings.
       bool plain = n.Tag() == "?";
@@ -140,6 +199,24 @@ std::string to_json(const google::protobuf::Message& m) {
 Parsed from_json(std::string_view json) {
   Parsed p;
   p.error = parse_json(json, p.spec);
+  // protobuf's JSON reads a string where a list is due as a list of one:
+  // `"command": "echo hello world"` would run a program of that name. Only a
+  // command of one element is looked at again (rare; never a hot path).
+  if (p.error.empty() && p.spec.command_size() == 1) {
+    google::protobuf::Struct doc;
+    google::protobuf::util::JsonParseOptions o;
+    o.ignore_unknown_fields = true;
+    if (google::protobuf::util::JsonStringToMessage(
+            google::protobuf::StringPiece(json.data(), json.size()), &doc, o)
+            .ok()) {
+      auto it = doc.fields().find("command");
+      if (it != doc.fields().end() &&
+          it->second.kind_case() == google::protobuf::Value::kStringValue)
+        p.error =
+            "invalid JSON job spec: command is a list: write it as [\"a\", \"b\", ...], not a "
+            "string (a string is never split into a command and its arguments)";
+    }
+  }
   p.ok = p.error.empty();
   return p;
 }
@@ -155,12 +232,14 @@ std::string parse_text(std::string_view text, google::protobuf::Message& m) {
     YAML::Node root = YAML::Load(std::string(text));
     if (!root.IsMap()) return "invalid YAML: the top level must be a mapping";
     std::string json;
-    yaml_to_json(root, json, json_limit(text));
+    yaml_to_json(root, json, json_limit(text), Schema{m.GetDescriptor(), nullptr});
     auto err = parse_json(json, m);
     if (!err.empty()) err.replace(0, std::string("invalid JSON job spec").size(), "invalid YAML");
     return err;
   } catch (const YAML::Exception& e) {
     return std::string("invalid YAML: ") + e.what();
+  } catch (const ShapeError& e) {
+    return "invalid YAML: " + e.message;
   }
 }
 
@@ -173,11 +252,13 @@ Parsed from_yaml(std::string_view yaml) {
       return p;
     }
     std::string json;
-    yaml_to_json(root, json, json_limit(yaml));
+    yaml_to_json(root, json, json_limit(yaml), Schema{pb::JobSpec::descriptor(), nullptr});
     p = from_json(json);
     if (!p.ok) p.error.replace(0, std::string("invalid JSON").size(), "invalid YAML");
   } catch (const YAML::Exception& e) {
     p.error = std::string("invalid YAML job spec: ") + e.what();
+  } catch (const ShapeError& e) {
+    p.error = "invalid YAML job spec: " + e.message;
   }
   return p;
 }

@@ -25,14 +25,6 @@ Json error_reply(const std::string& code, const std::string& text) {
   return Json{{"error", text}, {"code", code}};
 }
 
-std::string describe(const RunResult& r) {
-  std::ostringstream s;
-  s << "exit " << r.exit_code << (r.timed_out ? " (timed out)" : "") << "\nstdout:\n"
-    << r.out.substr(0, 2000) << "\nstderr:\n"
-    << r.err.substr(0, 2000);
-  return s.str();
-}
-
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }

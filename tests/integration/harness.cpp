@@ -874,6 +874,14 @@ StateBucket open_state_bucket(Cluster& c) {
   return b;
 }
 
+std::string describe(const RunResult& r) {
+  std::ostringstream s;
+  s << "exit " << r.exit_code << (r.timed_out ? " (timed out)" : "") << "\nstdout:\n"
+    << r.out.substr(0, 2000) << "\nstderr:\n"
+    << r.err.substr(0, 2000);
+  return s.str();
+}
+
 GpuReplay replay_gpus(const std::vector<Event>& events, int64_t gpu_memory_mb) {
   GpuReplay r;
   // (node, gpu) -> job -> its memory there (0: the whole GPU).

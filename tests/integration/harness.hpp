@@ -130,6 +130,9 @@ struct RunResult {
   std::string err;
 };
 
+// A run's exit code and the start of its output, for failure messages.
+std::string describe(const RunResult& r);
+
 // Runs a program to completion (killed at `timeout`), capturing its output in
 // files `<dir>/<label>.out|.err` that are also added to `dump`.
 RunResult run_program(const std::vector<std::string>& argv, const std::string& dir,

@@ -67,11 +67,6 @@ bool poll_until(const std::function<bool()>& probe, Clock::duration timeout,
   }
 }
 
-std::string describe(const RunResult& r) {
-  return "rc=" + std::to_string(r.exit_code) + (r.timed_out ? " (timed out)" : "") + "\nstdout:\n" +
-         r.out + "\nstderr:\n" + r.err;
-}
-
 // `troupe history ID [args] --json`, parsed (a JSON array; null when the
 // command failed or printed something else).
 Json history_json(Cluster& c, const std::string& id, std::vector<std::string> args = {}) {

@@ -589,3 +589,33 @@ TEST_CASE("spec: resources.gpu_memory_mb asks for part of one GPU, and survives 
   REQUIRE(parsed.ok);
   CHECK(parsed.spec.resources().gpu_memory_mb() == 2048);
 }
+
+TEST_CASE("spec: YAML is read by the schema: numbers in command and env stay strings",
+          "[messages][spec][yaml]") {
+  auto p = spec::from_yaml(
+      "team: a\ncommand: [python, train.py, --epochs, 3, --lr, .001, 010, yes, 1e3]\n"
+      "env: {A: 1, B: 010, C: true}\nresources: {gpus: 2, memory_mb: 1024}\n");
+  INFO(p.error);
+  REQUIRE(p.ok);
+  std::vector<std::string> cmd(p.spec.command().begin(), p.spec.command().end());
+  CHECK(cmd == std::vector<std::string>{"python", "train.py", "--epochs", "3", "--lr", ".001",
+                                        "010", "yes", "1e3"});
+  CHECK(p.spec.env().at("A") == "1");
+  CHECK(p.spec.env().at("B") == "010");
+  CHECK(p.spec.env().at("C") == "true");
+  CHECK(p.spec.resources().gpus() == 2);  // numbers where the schema has numbers
+  CHECK(p.spec.resources().memory_mb() == 1024);
+}
+
+TEST_CASE("spec: a string command is refused, pointing at the list form and --",
+          "[messages][spec][yaml]") {
+  auto y = spec::from_yaml("team: a\ncommand: echo hello world\n");
+  CHECK_FALSE(y.ok);
+  CHECK_THAT(y.error, Catch::Contains("command is a list") && Catch::Contains("after --"));
+  auto j = spec::from_json(R"({"team":"a","command":"echo hello world"})");
+  CHECK_FALSE(j.ok);
+  CHECK_THAT(j.error, Catch::Contains("command is a list"));
+  // A one-element list is a command of one word, as written.
+  auto one = spec::from_json(R"({"team":"a","command":["nvidia-smi"]})");
+  CHECK(one.ok);
+}

@@ -1,0 +1,127 @@
+// The `troupe` CLI's sharp edges (the surfaces issue, "What was found"), each
+// run as a user types it against the real binary: usage errors exit 2 and
+// name the unknown verb or flag with a suggestion; a job command without --
+// is shown with it; --version; durations with units; `cancel A B`; --state
+// checked; the cluster unreachable exits 69; YAML numbers in a command stay
+// strings and a string command is refused.
+#include <catch2/catch.hpp>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "harness.hpp"
+#include "load/scan.hpp"
+#include "messages/names.hpp"
+
+using namespace troupe;
+using namespace troupe::it;
+
+namespace {
+
+// The CLI with no cluster: pointed at a loopback port nothing listens on.
+RunResult offline(TmpDir& dir, FailureDump& dump, std::vector<std::string> args) {
+  std::vector<std::string> argv = {bin_dir() + "/troupe", "--nats",
+                                   "nats://127.0.0.1:" + std::to_string(free_port())};
+  argv.insert(argv.end(), args.begin(), args.end());
+  static int n = 0;
+  return run_program(argv, dir.path(), "cli-offline-" + std::to_string(++n), 20s, &dump,
+                     {"TROUPE_HOME=" + dir.path()});
+}
+
+}  // namespace
+
+TEST_CASE("cli: usage errors exit 2 and name the unknown verb or flag, with a suggestion",
+          "[integration][cli]") {
+  TmpDir dir("troupe-cli");
+  FailureDump dump;
+  auto verb = offline(dir, dump, {"stauts", "j-1"});
+  INFO(describe(verb));
+  CHECK(verb.exit_code == 2);
+  CHECK_THAT(verb.err, Catch::Contains("unknown command 'stauts'") &&
+                           Catch::Contains("did you mean 'status'?"));
+  auto flag = offline(dir, dump, {"submit", "--team", "nlp", "--gpu", "1", "--", "true"});
+  INFO(describe(flag));
+  CHECK(flag.exit_code == 2);
+  CHECK_THAT(flag.err, Catch::Contains("unknown flag --gpu") && Catch::Contains("'--gpus'"));
+  // A forgotten --: the command is shown with it.
+  auto program = offline(dir, dump, {"submit", "--team", "nlp", "--gpus", "1", "nvidia-smi"});
+  INFO(describe(program));
+  CHECK(program.exit_code == 2);
+  CHECK_THAT(program.err, Catch::Contains("-- nvidia-smi"));
+  auto args = offline(
+      dir, dump, {"submit", "--team", "nlp", "--gpus", "1", "python", "train.py", "--lr", "0.1"});
+  INFO(describe(args));
+  CHECK(args.exit_code == 2);
+  CHECK_THAT(args.err, Catch::Contains("troupe submit [flags] -- python train.py --lr 0.1"));
+  // Bad values: a duration, a size, a state.
+  auto dur = offline(dir, dump, {"submit", "--team", "nlp", "--max-runtime", "soon", "--", "x"});
+  CHECK(dur.exit_code == 2);
+  CHECK_THAT(dur.err, Catch::Contains("not a duration"));
+  auto size = offline(dir, dump, {"submit", "--team", "nlp", "--memory-mb", "lots", "--", "x"});
+  CHECK(size.exit_code == 2);
+  auto state = offline(dir, dump, {"jobs", "--state", "bogus"});
+  INFO(describe(state));
+  CHECK(state.exit_code == 2);
+  CHECK_THAT(state.err, Catch::Contains("unknown state 'bogus'"));
+  auto missing = offline(dir, dump, {"status"});
+  CHECK(missing.exit_code == 2);
+  // --version, and --help exit 0.
+  auto version = offline(dir, dump, {"--version"});
+  CHECK(version.exit_code == 0);
+  CHECK_THAT(version.out, Catch::StartsWith("troupe "));
+  CHECK(offline(dir, dump, {"--help"}).exit_code == 0);
+  // The cluster cannot be reached: 69, and it says how to start one.
+  auto down = offline(dir, dump, {"status", "j-1"});
+  INFO(describe(down));
+  CHECK(down.exit_code == 69);
+  CHECK_THAT(down.err, Catch::Contains("cannot connect"));
+}
+
+TEST_CASE(
+    "cli: YAML numbers stay strings, a string command is refused, durations have units, "
+    "cancel takes several jobs",
+    "[integration][cli]") {
+  Cluster c(ClusterOptions{}.node("n1", 2, true));
+  REQUIRE(c.wait_nodes_alive(1, 20s));
+  // `command: [python, train.py, --epochs, 3]` and `--lr, .001`, `010`.
+  std::string spec_path = c.dir() + "/numbers.yaml";
+  {
+    std::ofstream f(spec_path);
+    f << "team: nlp\ncommand: [simulated, train.py, --epochs, 3, --lr, .001, \"x\", 010]\n"
+         "env: {TROUPE_SIM_DURATION_S: 300, SEED: 010}\nresources: {gpus: 1}\n";
+  }
+  // --max-runtime with units: 0m2s stops the 300 s job after 2 s.
+  RunResult sub = c.run_cli({"submit", spec_path, "--max-runtime", "0m2s"});
+  INFO(describe(sub));
+  REQUIRE(sub.exit_code == 0);
+  std::string a = sub.out.substr(0, sub.out.find_first_of(" \n"));
+  auto ended = c.wait_terminal(a, 30s);
+  REQUIRE(ended);
+  INFO(c.events().describe(a));
+  CHECK(ended->state == names::kFailed);
+  CHECK(ended->json.value("cause", "") == "max_runtime");
+  // A string command: refused before it could fail at run time.
+  std::string str_path = c.dir() + "/string.yaml";
+  {
+    std::ofstream f(str_path);
+    f << "team: nlp\ncommand: echo hello world\n";
+  }
+  RunResult str = c.run_cli({"submit", str_path});
+  INFO(describe(str));
+  CHECK(str.exit_code != 0);
+  CHECK_THAT(str.err, Catch::Contains("command is a list"));
+  // `cancel A B`: both.
+  Json long_job = job_spec("nlp", {"simulated-work"});
+  long_job["env"] = {{"TROUPE_SIM_DURATION_S", "300"}};
+  auto x = c.submit_ok("nlp", long_job);
+  auto y = c.submit_ok("nlp", long_job);
+  RunResult cancel = c.run_cli({"cancel", x, y});
+  INFO(describe(cancel));
+  CHECK(cancel.exit_code == 0);
+  for (const auto& id : {x, y}) {
+    auto done = c.wait_terminal(id, 20s);
+    REQUIRE(done);
+    CHECK(done->state == names::kCanceled);
+  }
+}

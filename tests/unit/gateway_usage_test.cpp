@@ -1,0 +1,92 @@
+// Unit tests for gateway/usage: the CLI's usage errors (unknown verbs and
+// flags named with the closest, a job command without --), durations and
+// sizes with units, and the states --state accepts.
+#include <catch2/catch.hpp>
+
+#include "gateway/usage.hpp"
+
+using namespace troupe::gateway;
+
+namespace {
+const std::vector<std::string> kVerbs = {"submit", "status", "jobs", "cancel", "logs", "why"};
+const std::vector<std::string> kGlobal = {"--nats", "--creds", "--tls-ca"};
+VerbFlags submit_flags() {
+  return {"submit", {"--team", "--gpus", "--max-runtime", "--env"}, {}};
+}
+}  // namespace
+
+TEST_CASE("usage: an unknown verb is named, with the closest known one", "[gateway][usage]") {
+  auto bad = unknown_verb({"stauts", "j-1"}, kVerbs, kGlobal);
+  REQUIRE(bad);
+  CHECK_THAT(*bad, Catch::Contains("unknown command 'stauts'") &&
+                       Catch::Contains("did you mean 'status'?"));
+  // Global flags and their values are skipped; a known verb is fine.
+  CHECK_FALSE(unknown_verb({"--nats", "nats://x:1", "status", "j-1"}, kVerbs, kGlobal));
+  CHECK_FALSE(unknown_verb({"--nats=nats://x:1", "jobs"}, kVerbs, kGlobal));
+  CHECK_FALSE(unknown_verb({"--help"}, kVerbs, kGlobal));
+  auto far = unknown_verb({"frobnicate"}, kVerbs, kGlobal);
+  REQUIRE(far);
+  CHECK(far->find("did you mean") == std::string::npos);
+  CHECK_THAT(*far, Catch::Contains("the commands are submit, status"));
+  CHECK(closest("canc", kVerbs) == "cancel");
+}
+
+TEST_CASE("usage: an unknown flag is named with the closest, a command without -- is shown with it",
+          "[gateway][usage]") {
+  auto gpu = usage_error(submit_flags(), kGlobal, {"submit", "--team", "nlp", "--gpu", "1"}, "x");
+  CHECK_THAT(gpu, Catch::Contains("unknown flag --gpu") && Catch::Contains("'--gpus'"));
+  auto cmd =
+      usage_error(submit_flags(), kGlobal,
+                  {"submit", "--team", "nlp", "--gpus", "1", "python", "train.py", "--lr", "0.1"},
+                  "The following arguments were not expected: 0.1 --lr train.py");
+  CHECK_THAT(cmd, Catch::Contains("put it after --") &&
+                      Catch::Contains("troupe submit [flags] -- python train.py --lr 0.1"));
+  auto two = usage_error(submit_flags(), kGlobal, {"submit", "a", "b"}, "extra");
+  CHECK_THAT(two, Catch::Contains("-- a b"));
+  // Other errors keep CLI11's text and point at --help.
+  auto other =
+      usage_error({"status", {"--team"}, {"--json"}}, kGlobal, {"status"}, "id is required");
+  CHECK(other == "troupe status: id is required (see troupe status --help)");
+  // A spec file and a bad value: not mistaken for a command.
+  auto value = usage_error(submit_flags(), kGlobal, {"submit", "job.yaml", "--gpus", "x"},
+                           "Could not convert: --gpus = x");
+  CHECK_THAT(value, Catch::Contains("Could not convert"));
+}
+
+TEST_CASE("usage: durations with units", "[gateway][usage]") {
+  CHECK(parse_duration_s("90") == 90);
+  CHECK(parse_duration_s("90s") == 90);
+  CHECK(parse_duration_s("15m") == 900);
+  CHECK(parse_duration_s("1h30m") == 5400);
+  CHECK(parse_duration_s("2d12h") == 216000);
+  CHECK(parse_duration_s("1h") == 3600);
+  CHECK_FALSE(parse_duration_s(""));
+  CHECK_FALSE(parse_duration_s("1h30"));  // the unit of 30 is not said
+  CHECK_FALSE(parse_duration_s("abc"));
+  CHECK_FALSE(parse_duration_s("-5"));
+  CHECK_FALSE(parse_duration_s("1w"));
+  CHECK_FALSE(parse_duration_s("99999999999999999999"));
+}
+
+TEST_CASE("usage: sizes with units, in MiB", "[gateway][usage]") {
+  CHECK(parse_size_mb("512") == 512);
+  CHECK(parse_size_mb("512M") == 512);
+  CHECK(parse_size_mb("64G") == 65536);
+  CHECK(parse_size_mb("64Gi") == 65536);
+  CHECK(parse_size_mb("64GB") == 65536);
+  CHECK(parse_size_mb("64g") == 65536);
+  CHECK(parse_size_mb("1T") == 1048576);
+  CHECK(parse_size_mb("1536K") == 2);  // rounded up
+  CHECK_FALSE(parse_size_mb("G"));
+  CHECK_FALSE(parse_size_mb("12X"));
+  CHECK_FALSE(parse_size_mb("-1"));
+  CHECK_FALSE(parse_size_mb("99999999999999999999"));
+}
+
+TEST_CASE("usage: --state takes job states only", "[gateway][usage]") {
+  CHECK(check_state("running").empty());
+  CHECK(check_state("canceled").empty());
+  auto bad = check_state("runing");
+  CHECK_THAT(bad, Catch::Contains("unknown state 'runing'") && Catch::Contains("'running'"));
+  CHECK_THAT(check_state("bogus"), Catch::Contains("the states are queued"));
+}
