@@ -38,7 +38,7 @@ ClientPtr open_client(const std::string& url) {
 }  // namespace
 
 int run_submit(const std::string& url, const std::optional<std::string>& file,
-               const SubmitFlags& flags) {
+               const SubmitFlags& flags, bool wait) {
   std::optional<std::string> text;
   if (file) {
     std::ifstream in(*file, std::ios::binary);
@@ -55,7 +55,62 @@ int run_submit(const std::string& url, const std::optional<std::string>& file,
   std::string id;
   if (auto err = c->submit(built.spec, &id); !err.empty()) return fail("submit refused: " + err);
   std::cout << id << "\n";
-  return 0;
+  std::cout.flush();
+  if (!wait) return 0;
+  return run_wait(url, {id}, built.spec.team());
+}
+
+namespace {
+// A job's view once it is terminal, asking again through errors (a
+// scheduler failover answers `no responders` for a few seconds) until
+// `deadline`; "" or why not.
+std::string wait_terminal(Client& c, const std::string& team, const std::string& id,
+                          std::chrono::steady_clock::time_point deadline, pb::JobView* view) {
+  constexpr auto kPoll = std::chrono::milliseconds(300);
+  std::string last_error;
+  for (;;) {
+    std::string err = c.status(team, id, view);
+    if (err.empty() && names::is_terminal(view->state())) return {};
+    if (err.rfind("not_found", 0) == 0) return err;  // no such job: asking again will not help
+    if (!err.empty() && err != last_error) {
+      std::cerr << "troupe: " << id << ": " << err << " (trying again)\n";
+      last_error = err;
+    }
+    if (std::chrono::steady_clock::now() >= deadline)
+      return err.empty() ? "still " + view->state() + " when the wait ended" : err;
+    std::this_thread::sleep_for(kPoll);
+  }
+}
+
+// Prints how a job that did not succeed ended; returns its exit code.
+int tell_end(const std::string& id, const pb::JobView& view) {
+  std::string why;
+  int rc = job_exit_code(view, &why);
+  if (rc != 0)
+    std::cerr << "troupe: " << id << " " << view.state() << (why.empty() ? "" : ": " + why)
+              << " (exit " << rc << ")\n";
+  return rc;
+}
+}  // namespace
+
+int run_wait(const std::string& url, const std::vector<std::string>& ids, const std::string& team,
+             int64_t timeout_s) {
+  auto c = open_client(url);
+  if (!c) return kUnreachableExit;
+  auto deadline = timeout_s > 0 ? std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s)
+                                : std::chrono::steady_clock::time_point::max();
+  int rc = 0;
+  for (const auto& id : ids) {
+    std::string t;
+    if (auto err = c->resolve_team(team, id, &t); !err.empty())
+      return fail("wait " + id + ": " + err);
+    pb::JobView view;
+    if (auto err = wait_terminal(*c, t, id, deadline, &view); !err.empty())
+      return fail("wait " + id + ": " + err);
+    int one = tell_end(id, view);
+    if (rc == 0) rc = one;
+  }
+  return rc;
 }
 
 int run_status(const std::string& url, const std::string& job_id, const std::string& team,
@@ -127,6 +182,7 @@ int run_logs(const std::string& url, const std::string& job_id, const std::strin
   int64_t offset = 0;
   bool terminal = false;  // seen terminal: one more read to eof, then stop
   std::string last_error;
+  pb::JobView view;
   for (;;) {
     LogChunk chunk;
     std::string err = c->logs(t, job_id, rank, offset, kPage, &chunk);
@@ -143,10 +199,17 @@ int run_logs(const std::string& url, const std::string& job_id, const std::strin
     } else if (!follow) {
       return fail(err);
     }
-    // Following: stop once the job is terminal and its log was read to the end.
-    if (terminal) return err.empty() ? 0 : fail(err);
-    pb::JobView view;
-    if (auto serr = c->status(t, job_id, &view); !serr.empty()) return fail(serr);
+    // Following: stop once the job is terminal and its log was read to the end;
+    // exit as the job ended (troupe wait's codes).
+    if (terminal) return err.empty() ? tell_end(job_id, view) : fail(err);
+    if (auto serr = c->status(t, job_id, &view); !serr.empty()) {
+      // A scheduler failover answers `no responders` a few seconds: ask again.
+      if (serr.rfind("not_found", 0) == 0) return fail(serr);
+      if (serr != last_error) std::cerr << "troupe: " << serr << " (trying again)\n";
+      last_error = serr;
+      std::this_thread::sleep_for(kPoll);
+      continue;
+    }
     if (names::is_terminal(view.state())) {
       terminal = true;
       continue;  // read what the last moments wrote

@@ -7,21 +7,30 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "gateway/submit_args.hpp"
 
 namespace troupe::gateway {
 
+// With `wait`: then waits for the job and exits as run_wait.
 int run_submit(const std::string& url, const std::optional<std::string>& file,
-               const SubmitFlags& flags);
+               const SubmitFlags& flags, bool wait = false);
 int run_status(const std::string& url, const std::string& job_id, const std::string& team,
                bool json);
 // `troupe jobs`: pages of troupe.<team>.jobs / troupe.sys.jobs until `limit`
 // jobs (0: all), after the job `after` when given; a hint on stderr when more
 // remain.
-int run_jobs(const std::string& url, const std::string& team, const std::string& state,
-             bool json, int64_t limit = 0, const std::string& after = {});
+int run_jobs(const std::string& url, const std::string& team, const std::string& state, bool json,
+             int64_t limit = 0, const std::string& after = {});
 int run_cancel(const std::string& url, const std::string& job_id, const std::string& team);
+// `troupe wait ID...`: until every job is terminal (at most `timeout_s`, 0:
+// no limit; requests that fail meanwhile, as in a scheduler failover, are
+// tried again). Exits as the first job in `ids` that did not succeed
+// (job_exit_code: 0, its exit code, 124, 125, 130), 69 when the cluster
+// cannot be reached, 1 when the time ran out or a job is unknown.
+int run_wait(const std::string& url, const std::vector<std::string>& ids, const std::string& team,
+             int64_t timeout_s = 0);
 int run_logs(const std::string& url, const std::string& job_id, const std::string& team, int rank,
              bool follow);
 int run_nodes(const std::string& url, bool json);

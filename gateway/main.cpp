@@ -65,6 +65,9 @@ int main(int argc, char** argv) {
       ->allow_extra_args(false);
   auto* o_idem =
       submit->add_option("--idempotency-key", idem, "same key twice: same job id, runs once");
+  bool submit_wait = false;
+  submit->add_flag("--wait", submit_wait,
+                   "wait for the job; exit as it ended (see troupe wait --help)");
 
   // status
   auto* status = app.add_subcommand("status", "Show one job");
@@ -93,6 +96,18 @@ int main(int argc, char** argv) {
   std::vector<std::string> job_ids;
   cancel->add_option("id", job_ids, "job ids")->required();
   cancel->add_option("--team", job_team, "the job's team (else looked up)");
+
+  // wait
+  auto* wait = app.add_subcommand(
+      "wait",
+      "Wait until jobs end; exit 0 if all succeeded, else as the first that did not: its exit "
+      "code (1-255), 124 max_runtime_s, 125 failed without an exit code, 130 canceled; 69 "
+      "cluster unreachable");
+  std::vector<std::string> wait_ids;
+  std::string wait_timeout;
+  wait->add_option("id", wait_ids, "job ids")->required();
+  wait->add_option("--team", job_team, "the jobs' team (else looked up)");
+  wait->add_option("--timeout", wait_timeout, "give up after this long (90s, 10m, 2h); exit 1");
 
   // logs
   auto* logs = app.add_subcommand("logs", "Print a job's output (one rank)");
@@ -300,7 +315,7 @@ int main(int argc, char** argv) {
       return gw::kUsageExit;
     }
     return gw::run_submit(url, o_file->count() ? std::optional<std::string>(file) : std::nullopt,
-                          flags);
+                          flags, submit_wait);
   }
   if (status->parsed()) return gw::run_status(url, job_id, job_team, json);
   if (jobs->parsed()) {
@@ -323,6 +338,19 @@ int main(int argc, char** argv) {
       if (rc == 0) rc = one;
     }
     return rc;
+  }
+  if (wait->parsed()) {
+    int64_t timeout_s = 0;
+    if (!wait_timeout.empty()) {
+      auto s = gw::parse_duration_s(wait_timeout);
+      if (!s) {
+        std::cerr << "troupe wait: --timeout " << wait_timeout
+                  << " is not a duration (seconds, or 90s, 10m, 2h)\n";
+        return gw::kUsageExit;
+      }
+      timeout_s = *s;
+    }
+    return gw::run_wait(url, wait_ids, job_team, timeout_s);
   }
   if (logs->parsed()) return gw::run_logs(url, job_id, job_team, rank, follow);
   if (nodes->parsed()) return gw::run_nodes(url, json);

@@ -208,6 +208,17 @@ bool readable_file(const std::string& path) {
   return in.good();
 }
 
+int job_exit_code(const pb::JobView& job, std::string* why) {
+  if (!names::is_terminal(job.state())) return -1;
+  if (job.state() == names::kSucceeded) return 0;
+  if (why != nullptr) *why = job.reason();
+  if (job.state() == names::kCanceled) return kCanceledExit;
+  std::string cause = job.attempts_size() > 0 ? job.attempts(job.attempts_size() - 1).cause() : "";
+  if (cause == "max_runtime") return kRuntimeLimitExit;
+  if (job.has_exit_code() && job.exit_code() >= 1 && job.exit_code() <= 255) return job.exit_code();
+  return kNoExitCodeExit;
+}
+
 std::string check_state(std::string_view state) {
   for (auto s : names::kStates)
     if (s == state) return {};

@@ -10,11 +10,24 @@
 #include <string_view>
 #include <vector>
 
+#include "job_spec.pb.h"
+
 namespace troupe::gateway {
 
 inline constexpr int kUsageExit = 2;
 // The cluster cannot be reached (sysexits' EX_UNAVAILABLE).
 inline constexpr int kUnreachableExit = 69;
+// `troupe wait`, `submit --wait`, `logs -f`: how the job ended (job_exit_code).
+inline constexpr int kRuntimeLimitExit = 124;  // it hit max_runtime_s (as timeout(1))
+inline constexpr int kNoExitCodeExit = 125;    // failed without an exit code (lost, OOM, ...)
+inline constexpr int kCanceledExit = 130;      // canceled (as an interrupted shell command)
+
+// The exit code that tells how a terminal job ended: 0 succeeded; its exit
+// code (1-255) when a worker exited non-zero (the scheduler records rank 0's,
+// else the first non-zero rank's); 124 when its last attempt hit
+// max_runtime_s; 125 when it failed without an exit code (lost, OOM, a bad
+// launch; `why` gets the reason); 130 when canceled. -1 while not terminal.
+int job_exit_code(const pb::JobView& job, std::string* why = nullptr);
 
 // The known word closest to `word` (edit distance at most a third of its
 // length, and at least 2), or a known word it is a prefix of; "" when none.

@@ -3,7 +3,8 @@
 // name the unknown verb or flag with a suggestion; a job command without --
 // is shown with it; --version; durations with units; `cancel A B`; --state
 // checked; the cluster unreachable exits 69; YAML numbers in a command stay
-// strings and a string command is refused.
+// strings and a string command is refused; `troupe wait`, `submit --wait`
+// and `logs -f` exit as the job ended (0, its exit code, 124, 125, 130).
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <sstream>
@@ -101,6 +102,27 @@ TEST_CASE(
   INFO(c.events().describe(a));
   CHECK(ended->state == names::kFailed);
   CHECK(ended->json.value("cause", "") == "max_runtime");
+  // troupe wait exits as the job ended: 124 for max_runtime_s.
+  RunResult waited = c.run_cli({"wait", a});
+  INFO(describe(waited));
+  CHECK(waited.exit_code == 124);
+  // submit --wait and logs -f: the worker's exit code; 0 when it succeeded.
+  RunResult seven =
+      c.run_cli({"submit", "--team", "nlp", "--gpus", "1", "--env", "TROUPE_SIM_DURATION_S=0.2",
+                 "--env", "TROUPE_SIM_EXIT=7", "--wait", "--", "simulated"});
+  INFO(describe(seven));
+  CHECK(seven.exit_code == 7);
+  std::string seven_id = seven.out.substr(0, seven.out.find_first_of(" \n"));
+  RunResult follow = c.run_cli({"logs", "-f", seven_id});
+  INFO(describe(follow));
+  CHECK(follow.exit_code == 7);
+  RunResult ok = c.run_cli({"submit", "--team", "nlp", "--gpus", "1", "--env",
+                            "TROUPE_SIM_DURATION_S=0.2", "--wait", "--", "simulated"});
+  INFO(describe(ok));
+  CHECK(ok.exit_code == 0);
+  RunResult both = c.run_cli({"wait", seven_id, a});  // the first that did not succeed
+  CHECK(both.exit_code == 7);
+  CHECK(c.run_cli({"wait", "j-00000000deadbeef"}).exit_code == 1);
   // A string command: refused before it could fail at run time.
   std::string str_path = c.dir() + "/string.yaml";
   {
@@ -124,4 +146,7 @@ TEST_CASE(
     REQUIRE(done);
     CHECK(done->state == names::kCanceled);
   }
+  RunResult canceled = c.run_cli({"wait", x, y, "--timeout", "30s"});
+  INFO(describe(canceled));
+  CHECK(canceled.exit_code == 130);
 }

@@ -90,3 +90,26 @@ TEST_CASE("usage: --state takes job states only", "[gateway][usage]") {
   CHECK_THAT(bad, Catch::Contains("unknown state 'runing'") && Catch::Contains("'running'"));
   CHECK_THAT(check_state("bogus"), Catch::Contains("the states are queued"));
 }
+
+TEST_CASE("usage: a job's end as an exit code (troupe wait)", "[gateway][usage][wait]") {
+  troupe::pb::JobView v;
+  v.set_state("running");
+  CHECK(job_exit_code(v) == -1);
+  v.set_state("succeeded");
+  CHECK(job_exit_code(v) == 0);
+  v.set_state("failed");
+  v.set_exit_code(7);
+  v.set_reason("rank 0 exited with code 7");
+  std::string why;
+  CHECK(job_exit_code(v, &why) == 7);
+  CHECK(why == "rank 0 exited with code 7");
+  v.add_attempts()->set_cause("max_runtime");
+  CHECK(job_exit_code(v) == kRuntimeLimitExit);
+  v.mutable_attempts(0)->set_cause("node_lost");
+  v.clear_exit_code();
+  CHECK(job_exit_code(v) == kNoExitCodeExit);
+  v.set_exit_code(300);  // not an exit status
+  CHECK(job_exit_code(v) == kNoExitCodeExit);
+  v.set_state("canceled");
+  CHECK(job_exit_code(v) == kCanceledExit);
+}
