@@ -91,6 +91,7 @@ void report(Self self, bool changed = true, bool force = false) {
   c.memory_free_mb = st.ledger.memory_free_mb();
   c.alive = st.life == Liveness::alive;
   c.schedulable = st.work == Work::schedulable;
+  c.draining = st.work == Work::draining;
   c.last_heartbeat_ms = st.last_heartbeat_ms;
   c.gpu_memory_mb = st.ledger.gpu_memory_mb;
   c.shared = st.ledger.shared_gpus();

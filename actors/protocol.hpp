@@ -458,7 +458,7 @@ typename Inspector::result_type inspect(Inspector& f, NodeCapacity& x) {
   return f(caf::meta::type_name("NodeCapacity"), x.name, x.host, x.gpu_type, x.pool, x.rack,
            x.runtime, x.schedulable, x.gpus_total, x.gpus_free, x.gpus_reserved, x.gpus_allocated,
            x.cpus_total, x.cpus_free, x.memory_total_mb, x.memory_free_mb, x.alive,
-           x.last_heartbeat_ms, x.running, x.holds, x.gpu_memory_mb, x.shared);
+           x.last_heartbeat_ms, x.running, x.holds, x.gpu_memory_mb, x.shared, x.draining);
 }
 }  // namespace policy
 

@@ -173,11 +173,17 @@ std::string jobs_table(const pb::JobList& jobs, int64_t now_ms, const std::strin
   });
   std::vector<std::vector<std::string>> rows;
   for (const auto* j : sorted) {
-    rows.push_back({j->job_id(), j->team(), j->name().empty() ? "-" : j->name(),
-                    j->kind(), j->state(), gpus_text(*j), nodes_text(j->placement()),
+    rows.push_back({j->job_id(), j->team(), j->name().empty() ? "-" : j->name(), j->kind(),
+                    j->state(), gpus_text(*j), nodes_text(j->placement()),
                     j->submit_ms() > 0 ? format_age(now_ms - j->submit_ms()) : "-"});
   }
   return render_table({"ID", "TEAM", "NAME", "KIND", "STATE", "GPUS", "NODE(S)", "AGE"}, rows);
+}
+
+std::string node_state(const pb::NodeView& n) {
+  if (!n.alive()) return "lost";
+  if (n.schedulable()) return "alive";
+  return n.draining() ? "draining" : "cordoned";
 }
 
 std::string nodes_table(const pb::NodeList& nodes, int64_t now_ms) {
@@ -191,7 +197,7 @@ std::string nodes_table(const pb::NodeList& nodes, int64_t now_ms) {
                     std::to_string(n->gpus_free()) + "/" + std::to_string(n->gpus_total()),
                     std::to_string(n->gpus_reserved()), std::to_string(n->gpus_allocated()),
                     n->cpus() > 0 ? std::to_string(n->cpus()) : "-",
-                    format_memory_mb(n->memory_mb()), n->alive() ? "alive" : "lost",
+                    format_memory_mb(n->memory_mb()), node_state(*n),
                     n->last_heartbeat_ms() > 0
                         ? format_age(now_ms - n->last_heartbeat_ms()) + " ago"
                         : "never"});
@@ -231,8 +237,8 @@ std::string status_text(const pb::JobView& j, int64_t now_ms) {
   if (j.has_exit_code()) add("exit code", std::to_string(j.exit_code()));
   if (!j.reason().empty()) add("reason", j.reason());
   if (j.submit_ms() > 0)
-    add("submitted", format_datetime(j.submit_ms()) + " (" + format_age(now_ms - j.submit_ms()) +
-                         " ago)");
+    add("submitted",
+        format_datetime(j.submit_ms()) + " (" + format_age(now_ms - j.submit_ms()) + " ago)");
   if (j.start_ms() > 0) {
     std::string v = format_datetime(j.start_ms());
     if (j.submit_ms() > 0) v += " (waited " + format_duration(j.start_ms() - j.submit_ms()) + ")";

@@ -40,6 +40,8 @@ std::string gpus_text(const pb::JobView& j);
 std::string jobs_table(const pb::JobList& jobs, int64_t now_ms, const std::string& state = {});
 // `troupe nodes`: NODE GPU TYPE GPUS(free/total) RESERVED ALLOCATED CPUS MEMORY STATE LAST HEARTBEAT.
 std::string nodes_table(const pb::NodeList& nodes, int64_t now_ms);
+// A node's STATE column: lost, alive, cordoned or draining.
+std::string node_state(const pb::NodeView& n);
 // `troupe status`: one "key  value" line per field that is known.
 std::string status_text(const pb::JobView& j, int64_t now_ms);
 // One line per event: time, job, name, state, placement, exit code and reason.

@@ -98,19 +98,31 @@ PoolTotals pool_totals(const std::vector<NodeCapacity>& nodes, const std::string
 
 std::string free_histogram(const std::vector<NodeCapacity>& nodes, const PlacementRequest& req) {
   std::map<int, int, std::greater<int>> by_free;  // free GPUs -> node count
-  int total = 0;
+  int total = 0, closed = 0;                      // schedulable; cordoned or draining
   for (const auto& n : nodes) {
     if (!in_pool(n, req.pool) || !n.alive || !eligible(n, req)) continue;
+    if (!n.schedulable) {
+      ++closed;  // its free GPUs take no work: not counted as free
+      continue;
+    }
     ++by_free[std::max(0, n.gpus_free)];
     ++total;
   }
+  std::string shut = closed == 0
+                         ? std::string()
+                         : std::to_string(closed) + (closed == 1 ? " node is" : " nodes are") +
+                               " cordoned or draining";
+  if (total == 0 && closed > 0)
+    return "every node of pool " + req.pool + " that could run it is cordoned or draining (" +
+           std::to_string(closed) + ")";
   std::string s;
   for (const auto& [free, count] : by_free) {
     if (!s.empty()) s += ", ";
     s += std::to_string(count) + (count == 1 ? " node has " : " nodes have ") +
          std::to_string(free) + " free";
   }
-  return std::to_string(total) + " nodes in pool" + (s.empty() ? "" : ": " + s);
+  return std::to_string(total) + " nodes in pool" + (s.empty() ? "" : ": " + s) +
+         (shut.empty() ? "" : "; " + shut);
 }
 
 RoundOutput plan_fifo(const RoundInput& in) {

@@ -134,11 +134,24 @@ TEST_CASE("gateway: nodes_table shows free/total and liveness", "[gateway][forma
   n->set_cpus(32);
   n->set_memory_mb(256 * 1024);
   n->set_alive(true);
+  n->set_schedulable(true);
   n->set_last_heartbeat_ms(9'000);
   auto* m = list.add_nodes();
   m->set_node("node-1");
   m->set_alive(false);
+  auto* c = list.add_nodes();
+  c->set_node("node-3");
+  c->set_alive(true);  // cordoned: alive, not schedulable
+  auto* d = list.add_nodes();
+  d->set_node("node-4");
+  d->set_alive(true);
+  d->set_draining(true);
   std::string t = nodes_table(list, 10'000);
+  CHECK(node_state(*c) == "cordoned");
+  CHECK(node_state(*d) == "draining");
+  CHECK(node_state(*m) == "lost");
+  CHECK(node_state(*n) == "alive");
+  CHECK_THAT(t, Catch::Contains("cordoned") && Catch::Contains("draining"));
   CHECK_THAT(t, Catch::Contains("LAST HEARTBEAT"));
   CHECK_THAT(t, Catch::Contains("1/4"));
   CHECK_THAT(t, Catch::Contains("256G"));

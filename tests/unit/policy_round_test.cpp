@@ -410,3 +410,15 @@ TEST_CASE("round: a shared job on nodes of unknown or smaller GPU memory is told
   in.nodes[0].gpu_memory_mb = 8000;
   CHECK(plan_round(in).grants.size() == 1);
 }
+
+TEST_CASE("free_histogram: cordoned or draining nodes are not counted as free",
+          "[policy][round][cordon]") {
+  std::vector<NodeCapacity> nodes = {node("a", 4), node("b", 4)};
+  auto d = demand("j", 8);
+  for (auto& n : nodes) n.schedulable = false;
+  CHECK(free_histogram(nodes, d.req) ==
+        "every node of pool a100 that could run it is cordoned or draining (2)");
+  nodes[1].schedulable = true;
+  CHECK(free_histogram(nodes, d.req) ==
+        "1 nodes in pool: 1 node has 4 free; 1 node is cordoned or draining");
+}
