@@ -228,31 +228,21 @@ void preempt_if_needed(Self self, const std::string& pool, const policy::RoundOu
     auto standing = standing_of(st, team, pool);
     // Owed: what its guarantee still lacks, less what its wants before this
     // one (and its jobs waiting for victims) take of it.
-    int owed = standing.guaranteed - standing.used.gpus;
+    policy::WantGate gate(standing.guaranteed - standing.used.gpus, budget_left);
     for (const auto& t : td.tickets) {
       if (t.req.pool != pool || td.inflight.count(t.job_id)) continue;
       if (is_guest(t.req, pool)) continue;  // it preempts, if at all, in its first pool
       // A shared job (part of a GPU) waits for room; it never preempts.
       if (t.req.shared()) continue;
-      int need = t.req.gpus * t.req.workers;
-      if (auto p = st.preempting_for.find(t.job_id);
-          p != st.preempting_for.end() && p->second > now) {
-        owed -= need;
-        continue;
-      }
+      auto p = st.preempting_for.find(t.job_id);
       auto r = out.reasons.find(t.job_id);
-      if (r == out.reasons.end()) continue;
-      const auto& code = r->second.code;
-      if (code != policy::why::kFitsNowhere && code != policy::why::kReservation &&
-          code != policy::why::kHeldForOther)
-        continue;
-      // Its own hold starts before victims would be gone: waiting is faster.
-      if (hold.active() && hold.job_id == t.job_id && hold.start_ms <= now + grace_ms) continue;
-      bool below = need <= owed;
-      if (below) owed -= need;
-      if (!below && !budget_left) continue;
+      auto below =
+          gate.admit(t.req.gpus * t.req.workers, p != st.preempting_for.end() && p->second > now,
+                     r == out.reasons.end() ? nullptr : &r->second.code,
+                     hold.active() && hold.job_id == t.job_id && hold.start_ms <= now + grace_ms);
+      if (!below) continue;
       policy::PreemptWant want{t.job_id, t.team, t.priority,           t.seq,
-                               below,    t.req,  t.las() ? t.band : -1};
+                               *below,   t.req,  t.las() ? t.band : -1};
       if (st.victims[pool].may_have_victim(want)) wants.push_back(std::move(want));
     }
   }

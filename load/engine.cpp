@@ -242,7 +242,8 @@ void Engine::on_event(Inbound&& in) {
   bool placing = state == names::kStarting || state == names::kRunning;
   bool running = state == names::kRunning;
   bool terminal = names::is_terminal(state);
-  if (!placing && !terminal) return;
+  bool preempted = state == "preempted";
+  if (!placing && !terminal && !preempted) return;
   std::lock_guard<std::mutex> lock(mu_);
   EventTimes& e = events_[std::string(id)];
   bool newly_placed = false, newly_ended = false;
@@ -251,6 +252,12 @@ void Engine::on_event(Inbound&& in) {
     newly_placed = true;
   }
   if (running && e.running_ns < 0) e.running_ns = t;
+  if (running && e.attempt_running_ns < 0) e.attempt_running_ns = e.last_running_ns = t;
+  if (preempted) {
+    if (e.attempt_running_ns >= 0) e.preempted_ns.emplace_back(e.attempt_running_ns, t);
+    e.last_running_ns = -1;
+  }
+  if (preempted || terminal) e.attempt_running_ns = -1;
   if (terminal && e.ended_ns < 0) {
     e.ended_ns = t;
     e.final_state = std::string(state);
@@ -306,6 +313,8 @@ std::vector<JobResult> Engine::results() const {
     r.running_ns = e->second.running_ns;
     r.ended_ns = e->second.ended_ns;
     r.final_state = e->second.final_state;
+    r.preempted_ns = e->second.preempted_ns;
+    r.last_running_ns = e->second.last_running_ns;
   }
   return out;
 }

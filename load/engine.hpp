@@ -41,6 +41,12 @@ struct JobResult {
   // marks it censored (still running when the trace ends).
   double trace_arrival_s = -1, trace_duration_s = -1;
   bool censored = false;
+  // Each attempt that ended `preempted`: its running event and its
+  // preempted event (ns, as the others), in order.
+  std::vector<std::pair<int64_t, int64_t>> preempted_ns;
+  // The running event of its last attempt (-1: none, or that attempt was
+  // preempted and none ran since); a job never preempted: running_ns.
+  int64_t last_running_ns = -1;
 };
 
 struct Progress {
@@ -105,6 +111,9 @@ class Engine {
   struct EventTimes {
     int64_t placed_ns = -1, running_ns = -1, ended_ns = -1;
     std::string final_state;
+    int64_t attempt_running_ns = -1;                        // the current attempt's running event
+    int64_t last_running_ns = -1;                           // ... kept after a terminal event
+    std::vector<std::pair<int64_t, int64_t>> preempted_ns;  // (running, preempted)
   };
   // The connections of one identity.
   struct Lane {

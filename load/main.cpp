@@ -1,5 +1,6 @@
-// troupe-load's entry point: parses the command line and runs the load run or
-// the trace replay (load/run.hpp). Everything else lives in troupe_load_lib.
+// troupe-load's entry point: parses the command line and runs the load run,
+// the trace replay (load/run.hpp) or the simulation (load/simulate.hpp).
+// Everything else lives in troupe_load_lib.
 #include <signal.h>
 
 #include <cstdlib>
@@ -10,6 +11,7 @@
 
 #include "load/options.hpp"
 #include "load/run.hpp"
+#include "load/simulate.hpp"
 
 int main(int argc, char** argv) {
   ::signal(SIGPIPE, SIG_IGN);
@@ -27,6 +29,8 @@ int main(int argc, char** argv) {
         return troupe::load::run_load(c.load, std::cout, std::cerr);
       case troupe::load::Command::run_replay:
         return troupe::load::run_replay(c.replay, std::cout, std::cerr);
+      case troupe::load::Command::run_simulate:
+        return troupe::load::run_simulate(c.replay, std::cout, std::cerr);
       case troupe::load::Command::exit_now:
         break;
     }

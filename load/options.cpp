@@ -258,6 +258,62 @@ Command parse_command_line(int argc, const char* const* argv, const Environment&
   IdentityFlags rp_id;
   add_identity_flags(*rp, rp_id);
 
+  // simulate: the trace in virtual time against the pure policy (load/simulate.hpp).
+  ReplayOptions sim;
+  CLI::App* sm = app.add_subcommand(
+      "simulate",
+      "run a GPU-cluster trace in virtual time against the scheduler's pure policy (no NATS)");
+  sm->add_option("trace", sim.traces, "trace file(s); several are merged")
+      ->required()
+      ->check(CLI::ExistingFile);
+  std::string sm_format = "tiresias";
+  sm->add_option("--format", sm_format, "chronus | elasticflow | muri | tiresias")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"chronus", "elasticflow", "muri", "tiresias"}));
+  auto* sm_nodes_opt = sm->add_option("--nodes", sim.nodes, "nodes of the fleet")
+                           ->capture_default_str()
+                           ->check(CLI::Range(1, 1000000));
+  auto* sm_gpn_opt = sm->add_option("--gpus-per-node", sim.gpus_per_node, "GPUs per node")
+                         ->capture_default_str()
+                         ->check(CLI::Range(1, 1024));
+  std::string sm_fleet_text;
+  auto* sm_fleet_opt = sm->add_option("--fleet", sm_fleet_text,
+                                      "heterogeneous fleet TYPE:NODESxGPUS[,...] (instead of "
+                                      "--nodes/--gpus-per-node/--gpu-type)");
+  auto* sm_gpu_type_opt =
+      sm->add_option("--gpu-type", sim.gpu_type, "GPU type of the fleet")->capture_default_str();
+  sm->add_flag("--ignore-priority", sim.ignore_priority,
+               "every job in the default priority class, whatever the trace says");
+  sm->add_option("--limit", sim.limit, "only the first K jobs (by arrival)")
+      ->check(CLI::NonNegativeNumber);
+  sm->add_flag("--json", sim.json, "print the report as JSON on stdout");
+  sm->add_option("--policy", sim.policy,
+                 "troupe | fifo | fifo-backfill, or A,B to run both and compare (default troupe)");
+  bool sm_compare = false;
+  sm->add_flag("--compare", sm_compare, "the same as --policy troupe,fifo");
+  sm->add_option("--scheduler-config", sim.scheduler_config,
+                 "cluster config (teams, pools, quotas, order las, las bands, classes)")
+      ->check(CLI::ExistingFile);
+  sm->add_option("--runtime-limit-factor", sim.runtime_limit_factor,
+                 "each job's max_runtime_s is this x its trace duration")
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 1e6));
+  sm->add_flag("--skip-idle", sim.skip_idle,
+               "shorten idle stretches of the trace longer than --idle-gap-s to that");
+  auto* sm_idle_gap_opt =
+      sm->add_option("--idle-gap-s", sim.idle_gap_s,
+                     "with --skip-idle: the longest idle stretch kept (trace seconds)")
+          ->capture_default_str()
+          ->check(CLI::NonNegativeNumber);
+  sm->add_option("--seed", sim.seed, "recorded in the report (the simulation has no randomness)")
+      ->capture_default_str();
+  sm->add_flag("--resume-on-preempt", sim.resume_on_preempt,
+               "a preempted job checkpoints as it stops and later runs only what is left "
+               "(default: its work is lost, as with troupe-node --simulate)");
+  sm->add_option("--sample-s", sim.sample_s,
+                 "allocation sample period in trace seconds (default: span / 20000, at least 1)")
+      ->check(CLI::NonNegativeNumber);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -346,6 +402,50 @@ Command parse_command_line(int argc, const char* const* argv, const Environment&
       r.fleet = {FleetGroup{r.gpu_type, r.nodes, r.gpus_per_node}};
     }
     c.kind = Command::run_replay;
+    return c;
+  }
+
+  if (sm->parsed()) {
+    sim.format = *parse_trace_format(sm_format);
+    sim.policies.clear();
+    {
+      std::stringstream ps(sim.policy);
+      for (std::string p; std::getline(ps, p, ',');)
+        if (!p.empty()) sim.policies.push_back(p);
+    }
+    if (sm_compare) {
+      if (!sim.policies.empty()) return fail("simulate --compare: leave out --policy");
+      sim.policies = {"troupe", "fifo"};
+    }
+    if (sim.policies.empty()) sim.policies = {"troupe"};
+    if (sim.policies.size() > 2) return fail("--policy: at most two policies");
+    if (sim.policies.size() == 2 && sim.policies[0] == sim.policies[1])
+      return fail("--policy: the two policies are the same");
+    for (const auto& p : sim.policies)
+      if (p != "troupe" && p != "fifo" && p != "fifo-backfill")
+        return fail("--policy: '" + p + "' is not a policy (troupe, fifo, fifo-backfill)");
+    if (!sm_idle_gap_opt->empty() && !sim.skip_idle) return fail("--idle-gap-s needs --skip-idle");
+    if (sim.json == false && l.json) sim.json = true;
+    sim.progress = false;
+    if (!sm_fleet_opt->empty()) {
+      if (!sm_nodes_opt->empty() || !sm_gpn_opt->empty() || !sm_gpu_type_opt->empty())
+        return fail(
+            "--fleet gives the nodes, GPUs and GPU type of each group: leave out --nodes, "
+            "--gpus-per-node and --gpu-type");
+      std::string why;
+      auto groups = parse_fleet(sm_fleet_text, &why);
+      if (!groups) return fail("--fleet: " + why);
+      sim.fleet = std::move(*groups);
+      sim.fleet_given = true;
+      sim.nodes = static_cast<int>(std::min<long long>(fleet_nodes(sim.fleet), 1000000000));
+      sim.gpus_per_node = 0;
+      for (const auto& g : sim.fleet)
+        sim.gpus_per_node = std::max(sim.gpus_per_node, g.gpus_per_node);
+    } else {
+      sim.fleet = {FleetGroup{sim.gpu_type, sim.nodes, sim.gpus_per_node}};
+    }
+    c.replay = std::move(sim);
+    c.kind = Command::run_simulate;
     return c;
   }
 

@@ -1,4 +1,5 @@
-// troupe-load's command line: the load run (default) and `replay TRACE...`,
+// troupe-load's command line: the load run (default), `replay TRACE...` and
+// `simulate TRACE...` (the trace in virtual time against the pure policy),
 // parsed (CLI11) into plain structs. Pure: the environment comes in as
 // `Environment`; the only I/O is CLI11's checks that named files exist.
 #pragma once
@@ -106,14 +107,19 @@ struct ReplayOptions {
   std::optional<int> scheduler_pid;
   size_t max_inflight = 2000;
   bool progress = true;
+  // simulate only: recorded in the report (the simulation has no randomness),
+  // and the allocation sample period in trace seconds (0: automatic).
+  unsigned long long seed = 1;
+  double sample_s = 0;
+  bool resume_on_preempt = false;  // SimulateOptions::resume_on_preempt
 };
 
 struct Command {
-  enum Kind { run_load, run_replay, exit_now } kind = exit_now;
+  enum Kind { run_load, run_replay, run_simulate, exit_now } kind = exit_now;
   LoadOptions load;
-  ReplayOptions replay;
-  int exit_code = 0;    // with exit_now
-  std::string message;  // with exit_now: help or error text
+  ReplayOptions replay;  // replay, and simulate (its trace, fleet and policy options)
+  int exit_code = 0;     // with exit_now
+  std::string message;   // with exit_now: help or error text
 };
 
 // The environment variables that give options their defaults, when set.

@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <map>
+#include <queue>
 #include <set>
 #include <sstream>
 
@@ -115,41 +117,118 @@ Json load_report(const std::vector<JobResult>& jobs, const RunInfo& info) {
 std::vector<TraceTiming> trace_timeline(const std::vector<JobResult>& jobs, double speedup) {
   if (!(speedup > 0)) speedup = 1;
   std::vector<TraceTiming> out(jobs.size());
-  std::vector<size_t> started, ended;
+  // Every attempt: those that ended preempted, then the last one.
+  struct Attempt {
+    size_t job;
+    int64_t run_ns, end_ns;  // end_ns -1: not ended
+    bool last;
+    double start_s = 0, end_s = 0;
+    bool done = false;  // its trace times are computed
+  };
+  std::vector<Attempt> att;
   for (size_t i = 0; i < jobs.size(); ++i) {
     const JobResult& j = jobs[i];
     if (j.acked_ns < 0 || j.running_ns < 0 || j.trace_arrival_s < 0 || j.trace_duration_s < 0)
       continue;
-    started.push_back(i);
-    if (j.ended_ns >= 0) ended.push_back(i);
+    for (const auto& [run, stop] : j.preempted_ns) att.push_back({i, run, stop, false});
+    const int64_t last =
+        j.last_running_ns >= 0 ? j.last_running_ns : (j.preempted_ns.empty() ? j.running_ns : -1);
+    if (last >= 0) att.push_back({i, last, j.ended_ns, true});
+  }
+  std::vector<size_t> started(att.size()), ended;
+  for (size_t k = 0; k < att.size(); ++k) {
+    started[k] = k;
+    if (att[k].end_ns >= 0) ended.push_back(k);
   }
   std::stable_sort(started.begin(), started.end(),
-                   [&](size_t a, size_t b) { return jobs[a].running_ns < jobs[b].running_ns; });
+                   [&](size_t a, size_t b) { return att[a].run_ns < att[b].run_ns; });
   std::stable_sort(ended.begin(), ended.end(),
-                   [&](size_t a, size_t b) { return jobs[a].ended_ns < jobs[b].ended_ns; });
-  double frontier = 0;  // the latest trace end among the jobs ended so far
+                   [&](size_t a, size_t b) { return att[a].end_ns < att[b].end_ns; });
+  std::vector<double> ready(jobs.size(), 0);  // when its next attempt may start (trace)
+  for (size_t i = 0; i < jobs.size(); ++i) ready[i] = std::max(0.0, jobs[i].trace_arrival_s);
+  double frontier = 0;  // the latest trace end among the attempts ended so far
   size_t next_end = 0;
-  for (size_t i : started) {
-    const JobResult& j = jobs[i];
-    while (next_end < ended.size() && jobs[ended[next_end]].ended_ns <= j.running_ns &&
-           out[ended[next_end]].known) {
-      frontier = std::max(frontier, out[ended[next_end]].end_s);
+  for (size_t k : started) {
+    Attempt& a = att[k];
+    const JobResult& j = jobs[a.job];
+    while (next_end < ended.size() && att[ended[next_end]].end_ns <= a.run_ns &&
+           att[ended[next_end]].done) {
+      frontier = std::max(frontier, att[ended[next_end]].end_s);
       ++next_end;
     }
-    TraceTiming& t = out[i];
-    t.known = true;
-    t.start_s = std::max(j.trace_arrival_s, frontier);
-    t.wait_s = t.start_s - j.trace_arrival_s;
-    if (j.ended_ns >= 0) {
+    a.start_s = std::max(ready[a.job], frontier);
+    a.done = true;
+    TraceTiming& t = out[a.job];
+    if (!t.known) {  // its first attempt: the wait
+      t.known = true;
+      t.start_s = a.start_s;
+      t.wait_s = a.start_s - j.trace_arrival_s;
+    }
+    if (a.end_ns < 0) continue;
+    // A preempted attempt, or one that failed or was canceled, ran its wall
+    // run x speedup (at most the trace duration); a last attempt that
+    // succeeded, the trace duration.
+    double run = j.trace_duration_s;
+    if (!a.last || j.final_state != "succeeded")
+      run = std::min(
+          run, static_cast<double>(std::max<int64_t>(0, a.end_ns - a.run_ns)) / kNsPerS * speedup);
+    a.end_s = a.start_s + run;
+    ready[a.job] = a.end_s;
+    if (a.last) {
       t.ended = true;
-      double run = j.trace_duration_s;
-      if (j.final_state != "succeeded")
-        run = std::min(run, static_cast<double>(std::max<int64_t>(0, j.ended_ns - j.running_ns)) /
-                                kNsPerS * speedup);
-      t.end_s = t.start_s + run;
+      t.end_s = a.end_s;
     }
   }
   return out;
+}
+
+namespace {
+double runtime_limit_factor_of(const Json& config) {
+  if (config.is_object() && config.contains("runtime_limit_factor") &&
+      config["runtime_limit_factor"].is_number())
+    return std::max(1.0, config["runtime_limit_factor"].get<double>());
+  return 2.0;
+}
+}  // namespace
+
+Json wait_bound_json(const std::vector<JobResult>& jobs, const std::vector<TraceTiming>& timeline,
+                     double factor) {
+  // Jobs in trace arrival order (file order on a tie): "ahead" of a job are
+  // those that arrived before it and had not ended (in trace time) when it
+  // arrived. A max-heap of their max_runtime_s, ended ones dropped lazily:
+  // arrivals only grow, so a job ended by one arrival is ended for the next.
+  std::vector<size_t> order;
+  for (size_t i = 0; i < jobs.size() && i < timeline.size(); ++i)
+    if (timeline[i].known && jobs[i].trace_arrival_s >= 0 && jobs[i].trace_duration_s >= 0)
+      order.push_back(i);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return jobs[a].trace_arrival_s < jobs[b].trace_arrival_s;
+  });
+  std::priority_queue<std::pair<double, double>> ahead;  // (max_runtime_s, trace end)
+  size_t violations = 0;
+  double worst = 0, worst_wait = 0, worst_bound = 0;
+  for (size_t i : order) {
+    const double a = jobs[i].trace_arrival_s;
+    while (!ahead.empty() && ahead.top().second <= a) ahead.pop();
+    const double bound = ahead.empty() ? 0.0 : 2.0 * ahead.top().first;
+    const double wait = timeline[i].wait_s;
+    if (wait > bound + 1e-3) {
+      ++violations;
+      const double ratio = bound > 0 ? wait / bound : std::numeric_limits<double>::infinity();
+      if (ratio > worst) {
+        worst = ratio;
+        worst_wait = wait;
+        worst_bound = bound;
+      }
+    }
+    const TraceTiming& t = timeline[i];
+    ahead.emplace(factor * jobs[i].trace_duration_s,
+                  t.ended ? t.end_s : std::numeric_limits<double>::infinity());
+  }
+  return Json{{"jobs_checked", order.size()},
+              {"violations", violations},
+              {"worst_wait_trace_s", round3(worst_wait)},
+              {"worst_bound_trace_s", round3(worst_bound)}};
 }
 
 Json replay_report(const std::vector<JobResult>& jobs, const std::vector<AllocSample>& samples,
@@ -157,7 +236,32 @@ Json replay_report(const std::vector<JobResult>& jobs, const std::vector<AllocSa
   Json r{{"mode", "replay"}};
   common(jobs, info, r);
   if (speedup <= 0) speedup = 1;
-  const std::vector<TraceTiming> timeline = trace_timeline(jobs, speedup);
+  std::vector<TraceTiming> timeline;
+  if (info.exact_trace_times) {
+    // The event times are trace times (ns from trace 0): wait = first running
+    // - arrival, end = the terminal event.
+    timeline.resize(jobs.size());
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      const JobResult& j = jobs[i];
+      if (j.acked_ns < 0 || j.running_ns < 0 || j.trace_arrival_s < 0) continue;
+      TraceTiming& t = timeline[i];
+      t.known = true;
+      t.start_s = static_cast<double>(j.running_ns) / kNsPerS;
+      t.wait_s = std::max(0.0, t.start_s - j.trace_arrival_s);
+      if (j.ended_ns >= 0) {
+        t.ended = true;
+        t.end_s = static_cast<double>(j.ended_ns) / kNsPerS;
+      }
+    }
+  } else {
+    timeline = trace_timeline(jobs, speedup);
+  }
+  // JCT per size bucket (submitted GPUs), wall and trace.
+  const char* const kBuckets[] = {"1", "2-4", "5-8", ">8"};
+  auto bucket_of = [](int gpus) { return gpus <= 1 ? 0 : gpus <= 4 ? 1 : gpus <= 8 ? 2 : 3; };
+  std::vector<double> jct_b[4], jct_trace_b[4];
+  double preempted_run_gpu_s = 0;
+  long long preempted_attempts = 0;
   std::vector<double> jct, queueing, jct_trace, wait_trace, ack_ms, running_ms, own_ms;
   std::map<std::string, double> team_gpu_s, team_gpu_trace_s;
   std::map<std::string, size_t> team_jobs;
@@ -172,6 +276,11 @@ Json replay_report(const std::vector<JobResult>& jobs, const std::vector<AllocSa
     team_gpu_trace_s.emplace(j.team, 0.0);
     if (j.censored) ++censored;
     if (j.acked_ns < 0) continue;
+    for (const auto& [run, stop] : j.preempted_ns) {
+      ++preempted_attempts;
+      preempted_run_gpu_s +=
+          j.gpus * static_cast<double>(std::max<int64_t>(0, stop - run)) / kNsPerS;
+    }
     ack_ms.push_back(static_cast<double>(j.acked_ns - j.sent_ns) / kNsPerMs);
     if (j.running_ns >= 0) {
       const double wall_wait_s = static_cast<double>(j.running_ns - j.sent_ns) / kNsPerS;
@@ -186,15 +295,29 @@ Json replay_report(const std::vector<JobResult>& jobs, const std::vector<AllocSa
       last_end = std::max(last_end, j.ended_ns);
       if (j.censored)
         ++censored_ended;
-      else
+      else {
         jct.push_back(static_cast<double>(j.ended_ns - j.sent_ns) / kNsPerS);
-      if (j.running_ns >= 0)
-        team_gpu_s[j.team] += j.gpus * static_cast<double>(j.ended_ns - j.running_ns) / kNsPerS;
+        jct_b[bucket_of(j.gpus)].push_back(jct.back());
+      }
+      if (j.running_ns >= 0) {
+        // The GPUs it held: its last attempt, and each preempted one (not
+        // the waits between them).
+        const int64_t last = j.last_running_ns >= 0 ? j.last_running_ns : j.running_ns;
+        double held_s = static_cast<double>(std::max<int64_t>(0, j.ended_ns - last)) / kNsPerS;
+        for (const auto& [run, stop] : j.preempted_ns)
+          held_s += static_cast<double>(std::max<int64_t>(0, stop - run)) / kNsPerS;
+        team_gpu_s[j.team] += j.gpus * held_s;
+      }
       if (tt.ended) {
         trace_makespan = std::max(trace_makespan, tt.end_s);
         if (j.final_state == "succeeded") {
           team_gpu_trace_s[j.team] += j.gpus * j.trace_duration_s;
-          if (!j.censored) jct_trace.push_back(tt.wait_s + j.trace_duration_s);
+          if (!j.censored) {
+            // = wait + trace duration under trace_timeline; the true end
+            // (a preempted attempt's lost run included) when exact.
+            jct_trace.push_back(tt.end_s - j.trace_arrival_s);
+            jct_trace_b[bucket_of(j.gpus)].push_back(jct_trace.back());
+          }
         }
       }
     }
@@ -208,11 +331,24 @@ Json replay_report(const std::vector<JobResult>& jobs, const std::vector<AllocSa
   r["censored"] = censored;
   r["jct"] = figures(jct, jct_trace);
   r["jct"]["censored_left_out"] = censored_ended;
+  {
+    Json by_size = Json::object();
+    for (int b = 0; b < 4; ++b) {
+      Json f = figures(jct_b[b], jct_trace_b[b]);
+      // An empty bucket has no figures (not 0 s).
+      if (jct_b[b].empty()) f["avg_s"] = f["p99_s"] = nullptr;
+      if (jct_trace_b[b].empty()) f["avg_trace_s"] = f["p99_trace_s"] = nullptr;
+      by_size[kBuckets[b]] = f;
+    }
+    r["jct_by_size"] = by_size;
+  }
   r["queueing_delay"] = figures(queueing, wait_trace);
   {
-    Summary s = summarize(queueing);
+    Summary s = summarize(queueing), t = summarize(wait_trace);
     r["queueing_delay"]["avg_ms"] = round3(s.mean * 1000.0);
     r["queueing_delay"]["p99_ms"] = round3(s.p99 * 1000.0);
+    r["queueing_delay"]["max_s"] = round3(s.max);
+    r["queueing_delay"]["max_trace_s"] = round3(t.max);
   }
   r["scheduler_delay_ms"] = Json{{"submit_to_ack", summary_json(ack_ms)},
                                  {"submit_to_running", summary_json(running_ms)},
@@ -232,6 +368,61 @@ Json replay_report(const std::vector<JobResult>& jobs, const std::vector<AllocSa
   }
   r["gpu_allocation"] = Json{
       {"samples", used}, {"mean", used > 0 ? round3(sum_frac / static_cast<double>(used)) : 0.0}};
+  {
+    // While work waits (a GPU job pending), and while it waits and fits (some
+    // free GPU outside any hold fits one of its workers); samples with a
+    // queues reply only.
+    size_t pend = 0, fits = 0, with_q = 0, fair_n = 0;
+    double sum_pend = 0, sum_fits = 0, sum_jain = 0, min_jain = 1, held_gpu_s = 0;
+    std::vector<const AllocSample*> window;
+    for (const auto& s : samples) {
+      if (s.total <= 0) continue;
+      if (t0 >= 0 && s.t_ns < t0) continue;
+      if (last_end >= 0 && s.t_ns > last_end) continue;
+      window.push_back(&s);
+    }
+    for (size_t k = 0; k < window.size(); ++k) {
+      const AllocSample& s = *window[k];
+      if (!s.has_queues) continue;
+      ++with_q;
+      const double frac = static_cast<double>(s.allocated) / static_cast<double>(s.total);
+      if (s.pending) {
+        ++pend;
+        sum_pend += frac;
+        if (s.usable_free > 0) {
+          ++fits;
+          sum_fits += frac;
+        }
+      }
+      if (s.teams_pending >= 2) {
+        ++fair_n;
+        sum_jain += s.jain_pending;
+        min_jain = std::min(min_jain, s.jain_pending);
+      }
+      if (k + 1 < window.size())
+        held_gpu_s += static_cast<double>(s.held_idle) *
+                      static_cast<double>(window[k + 1]->t_ns - s.t_ns) / kNsPerS;
+    }
+    auto mean = [](double sum, size_t n) {
+      return n > 0 ? Json(round3(sum / static_cast<double>(n))) : Json(nullptr);
+    };
+    r["gpu_allocation"]["while_pending"] = Json{{"samples", pend}, {"mean", mean(sum_pend, pend)}};
+    r["gpu_allocation"]["while_waiting_fits"] =
+        Json{{"samples", fits},
+             {"mean", mean(sum_fits, fits)},
+             {"fraction_of_samples",
+              with_q > 0 ? round3(static_cast<double>(fits) / static_cast<double>(with_q)) : 0.0}};
+    r["fair_share"] =
+        Json{{"samples", fair_n},
+             {"jain_pending_mean", mean(sum_jain, fair_n)},
+             {"jain_pending_min", fair_n > 0 ? Json(round3(min_jain)) : Json(nullptr)}};
+    const double scale = info.exact_trace_times ? 1.0 : speedup;
+    r["reserved_idle"] =
+        Json{{"gpu_s", round3(held_gpu_s)}, {"gpu_s_scaled", round3(held_gpu_s * scale)}};
+    r["preemption_loss"] = Json{{"attempts", preempted_attempts},
+                                {"gpu_s", round3(preempted_run_gpu_s)},
+                                {"gpu_s_scaled", round3(preempted_run_gpu_s * scale)}};
+  }
 
   // Fragmentation over the same window, from the samples that had a queues reply.
   size_t fused = 0, with_pending = 0;
@@ -258,6 +449,7 @@ Json replay_report(const std::vector<JobResult>& jobs, const std::vector<AllocSa
                             {"mean_fraction", mean_of(sum_frag_frac)},
                             {"mean_free_gpus", mean_of(sum_free)}};
   r["preemptions"] = info.preemptions ? Json(*info.preemptions) : Json(nullptr);
+  r["wait_bound"] = wait_bound_json(jobs, timeline, runtime_limit_factor_of(info.config));
 
   double total_gpu_s = 0;
   std::vector<double> per_team;
@@ -276,22 +468,59 @@ Json replay_report(const std::vector<JobResult>& jobs, const std::vector<AllocSa
   return r;
 }
 
+AllocSample make_sample(const std::vector<SampleNode>& nodes, const std::vector<SampleWant>& wants,
+                        const std::vector<SampleTeam>& teams, bool has_queues) {
+  AllocSample s;
+  s.has_queues = has_queues;
+  s.pending = !wants.empty();
+  for (const auto& n : nodes) {
+    s.allocated += n.allocated;
+    s.total += n.total;
+    s.free += n.free;
+    if (n.free <= 0) continue;
+    if (n.held) {
+      s.held_idle += n.free;
+      continue;
+    }
+    if (wants.empty()) continue;
+    bool usable = std::any_of(wants.begin(), wants.end(), [&](const SampleWant& w) {
+      return w.gpus <= n.free && (w.gpu_type.empty() || w.gpu_type == n.gpu_type) &&
+             (w.pool.empty() || w.pool == n.pool);
+    });
+    if (usable)
+      s.usable_free += n.free;
+    else
+      s.fragmented += n.free;
+  }
+  std::vector<double> x;
+  for (const auto& t : teams)
+    if (t.pending) x.push_back(t.in_use / (t.weight > 0 ? t.weight : 1.0));
+  s.teams_pending = static_cast<int>(x.size());
+  s.jain_pending = x.empty() ? 1.0 : jain_index(x);
+  return s;
+}
+
 std::optional<AllocSample> sample_from(const Json& nodes, const Json& queues,
                                        const std::string& prefix, size_t* alive_out) {
   if (!nodes.is_object() || !nodes.contains("nodes") || !nodes["nodes"].is_array())
     return std::nullopt;
-  struct Want {
-    long long gpus;
-    std::string type, pool;
-  };
-  std::vector<Want> wants;
+  std::vector<SampleWant> wants;
   std::set<std::string> held;
-  AllocSample s;
+  std::map<std::string, SampleTeam> teams;
+  bool has_queues = false;
   if (queues.is_object() && queues.contains("teams") && queues["teams"].is_array()) {
     for (const auto& row : queues["teams"]) {
+      if (!row.is_object()) continue;
+      const std::string team = row.value("team", "");
+      if (!team.empty()) {
+        SampleTeam& t = teams[team];
+        t.in_use += row.value("in_use", 0.0);
+        t.weight = row.value("weight", 1.0);
+        t.pending = t.pending || row.value("pending_jobs", 0LL) > 0;
+      }
       auto it = row.find("pending_shapes");
       if (it == row.end() || !it->is_array()) continue;
-      s.has_queues = true;
+      has_queues = true;
       for (const auto& w : *it) {
         long long g = w.value("gpus", 0LL);
         if (g <= 0) continue;
@@ -307,29 +536,21 @@ std::optional<AllocSample> sample_from(const Json& nodes, const Json& queues,
           for (const auto& n : p["hold"]["nodes"])
             if (n.is_string()) held.insert(n.get<std::string>());
   }
-  s.pending = !wants.empty();
-  size_t alive = 0;
+  std::vector<SampleNode> in;
   for (const auto& n : nodes["nodes"]) {
     if (!n.value("alive", false)) continue;
     std::string name = n.value("node", "");
     if (!prefix.empty() && name.rfind(prefix + "-", 0) != 0) continue;
-    ++alive;
     long long t = n.value("gpus_total", 0LL), a = n.value("gpus_allocated", 0LL),
               res = n.value("gpus_reserved", 0LL);
     long long f = n.contains("gpus_free") ? n.value("gpus_free", 0LL) : std::max(0LL, t - a - res);
-    s.allocated += a;
-    s.total += t;
-    s.free += f;
-    if (f <= 0 || wants.empty() || held.count(name) != 0) continue;
-    std::string type = n.value("gpu_type", ""), pool = n.value("pool", "");
-    bool usable = std::any_of(wants.begin(), wants.end(), [&](const Want& w) {
-      return w.gpus <= f && (w.type.empty() || w.type == type) &&
-             (w.pool.empty() || w.pool == pool);
-    });
-    if (!usable) s.fragmented += f;
+    in.push_back(
+        SampleNode{n.value("gpu_type", ""), n.value("pool", ""), t, a, f, held.count(name) != 0});
   }
-  if (alive_out != nullptr) *alive_out = alive;
-  return s;
+  std::vector<SampleTeam> team_list;
+  for (const auto& [name, t] : teams) team_list.push_back(t);
+  if (alive_out != nullptr) *alive_out = in.size();
+  return make_sample(in, wants, team_list, has_queues);
 }
 
 namespace {
@@ -370,7 +591,23 @@ const Measure kMeasures[] = {
     {"gpu_allocation_mean", "GPU allocation (mean)", "/gpu_allocation/mean", true},
     {"jain_index", "Jain's index (teams)", "/jain_index", true},
     {"fragmented_gpus_mean", "fragmented GPUs (mean)", "/fragmentation/mean_gpus", true},
+    {"queueing_max", "queueing delay max (s)", "/queueing_delay/max_s", true},
+    {"queueing_max_trace", "queueing max (trace s)", "/queueing_delay/max_trace_s", true},
+    {"jct_avg_trace_1gpu", "JCT avg 1 GPU (trace s)", "/jct_by_size/1/avg_trace_s", true},
+    {"jct_avg_trace_2_4gpu", "JCT avg 2-4 GPUs (trace s)", "/jct_by_size/2-4/avg_trace_s", true},
+    {"jct_avg_trace_5_8gpu", "JCT avg 5-8 GPUs (trace s)", "/jct_by_size/5-8/avg_trace_s", true},
+    {"jct_avg_trace_over_8gpu", "JCT avg >8 GPUs (trace s)", "/jct_by_size/>8/avg_trace_s", true},
+    {"gpu_allocation_waiting_fits", "GPU allocation while work waits and fits",
+     "/gpu_allocation/while_waiting_fits/mean", true},
+    {"gpu_allocation_pending", "GPU allocation while work waits",
+     "/gpu_allocation/while_pending/mean", true},
+    {"jain_pending", "Jain's index (teams with pending work)", "/fair_share/jain_pending_mean",
+     true},
+    {"reserved_idle_gpu_s", "reserved-idle GPU-s (scaled)", "/reserved_idle/gpu_s_scaled", true},
+    {"preempted_gpu_s", "GPU-s lost to preemption (scaled)", "/preemption_loss/gpu_s_scaled", true},
     {"preemptions", "preemptions", "/preemptions", false},
+    {"wait_bound_violations", "jobs that waited > 2 x max_runtime ahead", "/wait_bound/violations",
+     false},
     {"scheduler_peak_rss_mb", "scheduler peak RSS (MB)", "/scheduler/peak_rss_mb", false},
     {"total_s", "wall time (s)", "/total_s", false},
 };
@@ -498,6 +735,14 @@ std::string report_table(const Json& report) {
   std::ostringstream out;
   for (const auto& [k, v] : rows) out << k << std::string(width - k.size() + 2, ' ') << v << "\n";
   return out.str();
+}
+
+std::string runs_text(const std::vector<std::pair<std::string, Json>>& runs, bool json,
+                      const std::string& mode) {
+  if (runs.size() == 1) return json ? runs[0].second.dump(2) + "\n" : report_table(runs[0].second);
+  Json c = compare_report(runs);
+  if (!mode.empty()) c["mode"] = mode;
+  return json ? c.dump(2) + "\n" : compare_table(c);
 }
 
 }  // namespace troupe::load

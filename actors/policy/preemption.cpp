@@ -244,4 +244,21 @@ std::vector<PoolPreemption> plan_preemption(const std::vector<NodeCapacity>& nod
   return plans;
 }
 
+std::optional<bool> WantGate::admit(int need_gpus, bool waiting_for_victims,
+                                    const std::string* reason_code, bool own_hold_soon) {
+  if (waiting_for_victims) {
+    owed_ -= need_gpus;
+    return std::nullopt;
+  }
+  if (reason_code == nullptr) return std::nullopt;
+  const auto& code = *reason_code;
+  if (code != why::kFitsNowhere && code != why::kReservation && code != why::kHeldForOther)
+    return std::nullopt;
+  if (own_hold_soon) return std::nullopt;  // waiting for its hold is faster
+  bool below = need_gpus <= owed_;
+  if (below) owed_ -= need_gpus;
+  if (!below && !budget_left_) return std::nullopt;
+  return below;
+}
+
 }  // namespace troupe::policy

@@ -102,6 +102,27 @@ struct PreemptWant {
   int las_band = -1;  // its band in line under `order: las`; -1: fifo
 };
 
+// Which of one team's jobs the round did not place look for victims, asked
+// in queue order (the pool arbiter and troupe-load simulate both use it).
+// A job looks when it fits nowhere, waits for a reservation, or waits behind
+// another job's hold (`reason_code`), and its own hold does not start before
+// victims would be gone. What its team is owed (guarantee - use) goes to its
+// jobs in order: a job within it reclaims (below_guarantee); one beyond it
+// preempts by priority only while the pool's budget lasts. A job already
+// waiting for victims takes its part of what is owed and looks no further.
+class WantGate {
+ public:
+  WantGate(int owed_gpus, bool budget_left) : owed_(owed_gpus), budget_left_(budget_left) {}
+  // nullopt: it does not look for victims; else whether it is below its
+  // team's guarantee.
+  std::optional<bool> admit(int need_gpus, bool waiting_for_victims, const std::string* reason_code,
+                            bool own_hold_soon);
+
+ private:
+  int owed_;
+  bool budget_left_;
+};
+
 // What one pool's running work offers preemptors, kept as jobs start and
 // end: the pool arbiter asks it before it builds candidates for every
 // running job (most rounds of a full cluster have wants, and most of those

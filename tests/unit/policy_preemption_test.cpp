@@ -5,6 +5,7 @@
 #include <set>
 
 #include "actors/policy/preemption.hpp"
+#include "actors/policy/why.hpp"
 
 using namespace troupe::policy;
 
@@ -378,4 +379,18 @@ TEST_CASE("restore wait: from below its guarantee with work waiting to back at i
   CHECK(w.step(false, false, 30000 + 400000));
   CHECK(w.buckets.back() == 1);
   CHECK(w.count == 2);
+}
+
+TEST_CASE("WantGate: what a team is owed goes to its jobs in order, then only the budget",
+          "[policy][preemption]") {
+  const std::string fits_nowhere(why::kFitsNowhere), fair(why::kFairShare);
+  WantGate gate(4, false);  // owed 4 GPUs, no priority budget left
+  CHECK_FALSE(gate.admit(2, true, &fits_nowhere, false));  // already waiting: takes 2 of it
+  CHECK_FALSE(gate.admit(1, false, &fair, false));         // not a reason to preempt
+  CHECK_FALSE(gate.admit(1, false, nullptr, false));       // placed this round
+  CHECK_FALSE(gate.admit(1, false, &fits_nowhere, true));  // its own hold starts sooner
+  CHECK(gate.admit(2, false, &fits_nowhere, false) == std::optional<bool>(true));
+  CHECK_FALSE(gate.admit(1, false, &fits_nowhere, false));  // owed nothing more, no budget
+  WantGate budget(0, true);
+  CHECK(budget.admit(8, false, &fits_nowhere, false) == std::optional<bool>(false));
 }
