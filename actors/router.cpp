@@ -356,10 +356,14 @@ bool parse_request(Self self, const Inbound& in, json& out) {
   return true;
 }
 
+// {"job_id": ID}, or {"jobId": ID} (lowerCamelCase, as protobuf's JSON
+// mapping accepts in specs).
 bool job_id_of(Self self, const Inbound& in, const json& req, std::string& id) {
-  if (req.contains("job_id") && req["job_id"].is_string()) {
-    id = req["job_id"].get<std::string>();
+  for (const char* key : {"job_id", "jobId"}) {
+    if (!req.contains(key) || !req[key].is_string()) continue;
+    id = req[key].get<std::string>();
     if (subjects::check_token(id).empty()) return true;
+    break;
   }
   ++self->state.n.rejected;
   if (!in.reply.empty())

@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
-
 #include <nlohmann/json.hpp>
 
 #include "bus/subjects.hpp"
@@ -50,7 +49,8 @@ Identity resolve_identity(const EnvFn& env) {
     }
     id.discovered = !id.creds_file.empty();
   }
-  if (id.tls_ca.empty() && std::filesystem::exists(auth + "/ca.pem", ec)) id.tls_ca = auth + "/ca.pem";
+  if (id.tls_ca.empty() && std::filesystem::exists(auth + "/ca.pem", ec))
+    id.tls_ca = auth + "/ca.pem";
   return id;
 }
 
@@ -80,8 +80,7 @@ std::unique_ptr<Client> Client::open(bus::ConnectOptions o, std::string* error) 
   return std::unique_ptr<Client>(new Client(std::move(c)));
 }
 
-std::string Client::call(const std::string& subject, const std::string& body,
-                         std::string* reply) {
+std::string Client::call(const std::string& subject, const std::string& body, std::string* reply) {
   std::string err;
   auto r = conn_->request(subject, body, timeout_ms_, &err);
   if (!r) return err.empty() ? "request on " + subject + " failed" : err;
@@ -142,8 +141,8 @@ std::string Client::logs(const std::string& team, const std::string& job_id, int
   if (auto err = check_team(team); !err.empty()) return err;
   if (auto err = check_job_id(job_id); !err.empty()) return err;
   std::string reply;
-  if (auto err = call(subjects::team_logs(team), logs_request(job_id, rank, offset, max_bytes),
-                      &reply);
+  if (auto err =
+          call(subjects::team_logs(team), logs_request(job_id, rank, offset, max_bytes), &reply);
       !err.empty())
     return err;
   *out = parse_log_reply(reply, offset);
@@ -160,8 +159,7 @@ std::string Client::jobs_page(const std::string& team, int64_t limit, const std:
     subject = subjects::team_jobs(team);
   }
   std::string reply;
-  if (auto err = call(subject, jobs_request(limit, after, state), &reply); !err.empty())
-    return err;
+  if (auto err = call(subject, jobs_request(limit, after, state), &reply); !err.empty()) return err;
   if (auto err = parse_view(reply, *out); !err.empty()) return err;
   *next = parse_jobs_next(reply);
   return {};
@@ -218,11 +216,13 @@ std::string Client::node_op(const std::string& op, const std::string& node, std:
                         : op == "uncordon" ? subjects::kSysUncordon
                                            : subjects::kSysCordon;
   std::string reply;
-  if (auto err = call(subject, nlohmann::json{{"node", node}}.dump(), &reply); !err.empty()) return err;
+  if (auto err = call(subject, nlohmann::json{{"node", node}}.dump(), &reply); !err.empty())
+    return err;
   auto j = nlohmann::json::parse(reply, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return "unreadable reply: " + reply;
   if (j.contains("error")) return j["error"].is_string() ? j["error"].get<std::string>() : reply;
-  *state = j.value("state", std::string()) + " (" + std::to_string(j.value("running", 0)) + " running)";
+  *state =
+      j.value("state", std::string()) + " (" + std::to_string(j.value("running", 0)) + " running)";
   return {};
 }
 

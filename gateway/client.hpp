@@ -79,8 +79,7 @@ class Client {
                       std::vector<std::string>* raw, bool* truncated = nullptr,
                       std::string* code = nullptr);
   // The team of `job_id`, looked up with troupe.sys.find.
-  std::string find_team(const std::string& job_id, std::string* team,
-                        std::string* code = nullptr);
+  std::string find_team(const std::string& job_id, std::string* team, std::string* code = nullptr);
   // `team` when given (checked), else find_team.
   std::string resolve_team(const std::string& given, const std::string& job_id, std::string* team,
                            std::string* code = nullptr);

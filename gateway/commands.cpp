@@ -171,7 +171,7 @@ int run_cancel(const std::string& url, const std::string& job_id, const std::str
 }
 
 int run_logs(const std::string& url, const std::string& job_id, const std::string& team, int rank,
-             bool follow) {
+             bool follow, bool all_ranks) {
   constexpr int kPage = 64 * 1024;
   constexpr auto kPoll = std::chrono::milliseconds(200);
   auto c = open_client(url);
@@ -179,29 +179,55 @@ int run_logs(const std::string& url, const std::string& job_id, const std::strin
   std::string t;
   if (auto err = c->resolve_team(team, job_id, &t); !err.empty())
     return fail("logs " + job_id + ": " + err);
-  int64_t offset = 0;
+  pb::JobView view;
+  // Every rank of the job (--all-ranks), each line prefixed with its rank.
+  std::vector<int> ranks = {rank};
+  if (all_ranks) {
+    if (auto err = c->status(t, job_id, &view); !err.empty())
+      return fail("logs " + job_id + ": " + err);
+    ranks.clear();
+    for (int r = 0; r < std::max(1, view.workers()); ++r) ranks.push_back(r);
+  }
+  std::vector<int64_t> offset(ranks.size(), 0);
+  std::vector<std::string> carry(ranks.size());  // a rank's last line, not yet ended
+  auto write = [&](size_t k, const std::string& data) {
+    std::string out =
+        all_ranks ? prefix_lines(carry[k], data, "[rank " + std::to_string(ranks[k]) + "] ") : data;
+    std::fwrite(out.data(), 1, out.size(), stdout);
+    std::fflush(stdout);
+  };
+  auto flush_carries = [&] {
+    for (size_t k = 0; k < ranks.size(); ++k)
+      if (!carry[k].empty()) write(k, "\n");
+  };
   bool terminal = false;  // seen terminal: one more read to eof, then stop
   std::string last_error;
-  pb::JobView view;
   for (;;) {
-    LogChunk chunk;
-    std::string err = c->logs(t, job_id, rank, offset, kPage, &chunk);
-    bool at_end = true;
-    if (err.empty()) {
-      if (!chunk.data.empty()) {
-        std::fwrite(chunk.data.data(), 1, chunk.data.size(), stdout);
-        std::fflush(stdout);
+    // Each rank read to its end (page after page).
+    std::string err;
+    for (size_t k = 0; k < ranks.size(); ++k) {
+      for (;;) {
+        LogChunk chunk;
+        std::string e = c->logs(t, job_id, ranks[k], offset[k], kPage, &chunk);
+        if (!e.empty()) {
+          err = ranks.size() > 1 ? "rank " + std::to_string(ranks[k]) + ": " + e : e;
+          break;
+        }
+        if (!chunk.data.empty()) write(k, chunk.data);
+        offset[k] = std::max(offset[k], chunk.next_offset);
+        if (chunk.eof || chunk.data.empty()) break;
       }
-      at_end = chunk.eof || chunk.data.empty();
-      offset = std::max(offset, chunk.next_offset);
-      if (!at_end) continue;  // next page at once
-      if (!follow) return 0;
-    } else if (!follow) {
-      return fail(err);
+    }
+    if (!follow) {
+      flush_carries();
+      return err.empty() ? 0 : fail(err);
     }
     // Following: stop once the job is terminal and its log was read to the end;
     // exit as the job ended (troupe wait's codes).
-    if (terminal) return err.empty() ? tell_end(job_id, view) : fail(err);
+    if (terminal) {
+      flush_carries();
+      return err.empty() ? tell_end(job_id, view) : fail(err);
+    }
     if (auto serr = c->status(t, job_id, &view); !serr.empty()) {
       // A scheduler failover answers `no responders` a few seconds: ask again.
       if (serr.rfind("not_found", 0) == 0) return fail(serr);

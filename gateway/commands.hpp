@@ -31,8 +31,11 @@ int run_cancel(const std::string& url, const std::string& job_id, const std::str
 // cannot be reached, 1 when the time ran out or a job is unknown.
 int run_wait(const std::string& url, const std::vector<std::string>& ids, const std::string& team,
              int64_t timeout_s = 0);
+// `troupe logs`: one rank's output, or with `all_ranks` every rank's, each
+// line prefixed "[rank N] "; with `follow` until the job ends, then exits as
+// run_wait.
 int run_logs(const std::string& url, const std::string& job_id, const std::string& team, int rank,
-             bool follow);
+             bool follow, bool all_ranks = false);
 int run_nodes(const std::string& url, bool json);
 // `troupe queues`: per team and pool quota, use, pending work and share.
 int run_queues(const std::string& url, bool json);

@@ -13,8 +13,8 @@ namespace troupe::gateway {
 
 struct DemoJob {
   pb::JobSpec spec;
-  std::string expect_state;           // terminal state it must reach
-  std::optional<int> expect_exit;     // exit code it must report, when set
+  std::string expect_state;        // terminal state it must reach
+  std::optional<int> expect_exit;  // exit code it must report, when set
 };
 
 // The demo jobs for a cluster of two 4-GPU `gpu_type` nodes: every kind, a

@@ -180,6 +180,19 @@ std::string jobs_table(const pb::JobList& jobs, int64_t now_ms, const std::strin
   return render_table({"ID", "TEAM", "NAME", "KIND", "STATE", "GPUS", "NODE(S)", "AGE"}, rows);
 }
 
+std::string prefix_lines(std::string& carry, const std::string& data, const std::string& prefix) {
+  std::string out;
+  carry += data;
+  size_t start = 0;
+  for (size_t nl = carry.find('\n'); nl != std::string::npos; nl = carry.find('\n', start)) {
+    out += prefix;
+    out.append(carry, start, nl + 1 - start);
+    start = nl + 1;
+  }
+  carry.erase(0, start);
+  return out;
+}
+
 std::string node_state(const pb::NodeView& n) {
   if (!n.alive()) return "lost";
   if (n.schedulable()) return "alive";

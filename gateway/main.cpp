@@ -116,7 +116,10 @@ int main(int argc, char** argv) {
   logs->add_option("id", job_id, "job id")->required();
   logs->add_option("--team", job_team, "the job's team (else looked up)");
   logs->add_option("--rank", rank, "worker rank")->capture_default_str();
-  logs->add_flag("-f,--follow", follow, "keep printing until the job ends");
+  logs->add_flag("-f,--follow", follow,
+                 "keep printing until the job ends; exit as it ended (see troupe wait --help)");
+  bool all_ranks = false;
+  logs->add_flag("--all-ranks", all_ranks, "every rank's output, each line prefixed [rank N]");
 
   // nodes
   auto* nodes = app.add_subcommand("nodes", "List the cluster's nodes");
@@ -352,7 +355,7 @@ int main(int argc, char** argv) {
     }
     return gw::run_wait(url, wait_ids, job_team, timeout_s);
   }
-  if (logs->parsed()) return gw::run_logs(url, job_id, job_team, rank, follow);
+  if (logs->parsed()) return gw::run_logs(url, job_id, job_team, rank, follow, all_ranks);
   if (nodes->parsed()) return gw::run_nodes(url, json);
   if (queues->parsed()) return gw::run_queues(url, json);
   if (why->parsed()) return gw::run_why(url, job_id, job_team, json);

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-
 #include <nlohmann/json.hpp>
 
 #include "gateway/format.hpp"
@@ -133,7 +132,8 @@ std::string parse_why(std::string_view body, WhyView* out) {
   w.pending = flag(j, "pending");
   w.code = str(j, "code");
   w.reason = str(j, "reason");
-  if (w.code.empty() && w.reason.empty()) return "why reply has no code nor reason: " + short_body(body);
+  if (w.code.empty() && w.reason.empty())
+    return "why reply has no code nor reason: " + short_body(body);
   *out = std::move(w);
   return {};
 }
@@ -183,8 +183,7 @@ std::string queues_text(const QueuesView& q, int64_t now_ms) {
       line += "; hold for " + p->hold.job_id;
       if (!p->hold.nodes.empty()) {
         line += " on ";
-        for (size_t i = 0; i < p->hold.nodes.size(); ++i)
-          line += (i ? "," : "") + p->hold.nodes[i];
+        for (size_t i = 0; i < p->hold.nodes.size(); ++i) line += (i ? "," : "") + p->hold.nodes[i];
       }
       if (p->hold.start_ms > 0) {
         line += " from " + format_clock(p->hold.start_ms);
@@ -206,7 +205,8 @@ std::string queues_text(const QueuesView& q, int64_t now_ms) {
   std::snprintf(buf, sizeof buf, "%.1f", q.gpu_seconds_lost);
   out += "preemptions: " + std::to_string(q.preemptions) + " (GPU-seconds lost: " + buf + ")\n";
   std::string retries;
-  for (const auto& [cause, n] : q.retries) retries += (retries.empty() ? "" : ", ") + cause + " " + std::to_string(n);
+  for (const auto& [cause, n] : q.retries)
+    retries += (retries.empty() ? "" : ", ") + cause + " " + std::to_string(n);
   out += "retries by cause: " + (retries.empty() ? std::string("none") : retries) + '\n';
   if (!q.policy.empty() && q.policy != "troupe") out += "policy: " + q.policy + '\n';
   return out;

@@ -1,13 +1,6 @@
 // Child processes, signals as a file descriptor, port probing (see process.hpp).
 #include "gateway/process.hpp"
 
-#include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <deque>
-#include <fstream>
-#include <thread>
-
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -19,6 +12,13 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <fstream>
+#include <thread>
 
 namespace troupe::gateway {
 
@@ -119,9 +119,13 @@ std::optional<Child> Child::start(const std::string& name, const std::vector<std
   return c;
 }
 
-Child::~Child() { stop(); }
+Child::~Child() {
+  stop();
+}
 
-Child::Child(Child&& o) noexcept { *this = std::move(o); }
+Child::Child(Child&& o) noexcept {
+  *this = std::move(o);
+}
 
 Child& Child::operator=(Child&& o) noexcept {
   if (this != &o) {
@@ -201,7 +205,7 @@ std::string self_dir() {
 namespace {
 
 bool executable(const std::string& path) {
-  struct stat st{};
+  struct stat st {};
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
 }
 
@@ -215,7 +219,8 @@ std::string find_binary(const std::string& name, const std::vector<std::string>&
     size_t start = 0;
     while (start <= p.size()) {
       auto colon = p.find(':', start);
-      std::string d = p.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
+      std::string d =
+          p.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
       if (!d.empty()) dirs.push_back(d);
       if (colon == std::string::npos) break;
       start = colon + 1;

@@ -3,12 +3,12 @@
 // a file descriptor (no global flag), port probing and binary lookup.
 #pragma once
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <sys/types.h>
 
 namespace troupe::gateway {
 

@@ -2,13 +2,16 @@
 #include "gateway/replies.hpp"
 
 #include <google/protobuf/util/json_util.h>
+
 #include <nlohmann/json.hpp>
 
 namespace troupe::gateway {
 
 using nlohmann::json;
 
-std::string job_request(const std::string& job_id) { return json{{"job_id", job_id}}.dump(); }
+std::string job_request(const std::string& job_id) {
+  return json{{"job_id", job_id}}.dump();
+}
 
 std::string logs_request(const std::string& job_id, int rank, int64_t offset, int max_bytes) {
   return json{{"job_id", job_id}, {"rank", rank}, {"offset", offset}, {"max_bytes", max_bytes}}
@@ -125,8 +128,10 @@ CancelReply parse_cancel_reply(std::string_view body) {
     r.error = *reply_error(body);
     return r;
   }
-  if (auto it = j->find("job_id"); it != j->end() && it->is_string()) r.job_id = it->get<std::string>();
-  if (auto it = j->find("state"); it != j->end() && it->is_string()) r.state = it->get<std::string>();
+  if (auto it = j->find("job_id"); it != j->end() && it->is_string())
+    r.job_id = it->get<std::string>();
+  if (auto it = j->find("state"); it != j->end() && it->is_string())
+    r.state = it->get<std::string>();
   if (r.state.empty()) r.error = "cancel reply has no state: " + short_body(body);
   return r;
 }

@@ -2,13 +2,13 @@
 // request bodies, `{"error"}` detection, protobuf views, log chunks. Pure.
 #pragma once
 
+#include <google/protobuf/message.h>
+
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <google/protobuf/message.h>
 
 namespace troupe::gateway {
 

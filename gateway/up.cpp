@@ -1,6 +1,8 @@
 // `troupe up`: a local cluster of real processes (nats-server with JetStream,
 // troupe-scheduler, two troupe-node agents), the demo that shows jobs moving
 // through their states, and an orderly shutdown on Ctrl-C / SIGTERM.
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -10,12 +12,9 @@
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
-
-#include <unistd.h>
-
-#include <nlohmann/json.hpp>
 
 #include "bus/nats.hpp"
 #include "bus/subjects.hpp"
@@ -56,8 +55,7 @@ class Cluster {
       std::cerr << "troupe up: " << err << "\n";
       return false;
     }
-    std::cout << "  started " << name << " (pid " << c->pid() << "), log " << c->log_path()
-              << "\n";
+    std::cout << "  started " << name << " (pid " << c->pid() << "), log " << c->log_path() << "\n";
     children_.push_back(std::move(*c));
     return true;
   }
@@ -74,14 +72,15 @@ class Cluster {
       bool was_running = it->running();
       bool clean = it->stop(kStopGrace);
       std::cout << "  " << it->name() << ": "
-                << (was_running ? (clean ? "stopped" : "killed after " +
-                                                           std::to_string(kStopGrace.count()) +
-                                                           " s")
-                                : it->exit_text())
+                << (was_running
+                        ? (clean ? "stopped"
+                                 : "killed after " + std::to_string(kStopGrace.count()) + " s")
+                        : it->exit_text())
                 << "\n";
     }
     children_.clear();
   }
+
  private:
   std::vector<Child> children_;
 };
@@ -172,8 +171,8 @@ std::string home_dir(const UpOptions& o) {
 }
 
 // Connects to NATS (as `id`), retrying until the deadline.
-Wait connect_nats(const bus::ConnectOptions& id, SignalWatch& sig, Cluster& cluster,
-                  ClientPtr* out, std::string* last_error) {
+Wait connect_nats(const bus::ConnectOptions& id, SignalWatch& sig, Cluster& cluster, ClientPtr* out,
+                  std::string* last_error) {
   auto deadline = Clock::now() + kNatsDeadline;
   while (Clock::now() < deadline) {
     if (auto c = Client::open(id, last_error)) {
@@ -253,8 +252,10 @@ int run_demo(Client& client, const UpOptions& o, SignalWatch& sig, Cluster& clus
     if (auto err = client.submit(jobs[0].spec, &again); !err.empty()) {
       problems.push_back("resubmitting " + jobs[0].spec.name() + " with its key failed: " + err);
     } else if (again != ids[0]) {
-      problems.push_back("resubmitting " + jobs[0].spec.name() + " with the same idempotency key "
-                         "gave a new job " + again + " (expected " + ids[0] + ")");
+      problems.push_back("resubmitting " + jobs[0].spec.name() +
+                         " with the same idempotency key "
+                         "gave a new job " +
+                         again + " (expected " + ids[0] + ")");
     } else {
       std::cout << "  resubmitted " << jobs[0].spec.name()
                 << " with the same idempotency key: same id " << again << " (runs once)\n";
@@ -311,8 +312,8 @@ int run_demo(Client& client, const UpOptions& o, SignalWatch& sig, Cluster& clus
       }
     }
     if (Clock::now() >= deadline) {
-      problems.push_back("jobs still not finished after " +
-                         std::to_string(kDemoDeadline.count()) + " s");
+      problems.push_back("jobs still not finished after " + std::to_string(kDemoDeadline.count()) +
+                         " s");
       break;
     }
     if (Child* d = cluster.dead()) {
@@ -401,8 +402,8 @@ int run_up(const UpOptions& o) {
     }
   }
 
-  const std::string nats = find_binary("nats-server", {"/usr/sbin", "/usr/local/sbin",
-                                                       "/usr/local/bin", "/usr/bin"});
+  const std::string nats =
+      find_binary("nats-server", {"/usr/sbin", "/usr/local/sbin", "/usr/local/bin", "/usr/bin"});
   const std::string scheduler = find_binary("troupe-scheduler");
   const std::string node = find_binary("troupe-node");
   bool missing = false;
@@ -410,8 +411,8 @@ int run_up(const UpOptions& o) {
     std::cerr << "troupe up: nats-server not found (in $PATH or /usr/sbin); run scripts/setup.sh\n";
     missing = true;
   }
-  for (const auto& [name, path] : {std::pair{"troupe-scheduler", scheduler},
-                                   std::pair{"troupe-node", node}}) {
+  for (const auto& [name, path] :
+       {std::pair{"troupe-scheduler", scheduler}, std::pair{"troupe-node", node}}) {
     if (path.empty()) {
       std::cerr << "troupe up: " << name << " not found next to this troupe (" << self_dir()
                 << ") nor in $PATH; build the whole project (cmake --build build)\n";
@@ -434,8 +435,8 @@ int run_up(const UpOptions& o) {
   bus::ConnectOptions admin;
   admin.url = url;
   admin.name = "troupe-up";
-  std::vector<std::string> nats_argv = {nats, "-js", "-a", "127.0.0.1", "-p",
-                                        std::to_string(o.port), "-sd", home + "/nats"};
+  std::vector<std::string> nats_argv = {
+      nats, "-js", "-a", "127.0.0.1", "-p", std::to_string(o.port), "-sd", home + "/nats"};
   const std::string marker = home + "/" + kInsecureMarker;
   if (o.insecure) {
     std::cerr << "troupe up: WARNING: --insecure: NATS without identities or TLS. Any process "
@@ -451,13 +452,14 @@ int run_up(const UpOptions& o) {
       aerr = auth::add_node(auth_dir, up_node_name(i));
     if (aerr.empty()) aerr = auth::add_admin(auth_dir, "admin");
     if (!aerr.empty()) {
-      std::cerr << "troupe up: cannot make the cluster's identities in " << auth_dir << ": "
-                << aerr << "\n";
+      std::cerr << "troupe up: cannot make the cluster's identities in " << auth_dir << ": " << aerr
+                << "\n";
       return 1;
     }
     const std::string conf = home + "/nats-server.conf";
     std::ofstream(conf) << "# written by troupe up\nlisten: 127.0.0.1:" << o.port
-                        << "\njetstream { store_dir: \"" << home << "/nats\" }\n"
+                        << "\njetstream { store_dir: \"" << home
+                        << "/nats\" }\n"
                         // (relative to this file's folder, as nats-server reads an include)
                         << "include \"auth/" << auth::kServerConfigFile << "\"\n";
     nats_argv = {nats, "-c", conf};
@@ -530,8 +532,7 @@ int run_up(const UpOptions& o) {
                                      state_dir};
     for (auto& a : identity_args(std::string(subjects::kNodeIdentityPrefix) + name))
       argv.push_back(a);
-    if (!cluster.start(name, argv, logs))
-      return failed("cannot start troupe-node " + name);
+    if (!cluster.start(name, argv, logs)) return failed("cannot start troupe-node " + name);
     node_logs.push_back(logs + "/" + name + ".log");
   }
   std::string last;
@@ -567,9 +568,8 @@ int run_up(const UpOptions& o) {
             << "  export TROUPE_NATS=" << url << " TROUPE_HOME=" << home << "\n"
             << "  " << self << " nodes\n"
             << "  " << self << " jobs\n"
-            << "  " << self
-            << " submit --team demo --kind training --gpus 1 --gpu-type " << o.gpu_type
-            << " -- sh -c 'echo hello from $TROUPE_JOB_ID; sleep 5'\n"
+            << "  " << self << " submit --team demo --kind training --gpus 1 --gpu-type "
+            << o.gpu_type << " -- sh -c 'echo hello from $TROUPE_JOB_ID; sleep 5'\n"
             << "  " << self << " status <job-id>      " << self << " logs -f <job-id>\n"
             << "  (or pass --nats " << url << " to each command)\n"
             << "Logs of the cluster's processes: " << logs << "/\n"

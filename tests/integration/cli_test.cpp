@@ -150,3 +150,25 @@ TEST_CASE(
   INFO(describe(canceled));
   CHECK(canceled.exit_code == 130);
 }
+
+TEST_CASE("cli: logs --all-ranks shows every rank's output, each line with its rank",
+          "[integration][cli][logs]") {
+  Cluster c(ClusterOptions{}.node("r1", 2, false));
+  REQUIRE(c.wait_nodes_alive(1, 20s));
+  auto id = c.submit_ok(
+      "nlp",
+      job_spec("nlp", {"sh", "-c", "echo first-$TROUPE_RANK; echo second-$TROUPE_RANK"}, 1, 2));
+  auto done = c.wait_terminal(id, 30s);
+  REQUIRE(done);
+  INFO(c.events().describe(id));
+  REQUIRE(done->state == names::kSucceeded);
+  RunResult all = c.run_cli({"logs", "--all-ranks", id});
+  INFO(describe(all));
+  CHECK(all.exit_code == 0);
+  for (const char* line :
+       {"[rank 0] first-0\n", "[rank 0] second-0\n", "[rank 1] first-1\n", "[rank 1] second-1\n"})
+    CHECK_THAT(all.out, Catch::Contains(line));
+  RunResult follow = c.run_cli({"logs", "-f", "--all-ranks", id});
+  CHECK(follow.exit_code == 0);
+  CHECK_THAT(follow.out, Catch::Contains("[rank 1] second-1\n"));
+}

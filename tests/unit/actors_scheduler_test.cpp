@@ -939,3 +939,23 @@ TEST_CASE("submissions read off the router keep each team's order, and a flood i
   CHECK(s["refused"]["rate_limited"] == 3);
   CHECK(s["submitted"] == 4 * kEach + 5);
 }
+
+TEST_CASE("status takes job_id, and jobId as protobuf's JSON spells it", "[actors][input]") {
+  Fixture f;
+  f.register_node("n1", 1);
+  auto id = f.submit(kJob);
+  for (const std::string key : {"job_id", "jobId"}) {
+    std::string body = "{\"" + key + "\":\"" + id + "\"}";
+    std::string reply = "_INBOX.status." + key;
+    f.inbound("troupe.t.status", std::vector<uint8_t>(body.begin(), body.end()), reply);
+    auto* r = f.out->find(reply_to(reply));
+    REQUIRE(r);
+    INFO(r->text());
+    CHECK(json::parse(r->text()).value("job_id", "") == id);
+  }
+  std::string bad = R"({"jobid":"x"})";
+  f.inbound("troupe.t.status", std::vector<uint8_t>(bad.begin(), bad.end()), "_INBOX.bad");
+  auto* r = f.out->find(reply_to("_INBOX.bad"));
+  REQUIRE(r);
+  CHECK(json::parse(r->text()).value("code", "") == "bad_request");
+}

@@ -67,9 +67,10 @@ TEST_CASE("gateway: format_clock shows milliseconds on request", "[gateway][form
 
 TEST_CASE("gateway: render_table pads columns and trims the last one", "[gateway][format]") {
   std::string t = render_table({"A", "LONGER"}, {{"xxxx", "y"}, {"z"}});
-  CHECK(t == "A     LONGER\n"
-             "xxxx  y\n"
-             "z\n");
+  CHECK(t ==
+        "A     LONGER\n"
+        "xxxx  y\n"
+        "z\n");
 }
 
 TEST_CASE("gateway: placement and node columns follow rank order", "[gateway][format]") {
@@ -220,4 +221,14 @@ TEST_CASE("gateway: event_line", "[gateway][format]") {
   q.set_job_id("j-8");
   q.set_state("queued");
   CHECK_THAT(event_line(q), !Catch::Contains("exit"));
+}
+
+TEST_CASE("gateway: prefix_lines prefixes whole lines and keeps a partial one for later",
+          "[gateway][format][logs]") {
+  std::string carry;
+  CHECK(prefix_lines(carry, "a\nb", "[rank 1] ") == "[rank 1] a\n");
+  CHECK(carry == "b");
+  CHECK(prefix_lines(carry, "c\n\nd\n", "[rank 1] ") == "[rank 1] bc\n[rank 1] \n[rank 1] d\n");
+  CHECK(carry.empty());
+  CHECK(prefix_lines(carry, "", "[rank 1] ").empty());
 }
