@@ -2,6 +2,7 @@
 #include "gateway/format.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <ctime>
 #include <nlohmann/json.hpp>
@@ -66,6 +67,46 @@ std::string format_datetime(int64_t epoch_ms, bool millis) {
   char buf[40];
   std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
   return millis ? buf + millis_suffix(epoch_ms) : std::string(buf);
+}
+
+std::string format_zone(int64_t epoch_ms) {
+  std::tm tm = local_tm(epoch_ms);
+  char zone[16];
+  std::strftime(zone, sizeof zone, "%z", &tm);
+  return zone;
+}
+
+std::string localize_times(const std::string& text) {
+  std::string out;
+  size_t i = 0;
+  auto digits = [&](size_t at, size_t n) {
+    if (at + n > text.size()) return false;
+    for (size_t k = at; k < at + n; ++k)
+      if (!std::isdigit(static_cast<unsigned char>(text[k]))) return false;
+    return true;
+  };
+  auto num = [&](size_t at, size_t n) { return std::stoi(text.substr(at, n)); };
+  while (i < text.size()) {
+    // YYYY-MM-DDTHH:MM:SSZ
+    if (i + 20 <= text.size() && digits(i, 4) && text[i + 4] == '-' && digits(i + 5, 2) &&
+        text[i + 7] == '-' && digits(i + 8, 2) && text[i + 10] == 'T' && digits(i + 11, 2) &&
+        text[i + 13] == ':' && digits(i + 14, 2) && text[i + 16] == ':' && digits(i + 17, 2) &&
+        text[i + 19] == 'Z') {
+      std::tm tm{};
+      tm.tm_year = num(i, 4) - 1900;
+      tm.tm_mon = num(i + 5, 2) - 1;
+      tm.tm_mday = num(i + 8, 2);
+      tm.tm_hour = num(i + 11, 2);
+      tm.tm_min = num(i + 14, 2);
+      tm.tm_sec = num(i + 17, 2);
+      int64_t ms = static_cast<int64_t>(timegm(&tm)) * 1000;
+      out += format_datetime(ms, false) + " " + format_zone(ms);
+      i += 20;
+      continue;
+    }
+    out += text[i++];
+  }
+  return out;
 }
 
 std::string format_memory_mb(int64_t mb) {

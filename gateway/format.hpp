@@ -45,6 +45,14 @@ std::string nodes_table(const pb::NodeList& nodes, int64_t now_ms);
 // line without its newline waits in `carry` for the next chunk.
 std::string prefix_lines(std::string& carry, const std::string& data, const std::string& prefix);
 
+// The local time zone's offset at that time ("+0100"; "+0000" under --utc).
+std::string format_zone(int64_t epoch_ms);
+
+// `text` with every ISO 8601 UTC time in it (2026-12-03T13:20:39Z, as the
+// scheduler writes them) shown as format_datetime does, in the local time
+// zone (or UTC under --utc), with its offset.
+std::string localize_times(const std::string& text);
+
 // A node's STATE column: lost, alive, cordoned or draining.
 std::string node_state(const pb::NodeView& n);
 // `troupe status`: one "key  value" line per field that is known.

@@ -28,6 +28,8 @@ int main(int argc, char** argv) {
   app.fallthrough();
   std::string url = gw::kDefaultNatsUrl;
   app.add_option("--nats", url, "NATS server URL")->envname("TROUPE_NATS")->capture_default_str();
+  bool utc = false;
+  app.add_flag("--utc", utc, "show times in UTC (default: the local time zone, with its offset)");
   std::string creds, tls_ca;
   app.add_option("--creds", creds,
                  "NATS credentials file (default: $TROUPE_NATS_CREDS, else a `troupe up` "
@@ -270,6 +272,10 @@ int main(int argc, char** argv) {
     return gw::run_up(upo);
   }
 
+  if (utc) {  // every time the CLI prints goes through localtime_r
+    ::setenv("TZ", "UTC", 1);
+    ::tzset();
+  }
   // The identity flags reach Client::connect through the environment it reads
   // (gateway/client.hpp resolve_identity), the same way as for child processes.
   if (!creds.empty()) ::setenv("TROUPE_NATS_CREDS", creds.c_str(), 1);

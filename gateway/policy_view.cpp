@@ -218,7 +218,7 @@ std::string why_text(const WhyView& w) {
   if (!w.state.empty()) lines.emplace_back("state", w.state);
   lines.emplace_back("pending", w.pending ? "yes" : "no");
   if (!w.code.empty()) lines.emplace_back("code", w.code);
-  lines.emplace_back("reason", w.reason.empty() ? "-" : w.reason);
+  lines.emplace_back("reason", w.reason.empty() ? "-" : localize_times(w.reason));
   size_t width = 0;
   for (const auto& [k, v] : lines) width = std::max(width, k.size());
   std::string out;

@@ -26,7 +26,9 @@ std::string fmt_time(int64_t ms, int64_t now) {
   std::tm tm{};
   gmtime_r(&secs, &tm);
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%02d:%02d:%02dZ (in %llds)", tm.tm_hour, tm.tm_min, tm.tm_sec,
+  // ISO 8601 in UTC: a client shows it in its own time zone (troupe why).
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02dZ (in %llds)", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
                 static_cast<long long>((ms - now + 999) / 1000));
   return buf;
 }

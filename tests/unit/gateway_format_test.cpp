@@ -232,3 +232,14 @@ TEST_CASE("gateway: prefix_lines prefixes whole lines and keeps a partial one fo
   CHECK(carry.empty());
   CHECK(prefix_lines(carry, "", "[rank 1] ").empty());
 }
+
+TEST_CASE("gateway: the scheduler's UTC times are shown in the CLI's time zone, with its offset",
+          "[gateway][format][tz]") {
+  // 2024-05-31T16:08:37Z is 1717171717 s after the epoch.
+  const int64_t ms = 1717171717000LL;
+  std::string text = "reservation from 2024-05-31T16:08:37Z (in 55s); nothing else 12:00Z";
+  CHECK(localize_times(text) == "reservation from " + format_datetime(ms) + " " + format_zone(ms) +
+                                    " (in 55s); nothing else 12:00Z");
+  CHECK(localize_times("2024-05-31T16:08:3Z").find("16:08:3Z") != std::string::npos);
+  CHECK(format_zone(ms).size() == 5);
+}
