@@ -34,7 +34,8 @@ bool Engine::open_lane(Lane& lane, const bus::ConnectOptions& base, const std::s
     cv_.notify_all();
   };
   o.name = "troupe-load-pub" + label;
-  o.send_asap = false;  // submissions at full speed: let the client batch writes (fewer TLS records)
+  o.send_asap =
+      false;  // submissions at full speed: let the client batch writes (fewer TLS records)
   lane.pub = bus::Connection::open(o, error);
   if (!lane.pub) return false;
   o.send_asap = base.send_asap;
@@ -218,7 +219,8 @@ void Engine::on_reply(Inbound&& in) {
   ++answered_;
   if (id.empty()) {
     std::string_view err = json_string_field(body, "error");
-    r.error = err.empty() ? "unexpected reply: " + std::string(body.substr(0, 200)) : std::string(err);
+    r.error =
+        err.empty() ? "unexpected reply: " + std::string(body.substr(0, 200)) : std::string(err);
     if (in.data.empty()) r.error = "empty reply (no responders?)";
     ++rejected_;
   } else {
@@ -261,6 +263,7 @@ void Engine::on_event(Inbound&& in) {
   if (terminal && e.ended_ns < 0) {
     e.ended_ns = t;
     e.final_state = std::string(state);
+    e.end_reason = std::string(json_string_field(body, "reason"));
     newly_ended = true;
   }
   if ((newly_placed || newly_ended) && by_id_.count(std::string(id)) != 0) {
@@ -313,6 +316,7 @@ std::vector<JobResult> Engine::results() const {
     r.running_ns = e->second.running_ns;
     r.ended_ns = e->second.ended_ns;
     r.final_state = e->second.final_state;
+    r.end_reason = e->second.end_reason;
     r.preempted_ns = e->second.preempted_ns;
     r.last_running_ns = e->second.last_running_ns;
   }

@@ -36,6 +36,7 @@ struct JobResult {
   std::string error;   // the {"error"} reply
   int64_t sent_ns = -1, acked_ns = -1, placed_ns = -1, running_ns = -1, ended_ns = -1;
   std::string final_state;  // succeeded | failed | canceled; empty while not terminal
+  std::string end_reason;   // the terminal event's reason (why it failed)
   // Replays only (set by the replay after the run): the job's arrival and
   // duration in trace seconds (-1: not from a trace) and whether the trace
   // marks it censored (still running when the trace ends).
@@ -111,6 +112,7 @@ class Engine {
   struct EventTimes {
     int64_t placed_ns = -1, running_ns = -1, ended_ns = -1;
     std::string final_state;
+    std::string end_reason;
     int64_t attempt_running_ns = -1;                        // the current attempt's running event
     int64_t last_running_ns = -1;                           // ... kept after a terminal event
     std::vector<std::pair<int64_t, int64_t>> preempted_ns;  // (running, preempted)

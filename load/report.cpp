@@ -745,4 +745,18 @@ std::string runs_text(const std::vector<std::pair<std::string, Json>>& runs, boo
   return json ? c.dump(2) + "\n" : compare_table(c);
 }
 
+std::string failed_text(const std::vector<JobResult>& jobs, size_t shown) {
+  size_t failed = 0;
+  std::string reasons;
+  for (const auto& j : jobs) {
+    if (j.final_state != "failed") continue;
+    if (++failed <= shown)
+      reasons += (reasons.empty() ? "" : "; ") + j.job_id + ": " +
+                 (j.end_reason.empty() ? std::string("no reason given") : j.end_reason);
+  }
+  if (failed == 0) return {};
+  return std::to_string(failed) + " job(s) failed: " + reasons + (failed > shown ? "; ..." : "") +
+         "\n";
+}
+
 }  // namespace troupe::load

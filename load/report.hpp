@@ -170,6 +170,10 @@ Json wait_bound_json(const std::vector<JobResult>& jobs, const std::vector<Trace
 Json replay_report(const std::vector<JobResult>& jobs, const std::vector<AllocSample>& samples,
                    double speedup, const RunInfo& info);
 
+// "" when no job failed, else how many failed and the reasons of the first
+// few ("3 job(s) failed: j-1: cannot execute 'x'; ..."), one line.
+std::string failed_text(const std::vector<JobResult>& jobs, size_t shown = 3);
+
 // Several replays of the same trace, one per policy (the first is the one
 // compared, the second the baseline): {"mode": "replay_compare", "policies",
 // "complete", "ratios": first / second for the average and p99 JCT and

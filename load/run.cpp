@@ -93,8 +93,9 @@ int run_load(const LoadOptions& opt, std::ostream& out, std::ostream& err) {
       return progress_line(engine->progress(), opt.jobs, seconds_since(start));
     });
     submit_all(opt, *engine, start, err);
-    info.complete = engine->wait_done(Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                                         std::chrono::duration<double>(opt.deadline_s)));
+    info.complete =
+        engine->wait_done(Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                             std::chrono::duration<double>(opt.deadline_s)));
   }
   info.total_s = seconds_since(start);
   info.scheduler = memory_of(opt.scheduler_pid, "troupe-scheduler");
@@ -120,6 +121,12 @@ int run_load(const LoadOptions& opt, std::ostream& out, std::ostream& err) {
   // first submission (nothing submitted is "complete").
   bool ok = engine->refused().empty() && info.complete && report["rejected"] == 0 &&
             report["unanswered"] == 0;
+  // Jobs that failed fail the run: it measured something else than asked
+  // (`cannot execute` on real agents, say). The first reasons are shown.
+  if (auto failed = failed_text(results); !failed.empty()) {
+    err << "troupe-load: " << failed;
+    ok = false;
+  }
   if (std::string why = engine->refused(); !why.empty())
     err << "troupe-load: stopped: "
         << Engine::refusal_text(why, opt.identity.creds_dir.empty() && !opt.identity.creds.empty())

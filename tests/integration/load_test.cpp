@@ -114,6 +114,20 @@ RunResult run_load(Cluster& c, int jobs, const std::string& teams, const std::st
   return run_program(argv, c.dir(), name, timeout, &c.dump(), c.client_env());
 }
 
+TEST_CASE("troupe-load: jobs that fail (a simulated job on a real agent) fail the run, with why",
+          "[integration][load]") {
+  Cluster c(ClusterOptions{}.node("real", 4, false));
+  REQUIRE(c.wait_nodes_alive(1, 30s));
+  RunResult r = run_load(c, 4, "la", "0.05", 40, 60s, "troupe-load-failing");
+  INFO(describe(r));
+  CHECK_FALSE(r.timed_out);
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Catch::Contains("4 job(s) failed: "));
+  Json report = Json::parse(r.out, nullptr, false);
+  REQUIRE(report.is_object());
+  CHECK(report.value("complete", false));  // they all ended, and that is not enough
+}
+
 TEST_CASE("troupe-load: 300 jobs on a 20-node simulated fleet all end, report complete",
           "[integration][load]") {
   Cluster c(fleet_of("fleet", 20));

@@ -563,3 +563,16 @@ TEST_CASE("load report: two policies side by side with ratios", "[load][report]"
   Json f2 = replay_report(slow, {}, 10.0, late);
   CHECK(compare_report({{"troupe", t}, {"fifo", f2}})["complete"] == false);
 }
+
+TEST_CASE("load: failed jobs are counted and their first reasons shown", "[load][report]") {
+  std::vector<troupe::load::JobResult> jobs(5);
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    jobs[i].job_id = "j-" + std::to_string(i);
+    jobs[i].final_state = i == 0 ? "succeeded" : "failed";
+    jobs[i].end_reason = i == 1 ? "" : "cannot execute 'troupe-sim'";
+  }
+  CHECK(troupe::load::failed_text({}).empty());
+  CHECK(troupe::load::failed_text({jobs[0]}).empty());
+  auto t = troupe::load::failed_text(jobs, 2);
+  CHECK(t == "4 job(s) failed: j-1: no reason given; j-2: cannot execute 'troupe-sim'; ...\n");
+}
