@@ -199,6 +199,14 @@ int main(int argc, char** argv) {
   for (auto* sc : {auth_team, auth_node, auth_fleet, auth_admin})
     sc->add_flag("--rotate", auth_rotate, "replace the identity's key even if its .creds exists");
 
+  // completion
+  auto* completion =
+      app.add_subcommand("completion", "Print a shell completion script (bash or zsh)");
+  std::string shell;
+  completion->add_option("shell", shell, "bash | zsh")
+      ->required()
+      ->check(CLI::IsMember({"bash", "zsh"}));
+
   // An unknown verb is named (with the closest one) before CLI11 reads the rest.
   std::vector<std::string> words(split.options.begin() + 1, split.options.end());
   std::vector<std::string> verbs;
@@ -263,6 +271,23 @@ int main(int argc, char** argv) {
     return 0;
   }
 
+  if (completion->parsed()) {
+    std::vector<gw::VerbFlags> all;
+    for (auto* sc : app.get_subcommands([](CLI::App*) { return true; })) {
+      gw::VerbFlags vf;
+      vf.verb = sc->get_name();
+      for (const auto* o : sc->get_options())
+        for (const auto& l : o->get_lnames())
+          (o->get_expected_min() == 0 ? vf.without_value : vf.with_value).push_back("--" + l);
+      for (const auto* nested : sc->get_subcommands([](CLI::App*) { return true; }))
+        vf.without_value.push_back(nested->get_name());  // troupe auth init, add-team, ...
+      all.push_back(std::move(vf));
+    }
+    std::cout << gw::completion_script(
+        shell, all, {"--nats", "--creds", "--tls-ca", "--utc", "--version", "--help"},
+        {"--nats", "--creds", "--tls-ca"});
+    return 0;
+  }
   if (up->parsed()) {
     upo.demo = !no_demo;
     if (no_demo && upo.exit_after_demo) {

@@ -201,6 +201,44 @@ std::string usage_error(const VerbFlags& verb, const std::vector<std::string>& g
   return head + what + " (see troupe " + (verb.verb.empty() ? "" : verb.verb + " ") + "--help)";
 }
 
+std::string completion_script(const std::string& shell, const std::vector<VerbFlags>& verbs,
+                              const std::vector<std::string>& global_flags,
+                              const std::vector<std::string>& global_with_value) {
+  if (shell != "bash" && shell != "zsh") return {};
+  auto join = [](const std::vector<std::string>& v) {
+    std::string s;
+    for (const auto& w : v) s += (s.empty() ? "" : " ") + w;
+    return s;
+  };
+  std::vector<std::string> names;
+  for (const auto& v : verbs) names.push_back(v.verb);
+  std::string s = "# troupe completion " + shell + ": source it (e.g. from ~/." + shell + "rc)\n";
+  if (shell == "zsh") s += "autoload -U +X bashcompinit && bashcompinit\n";
+  s += "_troupe() {\n";
+  s += "  local cur=\"${COMP_WORDS[COMP_CWORD]}\" verb=\"\" i\n";
+  s += "  for ((i = 1; i < COMP_CWORD; i++)); do\n";
+  std::string valued;
+  for (const auto& g : global_with_value) valued += (valued.empty() ? "" : "|") + g;
+  s += "    case \"${COMP_WORDS[i]}\" in";
+  if (!valued.empty()) s += " " + valued + ") ((i++)) ;;";
+  s += " -*) ;; *) verb=\"${COMP_WORDS[i]}\"; break ;; esac\n";
+  s += "  done\n";
+  s += "  local words\n";
+  s += "  case \"$verb\" in\n";
+  for (const auto& v : verbs) {
+    std::vector<std::string> flags = v.with_value;
+    flags.insert(flags.end(), v.without_value.begin(), v.without_value.end());
+    if (std::find(flags.begin(), flags.end(), "--help") == flags.end()) flags.push_back("--help");
+    s += "    " + v.verb + ") words=\"" + join(flags) + "\" ;;\n";
+  }
+  s += "    \"\") words=\"" + join(names) + " " + join(global_flags) + "\" ;;\n";
+  s += "  esac\n";
+  s += "  COMPREPLY=($(compgen -W \"$words\" -- \"$cur\"))\n";
+  s += "}\n";
+  s += "complete -F _troupe troupe\n";
+  return s;
+}
+
 bool readable_file(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) return false;

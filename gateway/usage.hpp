@@ -67,6 +67,13 @@ struct VerbFlags {
 std::string usage_error(const VerbFlags& verb, const std::vector<std::string>& global_with_value,
                         const std::vector<std::string>& words, const std::string& what);
 
+// `troupe completion bash|zsh`: a completion script for the verbs and each
+// verb's flags (`verbs`: each verb with its flags). zsh loads the bash one
+// through bashcompinit. "" for another shell.
+std::string completion_script(const std::string& shell, const std::vector<VerbFlags>& verbs,
+                              const std::vector<std::string>& global_flags,
+                              const std::vector<std::string>& global_with_value);
+
 // Whether `path` names a regular file this process can open.
 bool readable_file(const std::string& path);
 

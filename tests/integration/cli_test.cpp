@@ -172,3 +172,27 @@ TEST_CASE("cli: logs --all-ranks shows every rank's output, each line with its r
   CHECK(follow.exit_code == 0);
   CHECK_THAT(follow.out, Catch::Contains("[rank 1] second-1\n"));
 }
+
+TEST_CASE("cli: troupe completion bash completes verbs and flags in a real bash",
+          "[integration][cli][completion]") {
+  TmpDir dir("troupe-cli");
+  FailureDump dump;
+  const std::string troupe = bin_dir() + "/troupe";
+  auto complete = [&](const std::string& words, int cword) {
+    std::string script = "source <(" + troupe + " completion bash) && COMP_WORDS=(" + words +
+                         ") && COMP_CWORD=" + std::to_string(cword) +
+                         " && _troupe && echo \"${COMPREPLY[*]}\"";
+    static int n = 0;
+    return run_program({"/bin/bash", "-c", script}, dir.path(), "completion-" + std::to_string(++n),
+                       20s, &dump);
+  };
+  auto verb = complete("troupe sta", 1);
+  INFO(describe(verb));
+  CHECK(verb.exit_code == 0);
+  CHECK(verb.out == "status\n");
+  auto flag = complete("troupe --nats nats://x:1 submit --gp", 4);
+  INFO(describe(flag));
+  CHECK(flag.out == "--gpus --gpu-type\n");
+  auto bad = run_program({troupe, "completion", "fish"}, dir.path(), "completion-fish", 20s, &dump);
+  CHECK(bad.exit_code == 2);
+}

@@ -113,3 +113,15 @@ TEST_CASE("usage: a job's end as an exit code (troupe wait)", "[gateway][usage][
   v.set_state("canceled");
   CHECK(job_exit_code(v) == kCanceledExit);
 }
+
+TEST_CASE("usage: the completion script knows the verbs and each verb's flags",
+          "[gateway][usage][completion]") {
+  std::vector<VerbFlags> verbs = {submit_flags(), {"status", {"--team"}, {"--json"}}};
+  auto bash = completion_script("bash", verbs, {"--nats", "--utc"}, {"--nats"});
+  CHECK_THAT(bash, Catch::Contains("complete -F _troupe troupe"));
+  CHECK_THAT(bash, Catch::Contains("submit) words=\"--team --gpus --max-runtime --env --help\""));
+  CHECK_THAT(bash, Catch::Contains("\"\") words=\"submit status --nats --utc\""));
+  CHECK_THAT(bash, Catch::Contains("--nats) ((i++))"));
+  CHECK_THAT(completion_script("zsh", verbs, {}, {}), Catch::Contains("bashcompinit"));
+  CHECK(completion_script("fish", verbs, {}, {}).empty());
+}
