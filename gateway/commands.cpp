@@ -132,7 +132,7 @@ int run_status(const std::string& url, const std::string& job_id, const std::str
 }
 
 int run_jobs(const std::string& url, const std::string& team, const std::string& state, bool json,
-             int64_t limit, const std::string& after) {
+             int64_t limit, const std::string& after, bool wide) {
   auto c = open_client(url);
   if (!c) return kUnreachableExit;
   pb::JobList list;
@@ -151,7 +151,7 @@ int run_jobs(const std::string& url, const std::string& team, const std::string&
     out += "]}\n";
     std::cout << out;
   } else {
-    std::cout << jobs_table(list, now_ms(), state);
+    std::cout << jobs_table(list, now_ms(), state, wide);
   }
   if (!next.empty())
     std::cerr << "troupe: more jobs after " << next << " (troupe jobs --after " << next << ")\n";
@@ -248,7 +248,7 @@ int run_logs(const std::string& url, const std::string& job_id, const std::strin
   }
 }
 
-int run_nodes(const std::string& url, bool json) {
+int run_nodes(const std::string& url, bool json, bool wide) {
   auto c = open_client(url);
   if (!c) return kUnreachableExit;
   pb::NodeList list;
@@ -256,7 +256,7 @@ int run_nodes(const std::string& url, bool json) {
   if (json)
     std::cout << spec::to_json(list) << "\n";
   else
-    std::cout << nodes_table(list, now_ms());
+    std::cout << nodes_table(list, now_ms(), wide);
   return 0;
 }
 

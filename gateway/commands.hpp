@@ -22,7 +22,7 @@ int run_status(const std::string& url, const std::string& job_id, const std::str
 // jobs (0: all), after the job `after` when given; a hint on stderr when more
 // remain.
 int run_jobs(const std::string& url, const std::string& team, const std::string& state, bool json,
-             int64_t limit = 0, const std::string& after = {});
+             int64_t limit = 0, const std::string& after = {}, bool wide = false);
 int run_cancel(const std::string& url, const std::string& job_id, const std::string& team);
 // `troupe wait ID...`: until every job is terminal (at most `timeout_s`, 0:
 // no limit; requests that fail meanwhile, as in a scheduler failover, are
@@ -36,7 +36,7 @@ int run_wait(const std::string& url, const std::vector<std::string>& ids, const 
 // run_wait.
 int run_logs(const std::string& url, const std::string& job_id, const std::string& team, int rank,
              bool follow, bool all_ranks = false);
-int run_nodes(const std::string& url, bool json);
+int run_nodes(const std::string& url, bool json, bool wide = false);
 // `troupe queues`: per team and pool quota, use, pending work and share.
 int run_queues(const std::string& url, bool json);
 // `troupe cordon|uncordon|drain NODE`.

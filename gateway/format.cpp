@@ -204,7 +204,8 @@ std::string gpus_text(const pb::JobView& j) {
   return std::to_string(j.gpus()) + "x" + std::to_string(std::max(j.workers(), 1));
 }
 
-std::string jobs_table(const pb::JobList& jobs, int64_t now_ms, const std::string& state) {
+std::string jobs_table(const pb::JobList& jobs, int64_t now_ms, const std::string& state,
+                       bool wide) {
   std::vector<const pb::JobView*> sorted;
   for (const auto& j : jobs.jobs())
     if (state.empty() || j.state() == state) sorted.push_back(&j);
@@ -217,8 +218,15 @@ std::string jobs_table(const pb::JobList& jobs, int64_t now_ms, const std::strin
     rows.push_back({j->job_id(), j->team(), j->name().empty() ? "-" : j->name(), j->kind(),
                     j->state(), gpus_text(*j), nodes_text(j->placement()),
                     j->submit_ms() > 0 ? format_age(now_ms - j->submit_ms()) : "-"});
+    if (wide)
+      rows.back().insert(
+          rows.back().end(),
+          {j->pool().empty() ? "-" : j->pool(), j->priority().empty() ? "-" : j->priority(),
+           std::to_string(j->attempt()), placement_text(j->placement())});
   }
-  return render_table({"ID", "TEAM", "NAME", "KIND", "STATE", "GPUS", "NODE(S)", "AGE"}, rows);
+  std::vector<std::string> head = {"ID", "TEAM", "NAME", "KIND", "STATE", "GPUS", "NODE(S)", "AGE"};
+  if (wide) head.insert(head.end(), {"POOL", "PRIORITY", "ATTEMPT", "PLACEMENT"});
+  return render_table(head, rows);
 }
 
 std::string prefix_lines(std::string& carry, const std::string& data, const std::string& prefix) {
@@ -240,7 +248,7 @@ std::string node_state(const pb::NodeView& n) {
   return n.draining() ? "draining" : "cordoned";
 }
 
-std::string nodes_table(const pb::NodeList& nodes, int64_t now_ms) {
+std::string nodes_table(const pb::NodeList& nodes, int64_t now_ms, bool wide) {
   std::vector<const pb::NodeView*> sorted;
   for (const auto& n : nodes.nodes()) sorted.push_back(&n);
   std::stable_sort(sorted.begin(), sorted.end(),
@@ -255,10 +263,20 @@ std::string nodes_table(const pb::NodeList& nodes, int64_t now_ms) {
                     n->last_heartbeat_ms() > 0
                         ? format_age(now_ms - n->last_heartbeat_ms()) + " ago"
                         : "never"});
+    if (wide)
+      rows.back().insert(
+          rows.back().end(),
+          {n->pool().empty() ? "-" : n->pool(), n->rack().empty() ? "-" : n->rack(),
+           n->runtime().empty() ? "-" : n->runtime(),
+           n->gpus_shared() > 0 ? std::to_string(n->gpus_shared()) + " (" +
+                                      format_memory_mb(n->gpu_memory_shared_mb()) + " used, " +
+                                      format_memory_mb(n->gpu_memory_stranded_mb()) + " left)"
+                                : "-"});
   }
-  return render_table({"NODE", "GPU TYPE", "GPUS", "RESERVED", "ALLOCATED", "CPUS", "MEMORY",
-                       "STATE", "LAST HEARTBEAT"},
-                      rows);
+  std::vector<std::string> head = {"NODE", "GPU TYPE", "GPUS",  "RESERVED",      "ALLOCATED",
+                                   "CPUS", "MEMORY",   "STATE", "LAST HEARTBEAT"};
+  if (wide) head.insert(head.end(), {"POOL", "RACK", "RUNTIME", "SHARED GPUS"});
+  return render_table(head, rows);
 }
 
 std::string status_text(const pb::JobView& j, int64_t now_ms) {

@@ -37,10 +37,13 @@ std::string gpus_text(const pb::JobView& j);
 
 // `troupe jobs`: ID TEAM NAME KIND STATE GPUS NODE(S) AGE, oldest first.
 // An empty `state` shows every job.
-std::string jobs_table(const pb::JobList& jobs, int64_t now_ms, const std::string& state = {});
+// `wide`: also POOL, PRIORITY, ATTEMPT and the placement per rank.
+std::string jobs_table(const pb::JobList& jobs, int64_t now_ms, const std::string& state = {},
+                       bool wide = false);
 // `troupe nodes`: NODE GPU TYPE GPUS(free/total) RESERVED ALLOCATED CPUS MEMORY STATE LAST
 // HEARTBEAT.
-std::string nodes_table(const pb::NodeList& nodes, int64_t now_ms);
+// `wide`: also POOL, RACK, RUNTIME and the shared GPUs' memory.
+std::string nodes_table(const pb::NodeList& nodes, int64_t now_ms, bool wide = false);
 // `data` with `prefix` before each line (troupe logs --all-ranks); a last
 // line without its newline waits in `carry` for the next chunk.
 std::string prefix_lines(std::string& carry, const std::string& data, const std::string& prefix);

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <iostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -71,6 +72,9 @@ int main(int argc, char** argv) {
   submit->add_flag("--wait", submit_wait,
                    "wait for the job; exit as it ended (see troupe wait --help)");
 
+  // -o on the listings (status, jobs, nodes, queues, why, history)
+  std::string output;
+
   // status
   auto* status = app.add_subcommand("status", "Show one job");
   std::string job_id, job_team;
@@ -78,6 +82,7 @@ int main(int argc, char** argv) {
   status->add_option("id", job_id, "job id")->required();
   status->add_option("--team", job_team, "the job's team (else looked up)");
   status->add_flag("--json", json, "print the JobView JSON");
+  status->add_option("-o,--output", output, "table | wide | json | yaml");
 
   // jobs
   auto* jobs = app.add_subcommand("jobs", "List jobs (every team unless --team)");
@@ -92,6 +97,7 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   jobs->add_option("--after", jobs_after, "start after this job id (submit order)");
   jobs->add_flag("--json", json, "print the JobList JSON");
+  jobs->add_option("-o,--output", output, "table | wide | json | yaml");
 
   // cancel
   auto* cancel = app.add_subcommand("cancel", "Cancel jobs; prints each one's new state");
@@ -126,11 +132,13 @@ int main(int argc, char** argv) {
   // nodes
   auto* nodes = app.add_subcommand("nodes", "List the cluster's nodes");
   nodes->add_flag("--json", json, "print the NodeList JSON");
+  nodes->add_option("-o,--output", output, "table | wide | json | yaml");
 
   // queues
   auto* queues = app.add_subcommand(
       "queues", "Per team and pool: quota, GPUs in use and borrowed, pending work, share");
   queues->add_flag("--json", json, "print the raw troupe.sys.queues reply");
+  queues->add_option("-o,--output", output, "table | wide | json | yaml");
 
   // cordon / uncordon / drain
   std::string node_name;
@@ -147,6 +155,7 @@ int main(int argc, char** argv) {
   why->add_option("id", job_id, "job id")->required();
   why->add_option("--team", job_team, "the job's team (else looked up)");
   why->add_flag("--json", json, "print the raw troupe.<team>.why reply");
+  why->add_option("-o,--output", output, "table | wide | json | yaml");
 
   // history
   auto* history =
@@ -154,6 +163,7 @@ int main(int argc, char** argv) {
   history->add_option("id", job_id, "job id")->required();
   history->add_option("--team", job_team, "the job's team (else every team's events are searched)");
   history->add_flag("--json", json, "print the raw events (JobEvent JSON) as a JSON array");
+  history->add_option("-o,--output", output, "table | wide | json | yaml");
 
   // up
   auto* up =
@@ -351,7 +361,29 @@ int main(int argc, char** argv) {
     return gw::run_submit(url, o_file->count() ? std::optional<std::string>(file) : std::nullopt,
                           flags, submit_wait);
   }
-  if (status->parsed()) return gw::run_status(url, job_id, job_team, json);
+  // -o: json is --json; yaml converts what --json prints; wide widens tables.
+  gw::Output out = gw::Output::table;
+  if (!output.empty()) {
+    auto o = gw::parse_output(output);
+    if (!o) {
+      std::cerr << "troupe: -o " << output << ": not an output (table, wide, json, yaml)\n";
+      return gw::kUsageExit;
+    }
+    out = *o;
+    if (out == gw::Output::json || out == gw::Output::yaml) json = true;
+  }
+  const bool wide = out == gw::Output::wide;
+  auto listing = [&](auto run) -> int {
+    if (out != gw::Output::yaml) return run();
+    std::ostringstream buf;
+    auto* old = std::cout.rdbuf(buf.rdbuf());
+    int rc = run();
+    std::cout.rdbuf(old);
+    std::string yaml = rc == 0 ? gw::json_to_yaml(buf.str()) : std::string();
+    std::cout << (yaml.empty() ? buf.str() : yaml);
+    return rc;
+  };
+  if (status->parsed()) return listing([&] { return gw::run_status(url, job_id, job_team, json); });
   if (jobs->parsed()) {
     if (all && !job_team.empty()) {
       std::cerr << "troupe jobs: --all and --team exclude each other\n";
@@ -363,7 +395,8 @@ int main(int argc, char** argv) {
         return gw::kUsageExit;
       }
     }
-    return gw::run_jobs(url, job_team, state, json, jobs_limit, jobs_after);
+    return listing(
+        [&] { return gw::run_jobs(url, job_team, state, json, jobs_limit, jobs_after, wide); });
   }
   if (cancel->parsed()) {
     int rc = 0;
@@ -387,10 +420,11 @@ int main(int argc, char** argv) {
     return gw::run_wait(url, wait_ids, job_team, timeout_s);
   }
   if (logs->parsed()) return gw::run_logs(url, job_id, job_team, rank, follow, all_ranks);
-  if (nodes->parsed()) return gw::run_nodes(url, json);
-  if (queues->parsed()) return gw::run_queues(url, json);
-  if (why->parsed()) return gw::run_why(url, job_id, job_team, json);
-  if (history->parsed()) return gw::run_history(url, job_id, job_team, json);
+  if (nodes->parsed()) return listing([&] { return gw::run_nodes(url, json, wide); });
+  if (queues->parsed()) return listing([&] { return gw::run_queues(url, json); });
+  if (why->parsed()) return listing([&] { return gw::run_why(url, job_id, job_team, json); });
+  if (history->parsed())
+    return listing([&] { return gw::run_history(url, job_id, job_team, json); });
   if (cordon->parsed()) return gw::run_node_op(url, "cordon", node_name);
   if (uncordon->parsed()) return gw::run_node_op(url, "uncordon", node_name);
   if (drain->parsed()) return gw::run_node_op(url, "drain", node_name);

@@ -1,9 +1,12 @@
 #include "gateway/usage.hpp"
 
+#include <yaml-cpp/yaml.h>
+
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "messages/names.hpp"
 
@@ -255,6 +258,45 @@ int job_exit_code(const pb::JobView& job, std::string* why) {
   if (cause == "max_runtime") return kRuntimeLimitExit;
   if (job.has_exit_code() && job.exit_code() >= 1 && job.exit_code() <= 255) return job.exit_code();
   return kNoExitCodeExit;
+}
+
+std::optional<Output> parse_output(std::string_view text) {
+  if (text == "table") return Output::table;
+  if (text == "wide") return Output::wide;
+  if (text == "json") return Output::json;
+  if (text == "yaml") return Output::yaml;
+  return std::nullopt;
+}
+
+namespace {
+void emit(YAML::Emitter& out, const nlohmann::json& j) {
+  if (j.is_object()) {
+    out << YAML::BeginMap;
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      out << YAML::Key << it.key() << YAML::Value;
+      emit(out, it.value());
+    }
+    out << YAML::EndMap;
+  } else if (j.is_array()) {
+    out << YAML::BeginSeq;
+    for (const auto& v : j) emit(out, v);
+    out << YAML::EndSeq;
+  } else if (j.is_string()) {
+    out << YAML::DoubleQuoted << j.get<std::string>();
+  } else if (j.is_null()) {
+    out << YAML::Null;
+  } else {
+    out << j.dump();  // numbers and booleans as JSON writes them
+  }
+}
+}  // namespace
+
+std::string json_to_yaml(const std::string& json) {
+  auto j = nlohmann::json::parse(json, nullptr, false);
+  if (j.is_discarded()) return {};
+  YAML::Emitter out;
+  emit(out, j);
+  return std::string(out.c_str()) + "\n";
 }
 
 std::string check_state(std::string_view state) {

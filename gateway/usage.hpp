@@ -77,6 +77,16 @@ std::string completion_script(const std::string& shell, const std::vector<VerbFl
 // Whether `path` names a regular file this process can open.
 bool readable_file(const std::string& path);
 
+// `-o table|wide|json|yaml` on the listings (status, jobs, nodes, queues,
+// why, history): json is --json; yaml the same document as YAML; wide the
+// table with more columns (jobs, nodes).
+enum class Output { table, wide, json, yaml };
+std::optional<Output> parse_output(std::string_view text);
+
+// A JSON document as YAML (block style; strings that would read as another
+// type are quoted). "" when `json` is not JSON.
+std::string json_to_yaml(const std::string& json);
+
 // "" when `state` is a job state, else the error naming the states.
 std::string check_state(std::string_view state);
 

@@ -5,6 +5,8 @@
 // checked; the cluster unreachable exits 69; YAML numbers in a command stay
 // strings and a string command is refused; `troupe wait`, `submit --wait`
 // and `logs -f` exit as the job ended (0, its exit code, 124, 125, 130).
+#include <yaml-cpp/yaml.h>
+
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <sstream>
@@ -149,6 +151,20 @@ TEST_CASE(
   RunResult canceled = c.run_cli({"wait", x, y, "--timeout", "30s"});
   INFO(describe(canceled));
   CHECK(canceled.exit_code == 130);
+  // -o on the listings: yaml is the JSON's document, wide the table with more.
+  RunResult yaml = c.run_cli({"status", x, "-o", "yaml"});
+  INFO(describe(yaml));
+  CHECK(yaml.exit_code == 0);
+  YAML::Node doc = YAML::Load(yaml.out);
+  CHECK(doc["job_id"].as<std::string>() == x);
+  CHECK(doc["state"].as<std::string>() == "canceled");
+  RunResult wide = c.run_cli({"jobs", "-o", "wide"});
+  INFO(describe(wide));
+  CHECK(wide.exit_code == 0);
+  CHECK_THAT(wide.out, Catch::Contains("PLACEMENT") && Catch::Contains(x));
+  RunResult nodes = c.run_cli({"nodes", "-o", "wide"});
+  CHECK_THAT(nodes.out, Catch::Contains("RUNTIME"));
+  CHECK(c.run_cli({"jobs", "-o", "xml"}).exit_code == 2);
 }
 
 TEST_CASE("cli: logs --all-ranks shows every rank's output, each line with its rank",

@@ -243,3 +243,28 @@ TEST_CASE("gateway: the scheduler's UTC times are shown in the CLI's time zone, 
   CHECK(localize_times("2024-05-31T16:08:3Z").find("16:08:3Z") != std::string::npos);
   CHECK(format_zone(ms).size() == 5);
 }
+
+TEST_CASE("gateway: wide tables add pool, priority and placement to jobs, pool, rack and shared GPUs to nodes",
+          "[gateway][format][output]") {
+  pb::JobList list;
+  auto* j = list.add_jobs();
+  *j = job("j-1", "nlp", "running", 1'000);
+  j->set_pool("a100");
+  j->set_priority("high");
+  place(*j, 0, "node-1", {3});
+  std::string wide = jobs_table(list, 2'000, {}, true);
+  CHECK_THAT(wide, Catch::Contains("PLACEMENT") && Catch::Contains("a100") &&
+                       Catch::Contains("high") && Catch::Contains("node-1[3]"));
+  CHECK(jobs_table(list, 2'000).find("PLACEMENT") == std::string::npos);
+  pb::NodeList nodes;
+  auto* n = nodes.add_nodes();
+  n->set_node("s1");
+  n->set_alive(true);
+  n->set_schedulable(true);
+  n->set_pool("p");
+  n->set_gpus_shared(1);
+  n->set_gpu_memory_shared_mb(12000);
+  n->set_gpu_memory_stranded_mb(4000);
+  std::string w = nodes_table(nodes, 0, true);
+  CHECK_THAT(w, Catch::Contains("SHARED GPUS") && Catch::Contains("1 (11.7G used, 3.9G left)"));
+}

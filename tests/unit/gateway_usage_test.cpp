@@ -1,6 +1,8 @@
 // Unit tests for gateway/usage: the CLI's usage errors (unknown verbs and
 // flags named with the closest, a job command without --), durations and
 // sizes with units, and the states --state accepts.
+#include <yaml-cpp/yaml.h>
+
 #include <catch2/catch.hpp>
 
 #include "gateway/usage.hpp"
@@ -124,4 +126,24 @@ TEST_CASE("usage: the completion script knows the verbs and each verb's flags",
   CHECK_THAT(bash, Catch::Contains("--nats) ((i++))"));
   CHECK_THAT(completion_script("zsh", verbs, {}, {}), Catch::Contains("bashcompinit"));
   CHECK(completion_script("fish", verbs, {}, {}).empty());
+}
+
+TEST_CASE("usage: -o names an output, and YAML says what the JSON says",
+          "[gateway][usage][output]") {
+  CHECK(parse_output("wide") == Output::wide);
+  CHECK(parse_output("yaml") == Output::yaml);
+  CHECK_FALSE(parse_output("xml"));
+  std::string json =
+      R"({"job_id":"j-1","gpus":2,"ok":true,"end_ms":"0","tags":["a","010"],"x":null})";
+  auto yaml = json_to_yaml(json);
+  INFO(yaml);
+  auto back = YAML::Load(yaml);
+  CHECK(back["job_id"].as<std::string>() == "j-1");
+  CHECK(back["gpus"].as<int>() == 2);
+  CHECK(back["ok"].as<bool>());
+  CHECK(back["end_ms"].as<std::string>() == "0");
+  CHECK(back["end_ms"].Tag() == "!");  // quoted: a string stays a string
+  CHECK(back["tags"][1].as<std::string>() == "010");
+  CHECK(back["x"].IsNull());
+  CHECK(json_to_yaml("not json").empty());
 }
