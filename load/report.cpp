@@ -482,7 +482,11 @@ AllocSample make_sample(const std::vector<SampleNode>& nodes, const std::vector<
       s.held_idle += n.free;
       continue;
     }
-    if (wants.empty()) continue;
+    // As troupe_gpus_fragmented: only where work waits in the node's pool.
+    bool pool_waits = std::any_of(wants.begin(), wants.end(), [&](const SampleWant& w) {
+      return w.pool.empty() || w.pool == n.pool;
+    });
+    if (!pool_waits) continue;
     bool usable = std::any_of(wants.begin(), wants.end(), [&](const SampleWant& w) {
       return w.gpus <= n.free && (w.gpu_type.empty() || w.gpu_type == n.gpu_type) &&
              (w.pool.empty() || w.pool == n.pool);

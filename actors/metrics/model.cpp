@@ -472,7 +472,12 @@ Sample build_sample(const Json& nodes, const Json& queues,
         r.held_idle += f;
         continue;
       }
-      if (wants.empty()) continue;
+      // Fragmented: free GPUs that work waiting in this node's pool cannot
+      // use. A pool with nothing waiting has idle GPUs, not fragmented ones.
+      bool pool_waits = std::any_of(wants.begin(), wants.end(), [&](const PendingShape& w) {
+        return w.pool.empty() || w.pool == str_of(n, "pool");
+      });
+      if (!pool_waits) continue;
       bool usable = std::any_of(wants.begin(), wants.end(), [&](const PendingShape& w) {
         return w.gpus <= f && (w.gpu_type.empty() || w.gpu_type == str_of(n, "gpu_type")) &&
                (w.pool.empty() || w.pool == str_of(n, "pool"));

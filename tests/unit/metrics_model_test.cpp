@@ -248,8 +248,12 @@ TEST_CASE("build_sample: fragmentation and held-idle GPUs", "[metrics]") {
   // CPU-only pending jobs use no GPUs: nothing counts as fragmented.
   s = build_sample(nodes_json(), Json::object(), {{0, "", ""}});
   CHECK(s.gpus[0].fragmented == 0);
-  // A pool restriction: a 1-GPU job that must run in h100 strands the a100 GPUs.
+  // Work waiting in another pool only: this pool's free GPUs are idle, not
+  // fragmented (an idle pool reported its 8 free GPUs as fragmented).
   s = build_sample(nodes_json(), Json::object(), {{1, "", "h100"}});
+  CHECK(s.gpus[0].fragmented == 0);
+  CHECK(s.gpus[1].fragmented == 0);
+  s = build_sample(nodes_json(), Json::object(), {{4, "a100", "a100"}});
   CHECK(s.gpus[0].fragmented == 3);
   CHECK(s.gpus[1].fragmented == 0);
   // Free GPUs on held nodes are held-idle, not fragmented.
