@@ -45,6 +45,7 @@ struct NodeState {
   policy::Ledger ledger;
   Liveness life = Liveness::unknown;
   Work work = Work::schedulable;
+  std::string reason;        // why it was cordoned or drained ("" when schedulable)
   bool shape_known = false;  // its inventory came from its agent (now or before a restart)
   bool lost_once = false;  // lost at least once in this scheduler's life: fence what it still runs
   bool dirty = false;
@@ -92,6 +93,7 @@ void report(Self self, bool changed = true, bool force = false) {
   c.alive = st.life == Liveness::alive;
   c.schedulable = st.work == Work::schedulable;
   c.draining = st.work == Work::draining;
+  c.reason = st.reason;
   c.last_heartbeat_ms = st.last_heartbeat_ms;
   c.gpu_memory_mb = st.ledger.gpu_memory_mb;
   c.shared = st.ledger.shared_gpus();
@@ -131,6 +133,7 @@ void save(Self self) {
   rec.set_gpu_memory_mb(st.ledger.gpu_memory_mb);
   rec.set_cordoned(st.work != Work::schedulable);
   rec.set_draining(st.work == Work::draining);
+  rec.set_reason(st.reason);
   for (const auto& [id, h] : st.ledger.holds) {
     if (!h.committed) continue;  // leases do not survive a restart
     auto* r = rec.add_holds();
@@ -185,6 +188,7 @@ void restore(Self self, const std::string& snapshot) {
     policy::claim(st.ledger, r.id(), std::move(h));
   }
   st.work = !rec.cordoned() ? Work::schedulable : rec.draining() ? Work::draining : Work::cordoned;
+  st.reason = rec.reason();
   st.life = Liveness::silent;  // the next heartbeat confirms liveness
   if (rec.restored()) {
     // Rebuilt after a scheduler restart: the agent is the ground truth. Until
@@ -657,9 +661,11 @@ NodeActor::behavior_type node_behavior(Self self, Wiring w, OutboxPtr out, std::
         if (st.life != Liveness::unknown) report(self, false);
         self->delayed_send(self, std::chrono::milliseconds(st.opts.tick_ms), tick_atom_v);
       },
-      [=](cordon_atom, bool on, bool drain, const std::string& reply) {
+      [=](cordon_atom, bool on, bool drain, const std::string& reason, const std::string& reply) {
         auto& st = self->state;
         st.work = !on ? Work::schedulable : drain ? Work::draining : Work::cordoned;
+        st.reason = reason;
+        save(self);
         report(self);
         int running = 0;
         for (const auto& [id, h] : st.ledger.holds) running += h.launched && !h.exited ? 1 : 0;

@@ -12,7 +12,7 @@
 //   Release from job actors (via the node supervisor). (sync_atom, job,
 //   attempt, rank) from a restarted job (Started/Exited told again; a rank
 //   not held here is stopped and ends as agent lost); (cordon_atom, on,
-//   drain, reply). Timers: (lease_atom), (tick_atom), which also runs the
+//   drain, reason, reply). Timers: (lease_atom), (tick_atom), which also runs the
 //   hold check: a hold committed but unlaunched, or exited but unreleased,
 //   for hold_check_ms is asked about ((hold_atom, job, ...) to the job
 //   supervisor, policy::judge_hold). (crash_atom) for supervision tests.

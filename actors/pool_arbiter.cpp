@@ -728,6 +728,7 @@ ArbiterActor::behavior_type arbiter_behavior(Self self, OutboxPtr out, policy::B
           v->set_rack(c.rack);
           v->set_schedulable(c.schedulable);
           v->set_draining(c.draining);
+          v->set_reason(c.reason);
           v->set_runtime(c.runtime);
           v->set_gpu_memory_mb(c.gpu_memory_mb);
           v->set_gpus_shared(static_cast<int32_t>(c.shared.size()));

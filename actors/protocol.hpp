@@ -191,7 +191,8 @@ using NodeActor = caf::typed_actor<
     // Release from jobs and gangs; answered with an empty Envelope.
     replies_to<Envelope>::with<Envelope>,
     reacts_to<sync_atom, std::string /*job*/, int32_t /*attempt*/, int32_t /*rank*/>,
-    reacts_to<cordon_atom, bool /*on*/, bool /*drain*/, std::string /*reply*/>,
+    reacts_to<cordon_atom, bool /*on*/, bool /*drain*/, std::string /*reason*/,
+              std::string /*reply*/>,
     reacts_to<lease_atom>,  // itself: a lease may have expired
     reacts_to<tick_atom>,   // itself: liveness, hold check, snapshot
     reacts_to<crash_atom>>;
@@ -270,7 +271,7 @@ using NodeSupervisorActor = SupervisorActor::extend<
     reacts_to<snapshot_atom, std::string, std::string>,                                 // its nodes
     reacts_to<config_atom, std::string /*text*/>,  // its roster
     reacts_to<cordon_atom, std::string /*node*/, bool /*on*/, bool /*drain*/,
-              std::string /*reply*/>,
+              std::string /*reason*/, std::string /*reply*/>,
     reacts_to<restore_atom, Strings /*records*/>,  // restore
     reacts_to<crash_atom, std::string /*node*/>>;
 
@@ -458,7 +459,8 @@ typename Inspector::result_type inspect(Inspector& f, NodeCapacity& x) {
   return f(caf::meta::type_name("NodeCapacity"), x.name, x.host, x.gpu_type, x.pool, x.rack,
            x.runtime, x.schedulable, x.gpus_total, x.gpus_free, x.gpus_reserved, x.gpus_allocated,
            x.cpus_total, x.cpus_free, x.memory_total_mb, x.memory_free_mb, x.alive,
-           x.last_heartbeat_ms, x.running, x.holds, x.gpu_memory_mb, x.shared, x.draining);
+           x.last_heartbeat_ms, x.running, x.holds, x.gpu_memory_mb, x.shared, x.draining,
+           x.reason);
 }
 }  // namespace policy
 

@@ -423,7 +423,21 @@ void on_inbound(Self self, const Inbound& in) {
         return;
       }
       bool on = in.subject != subjects::kSysUncordon;
-      self->send(st.w.nodes, cordon_atom_v, node, on, in.subject == subjects::kSysDrain, in.reply);
+      // Why, as the operator said it (shown by troupe nodes); bounded.
+      std::string reason = req.contains("reason") && req["reason"].is_string()
+                               ? req["reason"].get<std::string>()
+                               : std::string();
+      if (reason.size() > names::kMaxNodeReasonBytes || !names::printable(reason)) {
+        ++st.n.rejected;
+        if (!in.reply.empty())
+          st.out->publish(in.reply, errors::error_json(
+                                        errors::kBadRequest,
+                                        "reason must be printable text of at most " +
+                                            std::to_string(names::kMaxNodeReasonBytes) + " bytes"));
+        return;
+      }
+      self->send(st.w.nodes, cordon_atom_v, node, on, in.subject == subjects::kSysDrain,
+                 on ? reason : std::string(), in.reply);
       return;
     }
     if (in.subject == subjects::kSysDebugCrash) {

@@ -663,9 +663,10 @@ NodeSupervisorActor::behavior_type node_sup_behavior(NodeSup self, OutboxPtr out
           self->state.start(self, rec.node(), bytes);
         }
       },
-      [=](cordon_atom, const std::string& node, bool on, bool drain, const std::string& reply) {
+      [=](cordon_atom, const std::string& node, bool on, bool drain, const std::string& reason,
+          const std::string& reply) {
         if (auto a = self->state.children.find(node)) {
-          self->send(a, cordon_atom_v, on, drain, reply);
+          self->send(a, cordon_atom_v, on, drain, reason, reply);
           return;
         }
         if (!reply.empty())

@@ -46,7 +46,7 @@
 //   accepts: Wiring; (route_atom, node, Envelope): an agent's message or a
 //   job's Launch/Stop/Release, passed on one-way; (sync_atom, node, job,
 //   attempt, rank); (snapshot_atom, node, bytes); (config_atom, text): its
-//   roster; (cordon_atom, node, on, drain, reply); (crash_atom, node);
+//   roster; (cordon_atom, node, on, drain, reason, reply); (crash_atom, node);
 //   (stats_atom); (restore_atom, NodeRecords).
 // gang supervisor   — GangReservationActors by job id/attempt
 //                     (GangSupervisorActor).

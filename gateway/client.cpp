@@ -210,14 +210,16 @@ std::string Client::queues(QueuesView* out, std::string* raw_json) {
   return parse_queues(reply, out);
 }
 
-std::string Client::node_op(const std::string& op, const std::string& node, std::string* state) {
+std::string Client::node_op(const std::string& op, const std::string& node, std::string* state,
+                            const std::string& reason) {
   if (auto err = subjects::check_token(node); !err.empty()) return "node: " + err;
   const char* subject = op == "drain"      ? subjects::kSysDrain
                         : op == "uncordon" ? subjects::kSysUncordon
                                            : subjects::kSysCordon;
   std::string reply;
-  if (auto err = call(subject, nlohmann::json{{"node", node}}.dump(), &reply); !err.empty())
-    return err;
+  nlohmann::json req{{"node", node}};
+  if (!reason.empty()) req["reason"] = reason;
+  if (auto err = call(subject, req.dump(), &reply); !err.empty()) return err;
   auto j = nlohmann::json::parse(reply, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return "unreadable reply: " + reply;
   if (j.contains("error")) return j["error"].is_string() ? j["error"].get<std::string>() : reply;

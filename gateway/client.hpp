@@ -70,7 +70,9 @@ class Client {
   std::string queues(QueuesView* out, std::string* raw_json = nullptr);
   // troupe.sys.cordon|uncordon|drain: `op` is one of those verbs; `state` is
   // what the node is now (cordoned, schedulable, draining, drained).
-  std::string node_op(const std::string& op, const std::string& node, std::string* state);
+  // `reason`: why (cordon, drain), shown by troupe nodes.
+  std::string node_op(const std::string& op, const std::string& node, std::string* state,
+                      const std::string& reason = {});
   // The job's events as stored in the TROUPE_EVENTS stream (raw JSON, stream
   // order), through troupe.<team>.history (the scheduler reads the stream).
   // No events is not an error here (`raw` stays empty). `code` (optional)

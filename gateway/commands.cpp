@@ -340,11 +340,12 @@ int run_history(const std::string& url, const std::string& job_id, const std::st
   return 0;
 }
 
-int run_node_op(const std::string& url, const std::string& op, const std::string& node) {
+int run_node_op(const std::string& url, const std::string& op, const std::string& node,
+                const std::string& reason) {
   auto c = open_client(url);
   if (!c) return kUnreachableExit;
   std::string state;
-  if (auto err = c->node_op(op, node, &state); !err.empty())
+  if (auto err = c->node_op(op, node, &state, reason); !err.empty())
     return fail(op + " " + node + ": " + err);
   std::cout << node << ": " << state << "\n";
   return 0;

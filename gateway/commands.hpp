@@ -40,7 +40,9 @@ int run_nodes(const std::string& url, bool json, bool wide = false);
 // `troupe queues`: per team and pool quota, use, pending work and share.
 int run_queues(const std::string& url, bool json);
 // `troupe cordon|uncordon|drain NODE`.
-int run_node_op(const std::string& url, const std::string& op, const std::string& node);
+// `reason` (cordon, drain): why, shown by troupe nodes.
+int run_node_op(const std::string& url, const std::string& op, const std::string& node,
+                const std::string& reason = {});
 
 // `troupe why ID`: why the job is not running now.
 int run_why(const std::string& url, const std::string& job_id, const std::string& team, bool json);

@@ -245,7 +245,8 @@ std::string prefix_lines(std::string& carry, const std::string& data, const std:
 std::string node_state(const pb::NodeView& n) {
   if (!n.alive()) return "lost";
   if (n.schedulable()) return "alive";
-  return n.draining() ? "draining" : "cordoned";
+  std::string s = n.draining() ? "draining" : "cordoned";
+  return n.reason().empty() ? s : s + " (" + n.reason() + ")";
 }
 
 std::string nodes_table(const pb::NodeList& nodes, int64_t now_ms, bool wide) {

@@ -149,6 +149,9 @@ int main(int argc, char** argv) {
   auto* drain =
       app.add_subcommand("drain", "Let a node's running jobs finish and take no new ones");
   drain->add_option("node", node_name, "node name")->required();
+  std::string node_reason;
+  for (auto* sc : {cordon, drain})
+    sc->add_option("--reason", node_reason, "why (shown by troupe nodes)");
 
   // why
   auto* why = app.add_subcommand("why", "Say why a job is not running now");
@@ -425,8 +428,8 @@ int main(int argc, char** argv) {
   if (why->parsed()) return listing([&] { return gw::run_why(url, job_id, job_team, json); });
   if (history->parsed())
     return listing([&] { return gw::run_history(url, job_id, job_team, json); });
-  if (cordon->parsed()) return gw::run_node_op(url, "cordon", node_name);
+  if (cordon->parsed()) return gw::run_node_op(url, "cordon", node_name, node_reason);
   if (uncordon->parsed()) return gw::run_node_op(url, "uncordon", node_name);
-  if (drain->parsed()) return gw::run_node_op(url, "drain", node_name);
+  if (drain->parsed()) return gw::run_node_op(url, "drain", node_name, node_reason);
   return 2;
 }

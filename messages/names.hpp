@@ -33,6 +33,15 @@ inline constexpr std::string_view kSucceeded = "succeeded";
 inline constexpr std::string_view kFailed = "failed";
 inline constexpr std::string_view kCanceled = "canceled";
 
+// A node's cordon or drain reason (troupe drain --reason): at most this
+// long, and printable (no control characters).
+inline constexpr size_t kMaxNodeReasonBytes = 256;
+inline bool printable(std::string_view s) {
+  for (char c : s)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) return false;
+  return true;
+}
+
 // Every job state, in life order.
 inline constexpr std::array<std::string_view, 7> kStates = {
     kQueued, kPlacing, kStarting, kRunning, kSucceeded, kFailed, kCanceled};

@@ -69,7 +69,7 @@ bool same_report(const NodeCapacity& a, const NodeCapacity& b) {
     return std::tie(n.name, n.host, n.gpu_type, n.pool, n.rack, n.runtime, n.schedulable,
                     n.gpus_total, n.gpus_free, n.gpus_reserved, n.gpus_allocated, n.cpus_total,
                     n.cpus_free, n.memory_total_mb, n.memory_free_mb, n.alive, n.running, n.holds,
-                    n.gpu_memory_mb, n.shared, n.draining);
+                    n.gpu_memory_mb, n.shared, n.draining, n.reason);
   };
   return key(a) == key(b);
 }

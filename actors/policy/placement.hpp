@@ -32,6 +32,7 @@ struct NodeCapacity {
   std::string runtime;      // its agent's container runtime (--runtime podman); "": runs no image
   bool schedulable = true;  // false: cordoned / draining
   bool draining = false;    // of those, draining (its running work goes on, then it is drained)
+  std::string reason;       // why it was cordoned or drained (troupe drain --reason)
   int gpus_total = 0;
   int gpus_free = 0;
   int gpus_reserved = 0;

@@ -165,6 +165,13 @@ TEST_CASE(
   RunResult nodes = c.run_cli({"nodes", "-o", "wide"});
   CHECK_THAT(nodes.out, Catch::Contains("RUNTIME"));
   CHECK(c.run_cli({"jobs", "-o", "xml"}).exit_code == 2);
+  // drain --reason: troupe nodes shows it.
+  RunResult drain = c.run_cli({"drain", "n1", "--reason", "disk swap"});
+  INFO(describe(drain));
+  CHECK(drain.exit_code == 0);
+  RunResult shown = c.run_cli({"nodes"});
+  INFO(describe(shown));
+  CHECK_THAT(shown.out, Catch::Contains("draining (disk swap)"));
 }
 
 TEST_CASE("cli: logs --all-ranks shows every rank's output, each line with its rank",

@@ -256,7 +256,7 @@ TEST_CASE_METHOD(Fixture, "capacity reports: a node tells the arbiter what chang
   CHECK(reports().size() == first);  // four ticks, nothing changed: nothing sent
   pass(1000);
   CHECK(reports().size() == first + 1);  // told again after 5 s, unchanged
-  caf::anon_send(node, cordon_atom_v, true, false, std::string());
+  caf::anon_send(node, cordon_atom_v, true, false, std::string(), std::string());
   sched->run();
   REQUIRE(reports().size() == first + 2);  // cordoned: told at once
   CHECK_FALSE(reports().back().schedulable);

@@ -12,8 +12,8 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
-#include <cstring>
 #include <csignal>
+#include <cstring>
 #include <deque>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -246,7 +246,7 @@ struct Fixture : testing::TestSystem {
   // How many workers node `node` counts as running (launched, not exited).
   int running_on(const std::string& node) {
     std::string reply = "_INBOX.cordon." + std::to_string(++replies);
-    caf::anon_send(w.nodes, cordon_atom_v, node, false, false, reply);
+    caf::anon_send(w.nodes, cordon_atom_v, node, false, false, std::string(), reply);
     settle();
     auto* r = out->find(reply_to(reply));
     REQUIRE(r);
@@ -958,4 +958,34 @@ TEST_CASE("status takes job_id, and jobId as protobuf's JSON spells it", "[actor
   auto* r = f.out->find(reply_to("_INBOX.bad"));
   REQUIRE(r);
   CHECK(json::parse(r->text()).value("code", "") == "bad_request");
+}
+
+TEST_CASE("drain and cordon keep the operator's reason, shown in troupe.sys.nodes",
+          "[actors][cordon]") {
+  Fixture f;
+  f.register_node("n1", 2);
+  auto request = [&](const std::string& subject, const std::string& body) {
+    std::string reply = "_INBOX.op." + std::to_string(++f.replies);
+    f.inbound(subject, std::vector<uint8_t>(body.begin(), body.end()), reply);
+    auto* r = f.out->find(reply_to(reply));
+    REQUIRE(r);
+    return json::parse(r->text());
+  };
+  auto drained = request("troupe.sys.drain", R"({"node":"n1","reason":"disk swap, ticket 42"})");
+  CHECK(drained.value("state", "") == "drained");
+  auto nodes = request("troupe.sys.nodes", "{}");
+  INFO(nodes.dump());
+  REQUIRE(nodes["nodes"].size() == 1);
+  CHECK(nodes["nodes"][0].value("reason", "") == "disk swap, ticket 42");
+  CHECK(nodes["nodes"][0].value("draining", false));
+  // Hostile reasons: control characters, or too long.
+  auto ctl = request("troupe.sys.cordon", "{\"node\":\"n1\",\"reason\":\"a\\u001b[31mb\"}");
+  CHECK(ctl.value("code", "") == "bad_request");
+  auto longer =
+      request("troupe.sys.cordon", R"({"node":"n1","reason":")" + std::string(300, 'x') + R"("})");
+  CHECK(longer.value("code", "") == "bad_request");
+  // Uncordoned: the reason goes with it.
+  request("troupe.sys.uncordon", R"({"node":"n1"})");
+  nodes = request("troupe.sys.nodes", "{}");
+  CHECK(nodes["nodes"][0].value("reason", "") == "");
 }
