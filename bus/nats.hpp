@@ -26,7 +26,8 @@ namespace troupe::bus {
 using Handler = std::function<void(Inbound&&)>;
 
 // Initialises the NATS library for the process and closes it on destruction.
-// Create one in main() before any Connection; destroy it after the last one.
+// Create one in main() before any Connection; destroy it after the last one
+// (its destructor waits for the library's threads to end).
 class Library {
  public:
   Library();
