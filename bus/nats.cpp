@@ -1,6 +1,7 @@
 #include "bus/nats.hpp"
 
 #include <nats/nats.h>
+#include <openssl/ssl.h>
 
 #include <atomic>
 #include <cerrno>
@@ -39,6 +40,12 @@ void on_message(natsConnection*, natsSubscription*, natsMsg* msg, void* closure)
   in.data.assign(d, d + natsMsg_GetDataLength(msg));
   natsMsg_Destroy(msg);
   (*handler)(std::move(in));
+}
+
+// The last call of a closed subscription's handler has returned: the handler
+// (handed to the library by Subscription's destructor) can go.
+void on_complete(void* closure) {
+  std::unique_ptr<Handler> owned(static_cast<Handler*>(closure));
 }
 
 void on_reconnected(natsConnection*, void* closure) {
@@ -170,13 +177,27 @@ Library::~Library() {
   // runs about one in 200). Not called from a NATS thread, so it cannot
   // deadlock; a thread stuck past the bound is left to exit().
   nats_CloseAndWait(5000);
+  // libnats 3.4's exit handler frees OpenSSL's list of compression methods
+  // (the cleanup of OpenSSL 1.0's API), and OpenSSL 3 frees the same list in
+  // its own exit handler after it: a double free that crashed some exits
+  // (seen under valgrind; in a process that also loads cpp-httplib, every
+  // time). Taken out of OpenSSL's hands here, neither finds a list to free.
+  STACK_OF(SSL_COMP)* methods = SSL_COMP_set0_compression_methods(nullptr);
+  sk_SSL_COMP_free(methods);
 }
 
 Subscription::~Subscription() {
-  if (sub_ != nullptr) {
-    natsSubscription_Unsubscribe(sub_);
-    natsSubscription_Destroy(sub_);
-  }
+  if (sub_ == nullptr) return;
+  // A delivery thread may be in the handler right now, or call it once
+  // more: the library frees the handler once its last call has returned
+  // (on_complete). Should the library refuse that (a subscription already
+  // closed with its connection), the handler is left allocated rather than
+  // freed under a running call.
+  if (natsSubscription_SetOnCompleteCB(sub_, on_complete, handler_.get()) == NATS_OK ||
+      !natsSubscription_IsValid(sub_))
+    (void)handler_.release();
+  natsSubscription_Unsubscribe(sub_);
+  natsSubscription_Destroy(sub_);
 }
 
 int64_t Subscription::dropped() const {

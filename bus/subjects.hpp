@@ -47,6 +47,9 @@ inline constexpr std::string_view kNodeIdentityPrefix = "node-";
 inline constexpr std::string_view kFleetIdentityPrefix = "fleet-";
 inline constexpr std::string_view kAdminIdentityPrefix = "admin-";
 inline constexpr std::string_view kSchedulerIdentity = "scheduler";
+// troupe-gateway (the HTTP API): forwards requests for the team of the bearer
+// token it was given; reads the token bucket.
+inline constexpr std::string_view kGatewayIdentity = "gateway";
 
 // The reply-inbox prefix of an identity: _INBOX_<team> for team-<team>,
 // _INBOX_<identity> for every other one. Each identity may subscribe only to
@@ -171,5 +174,8 @@ inline constexpr const char* kHandoffConsumer = "troupe-handoff";    // durable,
 inline constexpr const char* kStateBucket = "TROUPE_STATE";
 inline constexpr const char* kLeaderBucket = "TROUPE_LEADER";
 inline constexpr const char* kLeaderKey = "leader";
+// The HTTP API's bearer tokens, by SHA-256 (gateway/auth/tokens.hpp): written
+// by `troupe auth add-token`, read by every troupe-gateway.
+inline constexpr const char* kTokenBucket = "TROUPE_TOKENS";
 
 }  // namespace troupe::subjects

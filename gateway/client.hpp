@@ -86,6 +86,12 @@ class Client {
   std::string resolve_team(const std::string& given, const std::string& job_id, std::string* team,
                            std::string* code = nullptr);
 
+  // Any request subject with a body as given; "" and the raw `reply`, or
+  // the transport error (the HTTP gateway forwards replies as they are).
+  std::string forward(const std::string& subject, const std::string& body, std::string* reply) {
+    return call(subject, body, reply);
+  }
+
   bus::Connection& connection() { return *conn_; }
   void set_timeout_ms(int ms) { timeout_ms_ = ms; }
 

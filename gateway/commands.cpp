@@ -5,12 +5,15 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
 #include <thread>
 
 #include "bus/subjects.hpp"
+#include "gateway/auth/store.hpp"
+#include "gateway/auth/tokens.hpp"
 #include "gateway/client.hpp"
 #include "gateway/format.hpp"
 #include "gateway/policy_view.hpp"
@@ -348,6 +351,93 @@ int run_node_op(const std::string& url, const std::string& op, const std::string
   if (auto err = c->node_op(op, node, &state, reason); !err.empty())
     return fail(op + " " + node + ": " + err);
   std::cout << node << ": " << state << "\n";
+  return 0;
+}
+
+namespace {
+
+// The token bucket, through the home's scheduler identity (the only one with
+// JetStream rights besides reading); nullptr after printing why.
+struct TokenStore {
+  bus::ConnectionPtr conn;
+  bus::JetStreamPtr js;
+  bus::KeyValuePtr kv;
+};
+std::optional<TokenStore> open_token_store(const std::string& url, const std::string& home) {
+  namespace ta = troupe::auth;
+  bus::ConnectOptions o;
+  o.url = url;
+  o.name = "troupe-auth";
+  o.max_reconnect = 0;
+  const std::string root = ta::troupe_home(home);
+  std::error_code ec;
+  if (!std::filesystem::exists(root + "/" + kInsecureMarker, ec)) {
+    const std::string dir = ta::auth_dir_of(root);
+    o.creds_file = ta::creds_path(dir, std::string(subjects::kSchedulerIdentity));
+    if (!std::filesystem::exists(o.creds_file, ec)) {
+      std::cerr << "troupe auth: no " << o.creds_file
+                << " (run it where the cluster's home is, or pass --home)\n";
+      return std::nullopt;
+    }
+    if (std::filesystem::exists(dir + "/" + ta::kCaCertFile, ec))
+      o.tls_ca = dir + "/" + ta::kCaCertFile;
+  }
+  TokenStore s;
+  std::string err;
+  s.conn = bus::Connection::open(o, &err);
+  if (s.conn) s.js = bus::JetStream::open(*s.conn, &err);
+  if (s.js) s.kv = bus::KeyValue::open(*s.js, subjects::kTokenBucket, &err);
+  if (!s.kv) {
+    std::cerr << "troupe auth: " << err << " (the cluster must run: troupe up)\n";
+    return std::nullopt;
+  }
+  return s;
+}
+
+}  // namespace
+
+std::string make_token(const std::string& url, const std::string& home, const std::string& team,
+                       const std::string& admin_name, std::string* token) {
+  auth::TokenGrant g;
+  g.admin = !admin_name.empty();
+  g.team = g.admin ? std::string() : team;
+  g.name = g.admin ? admin_name : team;
+  g.created_ms = now_ms();
+  auto store = open_token_store(url, home);
+  if (!store) return "the token bucket cannot be reached";
+  const std::string t = auth::new_token();
+  if (t.empty()) return "no random bytes for a token";
+  std::string err;
+  bool conflict = false;
+  if (store->kv->update(auth::token_key(t), auth::grant_json(g), 0, &conflict, &err) == 0)
+    return "the token was not stored: " + (err.empty() ? std::string("conflict") : err);
+  *token = t;
+  return {};
+}
+
+int run_add_token(const std::string& url, const std::string& home, const std::string& team,
+                  const std::string& admin_name) {
+  std::string token;
+  if (auto err = make_token(url, home, team, admin_name, &token); !err.empty()) {
+    std::cerr << "troupe auth: " << err << "\n";
+    return kUnreachableExit;
+  }
+  std::cout << token << "\n";
+  return 0;
+}
+
+int run_revoke_token(const std::string& url, const std::string& home, const std::string& token) {
+  if (!auth::is_token(token)) return fail("auth: that is not a token");
+  auto store = open_token_store(url, home);
+  if (!store) return kUnreachableExit;
+  const std::string key = auth::token_key(token);
+  auto entry = store->kv->get(key);
+  if (!entry || entry->value.empty()) return fail("auth: no such token");
+  std::string err;
+  bool conflict = false;
+  if (store->kv->update(key, std::string(), entry->revision, &conflict, &err) == 0)
+    return fail("auth: the token was not revoked: " + (err.empty() ? "conflict" : err));
+  std::cout << "revoked\n";
   return 0;
 }
 

@@ -52,6 +52,17 @@ int run_why(const std::string& url, const std::string& job_id, const std::string
 int run_history(const std::string& url, const std::string& job_id, const std::string& team,
                 bool json);
 
+// `troupe auth add-token --team T | --admin NAME`: a fresh bearer token of the
+// HTTP API, printed once on stdout; only its SHA-256 is stored, in the token
+// bucket (written with the home's scheduler identity, so the cluster must
+// run). `troupe auth revoke-token TOKEN` removes one.
+int run_add_token(const std::string& url, const std::string& home, const std::string& team,
+                  const std::string& admin_name);
+int run_revoke_token(const std::string& url, const std::string& home, const std::string& token);
+// The same as a function: "" and `token`, or why not (printed on stderr too).
+std::string make_token(const std::string& url, const std::string& home, const std::string& team,
+                       const std::string& admin_name, std::string* token);
+
 struct UpOptions {
   std::string home;  // "" -> $TROUPE_HOME or ./.troupe
   int port = 4222;
@@ -64,6 +75,10 @@ struct UpOptions {
   // Open NATS (no identities, no TLS), as before the trust work: anyone on
   // the machine may act as any team, node or scheduler. Off by default.
   bool insecure = false;
+  // troupe-gateway (the HTTP API and console) on 127.0.0.1:http_port (0: a
+  // free port); not started when !http.
+  bool http = true;
+  int http_port = 4280;
 };
 int run_up(const UpOptions& opts);
 

@@ -181,6 +181,12 @@ int main(int argc, char** argv) {
   up->add_option("--port", upo.port, "NATS port")->capture_default_str();
   up->add_option("--config", upo.config,
                  "cluster config for troupe-scheduler --config (YAML or JSON)");
+  up->add_option("--http-port", upo.http_port,
+                 "port of the HTTP API and web console (troupe-gateway); 0: a free one")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  bool no_http = false;
+  up->add_flag("--no-http", no_http, "start no troupe-gateway (no HTTP API, no console)");
   up->add_flag("--insecure", upo.insecure,
                "open NATS: no identities, no TLS (anyone on this machine may act as any team)");
 
@@ -201,7 +207,21 @@ int main(int argc, char** argv) {
       "add-fleet", "Write fleet-PREFIX.creds (troupe-node --count N --name-prefix PREFIX)");
   auto* auth_admin =
       auth->add_subcommand("add-admin", "Write admin-NAME.creds (every team, node operations)");
-  for (auto* sc : {auth_init, auth_team, auth_node, auth_fleet, auth_admin})
+  auto* auth_gateway = auth->add_subcommand(
+      "add-gateway", "Write gateway.creds (troupe-gateway: the HTTP API and console)");
+  auto* auth_token = auth->add_subcommand(
+      "add-token",
+      "Print a new bearer token of the HTTP API for a team (or --admin NAME); the cluster must "
+      "run");
+  auto* auth_revoke = auth->add_subcommand("revoke-token", "Revoke a bearer token of the HTTP API");
+  std::string token_team, token_admin, token_text;
+  auto* o_token_team = auth_token->add_option("--team", token_team, "the team it acts for");
+  auto* o_token_admin =
+      auth_token->add_option("--admin", token_admin, "an operator's token (every team), by name");
+  o_token_team->excludes(o_token_admin);
+  auth_revoke->add_option("TOKEN", token_text, "the token")->required();
+  for (auto* sc : {auth_init, auth_team, auth_node, auth_fleet, auth_admin, auth_gateway,
+                   auth_token, auth_revoke})
     sc->add_option("--home", auth_home, "state directory (default $TROUPE_HOME or ./.troupe)");
   auth_team->add_option("NAME", auth_name, "team name")->required();
   auth_node->add_option("NAME", auth_name, "node name (troupe-node --name)")->required();
@@ -209,7 +229,7 @@ int main(int argc, char** argv) {
       ->required();
   auth_fleet->add_option("--count", auth_count, "number of fleet members")->required();
   auth_admin->add_option("NAME", auth_name, "admin name")->required();
-  for (auto* sc : {auth_team, auth_node, auth_fleet, auth_admin})
+  for (auto* sc : {auth_team, auth_node, auth_fleet, auth_admin, auth_gateway})
     sc->add_flag("--rotate", auth_rotate, "replace the identity's key even if its .creds exists");
 
   // completion
@@ -251,12 +271,28 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  if (auth_token->parsed() || auth_revoke->parsed()) {
+    namespace ta = troupe::auth;
+    if (auth_token->parsed()) {
+      std::string usage = !token_admin.empty()  ? ta::check_node_name(token_admin)
+                          : !token_team.empty() ? ta::check_team_name(token_team)
+                                                : "add-token needs --team TEAM or --admin NAME";
+      if (!usage.empty()) {
+        std::cerr << "troupe auth: " << usage << "\n";
+        return gw::kUsageExit;
+      }
+    }
+    troupe::bus::Library lib;
+    if (auth_token->parsed()) return gw::run_add_token(url, auth_home, token_team, token_admin);
+    return gw::run_revoke_token(url, auth_home, token_text);
+  }
   if (auth->parsed()) {
     namespace ta = troupe::auth;
     std::string usage = auth_team->parsed()    ? ta::check_team_name(auth_name)
                         : auth_fleet->parsed() ? ta::check_fleet(auth_name, auth_count)
-                        : auth_init->parsed()  ? std::string()
-                                               : ta::check_node_name(auth_name);
+                        : auth_init->parsed() || auth_gateway->parsed()
+                            ? std::string()
+                            : ta::check_node_name(auth_name);
     if (!usage.empty()) {
       std::cerr << "troupe auth: " << usage << "\n";
       return 2;
@@ -269,6 +305,7 @@ int main(int argc, char** argv) {
     if (auth_fleet->parsed())
       error = ta::add_fleet(dir, auth_name, auth_count, auth_rotate, &written);
     if (auth_admin->parsed()) error = ta::add_admin(dir, auth_name, auth_rotate, &written);
+    if (auth_gateway->parsed()) error = ta::add_gateway(dir, auth_rotate, &written);
     if (!error.empty()) {
       std::cerr << "troupe auth: " << error << "\n";
       return 1;
@@ -303,6 +340,7 @@ int main(int argc, char** argv) {
   }
   if (up->parsed()) {
     upo.demo = !no_demo;
+    upo.http = !no_http;
     if (no_demo && upo.exit_after_demo) {
       std::cerr << "troupe up: --exit-after-demo needs the demo (drop --no-demo)\n";
       return 2;

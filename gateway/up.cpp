@@ -9,6 +9,7 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <mutex>
@@ -182,6 +183,45 @@ Wait connect_nats(const bus::ConnectOptions& id, SignalWatch& sig, Cluster& clus
     if (cluster.dead() != nullptr) return Wait::child_died;
     if (sig.wait(milliseconds(200)) != 0) return Wait::signal;
   }
+  return Wait::timeout;
+}
+
+// Starts troupe-gateway on 127.0.0.1:o.http_port (0: a free port it picks)
+// and waits until it listens (its --port-file); `url_out` is its base URL.
+Wait start_gateway(const UpOptions& o, const std::string& binary, const std::string& nats_url,
+                   const std::string& home,
+                   const std::function<std::vector<std::string>(const std::string&)>& identity,
+                   SignalWatch& sig, Cluster& cluster, std::string* url_out, std::string* err) {
+  std::string why;
+  if (o.http_port != 0 && !port_free(o.http_port, &why)) {
+    *err = "port " + std::to_string(o.http_port) + " is in use (" + why +
+           "); pass --http-port N (0: any free port) or --no-http";
+    return Wait::timeout;
+  }
+  const std::string port_file = home + "/gateway.port";
+  std::error_code ec;
+  fs::remove(port_file, ec);
+  std::vector<std::string> argv = {binary,   "--listen", "127.0.0.1:" + std::to_string(o.http_port),
+                                   "--nats", nats_url,   "--port-file",
+                                   port_file};
+  if (o.insecure) argv.emplace_back("--insecure");
+  for (auto& a : identity(std::string(subjects::kGatewayIdentity))) argv.push_back(a);
+  if (!cluster.start("gateway", argv, home + "/logs")) {
+    *err = "cannot start it";
+    return Wait::timeout;
+  }
+  auto deadline = Clock::now() + std::chrono::seconds(15);
+  while (Clock::now() < deadline) {
+    std::ifstream in(port_file);
+    int port = 0;
+    if (in >> port && port > 0) {
+      *url_out = "http://127.0.0.1:" + std::to_string(port) + "/";
+      return Wait::ok;
+    }
+    if (cluster.dead() != nullptr) return Wait::child_died;
+    if (sig.wait(milliseconds(100)) != 0) return Wait::signal;
+  }
+  *err = "it did not listen within 15 s";
   return Wait::timeout;
 }
 
@@ -406,13 +446,15 @@ int run_up(const UpOptions& o) {
       find_binary("nats-server", {"/usr/sbin", "/usr/local/sbin", "/usr/local/bin", "/usr/bin"});
   const std::string scheduler = find_binary("troupe-scheduler");
   const std::string node = find_binary("troupe-node");
+  const std::string gateway = o.http ? find_binary("troupe-gateway") : std::string();
   bool missing = false;
   if (nats.empty()) {
     std::cerr << "troupe up: nats-server not found (in $PATH or /usr/sbin); run scripts/setup.sh\n";
     missing = true;
   }
   for (const auto& [name, path] :
-       {std::pair{"troupe-scheduler", scheduler}, std::pair{"troupe-node", node}}) {
+       {std::pair{"troupe-scheduler", scheduler}, std::pair{"troupe-node", node},
+        std::pair{"troupe-gateway", o.http ? gateway : std::string("-")}}) {
     if (path.empty()) {
       std::cerr << "troupe up: " << name << " not found next to this troupe (" << self_dir()
                 << ") nor in $PATH; build the whole project (cmake --build build)\n";
@@ -451,6 +493,7 @@ int run_up(const UpOptions& o) {
     for (int i = 1; i <= o.nodes && aerr.empty(); ++i)
       aerr = auth::add_node(auth_dir, up_node_name(i));
     if (aerr.empty()) aerr = auth::add_admin(auth_dir, "admin");
+    if (aerr.empty()) aerr = auth::add_gateway(auth_dir);
     if (!aerr.empty()) {
       std::cerr << "troupe up: cannot make the cluster's identities in " << auth_dir << ": " << aerr
                 << "\n";
@@ -544,7 +587,22 @@ int run_up(const UpOptions& o) {
                         " alive nodes (last: " + last + "). See " + files);
   }
   std::cout << "Cluster up: NATS " << url << ", " << o.nodes << " nodes x " << o.gpus_per_node
-            << " " << o.gpu_type << " GPUs\n\n";
+            << " " << o.gpu_type << " GPUs\n";
+  std::string console_url;
+  if (o.http) {
+    if (auto w =
+            start_gateway(o, gateway, url, home, identity_args, sig, cluster, &console_url, &err);
+        w != Wait::ok)
+      return ended(w, "troupe-gateway did not start: " + err + "; see " + logs + "/gateway.log");
+    std::string token;
+    if (auto terr = make_token(url, home, std::string(), "console", &token); terr.empty())
+      std::cout << "Console and HTTP API: " << console_url << "  (log in with the token " << token
+                << ")\n";
+    else
+      std::cout << "Console and HTTP API: " << console_url << "  (no token was made: " << terr
+                << ")\n";
+  }
+  std::cout << "\n";
   pb::NodeList nodes;
   if (client->nodes(&nodes).empty()) std::cout << nodes_table(nodes, now_ms());
 
@@ -572,6 +630,10 @@ int run_up(const UpOptions& o) {
             << o.gpu_type << " -- sh -c 'echo hello from $TROUPE_JOB_ID; sleep 5'\n"
             << "  " << self << " status <job-id>      " << self << " logs -f <job-id>\n"
             << "  (or pass --nats " << url << " to each command)\n"
+            << (console_url.empty()
+                    ? std::string()
+                    : "  curl -H \"Authorization: Bearer $(" + self +
+                          " auth add-token --team demo)\" " + console_url + "v1/jobs\n")
             << "Logs of the cluster's processes: " << logs << "/\n"
             << "Press Ctrl-C to stop.\n";
   std::cout.flush();

@@ -77,4 +77,21 @@ Permissions admin_permissions(std::string_view name) {
   return p;
 }
 
+Permissions gateway_permissions() {
+  Permissions p;
+  for (auto verb : sj::kTeamVerbs)
+    if (verb != sj::kEnqueue) p.pub_allow.push_back(sj::team_verb("*", verb));
+  for (const char* s : {sj::kSysNodes, sj::kSysQueues, sj::kSysFind}) p.pub_allow.emplace_back(s);
+  // Read-only on the token bucket: the stream's info (binding to the bucket)
+  // and getting one message, direct or through the stream API. Nothing else of
+  // JetStream: an unlisted subject is denied.
+  const std::string stream = std::string("KV_") + sj::kTokenBucket;
+  p.pub_allow.push_back("$JS.API.STREAM.INFO." + stream);
+  p.pub_allow.push_back("$JS.API.STREAM.MSG.GET." + stream);
+  p.pub_allow.push_back("$JS.API.DIRECT.GET." + stream);
+  p.pub_allow.push_back("$JS.API.DIRECT.GET." + stream + ".>");
+  p.sub_allow = {sj::inbox_prefix(sj::kGatewayIdentity) + ".>", sj::kAllEvents};
+  return p;
+}
+
 }  // namespace troupe::auth

@@ -46,4 +46,10 @@ Permissions scheduler_permissions();
 // the agent/node/hello/intake subjects or JetStream.
 Permissions admin_permissions(std::string_view name);
 
+// gateway (troupe-gateway, the HTTP API): every team's request verbs but
+// enqueue, troupe.sys.jobs, nodes, queues and find; reads _INBOX_gateway.>
+// and every team's events; of JetStream only reading the token bucket. Which
+// team a request may act for is the bearer token's (checked by the gateway).
+Permissions gateway_permissions();
+
 }  // namespace troupe::auth

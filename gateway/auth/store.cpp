@@ -413,4 +413,9 @@ std::string add_admin(const std::string& auth_dir, const std::string& name, bool
                   rotate, written);
 }
 
+std::string add_gateway(const std::string& auth_dir, bool rotate, std::string* written) {
+  return add_user(auth_dir, std::string(sj::kGatewayIdentity), gateway_permissions(), rotate,
+                  written);
+}
+
 }  // namespace troupe::auth

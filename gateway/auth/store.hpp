@@ -79,6 +79,10 @@ std::string add_fleet(const std::string& auth_dir, const std::string& prefix, in
 std::string add_admin(const std::string& auth_dir, const std::string& name, bool rotate = false,
                       std::string* written = nullptr);
 
+// gateway.creds: the identity of every troupe-gateway (gateway_permissions).
+std::string add_gateway(const std::string& auth_dir, bool rotate = false,
+                        std::string* written = nullptr);
+
 // A client sends its user JWT in its CONNECT line, which nats-server bounds by
 // max_control_line (4 KiB by default: a fleet of ~30 members already needs
 // more, since its JWT lists every member's subjects). nats-auth.conf therefore

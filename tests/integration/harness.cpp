@@ -444,6 +444,7 @@ Cluster::Cluster(const ClusterOptions& opts) {
 
 Cluster::~Cluster() {
   std::vector<Process*> procs;
+  if (gateway_) procs.push_back(gateway_.get());
   for (auto& n : nodes_) procs.push_back(n.get());
   if (scheduler_) procs.push_back(scheduler_.get());
   for (auto& p : old_schedulers_) procs.push_back(p.get());
@@ -643,6 +644,7 @@ std::string Cluster::creds(const std::string& identity) {
       break;
     }
   }
+  if (identity == subjects::kGatewayIdentity) auth({"add-gateway"});
   INFO("no credentials for " << identity << " at " << path);
   REQUIRE(is_regular(path));
   return path;
@@ -853,6 +855,44 @@ Json Cluster::queues(Clock::duration timeout) {
 
 Json Cluster::why(const std::string& team, const std::string& job_id, Clock::duration timeout) {
   return request(subjects::team_why(team), Json{{"job_id", job_id}}, timeout);
+}
+
+std::string Cluster::start_gateway(const std::vector<std::string>& extra) {
+  REQUIRE(!gateway_);
+  const std::string port_file = file("gateway.port");
+  std::vector<std::string> argv = {bin_dir() + "/troupe-gateway",
+                                   "--listen",
+                                   "127.0.0.1:0",
+                                   "--nats",
+                                   url_,
+                                   "--port-file",
+                                   port_file};
+  if (secure_) {
+    for (auto& a : identity_args(std::string(subjects::kGatewayIdentity))) argv.push_back(a);
+  } else {
+    argv.emplace_back("--insecure");
+  }
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  gateway_ = std::make_unique<Process>("gateway", argv, file("gateway.out"), file("gateway.err"));
+  dump_.add("gateway stderr", gateway_->err_path());
+  auto deadline = Clock::now() + 15s;
+  int port = 0;
+  while (Clock::now() < deadline && gateway_->running()) {
+    std::ifstream in(port_file);
+    if (in >> port && port > 0) break;
+    std::this_thread::sleep_for(20ms);  // polling a file another process writes
+  }
+  INFO("troupe-gateway did not write its port: " << gateway_->command_line());
+  REQUIRE(port > 0);
+  gateway_url_ = "http://127.0.0.1:" + std::to_string(port);
+  return gateway_url_;
+}
+
+std::string Cluster::add_token(const std::string& team, bool admin) {
+  RunResult r = run_cli({"auth", "add-token", admin ? "--admin" : "--team", team, "--home", dir()});
+  INFO(describe(r));
+  REQUIRE(r.exit_code == 0);
+  return r.out.substr(0, r.out.find('\n'));
 }
 
 RunResult Cluster::run_cli(const std::vector<std::string>& args, Clock::duration timeout) {

@@ -297,6 +297,15 @@ class Cluster {
   // identity when secure) to completion.
   RunResult run_cli(const std::vector<std::string>& args, Clock::duration timeout = 60s);
 
+  // --- the HTTP API ---------------------------------------------------------
+  // Starts troupe-gateway on a free loopback port with identity `gateway`
+  // (plus `extra` flags) and waits until it listens; its base URL
+  // "http://127.0.0.1:PORT".
+  std::string start_gateway(const std::vector<std::string>& extra = {});
+  Process& gateway() { return *gateway_; }
+  // `troupe auth add-token --team TEAM` (or `--admin NAME`): the token.
+  std::string add_token(const std::string& team_or_name, bool admin = false);
+
   // --- identities (secure clusters) ----------------------------------------
   bool secure() const { return secure_; }
   // <dir>/auth: what `troupe auth` wrote (creds files, ca.pem).
@@ -355,6 +364,8 @@ class Cluster {
   std::string nats_base_;
   int nats_starts_ = 0;
   std::vector<std::unique_ptr<Process>> nodes_;
+  std::unique_ptr<Process> gateway_;
+  std::string gateway_url_;
   std::string config_path_;
   int cli_runs_ = 0;
   bool secure_ = true;
