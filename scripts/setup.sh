@@ -4,7 +4,9 @@
 # build/ (binaries in build/bin/). Safe to run again at any time. clang and
 # libclang-rt-dev (libFuzzer, the sanitizers) are for scripts/fuzz.sh only;
 # bubblewrap, podman, runc and busybox-static for job sandboxes, containers
-# and the local test image (docs/security.md).
+# and the local test image (docs/security.md). chromium, nodejs and npm are
+# for the web console's real-browser test (tests/browser, playwright-core
+# driving Debian's chromium; npm ci never downloads a browser).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,6 +19,7 @@ PACKAGES=(
   prometheus
   passwd bubblewrap podman runc busybox-static
   clang libclang-rt-dev
+  chromium nodejs npm
   ca-certificates git
 )
 
@@ -27,6 +30,11 @@ fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do
+  # NodeSource's nodejs package ships npm itself (Provides/Conflicts: npm):
+  # there, Debian's npm cannot be installed and is not needed.
+  if [ "$p" = npm ] && command -v npm >/dev/null 2>&1; then
+    continue
+  fi
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$'; then
     missing+=("$p")
   fi
@@ -44,7 +52,7 @@ if ((${#missing[@]} > 0)); then
   echo "setup: installing ${missing[*]}"
   "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update
   "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-    "${PACKAGES[@]}"
+    "${missing[@]}"
 else
   echo "setup: all ${#PACKAGES[@]} packages are installed"
 fi
@@ -52,3 +60,11 @@ fi
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
 cmake --build build
 echo "setup: built into build/ (binaries in build/bin/)"
+
+if [ ! -d tests/browser/node_modules ]; then
+  echo "setup: installing the browser test's node modules (tests/browser)"
+  if ! (cd tests/browser && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund); then
+    echo "setup: npm ci failed in tests/browser" >&2
+    exit 1
+  fi
+fi

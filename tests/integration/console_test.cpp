@@ -1,0 +1,32 @@
+// The web console in a real browser: tests/browser/console_test.mjs drives
+// Debian's chromium (playwright-core) against a real gateway, scheduler,
+// nats-server and a simulated agent. The screenshot it takes is kept as a
+// test artifact (build/artifacts/console.png).
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <string>
+
+#include "harness.hpp"
+
+using namespace troupe;
+using namespace troupe::it;
+
+TEST_CASE(
+    "console: in headless chromium, sign in, watch a job on the GPU map to its end, read "
+    "its log, cancel another",
+    "[integration][console][browser]") {
+  Cluster c(ClusterOptions{}.node("n1", 2, true));
+  REQUIRE(c.wait_nodes_alive(1, 20s));
+  const std::string url = c.start_gateway();
+  const std::string token = c.add_token("nlp");
+  const std::string out = std::string(TROUPE_ARTIFACT_DIR);
+  std::filesystem::create_directories(out);
+  std::filesystem::remove(out + "/console.png");
+  const std::string script = std::string(TROUPE_SOURCE_DIR) + "/tests/browser/console_test.mjs";
+  RunResult r =
+      run_program({"/usr/bin/env", "node", script, "--url", url, "--token", token, "--out", out},
+                  std::string(TROUPE_SOURCE_DIR) + "/tests/browser", "browser", 180s, &c.dump());
+  INFO(describe(r));
+  CHECK(r.exit_code == 0);
+  CHECK(std::filesystem::file_size(out + "/console.png") > 10000);
+}
