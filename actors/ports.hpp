@@ -109,6 +109,20 @@ class History {
 };
 using HistoryPtr = std::shared_ptr<History>;
 
+// A worker's output as its agent shipped it to TROUPE_LOGS (the subject
+// subjects::log_chunks(node, team, job, attempt, rank): only that node's
+// agent may publish there), for troupe.<team>.logs of a job that has ended,
+// whose node may be gone. read() returns at once; `done` runs later on
+// another thread: found (some chunk was stored) and the log put together
+// (messages/log_chunks.hpp), or an error text.
+class StoredLogs {
+ public:
+  virtual ~StoredLogs() = default;
+  using Done = std::function<void(bool found, std::string log, std::string error)>;
+  virtual void read(const std::string& subject, Done done) = 0;
+};
+using StoredLogsPtr = std::shared_ptr<StoredLogs>;
+
 // Snapshot keys: job.<id>, node.<name> (tokens are valid KV key characters).
 inline std::string job_key(const std::string& id) {
   return "job." + id;
@@ -162,6 +176,7 @@ struct SchedulerOptions {
   bool debug_crash = false;  // --debug-crash: troupe.sys.debug.crash crashes a chosen actor (tests)
   SnapshotStorePtr store;    // null: snapshots stay in memory only
   HistoryPtr history;        // null: troupe.<team>.history is answered "unavailable"
+  StoredLogsPtr logs;        // null: logs are asked of the node agents only
   uint64_t epoch = 0;        // leader lease revision (0: no lease)
   // How long a node actor lets a hold wait (committed, unlaunched; or exited,
   // unreleased) before asking its job (policy::hold_needs_check).

@@ -561,7 +561,7 @@ void read_history(Self self, const std::string& id, const std::string& team,
         }
         if (what == FromEvents::status) {
           auto view = view_from_events(id, events);
-          out->publish(reply, view ? spec::to_json(*view) : errors::no_job(id));
+          out->publish(reply, view ? spec::view_json(*view) : errors::no_job(id));
           return;
         }
         if (what == FromEvents::history_if_any && !view_from_events(id, events)) {

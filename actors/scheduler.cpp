@@ -26,12 +26,13 @@ Wiring start_scheduler(caf::actor_system& sys, OutboxPtr out, IntakePtr intake,
   int64_t round_gap_us = opts.round_gap_us;
   auto store = opts.store;
   int64_t retention_ms = opts.job_retention_ms;
+  auto logs = opts.logs;
   w.epoch = opts.epoch;
   if (retention_ms > 0) w.linger_ms = std::min<int64_t>(w.linger_ms, retention_ms);
   w.clock = opts.clock ? opts.clock : std::make_shared<SystemClock>();
   opts.clock = w.clock;  // the router's intake readers take it at spawn
   w.router = spawn_router(sys, out, std::move(intake), std::move(opts));
-  w.jobs = spawn_job_supervisor(sys, out, store, retention_ms);
+  w.jobs = spawn_job_supervisor(sys, out, store, retention_ms, std::move(logs));
   w.queues = spawn_queue_supervisor(sys);
   NodeOptions node_opts;
   node_opts.hold_check_ms = opts.hold_check_ms;

@@ -30,6 +30,7 @@
 #include "actors/team_queue_actor.hpp"
 #include "actors/views.hpp"
 #include "bus/subjects.hpp"
+#include "messages/log_chunks.hpp"
 #include "messages/names.hpp"
 #include "messages/spec.hpp"
 #include "messages/wire.hpp"
@@ -158,6 +159,7 @@ struct JobSupState : SupState<JobActor> {
   int64_t retention_ms = 0;
   std::deque<std::pair<int64_t, std::string>> ended;
   bool sweep_armed = false;
+  StoredLogsPtr logs;  // an ended job's logs are read from TROUPE_LOGS (null: agents only)
   static inline const char* name = "job_supervisor";
 };
 using JobSup = JobSupervisorActor::stateful_pointer<JobSupState>;
@@ -281,10 +283,12 @@ void hand_back(JobSup self, const Assignment& a) {
 }
 
 JobSupervisorActor::behavior_type job_sup_behavior(JobSup self, OutboxPtr out,
-                                                   SnapshotStorePtr store, int64_t retention_ms) {
+                                                   SnapshotStorePtr store, int64_t retention_ms,
+                                                   StoredLogsPtr logs) {
   self->state.out = std::move(out);
   self->state.store = std::move(store);
   self->state.retention_ms = retention_ms;
+  self->state.logs = std::move(logs);
   auto make = [=](const std::string&, const std::string& snap) {
     return spawn_job(self, self->state.w, self->state.out, snap);
   };
@@ -368,7 +372,7 @@ JobSupervisorActor::behavior_type job_sup_behavior(JobSup self, OutboxPtr out,
         }
         pb::JobRecord rec;
         if (load(self, id, team, rec, reply))
-          self->state.out->publish(reply, spec::to_json(job_view(rec)));
+          self->state.out->publish(reply, spec::view_json(job_view(rec)));
       },
       [=](cancel_atom, const std::string& id, const std::string& team, const std::string& reply) {
         pb::JobRecord rec;
@@ -423,9 +427,24 @@ JobSupervisorActor::behavior_type job_sup_behavior(JobSup self, OutboxPtr out,
                            {"rank", rank},
                            {"offset", offset},
                            {"max_bytes", max_bytes}};
+          const std::string to_agent = subjects::scheduler_to_agent(p.node(), subjects::kLogs);
+          // An ended job: its log as its agent shipped it (the node may be
+          // gone), read on the reader's thread; the agent when none is stored.
+          if (self->state.logs && names::is_terminal(rec.state())) {
+            auto out = self->state.out;  // thread-safe; the actor's state is not
+            self->state.logs->read(subjects::log_chunks(p.node(), team, id, rec.attempt(), rank),
+                                   [out, reply, to_agent, body = q.dump(), offset, max_bytes](
+                                       bool found, std::string log, std::string) {
+                                     if (found)
+                                       out->publish(reply,
+                                                    logchunks::page_json(log, offset, max_bytes));
+                                     else
+                                       out->publish(to_agent, body, reply);
+                                   });
+            return;
+          }
           // The agent answers the user directly (same reply inbox).
-          self->state.out->publish(subjects::scheduler_to_agent(p.node(), subjects::kLogs),
-                                   q.dump(), reply);
+          self->state.out->publish(to_agent, q.dump(), reply);
           return;
         }
         self->state.out->publish(
@@ -468,7 +487,7 @@ JobSupervisorActor::behavior_type job_sup_behavior(JobSup self, OutboxPtr out,
               auto* r = record(item);
               return r != nullptr && (state.empty() || r->state() == state);
             },
-            [&](const Item& item) { return spec::to_json(job_view(*record(item))); },
+            [&](const Item& item) { return spec::view_json(job_view(*record(item))); },
             [](const Item& item) { return item.first.second; });
         st.out->publish(reply, page.body);
       },
@@ -725,8 +744,10 @@ GangSupervisorActor::behavior_type gang_sup_behavior(GangSup self) {
 }  // namespace
 
 JobSupervisorActor spawn_job_supervisor(caf::actor_system& sys, OutboxPtr out,
-                                        SnapshotStorePtr store, int64_t retention_ms) {
-  return sys.spawn(job_sup_behavior, std::move(out), std::move(store), retention_ms);
+                                        SnapshotStorePtr store, int64_t retention_ms,
+                                        StoredLogsPtr logs) {
+  return sys.spawn(job_sup_behavior, std::move(out), std::move(store), retention_ms,
+                   std::move(logs));
 }
 QueueSupervisorActor spawn_queue_supervisor(caf::actor_system& sys) {
   return sys.spawn(queue_sup_behavior);

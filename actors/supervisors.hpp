@@ -60,9 +60,10 @@
 
 namespace troupe {
 
-// `retention_ms`: SchedulerOptions::job_retention_ms.
+// `retention_ms`: SchedulerOptions::job_retention_ms; `logs`: its logs.
 JobSupervisorActor spawn_job_supervisor(caf::actor_system& sys, OutboxPtr out,
-                                        SnapshotStorePtr store = nullptr, int64_t retention_ms = 0);
+                                        SnapshotStorePtr store = nullptr, int64_t retention_ms = 0,
+                                        StoredLogsPtr logs = nullptr);
 QueueSupervisorActor spawn_queue_supervisor(caf::actor_system& sys);
 NodeSupervisorActor spawn_node_supervisor(caf::actor_system& sys, OutboxPtr out,
                                           SnapshotStorePtr store = nullptr, NodeOptions opts = {});

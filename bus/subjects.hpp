@@ -163,10 +163,26 @@ inline std::string_view token(std::string_view subject, int i) {
                         end == std::string_view::npos ? std::string_view::npos : end - start);
 }
 
+// troupe.sys.logs.<node>.<team>.<job>.<attempt>.<rank>: one worker's output,
+// shipped by the agent of <node> (only it may publish there).
+inline std::string log_chunks(std::string_view node, std::string_view team, std::string_view job,
+                              int attempt, int rank) {
+  return "troupe.sys.logs." + std::string(node) + "." + std::string(team) + "." + std::string(job) +
+         "." + std::to_string(attempt) + "." + std::to_string(rank);
+}
+// Every chunk node <node> may publish.
+inline std::string node_log_chunks(std::string_view node) {
+  return "troupe.sys.logs." + std::string(node) + ".>";
+}
+
 // JetStream names ([A-Za-z0-9_-]+).
 inline constexpr const char* kIntakeStream = "TROUPE_INTAKE";
 inline constexpr const char* kIntakeSubjects = "troupe.sys.intake.>";
 inline constexpr const char* kEventsStream = "TROUPE_EVENTS";
+// Workers' output as their agents ship it (messages/log_chunks.hpp): read by
+// the scheduler for troupe.<team>.logs once a job has ended.
+inline constexpr const char* kLogsStream = "TROUPE_LOGS";
+inline constexpr const char* kAllLogChunks = "troupe.sys.logs.>";
 inline constexpr const char* kEnqueueConsumer = "troupe-scheduler";  // durable, on kAllEnqueue
 inline constexpr const char* kHandoffConsumer = "troupe-handoff";    // durable, on kAllHandoff
 // KV buckets: actor snapshots (job.<id>, node.<name>, meta.flushed_ms) and

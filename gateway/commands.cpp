@@ -149,7 +149,7 @@ int run_jobs(const std::string& url, const std::string& team, const std::string&
     std::string out = R"({"jobs":[)";
     for (int i = 0; i < list.jobs_size(); ++i) {
       if (i > 0) out += ',';
-      out += spec::to_json(list.jobs(i));
+      out += spec::view_json(list.jobs(i));
     }
     out += "]}\n";
     std::cout << out;
@@ -257,7 +257,7 @@ int run_nodes(const std::string& url, bool json, bool wide) {
   pb::NodeList list;
   if (auto err = c->nodes(&list); !err.empty()) return fail(err);
   if (json)
-    std::cout << spec::to_json(list) << "\n";
+    std::cout << spec::view_json(list) << "\n";
   else
     std::cout << nodes_table(list, now_ms(), wide);
   return 0;

@@ -263,6 +263,11 @@ void Server::Impl::logs(const Caller& c, const httplib::Request& req, httplib::R
     rank = static_cast<int>(v);
   }
   const std::string follow = req.get_param_value("follow");
+  if (!follow.empty() && follow != "1" && follow != "true" && follow != "0" && follow != "false") {
+    bad_requests->Increment();
+    send_problem(res, 400, "bad_request", "follow must be 1, true, 0 or false");
+    return;
+  }
   const bool follow_on = follow == "1" || follow == "true";
   // The job must be the team's (a 404 otherwise), whatever follows.
   std::string view;

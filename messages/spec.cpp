@@ -187,13 +187,23 @@ std::string parse_json(std::string_view json, google::protobuf::Message& m) {
   return "invalid JSON job spec: " + std::string(st.message());
 }
 
-std::string to_json(const google::protobuf::Message& m) {
+namespace {
+std::string print_json(const google::protobuf::Message& m, bool zeros) {
   google::protobuf::util::JsonPrintOptions opts;
   opts.preserve_proto_field_names = true;
-  opts.always_print_primitive_fields = true;
+  opts.always_print_primitive_fields = zeros;
   std::string out;
   (void)google::protobuf::util::MessageToJsonString(m, &out, opts);
   return out;
+}
+}  // namespace
+
+std::string to_json(const google::protobuf::Message& m) {
+  return print_json(m, true);
+}
+
+std::string view_json(const google::protobuf::Message& m) {
+  return print_json(m, false);
 }
 
 Parsed from_json(std::string_view json) {

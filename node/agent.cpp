@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bus/subjects.hpp"
+#include "messages/log_chunks.hpp"
 #include "node/agent_messages.hpp"
 #include "node/logs.hpp"
 #include "node/process.hpp"
@@ -29,6 +30,11 @@ constexpr auto kReapWait = std::chrono::seconds(5);  // after SIGKILL at shutdow
 constexpr long long kMaxDelayS = 100000000;          // ~3 years: keeps time_point math finite
 // How often TROUPE_CHECKPOINT_DIR/latest is looked at for each watched worker.
 constexpr auto kCheckpointPoll = std::chrono::milliseconds(250);
+// Log shipping (TROUPE_LOGS): at most this much of a worker's output a
+// heartbeat, and this much in all (what is beyond stays on the node only).
+constexpr int64_t kShipBytesPerBeat = 1 << 20;
+constexpr int64_t kShipBytesAtEnd = 16 << 20;  // the rest, with the agent's lock held
+constexpr int64_t kMaxShippedLogBytes = 256LL << 20;
 
 std::chrono::seconds secs(long long s) {
   return std::chrono::seconds(std::min(std::max(s, 0LL), kMaxDelayS));
@@ -144,9 +150,31 @@ bool Agent::fenced(uint64_t epoch, const std::string& what) {
   return true;
 }
 
+void Agent::ship_log_locked(Worker& w, int64_t budget) {
+  if (!cfg_.ship_logs || w.log_shipped >= kMaxShippedLogBytes) return;
+  std::ifstream f(log_path(cfg_.state_dir, w.launch.key), std::ios::binary);
+  if (!f) return;
+  f.seekg(w.log_shipped);
+  budget = std::min(budget, kMaxShippedLogBytes - w.log_shipped);
+  const std::string subject = subjects::log_chunks(cfg_.name, w.launch.team, w.launch.key.job_id,
+                                                   w.launch.key.attempt, w.launch.key.rank);
+  std::string buf(static_cast<size_t>(logchunks::kMaxChunkBytes), '\0');
+  while (budget > 0) {
+    f.read(buf.data(), std::min<int64_t>(budget, logchunks::kMaxChunkBytes));
+    const auto n = static_cast<int64_t>(f.gcount());
+    if (n <= 0) break;
+    std::string chunk = logchunks::encode(w.log_shipped, std::string_view(buf.data(), n));
+    publish_(subject, chunk.data(), chunk.size());
+    w.log_shipped += n;
+    budget -= n;
+    ++counters_.log_chunks;
+  }
+}
+
 void Agent::on_heartbeat() {
   std::lock_guard<std::mutex> lock(mu_);
   if (shut_down_) return;
+  for (auto& [key, w] : running_) ship_log_locked(w, kShipBytesPerBeat);
   send(heartbeat_subject_, make_heartbeat(cfg_.name, ++heartbeat_seq_, running_locked()));
   timers_->after(std::chrono::milliseconds(cfg_.heartbeat_ms), [this] { on_heartbeat(); });
 }
@@ -602,6 +630,10 @@ void Agent::on_child_exit(pid_t pid, std::optional<int> status) {
 }
 
 void Agent::finish(const WorkerKey& key, const ExitInfo& e) {
+  // The rest of its output goes out before its Exited: once the job has
+  // ended, its whole log is in the stream (same connection, same order).
+  if (auto it = running_.find(key); it != running_.end())
+    ship_log_locked(it->second, kShipBytesAtEnd);
   running_.erase(key);
   finished_.remember(key);
   ended_.remember(key, e);

@@ -3,9 +3,9 @@
 // (members first, then the shared timer thread, before any member is freed).
 #include "node/fleet.hpp"
 
-#include <algorithm>
-
 #include <spdlog/spdlog.h>
+
+#include <algorithm>
 
 #include "bus/subjects.hpp"
 #include "node/options.hpp"
@@ -25,12 +25,15 @@ Fleet::Fleet(FleetConfig cfg, Publish publish)
     a.state_dir = cfg.base.state_dir + "/" + a.name;
     a.first_heartbeat_ms = static_cast<int>(period * i / count);
     a.log_summary = false;
+    a.ship_logs = false;  // a fleet's identity may not publish TROUPE_LOGS
     agents_.push_back(std::make_unique<Agent>(std::move(a), publish, timers_));
     by_name_.emplace(names_[static_cast<size_t>(i)], agents_.back().get());
   }
 }
 
-Fleet::~Fleet() { shutdown(); }
+Fleet::~Fleet() {
+  shutdown();
+}
 
 Agent* Fleet::find(std::string_view name) const {
   auto it = by_name_.find(name);
@@ -68,10 +71,11 @@ void Fleet::shutdown() {
   for (auto& a : agents_) a->shutdown();
   timers_->stop();  // no callback runs after this: members may now go
   AgentCounters c = counters();
-  spdlog::info("fleet of {} simulated node(s) stopped: {} launched, {} exited, {} launch failures, "
-               "{} duplicates, {} bad messages dropped, {} unrouted",
-               agents_.size(), c.launches, c.exits, c.launch_failures, c.duplicates,
-               c.bad_messages, unrouted_.load());
+  spdlog::info(
+      "fleet of {} simulated node(s) stopped: {} launched, {} exited, {} launch failures, "
+      "{} duplicates, {} bad messages dropped, {} unrouted",
+      agents_.size(), c.launches, c.exits, c.launch_failures, c.duplicates, c.bad_messages,
+      unrouted_.load());
 }
 
 AgentCounters Fleet::counters() const {

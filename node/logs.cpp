@@ -3,12 +3,12 @@
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "bus/subjects.hpp"
+#include "messages/log_chunks.hpp"
 #include "node/launch_spec.hpp"
 
 namespace troupe::node {
@@ -54,31 +54,10 @@ std::optional<int> latest_attempt(const std::string& state_dir, const std::strin
 
 }  // namespace
 
-size_t utf8_complete_prefix(const char* data, size_t n) {
-  // Walk back over at most 3 continuation bytes to the last lead byte.
-  size_t i = n;
-  int back = 0;
-  while (i > 0 && back < 4) {
-    unsigned char c = static_cast<unsigned char>(data[i - 1]);
-    if ((c & 0xC0) != 0x80) break;  // not a continuation byte
-    --i;
-    ++back;
-  }
-  if (i == 0) return n;
-  unsigned char lead = static_cast<unsigned char>(data[i - 1]);
-  size_t need = (lead & 0x80) == 0x00   ? 1
-                : (lead & 0xE0) == 0xC0 ? 2
-                : (lead & 0xF0) == 0xE0 ? 3
-                : (lead & 0xF8) == 0xF0 ? 4
-                                        : 1;  // invalid lead: nothing to keep together
-  size_t have = n - (i - 1);
-  if (have >= need) return n;
-  return i - 1 > 0 ? i - 1 : n;
-}
-
 std::string handle_logs_request(const std::string& state_dir, const std::string& body) {
   json req = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (req.is_discarded() || !req.is_object()) return error_reply("logs request must be a JSON object");
+  if (req.is_discarded() || !req.is_object())
+    return error_reply("logs request must be a JSON object");
   auto jid = req.find("job_id");
   if (jid == req.end() || !jid->is_string()) return error_reply("job_id is required");
   std::string job_id = jid->get<std::string>();
@@ -117,10 +96,7 @@ std::string handle_logs_request(const std::string& state_dir, const std::string&
   f.seekg(off);
   f.read(data.data(), want);
   data.resize(static_cast<size_t>(f.gcount()));
-  data.resize(utf8_complete_prefix(data.data(), data.size()));
-  long long next = off + static_cast<long long>(data.size());
-  json reply{{"data", std::move(data)}, {"offset", next}, {"eof", next >= size}, {"size", size}};
-  return reply.dump(-1, ' ', false, json::error_handler_t::replace);
+  return logchunks::reply_json(std::move(data), off, size, false);
 }
 
 }  // namespace troupe::node

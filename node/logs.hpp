@@ -6,19 +6,19 @@
 #include <cstddef>
 #include <string>
 
+#include "messages/log_chunks.hpp"
+
 namespace troupe::node {
 
-inline constexpr long long kDefaultLogBytes = 65536;
-inline constexpr long long kMaxLogBytes = 1 << 20;
+inline constexpr long long kDefaultLogBytes = logchunks::kDefaultPageBytes;
+inline constexpr long long kMaxLogBytes = logchunks::kMaxPageBytes;
 
 // Handles one request body; returns the reply body (JSON text, never throws
 // on bad input or invalid UTF-8 in the log). A missing or negative "attempt"
 // means the highest attempt that has a log for that rank.
 std::string handle_logs_request(const std::string& state_dir, const std::string& body);
 
-// Length of the longest prefix of `data` (size n) that does not end inside a
-// UTF-8 multi-byte sequence; n itself when the tail is complete, or when
-// cutting would leave nothing.
-size_t utf8_complete_prefix(const char* data, size_t n);
+// (messages/log_chunks.hpp: the scheduler cuts stored logs the same way.)
+using logchunks::utf8_complete_prefix;
 
 }  // namespace troupe::node

@@ -59,6 +59,14 @@ int parse_options(int argc, char** argv, Options& o) {
                  "0 (default): half the account's JetStream storage limit, else a quarter of "
                  "the free disk under $TROUPE_HOME, 64 MiB to 1 GiB")
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--logs-max-age", o.logs_max_age_s,
+                 "seconds workers' output is kept in the TROUPE_LOGS stream (troupe logs of an "
+                 "ended job, also once its node is gone); 0: forever")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--logs-max-bytes", o.logs_max_bytes,
+                 "bytes of workers' output TROUPE_LOGS keeps, the oldest dropped first; 0 "
+                 "(default): a quarter of the events' bound")
+      ->check(CLI::NonNegativeNumber);
   int64_t retention_s = s.job_retention_ms / 1000;
   app.add_option("--job-retention-s", retention_s,
                  "seconds an ended job stays in memory, in troupe jobs and in the KV bucket; "
@@ -187,6 +195,32 @@ std::unique_ptr<Bus> Bus::open(const Options& o, std::string* err) {
   }
   spdlog::info("job events kept {} s and at most {} (--events-max-age, --events-max-bytes)", age,
                max_bytes > 0 ? std::to_string(max_bytes / (1024 * 1024)) + " MiB" : "any size");
+  // Workers' output: without room for it the scheduler still runs (logs are
+  // then asked of the agents only, as before).
+  int64_t log_bytes = o.logs_max_bytes != 0 ? o.logs_max_bytes
+                      : max_bytes > 0       ? std::max(max_bytes / 4, kMinAutoBytes)
+                                            : 0;
+  for (;;) {
+    std::string lerr;
+    const int64_t log_window =
+        o.logs_max_age_s > 0 ? std::min<int64_t>(120000, o.logs_max_age_s * 1000) : 120000;
+    if (b->js->ensure_stream(
+            {subjects::kLogsStream, {subjects::kAllLogChunks}, log_window, o.logs_max_age_s, log_bytes},
+            &lerr)) {
+      b->logs_stream = true;
+      break;
+    }
+    bool no_room = lerr.find("insufficient storage") != std::string::npos;
+    if (o.logs_max_bytes != 0 || !no_room || log_bytes / 2 < kMinAutoBytes / 4) {
+      spdlog::warn("no TROUPE_LOGS stream ({}): logs of ended jobs come from their agents only",
+                   lerr);
+      break;
+    }
+    log_bytes /= 2;
+  }
+  if (b->logs_stream)
+    spdlog::info("workers' output kept {} s and at most {} MiB (--logs-max-age, --logs-max-bytes)",
+                 o.logs_max_age_s, log_bytes / (1024 * 1024));
   b->events = std::make_unique<EventPublisher>(*b->js);
   return b;
 }

@@ -28,6 +28,10 @@ struct Options {
   std::string metrics_addr;
   int64_t events_max_age_s = 7 * 24 * 3600;
   int64_t events_max_bytes = 0;  // 0: sized to the storage (events_bytes_for)
+  // TROUPE_LOGS (workers' output shipped by the agents): kept this long and
+  // at most this many bytes (0: a quarter of the events' bound).
+  int64_t logs_max_age_s = 7 * 24 * 3600;
+  int64_t logs_max_bytes = 0;
   std::string snapshots = "coalesced";
   int flush_ms = 20;
   int lease_ttl_ms = 3000;
@@ -65,6 +69,7 @@ struct Bus {
   bus::JetStreamPtr js;
   bus::KeyValuePtr state_kv, leader_kv;
   std::unique_ptr<EventPublisher> events;  // job events into TROUPE_EVENTS
+  bool logs_stream = false;                // TROUPE_LOGS exists (else logs come from agents only)
   // Set (on a NATS thread) when `in` reconnected: the agents are asked to
   // register again (what they run, what ended meanwhile).
   std::atomic<bool> reconnected{false};

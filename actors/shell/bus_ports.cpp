@@ -1,6 +1,7 @@
 #include "actors/shell/bus_ports.hpp"
 
 #include "bus/subjects.hpp"
+#include "messages/log_chunks.hpp"
 
 namespace troupe::shell {
 
@@ -39,6 +40,24 @@ void StreamHistory::run(Read& r) {
   for (auto& m : msgs) events.emplace_back(m.data.begin(), m.data.end());
   r.done(std::move(events),
          complete ? std::string() : "the events stream did not answer in full; retry");
+}
+
+StreamLogs::~StreamLogs() {
+  reads_.close();
+}
+
+void StreamLogs::read(const std::string& subject, Done done) {
+  Read r{subject, std::move(done)};
+  if (!reads_.post(r)) r.done(false, {}, "too many log reads waiting; retry");
+}
+
+void StreamLogs::run(Read& r) {
+  logchunks::Assembler log;
+  bool complete =
+      js_.read_each(subjects::kLogsStream, r.subject, 2000, 0,
+                    [&](std::string_view, std::string_view data, uint64_t) { log.add(data); });
+  r.done(log.chunks() > 0, log.log(),
+         complete ? std::string() : "the logs stream did not answer in full");
 }
 
 }  // namespace troupe::shell

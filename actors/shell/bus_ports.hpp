@@ -78,4 +78,23 @@ class StreamHistory : public History {
   bus::SerialQueue<Read> reads_{kMaxWaiting, [this](Read& r) { run(r); }};
 };
 
+// Stored logs (actors/ports.hpp StoredLogs): one subject of TROUPE_LOGS read
+// on a thread of its own, one read at a time; at most kMaxWaiting wait.
+class StreamLogs : public StoredLogs {
+ public:
+  explicit StreamLogs(bus::JetStream& js) : js_(js) {}
+  ~StreamLogs() override;
+  void read(const std::string& subject, Done done) override;
+
+ private:
+  static constexpr size_t kMaxWaiting = 64;
+  struct Read {
+    std::string subject;
+    Done done;
+  };
+  void run(Read& r);
+  bus::JetStream& js_;
+  bus::SerialQueue<Read> reads_{kMaxWaiting, [this](Read& r) { run(r); }};
+};
+
 }  // namespace troupe::shell

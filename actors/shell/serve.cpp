@@ -45,6 +45,7 @@ int serve(Bus& bus, Leadership& lead, Restore& start, Options& o, const StopSign
     auto intake = std::make_shared<StreamIntake>(*bus.js, lead.gate());
     auto history = std::make_shared<StreamHistory>(*bus.js);
     o.scheduler.history = history;
+    if (bus.logs_stream) o.scheduler.logs = std::make_shared<StreamLogs>(*bus.js);
     auto w = start_scheduler(sys, out, intake, o.scheduler);
     apply_config(w, o.config_text);
     local.serve(w.router);

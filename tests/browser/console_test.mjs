@@ -19,31 +19,27 @@
 import {chromium} from 'playwright-core';
 import fs from 'node:fs';
 import path from 'node:path';
+import {parseArgs as parseCli} from 'node:util';
 
 function parseArgs(argv) {
-  const opts = {
-    url: process.env.TROUPE_GATEWAY_URL || '',
-    token: process.env.TROUPE_TOKEN || '',
-    out: '.',
-    chromium: process.env.TROUPE_CHROMIUM || '/usr/lib/chromium/chromium',
-    timeoutS: 30,
-    headed: false,
-  };
-  for (let i = 2; i < argv.length; i++) {
-    const a = argv[i];
-    const val = () => {
-      if (i + 1 >= argv.length) usage(`${a} needs a value`);
-      return argv[++i];
-    };
-    if (a === '--url') opts.url = val();
-    else if (a === '--token') opts.token = val();
-    else if (a === '--out') opts.out = val();
-    else if (a === '--chromium') opts.chromium = val();
-    else if (a === '--timeout-s') opts.timeoutS = Number(val());
-    else if (a === '--headed') opts.headed = true;
-    else if (a === '-h' || a === '--help') usage('', 0);
-    else usage(`unknown argument ${a}`);
+  let v;
+  try {
+    ({values: v} = parseCli({args: argv.slice(2), options: {
+      'url': {type: 'string', default: process.env.TROUPE_GATEWAY_URL || ''},
+      'token': {type: 'string', default: process.env.TROUPE_TOKEN || ''},
+      'out': {type: 'string', default: '.'},
+      'chromium': {type: 'string',
+        default: process.env.TROUPE_CHROMIUM || '/usr/lib/chromium/chromium'},
+      'timeout-s': {type: 'string', default: '30'},
+      'headed': {type: 'boolean', default: false},
+      'help': {type: 'boolean', short: 'h'},
+    }}));
+  } catch (e) {
+    usage(e.message);
   }
+  if (v.help) usage('', 0);
+  const opts = {url: v.url, token: v.token, out: v.out, chromium: v.chromium,
+    timeoutS: Number(v['timeout-s']), headed: v.headed};
   if (!opts.url) usage('--url is required');
   if (!opts.token) usage('--token is required');
   if (!(opts.timeoutS > 0)) usage('--timeout-s must be a positive number');

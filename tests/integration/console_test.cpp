@@ -25,8 +25,32 @@ TEST_CASE(
   const std::string script = std::string(TROUPE_SOURCE_DIR) + "/tests/browser/console_test.mjs";
   RunResult r =
       run_program({"/usr/bin/env", "node", script, "--url", url, "--token", token, "--out", out},
-                  std::string(TROUPE_SOURCE_DIR) + "/tests/browser", "browser", 180s, &c.dump());
+                  c.dir(), "browser", 180s, &c.dump());
   INFO(describe(r));
   CHECK(r.exit_code == 0);
   CHECK(std::filesystem::file_size(out + "/console.png") > 10000);
+}
+
+TEST_CASE(
+    "http: every route's real replies validate against docs/openapi.yaml (swagger-parser, "
+    "ajv)",
+    "[integration][http][openapi]") {
+  // Teams in the config, so that the queues rows are there to validate.
+  Cluster c(ClusterOptions{}
+                .node("n1", 2, true)
+                .with_config("pools: [{name: a100, gpu_type: a100}]\n"
+                             "teams:\n  - {name: nlp, weight: 1, borrow: true}\n  - {name: vision, "
+                             "weight: 2, borrow: "
+                             "true}\n"));
+  REQUIRE(c.wait_nodes_alive(1, 20s));
+  const std::string url = c.start_gateway();
+  const std::string team = c.add_token("nlp");
+  const std::string admin = c.add_token("ops", true);
+  const std::string dir = std::string(TROUPE_SOURCE_DIR) + "/tests/browser";
+  RunResult r = run_program({"/usr/bin/env", "node", dir + "/api_schema_test.mjs", "--url", url,
+                             "--team-token", team, "--admin-token", admin},
+                            c.dir(), "openapi", 180s, &c.dump());
+  INFO(describe(r));
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("checks passed") != std::string::npos);
 }

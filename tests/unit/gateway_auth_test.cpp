@@ -227,7 +227,8 @@ TEST_CASE("auth: operator, system account and user claims", "[auth]") {
   const auto& n = (*u)["nats"];
   CHECK(n["type"] == "user");
   CHECK(n["version"] == 2);
-  CHECK(n["pub"]["allow"] == nlohmann::json::array({"troupe.sys.agent.n1.>"}));
+  CHECK(n["pub"]["allow"] ==
+        nlohmann::json::array({"troupe.sys.agent.n1.>", "troupe.sys.logs.n1.>"}));
   CHECK(n["sub"]["allow"] == nlohmann::json::array({"troupe.sys.node.n1.>", "troupe.sys.hello"}));
   CHECK(n["resp"]["max"] == 1);
   CHECK(n["resp"]["ttl"] == 0);
@@ -252,7 +253,9 @@ TEST_CASE("auth: the permissions of each identity", "[auth]") {
   }
   SECTION("node") {
     auto p = node_permissions("gpu1");
-    CHECK(p.pub_allow == std::vector<std::string>{"troupe.sys.agent.gpu1.>"});
+    // Its messages to the scheduler, and its workers' output (TROUPE_LOGS).
+    CHECK(p.pub_allow ==
+          std::vector<std::string>{"troupe.sys.agent.gpu1.>", "troupe.sys.logs.gpu1.>"});
     CHECK(p.sub_allow == std::vector<std::string>{"troupe.sys.node.gpu1.>", "troupe.sys.hello"});
     CHECK(p.allow_responses);
   }

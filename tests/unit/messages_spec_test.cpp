@@ -3,9 +3,11 @@
 
 #include <catch2/catch.hpp>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "messages/log_chunks.hpp"
 #include "messages/spec.hpp"
 
 using namespace troupe;
@@ -618,4 +620,73 @@ TEST_CASE("spec: a string command is refused, pointing at the list form and --",
   // A one-element list is a command of one word, as written.
   auto one = spec::from_json(R"({"team":"a","command":["nvidia-smi"]})");
   CHECK(one.ok);
+}
+
+TEST_CASE(
+    "spec: replies leave out zero fields but keep a set exit_code 0, events print every field",
+    "[messages][spec]") {
+  pb::JobView v;
+  v.set_job_id("j-1");
+  v.set_state("running");
+  v.set_attempt(1);
+  auto* p = v.add_placement();
+  p->set_node("n1");
+  p->add_gpus(0);
+  std::string json = spec::view_json(v);
+  INFO(json);
+  CHECK(json.find("end_ms") == std::string::npos);
+  CHECK(json.find("exit_code") == std::string::npos);
+  CHECK(json.find("\"gpus\":[0]") != std::string::npos);  // a list's 0 is a value
+  CHECK(json.find("gpu_memory_mb") == std::string::npos);
+  v.set_state("succeeded");
+  v.set_exit_code(0);
+  json = spec::view_json(v);
+  CHECK(json.find("\"exit_code\":0") != std::string::npos);
+  pb::JobView back;
+  REQUIRE(spec::parse_json(json, back).empty());
+  CHECK(back.has_exit_code());
+  CHECK(back.placement(0).gpus(0) == 0);
+  pb::JobEvent e;
+  e.set_job_id("j-1");
+  CHECK(spec::to_json(e).find("\"attempt\":0") != std::string::npos);
+}
+
+TEST_CASE(
+    "log chunks: offsets put a shipped log together, a lost chunk stops it, pages as an "
+    "agent reads them",
+    "[messages][logs]") {
+  using namespace troupe::logchunks;
+  int64_t off = -1;
+  std::string_view data;
+  const std::string chunk = encode(42, "a\nb");  // `data` views into it
+  REQUIRE(decode(chunk, &off, &data));
+  CHECK(off == 42);
+  CHECK(data == "a\nb");
+  CHECK_FALSE(decode("x\nabc", &off, &data));
+  CHECK_FALSE(decode("-1\nabc", &off, &data));
+  CHECK_FALSE(decode("12", &off, &data));
+  Assembler a;
+  a.add(encode(0, "hello "));
+  a.add(encode(3, "lo world"));  // overlaps: only the new part is kept
+  a.add("garbage");              // not a chunk: ignored
+  CHECK(a.log() == "hello world");
+  CHECK_FALSE(a.gap());
+  a.add(encode(20, "later"));  // a chunk lost between
+  a.add(encode(11, "!"));
+  CHECK(a.gap());
+  CHECK(a.log() == "hello world");
+  CHECK(a.chunks() == 3);
+  auto page = nlohmann::json::parse(page_json("hello world", 6, 3));
+  CHECK(page["data"] == "wor");
+  CHECK(page["offset"] == 9);
+  CHECK(page["eof"] == false);
+  CHECK(page["size"] == 11);
+  CHECK(page["stored"] == true);
+  auto last = nlohmann::json::parse(page_json("hello world", 6, 0));  // 0: a default page
+  CHECK(last["data"] == "world");
+  CHECK(last["eof"] == true);
+  // Never a cut UTF-8 character: "é" is 2 bytes.
+  auto cut = nlohmann::json::parse(page_json("a\xc3\xa9", 0, 2));
+  CHECK(cut["data"] == "a");
+  CHECK(cut["offset"] == 1);
 }
