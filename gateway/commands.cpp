@@ -173,6 +173,26 @@ int run_cancel(const std::string& url, const std::string& job_id, const std::str
   return 0;
 }
 
+int run_cancel_where(const std::string& url, const std::string& team, const std::string& state) {
+  auto c = open_client(url);
+  if (!c) return kUnreachableExit;
+  pb::JobList list;
+  if (auto err = c->jobs(team, &list, state); !err.empty()) return fail("cancel: " + err);
+  if (list.jobs_size() == 0)
+    std::cerr << "troupe: no " << state << " jobs" << (team.empty() ? "" : " of team " + team)
+              << "\n";
+  int rc = 0;
+  for (const auto& j : list.jobs()) {
+    CancelReply r;
+    if (auto err = c->cancel(j.team(), j.job_id(), &r); !err.empty()) {
+      rc = fail("cancel " + j.job_id() + ": " + err);
+      continue;
+    }
+    std::cout << j.job_id() << " " << r.state << "\n";
+  }
+  return rc;
+}
+
 int run_logs(const std::string& url, const std::string& job_id, const std::string& team, int rank,
              bool follow, bool all_ranks) {
   constexpr int kPage = 64 * 1024;

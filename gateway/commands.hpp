@@ -24,6 +24,9 @@ int run_status(const std::string& url, const std::string& job_id, const std::str
 int run_jobs(const std::string& url, const std::string& team, const std::string& state, bool json,
              int64_t limit = 0, const std::string& after = {}, bool wide = false);
 int run_cancel(const std::string& url, const std::string& job_id, const std::string& team);
+// `troupe cancel --state S [--team T]`: every job of T (of every team when
+// T is "") in state S, each printed with its new state ("<id> <state>").
+int run_cancel_where(const std::string& url, const std::string& team, const std::string& state);
 // `troupe wait ID...`: until every job is terminal (at most `timeout_s`, 0:
 // no limit; requests that fail meanwhile, as in a scheduler failover, are
 // tried again). Exits as the first job in `ids` that did not succeed

@@ -14,6 +14,7 @@
 #include "gateway/commands.hpp"
 #include "gateway/submit_args.hpp"
 #include "gateway/usage.hpp"
+#include "messages/names.hpp"
 
 namespace gw = troupe::gateway;
 
@@ -102,8 +103,12 @@ int main(int argc, char** argv) {
   // cancel
   auto* cancel = app.add_subcommand("cancel", "Cancel jobs; prints each one's new state");
   std::vector<std::string> job_ids;
-  cancel->add_option("id", job_ids, "job ids")->required();
+  cancel->add_option("id", job_ids, "job ids");
   cancel->add_option("--team", job_team, "the job's team (else looked up)");
+  std::string cancel_state;
+  cancel->add_option("--state", cancel_state,
+                     "instead of ids: every job in this state (queued, placing, starting, "
+                     "running) of --team, or of every team");
 
   // wait
   auto* wait = app.add_subcommand(
@@ -440,6 +445,23 @@ int main(int argc, char** argv) {
         [&] { return gw::run_jobs(url, job_team, state, json, jobs_limit, jobs_after, wide); });
   }
   if (cancel->parsed()) {
+    if (job_ids.empty() == cancel_state.empty()) {
+      std::cerr << "troupe cancel: give job ids, or --state STATE (with --team TEAM for one "
+                   "team's jobs), not both\n";
+      return gw::kUsageExit;
+    }
+    if (!cancel_state.empty()) {
+      if (auto bad = gw::check_state(cancel_state); !bad.empty()) {
+        std::cerr << "troupe cancel: " << bad << "\n";
+        return gw::kUsageExit;
+      }
+      if (troupe::names::is_terminal(cancel_state)) {
+        std::cerr << "troupe cancel: " << cancel_state
+                  << " jobs have ended; --state takes queued, placing, starting or running\n";
+        return gw::kUsageExit;
+      }
+      return gw::run_cancel_where(url, job_team, cancel_state);
+    }
     int rc = 0;
     for (const auto& id : job_ids) {
       int one = gw::run_cancel(url, id, job_team);

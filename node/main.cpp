@@ -291,7 +291,9 @@ int run(int argc, char** argv, const sigset_t& signals) {
   std::unique_ptr<metrics::NodeMetrics> meter;
   if (!opt.metrics.empty()) {
     std::string err;
-    meter = metrics::NodeMetrics::start({opt.metrics, opt.name}, &err);
+    metrics::NodeMetrics::Options mo{opt.metrics, opt.name};
+    for (const auto& g : cfg.inventory.gpus) mo.gpus.push_back(g.index);
+    meter = metrics::NodeMetrics::start(mo, &err);
     if (!meter) {
       spdlog::error("{}", err);
       return 2;
@@ -304,12 +306,18 @@ int run(int argc, char** argv, const sigset_t& signals) {
   metrics::NodeMetrics* meter_raw = meter.get();
   node::Agent agent(cfg, [pub_raw, sub_raw, meter_raw](const std::string& subject, const void* data,
                                                        size_t size) {
-    if (meter_raw != nullptr) count(*meter_raw, subject, data, size);
+    if (meter_raw != nullptr) {
+      count(*meter_raw, subject, data, size);
+      meter_raw->observe(data, size);
+    }
     if (!out_for(subject, *pub_raw, *sub_raw).publish(subject, data, size))
       spdlog::warn("could not publish on {} (connection closed?)", subject);
   });
 
-  auto handler = [&agent](Inbound&& in) { agent.on_message(in); };
+  auto handler = [&agent, meter_raw](Inbound&& in) {
+    if (meter_raw != nullptr) meter_raw->observe(in.data.data(), in.data.size());  // Launch
+    agent.on_message(in);
+  };
   bus::SubscriptionPtr node_sub =
       sub->subscribe(subjects::scheduler_to_agent(opt.name, ">"), handler);
   bus::SubscriptionPtr hello_sub = sub->subscribe(subjects::kSysHello, handler);

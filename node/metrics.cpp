@@ -5,14 +5,19 @@
 #include <unistd.h>
 
 #include <array>
+#include <cctype>
 #include <chrono>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
 #include <optional>
 #include <sstream>
 
 #include "actors/metrics/exporter.hpp"
 #include "actors/metrics/model.hpp"
+#include "messages/wire.hpp"
 
 namespace troupe::metrics {
 
@@ -24,11 +29,22 @@ std::string trim(const std::string& s) {
   return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
 }
 
-bool to_double(const std::string& s, double* v) {
-  if (s.empty()) return false;
+// A finite number in [0, max]; nullopt for "[N/A]", "[Not Supported]", garbage.
+std::optional<double> number(const std::string& s, double max) {
+  if (s.empty() || !(std::isdigit(static_cast<unsigned char>(s[0])) || s[0] == '.'))
+    return std::nullopt;
   char* end = nullptr;
-  *v = std::strtod(s.c_str(), &end);
-  return end != s.c_str() && *end == '\0';
+  double v = std::strtod(s.c_str(), &end);
+  if (end == s.c_str() || *end != '\0' || !std::isfinite(v) || v < 0 || v > max)
+    return std::nullopt;
+  return v;
+}
+
+bool all_digits(const std::string& s) {
+  if (s.empty() || s.size() > 4) return false;
+  for (char c : s)
+    if (!std::isdigit(static_cast<unsigned char>(c))) return false;
+  return true;
 }
 
 // Full path of `prog` on PATH ("" when absent); a path with '/' is taken as is.
@@ -68,16 +84,45 @@ std::vector<GpuUse> parse_nvidia_smi(const std::string& csv) {
     std::stringstream cells(line);
     std::string cell;
     while (std::getline(cells, cell, ',')) f.push_back(trim(cell));
-    if (f.size() < 4 || f[0].empty()) continue;
+    if (f.size() != 4 || !all_digits(f[0])) continue;
+    constexpr double kMiB = 1024.0 * 1024.0;
+    constexpr double kMaxMiB = 1e9;  // a petabyte: anything more is garbage
     GpuUse g;
-    double util = 0, used = 0, total = 0;
-    if (!to_double(f[1], &util) || !to_double(f[2], &used) || !to_double(f[3], &total)) continue;
-    g.gpu = f[0];
-    g.utilization = util / 100.0;
-    g.memory_used_bytes = used * 1024 * 1024;
-    g.memory_total_bytes = total * 1024 * 1024;
+    g.gpu = std::to_string(std::stoi(f[0]));  // "00" and "0" are one GPU
+    if (auto u = number(f[1], 100)) g.utilization = *u / 100.0;
+    if (auto m = number(f[2], kMaxMiB)) g.memory_used_bytes = *m * kMiB;
+    if (auto m = number(f[3], kMaxMiB)) g.memory_total_bytes = *m * kMiB;
     out.push_back(g);
   }
+  return out;
+}
+
+void GpuHolders::launched(const WorkerId& w, const std::vector<int>& gpus) {
+  holds_[w] = Hold{gpus, 0};
+}
+
+void GpuHolders::exited(const WorkerId& w) {
+  holds_.erase(w);
+}
+
+void GpuHolders::heartbeat(const std::vector<WorkerId>& running) {
+  std::set<WorkerId> listed(running.begin(), running.end());
+  for (auto it = holds_.begin(); it != holds_.end();) {
+    if (listed.count(it->first) != 0)
+      it->second.missed = 0;
+    else
+      ++it->second.missed;
+    // One miss may be a heartbeat built just before the agent took the Launch.
+    if (it->second.missed >= 2)
+      it = holds_.erase(it);
+    else
+      ++it;
+  }
+}
+
+std::set<int> GpuHolders::held() const {
+  std::set<int> out;
+  for (const auto& [w, h] : holds_) out.insert(h.gpus.begin(), h.gpus.end());
   return out;
 }
 
@@ -103,7 +148,13 @@ struct NodeMetrics::Impl {
   prometheus::Family<prometheus::Gauge>* util = nullptr;
   prometheus::Family<prometheus::Gauge>* mem_used = nullptr;
   prometheus::Family<prometheus::Gauge>* mem_total = nullptr;
-  std::string smi;  // full path of nvidia-smi ("" when absent)
+  prometheus::Family<prometheus::Gauge>* allocated = nullptr;
+  std::string smi;      // full path of nvidia-smi ("" when absent)
+  std::string timeout;  // full path of coreutils' timeout ("" when absent)
+
+  std::mutex holders_mu;  // guards holders and gpus_known
+  GpuHolders holders;
+  std::set<int> gpus_known;  // rows of troupe_node_gpu_allocated
 
   // The sampler reads the fields above: it stops before they go.
   ~Impl() {
@@ -123,24 +174,60 @@ struct NodeMetrics::Impl {
     util = &exporter->gauge(fam("troupe_node_gpu_utilization_ratio"));
     mem_used = &exporter->gauge(fam("troupe_node_gpu_memory_used_bytes"));
     mem_total = &exporter->gauge(fam("troupe_node_gpu_memory_total_bytes"));
+    allocated = &exporter->gauge(fam("troupe_node_gpu_allocated"));
     launched->Add(node());
     running->Add(node());
     heartbeats->Add(node());
     probe_up->Add(node());
+    std::lock_guard<std::mutex> l(holders_mu);
+    gpus_known.insert(opts.gpus.begin(), opts.gpus.end());
+    publish_allocated();
+  }
+
+  // troupe_node_gpu_allocated from `holders` (holders_mu held).
+  void publish_allocated() {
+    auto held = holders.held();
+    gpus_known.insert(held.begin(), held.end());
+    for (int g : gpus_known) allocated->Add(gpu(std::to_string(g))).Set(held.count(g) != 0 ? 1 : 0);
+  }
+
+  void observe(const void* data, size_t size) {
+    const auto* env = wire::open(static_cast<const uint8_t*>(data), size);
+    if (env == nullptr) return;
+    std::lock_guard<std::mutex> l(holders_mu);
+    if (const auto* x = env->body_as_Launch()) {
+      std::vector<int> gpus;
+      for (int g : wire::ints(x->gpus()))
+        if (g >= 0 && g < 1024) gpus.push_back(g);  // a bounded label set
+      holders.launched({wire::str(x->job_id()), x->attempt(), x->rank()}, gpus);
+    } else if (const auto* x = env->body_as_Exited()) {
+      holders.exited({wire::str(x->job_id()), x->attempt(), x->rank()});
+    } else if (const auto* h = env->body_as_Heartbeat()) {
+      std::vector<WorkerId> running;
+      if (h->running() != nullptr)
+        for (const auto* w : *h->running())
+          running.push_back({wire::str(w->job_id()), w->attempt(), w->rank()});
+      holders.heartbeat(running);
+    } else {
+      return;
+    }
+    publish_allocated();
   }
 
   // One sample on the exporter's polling thread: a GPU nvidia-smi no longer
   // lists loses its rows.
   bool sample_gpus(GaugeRows& rows) {
-    auto out = run_capture(smi +
+    // A wedged driver can hang nvidia-smi: give up after 10 s (this thread
+    // only; the agent never waits for it).
+    auto out = run_capture((timeout.empty() ? std::string() : timeout + " -k 2 10 ") + smi +
                            " --query-gpu=index,utilization.gpu,memory.used,memory.total"
                            " --format=csv,noheader,nounits 2>/dev/null");
     auto found = out ? parse_nvidia_smi(*out) : std::vector<GpuUse>{};
     probe_up->Add(node()).Set(out && !found.empty() ? 1 : 0);
     for (const auto& g : found) {
-      rows.set(*util, gpu(g.gpu), g.utilization);
-      rows.set(*mem_used, gpu(g.gpu), g.memory_used_bytes);
-      rows.set(*mem_total, gpu(g.gpu), g.memory_total_bytes);
+      if (g.utilization) rows.set(*util, gpu(g.gpu), *g.utilization);
+      if (g.memory_used_bytes) rows.set(*mem_used, gpu(g.gpu), *g.memory_used_bytes);
+      if (g.memory_total_bytes) rows.set(*mem_total, gpu(g.gpu), *g.memory_total_bytes);
     }
     return true;
   }
@@ -156,6 +243,7 @@ std::unique_ptr<NodeMetrics> NodeMetrics::start(const Options& opts, std::string
   if (!impl->exporter) return nullptr;
   impl->build();
   impl->smi = find_program(opts.nvidia_smi);
+  impl->timeout = find_program("timeout");
   if (!impl->smi.empty()) {
     Impl* raw = impl.get();
     impl->exporter->poll_every(std::chrono::milliseconds(opts.gpu_poll_ms),
@@ -180,6 +268,10 @@ void NodeMetrics::set_running(int workers) {
 
 void NodeMetrics::heartbeat_sent() {
   impl_->heartbeats->Add(impl_->node()).Increment();
+}
+
+void NodeMetrics::observe(const void* data, size_t size) {
+  impl_->observe(data, size);
 }
 
 int NodeMetrics::port() const {

@@ -2,9 +2,13 @@
 // the polling thread and the stale-row cleanup both exporters share.
 #include "actors/metrics/exporter.hpp"
 
+#include <CivetServer.h>
+#include <prometheus/text_serializer.h>
+
 #include <cstdlib>
 #include <exception>
 #include <utility>
+#include <vector>
 
 namespace troupe::metrics {
 
@@ -47,6 +51,22 @@ void GaugeRows::end_sample(bool complete) {
 
 // ---- Exporter ----
 
+// The registry's families in the text format, nothing else (no exposer_*
+// families of prometheus-cpp's own MetricsHandler).
+struct Exporter::Handler : CivetHandler {
+  explicit Handler(std::shared_ptr<prometheus::Registry> r) : registry(std::move(r)) {}
+  bool handleGet(CivetServer* /*server*/, mg_connection* conn) override {
+    const std::string body = prometheus::TextSerializer().Serialize(registry->Collect());
+    mg_printf(conn,
+              "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n"
+              "Content-Length: %zu\r\n\r\n",
+              body.size());
+    mg_write(conn, body.data(), body.size());
+    return true;
+  }
+  std::shared_ptr<prometheus::Registry> registry;
+};
+
 std::unique_ptr<Exporter> Exporter::start(const std::string& bind, size_t threads,
                                           std::string* error) {
   auto ex = std::make_unique<Exporter>(Key{});
@@ -55,19 +75,24 @@ std::unique_ptr<Exporter> Exporter::start(const std::string& bind, size_t thread
     if (error) *error = "--metrics wants HOST:PORT, got '" + bind + "'";
     return nullptr;
   }
+  ex->handler_ = std::make_unique<Handler>(ex->registry_);
   try {
-    ex->exposer_ = std::make_unique<prometheus::Exposer>(bind, threads);
+    ex->server_ = std::make_unique<CivetServer>(std::vector<std::string>{
+        "listening_ports", bind, "num_threads", std::to_string(threads == 0 ? 1 : threads)});
   } catch (const std::exception& e) {
     if (error) *error = "cannot serve metrics on " + bind + ": " + e.what();
     return nullptr;
   }
-  ex->exposer_->RegisterCollectable(ex->registry_);
+  ex->server_->addHandler("/metrics", ex->handler_.get());
   return ex;
 }
 
+Exporter::Exporter(Key) {}
+
 Exporter::~Exporter() {
   stop_polling();
-  exposer_.reset();
+  server_.reset();  // no request runs the handler any more
+  handler_.reset();
 }
 
 prometheus::Family<prometheus::Gauge>& Exporter::gauge(const SeriesInfo& s) {
@@ -108,7 +133,7 @@ void Exporter::run(std::chrono::milliseconds interval, const Sampler& sample) {
 }
 
 int Exporter::port() const {
-  auto ports = exposer_->GetListeningPorts();
+  auto ports = server_->getListeningPorts();
   return ports.empty() ? 0 : ports.front();
 }
 

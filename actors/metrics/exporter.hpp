@@ -1,7 +1,10 @@
 // The one exporter loop both /metrics endpoints run on (the scheduler's
 // MetricsCollector, actors/metrics/scheduler_metrics.hpp, and the node
 // agent's NodeMetrics, node/metrics.hpp): a prometheus-cpp Registry served
-// over HTTP on HOST:PORT by an Exposer, families registered from the series
+// over HTTP on HOST:PORT by civetweb (not prometheus-cpp's Exposer, whose own
+// unprefixed exposer_* families, one a Summary that reads NaN before its first
+// observation, would be served beside ours: a scrape holds only troupe_*
+// series), families registered from the series
 // tables of model.hpp, and one polling thread that samples every interval and
 // removes the gauge rows a sample no longer sets (a pool emptied, a GPU gone).
 // No NATS and no CAF here: what a sample reads is the caller's business.
@@ -15,7 +18,6 @@
 #pragma once
 
 #include <prometheus/counter.h>
-#include <prometheus/exposer.h>
 #include <prometheus/family.h>
 #include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
@@ -33,6 +35,8 @@
 #include <thread>
 
 #include "actors/metrics/model.hpp"
+
+class CivetServer;  // civetweb
 
 namespace troupe::metrics {
 
@@ -64,11 +68,12 @@ class Exporter {
   using Sampler = std::function<bool(GaugeRows& rows)>;
 
   // Serves a new registry on http://`bind`/metrics with `threads` HTTP
-  // threads. nullptr and `error` when `bind` is malformed or cannot be bound.
+  // threads: the registry's families and nothing else. nullptr and `error` when `bind` is malformed
+  // or cannot be bound.
   static std::unique_ptr<Exporter> start(const std::string& bind, size_t threads,
                                          std::string* error);
-  explicit Exporter(Key) {}
-  ~Exporter();  // stop_polling(), then the endpoint closes
+  explicit Exporter(Key);  // out of line: Handler and CivetServer are incomplete here
+  ~Exporter();             // stop_polling(), then the endpoint closes
   Exporter(const Exporter&) = delete;
   Exporter& operator=(const Exporter&) = delete;
 
@@ -94,8 +99,10 @@ class Exporter {
 
   std::string host_;
   std::shared_ptr<prometheus::Registry> registry_ = std::make_shared<prometheus::Registry>();
-  std::unique_ptr<prometheus::Exposer> exposer_;
-  std::mutex mu_;  // guards stopping_
+  struct Handler;  // GET /metrics: the registry in the text format
+  std::unique_ptr<Handler> handler_;
+  std::unique_ptr<CivetServer> server_;  // closed before handler_ goes
+  std::mutex mu_;                        // guards stopping_
   std::condition_variable cv_;
   bool stopping_ = false;
   std::thread poller_;

@@ -76,9 +76,9 @@ const std::vector<SeriesInfo>& scheduler_series() {
       gauge("troupe_gpus_fragmented", {"pool", "gpu_type"},
             "Free GPUs (outside holds) on which no pending GPU job's worker fits; 0 when "
             "nothing with GPUs is pending."),
-      gauge("troupe_gpu_memory_allocated_mb", {"pool", "gpu_type"},
+      gauge("troupe_gpu_memory_allocated_bytes", {"pool", "gpu_type"},
             "GPU memory that shared jobs (resources.gpu_memory_mb) hold, on alive nodes."),
-      gauge("troupe_gpu_memory_stranded_mb", {"pool", "gpu_type"},
+      gauge("troupe_gpu_memory_stranded_bytes", {"pool", "gpu_type"},
             "Memory left free on GPUs that shared jobs use part of: no whole-GPU job can use "
             "it (the fragmentation shared placement keeps low)."),
       gauge("troupe_gpu_allocation_ratio", {}, "Allocated GPUs / GPUs on alive nodes (0..1)."),
@@ -163,6 +163,8 @@ const std::vector<SeriesInfo>& node_series() {
             "GPU busy fraction from nvidia-smi (0..1)."),
       gauge("troupe_node_gpu_memory_used_bytes", {"node", "gpu"}, "GPU memory in use."),
       gauge("troupe_node_gpu_memory_total_bytes", {"node", "gpu"}, "GPU memory in all."),
+      gauge("troupe_node_gpu_allocated", {"node", "gpu"},
+            "1 while a worker of a job holds the GPU, 0 while it is free."),
   };
   return table;
 }

@@ -172,8 +172,10 @@ struct MetricsCollector::Impl {
       set("troupe_gpus_free", l, r.free);
       set("troupe_gpus_held_idle", l, r.held_idle);
       set("troupe_gpus_fragmented", l, r.fragmented);
-      set("troupe_gpu_memory_allocated_mb", l, static_cast<double>(r.memory_shared_mb));
-      set("troupe_gpu_memory_stranded_mb", l, static_cast<double>(r.memory_stranded_mb));
+      // MB (MiB) as the scheduler counts them, exported in bytes (base units).
+      constexpr double kMiB = 1024.0 * 1024.0;
+      set("troupe_gpu_memory_allocated_bytes", l, static_cast<double>(r.memory_shared_mb) * kMiB);
+      set("troupe_gpu_memory_stranded_bytes", l, static_cast<double>(r.memory_stranded_mb) * kMiB);
     }
     for (const auto& t : s.teams) {
       Labels l{{"team", t.team}, {"pool", t.pool}};

@@ -151,6 +151,21 @@ TEST_CASE(
   RunResult canceled = c.run_cli({"wait", x, y, "--timeout", "30s"});
   INFO(describe(canceled));
   CHECK(canceled.exit_code == 130);
+  // `cancel --team T --state queued`: every queued job of the team, no other.
+  // The node is cordoned first, so these stay queued.
+  REQUIRE(c.run_cli({"cordon", "n1"}).exit_code == 0);
+  auto q1 = c.submit_ok("nlp", long_job);
+  auto q2 = c.submit_ok("nlp", long_job);
+  auto other = c.submit_ok("vision", job_spec("vision", {"simulated-work"}));
+  RunResult by_state = c.run_cli({"cancel", "--team", "nlp", "--state", "queued"});
+  INFO(describe(by_state));
+  CHECK(by_state.exit_code == 0);
+  CHECK_THAT(by_state.out, Catch::Contains(q1 + " canceled") && Catch::Contains(q2 + " canceled"));
+  CHECK(by_state.out.find(other) == std::string::npos);
+  CHECK(c.status("vision", other).value("state", "") == names::kQueued);
+  CHECK(c.run_cli({"cancel", "--state", "succeeded"}).exit_code == 2);  // ended: nothing to cancel
+  CHECK(c.run_cli({"cancel", x, "--state", "queued"}).exit_code == 2);  // ids or --state
+  REQUIRE(c.run_cli({"uncordon", "n1"}).exit_code == 0);
   // -o on the listings: yaml is the JSON's document, wide the table with more.
   RunResult yaml = c.run_cli({"status", x, "-o", "yaml"});
   INFO(describe(yaml));

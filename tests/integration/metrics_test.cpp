@@ -2,31 +2,38 @@
 // `troupe-scheduler --metrics 127.0.0.1:0`, scraped every second by Debian's
 // real Prometheus server (/usr/bin/prometheus, 2.42); the test asks
 // Prometheus's HTTP API (/api/v1/query, plain HTTP over a socket) that the series are there and
-// their values make sense for the jobs it ran.
+// their values make sense for the jobs it ran. Each scrape of the scheduler
+// and of a node agent also passes Debian's `promtool check metrics` without a
+// word, holds only troupe_* series and no NaN.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <cctype>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <regex>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "harness.hpp"
+#include "messages/names.hpp"
 
 using namespace troupe::it;
 
 namespace {
 
 const char* kPrometheus = "/usr/bin/prometheus";
+const char* kPromtool = "/usr/bin/promtool";
 
 // The series the issue asks for (scheduler_series() in actors/metrics/model.hpp
 // holds them all; this list is checked independently of it).
@@ -147,6 +154,43 @@ std::optional<double> wait_value(PromApi& api, const std::string& q,
   return v;
 }
 
+// What `promtool check metrics` says of a scrape: its exit status and all it
+// printed (stdout and stderr; lint problems go to stderr).
+struct Lint {
+  int rc = -1;
+  std::string output;
+};
+Lint promtool_check(const std::string& body, TmpDir& tmp, const std::string& name) {
+  std::string in = tmp.file(name + ".prom"), out = tmp.file(name + ".promtool");
+  std::ofstream(in) << body;
+  std::string cmd = std::string(kPromtool) + " check metrics < '" + in + "' > '" + out + "' 2>&1";
+  int st = std::system(cmd.c_str());
+  Lint l;
+  l.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  l.output = read_file(out);
+  return l;
+}
+
+// A scrape holds only troupe_* series (no prometheus-cpp exposer_*), no NaN,
+// and promtool has nothing to say about it.
+void check_scrape(const std::string& body, TmpDir& tmp, const std::string& name) {
+  INFO(name << " scrape:\n" << body);
+  CHECK_FALSE(body.empty());
+  CHECK(body.find("NaN") == std::string::npos);
+  std::istringstream lines(body);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.empty()) continue;
+    if (line.rfind("# HELP ", 0) == 0 || line.rfind("# TYPE ", 0) == 0) line = line.substr(7);
+    INFO(line);
+    CHECK(line.rfind("troupe_", 0) == 0);
+  }
+  auto lint = promtool_check(body, tmp, name);
+  INFO("promtool check metrics: " << lint.output);
+  CHECK(lint.rc == 0);
+  CHECK(lint.output.empty());
+}
+
 // The metrics port the scheduler logged ("metrics on http://127.0.0.1:PORT/metrics").
 int metrics_port(Cluster& c, Clock::duration timeout) {
   static const std::regex re(R"(metrics on http://127\.0\.0\.1:([0-9]+)/metrics)");
@@ -180,6 +224,12 @@ TEST_CASE("metrics: a real Prometheus scrapes the scheduler's series", "[integra
   REQUIRE(c.wait_nodes_alive(2, 20s));
   int port = metrics_port(c, 10s);
   REQUIRE(port > 0);
+  INFO("promtool is part of Debian's prometheus package: scripts/setup.sh installs it");
+  REQUIRE(access(kPromtool, X_OK) == 0);
+  // Before anything was observed (histograms empty, no job finished).
+  auto first = http_get(port, "/metrics");
+  REQUIRE(first);
+  check_scrape(*first, tmp, "scheduler-first");
 
   // Prometheus, scraping the scheduler every second.
   int prom_port = free_port();
@@ -293,6 +343,11 @@ TEST_CASE("metrics: a real Prometheus scrapes the scheduler's series", "[integra
   }
   // The scrape itself is healthy.
   CHECK(api.value("up{job=\"troupe\"}") == 1.0);
+  // After the jobs: every family has rows.
+  auto last = http_get(port, "/metrics");
+  REQUIRE(last);
+  CHECK_THAT(*last, Catch::Contains("troupe_queue_wait_seconds_bucket{"));
+  check_scrape(*last, tmp, "scheduler-last");
   prom.stop(5s);
 }
 
@@ -313,6 +368,12 @@ TEST_CASE("metrics: the node agent serves its own /metrics", "[integration][metr
       std::this_thread::sleep_for(100ms);
   }
   REQUIRE(port > 0);
+  INFO("promtool is part of Debian's prometheus package: scripts/setup.sh installs it");
+  REQUIRE(access(kPromtool, X_OK) == 0);
+  TmpDir tmp("troupe-node-metrics");
+  auto first = http_get(port, "/metrics");
+  REQUIRE(first);
+  check_scrape(*first, tmp, "node-first");
   Json spec = {{"command", {"true"}},
                {"resources", {{"gpus", 1}}},
                {"env", {{"TROUPE_SIM_DURATION_S", "0.1"}}}};
@@ -327,4 +388,21 @@ TEST_CASE("metrics: the node agent serves its own /metrics", "[integration][metr
   CHECK_THAT(*body, Catch::Contains(
                         "troupe_node_workers_exited_total{cause=\"succeeded\",node=\"n1\"} 1"));
   CHECK_THAT(*body, Catch::Contains("troupe_node_heartbeats_sent_total{node=\"n1\"}"));
+  check_scrape(*body, tmp, "node-last");
+  // Per GPU: 0 while free, 1 while a worker holds it (from its Launch).
+  CHECK_THAT(*first, Catch::Contains("troupe_node_gpu_allocated{gpu=\"0\",node=\"n1\"} 0"));
+  CHECK_THAT(*first, Catch::Contains("troupe_node_gpu_allocated{gpu=\"1\",node=\"n1\"} 0"));
+  spec["env"] = {{"TROUPE_SIM_DURATION_S", "300"}};
+  auto held = c.submit_ok("t", spec);
+  auto running = c.events().wait_state(held, std::string(troupe::names::kRunning), 20s);
+  REQUIRE(running);
+  REQUIRE(running->json.contains("workers"));
+  const int gpu = running->json["workers"][0]["gpus"][0].get<int>();
+  auto during = http_get(port, "/metrics");
+  REQUIRE(during);
+  CHECK_THAT(*during, Catch::Contains("troupe_node_gpu_allocated{gpu=\"" + std::to_string(gpu) +
+                                      "\",node=\"n1\"} 1"));
+  CHECK_THAT(*during, Catch::Contains("troupe_node_gpu_allocated{gpu=\"" + std::to_string(1 - gpu) +
+                                      "\",node=\"n1\"} 0"));
+  c.cancel("t", held);
 }

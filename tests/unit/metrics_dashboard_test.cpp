@@ -1,7 +1,9 @@
 // The Grafana dashboard (docs/grafana/troupe.json) is valid JSON, and every
-// PromQL query in it names only series troupe-scheduler exports
-// (metrics::scheduler_series()) and only labels those series carry; and
-// docs/metrics.md documents every exported series.
+// PromQL query in it names only series troupe-scheduler or troupe-node
+// export (metrics::scheduler_series(), metrics::node_series()) and only labels
+// those series carry; its variables (team, pool) exist, are read from exported
+// series and labels, and are used by the panels; and docs/metrics.md
+// documents every exported series.
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -57,8 +59,9 @@ struct Checked {
 // Names every troupe_* identifier and label of a PromQL expression.
 Checked check_expr(const std::string& expr) {
   std::map<std::string, const SeriesInfo*> samples;
-  for (const auto& s : scheduler_series())
-    for (const auto& n : sample_names(s)) samples[n] = &s;
+  for (const auto* table : {&scheduler_series(), &node_series()})
+    for (const auto& s : *table)
+      for (const auto& n : sample_names(s)) samples[n] = &s;
 
   Checked c;
   std::string code = std::regex_replace(expr, std::regex(R"("([^"\\]|\\.)*")"), "\"\"");
@@ -101,6 +104,43 @@ Checked check_expr(const std::string& expr) {
   return c;
 }
 
+// The dashboard variables a query refers to ($name or ${name}; not Grafana's
+// own $__interval and the like).
+std::vector<std::string> variables_in(const std::string& expr) {
+  std::vector<std::string> out;
+  static const std::regex var(R"(\$\{?([A-Za-z_][A-Za-z0-9_]*))");
+  for (auto it = std::sregex_iterator(expr.begin(), expr.end(), var); it != std::sregex_iterator();
+       ++it)
+    if ((*it)[1].str().rfind("__", 0) != 0) out.push_back((*it)[1].str());
+  return out;
+}
+
+// How a variable is used: only as `label=~"$label"` (a multi-value variable
+// with All is a regex), so that each filters its own label. The variables a
+// query uses some other way.
+std::vector<std::string> misused_variables(const std::string& expr) {
+  static const std::regex matcher(
+      R"(([A-Za-z_][A-Za-z0-9_]*)\s*=~\s*"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?")");
+  std::multiset<std::string> ok;
+  for (auto it = std::sregex_iterator(expr.begin(), expr.end(), matcher);
+       it != std::sregex_iterator(); ++it)
+    if ((*it)[1].str() == (*it)[2].str()) ok.insert((*it)[1].str());
+  std::vector<std::string> bad;
+  for (const auto& v : variables_in(expr)) {
+    auto at = ok.find(v);
+    if (at == ok.end())
+      bad.push_back(v);
+    else
+      ok.erase(at);
+  }
+  return bad;
+}
+
+nlohmann::json load_dashboard() {
+  auto text = slurp(repo_root() + "/docs/grafana/troupe.json");
+  return nlohmann::json::parse(text, nullptr, false);
+}
+
 }  // namespace
 
 TEST_CASE("dashboard checker catches unknown series and labels", "[metrics][dashboard]") {
@@ -120,12 +160,24 @@ TEST_CASE("dashboard checker catches unknown series and labels", "[metrics][dash
   CHECK(bad_matcher.unknown_labels == std::vector<std::string>{"status"});
   // Label values are strings, never series.
   CHECK(check_expr("troupe_jobs_finished_total{cause=\"troupe_x\"}").unknown_series.empty());
+  // The node agents' series count too, with their own labels.
+  auto node = check_expr(
+      "count((troupe_node_gpu_allocated == 1) and on (node, gpu) "
+      "(troupe_node_gpu_utilization_ratio < 0.05))");
+  CHECK(node.unknown_series.empty());
+  CHECK(node.unknown_labels.empty());
+  CHECK(check_expr("troupe_node_gpu_allocated{pool=~\"$pool\"}").unknown_labels ==
+        std::vector<std::string>{"pool"});
+  // Variables.
+  CHECK(variables_in("sum(rate(x{team=~\"$team\"}[$__rate_interval])) + y{pool=~\"${pool}\"}") ==
+        std::vector<std::string>{"team", "pool"});
+  CHECK(misused_variables("x{team=~\"$team\", pool=~\"${pool}\"}").empty());
+  CHECK(misused_variables("x{pool=~\"$team\"}") == std::vector<std::string>{"team"});
+  CHECK(misused_variables("x{team=\"$team\"}") == std::vector<std::string>{"team"});
 }
 
 TEST_CASE("every dashboard query names only exported series and labels", "[metrics][dashboard]") {
-  auto text = slurp(repo_root() + "/docs/grafana/troupe.json");
-  REQUIRE_FALSE(text.empty());
-  auto dash = nlohmann::json::parse(text, nullptr, false);
+  auto dash = load_dashboard();
   REQUIRE_FALSE(dash.is_discarded());
   REQUIRE(dash.is_object());
   REQUIRE(dash.contains("panels"));
@@ -159,6 +211,83 @@ TEST_CASE("every dashboard query names only exported series and labels", "[metri
   }
   CHECK(p50);
   CHECK(p99);
+}
+
+TEST_CASE("dashboard variables team and pool exist and filter the panels", "[metrics][dashboard]") {
+  auto dash = load_dashboard();
+  REQUIRE_FALSE(dash.is_discarded());
+  REQUIRE(dash.contains("templating"));
+  std::map<std::string, nlohmann::json> vars;
+  for (const auto& v : dash["templating"].value("list", nlohmann::json::array()))
+    vars[v.value("name", "")] = v;
+  REQUIRE(vars.count("datasource") == 1);
+
+  // Each query variable reads label_values(<exported series>, <its label>),
+  // and its name is that label.
+  static const std::regex label_values(
+      R"(^label_values\(\s*([A-Za-z_:][A-Za-z0-9_:]*)\s*,\s*([A-Za-z_][A-Za-z0-9_]*)\s*\)$)");
+  for (const char* name : {"team", "pool"}) {
+    INFO(name);
+    REQUIRE(vars.count(name) == 1);
+    const auto& v = vars[name];
+    CHECK(v.value("type", "") == "query");
+    CHECK(v.value("multi", false));
+    CHECK(v.value("includeAll", false));
+    CHECK(v.value("allValue", "") == ".*");
+    std::string q = v.contains("query") && v["query"].is_object() ? v["query"].value("query", "")
+                                                                  : v.value("query", "");
+    CHECK(v.value("definition", "") == q);
+    std::smatch m;
+    REQUIRE(std::regex_match(q, m, label_values));
+    CHECK(m[2].str() == name);
+    auto c = check_expr(m[1].str() + "{" + m[2].str() + "=\"\"}");
+    CHECK(c.unknown_series.empty());
+    CHECK(c.unknown_labels.empty());
+    CHECK(c.series.size() == 1);
+  }
+
+  // Every variable a query refers to exists and is used as label=~"$label";
+  // each query variable is used by some panel.
+  std::vector<std::string> exprs;
+  collect_exprs(dash["panels"], exprs);
+  std::map<std::string, int> uses;
+  for (const auto& e : exprs) {
+    INFO(e);
+    for (const auto& v : variables_in(e)) {
+      CHECK(vars.count(v) == 1);
+      ++uses[v];
+    }
+    CHECK(misused_variables(e).empty());
+  }
+  for (const auto& [name, v] : vars) {
+    if (v.value("type", "") != "query") continue;
+    INFO(name);
+    CHECK(uses[name] >= 3);
+  }
+}
+
+TEST_CASE("dashboard shows GPU utilization against allocation", "[metrics][dashboard]") {
+  auto dash = load_dashboard();
+  REQUIRE_FALSE(dash.is_discarded());
+  const nlohmann::json* panel = nullptr;
+  for (const auto& p : dash["panels"])
+    if (p.value("title", "") == "GPU utilization vs allocation") panel = &p;
+  REQUIRE(panel != nullptr);
+  std::vector<std::string> exprs;
+  collect_exprs(*panel, exprs);
+  std::set<std::string> used;
+  bool idle = false;
+  for (const auto& e : exprs) {
+    auto c = check_expr(e);
+    used.insert(c.series.begin(), c.series.end());
+    // Allocated-but-idle: allocated GPUs under 5 % busy, joined per GPU.
+    idle = idle || (e.find("troupe_node_gpu_allocated == 1") != std::string::npos &&
+                    e.find("on (node, gpu)") != std::string::npos &&
+                    e.find("troupe_node_gpu_utilization_ratio < 0.05") != std::string::npos);
+  }
+  CHECK(used.count("troupe_node_gpu_allocated") == 1);
+  CHECK(used.count("troupe_node_gpu_utilization_ratio") == 1);
+  CHECK(idle);
 }
 
 TEST_CASE("docs/metrics.md documents every exported series", "[metrics][dashboard]") {

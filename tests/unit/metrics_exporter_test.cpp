@@ -1,20 +1,32 @@
 // The shared exporter loop (actors/metrics/exporter.hpp): gauge rows a
 // complete sample no longer sets go, an incomplete sample removes none; the
 // polling thread samples until stop_polling() and never after; a bad address
-// is an error. Loopback, port 0; no NATS.
+// is an error; a scrape holds Troupe's families only (none of prometheus-cpp's
+// exposer_*), and no NaN. Loopback, port 0; no NATS.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <set>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "actors/metrics/exporter.hpp"
 #include "actors/metrics/model.hpp"
+#include "scrape.hpp"
 
 using namespace troupe::metrics;
 
 namespace {
+
+using troupe::testing::scrape;
 
 SeriesInfo gauge_info(const std::string& name) {
   SeriesInfo s;
@@ -35,7 +47,63 @@ std::set<std::string> rows_of(Exporter& ex, const std::string& name) {
   return out;
 }
 
+// The series names of a text-format body: of each sample line, and of each
+// # HELP / # TYPE line.
+std::vector<std::string> names_in(const std::string& body) {
+  std::vector<std::string> out;
+  std::istringstream in(body);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    if (line.rfind("# HELP ", 0) == 0 || line.rfind("# TYPE ", 0) == 0) line = line.substr(7);
+    out.push_back(line.substr(0, line.find_first_of("{ ")));
+  }
+  return out;
+}
+
 }  // namespace
+
+TEST_CASE("exporter: a scrape holds Troupe's series only, and no NaN", "[metrics]") {
+  std::string err;
+  auto ex = Exporter::start("127.0.0.1:0", 1, &err);
+  INFO(err);
+  REQUIRE(ex);
+  // Every family both daemons export, each with one row; histograms and
+  // counters left at zero, as before the first observation.
+  for (const auto* table : {&scheduler_series(), &node_series()})
+    for (const auto& s : *table) {
+      prometheus::Labels l;
+      for (const auto& name : s.labels) l[name] = "x";
+      if (s.type == Type::kGauge)
+        ex->gauge(s).Add(l).Set(1);
+      else if (s.type == Type::kCounter)
+        ex->counter(s).Add(l);
+      else
+        ex->histogram(s).Add(l, prometheus::Histogram::BucketBoundaries(s.buckets));
+    }
+  // Scraped twice: the second scrape is the one a server that counts its own
+  // scrapes (prometheus-cpp's Exposer) would add its exposer_* series to.
+  scrape(ex->port());
+  auto resp = scrape(ex->port());
+  REQUIRE(resp.rfind("HTTP/1.1 200", 0) == 0);
+  auto head_end = resp.find("\r\n\r\n");
+  REQUIRE(head_end != std::string::npos);
+  CHECK_THAT(resp.substr(0, head_end), Catch::Contains("Content-Type: text/plain; version=0.0.4"));
+  auto body = resp.substr(head_end + 4);
+  INFO(body);
+  CHECK(body.find("NaN") == std::string::npos);
+  CHECK(body.find("exposer_") == std::string::npos);
+  auto names = names_in(body);
+  CHECK(names.size() > 100);
+  std::set<std::string> families;
+  for (const auto& n : names) {
+    INFO(n);
+    CHECK(n.rfind("troupe_", 0) == 0);
+    families.insert(n);
+  }
+  CHECK(families.count("troupe_queue_wait_seconds_bucket") == 1);
+  CHECK(families.count("troupe_node_gpu_allocated") == 1);
+}
 
 TEST_CASE("exporter: rows a complete sample does not set again go", "[metrics]") {
   std::string err;
