@@ -14,7 +14,7 @@ PACKAGES=(
   cmake ninja-build g++ pkg-config
   libcaf-dev libnats-dev nats-server
   flatbuffers-compiler libflatbuffers-dev libprotobuf-dev protobuf-compiler
-  prometheus-cpp-dev catch2 libcli11-dev libspdlog-dev libyaml-cpp-dev
+  prometheus-cpp-dev libcivetweb-dev catch2 libcli11-dev libspdlog-dev libyaml-cpp-dev
   nlohmann-json3-dev libcpp-httplib-dev libbenchmark-dev openssl libssl-dev
   prometheus
   passwd bubblewrap podman runc busybox-static
