@@ -240,7 +240,7 @@ ArbiterActor::behavior_type front_behavior(Self self, OutboxPtr out, policy::Bas
           self->send(st.pools.begin()->second, list_atom_v, to);
           return;
         }
-        if (!to.empty()) st.out->publish(to, spec::view_json(pb::NodeList{}));
+        if (!to.empty()) st.out->publish(to, spec::to_json(pb::NodeList{}));
       },
       [=](round_atom) {},
       [=](tick_atom) {},

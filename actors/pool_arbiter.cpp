@@ -735,7 +735,7 @@ ArbiterActor::behavior_type arbiter_behavior(Self self, OutboxPtr out, policy::B
           v->set_gpu_memory_shared_mb(policy::shared_used_mb(c));
           v->set_gpu_memory_stranded_mb(policy::stranded_mb(c));
         }
-        self->state.out->publish(to, spec::view_json(list));
+        self->state.out->publish(to, spec::to_json(list));
       },
   };
 }

@@ -64,6 +64,9 @@ int run_submit(const std::string& url, const std::optional<std::string>& file,
 }
 
 namespace {
+// How long `logs -f` asks again for a job's team while no scheduler answers.
+constexpr auto kFailoverPatience = std::chrono::seconds(60);
+
 // A job's view once it is terminal, asking again through errors (a
 // scheduler failover answers `no responders` for a few seconds) until
 // `deadline`; "" or why not.
@@ -81,6 +84,23 @@ std::string wait_terminal(Client& c, const std::string& team, const std::string&
     }
     if (std::chrono::steady_clock::now() >= deadline)
       return err.empty() ? "still " + view->state() + " when the wait ended" : err;
+    std::this_thread::sleep_for(kPoll);
+  }
+}
+
+// The job's team as resolve_team finds it, asking again through transport
+// errors (no responders, timeouts: a scheduler failover) until `deadline`;
+// "" or the last error. A definite answer (no such job) is not asked again.
+std::string resolve_team_retrying(Client& c, const std::string& given, const std::string& id,
+                                  std::string* team,
+                                  std::chrono::steady_clock::time_point deadline) {
+  constexpr auto kPoll = std::chrono::milliseconds(300);
+  for (;;) {
+    std::string code;
+    std::string err = c.resolve_team(given, id, team, &code);
+    if (err.empty() || !code.empty()) return err;  // found, or the scheduler said why not
+    if (std::chrono::steady_clock::now() >= deadline) return err;
+    std::cerr << "troupe: " << id << ": " << err << " (trying again)\n";
     std::this_thread::sleep_for(kPoll);
   }
 }
@@ -105,7 +125,7 @@ int run_wait(const std::string& url, const std::vector<std::string>& ids, const 
   int rc = 0;
   for (const auto& id : ids) {
     std::string t;
-    if (auto err = c->resolve_team(team, id, &t); !err.empty())
+    if (auto err = resolve_team_retrying(*c, team, id, &t, deadline); !err.empty())
       return fail("wait " + id + ": " + err);
     pb::JobView view;
     if (auto err = wait_terminal(*c, t, id, deadline, &view); !err.empty())
@@ -200,7 +220,10 @@ int run_logs(const std::string& url, const std::string& job_id, const std::strin
   auto c = open_client(url);
   if (!c) return kUnreachableExit;
   std::string t;
-  if (auto err = c->resolve_team(team, job_id, &t); !err.empty())
+  // Following rides out a failover from the start (its first lookup too).
+  auto lookup_deadline =
+      std::chrono::steady_clock::now() + (follow ? kFailoverPatience : std::chrono::seconds(0));
+  if (auto err = resolve_team_retrying(*c, team, job_id, &t, lookup_deadline); !err.empty())
     return fail("logs " + job_id + ": " + err);
   pb::JobView view;
   // Every rank of the job (--all-ranks), each line prefixed with its rank.

@@ -85,9 +85,10 @@ std::string digest(std::string_view bytes);
 // Any protobuf message as JSON with the field names of the .proto, every
 // field printed (zeros too): the events' fixed shape (event_json.hpp).
 std::string to_json(const google::protobuf::Message& m);
-// The same for the replies of the user API (JobView, JobList, NodeList): a
-// zero, false or empty field is left out (docs/api.md), but for `optional`
-// fields that are set (`exit_code: 0`).
+// The same for the job views of the user API (JobView, JobList): a zero,
+// false or empty field is left out (docs/api.md), but for `optional` fields
+// that are set (`exit_code: 0`). NodeViews keep every field: `alive` and
+// `schedulable` read false when absent, which older readers took for true.
 std::string view_json(const google::protobuf::Message& m);
 // Parses JSON into `m`; returns an empty string or the parse error.
 std::string parse_json(std::string_view json, google::protobuf::Message& m);

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "harness.hpp"
@@ -209,6 +210,46 @@ TEST_CASE("cli: logs --all-ranks shows every rank's output, each line with its r
   RunResult follow = c.run_cli({"logs", "-f", "--all-ranks", id});
   CHECK(follow.exit_code == 0);
   CHECK_THAT(follow.out, Catch::Contains("[rank 1] second-1\n"));
+}
+
+TEST_CASE(
+    "cli: logs -f rides out a scheduler restart and exits as the job ended, JSON views "
+    "leave out zero fields",
+    "[integration][cli][logs]") {
+  Cluster c(ClusterOptions{}.node("f1", 2, false));
+  REQUIRE(c.wait_nodes_alive(1, 20s));
+  auto id = c.submit_ok(
+      "nlp", job_spec("nlp", {"sh", "-c",
+                              "for i in 1 2 3 4 5 6 7 8; do echo tick $i; sleep 1; done; exit 4"}));
+  REQUIRE(c.events().wait_state(id, std::string(names::kRunning), 20s));
+  // Zero fields are left out of a view (docs/api.md): a running job has no
+  // end_ms and no exit_code yet.
+  RunResult running = c.run_cli({"status", id, "-o", "json"});
+  INFO(describe(running));
+  REQUIRE(running.exit_code == 0);
+  Json view = Json::parse(running.out);
+  CHECK_FALSE(view.contains("end_ms"));
+  CHECK_FALSE(view.contains("exit_code"));
+  CHECK_FALSE(view.contains("preemptions"));
+  CHECK(view.value("state", "") == names::kRunning);
+  // The follower asks through a scheduler that is killed and started again
+  // meanwhile: it retries "no responders" and reads on where it was.
+  RunResult follow;
+  std::thread follower([&] { follow = c.run_cli({"logs", "-f", id}, 90s); });
+  c.kill_scheduler();
+  c.restart_scheduler();
+  REQUIRE(c.wait_scheduler_serving(30s));
+  follower.join();
+  INFO(describe(follow));
+  CHECK(follow.exit_code == 4);
+  for (int i = 1; i <= 8; ++i)
+    CHECK_THAT(follow.out, Catch::Contains("tick " + std::to_string(i) + "\n"));
+  CHECK(follow.out.find("tick 1\n") == follow.out.rfind("tick 1\n"));  // nothing read twice
+  RunResult ended = c.run_cli({"status", id, "-o", "json"});
+  REQUIRE(ended.exit_code == 0);
+  Json last = Json::parse(ended.out);
+  CHECK(last.value("exit_code", -1) == 4);
+  CHECK(last.contains("end_ms"));
 }
 
 TEST_CASE("cli: troupe completion bash completes verbs and flags in a real bash",
