@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "actors/job_record.hpp"
+#include "actors/policy/dependencies.hpp"
 #include "actors/policy/las.hpp"
 #include "actors/policy/ledger.hpp"
 #include "actors/policy/preemption.hpp"
@@ -38,13 +39,15 @@ constexpr auto kStopResend = std::chrono::seconds(15);
 // its replies carry the phase's name (names::k*): name_of / phase_of, here only.
 //   queued --placed--> starting --all Started--> running --all Exited--> an end
 //   an attempt preempted: preempted --> queued (or failed)
-enum class Phase { queued, starting, running, preempted, succeeded, failed, canceled };
+//   blocked (waiting for its depends_on jobs) is a record's only: the job
+//   supervisor keeps such a job, which has no actor.
+enum class Phase { blocked, queued, starting, running, preempted, succeeded, failed, canceled };
 
 constexpr std::pair<Phase, std::string_view> kPhaseNames[] = {
-    {Phase::queued, names::kQueued},       {Phase::starting, names::kStarting},
-    {Phase::running, names::kRunning},     {Phase::preempted, kPreempted},
-    {Phase::succeeded, names::kSucceeded}, {Phase::failed, names::kFailed},
-    {Phase::canceled, names::kCanceled},
+    {Phase::blocked, names::kBlocked},   {Phase::queued, names::kQueued},
+    {Phase::starting, names::kStarting}, {Phase::running, names::kRunning},
+    {Phase::preempted, kPreempted},      {Phase::succeeded, names::kSucceeded},
+    {Phase::failed, names::kFailed},     {Phase::canceled, names::kCanceled},
 };
 
 std::string_view name_of(Phase phase) {
@@ -109,6 +112,12 @@ void announce(Self self, bool write_ahead) {
   if (write_ahead)
     stored = [me = JobActor{self}, attempt = r.attempt(), seq = r.event_seq()] {
       caf::anon_send(me, stored_atom_v, static_cast<int32_t>(attempt), static_cast<int64_t>(seq));
+    };
+  else if (terminal(self->state.phase))
+    // Its end is stored: the jobs that depend on it may go on (only then, so
+    // that their events come after this one).
+    stored = [jobs = self->state.w.jobs, id = r.job_id()] {
+      caf::anon_send(jobs, ended_atom_v, id);
     };
   auto [subject, json] = last_event_message(r);
   self->state.out->publish_event(subject, json, std::move(stored));
@@ -602,6 +611,14 @@ void enter_first_queued(pb::JobRecord& r, int64_t now_ms) {
 void enter_canceled_queued(pb::JobRecord& r, int64_t now_ms) {
   r.set_cancel_requested(true);
   enter_record(r, Phase::canceled, "canceled by request", "canceled", now_ms);
+}
+
+void enter_blocked(pb::JobRecord& r, int64_t now_ms) {
+  enter_record(r, Phase::blocked, {}, {}, now_ms);
+}
+
+void enter_dependency_failed(pb::JobRecord& r, std::string reason, int64_t now_ms) {
+  enter_record(r, Phase::canceled, std::move(reason), policy::deps::kDependencyFailed, now_ms);
 }
 
 JobTicket ticket_of(const pb::JobRecord& r) {

@@ -20,7 +20,8 @@
 //   linger over; (crash_atom) for supervision tests. Restarted in
 //   starting/running, it sends (sync_atom, node, id, attempt, rank) to the
 //   node supervisor for each rank and asks again for a stop it had asked for.
-// Sends: JobEvent JSON on troupe.<team>.events.<id>; (enqueue_atom,
+// Sends: JobEvent JSON on troupe.<team>.events.<id>, and (ended_atom, id) to
+//   the job supervisor once its end event is stored; (enqueue_atom,
 //   JobTicket) and (dequeue_atom, team, id) to the queue supervisor;
 //   (route_atom, node, Envelope{Launch|Stop|Release}) and (sync_atom, ...) to
 //   the node supervisor; (done_atom, id), (checkpoint_atom, ...),
@@ -65,6 +66,12 @@ bool may_wait_asleep(const pb::JobRecord& r, int64_t now_ms);
 void enter_first_queued(pb::JobRecord& r, int64_t now_ms);
 // A queued job canceled by request: its record enters `canceled`.
 void enter_canceled_queued(pb::JobRecord& r, int64_t now_ms);
+// A new job with depends_on: its record enters `blocked` (attempt 0) and
+// waits for the job supervisor to queue it (enter_first_queued) or end it.
+void enter_blocked(pb::JobRecord& r, int64_t now_ms);
+// A blocked job whose dependency can never be met: `canceled`, its cause
+// dependency_failed, `reason` naming the upstream job (policy/dependencies.hpp).
+void enter_dependency_failed(pb::JobRecord& r, std::string reason, int64_t now_ms);
 // The ticket of a queued job for its team's queue.
 JobTicket ticket_of(const pb::JobRecord& r);
 // The event of the record's last change: subject and JobEvent JSON.

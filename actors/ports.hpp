@@ -109,7 +109,7 @@ class History {
 };
 using HistoryPtr = std::shared_ptr<History>;
 
-// A worker's output as its agent shipped it to TROUPE_LOGS (the subject
+// A worker's output as its agent shipped it to TROUPE_LOGS_<team> (the subject
 // subjects::log_chunks(node, team, job, attempt, rank): only that node's
 // agent may publish there), for troupe.<team>.logs of a job that has ended,
 // whose node may be gone. read() returns at once; `done` runs later on

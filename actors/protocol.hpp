@@ -100,6 +100,13 @@ CAF_ADD_ATOM(troupe, troupe::atoms, handoff_atom, "handoff")
 // (promote_atom, job): a job of an `order: las` team has waited long enough
 // to go to band 0 (team queue -> itself; policy/las.hpp).
 CAF_ADD_ATOM(troupe, troupe::atoms, promote_atom, "promote")
+// (ended_atom, job): the job's end event is stored (job -> job supervisor):
+// the jobs blocked on it are judged again (policy/dependencies.hpp).
+CAF_ADD_ATOM(troupe, troupe::atoms, ended_atom, "ended")
+// (deps_atom, team, jobs) -> error: whether each job a new submission's
+// depends_on names is a job of its team the job supervisor knows (router ->
+// job supervisor); "" when all are.
+CAF_ADD_ATOM(troupe, troupe::atoms, deps_atom, "deps")
 
 namespace troupe {
 
@@ -255,6 +262,8 @@ using JobSupervisorActor = SupervisorActor::extend<
     reacts_to<requeue_atom, std::string /*team*/>,  // queue supervisor
     reacts_to<crash_atom, std::string /*id*/>,
     reacts_to<tick_atom>,  // itself: forget jobs ended longer ago than the retention
+    reacts_to<ended_atom, std::string /*job*/>,  // its jobs: the end event is stored
+    replies_to<deps_atom, std::string /*team*/, Strings /*jobs*/>::with<std::string>,   // router
     replies_to<handoff_atom, std::string /*id*/, std::string /*record*/>::with<bool>>;  // router
 
 // Queue supervisor: TeamQueueActors by team, created on first use.

@@ -50,13 +50,6 @@ std::optional<std::string> peek_job_id(std::string_view bytes) {
   return id;
 }
 
-bool known_state(std::string_view s) {
-  for (auto k : {names::kQueued, names::kPlacing, names::kStarting, names::kRunning,
-                 names::kSucceeded, names::kFailed, names::kCanceled})
-    if (s == k) return true;
-  return false;
-}
-
 std::string check_placement(const google::protobuf::RepeatedPtrField<pb::WorkerPlacement>& ps,
                             int workers) {
   for (const auto& p : ps) {
@@ -76,7 +69,8 @@ std::string check_job(const pb::JobRecord& r) {
   spec::Limits limits;
   limits.priority_classes = {r.spec().priority()};  // classes come from the config of its day
   if (auto e = spec::validate(r.spec(), limits); !e.empty()) return "spec: " + e;
-  if (!r.state().empty() && !known_state(r.state())) return "unknown state '" + r.state() + "'";
+  if (!r.state().empty() && !names::known_state(r.state()))
+    return "unknown state '" + r.state() + "'";
   if (r.attempt() < 0) return "negative attempt";
   return check_placement(r.placement(), std::max(1, r.spec().workers()));
 }
@@ -211,7 +205,7 @@ bool add_read_event(State& s, const std::optional<pb::JobEvent>& read, std::stri
     why = "job id or team is not valid";
   else if (!subject.empty() && subject != subjects::job_events(e.team(), e.job_id()))
     why = "its job or team is not the one of its subject";
-  else if (!e.state().empty() && !known_state(e.state()))
+  else if (!e.state().empty() && !names::known_state(e.state()))
     why = "unknown state '" + e.state() + "'";
   else if (it != s.jobs.end() && it->second.spec().team() != e.team())
     why = "its team is not its job's";
@@ -280,8 +274,7 @@ std::vector<pb::JobEvent> unannounced(const State& s, int64_t since_ms) {
     for (const auto& e : r.earlier())
       if (missing(e)) out.push_back(e);
     // The last event (seq = event_seq, at event_ts_ms), built only when missing.
-    if (r.event_ts_ms() >= since_ms && !stored.count(r.event_seq()))
-      out.push_back(last_event(r));
+    if (r.event_ts_ms() >= since_ms && !stored.count(r.event_seq())) out.push_back(last_event(r));
   }
   return out;
 }

@@ -149,6 +149,9 @@ void to_reader(Self self, const std::string& team, const Inbound& in) {
   self->send(readers[std::hash<std::string>{}(team) % readers.size()], in);
 }
 
+void record(Self self, const Inbound& in, const Waiter& w, const std::string& team,
+            const std::string& key, std::string fp, pb::JobSpec s, const policy::Admission& adm);
+
 // A submission its intake reader read: the checks that need the router's
 // state (idempotency keys, the team's GPUs and queued jobs, the registered
 // nodes), then the record to the intake stream.
@@ -214,6 +217,31 @@ void submit(Self self, const ReadSubmission& r) {
     reject(self, w, v.code, v.error, team);
     return;
   }
+  if (s.depends_on_size() == 0) {
+    record(self, in, w, team, key, std::move(fp), std::move(s), adm);
+    consumer.handed_on = true;
+    return;
+  }
+  // Its upstream jobs must be jobs of its team the job supervisor knows.
+  std::vector<std::string> upstream;
+  for (const auto& d : s.depends_on()) upstream.push_back(d.job());
+  consumer.handed_on = true;  // acknowledged below, or once recorded
+  self->request(st.w.jobs, caf::infinite, deps_atom_v, team, std::move(upstream))
+      .then([=, in = in, s = std::move(s), adm = adm](const std::string& error) mutable {
+        if (error.empty()) {
+          record(self, in, w, team, key, std::move(fp), std::move(s), adm);
+          return;
+        }
+        ConsumerAck refused{*self->state.intake, in.stream_seq};
+        reject(self, w, Refusal::invalid_spec, error, team);
+      });
+}
+
+// An accepted submission to the intake stream: its job is spawned once the
+// stream holds it (on_intake).
+void record(Self self, const Inbound& in, const Waiter& w, const std::string& team,
+            const std::string& key, std::string fp, pb::JobSpec s, const policy::Admission& adm) {
+  auto& st = self->state;
   ++st.queued[team];  // until the job first leaves `queued` (unqueued_atom) or is not recorded
   auto job_id = new_job_id(self);
   Pending pend;
@@ -228,7 +256,6 @@ void submit(Self self, const ReadSubmission& r) {
   pend.fingerprint = std::move(fp);
   pend.waiters.push_back(w);
   pend.stream_seq = in.stream_seq;
-  consumer.handed_on = true;
   std::vector<uint8_t> bytes(pend.record.begin(), pend.record.end());
   if (!key.empty()) st.pending_keys[key] = job_id;
   st.pending.emplace(job_id, std::move(pend));

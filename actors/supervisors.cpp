@@ -23,6 +23,7 @@
 #include "actors/node_actor.hpp"
 #include "actors/policy/admission.hpp"
 #include "actors/policy/config.hpp"
+#include "actors/policy/dependencies.hpp"
 #include "actors/policy/ledger.hpp"
 #include "actors/policy/pages.hpp"
 #include "actors/policy/why.hpp"
@@ -159,7 +160,18 @@ struct JobSupState : SupState<JobActor> {
   int64_t retention_ms = 0;
   std::deque<std::pair<int64_t, std::string>> ended;
   bool sweep_armed = false;
-  StoredLogsPtr logs;  // an ended job's logs are read from TROUPE_LOGS (null: agents only)
+  StoredLogsPtr logs;  // an ended job's logs are read from TROUPE_LOGS_<team> (null: agents only)
+  // Blocked jobs (depends_on) by an upstream job they wait for: judged again
+  // when it ends (ended_atom). One that is no longer blocked is passed over.
+  std::unordered_map<std::string, std::vector<std::string>> blocked_on;
+  // The state of job `id` of `team` as its record says; "" when there is no
+  // such job here (another team's job reads as none).
+  std::string state_of(const std::string& id, const std::string& team) {
+    auto* snap = children.snapshot_of(id);
+    pb::JobRecord rec;
+    if (snap == nullptr || !rec.ParseFromString(*snap) || rec.spec().team() != team) return {};
+    return rec.state();
+  }
   static inline const char* name = "job_supervisor";
 };
 using JobSup = JobSupervisorActor::stateful_pointer<JobSupState>;
@@ -199,18 +211,102 @@ void forget_job(JobSup self, const std::string& id) {
   if (st.store) st.store->purge(job_key(id));
 }
 
-// A queued job waiting without an actor (actors/job_actor.hpp): its record
-// here and in the store, its ticket to its team's queue.
-void keep_asleep(JobSup self, const pb::JobRecord& rec) {
+// The record of a job without an actor, here and in the store, and its
+// event.
+void keep_announced(JobSup self, const pb::JobRecord& rec) {
   auto& st = self->state;
   std::string bytes;
   rec.SerializeToString(&bytes);
   st.snapshot(rec.job_id(), job_key(rec.job_id()), std::move(bytes));
-  self->send(st.w.queues, enqueue_atom_v, ticket_of(rec));
+  auto [subject, json] = last_event_message(rec);
+  st.out->publish_event(subject, json, {});
+}
+
+// A queued job waiting without an actor (actors/job_actor.hpp): its record
+// and event, its ticket to its team's queue.
+void keep_asleep(JobSup self, const pb::JobRecord& rec) {
+  keep_announced(self, rec);
+  self->send(self->state.w.queues, enqueue_atom_v, ticket_of(rec));
+}
+
+// The record of a job waiting without an actor in `state` (none when it has
+// an actor, or is in another state).
+std::optional<pb::JobRecord> waiting_in(JobSup self, const std::string& id,
+                                        std::string_view state) {
+  auto& st = self->state;
+  if (st.children.find(id)) return std::nullopt;
+  auto* snap = st.children.snapshot_of(id);
+  pb::JobRecord rec;
+  if (snap == nullptr || !rec.ParseFromString(*snap) || rec.state() != state) return std::nullopt;
+  return rec;
+}
+
+// A queued job waiting without an actor.
+std::optional<pb::JobRecord> asleep(JobSup self, const std::string& id) {
+  return waiting_in(self, id, names::kQueued);
+}
+
+std::vector<policy::deps::Dependency> deps_of(const pb::JobRecord& rec) {
+  std::vector<policy::deps::Dependency> d;
+  for (const auto& x : rec.spec().depends_on()) d.push_back({x.job(), x.on()});
+  return d;
+}
+
+// A blocked job judged (policy/dependencies.hpp): queued when every upstream
+// job ended as it needs; canceled (dependency_failed) when one cannot; else it
+// waits, and with `watch` it is noted under each upstream job not ended yet.
+// Returns whether it ended (its own dependents are then judged in turn).
+bool judge_blocked(JobSup self, pb::JobRecord rec, bool watch) {
+  auto& st = self->state;
+  const std::string team = rec.spec().team();
+  auto deps = deps_of(rec);
+  auto state_of = [&](const std::string& job) { return st.state_of(job, team); };
+  auto v = policy::deps::judge(deps, state_of);
+  const int64_t now = st.w.now_ms();
+  switch (v.status) {
+    case policy::deps::Status::met:
+      enter_first_queued(rec, now);
+      keep_asleep(self, rec);
+      return false;
+    case policy::deps::Status::never: {
+      std::string on;
+      for (const auto& d : deps)
+        if (d.job == v.upstream) on = d.on;
+      enter_dependency_failed(rec, policy::deps::failed_reason(v, on), now);
+      keep_announced(self, rec);
+      st.left(rec.job_id());
+      retire(self, rec.job_id(), now);
+      return true;
+    }
+    case policy::deps::Status::waiting:
+      if (watch)
+        for (const auto& d : deps)
+          if (!names::is_terminal(state_of(d.job))) st.blocked_on[d.job].push_back(rec.job_id());
+      return false;
+  }
+  return false;
+}
+
+// Job `id` ended (its end event stored, or ended here): the jobs blocked on it
+// are judged again, and those that end for it, theirs in turn.
+void upstream_ended(JobSup self, const std::string& id) {
+  auto& st = self->state;
+  std::deque<std::string> ended{id};
+  while (!ended.empty()) {
+    auto it = st.blocked_on.find(ended.front());
+    ended.pop_front();
+    if (it == st.blocked_on.end()) continue;
+    auto waiting = std::move(it->second);
+    st.blocked_on.erase(it);
+    for (const auto& down : waiting)
+      if (auto rec = waiting_in(self, down, names::kBlocked))
+        if (judge_blocked(self, std::move(*rec), false)) ended.push_back(down);
+  }
 }
 
 // A new job (the router: accepted, or handed off by a standby): queued and
-// announced, without an actor until its placement comes.
+// announced, without an actor until its placement comes; blocked first when
+// it depends on other jobs.
 void new_job(JobSup self, const std::string& id, const std::string& record) {
   auto& st = self->state;
   pb::JobRecord rec;
@@ -218,24 +314,18 @@ void new_job(JobSup self, const std::string& id, const std::string& record) {
     st.start(self, id, record);  // (not a new job: its actor takes it up)
     return;
   }
+  if (rec.spec().depends_on_size() > 0) {
+    enter_blocked(rec, st.w.now_ms());
+    st.index(rec);
+    st.track(rec);
+    keep_announced(self, rec);
+    if (judge_blocked(self, std::move(rec), true)) upstream_ended(self, id);
+    return;
+  }
   enter_first_queued(rec, st.w.now_ms());
   st.index(rec);
   st.track(rec);
   keep_asleep(self, rec);
-  auto [subject, json] = last_event_message(rec);
-  st.out->publish_event(subject, json, {});
-}
-
-// The record of a queued job waiting without an actor (none when it has an
-// actor, or is not queued).
-std::optional<pb::JobRecord> asleep(JobSup self, const std::string& id) {
-  auto& st = self->state;
-  if (st.children.find(id)) return std::nullopt;
-  auto* snap = st.children.snapshot_of(id);
-  pb::JobRecord rec;
-  if (snap == nullptr || !rec.ParseFromString(*snap) || rec.state() != names::kQueued)
-    return std::nullopt;
-  return rec;
 }
 
 void sweep(JobSup self) {
@@ -346,6 +436,7 @@ JobSupervisorActor::behavior_type job_sup_behavior(JobSup self, OutboxPtr out,
         // (until their retention ends, counted from their end); the others
         // get their actor back in the state they were in.
         std::vector<std::pair<int64_t, std::string>> ended;
+        std::vector<std::string> blocked;
         for (auto& bytes : records) {
           pb::JobRecord rec;
           if (!rec.ParseFromString(bytes) || rec.job_id().empty()) continue;
@@ -356,6 +447,9 @@ JobSupervisorActor::behavior_type job_sup_behavior(JobSup self, OutboxPtr out,
             ended.emplace_back(rec.end_ms() > 0 ? rec.end_ms() : self->state.w.now_ms(),
                                rec.job_id());
             self->state.children.snapshot(rec.job_id(), std::move(bytes));
+          } else if (rec.state() == names::kBlocked) {
+            blocked.push_back(rec.job_id());  // judged once every record is back
+            self->state.children.snapshot(rec.job_id(), std::move(bytes));
           } else if (may_wait_asleep(rec, self->state.w.now_ms())) {
             self->state.children.snapshot(rec.job_id(), bytes);
             self->send(self->state.w.queues, enqueue_atom_v, ticket_of(rec));
@@ -364,6 +458,10 @@ JobSupervisorActor::behavior_type job_sup_behavior(JobSup self, OutboxPtr out,
         }
         std::sort(ended.begin(), ended.end());
         for (auto& [end_ms, id] : ended) retire(self, id, end_ms);
+        // Blocked jobs: their upstream jobs may have ended meanwhile.
+        for (const auto& id : blocked)
+          if (auto rec = waiting_in(self, id, names::kBlocked))
+            if (judge_blocked(self, std::move(*rec), true)) upstream_ended(self, id);
       },
       [=](status_atom, const std::string& id, const std::string& team, const std::string& reply) {
         if (!holds(self, id)) {  // purged (or never was): the router reads its events
@@ -382,17 +480,15 @@ JobSupervisorActor::behavior_type job_sup_behavior(JobSup self, OutboxPtr out,
           self->send(a, cancel_atom_v, reply);
           return;
         }
-        if (rec.state() == names::kQueued && !st.children.find(id)) {
+        bool blocked = rec.state() == names::kBlocked;
+        if ((blocked || rec.state() == names::kQueued) && !st.children.find(id)) {
           // Waiting without an actor: out of its queue, canceled, ended.
-          self->send(st.w.queues, dequeue_atom_v, rec.spec().team(), id);
+          if (!blocked) self->send(st.w.queues, dequeue_atom_v, rec.spec().team(), id);
           enter_canceled_queued(rec, st.w.now_ms());
-          std::string bytes;
-          rec.SerializeToString(&bytes);
-          st.snapshot(id, job_key(id), std::move(bytes));
-          auto [subject, json] = last_event_message(rec);
-          st.out->publish_event(subject, json, {});
+          keep_announced(self, rec);
           st.left(id);
           retire(self, id, st.w.now_ms());
+          upstream_ended(self, id);
         }
         st.out->publish(reply, views::job_state_json(id, rec.state()));
       },
@@ -405,6 +501,16 @@ JobSupervisorActor::behavior_type job_sup_behavior(JobSup self, OutboxPtr out,
           std::string pools = rec.pools_size() > 1 ? rec.pools(0) : rec.pool();
           for (int i = 1; i < rec.pools_size(); ++i) pools += "," + rec.pools(i);
           self->send(self->state.w.arbiter, why_atom_v, id, team, pools, reply);
+          return;
+        }
+        if (rec.state() == names::kBlocked) {
+          const std::string& t = rec.spec().team();
+          auto& st = self->state;
+          st.out->publish(reply, views::why_json(id, rec.state(), true, policy::why::kBlocked,
+                                                 policy::deps::why_blocked(
+                                                     deps_of(rec), [&](const std::string& j) {
+                                                       return st.state_of(j, t);
+                                                     })));
           return;
         }
         std::string reason;
@@ -518,6 +624,15 @@ JobSupervisorActor::behavior_type job_sup_behavior(JobSup self, OutboxPtr out,
           self->send(self->state.w.router, history_atom_v, id, team, reply);
       },
       [=](tick_atom) { sweep(self); },
+      [=](ended_atom, const std::string& id) { upstream_ended(self, id); },
+      [=](deps_atom, const std::string& team, const std::vector<std::string>& jobs) {
+        // The same answer for another team's job as for no job at all.
+        for (const auto& j : jobs)
+          if (self->state.state_of(j, team).empty())
+            return "depends_on: no job " + j + " in team " + team +
+                   " (a job of the same team, submitted before and not yet forgotten)";
+        return std::string();
+      },
       [=](handoff_atom, const std::string& id, const std::string& record) {
         // Known already: restored (the restore reads the intake stream's
         // handoff records too), or taken before (a redelivery).

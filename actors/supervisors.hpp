@@ -17,7 +17,10 @@
 //                     without an actor (new ones, restored ones before their
 //                     first attempt; actors/job_actor.hpp): their record, its
 //                     queued and canceled changes, their ticket to the queue;
-//                     their placement starts their actor.
+//                     their placement starts their actor. Owns the blocked
+//                     jobs (depends_on) too: each waits, without an actor
+//                     or ticket, until its upstream jobs end; then it is
+//                     queued, or canceled (dependency_failed).
 //   accepts: Wiring; (spawn_atom, id, record); (handoff_atom, id, record) ->
 //   taken (a standby's record: a new job unless known); (snapshot_atom, id, bytes);
 //   for a job: (placed_atom, Assignment) from its queue, (route_atom, id,
@@ -31,7 +34,10 @@
 //   (list_atom, team, limit, after, state, reply): one page, submit order;
 //   (find_atom, id, reply); (history_atom, id, team, reply): checked, then
 //   handed back to the router to read; (requeue_atom, team); (crash_atom, id);
-//   (stats_atom); (restore_atom, JobRecords); (tick_atom), its own: a job
+//   (stats_atom); (restore_atom, JobRecords); (ended_atom, id) from a job
+//   whose end event is stored: its blocked jobs are judged again;
+//   (deps_atom, team, ids) -> error from the router: a submission's
+//   depends_on names jobs of its team it knows; (tick_atom), its own: a job
 //   ended longer than the retention ago is forgotten (its snapshot, its place
 //   in the lists, its KV key purged, its idempotency key at the router:
 //   purged_atom); status and history of a job it does not know go to the

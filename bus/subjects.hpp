@@ -174,15 +174,37 @@ inline std::string log_chunks(std::string_view node, std::string_view team, std:
 inline std::string node_log_chunks(std::string_view node) {
   return "troupe.sys.logs." + std::string(node) + ".>";
 }
+// Every chunk of team <team>'s workers, from any node: the subjects of its
+// stream logs_stream(team). Those of two teams never overlap.
+inline std::string team_log_chunks(std::string_view team) {
+  return "troupe.sys.logs.*." + std::string(team) + ".>";
+}
+// The team of a subject made by log_chunks(); "" when it is not one.
+inline std::string_view team_of_log_chunks(std::string_view subject) {
+  constexpr std::string_view prefix = "troupe.sys.logs.";
+  if (subject.substr(0, prefix.size()) != prefix) return {};
+  subject.remove_prefix(prefix.size());
+  size_t node_end = subject.find('.');
+  if (node_end == std::string_view::npos) return {};
+  subject.remove_prefix(node_end + 1);
+  return subject.substr(0, subject.find('.'));
+}
 
 // JetStream names ([A-Za-z0-9_-]+).
 inline constexpr const char* kIntakeStream = "TROUPE_INTAKE";
 inline constexpr const char* kIntakeSubjects = "troupe.sys.intake.>";
 inline constexpr const char* kEventsStream = "TROUPE_EVENTS";
-// Workers' output as their agents ship it (messages/log_chunks.hpp): read by
-// the scheduler for troupe.<team>.logs once a job has ended.
-inline constexpr const char* kLogsStream = "TROUPE_LOGS";
-inline constexpr const char* kAllLogChunks = "troupe.sys.logs.>";
+// Workers' output as their agents ship it (messages/log_chunks.hpp), one
+// stream per team (logs_stream(team), on team_log_chunks(team), each with the
+// team's retention): read by the scheduler for troupe.<team>.logs once a job
+// has ended.
+inline constexpr const char* kLogsStreamPrefix = "TROUPE_LOGS_";
+// The one stream of every team's output before streams were per team: it
+// overlaps theirs, so the scheduler deletes it at start.
+inline constexpr const char* kLegacyLogsStream = "TROUPE_LOGS";
+inline std::string logs_stream(std::string_view team) {
+  return kLogsStreamPrefix + std::string(team);  // a valid team is a valid stream name
+}
 inline constexpr const char* kEnqueueConsumer = "troupe-scheduler";  // durable, on kAllEnqueue
 inline constexpr const char* kHandoffConsumer = "troupe-handoff";    // durable, on kAllHandoff
 // KV buckets: actor snapshots (job.<id>, node.<name>, meta.flushed_ms) and

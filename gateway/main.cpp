@@ -65,6 +65,11 @@ int main(int argc, char** argv) {
   auto* o_runtime = submit->add_option("--max-runtime", max_runtime,
                                        "time before it is stopped: seconds, or 90m, 1h30m, 2d");
   auto* o_retries = submit->add_option("--max-retries", max_retries, "retries after a failure");
+  submit
+      ->add_option("--after", flags.after,
+                   "JOB_ID[:succeeded|failed|finished]: start once that job ended so (default "
+                   "succeeded; repeat the flag for more; the job is blocked until then)")
+      ->allow_extra_args(false);
   submit->add_option("--env", flags.env, "KEY=VALUE (repeat the flag for more)")
       ->allow_extra_args(false);
   auto* o_idem =

@@ -55,6 +55,16 @@ BuiltSpec build_spec(const std::optional<std::string>& file_text, const SubmitFl
     }
     (*s.mutable_env())[pair->first] = pair->second;
   }
+  for (const auto& a : f.after) {
+    auto colon = a.find(':');
+    auto* d = s.add_depends_on();
+    d->set_job(a.substr(0, colon));
+    if (colon != std::string::npos) d->set_on(a.substr(colon + 1));
+    if (d->job().empty()) {
+      b.error = "--after expects JOB_ID[:succeeded|failed|finished], got '" + a + "'";
+      return b;
+    }
+  }
   if (!f.command.empty()) {
     s.clear_command();
     for (const auto& c : f.command) s.add_command(c);

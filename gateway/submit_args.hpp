@@ -27,6 +27,7 @@ struct SubmitFlags {
   std::optional<int> gpus, workers, max_retries, cpus;
   std::optional<long long> max_runtime_s, memory_mb;
   std::vector<std::string> env;      // K=V
+  std::vector<std::string> after;    // JOB[:on] (on: succeeded, failed, finished): depends_on
   std::vector<std::string> command;  // replaces the spec's command when not empty
 };
 

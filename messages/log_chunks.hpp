@@ -1,4 +1,4 @@
-// A worker's output as its agent ships it to the stream TROUPE_LOGS
+// A worker's output as its agent ships it to the stream TROUPE_LOGS_<team>
 // (subject troupe.sys.logs.<node>.<team>.<job>.<attempt>.<rank>), so that
 // `troupe logs` reads it after the node is gone (docs/api.md, "logs"). Each
 // message is one chunk: its byte offset in the log, a newline, the bytes.
@@ -45,7 +45,7 @@ size_t utf8_complete_prefix(const char* data, size_t n);
 
 // The reply of troupe.<team>.logs for `data`, read at `offset` of a log of
 // `size` bytes: {"data","offset" (the next one),"eof","size"}, plus
-// "stored":true when it was read from TROUPE_LOGS rather than from the node.
+// "stored":true when it was read from TROUPE_LOGS_<team> rather than from the node.
 // `data` is cut at a whole UTF-8 character; invalid bytes are replaced.
 std::string reply_json(std::string data, int64_t offset, int64_t size, bool stored);
 

@@ -24,7 +24,9 @@ inline bool valid_team(std::string_view team) {
   return check_token(team).empty() && team != "sys";
 }
 
-// Job states. queued -> placing -> starting -> running -> a terminal state.
+// Job states. (blocked ->) queued -> placing -> starting -> running -> a
+// terminal state. Blocked: waiting for its `depends_on` jobs to end.
+inline constexpr std::string_view kBlocked = "blocked";
 inline constexpr std::string_view kQueued = "queued";
 inline constexpr std::string_view kPlacing = "placing";
 inline constexpr std::string_view kStarting = "starting";
@@ -43,8 +45,14 @@ inline bool printable(std::string_view s) {
 }
 
 // Every job state, in life order.
-inline constexpr std::array<std::string_view, 7> kStates = {
-    kQueued, kPlacing, kStarting, kRunning, kSucceeded, kFailed, kCanceled};
+inline constexpr std::array<std::string_view, 8> kStates = {
+    kBlocked, kQueued, kPlacing, kStarting, kRunning, kSucceeded, kFailed, kCanceled};
+
+inline bool known_state(std::string_view state) {
+  for (auto s : kStates)
+    if (s == state) return true;
+  return false;
+}
 
 inline bool is_terminal(std::string_view state) {
   return state == kSucceeded || state == kFailed || state == kCanceled;

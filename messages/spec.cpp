@@ -311,6 +311,12 @@ Parsed from_wire(const wire::JobSpec* s) {
   o.set_max_retries(s->max_retries());
   o.set_idempotency_key(wire::str(s->idempotency_key()));
   o.set_pool(wire::str(s->pool()));
+  if (s->depends_on())
+    for (auto* d : *s->depends_on()) {
+      auto* dep = o.add_depends_on();
+      dep->set_job(wire::str(d->job()));
+      dep->set_on(wire::str(d->on()));
+    }
   p.ok = true;
   return p;
 }
@@ -328,17 +334,24 @@ flatbuffers::Offset<wire::JobSpec> to_wire(flatbuffers::FlatBufferBuilder& fbb,
       fbb, s.resources().gpus(), fbb.CreateString(s.resources().gpu_type()), s.resources().cpus(),
       s.resources().memory_mb(), types.empty() ? 0 : fbb.CreateVector(types),
       s.resources().gpu_memory_mb());
+  std::vector<flatbuffers::Offset<wire::Dependency>> deps;
+  for (const auto& d : s.depends_on())
+    deps.push_back(
+        wire::CreateDependency(fbb, fbb.CreateString(d.job()), fbb.CreateString(d.on())));
   return wire::CreateJobSpec(
       fbb, fbb.CreateString(s.name()), fbb.CreateString(s.team()), fbb.CreateString(s.kind()),
       fbb.CreateVector(cmd), fbb.CreateVectorOfSortedTables(&env), fbb.CreateString(s.image()), res,
       s.has_workers() ? s.workers() : 1, fbb.CreateString(s.priority()), s.max_runtime_s(),
-      s.max_retries(), fbb.CreateString(s.idempotency_key()), fbb.CreateString(s.pool()));
+      s.max_retries(), fbb.CreateString(s.idempotency_key()), fbb.CreateString(s.pool()),
+      deps.empty() ? 0 : fbb.CreateVector(deps));
 }
 
 void apply_defaults(pb::JobSpec& s) {
   if (!s.has_workers()) s.set_workers(1);
   if (s.priority().empty()) s.set_priority(std::string(names::kDefaultPriority));
   if (s.kind().empty()) s.set_kind("training");
+  for (auto& d : *s.mutable_depends_on())
+    if (d.on().empty()) d.set_on(std::string(kOnSucceeded));
 }
 
 namespace {
@@ -414,6 +427,9 @@ Verdict check_sizes(const pb::JobSpec& s, const Limits& limits) {
   if (env_bytes > limits.max_env_bytes)
     return too_large("env is " + num(env_bytes) + " bytes, keys and values (limit max_env_bytes " +
                      num(limits.max_env_bytes) + ")");
+  if (s.depends_on_size() > limits.max_dependencies)
+    return too_large("depends_on lists " + num(s.depends_on_size()) +
+                     " jobs (limit max_dependencies " + num(limits.max_dependencies) + ")");
   if (auto est = launch_bytes_estimate(s); est > limits.max_launch_bytes)
     return too_large("the job's launch message would be about " + num(est) +
                      " bytes (limit max_launch_bytes " + num(limits.max_launch_bytes) + ")");
@@ -549,6 +565,14 @@ Verdict check(const pb::JobSpec& s, const Limits& limits) {
                    " (limit max_grace_s)");
   if (auto c = control_char(s.checkpoint_signal()); !c.empty())
     return invalid("checkpoint_signal contains the control character " + c);
+  for (const auto& d : s.depends_on()) {
+    if (d.job().empty()) return invalid("depends_on: an entry names no job");
+    if (auto err = names::check_token(d.job()); !err.empty())
+      return invalid("depends_on: job " + err);
+    if (!d.on().empty() && !contains(kDependencyOns, d.on()))
+      return invalid("depends_on: unknown on '" + shown(d.on()) + "' for job " + d.job() +
+                     " (expected succeeded, failed or finished)");
+  }
   return {};
 }
 

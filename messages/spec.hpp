@@ -4,6 +4,7 @@
 
 #include <google/protobuf/message.h>
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -53,11 +54,21 @@ struct Limits {
   int max_grace_s = 3600;                    // a longer grace would make a job unpreemptible
   int64_t max_launch_bytes = 256 * 1024;     // launch_bytes_estimate()
   int max_gpu_types = 16;                    // resources.gpu_types entries
+  int max_dependencies = 64;                 // depends_on entries
   // Priority class names a spec may use (the cluster config's, else these).
   std::vector<std::string> priority_classes = {"high", "normal", "low"};
 };
 
-// Fills in defaults (workers 1, priority normal, gpu_type empty = any).
+// What a `depends_on` entry waits for: its upstream job ended succeeded (the
+// default), failed, or in any end (finished).
+inline constexpr std::string_view kOnSucceeded = "succeeded";
+inline constexpr std::string_view kOnFailed = "failed";
+inline constexpr std::string_view kOnFinished = "finished";
+inline constexpr std::array<std::string_view, 3> kDependencyOns = {kOnSucceeded, kOnFailed,
+                                                                   kOnFinished};
+
+// Fills in defaults (workers 1, priority normal, gpu_type empty = any, a
+// dependency's `on` succeeded).
 void apply_defaults(pb::JobSpec& s);
 
 // What validation found: nothing, a spec that cannot be right (invalid), or

@@ -30,7 +30,7 @@ constexpr auto kReapWait = std::chrono::seconds(5);  // after SIGKILL at shutdow
 constexpr long long kMaxDelayS = 100000000;          // ~3 years: keeps time_point math finite
 // How often TROUPE_CHECKPOINT_DIR/latest is looked at for each watched worker.
 constexpr auto kCheckpointPoll = std::chrono::milliseconds(250);
-// Log shipping (TROUPE_LOGS): at most this much of a worker's output a
+// Log shipping (TROUPE_LOGS_<team>): at most this much of a worker's output a
 // heartbeat, and this much in all (what is beyond stays on the node only).
 constexpr int64_t kShipBytesPerBeat = 1 << 20;
 constexpr int64_t kShipBytesAtEnd = 16 << 20;  // the rest, with the agent's lock held

@@ -58,7 +58,7 @@ struct AgentConfig {
   int first_heartbeat_ms = -1;
   // Log the one-line summary at shutdown (a fleet of thousands turns it off).
   bool log_summary = true;
-  // Ship each worker's output to TROUPE_LOGS (messages/log_chunks.hpp) once a
+  // Ship each worker's output to TROUPE_LOGS_<team> (messages/log_chunks.hpp) once a
   // heartbeat period, and the rest when it ends, so that it outlives the node.
   // A fleet's identity may not publish there: off for fleets.
   bool ship_logs = true;
@@ -76,7 +76,7 @@ struct AgentCounters {
   uint64_t launch_failures = 0;
   uint64_t exits = 0;        // Exited published
   uint64_t checkpoints = 0;  // Checkpointed published
-  uint64_t log_chunks = 0;   // chunks of workers' output shipped to TROUPE_LOGS
+  uint64_t log_chunks = 0;   // chunks of workers' output shipped to TROUPE_LOGS_<team>
 };
 
 // How a Stop asks a worker to end: `signal` to its process group now; when it
@@ -139,7 +139,7 @@ class Agent {
     bool kill_sent = false;
     std::chrono::steady_clock::time_point term_at = std::chrono::steady_clock::time_point::max();
     std::chrono::steady_clock::time_point kill_at = std::chrono::steady_clock::time_point::max();
-    // Bytes of its log shipped to TROUPE_LOGS so far.
+    // Bytes of its log shipped to TROUPE_LOGS_<team> so far.
     int64_t log_shipped = 0;
   };
 

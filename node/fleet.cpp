@@ -25,7 +25,7 @@ Fleet::Fleet(FleetConfig cfg, Publish publish)
     a.state_dir = cfg.base.state_dir + "/" + a.name;
     a.first_heartbeat_ms = static_cast<int>(period * i / count);
     a.log_summary = false;
-    a.ship_logs = false;  // a fleet's identity may not publish TROUPE_LOGS
+    a.ship_logs = false;  // a fleet's identity may not publish TROUPE_LOGS_<team>
     agents_.push_back(std::make_unique<Agent>(std::move(a), publish, timers_));
     by_name_.emplace(names_[static_cast<size_t>(i)], agents_.back().get());
   }

@@ -168,7 +168,8 @@ Decision check_idempotency(std::string_view key, std::string_view stored,
 }
 
 bool awaiting_first_start(std::string_view state, int ended_attempts) {
-  return (state.empty() || state == names::kQueued) && ended_attempts == 0;
+  return (state.empty() || state == names::kBlocked || state == names::kQueued) &&
+         ended_attempts == 0;
 }
 
 }  // namespace troupe::policy

@@ -90,8 +90,9 @@ Decision check_idempotency(std::string_view key, std::string_view stored,
                            std::string_view fingerprint);
 
 // A job counts against max_queued_jobs from its acceptance until it first
-// leaves `queued` (starts or ends). For a record after a restart: state
-// queued (or not set yet) and no ended attempt.
+// leaves `queued` (starts or ends); a blocked job (depends_on) counts too. For
+// a record after a restart: state blocked, queued (or not set yet) and no
+// ended attempt.
 bool awaiting_first_start(std::string_view state, int ended_attempts);
 
 }  // namespace troupe::policy

@@ -77,7 +77,37 @@ TeamLimits ClusterConfig::limits_of(std::string_view name) const {
   return l;
 }
 
+LogLimits ClusterConfig::logs_of(std::string_view name, const LogLimits& flags) const {
+  const TeamCfg* t = team(name);
+  const LogKeys* own = t ? &t->logs : nullptr;
+  const LogKeys& d = default_logs;
+  LogLimits l;
+  l.max_age_s = first_of<int64_t>(own ? &own->max_age_s : nullptr, d.max_age_s, flags.max_age_s);
+  l.max_bytes = first_of<int64_t>(own ? &own->max_bytes : nullptr, d.max_bytes, flags.max_bytes);
+  return l;
+}
+
 namespace {
+// `logs:` / `default_logs:` -> LogKeys; "" or what is wrong (`where` names it).
+std::string load_logs(const pb::LogRetention& p, const std::string& where, LogKeys& out) {
+  LogKeys k;
+  if (p.has_max_age_s()) {
+    if (p.max_age_s() < 0)
+      return "config: " + where + ": max_age_s must be >= 0 seconds (0: forever), not " +
+             std::to_string(p.max_age_s());
+    k.max_age_s = p.max_age_s();
+  }
+  if (p.has_max_bytes()) {
+    if (p.max_bytes() < 0)
+      return "config: " + where +
+             ": max_bytes must be >= 0 (0: the scheduler's automatic bound), not " +
+             std::to_string(p.max_bytes());
+    k.max_bytes = p.max_bytes();
+  }
+  out = k;
+  return {};
+}
+
 // `limits:` / `default_limits:` -> LimitKeys; "" or what is wrong (`where` names it).
 std::string load_limits(const pb::AdmissionLimits& p, const std::string& where, LimitKeys& out) {
   LimitKeys k;
@@ -159,6 +189,8 @@ std::string load_config(std::string_view text, ClusterConfig& out) {
     if (auto err = load_limits(t.limits(), "team '" + t.name() + "' limits", tc.limits);
         !err.empty())
       return err;
+    if (auto err = load_logs(t.logs(), "team '" + t.name() + "' logs", tc.logs); !err.empty())
+      return err;
     if (t.has_run_as()) {
       if (t.run_as() <= 0 || t.run_as() > kMaxUid)
         return "config: team '" + t.name() + "': run_as must be a uid from 1 to " +
@@ -236,6 +268,8 @@ std::string load_config(std::string_view text, ClusterConfig& out) {
   }
   if (auto err = load_limits(pbc.default_limits(), "default_limits", c.default_limits);
       !err.empty())
+    return err;
+  if (auto err = load_logs(pbc.default_logs(), "default_logs", c.default_logs); !err.empty())
     return err;
   out = std::move(c);
   return {};

@@ -28,6 +28,20 @@ struct LimitKeys {
   std::optional<int> max_gpus_per_job;
 };
 
+// Workers' output kept for a team (its stream subjects::logs_stream(team)) as
+// written in the config (a team's `logs:` or the cluster's `default_logs:`):
+// each key may be absent.
+struct LogKeys {
+  std::optional<int64_t> max_age_s;  // 0: forever
+  std::optional<int64_t> max_bytes;  // 0: the automatic bound (as --logs-max-bytes 0)
+};
+
+// A team's log retention once resolved (ClusterConfig::logs_of).
+struct LogLimits {
+  int64_t max_age_s = 7 * 24 * 3600;  // 0: forever
+  int64_t max_bytes = 0;              // 0: automatic (sized by the scheduler)
+};
+
 // A team's admission limits once resolved (docs/admission.md). The defaults
 // limit nothing: a cluster without `limits:` admits as before.
 struct TeamLimits {
@@ -43,6 +57,7 @@ struct TeamCfg {
   bool borrow = false;
   std::map<std::string, QuotaCfg> quotas;  // by pool
   LimitKeys limits;                        // its own `limits:` (absent keys: default_limits)
+  LogKeys logs;                            // its own `logs:` (absent keys: default_logs)
   // `run_as:` the uid its jobs run as on every node (> 0: never root);
   // absent: the system user troupe-<team> (the node agent's choice).
   std::optional<int64_t> run_as;
@@ -108,6 +123,7 @@ struct ClusterConfig {
   std::vector<std::string> nodes;
   bool node_allowed(std::string_view name) const;
   LimitKeys default_limits;  // `default_limits:`, for teams without their own key
+  LogKeys default_logs;      // `default_logs:`, for teams without their own key
 
   const TeamCfg* team(std::string_view name) const;
   const ClassCfg* cls(std::string_view name) const;
@@ -118,6 +134,10 @@ struct ClusterConfig {
   // The team's admission limits: each key from its own `limits:`, else from
   // `default_limits:`, else no limit. Also for a team absent from the config.
   TeamLimits limits_of(std::string_view team) const;
+  // The team's log retention: each key from its own `logs:`, else from
+  // `default_logs:`, else from `flags` (--logs-max-age, --logs-max-bytes).
+  // Also for a team absent from the config.
+  LogLimits logs_of(std::string_view team, const LogLimits& flags) const;
   // The pool a node joins: its --pool when named, else the pool of its GPU
   // type; "" when none (nothing is placed there).
   std::string pool_of_node(std::string_view named_pool, std::string_view gpu_type) const;

@@ -48,12 +48,7 @@ inline std::string parse_page_request(const nlohmann::json& req, PageRequest* ou
   if (auto it = req.find("state"); it != req.end() && !it->is_null()) {
     if (!it->is_string()) return "state must be a string";
     p.state = it->get<std::string>();
-    const std::string_view states[] = {names::kQueued,  names::kPlacing,   names::kStarting,
-                                       names::kRunning, names::kSucceeded, names::kFailed,
-                                       names::kCanceled};
-    if (!p.state.empty() &&
-        std::find(std::begin(states), std::end(states), p.state) == std::end(states))
-      return "unknown state '" + p.state + "'";
+    if (!p.state.empty() && !names::known_state(p.state)) return "unknown state '" + p.state + "'";
   }
   *out = std::move(p);
   return {};

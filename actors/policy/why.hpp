@@ -29,6 +29,9 @@ inline constexpr const char* kNotYetConsidered = "not_yet_considered";
 // Queued, but not in its team queue's line at that moment: a grant is being
 // carried out, or it has just ended (the team queue).
 inline constexpr const char* kNotInQueue = "not_in_queue";
+// Blocked: waiting for the jobs of its depends_on to end (the text names
+// each with its state; policy/dependencies.hpp).
+inline constexpr const char* kBlocked = "waiting_for_dependencies";
 // Not pending at all: running, starting, or ended (the job supervisor).
 inline constexpr const char* kNotPending = "not_pending";
 

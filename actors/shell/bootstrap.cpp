@@ -9,10 +9,12 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <nlohmann/json.hpp>
 
 #include "actors/policy/config.hpp"
 #include "bus/log.hpp"
 #include "bus/subjects.hpp"
+#include "messages/wire.hpp"
 
 namespace troupe::shell {
 
@@ -24,6 +26,28 @@ constexpr int64_t kMaxRetentionS = 10LL * 365 * 24 * 3600;
 std::string env_or(const char* name, const char* fallback) {
   const char* v = std::getenv(name);
   return v ? v : fallback;
+}
+
+// The least automatic bound of a stream (events; a team's logs: a quarter).
+constexpr int64_t kMinAutoBytes = 64LL * 1024 * 1024;
+
+// The one stream of every team's output that older versions made overlaps
+// the teams' own: it goes, and the output it held with it.
+void drop_legacy_logs(bus::Connection& conn) {
+  std::string err;
+  auto reply = conn.request(std::string("$JS.API.STREAM.DELETE.") + subjects::kLegacyLogsStream,
+                            std::string(), 5000, &err);
+  if (!reply) {
+    spdlog::warn("could not delete the old {} stream ({}): teams' logs streams may not be made",
+                 subjects::kLegacyLogsStream, err);
+    return;
+  }
+  auto j = nlohmann::json::parse(reply->begin(), reply->end(), nullptr, false);
+  if (j.is_object() && j.value("success", false))
+    spdlog::warn(
+        "deleted the stream {} of an older version (every team's output in one stream; "
+        "now one stream per team, {}<team>): the output it held is gone",
+        subjects::kLegacyLogsStream, subjects::kLogsStreamPrefix);
 }
 
 }  // namespace
@@ -60,12 +84,14 @@ int parse_options(int argc, char** argv, Options& o) {
                  "the free disk under $TROUPE_HOME, 64 MiB to 1 GiB")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--logs-max-age", o.logs_max_age_s,
-                 "seconds workers' output is kept in the TROUPE_LOGS stream (troupe logs of an "
-                 "ended job, also once its node is gone); 0: forever")
+                 "seconds workers' output is kept in its team's TROUPE_LOGS_<team> stream "
+                 "(troupe logs of an ended job, also once its node is gone) unless the config's "
+                 "logs: or default_logs: says otherwise; 0: forever")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--logs-max-bytes", o.logs_max_bytes,
-                 "bytes of workers' output TROUPE_LOGS keeps, the oldest dropped first; 0 "
-                 "(default): a quarter of the events' bound")
+                 "bytes of workers' output each team's stream keeps, the oldest dropped first, "
+                 "unless the config's logs: or default_logs: says otherwise; 0 (default): a "
+                 "quarter of the events' bound")
       ->check(CLI::NonNegativeNumber);
   int64_t retention_s = s.job_retention_ms / 1000;
   app.add_option("--job-retention-s", retention_s,
@@ -178,7 +204,6 @@ std::unique_ptr<Bus> Bus::open(const Options& o, std::string* err) {
   // nats-server reserves a stream's max_bytes from its own storage and refuses
   // one it cannot reserve: a default bound is halved until it can be (64 MiB at
   // least, else none); a bound given with --events-max-bytes is not changed.
-  constexpr int64_t kMinAutoBytes = 64LL * 1024 * 1024;
   for (;;) {
     if (b->js->ensure_stream(
             {subjects::kEventsStream, {subjects::kAllEvents}, window, age, max_bytes}, err))
@@ -195,39 +220,89 @@ std::unique_ptr<Bus> Bus::open(const Options& o, std::string* err) {
   }
   spdlog::info("job events kept {} s and at most {} (--events-max-age, --events-max-bytes)", age,
                max_bytes > 0 ? std::to_string(max_bytes / (1024 * 1024)) + " MiB" : "any size");
-  // Workers' output: without room for it the scheduler still runs (logs are
-  // then asked of the agents only, as before).
-  int64_t log_bytes = o.logs_max_bytes != 0 ? o.logs_max_bytes
-                      : max_bytes > 0       ? std::max(max_bytes / 4, kMinAutoBytes)
-                                            : 0;
-  for (;;) {
-    std::string lerr;
-    const int64_t log_window =
-        o.logs_max_age_s > 0 ? std::min<int64_t>(120000, o.logs_max_age_s * 1000) : 120000;
-    if (b->js->ensure_stream(
-            {subjects::kLogsStream, {subjects::kAllLogChunks}, log_window, o.logs_max_age_s, log_bytes},
-            &lerr)) {
-      b->logs_stream = true;
-      break;
-    }
-    bool no_room = lerr.find("insufficient storage") != std::string::npos;
-    if (o.logs_max_bytes != 0 || !no_room || log_bytes / 2 < kMinAutoBytes / 4) {
-      spdlog::warn("no TROUPE_LOGS stream ({}): logs of ended jobs come from their agents only",
-                   lerr);
-      break;
-    }
-    log_bytes /= 2;
+  // Workers' output, one stream per team: without room for a team's the
+  // scheduler still runs (its logs are then asked of the agents only).
+  drop_legacy_logs(*b->out);
+  policy::ClusterConfig cfg;
+  if (auto cerr = policy::load_config_or_open(o.config_text, cfg); !cerr.empty()) {
+    *err = cerr;
+    return nullptr;
   }
-  if (b->logs_stream)
-    spdlog::info("workers' output kept {} s and at most {} MiB (--logs-max-age, --logs-max-bytes)",
-                 o.logs_max_age_s, log_bytes / (1024 * 1024));
+  b->logs =
+      std::make_unique<LogStreams>(*b->js, policy::LogLimits{o.logs_max_age_s, o.logs_max_bytes},
+                                   max_bytes > 0 ? std::max(max_bytes / 4, kMinAutoBytes) : 0);
+  b->logs->configure(cfg);
+  b->logs_stream = true;
   b->events = std::make_unique<EventPublisher>(*b->js);
   return b;
+}
+
+void LogStreams::configure(const policy::ClusterConfig& cfg) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    cfg_ = cfg;
+    tried_.clear();  // every team's stream again, with the bounds of this config
+  }
+  for (const auto& t : cfg.teams) ensure(t.name);
+}
+
+void LogStreams::ensure(const std::string& team) {
+  policy::LogLimits l;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!tried_.insert(team).second) return;
+    l = cfg_.logs_of(team, flags_);
+  }
+  // (outside the lock: a Launch of another team does not wait for this one)
+  if (names::valid_team(team)) make(team, l);
+}
+
+void LogStreams::before_send(const std::string& subject, const void* data, size_t size) {
+  const std::string_view kind = subjects::kLaunch;
+  if (subject.size() <= kind.size() ||
+      std::string_view(subject).substr(subject.size() - kind.size()) != kind ||
+      subject[subject.size() - kind.size() - 1] != '.')
+    return;
+  auto* e = wire::open(static_cast<const uint8_t*>(data), size);
+  if (e == nullptr || e->body_type() != wire::Body::Launch) return;
+  ensure(wire::str(e->body_as_Launch()->team()));
+}
+
+bool LogStreams::make(const std::string& team, const policy::LogLimits& l) {
+  const std::string name = subjects::logs_stream(team);
+  // A bound from the config or --logs-max-bytes is not changed; the automatic
+  // one is halved while the server cannot reserve it (16 MiB at least).
+  const bool explicit_bound = l.max_bytes > 0;
+  int64_t bytes = explicit_bound ? l.max_bytes : auto_bytes_;
+  // The duplicate window may not outlast the output.
+  const int64_t window = l.max_age_s > 0 ? std::min<int64_t>(120000, l.max_age_s * 1000) : 120000;
+  for (;;) {
+    std::string err;
+    if (js_.ensure_stream(
+            bus::StreamConfig{
+                name, {subjects::team_log_chunks(team)}, window, l.max_age_s, bytes, false},
+            &err)) {
+      spdlog::info("team {}: workers' output kept in {} for {} s and at most {}", team, name,
+                   l.max_age_s,
+                   bytes > 0 ? std::to_string(bytes / 1024) + " KiB" : std::string("any size"));
+      return true;
+    }
+    bool no_room = err.find("insufficient storage") != std::string::npos;
+    if (explicit_bound || !no_room || bytes / 2 < kMinAutoBytes / 4) {
+      spdlog::warn(
+          "team {}: no logs stream ({}): logs of its ended jobs come from their agents "
+          "only",
+          team, err);
+      return false;
+    }
+    bytes /= 2;
+  }
 }
 
 Bus::~Bus() {
   // What uses JetStream first, then the connections (publisher last).
   events.reset();
+  logs.reset();
   leader_kv.reset();
   state_kv.reset();
   js.reset();

@@ -11,8 +11,11 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <string>
 
+#include "actors/policy/config.hpp"
 #include "actors/ports.hpp"
 #include "actors/shell/store.hpp"
 #include "bus/nats.hpp"
@@ -28,8 +31,10 @@ struct Options {
   std::string metrics_addr;
   int64_t events_max_age_s = 7 * 24 * 3600;
   int64_t events_max_bytes = 0;  // 0: sized to the storage (events_bytes_for)
-  // TROUPE_LOGS (workers' output shipped by the agents): kept this long and
-  // at most this many bytes (0: a quarter of the events' bound).
+  // Workers' output shipped by the agents (one stream per team,
+  // TROUPE_LOGS_<team>): kept this long and at most this many bytes (0: a
+  // quarter of the events' bound) unless the config's `logs:` or
+  // `default_logs:` says otherwise (ClusterConfig::logs_of).
   int64_t logs_max_age_s = 7 * 24 * 3600;
   int64_t logs_max_bytes = 0;
   std::string snapshots = "coalesced";
@@ -60,6 +65,40 @@ class StopSignals {
   sigset_t set_;
 };
 
+// Workers' output, one stream per team (subjects::logs_stream(team), on
+// subjects::team_log_chunks(team)), with the team's retention
+// (ClusterConfig::logs_of over --logs-max-age, --logs-max-bytes). A team's
+// stream is made (or updated) at most once per process and config: the
+// configured teams' when the config is applied, any other team's before the
+// first Launch for it goes out (an open config takes any team). Thread-safe.
+class LogStreams {
+ public:
+  // `auto_bytes`: the bound of a team whose max_bytes resolves to 0 (the
+  // automatic one; 0: none), halved while the server cannot reserve it.
+  LogStreams(bus::JetStream& js, const policy::LogLimits& flags, int64_t auto_bytes)
+      : js_(js), flags_(flags), auto_bytes_(auto_bytes) {}
+  // Takes the config (from now on, and again for every team) and makes the
+  // streams of its teams now. Blocks for a JetStream request per team.
+  void configure(const policy::ClusterConfig& cfg);
+  // Makes the team's stream unless this process already tried since the last
+  // configure(): blocks for one JetStream request the first time only. A
+  // failure is logged (the team's logs then come from its agents only).
+  void ensure(const std::string& team);
+  // Every message the scheduler publishes passes here first: a Launch (to
+  // troupe.sys.node.<node>.launch) ensures its team's stream.
+  void before_send(const std::string& subject, const void* data, size_t size);
+
+ private:
+  // The one place a team's logs stream is made; false (logged) when it is not.
+  bool make(const std::string& team, const policy::LogLimits& l);
+  bus::JetStream& js_;
+  const policy::LogLimits flags_;
+  const int64_t auto_bytes_;
+  std::mutex mu_;
+  policy::ClusterConfig cfg_ = policy::open_config();
+  std::set<std::string> tried_;  // teams whose stream this process made, or failed to
+};
+
 // The scheduler's bus. Separate connections for receiving and publishing
 // (a connection that both publishes fast and subscribes can be cut as a slow
 // consumer).
@@ -69,7 +108,8 @@ struct Bus {
   bus::JetStreamPtr js;
   bus::KeyValuePtr state_kv, leader_kv;
   std::unique_ptr<EventPublisher> events;  // job events into TROUPE_EVENTS
-  bool logs_stream = false;                // TROUPE_LOGS exists (else logs come from agents only)
+  bool logs_stream = false;  // workers' output is kept per team (else it comes from agents only)
+  std::unique_ptr<LogStreams> logs;  // the teams' logs streams (set with logs_stream)
   // Set (on a NATS thread) when `in` reconnected: the agents are asked to
   // register again (what they run, what ended meanwhile).
   std::atomic<bool> reconnected{false};

@@ -52,9 +52,14 @@ void StreamLogs::read(const std::string& subject, Done done) {
 }
 
 void StreamLogs::run(Read& r) {
+  const std::string_view team = subjects::team_of_log_chunks(r.subject);
+  if (!names::valid_team(team)) {
+    r.done(false, {}, "not a subject of workers' output: " + r.subject);
+    return;
+  }
   logchunks::Assembler log;
   bool complete =
-      js_.read_each(subjects::kLogsStream, r.subject, 2000, 0,
+      js_.read_each(subjects::logs_stream(team), r.subject, 2000, 0,
                     [&](std::string_view, std::string_view data, uint64_t) { log.add(data); });
   r.done(log.chunks() > 0, log.log(),
          complete ? std::string() : "the logs stream did not answer in full");

@@ -17,15 +17,18 @@
 namespace troupe::shell {
 
 // Answers to in-process requests and a copy of every job event go to the
-// local view (the metrics collector's source) first.
+// local view (the metrics collector's source) first. A Launch makes its
+// team's logs stream first, the first time (LogStreams::before_send).
 class BusOutbox : public Outbox {
  public:
-  BusOutbox(LeaseGate& g, LocalView& local) : gate_(g), local_(local) {}
+  BusOutbox(LeaseGate& g, LocalView& local, LogStreams* logs = nullptr)
+      : gate_(g), local_(local), logs_(logs) {}
 
  protected:
   void send(const std::string& subject, const void* data, size_t size,
             const std::string& reply) override {
     if (local_.answer(subject, data, size)) return;
+    if (logs_ != nullptr) logs_->before_send(subject, data, size);
     gate_.publish(subject, data, size, reply);
   }
   void send_event(const std::string& subject, const std::string& data, Stored stored) override {
@@ -36,6 +39,7 @@ class BusOutbox : public Outbox {
  private:
   LeaseGate& gate_;
   LocalView& local_;
+  LogStreams* logs_;  // null: no logs streams (tests)
 };
 
 class StreamIntake : public Intake {
@@ -78,8 +82,10 @@ class StreamHistory : public History {
   bus::SerialQueue<Read> reads_{kMaxWaiting, [this](Read& r) { run(r); }};
 };
 
-// Stored logs (actors/ports.hpp StoredLogs): one subject of TROUPE_LOGS read
-// on a thread of its own, one read at a time; at most kMaxWaiting wait.
+// Stored logs (actors/ports.hpp StoredLogs): one subject read from the
+// stream of its team (subjects::logs_stream of the team the subject names,
+// subjects::team_of_log_chunks) on a thread of its own, one read at a time;
+// at most kMaxWaiting wait.
 class StreamLogs : public StoredLogs {
  public:
   explicit StreamLogs(bus::JetStream& js) : js_(js) {}

@@ -18,8 +18,9 @@ constexpr const char* kRouterSubjects[] = {
     subjects::kAllWhy,    subjects::kSysQueues,     subjects::kSysCordon,  subjects::kSysUncordon,
     subjects::kSysDrain,  subjects::kSysDebugCrash, subjects::kAllHistory, subjects::kSysFind};
 
-// SIGHUP: a bad new config is refused and the old one stays.
-void reload(const Wiring& w, const Options& o) {
+// SIGHUP: a bad new config is refused and the old one stays. The teams'
+// logs streams take the new retention.
+void reload(const Wiring& w, const Options& o, LogStreams* logs) {
   std::string text, err;
   if (o.config.empty()) {
     spdlog::warn("SIGHUP without --config: nothing to reload");
@@ -27,6 +28,8 @@ void reload(const Wiring& w, const Options& o) {
     spdlog::error("config reload refused, keeping the old one: {}", err);
   } else {
     apply_config(w, text);
+    policy::ClusterConfig cfg;
+    if (logs != nullptr && policy::load_config(text, cfg).empty()) logs->configure(cfg);
     spdlog::info("config reloaded from {}", o.config);
   }
 }
@@ -41,7 +44,7 @@ int serve(Bus& bus, Leadership& lead, Restore& start, Options& o, const StopSign
     caf::actor_system_config cfg;
     configure(cfg);
     caf::actor_system sys{cfg};
-    auto out = std::make_shared<BusOutbox>(lead.gate(), local);
+    auto out = std::make_shared<BusOutbox>(lead.gate(), local, bus.logs.get());
     auto intake = std::make_shared<StreamIntake>(*bus.js, lead.gate());
     auto history = std::make_shared<StreamHistory>(*bus.js);
     o.scheduler.history = history;
@@ -97,7 +100,7 @@ int serve(Bus& bus, Leadership& lead, Restore& start, Options& o, const StopSign
     lead.hello();  // agents that started before us register again (and learn our epoch)
     spdlog::info("serving on {}", bus::redact_url(o.url));
 
-    if (rc == 0) rc = lead.serve(signals, [&] { reload(w, o); });
+    if (rc == 0) rc = lead.serve(signals, [&] { reload(w, o, bus.logs.get()); });
     local.serve({});
     intake->consumer = nullptr;
     intake->handoff = nullptr;

@@ -37,7 +37,7 @@ Permissions team_permissions(std::string_view team) {
 Permissions node_permissions(std::string_view node) {
   Permissions p;
   add_node(p, node);
-  p.pub_allow.push_back(sj::node_log_chunks(node));  // its workers' output (TROUPE_LOGS)
+  p.pub_allow.push_back(sj::node_log_chunks(node));  // its workers' output (TROUPE_LOGS_<team>)
   p.sub_allow.emplace_back(sj::kSysHello);
   p.allow_responses = true;
   return p;

@@ -1,9 +1,11 @@
 // Logs that outlive their node (docs/api.md, "logs"): agents ship each
-// worker's output to TROUPE_LOGS, and the scheduler answers an ended job's
-// logs request from there, so `troupe logs` works once the node is gone.
+// worker's output to its team's stream TROUPE_LOGS_<team> (with the team's
+// retention from the config), and the scheduler answers an ended job's logs
+// request from there, so `troupe logs` works once the node is gone.
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <string>
+#include <tuple>
 
 #include "bus/subjects.hpp"
 #include "harness.hpp"
@@ -52,4 +54,117 @@ TEST_CASE(
   // Still another team's job for anyone else.
   Json other = c.request(subjects::team_logs("vision"), Json{{"job_id", id}});
   CHECK(other.value("code", "") == "not_found");
+}
+
+namespace {
+
+const char* kTwoTeams = R"(
+pools:
+  - {name: a100, gpu_type: a100}
+default_logs: {max_age_s: 7200}
+teams:
+  - {name: alpha, logs: {max_bytes: 1048576, max_age_s: 3600}}
+  - {name: beta, logs: {max_bytes: 2097152}}
+)";
+
+int64_t as_i64(const Json& v) {
+  if (v.is_number()) return v.get<int64_t>();
+  if (v.is_string()) return std::stoll(v.get<std::string>());
+  return -1;
+}
+
+// $JS.API.STREAM.INFO.<name>: the stream's info, or {"error"} when it is missing.
+Json stream_info(Cluster& c, const std::string& name) {
+  return c.request("$JS.API.STREAM.INFO." + name, Json::object());
+}
+
+constexpr int64_t kNsPerS = 1000LL * 1000 * 1000;
+
+}  // namespace
+
+TEST_CASE("logs: each team's output goes to a stream of its own, with its own bounds",
+          "[integration][logs]") {
+  Cluster c(ClusterOptions{}.node("n1", 2).with_config(kTwoTeams));
+  REQUIRE(c.wait_nodes_alive(1, 20s));
+
+  // The configured teams' streams exist from the start: bounds from `logs:`,
+  // else `default_logs:`; subjects of their own team only.
+  Json a = stream_info(c, subjects::logs_stream("alpha"));
+  Json b = stream_info(c, subjects::logs_stream("beta"));
+  INFO(a.dump() << "\n" << b.dump());
+  REQUIRE(a.contains("config"));
+  REQUIRE(b.contains("config"));
+  CHECK(as_i64(a["config"].value("max_bytes", Json(-1))) == 1048576);
+  CHECK(as_i64(a["config"].value("max_age", Json(-1))) == 3600 * kNsPerS);
+  CHECK(as_i64(b["config"].value("max_bytes", Json(-1))) == 2097152);
+  CHECK(as_i64(b["config"].value("max_age", Json(-1))) == 7200 * kNsPerS);
+  CHECK(a["config"]["subjects"] == Json::array({subjects::team_log_chunks("alpha")}));
+  CHECK(b["config"]["subjects"] == Json::array({subjects::team_log_chunks("beta")}));
+  // No shared stream any more.
+  CHECK(stream_info(c, subjects::kLegacyLogsStream).contains("error"));
+
+  const std::string ia =
+      c.submit_ok("alpha", job_spec("alpha", {"sh", "-c",
+                                              "i=0; while [ $i -lt 50 ]; do echo alpha $i; "
+                                              "i=$((i+1)); done; printf alpha-end"}));
+  const std::string ib =
+      c.submit_ok("beta", job_spec("beta", {"sh", "-c",
+                                            "i=0; while [ $i -lt 50 ]; do echo beta $i; "
+                                            "i=$((i+1)); done; printf beta-end"}));
+  for (const auto& id : {ia, ib}) {
+    auto ended = c.wait_terminal(id, 60s);
+    REQUIRE(ended);
+    REQUIRE(ended->state == names::kSucceeded);
+  }
+  LogRead la = c.logs("alpha", ia);
+  LogRead lb = c.logs("beta", ib);
+  REQUIRE(la.ok);
+  REQUIRE(lb.ok);
+  REQUIRE(la.data.substr(la.data.size() - 9) == "alpha-end");
+  REQUIRE(lb.data.substr(lb.data.size() - 8) == "beta-end");
+
+  // The node is gone: each log is read back from its own team's stream.
+  c.node(0).kill_now();
+  for (const auto& [team, id, data] :
+       {std::make_tuple("alpha", ia, la.data), std::make_tuple("beta", ib, lb.data)}) {
+    Json page = c.request(subjects::team_logs(team),
+                          Json{{"job_id", id}, {"offset", 0}, {"max_bytes", 1 << 20}});
+    INFO(team << ": " << page.dump());
+    CHECK(page.value("stored", false));
+    CHECK(page.value("data", "") == data);
+    // ... and only from there: the stream holds that team's chunks alone.
+    Json info = stream_info(c, subjects::logs_stream(team));
+    REQUIRE(info.contains("state"));
+    CHECK(as_i64(info["state"].value("messages", Json(0))) > 0);
+  }
+  Json sa = stream_info(c, subjects::logs_stream("alpha"));
+  Json sb = stream_info(c, subjects::logs_stream("beta"));
+  CHECK(as_i64(sa["state"].value("bytes", Json(0))) < 1048576);
+  CHECK(as_i64(sb["state"].value("bytes", Json(0))) < 2097152);
+}
+
+TEST_CASE("logs: the shared stream of an older version is deleted at start",
+          "[integration][logs]") {
+  Cluster c(ClusterOptions{}.with_config(kTwoTeams));
+  REQUIRE(c.wait_scheduler_serving(20s));
+  c.kill_scheduler();
+  // What an older scheduler left: one stream over every team's output (it
+  // overlaps the teams' streams, which go first).
+  for (const char* team : {"alpha", "beta"})
+    CHECK(c.request("$JS.API.STREAM.DELETE." + subjects::logs_stream(team), Json::object())
+              .value("success", false));
+  Json made = c.request(std::string("$JS.API.STREAM.CREATE.") + subjects::kLegacyLogsStream,
+                        Json{{"name", subjects::kLegacyLogsStream},
+                             {"subjects", Json::array({"troupe.sys.logs.>"})},
+                             {"storage", "file"}});
+  INFO(made.dump());
+  REQUIRE_FALSE(made.contains("error"));
+
+  c.restart_scheduler();
+  REQUIRE(c.wait_scheduler_serving(30s));
+  CHECK(stream_info(c, subjects::kLegacyLogsStream).contains("error"));
+  for (const char* team : {"alpha", "beta"})
+    CHECK(stream_info(c, subjects::logs_stream(team)).contains("config"));
+  CHECK_THAT(read_file(c.scheduler().err_path()),
+             Catch::Contains("deleted the stream TROUPE_LOGS of an older version"));
 }

@@ -989,3 +989,132 @@ TEST_CASE("drain and cordon keep the operator's reason, shown in troupe.sys.node
   nodes = request("troupe.sys.nodes", "{}");
   CHECK(nodes["nodes"][0].value("reason", "") == "");
 }
+
+// --- dependencies (depends_on) --------------------------------------------------
+
+namespace {
+std::string after(const std::string& upstream, const std::string& on = {},
+                  const std::string& command = "true") {
+  json d{{"job", upstream}};
+  if (!on.empty()) d["on"] = on;
+  return json{{"command", {command}}, {"resources", {{"gpus", 1}}}, {"depends_on", {d}}}.dump();
+}
+// The reply to a submission (an error, or the job id).
+json submit_reply(Fixture& f, const std::string& team, const std::string& spec) {
+  std::string reply = "_INBOX.submit." + std::to_string(++f.replies);
+  f.inbound(subjects::team_submit(team), std::vector<uint8_t>(spec.begin(), spec.end()), reply);
+  auto* r = f.out->find(reply_to(reply));
+  REQUIRE(r);
+  return json::parse(r->text());
+}
+json ask(Fixture& f, const std::string& subject, const std::string& id) {
+  std::string reply = "_INBOX.ask." + std::to_string(++f.replies);
+  std::string body = json{{"job_id", id}}.dump();
+  f.inbound(subject, std::vector<uint8_t>(body.begin(), body.end()), reply);
+  auto* r = f.out->find(reply_to(reply));
+  REQUIRE(r);
+  return json::parse(r->text());
+}
+json last_event(Fixture& f, const std::string& id, const std::string& state) {
+  auto* e = f.out->find(event_of(id, state));
+  REQUIRE(e);
+  return json::parse(e->text());
+}
+}  // namespace
+
+TEST_CASE("a job with depends_on is blocked until its upstream's end is stored, then runs",
+          "[actors][deps]") {
+  Fixture f;
+  f.out->hold_events = true;
+  f.register_node("n1", 4);
+  auto a = f.submit(kJob);
+  auto b = f.submit(after(a));
+  CHECK(f.event(b, "blocked"));
+  CHECK_FALSE(f.event(b, "queued"));
+  f.out->store_events();  // A's starting event is stored: it launches
+  f.settle();
+  auto* l = f.launched("n1", a);
+  // Why B waits: A, in its state.
+  auto why = ask(f, subjects::team_why("t"), b);
+  CHECK(why.value("code", "") == "waiting_for_dependencies");
+  CHECK(why.value("reason", "") == "waiting for " + a + " (starting) to succeed");
+  f.out->hold_events = true;
+  f.agent_reports("n1", l, 0);
+  REQUIRE(f.event(a, "succeeded"));
+  // A's end is not stored yet: B waits.
+  CHECK_FALSE(f.event(b, "queued"));
+  auto view = ask(f, subjects::team_status("t"), b);
+  CHECK(view.value("state", "") == "blocked");
+  CHECK(view["depends_on"][0].value("job", "") == a);
+  CHECK(view["depends_on"][0].value("on", "") == "succeeded");
+  f.out->store_events();
+  f.settle();
+  REQUIRE(f.event(b, "queued"));
+  CHECK(f.out->position(event_of(a, "succeeded")) < f.out->position(event_of(b, "queued")));
+  f.out->store_events();
+  f.settle();
+  auto* lb = f.launched("n1", b);
+  f.agent_reports("n1", lb, 0);
+  CHECK(f.event(b, "succeeded"));
+}
+
+TEST_CASE("an upstream that fails cancels its dependents (dependency_failed) down the chain",
+          "[actors][deps]") {
+  Fixture f;
+  f.register_node("n1", 4);
+  auto a = f.submit(R"({"command":["false"],"resources":{"gpus":1}})");
+  auto b = f.submit(after(a));
+  auto c = f.submit(after(b));
+  auto on_fail = f.submit(after(a, "failed"));
+  auto any_end = f.submit(after(a, "finished"));
+  f.agent_reports("n1", f.launched("n1", a), 1);
+  REQUIRE(f.event(a, "failed"));
+  auto eb = last_event(f, b, "canceled");
+  CHECK(eb.value("cause", "") == "dependency_failed");
+  CHECK(eb.value("reason", "") ==
+        "dependency_failed: job " + a + " ended failed; this job needed it to succeed");
+  auto ec = last_event(f, c, "canceled");
+  CHECK(ec.value("cause", "") == "dependency_failed");
+  CHECK(ec.value("reason", "").find("job " + b + " ended canceled") != std::string::npos);
+  CHECK(f.out->position(event_of(b, "canceled")) < f.out->position(event_of(c, "canceled")));
+  // The others wanted exactly this.
+  f.launched("n1", on_fail);
+  f.launched("n1", any_end);
+  CHECK(f.out->position(launch_of("n1", b)) == -1);
+  // A dependency on a job that already ended the wrong way ends at once.
+  auto late = f.submit(after(a));
+  CHECK(last_event(f, late, "canceled").value("cause", "") == "dependency_failed");
+}
+
+TEST_CASE("depends_on naming an unknown job or another team's is refused alike at submit",
+          "[actors][deps][input]") {
+  Fixture f;
+  auto unknown = submit_reply(f, "t", after("j-nosuchjob"));
+  CHECK(unknown.value("code", "") == "invalid_spec");
+  CHECK(unknown.value("error", "").find("no job j-nosuchjob in team t") != std::string::npos);
+  auto theirs = submit_reply(f, "u", R"({"command":["true"],"resources":{"gpus":1}})");
+  REQUIRE(theirs.contains("job_id"));
+  std::string other = theirs["job_id"];
+  auto refused = submit_reply(f, "t", after(other));
+  CHECK(refused.value("code", "") == "invalid_spec");
+  CHECK(refused.value("error", "").find("no job " + other + " in team t") != std::string::npos);
+  // A bad `on` is the spec's own error.
+  auto bad_on = submit_reply(f, "t", after(other, "sometimes"));
+  CHECK(bad_on.value("error", "").find("unknown on 'sometimes'") != std::string::npos);
+}
+
+TEST_CASE("a blocked job canceled by request ends, and its own dependents with it",
+          "[actors][deps]") {
+  Fixture f;  // no node: the upstream stays queued
+  auto a = f.submit(kJob);
+  auto b = f.submit(after(a));
+  auto c = f.submit(after(b, "finished"));  // any end of B will do
+  auto d = f.submit(after(b));
+  auto r = ask(f, subjects::team_cancel("t"), b);
+  CHECK(r.value("state", "") == "canceled");
+  CHECK(last_event(f, b, "canceled").value("cause", "") == "canceled");
+  CHECK(f.event(c, "queued"));
+  CHECK(last_event(f, d, "canceled").value("cause", "") == "dependency_failed");
+  CHECK(f.event(a, "queued"));
+  CHECK_FALSE(f.event(a, "canceled"));
+}

@@ -253,7 +253,7 @@ TEST_CASE("auth: the permissions of each identity", "[auth]") {
   }
   SECTION("node") {
     auto p = node_permissions("gpu1");
-    // Its messages to the scheduler, and its workers' output (TROUPE_LOGS).
+    // Its messages to the scheduler, and its workers' output (TROUPE_LOGS_<team>).
     CHECK(p.pub_allow ==
           std::vector<std::string>{"troupe.sys.agent.gpu1.>", "troupe.sys.logs.gpu1.>"});
     CHECK(p.sub_allow == std::vector<std::string>{"troupe.sys.node.gpu1.>", "troupe.sys.hello"});

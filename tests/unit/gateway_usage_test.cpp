@@ -90,7 +90,7 @@ TEST_CASE("usage: --state takes job states only", "[gateway][usage]") {
   CHECK(check_state("canceled").empty());
   auto bad = check_state("runing");
   CHECK_THAT(bad, Catch::Contains("unknown state 'runing'") && Catch::Contains("'running'"));
-  CHECK_THAT(check_state("bogus"), Catch::Contains("the states are queued"));
+  CHECK_THAT(check_state("bogus"), Catch::Contains("the states are blocked, queued"));
 }
 
 TEST_CASE("usage: a job's end as an exit code (troupe wait)", "[gateway][usage][wait]") {

@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include "actors/policy/config.hpp"
+#include "bus/subjects.hpp"
 
 using namespace troupe::policy;
 
@@ -264,6 +265,76 @@ TEST_CASE("admission limits: bad values are refused with a reason", "[policy][co
       {"default_limits: {submit_rate: -3}", "default_limits: submit_rate"},
       {"teams: [{name: t, limits: {max_jobs: 3}}]", "config"},  // unknown key
   });
+}
+
+TEST_CASE("log retention: the scheduler's flags when nothing is configured",
+          "[policy][config][logs]") {
+  const LogLimits flags{3600, 0};
+  for (const auto& c : {open_config(), [] {
+                          ClusterConfig c;
+                          REQUIRE(load_config(kConfig, c) == "");
+                          return c;
+                        }()}) {
+    for (const char* team : {"vision", "nlp", "ghost"}) {
+      auto l = c.logs_of(team, flags);
+      CHECK(l.max_age_s == 3600);
+      CHECK(l.max_bytes == 0);
+    }
+  }
+}
+
+TEST_CASE("log retention: per team, then default_logs, then the flags, per key",
+          "[policy][config][logs]") {
+  const char* text = R"(
+pools:
+  - {name: a100, gpu_type: a100}
+default_logs: {max_age_s: 86400}
+teams:
+  - {name: vision, logs: {max_age_s: 600, max_bytes: 1048576}}
+  - {name: nlp, logs: {max_bytes: 2097152}}
+  - {name: forever, logs: {max_age_s: 0, max_bytes: 0}}
+  - {name: plain}
+)";
+  ClusterConfig c;
+  REQUIRE(load_config(text, c) == "");
+  const LogLimits flags{7 * 24 * 3600, 64LL << 20};
+  auto v = c.logs_of("vision", flags);
+  CHECK(v.max_age_s == 600);
+  CHECK(v.max_bytes == 1048576);
+  // nlp: its own bound; the age from default_logs.
+  auto n = c.logs_of("nlp", flags);
+  CHECK(n.max_bytes == 2097152);
+  CHECK(n.max_age_s == 86400);
+  // Zeros are values of their own (forever; the automatic bound), not absent keys.
+  auto f = c.logs_of("forever", flags);
+  CHECK(f.max_age_s == 0);
+  CHECK(f.max_bytes == 0);
+  // plain (no logs:) and a team absent from the config: default_logs, then the flags.
+  for (const char* t : {"plain", "ghost"}) {
+    auto p = c.logs_of(t, flags);
+    CHECK(p.max_age_s == 86400);
+    CHECK(p.max_bytes == 64LL << 20);
+  }
+}
+
+TEST_CASE("log retention: negative values are refused with a reason", "[policy][config][logs]") {
+  check_refusals({
+      {"teams: [{name: t, logs: {max_age_s: -1}}]", "team 't' logs: max_age_s must be >= 0"},
+      {"teams: [{name: t, logs: {max_bytes: -5}}]", "team 't' logs: max_bytes must be >= 0"},
+      {"default_logs: {max_bytes: -1}", "default_logs: max_bytes must be >= 0"},
+      {"default_logs: {max_age_s: -60}", "default_logs: max_age_s must be >= 0"},
+      {"teams: [{name: t, logs: {max_size: 3}}]", "config"},  // unknown key
+  });
+}
+
+TEST_CASE("log retention: a team's stream, its subjects, and the team of a chunk's subject",
+          "[policy][config][logs]") {
+  namespace sj = troupe::subjects;
+  CHECK(sj::logs_stream("nlp") == "TROUPE_LOGS_nlp");
+  CHECK(sj::team_log_chunks("nlp") == "troupe.sys.logs.*.nlp.>");
+  CHECK(sj::team_of_log_chunks(sj::log_chunks("n-1", "nlp", "j-1", 2, 0)) == "nlp");
+  CHECK(sj::team_of_log_chunks("troupe.sys.logs.n1") == "");
+  CHECK(sj::team_of_log_chunks("troupe.nlp.logs") == "");
 }
 
 TEST_CASE("isolation keys: run_as, job_defaults and max_grace_s", "[policy][config][isolation]") {
