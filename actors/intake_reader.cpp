@@ -7,6 +7,7 @@
 #include "actors/policy/admission.hpp"
 #include "actors/policy/config.hpp"
 #include "actors/submission.hpp"
+#include "bus/subjects.hpp"
 
 namespace troupe {
 
@@ -52,6 +53,11 @@ void check(ReaderState& st, const Inbound& in, submission::Checked& c) {
     int64_t now = st.clock->now_ms();  // a clock that goes back refills nothing (take_token)
     c.verdict = policy::check_rate(bucket_of(st, c.team, now), lim, c.team, now);
     if (!c.verdict.ok()) return;
+  }
+  if (subjects::token(in.subject, 2) == subjects::kPipeline) {  // one submission for the rate
+    c.pipeline = submission::read_pipeline(opened, in.data, st.cfg, st.limits);
+    c.verdict = c.pipeline->verdict;
+    return;
   }
   auto read = submission::read(opened, in.data, st.cfg, st.limits, in.stream_seq, in.msg_id);
   c.verdict = std::move(read.verdict);

@@ -1,7 +1,7 @@
 // IntakeReader — reads submissions off the router, so that parsing them is
 // spread over the actor system's threads instead of one actor. The router
 // spawns SchedulerOptions::intake_readers of them (linked) and hands each a
-// team's troupe.<team>.submit|enqueue messages by a hash of the team: one team
+// team's troupe.<team>.submit|enqueue|pipeline messages by a hash of the team: one team
 // is always read by the same reader, so its submissions keep their order.
 // Owns: the submit-rate buckets of its teams (a flood is refused before it is
 //   parsed), its copy of the config and the spec limits.

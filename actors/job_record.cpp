@@ -52,6 +52,7 @@ pb::JobView job_view(const pb::JobRecord& r) {
   v.set_last_checkpoint(r.last_checkpoint());
   v.set_last_checkpoint_ms(r.last_checkpoint_ms());
   *v.mutable_depends_on() = r.spec().depends_on();
+  *v.mutable_labels() = r.spec().labels();
   return v;
 }
 

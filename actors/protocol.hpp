@@ -257,7 +257,7 @@ using JobSupervisorActor = SupervisorActor::extend<
     reacts_to<logs_atom, std::string /*id*/, std::string /*team*/, int32_t /*rank*/,
               int64_t /*offset*/, int64_t /*max*/, std::string /*reply*/>,
     reacts_to<list_atom, std::string /*team*/, int64_t /*limit*/, std::string /*after*/,
-              std::string /*state*/, std::string /*reply*/>,
+              std::string /*state*/, std::string /*label k=v*/, std::string /*reply*/>,
     reacts_to<find_atom, std::string /*id*/, std::string /*reply*/>,
     reacts_to<requeue_atom, std::string /*team*/>,  // queue supervisor
     reacts_to<crash_atom, std::string /*id*/>,

@@ -124,6 +124,19 @@ bool add_snapshot(State& s, std::string_view key, std::string_view bytes) {
 }
 
 bool add_intake(State& s, std::string_view bytes, std::string_view subject) {
+  // A pipeline's record: each of its jobs as a record of its team's intake.
+  if (auto team = subjects::token(subject, 3);
+      !subject.empty() && subject == subjects::intake_pipeline(team)) {
+    pb::PipelineRecord p;
+    if (!parse(p, bytes)) {
+      ++s.bad;
+      return false;
+    }
+    bool added = false;
+    const std::string one = subjects::intake(team);
+    for (const auto& job : p.jobs()) added |= add_intake(s, job.SerializeAsString(), one);
+    return added;
+  }
   // The record of a job a snapshot already holds (or purged) brings nothing:
   // known from its id alone, without parsing its spec (a restore reads every
   // intake record of the last 15 s).

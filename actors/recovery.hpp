@@ -57,7 +57,8 @@ std::string check_node(const pb::NodeRecord& n);
 // KV key and value; false when the key is not a job or node snapshot.
 bool add_snapshot(State& s, std::string_view key, std::string_view bytes);
 // A serialized JobRecord from the intake stream; true when it was new.
-// `subject` (troupe.sys.intake.<team>) must name the record's team.
+// `subject` (troupe.sys.intake.<team>) must name the record's team. On
+// troupe.sys.intake.<team>.pipeline, a PipelineRecord: each of its jobs.
 bool add_intake(State& s, std::string_view bytes, std::string_view subject = {});
 // Applies one event to a record when it is newer; true when applied.
 bool apply_event(pb::JobRecord& rec, const pb::JobEvent& e);

@@ -44,6 +44,16 @@ struct Pending {
   std::string fingerprint;  // of the spec, when it has a key (spec::fingerprint)
 };
 
+// A pipeline being recorded (one intake record for all its jobs).
+struct PendingPipeline {
+  std::vector<std::string> records;                       // its jobs' records, upstream first
+  std::vector<std::pair<std::string, std::string>> jobs;  // (name, job id), the same order
+  std::vector<std::string> keys;                          // each job's team/key ("" when none)
+  std::vector<Waiter> waiters;
+  std::string team;
+  std::string key;  // team/the pipeline's key ("" when none)
+};
+
 using Counters = views::Counters;  // troupe.sys.stats (actors/views.hpp)
 
 struct RouterState {
@@ -55,9 +65,11 @@ struct RouterState {
   policy::ClusterConfig cfg = policy::open_config();
   std::string id_prefix;
   uint64_t next_seq = 0;
-  std::unordered_map<std::string, std::string> keys;          // team/key -> job id
-  std::unordered_map<std::string, Pending> pending;           // job id -> awaiting intake ack
-  std::unordered_map<std::string, std::string> pending_keys;  // team/key -> job id
+  std::unordered_map<std::string, std::string> keys;           // team/key -> job id
+  std::unordered_map<std::string, Pending> pending;            // job id -> awaiting intake ack
+  std::unordered_map<std::string, std::string> pending_keys;   // team/key -> job id
+  std::unordered_map<std::string, PendingPipeline> pipelines;  // pipeline id -> being recorded
+  std::unordered_map<std::string, std::string> pipeline_keys;  // team/key -> pipeline id
   // Admission (actors/policy/admission.hpp, docs/admission.md).
   std::unordered_map<std::string, std::string> fingerprints;  // team/key -> spec fingerprint
   // By team: jobs accepted or being recorded that have not left `queued` yet.
@@ -151,6 +163,8 @@ void to_reader(Self self, const std::string& team, const Inbound& in) {
 
 void record(Self self, const Inbound& in, const Waiter& w, const std::string& team,
             const std::string& key, std::string fp, pb::JobSpec s, const policy::Admission& adm);
+void submit_pipeline(Self self, const Inbound& in, const Waiter& w, const std::string& team,
+                     submission::PipelineRead p);
 
 // A submission its intake reader read: the checks that need the router's
 // state (idempotency keys, the team's GPUs and queued jobs, the registered
@@ -168,6 +182,10 @@ void submit(Self self, const ReadSubmission& r) {
   if (!checked.verdict.ok()) {
     reject(self, w, checked.verdict.code, checked.verdict.error,
            checked.verdict.code == Refusal::not_allowed ? std::string() : team);
+    return;
+  }
+  if (checked.pipeline) {
+    submit_pipeline(self, in, w, team, std::move(*checked.pipeline));
     return;
   }
   auto& s = checked.spec;
@@ -294,9 +312,19 @@ void on_duplicate(Self self, Pending pend, const std::string& original) {
   for (const auto& w : pend.waiters) reply_submit(self, w, a.job_id, {});
 }
 
+void on_pipeline_intake(Self self, PendingPipeline pend, bool ok, bool duplicate,
+                        const std::string& error, const std::string& original);
+
 void on_intake(Self self, const std::string& job_id, bool ok, bool duplicate,
                const std::string& error, const std::string& original) {
   auto& st = self->state;
+  if (auto p = st.pipelines.find(job_id); p != st.pipelines.end()) {
+    auto pend = std::move(p->second);
+    st.pipelines.erase(p);
+    if (!pend.key.empty()) st.pipeline_keys.erase(pend.key);
+    on_pipeline_intake(self, std::move(pend), ok, duplicate, error, original);
+    return;
+  }
   auto it = st.pending.find(job_id);
   if (it == st.pending.end()) return;
   Pending pend = std::move(it->second);
@@ -322,6 +350,173 @@ void on_intake(Self self, const std::string& job_id, bool ok, bool duplicate,
   }
   self->send(st.w.jobs, spawn_atom_v, job_id, std::move(pend.record));
   for (const auto& w : pend.waiters) reply_submit(self, w, job_id, {});
+}
+
+// --- pipelines (docs/api.md "Pipelines") -------------------------------------
+
+// A pipeline's id: its first job's, as p-… ("j-" dropped): unique as job ids are.
+std::string pipeline_id_of(const std::string& first_job_id) {
+  return "p-" + first_job_id.substr(std::min<size_t>(2, first_job_id.size()));
+}
+
+void record_pipeline(Self self, const Inbound& in, const Waiter& w, const std::string& team,
+                     submission::PipelineRead p);
+
+// A pipeline read and checked (submission::read_pipeline): a retry of one
+// accepted under its idempotency key gets the same answer; then the team's
+// limits for each job (queued: all of them), its upstream jobs by id, and
+// one intake record for all.
+void submit_pipeline(Self self, const Inbound& in, const Waiter& w, const std::string& team,
+                     submission::PipelineRead p) {
+  using policy::Refusal;
+  auto& st = self->state;
+  std::string pkey = p.idempotency_key.empty() ? std::string() : team + "/" + p.idempotency_key;
+  if (!pkey.empty()) {
+    // Each job's key is the pipeline's and its name: a restart learns them
+    // from the jobs' records like any other key.
+    std::vector<std::pair<std::string, std::string>> known;
+    for (auto& m : p.members) {
+      m.spec.set_idempotency_key(p.idempotency_key + "/" + m.spec.name());
+      if (auto it = st.keys.find(submission::key_of(team, m.spec)); it != st.keys.end())
+        known.emplace_back(m.spec.name(), it->second);
+    }
+    if (!known.empty()) {
+      if (known.size() != p.members.size()) {
+        reject(self, w, Refusal::idempotency_conflict,
+               "idempotency_key '" + p.idempotency_key +
+                   "' was used before with other jobs; use a new key for a new pipeline",
+               team);
+        return;
+      }
+      ++st.n.duplicates;
+      if (!w.reply.empty())
+        st.out->publish(w.reply, views::pipeline_json(pipeline_id_of(known[0].second), known));
+      return;
+    }
+    if (auto it = st.pipeline_keys.find(pkey); it != st.pipeline_keys.end()) {
+      ++st.n.duplicates;
+      st.pipelines[it->second].waiters.push_back(w);
+      return;
+    }
+  }
+  auto lim = st.cfg.limits_of(team);
+  std::vector<std::string> upstream;  // jobs outside the pipeline, by id
+  for (const auto& m : p.members) {
+    const auto& s = m.spec;
+    auto req = placement_request(s);
+    req.pool = m.adm.pool;
+    req.pools = m.adm.pools;
+    for (auto v : {policy::check_job_gpus(lim, team, s.workers(), s.resources().gpus()),
+                   policy::check_feasible(shapes(st), req)})
+      if (!v.ok()) {
+        reject(self, w, v.code, "job " + s.name() + ": " + v.error, team);
+        return;
+      }
+    for (const auto& d : s.depends_on())
+      if (!d.job().empty()) upstream.push_back(d.job());
+  }
+  auto q = st.queued.find(team);
+  int64_t queued = (q == st.queued.end() ? 0 : q->second) + static_cast<int64_t>(p.members.size());
+  if (auto v = policy::check_queued(lim, team, queued - 1); !v.ok()) {
+    reject(self, w, v.code, v.error, team);
+    return;
+  }
+  if (upstream.empty()) {
+    record_pipeline(self, in, w, team, std::move(p));
+    return;
+  }
+  self->request(st.w.jobs, caf::infinite, deps_atom_v, team, std::move(upstream))
+      .then([=, in = in, p = std::move(p)](const std::string& error) mutable {
+        if (error.empty())
+          record_pipeline(self, in, w, team, std::move(p));
+        else
+          reject(self, w, Refusal::invalid_spec, error, team);
+      });
+}
+
+// The pipeline's jobs get their ids (upstream first: the submit order is the
+// dependency order), their depends_on by name those ids, the pipeline's
+// label; one record holds them all.
+void record_pipeline(Self self, const Inbound& in, const Waiter& w, const std::string& team,
+                     submission::PipelineRead p) {
+  auto& st = self->state;
+  PendingPipeline pend;
+  pend.team = team;
+  pend.waiters.push_back(w);
+  if (!p.idempotency_key.empty()) pend.key = team + "/" + p.idempotency_key;
+  std::map<std::string, std::string> ids;  // name -> job id
+  std::vector<uint64_t> seqs;
+  for (const auto& m : p.members) {
+    auto id = new_job_id(self);
+    ids[m.spec.name()] = id;
+    seqs.push_back(st.next_seq);
+    pend.jobs.emplace_back(m.spec.name(), id);
+  }
+  const std::string pid = pipeline_id_of(pend.jobs.front().second);
+  pb::PipelineRecord record;
+  record.set_pipeline_id(pid);
+  for (size_t i = 0; i < p.members.size(); ++i) {
+    auto& s = p.members[i].spec;
+    for (auto& d : *s.mutable_depends_on())
+      if (!d.name().empty()) d.set_job(ids[d.name()]);
+    (*s.mutable_labels())[std::string(names::kPipelineLabel)] = pid;
+    pend.keys.push_back(submission::key_of(team, s));
+    auto* rec = record.add_jobs();
+    *rec = submission::make_record(std::move(s), p.members[i].adm, st.cfg, st.opts.checkpoint_root,
+                                   pend.jobs[i].second, seqs[i], st.w.now_ms());
+    pend.records.emplace_back(rec->SerializeAsString());
+  }
+  st.queued[team] += static_cast<int64_t>(p.members.size());  // until each leaves `queued`
+  std::string bytes = record.SerializeAsString();
+  std::string msg_id = submission::intake_msg_id(team, pend.key, in.reply, in.data, pid);
+  if (!pend.key.empty()) st.pipeline_keys[pend.key] = pid;
+  st.pipelines.emplace(pid, std::move(pend));
+  RouterActor me{self};
+  st.intake->append(subjects::intake_pipeline(team),
+                    std::vector<uint8_t>(bytes.begin(), bytes.end()), msg_id,
+                    [me, pid](Intake::Appended a) {
+                      caf::anon_send(me, intake_atom_v, pid, a.ok, a.duplicate, std::move(a.error),
+                                     std::move(a.original));
+                    });
+}
+
+void on_pipeline_intake(Self self, PendingPipeline pend, bool ok, bool duplicate,
+                        const std::string& error, const std::string& original) {
+  auto& st = self->state;
+  auto n = static_cast<int64_t>(pend.records.size());
+  auto unqueue_all = [&] {
+    for (int64_t i = 0; i < n; ++i) unqueue(st, pend.team);
+  };
+  if (!ok || duplicate) {
+    unqueue_all();
+    pb::PipelineRecord held;
+    std::vector<std::pair<std::string, std::string>> jobs;
+    if (ok && held.ParseFromString(original))
+      for (const auto& r : held.jobs()) jobs.emplace_back(r.spec().name(), r.job_id());
+    if (jobs.empty()) {
+      ++st.n.intake_errors;
+      for (const auto& w : pend.waiters)
+        reject(self, w, policy::Refusal::unavailable,
+               "pipeline not recorded (intake stream: " +
+                   (ok ? std::string("an unreadable record holds its message id") : error) +
+                   "); retry",
+               pend.team);
+      return;
+    }
+    ++st.n.duplicates;
+    for (const auto& w : pend.waiters)
+      if (!w.reply.empty())
+        st.out->publish(w.reply, views::pipeline_json(held.pipeline_id(), jobs));
+    return;
+  }
+  st.n.accepted += n;
+  for (size_t i = 0; i < pend.records.size(); ++i) {
+    if (!pend.keys[i].empty()) st.keys[pend.keys[i]] = pend.jobs[i].second;
+    self->send(st.w.jobs, spawn_atom_v, pend.jobs[i].second, std::move(pend.records[i]));
+  }
+  auto answer = views::pipeline_json(pipeline_id_of(pend.jobs.front().second), pend.jobs);
+  for (const auto& w : pend.waiters)
+    if (!w.reply.empty()) st.out->publish(w.reply, answer);
 }
 
 // A record a standby wrote to the intake stream while no leader answered
@@ -399,7 +594,7 @@ bool job_id_of(Self self, const Inbound& in, const json& req, std::string& id) {
   return false;
 }
 
-// troupe.<team>.jobs and troupe.sys.jobs: {"limit","after","state"} (each
+// troupe.<team>.jobs and troupe.sys.jobs: {"limit","after","state","label"|"pipeline"} (each
 // optional) to the job supervisor, which answers one page.
 void list_jobs(Self self, const Inbound& in, const std::string& team, const json& req) {
   policy::PageRequest page;
@@ -409,7 +604,8 @@ void list_jobs(Self self, const Inbound& in, const std::string& team, const json
       self->state.out->publish(in.reply, errors::error_json(errors::kBadRequest, err));
     return;
   }
-  self->send(self->state.w.jobs, list_atom_v, team, page.limit, page.after, page.state, in.reply);
+  self->send(self->state.w.jobs, list_atom_v, team, page.limit, page.after, page.state, page.label,
+             in.reply);
 }
 
 void on_inbound(Self self, const Inbound& in) {
@@ -530,7 +726,7 @@ void on_inbound(Self self, const Inbound& in) {
     return;
   }
   std::string team(team_tok);
-  if (verb == subjects::kSubmit || verb == subjects::kEnqueue) {
+  if (verb == subjects::kSubmit || verb == subjects::kEnqueue || verb == subjects::kPipeline) {
     to_reader(self, team, in);
     return;
   }

@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <cctype>
+#include <map>
 
 #include "actors/job_record.hpp"
+#include "actors/policy/dependencies.hpp"
 #include "actors/views.hpp"
 #include "bus/subjects.hpp"
+#include "messages/names.hpp"
 
 namespace troupe::submission {
 
@@ -69,12 +72,31 @@ Read read(const Opened& o, const std::vector<uint8_t>& data, const policy::Clust
     r.verdict = {o.flatbuffers ? Refusal::invalid_spec : Refusal::malformed, p.error};
     return r;
   }
+  if (stream_seq != 0 && p.spec.idempotency_key().empty())
+    p.spec.set_idempotency_key(msg_id.empty() ? "enqueue-" + std::to_string(stream_seq) : msg_id);
+  r = check_spec(std::move(p.spec), o.team, cfg, limits);
+  if (!r.verdict.ok()) return r;
+  // By name only inside a pipeline (read_pipeline resolves them).
+  for (const auto& d : r.spec.depends_on())
+    if (d.job().empty())
+      r.verdict = {Refusal::invalid_spec, "depends_on: name " + d.name() +
+                                              " names a pipeline member; a job submitted alone "
+                                              "names its upstream jobs by id (job: ID)"};
+  return r;
+}
+
+Read check_spec(pb::JobSpec spec, const std::string& team, const policy::ClusterConfig& cfg,
+                const spec::Limits& limits) {
+  Read r;
   auto& s = r.spec;
-  s = std::move(p.spec);
-  const std::string& team = o.team;
+  s = std::move(spec);
   if (s.team().empty()) s.set_team(team);
-  if (stream_seq != 0 && s.idempotency_key().empty())
-    s.set_idempotency_key(msg_id.empty() ? "enqueue-" + std::to_string(stream_seq) : msg_id);
+  for (const auto& [k, v] : s.labels())
+    if (k.rfind(names::kReservedLabelPrefix, 0) == 0) {
+      r.verdict = {Refusal::invalid_spec,
+                   "label " + k.substr(0, 64) + ": keys starting 'troupe.' are the scheduler's"};
+      return r;
+    }
   if (s.team() != team) {
     r.verdict = {Refusal::wrong_team, "spec team '" + s.team().substr(0, 128) +
                                           "' does not match subject team '" + team + "'"};
@@ -160,6 +182,93 @@ std::vector<uint8_t> reply(bool flatbuffers, const std::string& job_id, const st
   if (flatbuffers) return wire::submit_reply(job_id, error, c);
   auto j = views::submit_json(job_id, error, c);
   return std::vector<uint8_t>(j.begin(), j.end());
+}
+
+PipelineRead read_pipeline(const Opened& o, const std::vector<uint8_t>& data,
+                           const policy::ClusterConfig& cfg, const spec::Limits& limits) {
+  PipelineRead r;
+  auto refuse = [&](Refusal code, std::string error) {
+    r.verdict = {code, std::move(error)};
+    r.members.clear();
+    return std::move(r);
+  };
+  if (o.flatbuffers) return refuse(Refusal::malformed, "a pipeline is a JSON request");
+  pb::Pipeline p;
+  if (auto err = spec::parse_json(
+          std::string_view(reinterpret_cast<const char*>(data.data()), data.size()), p);
+      !err.empty())
+    return refuse(Refusal::malformed, "malformed pipeline: " + err);
+  if (!p.team().empty() && p.team() != o.team)
+    return refuse(Refusal::wrong_team, "pipeline team '" + p.team().substr(0, 128) +
+                                           "' does not match subject team '" + o.team + "'");
+  if (p.jobs().empty()) return refuse(Refusal::invalid_spec, "a pipeline needs jobs");
+  if (p.jobs_size() > limits.max_pipeline_jobs)
+    return refuse(Refusal::too_large, "the pipeline has " + std::to_string(p.jobs_size()) +
+                                          " jobs (limit max_pipeline_jobs " +
+                                          std::to_string(limits.max_pipeline_jobs) + ")");
+  if (auto c = p.idempotency_key();
+      c.size() > static_cast<size_t>(limits.max_idempotency_key_bytes))
+    return refuse(Refusal::too_large, "idempotency_key is longer than " +
+                                          std::to_string(limits.max_idempotency_key_bytes) +
+                                          " characters");
+  r.name = p.name().substr(0, static_cast<size_t>(limits.max_name_bytes));
+  r.idempotency_key = p.idempotency_key();
+  // Each member checked as a job of its own; names unique tokens.
+  std::map<std::string, int> index;
+  std::vector<Read> read;
+  for (int i = 0; i < p.jobs_size(); ++i) {
+    auto& js = *p.mutable_jobs(i);
+    std::string at = "jobs[" + std::to_string(i) + "]";
+    if (auto err = names::check_token(js.name()); !err.empty())
+      return refuse(Refusal::invalid_spec, at + ": name " + err);
+    at += " (" + js.name() + ")";
+    if (!index.emplace(js.name(), i).second)
+      return refuse(Refusal::invalid_spec, at + ": a second job named " + js.name());
+    if (!js.idempotency_key().empty())
+      return refuse(Refusal::invalid_spec,
+                    at + ": a member has no idempotency_key of its own (the pipeline's applies)");
+    auto one = check_spec(std::move(js), o.team, cfg, limits);
+    if (!one.verdict.ok()) return refuse(one.verdict.code, at + ": " + one.verdict.error);
+    read.push_back(std::move(one));
+  }
+  // depends_on by name: a member; no cycle.
+  std::vector<std::pair<std::string, std::vector<std::string>>> graph;
+  for (const auto& m : read) {
+    std::vector<std::string> ups;
+    for (const auto& d : m.spec.depends_on()) {
+      if (d.name().empty()) continue;
+      if (!d.job().empty())
+        return refuse(Refusal::invalid_spec,
+                      "jobs (" + m.spec.name() + "): a depends_on entry has both job and name");
+      if (index.count(d.name()) == 0)
+        return refuse(Refusal::invalid_spec, "jobs (" + m.spec.name() + "): depends_on name " +
+                                                 d.name() + " is no job of the pipeline");
+      ups.push_back(d.name());
+    }
+    graph.emplace_back(m.spec.name(), std::move(ups));
+  }
+  if (auto cycle = policy::deps::find_cycle(graph); !cycle.empty()) {
+    std::string path;
+    for (const auto& n : cycle) path += (path.empty() ? "" : " -> ") + n;
+    return refuse(Refusal::invalid_spec, "depends_on forms a cycle: " + path);
+  }
+  // Upstream first (Kahn's order, file order among the ready).
+  std::vector<int> pending(read.size(), 0);
+  for (size_t i = 0; i < graph.size(); ++i) pending[i] = static_cast<int>(graph[i].second.size());
+  std::vector<bool> placed(read.size(), false);
+  for (size_t done = 0; done < read.size();) {
+    for (size_t i = 0; i < read.size(); ++i) {
+      if (placed[i] || pending[i] > 0) continue;
+      placed[i] = true;
+      ++done;
+      for (size_t j = 0; j < graph.size(); ++j)
+        for (const auto& up : graph[j].second)
+          if (up == read[i].spec.name()) --pending[j];
+      r.members.push_back(Member{std::move(read[i].spec), std::move(read[i].adm)});
+      break;
+    }
+  }
+  return r;
 }
 
 }  // namespace troupe::submission

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -50,6 +51,29 @@ struct Read {
 Read read(const Opened& o, const std::vector<uint8_t>& data, const policy::ClusterConfig& cfg,
           const spec::Limits& limits, uint64_t stream_seq = 0, const std::string& msg_id = {});
 
+// A spec (a submission's, or a pipeline member's) defaulted and checked for
+// `team` (the subject's): the team, labels (none of the scheduler's), spec
+// limits, the cluster config's admission.
+Read check_spec(pb::JobSpec spec, const std::string& team, const policy::ClusterConfig& cfg,
+                const spec::Limits& limits);
+
+// A pipeline (troupe.<team>.pipeline, docs/api.md "Pipelines"): every member
+// checked as a submission (the first refusal refuses all, naming the member),
+// names unique tokens, depends_on by name to members, no cycle; the members
+// upstream first. Their depends_on by name get their job ids from the router.
+struct Member {
+  pb::JobSpec spec;
+  policy::Admission adm;
+};
+struct PipelineRead {
+  policy::Decision verdict;
+  std::string name;
+  std::string idempotency_key;
+  std::vector<Member> members;
+};
+PipelineRead read_pipeline(const Opened& o, const std::vector<uint8_t>& data,
+                           const policy::ClusterConfig& cfg, const spec::Limits& limits);
+
 // A submission read and checked off the router (actors/intake_reader.hpp):
 // its team and format, the spec and its admission, or why it was refused
 // before the router's own checks (the team's rate, open(), read()).
@@ -59,6 +83,7 @@ struct Checked {
   policy::Decision verdict;
   pb::JobSpec spec;
   policy::Admission adm;
+  std::optional<PipelineRead> pipeline;  // a pipeline (spec and adm unused)
 };
 
 // team/key, or "" when the spec has no idempotency key.

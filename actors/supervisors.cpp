@@ -351,6 +351,14 @@ bool load(JobSup self, const std::string& id, const std::string& team, pb::JobRe
   return true;
 }
 
+// Whether the job's spec has the label `kv` ("key=value").
+bool has_label(const pb::JobRecord& r, const std::string& kv) {
+  auto eq = kv.find('=');
+  auto it = r.spec().labels().find(kv.substr(0, eq));
+  return it != r.spec().labels().end() && eq != std::string::npos &&
+         it->second == kv.substr(eq + 1);
+}
+
 // The team of a purged job is read from its events (troupe.*.events.<id>):
 // troupe.sys.find (admin) only; a team from a subject is never "*".
 constexpr const char* kAnyTeam = "*";
@@ -559,7 +567,7 @@ JobSupervisorActor::behavior_type job_sup_behavior(JobSup self, OutboxPtr out,
                                           " placed (state " + rec.state() + "); no logs yet"));
       },
       [=](list_atom, const std::string& team, int64_t limit, const std::string& after,
-          const std::string& state, const std::string& reply) {
+          const std::string& state, const std::string& label, const std::string& reply) {
         // One page in submit order ("sys": every team's jobs), after the job
         // `after`; {"jobs":[JobView...],"next"} (actors/policy/pages.hpp).
         auto& st = self->state;
@@ -591,7 +599,8 @@ JobSupervisorActor::behavior_type job_sup_behavior(JobSup self, OutboxPtr out,
             [&](const Item& item) {
               if (!every_team && item.second != team) return false;
               auto* r = record(item);
-              return r != nullptr && (state.empty() || r->state() == state);
+              return r != nullptr && (state.empty() || r->state() == state) &&
+                     (label.empty() || has_label(*r, label));
             },
             [&](const Item& item) { return spec::view_json(job_view(*record(item))); },
             [](const Item& item) { return item.first.second; });

@@ -31,7 +31,7 @@
 //   (status_atom, id, team, reply); (cancel_atom, id, team, reply);
 //   (why_atom, id, team, reply): queued jobs go to the arbiter;
 //   (logs_atom, id, team, rank, offset, max, reply);
-//   (list_atom, team, limit, after, state, reply): one page, submit order;
+//   (list_atom, team, limit, after, state, label, reply): one page, submit order;
 //   (find_atom, id, reply); (history_atom, id, team, reply): checked, then
 //   handed back to the router to read; (requeue_atom, team); (crash_atom, id);
 //   (stats_atom); (restore_atom, JobRecords); (ended_atom, id) from a job

@@ -123,4 +123,11 @@ std::string submit_json(const std::string& job_id, const std::string& error,
                        : json{{"error", error}, {"code", code}}.dump();
 }
 
+std::string pipeline_json(const std::string& pipeline_id,
+                          const std::vector<std::pair<std::string, std::string>>& jobs) {
+  json j{{"pipeline_id", pipeline_id}, {"jobs", json::array()}};
+  for (const auto& [name, id] : jobs) j["jobs"].push_back({{"name", name}, {"job_id", id}});
+  return j.dump();
+}
+
 }  // namespace troupe::views

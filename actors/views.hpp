@@ -108,6 +108,10 @@ std::string why_json(const std::string& job_id, std::string_view state, bool pen
 std::string job_state_json(const std::string& job_id, std::string_view state,
                            const std::string& team = {});
 // A submission's answer: its job id, or the refusal's error and code.
+// A pipeline's acceptance: {"pipeline_id", "jobs": [{"name", "job_id"}...]},
+// upstream first.
+std::string pipeline_json(const std::string& pipeline_id,
+                          const std::vector<std::pair<std::string, std::string>>& jobs);
 std::string submit_json(const std::string& job_id, const std::string& error,
                         const std::string& code);
 

@@ -34,11 +34,13 @@ inline constexpr std::string_view kEvents = "events";
 inline constexpr std::string_view kWhy = "why";
 inline constexpr std::string_view kEnqueue = "enqueue";
 inline constexpr std::string_view kHistory = "history";
+// Several jobs in one request, all accepted or none (docs/api.md "Pipelines").
+inline constexpr std::string_view kPipeline = "pipeline";
 
 // Every request verb a team identity may publish under troupe.<team>. (the
 // NATS permissions of team-<team> are built from this list).
-inline constexpr std::string_view kTeamVerbs[] = {kSubmit, kEnqueue, kStatus, kCancel,
-                                                  kLogs,   kJobs,    kWhy,    kHistory};
+inline constexpr std::string_view kTeamVerbs[] = {kSubmit, kEnqueue, kStatus,  kCancel,  kLogs,
+                                                  kJobs,   kWhy,     kHistory, kPipeline};
 
 // Identities (docs/security.md): the NATS user names Troupe signs, one per
 // party. The .creds file of identity I is <auth dir>/I.creds.
@@ -85,6 +87,9 @@ inline std::string team_verb(std::string_view team, std::string_view verb) {
 inline std::string team_submit(std::string_view team) {
   return team_verb(team, kSubmit);
 }
+inline std::string team_pipeline(std::string_view team) {
+  return team_verb(team, kPipeline);
+}
 inline std::string team_status(std::string_view team) {
   return team_verb(team, kStatus);
 }
@@ -121,9 +126,14 @@ inline constexpr std::string_view kHandoff = "handoff";
 inline std::string handoff(std::string_view team) {
   return intake(team) + "." + std::string(kHandoff);
 }
+// An accepted pipeline: one record (pb::PipelineRecord) for all its jobs.
+inline std::string intake_pipeline(std::string_view team) {
+  return intake(team) + "." + std::string(kPipeline);
+}
 
 // Fixed subjects and wildcards the scheduler subscribes to.
 inline constexpr const char* kAllSubmit = "troupe.*.submit";
+inline constexpr const char* kAllPipeline = "troupe.*.pipeline";
 inline constexpr const char* kAllStatus = "troupe.*.status";
 inline constexpr const char* kAllCancel = "troupe.*.cancel";
 inline constexpr const char* kAllLogs = "troupe.*.logs";

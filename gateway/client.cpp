@@ -151,6 +151,11 @@ std::string Client::logs(const std::string& team, const std::string& job_id, int
 
 std::string Client::jobs_page(const std::string& team, int64_t limit, const std::string& after,
                               const std::string& state, pb::JobList* out, std::string* next) {
+  return jobs_page(team, limit, after, JobsFilter{state, {}, {}}, out, next);
+}
+
+std::string Client::jobs_page(const std::string& team, int64_t limit, const std::string& after,
+                              const JobsFilter& filter, pb::JobList* out, std::string* next) {
   std::string subject;
   if (team.empty()) {
     subject = subjects::team_jobs(names::kSysToken);  // troupe.sys.jobs
@@ -159,7 +164,8 @@ std::string Client::jobs_page(const std::string& team, int64_t limit, const std:
     subject = subjects::team_jobs(team);
   }
   std::string reply;
-  if (auto err = call(subject, jobs_request(limit, after, state), &reply); !err.empty()) return err;
+  if (auto err = call(subject, jobs_filter_request(limit, after, filter), &reply); !err.empty())
+    return err;
   if (auto err = parse_view(reply, *out); !err.empty()) return err;
   *next = parse_jobs_next(reply);
   return {};
@@ -167,13 +173,18 @@ std::string Client::jobs_page(const std::string& team, int64_t limit, const std:
 
 std::string Client::jobs(const std::string& team, pb::JobList* out, const std::string& state,
                          int64_t max_jobs, const std::string& after, std::string* next) {
+  return jobs(team, out, JobsFilter{state, {}, {}}, max_jobs, after, next);
+}
+
+std::string Client::jobs(const std::string& team, pb::JobList* out, const JobsFilter& filter,
+                         int64_t max_jobs, const std::string& after, std::string* next) {
   std::string from = after;
   for (;;) {
     int64_t have = out->jobs_size();
     int64_t want = max_jobs > 0 ? max_jobs - have : kJobsPageLimit;
     pb::JobList page;
     std::string more;
-    if (auto err = jobs_page(team, want, from, state, &page, &more); !err.empty()) return err;
+    if (auto err = jobs_page(team, want, from, filter, &page, &more); !err.empty()) return err;
     for (auto& j : *page.mutable_jobs()) *out->add_jobs() = std::move(j);
     bool full = max_jobs > 0 && out->jobs_size() >= max_jobs;
     // An empty page with a "next" cannot come from a scheduler that keeps
@@ -184,6 +195,11 @@ std::string Client::jobs(const std::string& team, pb::JobList* out, const std::s
     }
     from = more;
   }
+}
+
+std::string Client::pipeline(const std::string& team, const std::string& body, std::string* reply) {
+  if (auto err = check_team(team); !err.empty()) return err;
+  return call(subjects::team_pipeline(team), body, reply);
 }
 
 std::string Client::nodes(pb::NodeList* out) {

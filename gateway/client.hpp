@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "bus/nats.hpp"
+#include "gateway/pipeline_view.hpp"
 #include "gateway/policy_view.hpp"
 #include "gateway/replies.hpp"
 #include "job_spec.pb.h"
@@ -59,10 +60,20 @@ class Client {
   // page ("" on the last).
   std::string jobs_page(const std::string& team, int64_t limit, const std::string& after,
                         const std::string& state, pb::JobList* out, std::string* next);
+  // The same with every filter (a state, a pipeline id, a label key=value).
+  std::string jobs_page(const std::string& team, int64_t limit, const std::string& after,
+                        const JobsFilter& filter, pb::JobList* out, std::string* next);
   // Pages appended to `out` until `max_jobs` (0: all of them); `next` as above.
   std::string jobs(const std::string& team, pb::JobList* out, const std::string& state = {},
                    int64_t max_jobs = 0, const std::string& after = {},
                    std::string* next = nullptr);
+  std::string jobs(const std::string& team, pb::JobList* out, const JobsFilter& filter,
+                   int64_t max_jobs = 0, const std::string& after = {},
+                   std::string* next = nullptr);
+  // troupe.<team>.pipeline (docs/api.md, "Pipelines"): `body` as
+  // pipeline_request makes it; "" and the raw `reply` (which may be the
+  // scheduler's {"error"}: parse_pipeline_reply), or the transport error.
+  std::string pipeline(const std::string& team, const std::string& body, std::string* reply);
   std::string nodes(pb::NodeList* out);
   // troupe.<team>.why and troupe.sys.queues (docs/contract.md, "Scheduling policy").
   std::string why(const std::string& team, const std::string& job_id, WhyView* out,

@@ -1,5 +1,5 @@
 // The request/reply verbs of `troupe`: submit, status, jobs, cancel, logs,
-// nodes, queues, why, history (`up` is in up.cpp).
+// nodes, queues, why, history, pipeline (`up` is in up.cpp).
 #include "gateway/commands.hpp"
 
 #include <algorithm>
@@ -16,6 +16,7 @@
 #include "gateway/auth/tokens.hpp"
 #include "gateway/client.hpp"
 #include "gateway/format.hpp"
+#include "gateway/pipeline_view.hpp"
 #include "gateway/policy_view.hpp"
 #include "gateway/usage.hpp"
 #include "messages/names.hpp"
@@ -38,17 +39,39 @@ ClientPtr open_client(const std::string& url) {
   return c;
 }
 
+// A file's whole content; false when it cannot be read.
+bool read_text(const std::string& path, std::string* text) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return false;
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  *text = ss.str();
+  return true;
+}
+
+// Cancels each job in turn; prints "<id> <state>" per job; 1 when a cancel
+// failed (the others are still tried), else 0.
+int cancel_each(Client& c, const std::vector<pb::JobView>& jobs) {
+  int rc = 0;
+  for (const auto& j : jobs) {
+    CancelReply r;
+    if (auto err = c.cancel(j.team(), j.job_id(), &r); !err.empty()) {
+      rc = fail("cancel " + j.job_id() + ": " + err);
+      continue;
+    }
+    std::cout << j.job_id() << " " << r.state << "\n";
+  }
+  return rc;
+}
+
 }  // namespace
 
 int run_submit(const std::string& url, const std::optional<std::string>& file,
                const SubmitFlags& flags, bool wait) {
   std::optional<std::string> text;
   if (file) {
-    std::ifstream in(*file, std::ios::binary);
-    if (!in) return fail("cannot read " + *file);
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    text = ss.str();
+    text.emplace();
+    if (!read_text(*file, &*text)) return fail("cannot read " + *file);
   }
   auto built = build_spec(text, flags);
   if (!built.ok) return fail((file ? *file + ": " : std::string()) + built.error);
@@ -155,13 +178,16 @@ int run_status(const std::string& url, const std::string& job_id, const std::str
 }
 
 int run_jobs(const std::string& url, const std::string& team, const std::string& state, bool json,
-             int64_t limit, const std::string& after, bool wide) {
+             int64_t limit, const std::string& after, bool wide, const std::string& pipeline,
+             const std::string& label) {
   auto c = open_client(url);
   if (!c) return kUnreachableExit;
   pb::JobList list;
   std::string next;
-  // The scheduler filters by state and pages; every page until `limit`.
-  if (auto err = c->jobs(team, &list, state, limit, after, &next); !err.empty())
+  // The scheduler filters (state, pipeline, label) and pages; every page
+  // until `limit`.
+  if (auto err = c->jobs(team, &list, JobsFilter{state, pipeline, label}, limit, after, &next);
+      !err.empty())
     return fail("jobs: " + err);
   if (json) {
     // The JobList JSON, a view at a time (one protobuf print of 100,000
@@ -201,16 +227,69 @@ int run_cancel_where(const std::string& url, const std::string& team, const std:
   if (list.jobs_size() == 0)
     std::cerr << "troupe: no " << state << " jobs" << (team.empty() ? "" : " of team " + team)
               << "\n";
-  int rc = 0;
-  for (const auto& j : list.jobs()) {
-    CancelReply r;
-    if (auto err = c->cancel(j.team(), j.job_id(), &r); !err.empty()) {
-      rc = fail("cancel " + j.job_id() + ": " + err);
-      continue;
-    }
-    std::cout << j.job_id() << " " << r.state << "\n";
-  }
-  return rc;
+  return cancel_each(*c, {list.jobs().begin(), list.jobs().end()});
+}
+
+int run_pipeline_submit(const std::string& url, const std::string& file, const std::string& team,
+                        bool json) {
+  std::string text;
+  if (!read_text(file, &text)) return fail("cannot read " + file);
+  auto parsed = parse_pipeline_file(text);
+  if (!parsed.ok) return fail(file + ": " + parsed.error);
+  std::string t;
+  if (auto err = pipeline_team(team, parsed.pipeline, &t); !err.empty())
+    return fail(file + ": " + err);
+  auto c = open_client(url);
+  if (!c) return kUnreachableExit;
+  std::string raw;
+  if (auto err = c->pipeline(t, pipeline_request(parsed.pipeline, t), &raw); !err.empty())
+    return fail("pipeline submit: " + err);
+  auto reply = parse_pipeline_reply(raw);
+  if (!reply.error.empty()) return fail("pipeline refused (no job was made): " + reply.error);
+  if (json)
+    std::cout << raw << "\n";
+  else
+    std::cout << pipeline_submit_text(reply);
+  return 0;
+}
+
+namespace {
+// The jobs of a pipeline (of `team`, or of every team), upstream first;
+// "" or what went wrong (also: no job of that pipeline).
+std::string pipeline_jobs(Client& c, const std::string& pipeline_id, const std::string& team,
+                          std::vector<pb::JobView>* jobs) {
+  pb::JobList list;
+  if (auto err = c.jobs(team, &list, JobsFilter{{}, pipeline_id, {}}); !err.empty()) return err;
+  *jobs = pipeline_members(list, pipeline_id);
+  if (jobs->empty()) return "no pipeline " + pipeline_id + (team.empty() ? "" : " in team " + team);
+  return {};
+}
+}  // namespace
+
+int run_pipeline_status(const std::string& url, const std::string& pipeline_id,
+                        const std::string& team, bool json) {
+  auto c = open_client(url);
+  if (!c) return kUnreachableExit;
+  std::vector<pb::JobView> jobs;
+  if (auto err = pipeline_jobs(*c, pipeline_id, team, &jobs); !err.empty())
+    return fail("pipeline status: " + err);
+  if (json)
+    std::cout << pipeline_status_json(pipeline_id, jobs) << "\n";
+  else
+    std::cout << pipeline_status_text(pipeline_id, jobs);
+  return 0;
+}
+
+int run_pipeline_cancel(const std::string& url, const std::string& pipeline_id,
+                        const std::string& team) {
+  auto c = open_client(url);
+  if (!c) return kUnreachableExit;
+  std::vector<pb::JobView> jobs;
+  if (auto err = pipeline_jobs(*c, pipeline_id, team, &jobs); !err.empty())
+    return fail("pipeline cancel: " + err);
+  auto open = cancel_order(jobs);
+  if (open.empty()) std::cerr << "troupe: every job of pipeline " << pipeline_id << " has ended\n";
+  return cancel_each(*c, open);
 }
 
 int run_logs(const std::string& url, const std::string& job_id, const std::string& team, int rank,

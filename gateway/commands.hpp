@@ -21,8 +21,11 @@ int run_status(const std::string& url, const std::string& job_id, const std::str
 // `troupe jobs`: pages of troupe.<team>.jobs / troupe.sys.jobs until `limit`
 // jobs (0: all), after the job `after` when given; a hint on stderr when more
 // remain.
+// `pipeline` / `label` (troupe jobs --pipeline ID / --label KEY=VALUE): only
+// that pipeline's jobs / the jobs with that label (the scheduler filters).
 int run_jobs(const std::string& url, const std::string& team, const std::string& state, bool json,
-             int64_t limit = 0, const std::string& after = {}, bool wide = false);
+             int64_t limit = 0, const std::string& after = {}, bool wide = false,
+             const std::string& pipeline = {}, const std::string& label = {});
 int run_cancel(const std::string& url, const std::string& job_id, const std::string& team);
 // `troupe cancel --state S [--team T]`: every job of T (of every team when
 // T is "") in state S, each printed with its new state ("<id> <state>").
@@ -46,6 +49,23 @@ int run_queues(const std::string& url, bool json);
 // `reason` (cordon, drain): why, shown by troupe nodes.
 int run_node_op(const std::string& url, const std::string& op, const std::string& node,
                 const std::string& reason = {});
+
+// `troupe pipeline submit FILE`: the pipeline file (YAML or JSON) on
+// troupe.<team>.pipeline (team: `team`, else the file's, else its first
+// job's); prints the pipeline id, then each job's name and id (`json`: the
+// reply as it is). Refused: exit 1, no job was made.
+int run_pipeline_submit(const std::string& url, const std::string& file, const std::string& team,
+                        bool json);
+// `troupe pipeline status ID`: the pipeline's jobs (of `team`, or of every
+// team when ""), upstream first, and its state (pipeline_view.hpp). Exit 1
+// when no job is of that pipeline.
+int run_pipeline_status(const std::string& url, const std::string& pipeline_id,
+                        const std::string& team, bool json);
+// `troupe pipeline cancel ID`: cancels each job of the pipeline not ended
+// yet, the last first; prints "<id> <state>" per job as troupe cancel
+// --state does. Exit 1 when no job is of that pipeline or a cancel failed.
+int run_pipeline_cancel(const std::string& url, const std::string& pipeline_id,
+                        const std::string& team);
 
 // `troupe why ID`: why the job is not running now.
 int run_why(const std::string& url, const std::string& job_id, const std::string& team, bool json);

@@ -59,6 +59,16 @@ std::vector<DemoJob> demo_jobs(const std::string& gpu_type, const std::string& r
   v.push_back(make("research", "eval-broken", "evaluation", 1, 1, gpu_type,
                    "echo this evaluation fails on purpose >&2; sleep 1; exit 3", k + "broken",
                    names::kFailed, 3));
+  // Dependencies: blocked until their upstream job ended as they need.
+  auto report = make("research", "report-bleu", "evaluation", 0, 1, gpu_type,
+                     "echo publishing the BLEU report", k + "report", names::kSucceeded);
+  report.after = v.size() - 2;  // eval-bleu succeeded
+  v.push_back(std::move(report));
+  auto triage = make("research", "triage-broken", "evaluation", 0, 1, gpu_type,
+                     "echo eval-broken failed: opening a ticket", k + "triage", names::kSucceeded);
+  triage.after = v.size() - 2;  // eval-broken failed
+  triage.after_on = "failed";
+  v.push_back(std::move(triage));
   return v;
 }
 

@@ -15,11 +15,16 @@ struct DemoJob {
   pb::JobSpec spec;
   std::string expect_state;        // terminal state it must reach
   std::optional<int> expect_exit;  // exit code it must report, when set
+  // Depends on the demo job at this index (its id filled in at submit),
+  // ending as `after_on` says (depends_on).
+  std::optional<size_t> after;
+  std::string after_on;
 };
 
 // The demo jobs for a cluster of two 4-GPU `gpu_type` nodes: every kind, a
 // 2-worker gang of 4 GPUs each (takes both nodes, so the others queue behind
-// it), a CPU-only job, and one that exits 3 on purpose. `run_tag` makes the
+// it), a CPU-only job, one that exits 3 on purpose, and two that depend on
+// others (one on a success, one on that failure). `run_tag` makes the
 // idempotency keys unique to this run.
 std::vector<DemoJob> demo_jobs(const std::string& gpu_type, const std::string& run_tag);
 

@@ -24,6 +24,7 @@
 #include "gateway/client.hpp"
 #include "gateway/console_assets.hpp"
 #include "gateway/http_api.hpp"
+#include "gateway/pipeline_view.hpp"
 #include "gateway/replies.hpp"
 #include "messages/names.hpp"
 
@@ -580,10 +581,12 @@ void Server::Impl::install() {
              }
              const std::string subject =
                  subjects::team_jobs(team.empty() ? std::string(names::kSysToken) : team);
-             forward(
-                 subject,
-                 jobs_request(limit, req.get_param_value("after"), req.get_param_value("state")),
-                 res);
+             forward(subject,
+                     jobs_filter_request(limit, req.get_param_value("after"),
+                                         JobsFilter{req.get_param_value("state"),
+                                                    req.get_param_value("pipeline"),
+                                                    req.get_param_value("label")}),
+                     res);
            }));
   // The verbs of one job: its team found (job_team), then one request.
   auto job_verb = [this, authed](std::string_view verb) {

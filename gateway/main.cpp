@@ -102,6 +102,10 @@ int main(int argc, char** argv) {
   jobs->add_option("--limit", jobs_limit, "at most this many jobs (default: all, page by page)")
       ->check(CLI::PositiveNumber);
   jobs->add_option("--after", jobs_after, "start after this job id (submit order)");
+  std::string jobs_pipeline, jobs_label;
+  jobs->add_option("--pipeline", jobs_pipeline,
+                   "only this pipeline's jobs (a pipeline id p-..., upstream first)");
+  jobs->add_option("--label", jobs_label, "only jobs with this label (KEY=VALUE)");
   jobs->add_flag("--json", json, "print the JobList JSON");
   jobs->add_option("-o,--output", output, "table | wide | json | yaml");
 
@@ -242,6 +246,28 @@ int main(int argc, char** argv) {
   for (auto* sc : {auth_team, auth_node, auth_fleet, auth_admin, auth_gateway})
     sc->add_flag("--rotate", auth_rotate, "replace the identity's key even if its .creds exists");
 
+  // pipeline submit|status|cancel
+  auto* pipeline = app.add_subcommand(
+      "pipeline", "Submit several dependent jobs at once (all or none), see or cancel them");
+  pipeline->require_subcommand(1);
+  auto* pipeline_submit = pipeline->add_subcommand(
+      "submit", "Submit a pipeline file (YAML or JSON); prints its id and each job's id");
+  auto* pipeline_status =
+      pipeline->add_subcommand("status", "Show a pipeline's jobs, upstream first, and its state");
+  auto* pipeline_cancel = pipeline->add_subcommand(
+      "cancel", "Cancel every job of a pipeline not ended yet, the last first");
+  std::string pipeline_file, pipeline_id;
+  pipeline_submit->add_option("file", pipeline_file, "pipeline file (YAML or JSON)")->required();
+  pipeline_submit->add_option("--team", job_team,
+                              "team of the pipeline (else the file's team:, else its first "
+                              "job's)");
+  for (auto* sc : {pipeline_status, pipeline_cancel}) {
+    sc->add_option("id", pipeline_id, "pipeline id (p-...)")->required();
+    sc->add_option("--team", job_team, "the pipeline's team (else every team's jobs are searched)");
+  }
+  for (auto* sc : {pipeline_submit, pipeline_status})
+    sc->add_option("-o,--output", output, "table | json | yaml");
+
   // completion
   auto* completion =
       app.add_subcommand("completion", "Print a shell completion script (bash or zsh)");
@@ -249,6 +275,26 @@ int main(int argc, char** argv) {
   completion->add_option("shell", shell, "bash | zsh")
       ->required()
       ->check(CLI::IsMember({"bash", "zsh"}));
+
+  // A verb's flags, with those of its own verbs (troupe pipeline status --team)
+  // and their names (troupe auth init, add-team, ...): usage errors and
+  // completion.
+  auto flags_of = [](CLI::App* sc) {
+    gw::VerbFlags vf;
+    vf.verb = sc->get_name();
+    auto add = [&vf](const std::string& flag, bool valued) {
+      auto& list = valued ? vf.with_value : vf.without_value;
+      if (std::find(list.begin(), list.end(), flag) == list.end()) list.push_back(flag);
+    };
+    for (const auto* o : sc->get_options())
+      for (const auto& l : o->get_lnames()) add("--" + l, o->get_expected_min() != 0);
+    for (auto* nested : sc->get_subcommands([](CLI::App*) { return true; })) {
+      add(nested->get_name(), false);
+      for (const auto* o : nested->get_options())
+        for (const auto& l : o->get_lnames()) add("--" + l, o->get_expected_min() != 0);
+    }
+    return vf;
+  };
 
   // An unknown verb is named (with the closest one) before CLI11 reads the rest.
   std::vector<std::string> words(split.options.begin() + 1, split.options.end());
@@ -266,13 +312,9 @@ int main(int argc, char** argv) {
     gw::VerbFlags vf;
     for (const auto& w : words)
       if (std::find(verbs.begin(), verbs.end(), w) != verbs.end()) {
-        vf.verb = w;
+        vf = flags_of(app.get_subcommand(w));
         break;
       }
-    if (!vf.verb.empty())
-      for (const auto* o : app.get_subcommand(vf.verb)->get_options())
-        for (const auto& l : o->get_lnames())
-          (o->get_expected_min() == 0 ? vf.without_value : vf.with_value).push_back("--" + l);
     std::cerr << gw::usage_error(vf, {"--nats", "--creds", "--tls-ca"}, words, e.what()) << "\n";
     return gw::kUsageExit;  // every usage error
   }
@@ -333,16 +375,8 @@ int main(int argc, char** argv) {
 
   if (completion->parsed()) {
     std::vector<gw::VerbFlags> all;
-    for (auto* sc : app.get_subcommands([](CLI::App*) { return true; })) {
-      gw::VerbFlags vf;
-      vf.verb = sc->get_name();
-      for (const auto* o : sc->get_options())
-        for (const auto& l : o->get_lnames())
-          (o->get_expected_min() == 0 ? vf.without_value : vf.with_value).push_back("--" + l);
-      for (const auto* nested : sc->get_subcommands([](CLI::App*) { return true; }))
-        vf.without_value.push_back(nested->get_name());  // troupe auth init, add-team, ...
-      all.push_back(std::move(vf));
-    }
+    for (auto* sc : app.get_subcommands([](CLI::App*) { return true; }))
+      all.push_back(flags_of(sc));
     std::cout << gw::completion_script(
         shell, all, {"--nats", "--creds", "--tls-ca", "--utc", "--version", "--help"},
         {"--nats", "--creds", "--tls-ca"});
@@ -446,9 +480,28 @@ int main(int argc, char** argv) {
         return gw::kUsageExit;
       }
     }
-    return listing(
-        [&] { return gw::run_jobs(url, job_team, state, json, jobs_limit, jobs_after, wide); });
+    if (!jobs_label.empty()) {
+      if (auto bad = gw::check_label_filter(jobs_label); !bad.empty()) {
+        std::cerr << "troupe jobs: " << bad << "\n";
+        return gw::kUsageExit;
+      }
+    }
+    return listing([&] {
+      return gw::run_jobs(url, job_team, state, json, jobs_limit, jobs_after, wide, jobs_pipeline,
+                          jobs_label);
+    });
   }
+  if (pipeline_submit->parsed()) {
+    if (!gw::readable_file(pipeline_file)) {
+      std::cerr << "troupe pipeline submit: cannot read the pipeline file '" << pipeline_file
+                << "'\n";
+      return gw::kUsageExit;
+    }
+    return listing([&] { return gw::run_pipeline_submit(url, pipeline_file, job_team, json); });
+  }
+  if (pipeline_status->parsed())
+    return listing([&] { return gw::run_pipeline_status(url, pipeline_id, job_team, json); });
+  if (pipeline_cancel->parsed()) return gw::run_pipeline_cancel(url, pipeline_id, job_team);
   if (cancel->parsed()) {
     if (job_ids.empty() == cancel_state.empty()) {
       std::cerr << "troupe cancel: give job ids, or --state STATE (with --team TEAM for one "

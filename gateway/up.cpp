@@ -271,8 +271,13 @@ int run_demo(Client& client, const UpOptions& o, SignalWatch& sig, Cluster& clus
   std::vector<std::string> problems;
   std::vector<std::string> ids;
   std::cout << "\nDemo: submitting " << jobs.size() << " jobs\n";
-  for (const auto& j : jobs) {
+  for (auto& j : jobs) {
     std::string id;
+    if (j.after && *j.after < ids.size()) {
+      auto* d = j.spec.add_depends_on();
+      d->set_job(ids[*j.after]);
+      d->set_on(j.after_on);
+    }
     if (auto err = client.submit(j.spec, &id); !err.empty()) {
       std::cerr << "troupe up: submitting " << j.spec.name() << " failed: " << err << "\n";
       problems.push_back(j.spec.name() + ": submit failed: " + err);

@@ -58,6 +58,10 @@ inline bool is_terminal(std::string_view state) {
   return state == kSucceeded || state == kFailed || state == kCanceled;
 }
 
+// Labels the scheduler sets (users may not): a pipeline member's pipeline id.
+inline constexpr std::string_view kReservedLabelPrefix = "troupe.";
+inline constexpr std::string_view kPipelineLabel = "troupe.pipeline";
+
 // Job kinds.
 inline constexpr std::array<std::string_view, 3> kKinds = {"training", "inference", "evaluation"};
 // Priority names (the default classes; the policy issue adds configured ones).

@@ -7,6 +7,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 
@@ -427,6 +428,21 @@ Verdict check_sizes(const pb::JobSpec& s, const Limits& limits) {
   if (env_bytes > limits.max_env_bytes)
     return too_large("env is " + num(env_bytes) + " bytes, keys and values (limit max_env_bytes " +
                      num(limits.max_env_bytes) + ")");
+  if (s.labels_size() > limits.max_labels)
+    return too_large("labels has " + num(s.labels_size()) + " entries (limit max_labels " +
+                     num(limits.max_labels) + ")");
+  for (const auto& [k, v] : s.labels()) {
+    if (k.empty() || k.size() > 63 || !std::all_of(k.begin(), k.end(), [](char c) {
+          return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-' ||
+                 c == '/';
+        }))
+      return too_large("label key '" + shown(k) +
+                       "' must be 1-63 characters of letters, digits, '.', '_', '-', '/'");
+    if (static_cast<int64_t>(v.size()) > limits.max_label_value_bytes)
+      return too_large("label " + k + " is " + num(v.size()) +
+                       " bytes (limit max_label_value_bytes " + num(limits.max_label_value_bytes) +
+                       ")");
+  }
   if (s.depends_on_size() > limits.max_dependencies)
     return too_large("depends_on lists " + num(s.depends_on_size()) +
                      " jobs (limit max_dependencies " + num(limits.max_dependencies) + ")");
@@ -565,12 +581,21 @@ Verdict check(const pb::JobSpec& s, const Limits& limits) {
                    " (limit max_grace_s)");
   if (auto c = control_char(s.checkpoint_signal()); !c.empty())
     return invalid("checkpoint_signal contains the control character " + c);
+  for (const auto& [k, v] : s.labels())
+    if (auto c = control_char(v); !c.empty())
+      return invalid("label " + k + " contains the control character " + c);
   for (const auto& d : s.depends_on()) {
-    if (d.job().empty()) return invalid("depends_on: an entry names no job");
-    if (auto err = names::check_token(d.job()); !err.empty())
-      return invalid("depends_on: job " + err);
+    if (d.job().empty() && d.name().empty())
+      return invalid("depends_on: an entry names no job (job: ID, or name: in a pipeline)");
+    if (!d.job().empty())
+      if (auto err = names::check_token(d.job()); !err.empty())
+        return invalid("depends_on: job " + err);
+    if (!d.name().empty())
+      if (auto err = names::check_token(d.name()); !err.empty())
+        return invalid("depends_on: name " + err);
     if (!d.on().empty() && !contains(kDependencyOns, d.on()))
-      return invalid("depends_on: unknown on '" + shown(d.on()) + "' for job " + d.job() +
+      return invalid("depends_on: unknown on '" + shown(d.on()) + "' for " +
+                     (d.job().empty() ? d.name() : d.job()) +
                      " (expected succeeded, failed or finished)");
   }
   return {};

@@ -55,6 +55,9 @@ struct Limits {
   int64_t max_launch_bytes = 256 * 1024;     // launch_bytes_estimate()
   int max_gpu_types = 16;                    // resources.gpu_types entries
   int max_dependencies = 64;                 // depends_on entries
+  int max_labels = 32;                       // labels entries
+  int max_label_value_bytes = 256;
+  int max_pipeline_jobs = 256;  // jobs of one pipeline
   // Priority class names a spec may use (the cluster config's, else these).
   std::vector<std::string> priority_classes = {"high", "normal", "low"};
 };

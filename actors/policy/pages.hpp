@@ -27,6 +27,9 @@ struct PageRequest {
   int64_t limit = kDefaultPageLimit;  // 1..kMaxPageLimit
   std::string after;                  // the page starts after this job ("": from the first)
   std::string state;                  // only jobs in this state ("": any)
+  // Only jobs with this label ("key=value"; "": any); {"pipeline": ID} is
+  // the label troupe.pipeline=ID.
+  std::string label;
 };
 
 // Reads a jobs request; "" or why it is bad. A limit above kMaxPageLimit is
@@ -50,6 +53,20 @@ inline std::string parse_page_request(const nlohmann::json& req, PageRequest* ou
     p.state = it->get<std::string>();
     if (!p.state.empty() && !names::known_state(p.state)) return "unknown state '" + p.state + "'";
   }
+  for (const char* key : {"label", "pipeline"})
+    if (auto it = req.find(key); it != req.end() && !it->is_null()) {
+      if (!it->is_string() || it->get<std::string>().size() > 320)
+        return std::string(key) + " must be a string of at most 320 bytes";
+      auto v = it->get<std::string>();
+      if (std::string_view(key) == "pipeline") {
+        if (auto err = names::check_token(v); !err.empty()) return "pipeline: " + err;
+        v = std::string(names::kPipelineLabel) + "=" + v;
+      } else if (v.find('=') == std::string::npos) {
+        return "label must be key=value";
+      }
+      if (!p.label.empty() && p.label != v) return "give either label or pipeline";
+      p.label = std::move(v);
+    }
   *out = std::move(p);
   return {};
 }

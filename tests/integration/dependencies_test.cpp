@@ -126,3 +126,76 @@ TEST_CASE("deps: a scheduler kill -9 while B is blocked loses nothing: B runs on
     CHECK(starts == 1);
   }
 }
+
+TEST_CASE(
+    "pipeline: a 3-job fan-in is accepted whole and runs in dependency order, a bad member "
+    "refuses all and creates no job, a kill -9 right after acceptance loses nothing",
+    "[integration][deps][pipeline]") {
+  Cluster c(ClusterOptions{}.node("n1", 2));
+  REQUIRE(c.wait_nodes_alive(1, 20s));
+  auto member = [](const std::string& name, std::vector<std::string> after) {
+    Json m = job_spec("nlp", {"/bin/sh", "-c", "echo " + name}, 1);
+    m["name"] = name;
+    for (const auto& a : after) m["depends_on"].push_back(Json{{"name", a}});
+    return m;
+  };
+  Json pipeline{
+      {"name", "nightly"},
+      {"jobs",
+       {member("train", {"prep-a", "prep-b"}), member("prep-a", {}), member("prep-b", {})}}};
+
+  // One bad member: nothing at all.
+  Json bad = pipeline;
+  bad["jobs"][1]["kind"] = "mining";
+  Json refused = c.request(subjects::team_pipeline("nlp"), bad);
+  INFO(refused.dump());
+  CHECK(refused.value("code", "") == "invalid_spec");
+  CHECK(refused.value("error", "").find("prep-a") != std::string::npos);
+  Json none = c.request(subjects::team_verb("nlp", subjects::kJobs), Json::object());
+  CHECK(none["jobs"].empty());
+
+  Json ok = c.request(subjects::team_pipeline("nlp"), pipeline);
+  INFO(ok.dump());
+  REQUIRE(ok.contains("pipeline_id"));
+  c.kill_scheduler();  // its one intake record is all there is of it yet
+  c.restart_scheduler();
+  REQUIRE(c.wait_scheduler_serving(20s));
+  REQUIRE(ok["jobs"].size() == 3);
+  CHECK(ok["jobs"][2].value("name", "") == "train");
+  std::vector<std::string> ids;
+  for (const auto& j : ok["jobs"]) ids.push_back(j.value("job_id", ""));
+  for (const auto& id : ids) {
+    auto end = c.wait_terminal(id, 40s);
+    INFO(id << "\n" << c.events().describe());
+    REQUIRE(end);
+    CHECK(end->state == "succeeded");
+  }
+  CHECK(arrival(c, ids[0], "succeeded") < arrival(c, ids[2], "starting"));
+  CHECK(arrival(c, ids[1], "succeeded") < arrival(c, ids[2], "starting"));
+  Json listed = c.request(subjects::team_verb("nlp", subjects::kJobs),
+                          Json{{"pipeline", ok.value("pipeline_id", "")}});
+  REQUIRE(listed["jobs"].size() == 3);
+  for (size_t i = 0; i < 3; ++i) CHECK(listed["jobs"][i].value("job_id", "") == ids[i]);
+  // The CLI: its state from its jobs.
+  const std::string pid = ok.value("pipeline_id", "");
+  RunResult status = c.run_cli({"pipeline", "status", pid, "--team", "nlp"});
+  INFO(describe(status));
+  CHECK(status.exit_code == 0);
+  CHECK(status.out.find("pipeline " + pid + ": succeeded (3 jobs") != std::string::npos);
+  // troupe pipeline submit with the example file, then cancel it while it runs.
+  RunResult sub = c.run_cli({"pipeline", "submit",
+                             std::string(TROUPE_SOURCE_DIR) + "/docs/examples/pipeline.yaml",
+                             "--team", "nlp", "-o", "json"});
+  INFO(describe(sub));
+  REQUIRE(sub.exit_code == 0);
+  Json made = Json::parse(sub.out);
+  RunResult cancel =
+      c.run_cli({"pipeline", "cancel", made.value("pipeline_id", ""), "--team", "nlp"});
+  INFO(describe(cancel));
+  CHECK(cancel.exit_code == 0);
+  for (const auto& j : made["jobs"]) {
+    auto end = c.wait_terminal(j.value("job_id", ""), 40s);
+    REQUIRE(end);
+    CHECK((end->state == "canceled" || end->state == "succeeded"));
+  }
+}

@@ -1118,3 +1118,115 @@ TEST_CASE("a blocked job canceled by request ends, and its own dependents with i
   CHECK(f.event(a, "queued"));
   CHECK_FALSE(f.event(a, "canceled"));
 }
+
+// --- pipelines ------------------------------------------------------------------
+
+namespace {
+json pipeline_reply(Fixture& f, const json& body) {
+  std::string reply = "_INBOX.pipeline." + std::to_string(++f.replies);
+  std::string text = body.dump();
+  f.inbound(subjects::team_pipeline("t"), std::vector<uint8_t>(text.begin(), text.end()), reply);
+  auto* r = f.out->find(reply_to(reply));
+  REQUIRE(r);
+  return json::parse(r->text());
+}
+json member(const std::string& name, std::vector<std::string> after = {}) {
+  json m{{"name", name}, {"command", {"true"}}, {"resources", {{"gpus", 1}}}};
+  for (const auto& a : after) m["depends_on"].push_back({{"name", a}});
+  return m;
+}
+// A fan-in: prep -> (a, b) -> eval; eval listed first in the file.
+json fan_in() {
+  return json{
+      {"name", "nightly"},
+      {"jobs",
+       {member("eval", {"a", "b"}), member("a", {"prep"}), member("b", {"prep"}), member("prep")}}};
+}
+size_t job_events_published(Fixture& f) {
+  return f.out->count(
+      [](const Published& p) { return p.subject.rfind("troupe.t.events.", 0) == 0; });
+}
+}  // namespace
+
+TEST_CASE("a pipeline is accepted whole: ids upstream first, names resolved, one label, in order",
+          "[actors][pipeline]") {
+  Fixture f;
+  f.register_node("n1", 4);
+  auto r = pipeline_reply(f, fan_in());
+  INFO(r.dump());
+  REQUIRE(r.contains("pipeline_id"));
+  const std::string pid = r["pipeline_id"];
+  REQUIRE(r["jobs"].size() == 4);
+  std::vector<std::string> names, ids;
+  for (const auto& j : r["jobs"]) {
+    names.push_back(j["name"]);
+    ids.push_back(j["job_id"]);
+  }
+  CHECK(names == std::vector<std::string>{"prep", "a", "b", "eval"});
+  CHECK(pid == "p-" + ids[0].substr(2));
+  // eval waits on a and b by their ids; prep runs first.
+  auto view = ask(f, subjects::team_status("t"), ids[3]);
+  CHECK(view.value("state", "") == "blocked");
+  REQUIRE(view["depends_on"].size() == 2);
+  CHECK(view["depends_on"][0].value("job", "") == ids[1]);
+  CHECK(view["depends_on"][1].value("job", "") == ids[2]);
+  CHECK(view["labels"].value("troupe.pipeline", "") == pid);
+  f.agent_reports("n1", f.launched("n1", ids[0]), 0);
+  f.agent_reports("n1", f.launched("n1", ids[1]), 0);
+  CHECK_FALSE(f.event(ids[3], "queued"));  // b has not run yet
+  f.agent_reports("n1", f.launched("n1", ids[2]), 0);
+  f.agent_reports("n1", f.launched("n1", ids[3]), 0);
+  CHECK(f.event(ids[3], "succeeded"));
+  // troupe jobs --pipeline: its jobs, upstream first.
+  std::string reply = "_INBOX.list";
+  std::string body = json{{"pipeline", pid}}.dump();
+  f.submit(kJob);  // another job of the team: not listed
+  f.inbound(subjects::team_verb("t", subjects::kJobs),
+            std::vector<uint8_t>(body.begin(), body.end()), reply);
+  auto list = json::parse(f.out->find(reply_to(reply))->text());
+  REQUIRE(list["jobs"].size() == 4);
+  for (size_t i = 0; i < 4; ++i) CHECK(list["jobs"][i].value("job_id", "") == ids[i]);
+}
+
+TEST_CASE("a pipeline with one bad member, a cycle or an unknown name creates no job",
+          "[actors][pipeline][input]") {
+  Fixture f;
+  auto bad = fan_in();
+  bad["jobs"][2]["resources"]["gpus"] = -1;
+  auto r = pipeline_reply(f, bad);
+  CHECK(r.value("code", "") == "invalid_spec");
+  CHECK(r.value("error", "").find("jobs[2] (b)") != std::string::npos);
+  auto cyc = json{{"jobs", {member("x", {"y"}), member("y", {"x"})}}};
+  r = pipeline_reply(f, cyc);
+  CHECK(r.value("error", "").find("cycle") != std::string::npos);
+  r = pipeline_reply(f, json{{"jobs", {member("x", {"ghost"})}}});
+  CHECK(r.value("error", "").find("ghost is no job of the pipeline") != std::string::npos);
+  r = pipeline_reply(f, json{{"jobs", {member("x"), member("x")}}});
+  CHECK(r.value("error", "").find("a second job named x") != std::string::npos);
+  auto reserved = json{{"jobs", {member("x")}}};
+  reserved["jobs"][0]["labels"] = {{"troupe.pipeline", "p-forged"}};
+  r = pipeline_reply(f, reserved);
+  CHECK(r.value("error", "").find("the scheduler's") != std::string::npos);
+  CHECK(job_events_published(f) == 0);
+  // A job alone may not name an upstream by name.
+  auto alone = submit_reply(f, "t", R"({"command":["true"],"depends_on":[{"name":"prep"}]})");
+  CHECK(alone.value("code", "") == "invalid_spec");
+  CHECK(job_events_published(f) == 0);
+}
+
+TEST_CASE("a pipeline's idempotency key gives a retry the same pipeline and jobs",
+          "[actors][pipeline][idempotency]") {
+  Fixture f;
+  auto p = fan_in();
+  p["idempotency_key"] = "nightly-2026-12-03";
+  auto first = pipeline_reply(f, p);
+  REQUIRE(first.contains("pipeline_id"));
+  auto events = job_events_published(f);
+  auto again = pipeline_reply(f, p);
+  CHECK(again == first);
+  CHECK(job_events_published(f) == events);
+  // The same key with other jobs is a conflict.
+  auto other =
+      json{{"idempotency_key", "nightly-2026-12-03"}, {"jobs", {member("prep"), member("extra")}}};
+  CHECK(pipeline_reply(f, other).value("code", "") == "idempotency_conflict");
+}
