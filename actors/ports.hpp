@@ -106,6 +106,13 @@ class History {
   virtual ~History() = default;
   using Done = std::function<void(std::vector<std::string> events, std::string error)>;
   virtual void read(const std::string& team, const std::string& job_id, Done done) = 0;
+  // Every stored event under `filter` (troupe.<team>.events.> or every
+  // team's) stored since `since_ms`, oldest first, each handed to `each`;
+  // then `done` with "" or an error (troupe usage). Both run on the reader's
+  // thread, one scan at a time.
+  using Each = std::function<void(std::string_view json)>;
+  using Scanned = std::function<void(std::string error)>;
+  virtual void scan(const std::string& filter, int64_t since_ms, Each each, Scanned done) = 0;
 };
 using HistoryPtr = std::shared_ptr<History>;
 

@@ -13,10 +13,12 @@
 #include "actors/policy/admission.hpp"
 #include "actors/policy/config.hpp"
 #include "actors/policy/pages.hpp"
+#include "actors/policy/usage.hpp"
 #include "actors/recovery.hpp"
 #include "actors/submission.hpp"
 #include "actors/views.hpp"
 #include "bus/subjects.hpp"
+#include "messages/event_json.hpp"
 #include "messages/names.hpp"
 #include "messages/spec.hpp"
 #include "messages/wire.hpp"
@@ -165,6 +167,7 @@ void record(Self self, const Inbound& in, const Waiter& w, const std::string& te
             const std::string& key, std::string fp, pb::JobSpec s, const policy::Admission& adm);
 void submit_pipeline(Self self, const Inbound& in, const Waiter& w, const std::string& team,
                      submission::PipelineRead p);
+void report_usage(Self self, const Inbound& in, const std::string& team, const json& req);
 
 // A submission its intake reader read: the checks that need the router's
 // state (idempotency keys, the team's GPUs and queued jobs, the registered
@@ -710,6 +713,11 @@ void on_inbound(Self self, const Inbound& in) {
       if (parse_request(self, in, req)) list_jobs(self, in, std::string(names::kSysToken), req);
       return;
     }
+    if (verb == subjects::kUsage) {
+      json req;
+      if (parse_request(self, in, req)) report_usage(self, in, std::string(names::kSysToken), req);
+      return;
+    }
     if (in.subject == subjects::kSysFind) {
       json req;
       std::string id;
@@ -734,6 +742,10 @@ void on_inbound(Self self, const Inbound& in) {
   if (!parse_request(self, in, req)) return;
   if (verb == subjects::kJobs) {
     list_jobs(self, in, team, req);
+    return;
+  }
+  if (verb == subjects::kUsage) {
+    report_usage(self, in, team, req);
     return;
   }
   std::string id;
@@ -792,6 +804,59 @@ void read_history(Self self, const std::string& id, const std::string& team,
           return;
         }
         out->publish(reply, policy::history_reply(id, events, policy::kMaxReplyBytes));
+      });
+}
+
+// troupe.<team>.usage and troupe.sys.usage (every team): {"since_ms",
+// "until_ms", "by"} (each optional: the last 7 days, by team) -> the report
+// of policy/usage.hpp, read from the events stream on the history reader's
+// thread. Events stored up to a day before `since_ms` are read too: an
+// attempt that started then still counts from `since_ms` on.
+void report_usage(Self self, const Inbound& in, const std::string& team, const json& req) {
+  auto& st = self->state;
+  if (in.reply.empty()) return;
+  auto refuse = [&](const std::string& why) {
+    ++st.n.rejected;
+    st.out->publish(in.reply, errors::error_json(errors::kBadRequest, why));
+  };
+  constexpr int64_t kDayMs = 24LL * 3600 * 1000;
+  policy::usage::Query q;
+  int64_t now = st.w.now_ms();
+  auto number = [&](const char* key, int64_t dflt, int64_t* out) {
+    auto it = req.find(key);
+    if (it == req.end() || it->is_null()) {
+      *out = dflt;
+      return true;
+    }
+    if (!it->is_number_integer()) return false;
+    *out = it->get<int64_t>();
+    return true;
+  };
+  if (!number("until_ms", now, &q.until_ms) ||
+      !number("since_ms", q.until_ms - 7 * kDayMs, &q.since_ms))
+    return refuse("since_ms and until_ms are milliseconds since the epoch");
+  if (q.since_ms >= q.until_ms) return refuse("since_ms must be before until_ms");
+  std::string by = req.contains("by") && req["by"].is_string() ? req["by"].get<std::string>()
+                                                               : std::string("team");
+  if (!policy::usage::parse_by(by, &q.by)) return refuse("by must be team, kind or day");
+  if (!st.opts.history) {
+    st.out->publish(in.reply, errors::error_json(errors::kUnavailable,
+                                                 "this scheduler does not read job events"));
+    return;
+  }
+  auto counter = std::make_shared<policy::usage::Counter>(q);
+  std::string filter = team == names::kSysToken
+                           ? std::string(subjects::kAllEvents)
+                           : subjects::team_verb(team, subjects::kEvents) + ".>";
+  st.opts.history->scan(
+      filter, std::max<int64_t>(1, q.since_ms - kDayMs),
+      [counter](std::string_view event) {
+        pb::JobEvent e;
+        if (spec::read_event_json(event, &e)) counter->add(e);
+      },
+      [out = st.out, reply = in.reply, counter](std::string error) {
+        out->publish(reply, error.empty() ? counter->json()
+                                          : errors::error_json(errors::kUnavailable, error));
       });
 }
 

@@ -36,11 +36,13 @@ inline constexpr std::string_view kEnqueue = "enqueue";
 inline constexpr std::string_view kHistory = "history";
 // Several jobs in one request, all accepted or none (docs/api.md "Pipelines").
 inline constexpr std::string_view kPipeline = "pipeline";
+// GPU-hours, ends, waits over a window, from the events (docs/api.md "Usage").
+inline constexpr std::string_view kUsage = "usage";
 
 // Every request verb a team identity may publish under troupe.<team>. (the
 // NATS permissions of team-<team> are built from this list).
-inline constexpr std::string_view kTeamVerbs[] = {kSubmit, kEnqueue, kStatus,  kCancel,  kLogs,
-                                                  kJobs,   kWhy,     kHistory, kPipeline};
+inline constexpr std::string_view kTeamVerbs[] = {kSubmit, kEnqueue, kStatus,  kCancel, kLogs,
+                                                  kJobs,   kWhy,     kHistory, kUsage,  kPipeline};
 
 // Identities (docs/security.md): the NATS user names Troupe signs, one per
 // party. The .creds file of identity I is <auth dir>/I.creds.
@@ -134,6 +136,7 @@ inline std::string intake_pipeline(std::string_view team) {
 // Fixed subjects and wildcards the scheduler subscribes to.
 inline constexpr const char* kAllSubmit = "troupe.*.submit";
 inline constexpr const char* kAllPipeline = "troupe.*.pipeline";
+inline constexpr const char* kAllUsage = "troupe.*.usage";  // troupe.sys.usage: every team
 inline constexpr const char* kAllStatus = "troupe.*.status";
 inline constexpr const char* kAllCancel = "troupe.*.cancel";
 inline constexpr const char* kAllLogs = "troupe.*.logs";

@@ -219,6 +219,19 @@ std::string Client::why(const std::string& team, const std::string& job_id, WhyV
   return parse_why(reply, out);
 }
 
+std::string Client::usage(const std::string& team, const std::string& request,
+                          std::string* raw_json) {
+  if (!team.empty())
+    if (auto err = check_team(team); !err.empty()) return err;
+  const std::string subject =
+      subjects::team_verb(team.empty() ? std::string(names::kSysToken) : team, subjects::kUsage);
+  if (auto err = call(subject, request, raw_json); !err.empty()) return err;
+  auto j = nlohmann::json::parse(*raw_json, nullptr, false);
+  if (!j.is_object()) return "usage: the reply is not JSON";
+  if (j.contains("error")) return j.value("error", std::string("usage refused"));
+  return {};
+}
+
 std::string Client::queues(QueuesView* out, std::string* raw_json) {
   std::string reply;
   if (auto err = call(subjects::kSysQueues, "{}", &reply); !err.empty()) return err;

@@ -79,6 +79,9 @@ class Client {
   std::string why(const std::string& team, const std::string& job_id, WhyView* out,
                   std::string* raw_json = nullptr);
   std::string queues(QueuesView* out, std::string* raw_json = nullptr);
+  // troupe.<team>.usage (troupe.sys.usage when `team` is empty): the report
+  // JSON for `request` (gateway/usage_report.hpp).
+  std::string usage(const std::string& team, const std::string& request, std::string* raw_json);
   // troupe.sys.cordon|uncordon|drain: `op` is one of those verbs; `state` is
   // what the node is now (cordoned, schedulable, draining, drained).
   // `reason`: why (cordon, drain), shown by troupe nodes.

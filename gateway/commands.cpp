@@ -19,6 +19,7 @@
 #include "gateway/pipeline_view.hpp"
 #include "gateway/policy_view.hpp"
 #include "gateway/usage.hpp"
+#include "gateway/usage_report.hpp"
 #include "messages/names.hpp"
 #include "messages/spec.hpp"
 
@@ -395,6 +396,32 @@ int run_queues(const std::string& url, bool json) {
     std::cout << raw << "\n";
   else
     std::cout << queues_text(q, now_ms());
+  return 0;
+}
+
+int run_usage(const std::string& url, const std::string& team, const std::string& since,
+              const std::string& until, const std::string& by, const std::string& output) {
+  int64_t now = now_ms();
+  auto until_ms = parse_when_ms(until, now);
+  auto since_ms = until_ms ? parse_when_ms(since, *until_ms) : std::nullopt;
+  if (!until_ms || !since_ms) {
+    std::cerr << "troupe usage: --since/--until take a duration back from now (7d, 12h), now, or a "
+                 "UTC date (2026-12-01, 2026-12-01T08:30)\n";
+    return kUsageExit;
+  }
+  // A duration in --since counts back from --until.
+  auto c = open_client(url);
+  if (!c) return kUnreachableExit;
+  std::string raw;
+  if (auto err = c->usage(team, usage_request(*since_ms, *until_ms, by), &raw); !err.empty())
+    return fail("usage: " + err);
+  if (output == "json") {
+    std::cout << raw << "\n";
+    return 0;
+  }
+  auto text = usage_text(raw, output == "csv");
+  if (text.empty()) return fail("usage: the reply is not a report");
+  std::cout << text;
   return 0;
 }
 

@@ -68,6 +68,10 @@ int run_pipeline_cancel(const std::string& url, const std::string& pipeline_id,
                         const std::string& team);
 
 // `troupe why ID`: why the job is not running now.
+// troupe usage: GPU-hours, ends, waits over [since, until) per team, kind or
+// day (docs/api.md "Usage"); team "" asks for every team (an admin).
+int run_usage(const std::string& url, const std::string& team, const std::string& since,
+              const std::string& until, const std::string& by, const std::string& output);
 int run_why(const std::string& url, const std::string& job_id, const std::string& team, bool json);
 
 // `troupe history ID`: every stored event of the job, oldest first (a table,

@@ -174,6 +174,20 @@ int main(int argc, char** argv) {
   why->add_flag("--json", json, "print the raw troupe.<team>.why reply");
   why->add_option("-o,--output", output, "table | wide | json | yaml");
 
+  // usage
+  auto* usage_cmd = app.add_subcommand(
+      "usage", "GPU-hours used and lost to preemption, ends, queue waits (from the job events)");
+  std::string usage_since = "7d", usage_until = "now", usage_by = "team", usage_output = "table";
+  usage_cmd->add_option("--team", job_team, "one team (else every team: an admin)");
+  usage_cmd->add_option("--since", usage_since,
+                        "from: a duration back from --until (7d, 12h), or a UTC date/time "
+                        "(2026-12-01, 2026-12-01T08:30); default 7d");
+  usage_cmd->add_option("--until", usage_until, "to: now (default), a duration back, or a date");
+  usage_cmd->add_option("--by", usage_by, "team | kind | day | none")
+      ->check(CLI::IsMember({"team", "kind", "day", "none"}));
+  usage_cmd->add_option("-o,--output", usage_output, "table | json | csv")
+      ->check(CLI::IsMember({"table", "json", "csv"}));
+
   // history
   auto* history =
       app.add_subcommand("history", "Show every stored state change of a job, oldest first");
@@ -543,6 +557,8 @@ int main(int argc, char** argv) {
   if (logs->parsed()) return gw::run_logs(url, job_id, job_team, rank, follow, all_ranks);
   if (nodes->parsed()) return listing([&] { return gw::run_nodes(url, json, wide); });
   if (queues->parsed()) return listing([&] { return gw::run_queues(url, json); });
+  if (usage_cmd->parsed())
+    return gw::run_usage(url, job_team, usage_since, usage_until, usage_by, usage_output);
   if (why->parsed()) return listing([&] { return gw::run_why(url, job_id, job_team, json); });
   if (history->parsed())
     return listing([&] { return gw::run_history(url, job_id, job_team, json); });

@@ -31,23 +31,6 @@ PipelineFile parse_pipeline_file(std::string_view text) {
   PipelineFile f;
   f.error = spec::parse_text(text, f.pipeline);
   if (!f.error.empty()) return f;
-  // protobuf's JSON reads a string where a list is due as a list of one
-  // (spec::from_json guards a spec's command the same way): refused.
-  auto first = text.find_first_not_of(" \t\r\n");
-  if (first != std::string_view::npos && text[first] == '{') {
-    auto doc = json::parse(text.begin(), text.end(), nullptr, false);
-    if (doc.is_object() && doc.contains("jobs") && doc["jobs"].is_array()) {
-      for (size_t i = 0; i < doc["jobs"].size(); ++i) {
-        const auto& m = doc["jobs"][i];
-        if (m.is_object() && m.contains("command") && m["command"].is_string()) {
-          f.error = "invalid JSON: " +
-                    member_name(static_cast<int>(i), f.pipeline.jobs(static_cast<int>(i))) +
-                    ": command is a list: write it as [\"a\", \"b\", ...], not a string";
-          return f;
-        }
-      }
-    }
-  }
   if (f.pipeline.jobs_size() == 0) {
     f.error = "the pipeline has no jobs (jobs: a list of job specs)";
     return f;

@@ -179,13 +179,86 @@ bool contains(const List& list, std::string_view v) {
 
 }  // namespace
 
+namespace {
+
+// Whether a repeated field of `m` (or of a message in it) holds exactly one
+// element: the only way protobuf's JSON parser shows a value it read as a
+// list of one though it was written as a single value.
+bool has_single_repeated(const google::protobuf::Message& m) {
+  const auto* r = m.GetReflection();
+  std::vector<const google::protobuf::FieldDescriptor*> fields;
+  r->ListFields(m, &fields);
+  for (const auto* f : fields) {
+    if (f->is_map()) continue;
+    bool message = f->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE;
+    if (f->is_repeated()) {
+      int n = r->FieldSize(m, f);
+      if (n == 1 && !message) return true;
+      if (message)
+        for (int i = 0; i < n; ++i)
+          if (n == 1 || has_single_repeated(r->GetRepeatedMessage(m, f, i))) return true;
+    } else if (message && has_single_repeated(r->GetMessage(m, f))) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// The first field of `d` written as a single value in `v` where a list is
+// due ("" when none), as a path: "command", "jobs[0].command".
+std::string scalar_for_list(const google::protobuf::Value& v, const google::protobuf::Descriptor* d,
+                            const std::string& path) {
+  if (v.kind_case() != google::protobuf::Value::kStructValue) return {};
+  for (const auto& [key, val] : v.struct_value().fields()) {
+    const auto* f = d->FindFieldByName(key);
+    for (int i = 0; f == nullptr && i < d->field_count(); ++i)
+      if (d->field(i)->json_name() == key) f = d->field(i);
+    if (f == nullptr || f->is_map()) continue;
+    std::string at = path.empty() ? f->name() : path + "." + f->name();
+    bool message = f->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE;
+    if (f->is_repeated()) {
+      if (val.kind_case() == google::protobuf::Value::kNullValue) continue;
+      if (val.kind_case() != google::protobuf::Value::kListValue) return at;
+      if (!message) continue;
+      for (int i = 0; i < val.list_value().values_size(); ++i)
+        if (auto e = scalar_for_list(val.list_value().values(i), f->message_type(),
+                                     at + "[" + std::to_string(i) + "]");
+            !e.empty())
+          return e;
+    } else if (message) {
+      if (auto e = scalar_for_list(val, f->message_type(), at); !e.empty()) return e;
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
 std::string parse_json(std::string_view json, google::protobuf::Message& m) {
   google::protobuf::util::JsonParseOptions opts;
   opts.ignore_unknown_fields = false;
   auto st = google::protobuf::util::JsonStringToMessage(
       google::protobuf::StringPiece(json.data(), json.size()), &m, opts);
-  if (st.ok()) return {};
-  return "invalid JSON job spec: " + std::string(st.message());
+  if (!st.ok()) return "invalid JSON job spec: " + std::string(st.message());
+  // protobuf's JSON reads a single value where a list is due as a list of
+  // one: `"command": "echo hello world"` would run a program of that name.
+  // Refused, for any message (a spec, a pipeline's jobs, a config); looked at
+  // again only when some list holds one element (rare; never a hot path).
+  if (!has_single_repeated(m)) return {};
+  google::protobuf::Value doc;
+  google::protobuf::util::JsonParseOptions o;
+  o.ignore_unknown_fields = true;
+  if (!google::protobuf::util::JsonStringToMessage(
+           google::protobuf::StringPiece(json.data(), json.size()), &doc, o)
+           .ok())
+    return {};
+  auto at = scalar_for_list(doc, m.GetDescriptor(), "");
+  if (at.empty()) return {};
+  bool command =
+      at == "command" || (at.size() > 8 && at.compare(at.size() - 8, 8, ".command") == 0);
+  return "invalid JSON job spec: " + at + " is a list: write it as [\"a\", \"b\", ...], not a " +
+         (command ? "string (a string is never split into a command and its arguments)"
+                  : "single value");
 }
 
 namespace {
@@ -209,25 +282,7 @@ std::string view_json(const google::protobuf::Message& m) {
 
 Parsed from_json(std::string_view json) {
   Parsed p;
-  p.error = parse_json(json, p.spec);
-  // protobuf's JSON reads a string where a list is due as a list of one:
-  // `"command": "echo hello world"` would run a program of that name. Only a
-  // command of one element is looked at again (rare; never a hot path).
-  if (p.error.empty() && p.spec.command_size() == 1) {
-    google::protobuf::Struct doc;
-    google::protobuf::util::JsonParseOptions o;
-    o.ignore_unknown_fields = true;
-    if (google::protobuf::util::JsonStringToMessage(
-            google::protobuf::StringPiece(json.data(), json.size()), &doc, o)
-            .ok()) {
-      auto it = doc.fields().find("command");
-      if (it != doc.fields().end() &&
-          it->second.kind_case() == google::protobuf::Value::kStringValue)
-        p.error =
-            "invalid JSON job spec: command is a list: write it as [\"a\", \"b\", ...], not a "
-            "string (a string is never split into a command and its arguments)";
-    }
-  }
+  p.error = parse_json(json, p.spec);  // (a single value for a list is refused there)
   p.ok = p.error.empty();
   return p;
 }

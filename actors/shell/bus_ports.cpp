@@ -23,11 +23,23 @@ StreamHistory::~StreamHistory() {
 }
 
 void StreamHistory::read(const std::string& team, const std::string& job_id, Done done) {
-  Read r{team, job_id, std::move(done)};
+  Read r{team, job_id, std::move(done), 0, {}, {}};
   if (!reads_.post(r)) r.done({}, "too many history reads waiting; retry");
 }
 
+void StreamHistory::scan(const std::string& filter, int64_t since_ms, Each each, Scanned done) {
+  Read r{filter, {}, {}, since_ms, std::move(each), std::move(done)};
+  if (!reads_.post(r)) r.scanned("too many history reads waiting; retry");
+}
+
 void StreamHistory::run(Read& r) {
+  if (r.each) {
+    bool complete =
+        js_.read_each(subjects::kEventsStream, r.team, 5000, r.since_ms,
+                      [&](std::string_view, std::string_view data, uint64_t) { r.each(data); });
+    r.scanned(complete ? std::string() : "the events stream did not answer in full; retry");
+    return;
+  }
   // A read stops short when the newest event it aimed at went meanwhile
   // (--events-max-age): the next read starts from what is stored now.
   bool complete = false;

@@ -70,12 +70,17 @@ class StreamHistory : public History {
   explicit StreamHistory(bus::JetStream& js) : js_(js) {}
   ~StreamHistory() override;
   void read(const std::string& team, const std::string& job_id, Done done) override;
+  void scan(const std::string& filter, int64_t since_ms, Each each, Scanned done) override;
 
  private:
   static constexpr size_t kMaxWaiting = 64;
   struct Read {
     std::string team, job_id;
     Done done;
+    // A scan (troupe usage) when `each` is set: `team` holds its filter.
+    int64_t since_ms = 0;
+    Each each;
+    Scanned scanned;
   };
   void run(Read& r);
   bus::JetStream& js_;

@@ -13,11 +13,11 @@ namespace {
 
 // What the router answers (it hands each to the actor concerned).
 constexpr const char* kRouterSubjects[] = {
-    subjects::kAllSubmit,  subjects::kAllStatus,     subjects::kAllCancel,  subjects::kAllLogs,
-    subjects::kAllJobs,    subjects::kSysNodes,      subjects::kSysStats,   subjects::kAllAgents,
-    subjects::kAllWhy,     subjects::kSysQueues,     subjects::kSysCordon,  subjects::kSysUncordon,
-    subjects::kSysDrain,   subjects::kSysDebugCrash, subjects::kAllHistory, subjects::kSysFind,
-    subjects::kAllPipeline};
+    subjects::kAllSubmit,   subjects::kAllStatus,     subjects::kAllCancel,  subjects::kAllLogs,
+    subjects::kAllJobs,     subjects::kSysNodes,      subjects::kSysStats,   subjects::kAllAgents,
+    subjects::kAllWhy,      subjects::kSysQueues,     subjects::kSysCordon,  subjects::kSysUncordon,
+    subjects::kSysDrain,    subjects::kSysDebugCrash, subjects::kAllHistory, subjects::kSysFind,
+    subjects::kAllPipeline, subjects::kAllUsage};
 
 // SIGHUP: a bad new config is refused and the old one stays. The teams'
 // logs streams take the new retention.

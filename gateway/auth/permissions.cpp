@@ -69,6 +69,7 @@ Permissions admin_permissions(std::string_view name) {
   Permissions p;
   for (auto verb : sj::kTeamVerbs) p.pub_allow.push_back(sj::team_verb("*", verb));
   p.pub_allow.push_back(sj::team_verb("sys", sj::kJobs));
+  p.pub_allow.push_back(sj::team_verb("sys", sj::kUsage));
   for (const char* s : {sj::kSysNodes, sj::kSysQueues, sj::kSysStats, sj::kSysCordon,
                         sj::kSysUncordon, sj::kSysDrain, sj::kSysFind, sj::kSysDebugCrash})
     p.pub_allow.emplace_back(s);

@@ -75,7 +75,7 @@ TEST_CASE("pipeline: a JSON file reads too, and a bad file says what is wrong",
 
   auto str = parse_pipeline_file(R"({"jobs":[{"name":"a","command":"echo hi"}]})");
   CHECK_FALSE(str.ok);
-  CHECK_THAT(str.error, Catch::Contains("jobs[0] (a): command is a list"));
+  CHECK_THAT(str.error, Catch::Contains("jobs[0].command is a list"));
 
   auto yaml_str = parse_pipeline_file("jobs:\n  - name: a\n    command: echo hi\n");
   CHECK_FALSE(yaml_str.ok);

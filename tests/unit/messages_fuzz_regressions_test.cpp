@@ -72,3 +72,26 @@ TEST_CASE("a YAML key with a quote in it stays one key (it cannot inject JSON fi
   else
     CHECK_FALSE(p.error.empty());  // refused (an unknown field): never read as team "x"
 }
+
+TEST_CASE("spec: a single value where a list is due is refused by every JSON reader alike",
+          "[messages][spec][fuzz]") {
+  // fuzz_spec_yaml: from_json refused a string command, parse_text (the
+  // same JSON, read for any message) took it as a list of one.
+  const std::string text =
+      "{\"name\": \"bert-large\", \"team\": \"nlp\", \"kind\": \"training\",\n"
+      " \"command\": \"high\", \"max_runtime_s\": \"3600\", \"max_retries\": 1}\n";
+  auto p = spec::from_text(text);
+  pb::JobSpec s;
+  auto err = spec::parse_text(text, s);
+  CHECK_FALSE(p.ok);
+  CHECK_FALSE(err.empty());
+  CHECK_THAT(err, Catch::Contains("command is a list"));
+  // Nested: a pipeline member's command, a resource's gpu_types.
+  pb::Pipeline pipe;
+  CHECK_THAT(spec::parse_text(R"({"jobs":[{"name":"a","command":"echo hi"}]})", pipe),
+             Catch::Contains("jobs[0].command is a list"));
+  CHECK_THAT(spec::parse_text(R"({"command":["x"],"resources":{"gpu_types":"a100"}})", s),
+             Catch::Contains("resources.gpu_types is a list"));
+  // One-element lists written as lists are fine.
+  CHECK(spec::parse_text(R"({"command":["x"],"resources":{"gpu_types":["a100"]}})", s).empty());
+}
