@@ -690,3 +690,35 @@ TEST_CASE(
   CHECK(cut["data"] == "a");
   CHECK(cut["offset"] == 1);
 }
+
+TEST_CASE("spec: labels and depends_on have limits, hostile values are refused",
+          "[messages][spec][limits]") {
+  auto base = [] {
+    pb::JobSpec s;
+    s.set_team("t");
+    s.add_command("true");
+    spec::apply_defaults(s);
+    return s;
+  };
+  auto many = base();
+  for (int i = 0; i < 33; ++i) (*many.mutable_labels())["k" + std::to_string(i)] = "v";
+  CHECK(spec::check(many).kind == spec::Verdict::Kind::too_large);
+  auto key = base();
+  (*key.mutable_labels())["has space"] = "v";
+  CHECK_FALSE(spec::check(key).ok());
+  auto value = base();
+  (*value.mutable_labels())["k"] = std::string(300, 'x');
+  CHECK(spec::check(value).kind == spec::Verdict::Kind::too_large);
+  auto ctl = base();
+  (*ctl.mutable_labels())["k"] = "a\x1b[31m";
+  CHECK(spec::check(ctl).kind == spec::Verdict::Kind::invalid);
+  auto deps = base();
+  for (int i = 0; i < 65; ++i) deps.add_depends_on()->set_job("j-" + std::to_string(i));
+  CHECK(spec::check(deps).kind == spec::Verdict::Kind::too_large);
+  auto bad_job = base();
+  bad_job.add_depends_on()->set_job("j-1.>");
+  CHECK(spec::check(bad_job).kind == spec::Verdict::Kind::invalid);
+  auto empty = base();
+  empty.add_depends_on();
+  CHECK(spec::check(empty).kind == spec::Verdict::Kind::invalid);
+}
