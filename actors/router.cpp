@@ -836,6 +836,8 @@ void report_usage(Self self, const Inbound& in, const std::string& team, const j
       !number("since_ms", q.until_ms - 7 * kDayMs, &q.since_ms))
     return refuse("since_ms and until_ms are milliseconds since the epoch");
   if (q.since_ms >= q.until_ms) return refuse("since_ms must be before until_ms");
+  if (q.until_ms - q.since_ms > 366 * kDayMs)  // each event of the window is read
+    return refuse("the window is at most 366 days (since_ms .. until_ms)");
   std::string by = req.contains("by") && req["by"].is_string() ? req["by"].get<std::string>()
                                                                : std::string("team");
   if (!policy::usage::parse_by(by, &q.by)) return refuse("by must be team, kind or day");

@@ -53,4 +53,6 @@ TEST_CASE("usage: troupe usage matches a hand-counted run", "[integration][usage
   CHECK(all["groups"].size() == 2);
   Json bad_req = c.request(subjects::team_verb("acct", subjects::kUsage), Json{{"by", "pool?"}});
   CHECK(bad_req.value("code", "") == "bad_request");
+  Json whole = c.request(subjects::team_verb("acct", subjects::kUsage), Json{{"since_ms", 0}});
+  CHECK(whole.value("code", "") == "bad_request");
 }
