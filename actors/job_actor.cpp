@@ -621,6 +621,12 @@ void enter_dependency_failed(pb::JobRecord& r, std::string reason, int64_t now_m
   enter_record(r, Phase::canceled, std::move(reason), policy::deps::kDependencyFailed, now_ms);
 }
 
+void enter_array(pb::JobRecord& r, std::string_view state, std::string reason,
+                 const std::string& cause, int64_t now_ms) {
+  for (const auto& [p, name] : kPhaseNames)
+    if (name == state) enter_record(r, p, std::move(reason), cause, now_ms);
+}
+
 JobTicket ticket_of(const pb::JobRecord& r) {
   JobTicket t;
   t.job_id = r.job_id();

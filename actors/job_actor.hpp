@@ -39,6 +39,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "actors/ports.hpp"
@@ -72,6 +73,11 @@ void enter_blocked(pb::JobRecord& r, int64_t now_ms);
 // A blocked job whose dependency can never be met: `canceled`, its cause
 // dependency_failed, `reason` naming the upstream job (policy/dependencies.hpp).
 void enter_dependency_failed(pb::JobRecord& r, std::string reason, int64_t now_ms);
+// An array's or sweep's own record (it never has an actor; its tasks are
+// jobs): it enters `state` (queued, running, or its end), with the reason and
+// cause of its event.
+void enter_array(pb::JobRecord& r, std::string_view state, std::string reason,
+                 const std::string& cause, int64_t now_ms);
 // The ticket of a queued job for its team's queue.
 JobTicket ticket_of(const pb::JobRecord& r);
 // The event of the record's last change: subject and JobEvent JSON.

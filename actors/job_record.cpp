@@ -1,10 +1,15 @@
 #include "actors/job_record.hpp"
 
+#include <algorithm>
+#include <charconv>
 #include <ctime>
 #include <functional>
+#include <nlohmann/json.hpp>
 
+#include "actors/policy/admission.hpp"
 #include "messages/event_json.hpp"
 #include "messages/names.hpp"
+#include "messages/spec.hpp"
 
 namespace troupe {
 
@@ -53,6 +58,21 @@ pb::JobView job_view(const pb::JobRecord& r) {
   v.set_last_checkpoint_ms(r.last_checkpoint_ms());
   *v.mutable_depends_on() = r.spec().depends_on();
   *v.mutable_labels() = r.spec().labels();
+  if (spec::is_array(r.spec())) {
+    // Started tasks count as queued here; the job supervisor, which sees
+    // their records, tells queued from running (and lists the tasks).
+    auto* a = v.mutable_array();
+    auto c = policy::arrays::count(r.array_tasks());
+    a->set_count(static_cast<int32_t>(r.array_tasks().size()));
+    a->set_parallelism(spec::array_parallelism(r.spec()));
+    a->set_queued(c.pending + c.started);
+    a->set_succeeded(c.succeeded);
+    a->set_failed(c.failed);
+    a->set_canceled(c.canceled);
+    if (auto end = policy::arrays::end_of(c, r.cancel_requested());
+        end && names::is_terminal(r.state()))
+      a->set_outcome(end->outcome);
+  }
   return v;
 }
 
@@ -111,6 +131,7 @@ pb::JobEvent job_event(const pb::JobRecord& r, int64_t now) {
   e.set_name(r.spec().name());
   e.set_kind(r.spec().kind());
   e.set_seq(r.event_seq());
+  if (spec::is_array(r.spec())) e.set_tasks(static_cast<int32_t>(r.array_tasks().size()));
   return e;
 }
 
@@ -118,6 +139,86 @@ pb::JobEvent last_event(const pb::JobRecord& r) {
   auto e = job_event(r, r.event_ts_ms());
   e.set_cause(r.event_cause());
   return e;
+}
+
+policy::arrays::Grid grid_of(const pb::JobSpec& s) {
+  policy::arrays::Grid g;
+  for (const auto& [name, list] : s.sweep().params()) {
+    std::vector<policy::arrays::Value> values;
+    for (const auto& v : list.values()) {
+      policy::arrays::Value x;
+      switch (v.kind_case()) {
+        case google::protobuf::Value::kNumberValue: {
+          char buf[64];
+          auto res = std::to_chars(buf, buf + sizeof buf, v.number_value());
+          x.text.assign(buf, res.ptr);
+          x.json = x.text;
+          break;
+        }
+        case google::protobuf::Value::kBoolValue:
+          x.text = v.bool_value() ? "true" : "false";
+          x.json = x.text;
+          break;
+        default:
+          x.text = v.string_value();
+          x.json = nlohmann::json(v.string_value()).dump();
+          break;
+      }
+      values.push_back(std::move(x));
+    }
+    g.emplace_back(name, std::move(values));
+  }
+  std::sort(g.begin(), g.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  return g;
+}
+
+pb::JobRecord task_record(const pb::JobRecord& array, int index, int64_t now_ms) {
+  namespace arr = policy::arrays;
+  pb::JobRecord t;
+  *t.mutable_spec() = array.spec();
+  auto& s = *t.mutable_spec();
+  auto grid = s.has_sweep() ? grid_of(s) : arr::Grid{};
+  s.clear_array();
+  s.clear_sweep();
+  s.clear_idempotency_key();  // the array's; each task is its own job
+  s.clear_depends_on();       // met by the array already
+  t.set_job_id(arr::task_id(array.job_id(), index));
+  (*s.mutable_labels())[arr::kArrayLabel] = array.job_id();
+  auto& env = *s.mutable_env();
+  env[arr::kArrayIdEnv] = array.job_id();
+  env[arr::kIndexEnv] = std::to_string(index);
+  env[arr::kCountEnv] = std::to_string(array.array_tasks().size());
+  if (!grid.empty()) {
+    auto p = arr::point(grid, index);
+    for (const auto& [name, v] : p) env[arr::param_env(name)] = v.text;
+    env[arr::kParamsEnv] = arr::point_json(p);
+  }
+  t.set_seq(array.seq());
+  t.set_submit_ms(now_ms);
+  t.set_pool(array.pools_size() > 0 ? array.pools(0) : array.pool());
+  *t.mutable_pools() = array.pools();
+  t.set_priority_value(array.priority_value());
+  t.set_preemptible(array.preemptible());
+  t.set_infra_cap(array.infra_cap());
+  if (array.has_run_as()) t.set_run_as(array.run_as());
+  *t.mutable_las_thresholds_gpu_s() = array.las_thresholds_gpu_s();
+  t.set_las_promote_after_s(array.las_promote_after_s());
+  t.set_share_across_teams(array.share_across_teams());
+  t.set_default_memory_mb(array.default_memory_mb());
+  t.set_max_grace_s(array.max_grace_s());
+  if (!array.checkpoint_dir().empty())
+    t.set_checkpoint_dir(array.checkpoint_dir() + "/" + std::to_string(index));
+  return t;
+}
+
+int queued_slots(const pb::JobRecord& r) {
+  if (names::is_terminal(r.state())) return 0;
+  if (spec::is_array(r.spec())) {
+    auto n = r.array_tasks().empty() ? spec::array_tasks(r.spec())
+                                     : policy::arrays::count(r.array_tasks()).pending;
+    return static_cast<int>(n);
+  }
+  return policy::awaiting_first_start(r.state(), r.attempts_size()) ? 1 : 0;
 }
 
 int coordinator_port(const std::string& job_id) {

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/policy/arrays.hpp"
 #include "actors/policy/placement.hpp"
 #include "actors/policy/queue_order.hpp"
 #include "job_spec.pb.h"
@@ -30,5 +31,14 @@ int worker_count(const pb::JobSpec& s);
 int coordinator_port(const std::string& job_id);
 // RFC 3339 UTC with milliseconds.
 std::string rfc3339(int64_t ms);
+
+// Arrays and sweeps (policy/arrays.hpp): the grid of a sweep spec (empty for
+// an array), and task `index` of an array's record as a new job's record
+// (state ""): the array's spec and admission, its own id, env and label.
+policy::arrays::Grid grid_of(const pb::JobSpec& s);
+pb::JobRecord task_record(const pb::JobRecord& array, int index, int64_t now_ms);
+// How many of the team's max_queued_jobs the record holds: 1 for a job not
+// started yet, an array's tasks not started yet, else 0.
+int queued_slots(const pb::JobRecord& r);
 
 }  // namespace troupe

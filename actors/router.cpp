@@ -44,7 +44,14 @@ struct Pending {
   uint64_t stream_seq = 0;  // from the enqueue consumer: acknowledged once recorded
   std::string team;
   std::string fingerprint;  // of the spec, when it has a key (spec::fingerprint)
+  int64_t slots = 1;        // of the team's max_queued_jobs: an array's tasks
 };
+
+// What a job holds of its team's max_queued_jobs while none of it started:
+// one, or an array's tasks (each a job; the rate limit counts it once).
+int64_t slots_of(const pb::JobSpec& s) {
+  return spec::is_array(s) ? std::max<int64_t>(spec::array_tasks(s), 1) : 1;
+}
 
 // A pipeline being recorded (one intake record for all its jobs).
 struct PendingPipeline {
@@ -135,10 +142,10 @@ const std::vector<policy::NodeShape>& shapes(RouterState& st) {
   return st.shapes;
 }
 
-void unqueue(RouterState& st, const std::string& team) {
+void unqueue(RouterState& st, const std::string& team, int64_t n = 1) {
   auto it = st.queued.find(team);
   if (it == st.queued.end()) return;
-  if (--it->second <= 0) st.queued.erase(it);
+  if ((it->second -= n) <= 0) st.queued.erase(it);
 }
 
 std::string new_job_id(Self self) {
@@ -234,7 +241,8 @@ void submit(Self self, const ReadSubmission& r) {
     return;
   }
   auto q = st.queued.find(team);
-  if (auto v = policy::check_queued(lim, team, q == st.queued.end() ? 0 : q->second); !v.ok()) {
+  if (auto v = policy::check_queued(lim, team, q == st.queued.end() ? 0 : q->second, slots_of(s));
+      !v.ok()) {
     reject(self, w, v.code, v.error, team);
     return;
   }
@@ -263,9 +271,11 @@ void submit(Self self, const ReadSubmission& r) {
 void record(Self self, const Inbound& in, const Waiter& w, const std::string& team,
             const std::string& key, std::string fp, pb::JobSpec s, const policy::Admission& adm) {
   auto& st = self->state;
-  ++st.queued[team];  // until the job first leaves `queued` (unqueued_atom) or is not recorded
-  auto job_id = new_job_id(self);
   Pending pend;
+  pend.slots = slots_of(s);
+  // Until the job (each task) first leaves `queued` (unqueued_atom) or is not recorded.
+  st.queued[team] += pend.slots;
+  auto job_id = new_job_id(self);
   {
     auto rec = submission::make_record(std::move(s), adm, st.cfg, st.opts.checkpoint_root, job_id,
                                        st.next_seq, st.w.now_ms());
@@ -294,7 +304,7 @@ void record(Self self, const Inbound& in, const Waiter& w, const std::string& te
 // original's job id, the key is learnt, and `pend`'s own job never exists.
 void on_duplicate(Self self, Pending pend, const std::string& original) {
   auto& st = self->state;
-  unqueue(st, pend.team);
+  unqueue(st, pend.team, pend.slots);
   auto a = submission::answer_duplicate(original, pend.idempotency_key, pend.fingerprint);
   if (a.job_id.empty()) {
     ++st.n.intake_errors;  // a consumer-delivered one is redelivered (not acknowledged)
@@ -339,7 +349,7 @@ void on_intake(Self self, const std::string& job_id, bool ok, bool duplicate,
   }
   if (!ok) {
     ++st.n.intake_errors;  // a consumer-delivered one is redelivered (not acknowledged)
-    unqueue(st, pend.team);
+    unqueue(st, pend.team, pend.slots);
     for (const auto& w : pend.waiters)
       reject(self, w, policy::Refusal::unavailable,
              "submission not recorded (intake stream: " + error + "); retry", pend.team);
@@ -557,7 +567,7 @@ void take_handoff(Self self, const Inbound& in) {
         auto& st = self->state;
         if (taken) {
           ++st.n.handed_off;
-          ++st.queued[team];  // until it first leaves `queued` (unqueued_atom)
+          st.queued[team] += slots_of(rec.spec());  // until each first leaves `queued`
           if (!key.empty() && st.keys.count(key) == 0) {
             st.keys[key] = rec.job_id();
             st.fingerprints[key] = fp;

@@ -227,6 +227,10 @@ PipelineRead read_pipeline(const Opened& o, const std::vector<uint8_t>& data,
     if (!js.idempotency_key().empty())
       return refuse(Refusal::invalid_spec,
                     at + ": a member has no idempotency_key of its own (the pipeline's applies)");
+    if (spec::is_array(js))
+      return refuse(Refusal::invalid_spec,
+                    at + ": an array or sweep cannot be a pipeline member; submit it on its own "
+                         "with depends_on naming the pipeline's jobs");
     auto one = check_spec(std::move(js), o.team, cfg, limits);
     if (!one.verdict.ok()) return refuse(one.verdict.code, at + ": " + one.verdict.error);
     read.push_back(std::move(one));

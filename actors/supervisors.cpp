@@ -22,6 +22,7 @@
 #include "actors/job_record.hpp"
 #include "actors/node_actor.hpp"
 #include "actors/policy/admission.hpp"
+#include "actors/policy/arrays.hpp"
 #include "actors/policy/config.hpp"
 #include "actors/policy/dependencies.hpp"
 #include "actors/policy/ledger.hpp"
@@ -132,10 +133,11 @@ struct JobSupState : SupState<JobActor> {
   std::map<std::pair<uint64_t, std::string>, std::string> order;
   // Jobs that have not left `queued` yet (job id -> team): the router counts
   // them against max_queued_jobs and hears (unqueued_atom) when each leaves.
+  // (An array's tasks not started yet are counted by the array's record:
+  // each sends its unqueued_atom when it starts as a job or is canceled.)
   std::unordered_map<std::string, std::string> unstarted;
   void track(const pb::JobRecord& rec) {
-    if (!names::is_terminal(rec.state()) &&
-        policy::awaiting_first_start(rec.state(), rec.attempts_size()))
+    if (!spec::is_array(rec.spec()) && queued_slots(rec) > 0)
       unstarted.emplace(rec.job_id(), rec.spec().team());
   }
   // `id` left `queued` for good (started, ended, or its actor is gone).
@@ -145,7 +147,9 @@ struct JobSupState : SupState<JobActor> {
     caf::anon_send(w.router, unqueued_atom_v, it->second);
     unstarted.erase(it);
   }
+  // An array's tasks are not listed on their own: its row counts them.
   void index(const pb::JobRecord& rec) {
+    if (rec.spec().labels().count(policy::arrays::kArrayLabel) != 0) return;
     order.emplace(std::make_pair(rec.seq(), rec.job_id()), rec.spec().team());
   }
   // Where job `id` is in the list (order.end() when it is not).
@@ -164,6 +168,9 @@ struct JobSupState : SupState<JobActor> {
   // Blocked jobs (depends_on) by an upstream job they wait for: judged again
   // when it ends (ended_atom). One that is no longer blocked is passed over.
   std::unordered_map<std::string, std::vector<std::string>> blocked_on;
+  // Arrays and sweeps not ended (their record, with a byte per task, is
+  // their snapshot; they never have an actor).
+  std::unordered_set<std::string> arrays;
   // The state of job `id` of `team` as its record says; "" when there is no
   // such job here (another team's job reads as none).
   std::string state_of(const std::string& id, const std::string& team) {
@@ -252,6 +259,148 @@ std::vector<policy::deps::Dependency> deps_of(const pb::JobRecord& rec) {
   return d;
 }
 
+// --- arrays and sweeps (policy/arrays.hpp, docs/api.md "Arrays and sweeps") --
+
+namespace arr = policy::arrays;
+
+void new_job(JobSup self, const std::string& id, const std::string& record);
+
+// The record of array `id` not ended yet (none for any other job).
+std::optional<pb::JobRecord> array_record(JobSup self, const std::string& id) {
+  auto& st = self->state;
+  if (st.arrays.count(id) == 0) return std::nullopt;
+  auto* snap = st.children.snapshot_of(id);
+  pb::JobRecord rec;
+  if (snap == nullptr || !rec.ParseFromString(*snap)) return std::nullopt;
+  return rec;
+}
+
+// An array's record kept, without an event (its tasks' bytes changed).
+void keep_array(JobSup self, const pb::JobRecord& rec) {
+  std::string bytes;
+  rec.SerializeToString(&bytes);
+  self->state.snapshot(rec.job_id(), job_key(rec.job_id()), std::move(bytes));
+}
+
+// Its tasks not started yet are canceled with it: each leaves the team's
+// count of queued jobs.
+void end_pending_tasks(JobSup self, pb::JobRecord& rec) {
+  if (!spec::is_array(rec.spec())) return;
+  for (auto& t : *rec.mutable_array_tasks())
+    if (t == arr::kPending) {
+      t = arr::kCanceled;
+      self->send(self->state.w.router, unqueued_atom_v, rec.spec().team());
+    }
+}
+
+// Starts as many of the array's tasks as its parallelism lets, in index
+// order, each a new job of its own (queued, without an actor until placed).
+void start_tasks(JobSup self, pb::JobRecord& rec) {
+  auto& tasks = *rec.mutable_array_tasks();
+  int n = arr::may_start(arr::count(tasks), spec::array_parallelism(rec.spec()),
+                         rec.cancel_requested());
+  const int64_t now = self->state.w.now_ms();
+  for (auto i = tasks.find(arr::kPending); n > 0 && i != std::string::npos;
+       i = tasks.find(arr::kPending, i + 1), --n) {
+    tasks[i] = arr::kStarted;
+    std::string bytes;
+    task_record(rec, static_cast<int>(i), now).SerializeToString(&bytes);
+    new_job(self, arr::task_id(rec.job_id(), static_cast<int>(i)), bytes);
+  }
+}
+
+// The array's end once every task ended: its record and event. Returns
+// whether it ended (its dependents are then judged).
+bool settle_array(JobSup self, pb::JobRecord& rec) {
+  auto end = arr::end_of(arr::count(rec.array_tasks()), rec.cancel_requested());
+  if (!end) return false;
+  auto& st = self->state;
+  const int64_t now = st.w.now_ms();
+  enter_array(rec, end->state, end->reason, end->outcome, now);
+  keep_announced(self, rec);
+  st.arrays.erase(rec.job_id());
+  retire(self, rec.job_id(), now);
+  return true;
+}
+
+// A new array (or one whose dependencies are met): queued and announced, its
+// first tasks started. Returns whether it ended (it cannot: count >= 1).
+bool start_array(JobSup self, pb::JobRecord rec) {
+  auto& st = self->state;
+  enter_first_queued(rec, st.w.now_ms());
+  keep_announced(self, rec);
+  st.arrays.insert(rec.job_id());
+  start_tasks(self, rec);
+  keep_array(self, rec);
+  return settle_array(self, rec);
+}
+
+// The array of task `id`, when `id` is a task of an array not ended here.
+std::optional<std::pair<std::string, int>> task_of(JobSup self, const std::string& id) {
+  auto t = arr::split_task_id(id);
+  if (!t || self->state.arrays.count(t->first) == 0) return std::nullopt;
+  return t;
+}
+
+// Task `id` ended (its end event stored): its byte, the next tasks, maybe
+// the array's end. Returns the array's id when the array ended with it.
+std::optional<std::string> task_ended(JobSup self, const std::string& id) {
+  auto t = task_of(self, id);
+  if (!t) return std::nullopt;
+  auto rec = array_record(self, t->first);
+  auto* snap = self->state.children.snapshot_of(id);
+  pb::JobRecord task;
+  if (!rec || snap == nullptr || !task.ParseFromString(*snap) || !names::is_terminal(task.state()))
+    return std::nullopt;
+  auto& tasks = *rec->mutable_array_tasks();
+  auto i = static_cast<size_t>(t->second);
+  if (i >= tasks.size() || tasks[i] != arr::kStarted) return std::nullopt;  // counted already
+  tasks[i] = arr::mark_of(task.state());
+  start_tasks(self, *rec);
+  if (settle_array(self, *rec)) return t->first;
+  keep_array(self, *rec);
+  return std::nullopt;
+}
+
+// A task's record changed: its array is `running` from its first running task.
+void task_changed(JobSup self, const std::string& id, const std::string& bytes) {
+  auto t = task_of(self, id);
+  if (!t) return;
+  auto rec = array_record(self, t->first);
+  pb::JobRecord task;
+  if (!rec || rec->state() != names::kQueued || !task.ParseFromString(bytes) ||
+      task.state() != names::kRunning)
+    return;
+  enter_array(*rec, names::kRunning, {}, {}, self->state.w.now_ms());
+  keep_announced(self, *rec);
+}
+
+// After a restore: an array's bytes caught up with its tasks' records (a
+// task's record may be newer than its array's), the tasks that should run
+// started. Returns whether it ended.
+bool reconcile_array(JobSup self, pb::JobRecord rec) {
+  auto& st = self->state;
+  st.arrays.insert(rec.job_id());
+  auto& tasks = *rec.mutable_array_tasks();
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    if (tasks[i] != arr::kPending && tasks[i] != arr::kStarted) continue;
+    auto id = arr::task_id(rec.job_id(), static_cast<int>(i));
+    auto* snap = st.children.snapshot_of(id);
+    pb::JobRecord task;
+    if (snap != nullptr && task.ParseFromString(*snap)) {
+      // Counted twice by the restore (as pending here, and as its own job).
+      if (tasks[i] == arr::kPending) self->send(st.w.router, unqueued_atom_v, rec.spec().team());
+      tasks[i] = names::is_terminal(task.state()) ? arr::mark_of(task.state()) : arr::kStarted;
+    } else if (tasks[i] == arr::kStarted) {
+      tasks[i] = arr::kPending;  // its record never reached the store: started again below
+    }
+  }
+  start_tasks(self, rec);
+  if (settle_array(self, rec)) return true;
+  keep_array(self, rec);
+  return false;
+}
+
 // A blocked job judged (policy/dependencies.hpp): queued when every upstream
 // job ended as it needs; canceled (dependency_failed) when one cannot; else it
 // waits, and with `watch` it is noted under each upstream job not ended yet.
@@ -265,6 +414,7 @@ bool judge_blocked(JobSup self, pb::JobRecord rec, bool watch) {
   const int64_t now = st.w.now_ms();
   switch (v.status) {
     case policy::deps::Status::met:
+      if (spec::is_array(rec.spec())) return start_array(self, std::move(rec));
       enter_first_queued(rec, now);
       keep_asleep(self, rec);
       return false;
@@ -273,7 +423,9 @@ bool judge_blocked(JobSup self, pb::JobRecord rec, bool watch) {
       for (const auto& d : deps)
         if (d.job == v.upstream) on = d.on;
       enter_dependency_failed(rec, policy::deps::failed_reason(v, on), now);
+      end_pending_tasks(self, rec);
       keep_announced(self, rec);
+      st.arrays.erase(rec.job_id());
       st.left(rec.job_id());
       retire(self, rec.job_id(), now);
       return true;
@@ -293,8 +445,10 @@ void upstream_ended(JobSup self, const std::string& id) {
   auto& st = self->state;
   std::deque<std::string> ended{id};
   while (!ended.empty()) {
-    auto it = st.blocked_on.find(ended.front());
+    auto job = std::move(ended.front());
     ended.pop_front();
+    if (auto array = task_ended(self, job)) ended.push_back(std::move(*array));
+    auto it = st.blocked_on.find(job);
     if (it == st.blocked_on.end()) continue;
     auto waiting = std::move(it->second);
     st.blocked_on.erase(it);
@@ -314,6 +468,9 @@ void new_job(JobSup self, const std::string& id, const std::string& record) {
     st.start(self, id, record);  // (not a new job: its actor takes it up)
     return;
   }
+  if (spec::is_array(rec.spec()) && rec.array_tasks().empty())
+    rec.set_array_tasks(
+        std::string(static_cast<size_t>(spec::array_tasks(rec.spec())), arr::kPending));
   if (rec.spec().depends_on_size() > 0) {
     enter_blocked(rec, st.w.now_ms());
     st.index(rec);
@@ -322,10 +479,110 @@ void new_job(JobSup self, const std::string& id, const std::string& record) {
     if (judge_blocked(self, std::move(rec), true)) upstream_ended(self, id);
     return;
   }
+  if (spec::is_array(rec.spec())) {
+    st.index(rec);
+    if (start_array(self, std::move(rec))) upstream_ended(self, id);
+    return;
+  }
   enter_first_queued(rec, st.w.now_ms());
   st.index(rec);
   st.track(rec);
   keep_asleep(self, rec);
+}
+
+// Cancels job `id` (its record `rec`) and answers `reply` (none: ""). An
+// array: its tasks not started are canceled, its started ones canceled each.
+void cancel_job(JobSup self, const std::string& id, pb::JobRecord rec, const std::string& reply) {
+  auto& st = self->state;
+  if (auto a = st.children.find(id); a && !names::is_terminal(rec.state())) {
+    self->send(a, cancel_atom_v, reply);
+    return;
+  }
+  if (spec::is_array(rec.spec()) && st.arrays.count(id) != 0) {
+    rec.set_cancel_requested(true);
+    end_pending_tasks(self, rec);
+    keep_array(self, rec);
+    const auto& tasks = rec.array_tasks();
+    for (size_t i = 0; i < tasks.size(); ++i) {
+      if (tasks[i] != arr::kStarted) continue;
+      auto task = arr::task_id(id, static_cast<int>(i));
+      pb::JobRecord t;
+      if (auto* snap = st.children.snapshot_of(task); snap && t.ParseFromString(*snap))
+        cancel_job(self, task, std::move(t), {});  // its end comes back as task_ended
+    }
+    if (auto now = array_record(self, id)) {
+      if (settle_array(self, *now)) upstream_ended(self, id);
+      rec = std::move(*now);
+    } else if (auto* snap = st.children.snapshot_of(id)) {
+      rec.ParseFromString(*snap);  // it ended with its last task
+    }
+  } else if ((rec.state() == names::kBlocked || rec.state() == names::kQueued) &&
+             !st.children.find(id)) {
+    // Waiting without an actor: out of its queue, canceled, ended.
+    bool blocked = rec.state() == names::kBlocked;
+    if (!blocked) self->send(st.w.queues, dequeue_atom_v, rec.spec().team(), id);
+    enter_canceled_queued(rec, st.w.now_ms());
+    end_pending_tasks(self, rec);  // a blocked array's
+    keep_announced(self, rec);
+    st.left(id);
+    retire(self, id, st.w.now_ms());
+    upstream_ended(self, id);
+  }
+  if (!reply.empty()) st.out->publish(reply, views::job_state_json(id, rec.state()));
+}
+
+// The view of a job; an array's with its started tasks told queued from
+// running and, with `tasks`, each task listed (a sweep's with its point of
+// the grid when the grid is small enough for one reply).
+pb::JobView view_of(JobSup self, const pb::JobRecord& rec, bool tasks) {
+  auto v = job_view(rec);
+  if (!spec::is_array(rec.spec())) return v;
+  auto& st = self->state;
+  auto* a = v.mutable_array();
+  const std::string& team = rec.spec().team();
+  const auto& marks = rec.array_tasks();
+  constexpr size_t kMaxListedPoints = 1000;
+  auto grid = tasks && marks.size() <= kMaxListedPoints ? grid_of(rec.spec()) : arr::Grid{};
+  int queued = 0, running = 0;
+  for (size_t i = 0; i < marks.size(); ++i) {
+    auto id = arr::task_id(rec.job_id(), static_cast<int>(i));
+    std::string state;
+    switch (marks[i]) {
+      case arr::kSucceeded:
+        state = names::kSucceeded;
+        break;
+      case arr::kFailed:
+        state = names::kFailed;
+        break;
+      case arr::kCanceled:
+        state = names::kCanceled;
+        break;
+      case arr::kStarted:
+        state = st.state_of(id, team);
+        break;
+      default:
+        break;
+    }
+    if (state.empty() || names::is_terminal(state) == false) {
+      if (state.empty() || state == names::kQueued || state == names::kBlocked) {
+        ++queued;
+        if (state.empty()) state = names::kQueued;
+      } else {
+        ++running;
+      }
+    }
+    if (!tasks) continue;
+    auto* t = a->add_tasks();
+    t->set_index(static_cast<int32_t>(i));
+    t->set_job_id(id);
+    t->set_state(state);
+    if (!grid.empty())
+      for (auto& [name, value] : arr::point(grid, static_cast<int64_t>(i)))
+        (*t->mutable_params())[name] = value.text;
+  }
+  a->set_queued(queued);
+  a->set_running(running);
+  return v;
 }
 
 void sweep(JobSup self) {
@@ -437,6 +694,7 @@ JobSupervisorActor::behavior_type job_sup_behavior(JobSup self, OutboxPtr out,
               !policy::awaiting_first_start(rec.state(), rec.attempts_size()))
             self->state.left(id);
         }
+        task_changed(self, id, bytes);
         self->state.snapshot(id, job_key(id), std::move(bytes));
       },
       [=](restore_atom, std::vector<std::string>& records) {
@@ -444,7 +702,7 @@ JobSupervisorActor::behavior_type job_sup_behavior(JobSup self, OutboxPtr out,
         // (until their retention ends, counted from their end); the others
         // get their actor back in the state they were in.
         std::vector<std::pair<int64_t, std::string>> ended;
-        std::vector<std::string> blocked;
+        std::vector<std::string> blocked, arrays;
         for (auto& bytes : records) {
           pb::JobRecord rec;
           if (!rec.ParseFromString(bytes) || rec.job_id().empty()) continue;
@@ -458,6 +716,9 @@ JobSupervisorActor::behavior_type job_sup_behavior(JobSup self, OutboxPtr out,
           } else if (rec.state() == names::kBlocked) {
             blocked.push_back(rec.job_id());  // judged once every record is back
             self->state.children.snapshot(rec.job_id(), std::move(bytes));
+          } else if (spec::is_array(rec.spec())) {
+            arrays.push_back(rec.job_id());  // caught up once every task's record is back
+            self->state.children.snapshot(rec.job_id(), std::move(bytes));
           } else if (may_wait_asleep(rec, self->state.w.now_ms())) {
             self->state.children.snapshot(rec.job_id(), bytes);
             self->send(self->state.w.queues, enqueue_atom_v, ticket_of(rec));
@@ -466,6 +727,12 @@ JobSupervisorActor::behavior_type job_sup_behavior(JobSup self, OutboxPtr out,
         }
         std::sort(ended.begin(), ended.end());
         for (auto& [end_ms, id] : ended) retire(self, id, end_ms);
+        // Arrays: their tasks may have moved on, or ended, meanwhile.
+        for (const auto& id : arrays) {
+          self->state.arrays.insert(id);  // (array_record reads only those)
+          if (auto rec = array_record(self, id))
+            if (reconcile_array(self, std::move(*rec))) upstream_ended(self, id);
+        }
         // Blocked jobs: their upstream jobs may have ended meanwhile.
         for (const auto& id : blocked)
           if (auto rec = waiting_in(self, id, names::kBlocked))
@@ -478,31 +745,32 @@ JobSupervisorActor::behavior_type job_sup_behavior(JobSup self, OutboxPtr out,
         }
         pb::JobRecord rec;
         if (load(self, id, team, rec, reply))
-          self->state.out->publish(reply, spec::view_json(job_view(rec)));
+          self->state.out->publish(reply, spec::view_json(view_of(self, rec, true)));
       },
       [=](cancel_atom, const std::string& id, const std::string& team, const std::string& reply) {
         pb::JobRecord rec;
         if (!load(self, id, team, rec, reply)) return;
-        auto& st = self->state;
-        if (auto a = st.children.find(id); a && !names::is_terminal(rec.state())) {
-          self->send(a, cancel_atom_v, reply);
-          return;
-        }
-        bool blocked = rec.state() == names::kBlocked;
-        if ((blocked || rec.state() == names::kQueued) && !st.children.find(id)) {
-          // Waiting without an actor: out of its queue, canceled, ended.
-          if (!blocked) self->send(st.w.queues, dequeue_atom_v, rec.spec().team(), id);
-          enter_canceled_queued(rec, st.w.now_ms());
-          keep_announced(self, rec);
-          st.left(id);
-          retire(self, id, st.w.now_ms());
-          upstream_ended(self, id);
-        }
-        st.out->publish(reply, views::job_state_json(id, rec.state()));
+        cancel_job(self, id, std::move(rec), reply);
       },
       [=](why_atom, const std::string& id, const std::string& team, const std::string& reply) {
         pb::JobRecord rec;
         if (!load(self, id, team, rec, reply)) return;
+        if (spec::is_array(rec.spec()) && !names::is_terminal(rec.state()) &&
+            rec.state() != names::kBlocked) {
+          auto a = view_of(self, rec, false).array();
+          int k = a.parallelism();
+          std::string reason = std::to_string(a.running()) + " of " + std::to_string(a.count()) +
+                               " tasks placed or running, " + std::to_string(a.queued()) +
+                               " queued, " +
+                               std::to_string(a.succeeded() + a.failed() + a.canceled()) + " ended";
+          if (k > 0)
+            reason += "; at most " + std::to_string(k) +
+                      " at once (parallelism): the others wait for a free slot";
+          reason += "; troupe why " + arr::task_id(id, 0) + " asks about one task";
+          self->state.out->publish(reply, views::why_json(id, rec.state(), a.queued() > 0,
+                                                          policy::why::kArrayTasks, reason));
+          return;
+        }
         if (rec.state() == names::kQueued) {
           // An any-type job: every candidate pool, comma-separated (pool
           // names are tokens); the front asks each.
@@ -602,7 +870,7 @@ JobSupervisorActor::behavior_type job_sup_behavior(JobSup self, OutboxPtr out,
               return r != nullptr && (state.empty() || r->state() == state) &&
                      (label.empty() || has_label(*r, label));
             },
-            [&](const Item& item) { return spec::view_json(job_view(*record(item))); },
+            [&](const Item& item) { return spec::view_json(view_of(self, *record(item), false)); },
             [](const Item& item) { return item.first.second; });
         st.out->publish(reply, page.body);
       },

@@ -21,6 +21,13 @@
 //                     jobs (depends_on) too: each waits, without an actor
 //                     or ticket, until its upstream jobs end; then it is
 //                     queued, or canceled (dependency_failed).
+//                     Owns the arrays and sweeps (spec array/sweep;
+//                     policy/arrays.hpp): one record each, no actor, a byte
+//                     per task; a task starts as a job of its own
+//                     (<array id>-<index>) only while fewer than the
+//                     array's parallelism are started; each task's end is
+//                     counted in it (ended_atom) and the array ends with
+//                     its last task.
 //   accepts: Wiring; (spawn_atom, id, record); (handoff_atom, id, record) ->
 //   taken (a standby's record: a new job unless known); (snapshot_atom, id, bytes);
 //   for a job: (placed_atom, Assignment) from its queue, (route_atom, id,

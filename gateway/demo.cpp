@@ -69,6 +69,17 @@ std::vector<DemoJob> demo_jobs(const std::string& gpu_type, const std::string& r
   triage.after = v.size() - 2;  // eval-broken failed
   triage.after_on = "failed";
   v.push_back(std::move(triage));
+  // A sweep: 2 x 2 learning rates and batch sizes, two tasks at a time.
+  auto sweep = make("research", "sweep-lr-batch", "training", 1, 1, gpu_type,
+                    "echo lr=$TROUPE_PARAM_LR batch=$TROUPE_PARAM_BATCH "
+                    "task $TROUPE_ARRAY_INDEX of $TROUPE_ARRAY_COUNT: $(cat $TROUPE_PARAMS_FILE); "
+                    "sleep 1",
+                    k + "sweep", names::kSucceeded);
+  auto& params = *sweep.spec.mutable_sweep()->mutable_params();
+  for (double lr : {0.1, 0.01}) params["lr"].add_values()->set_number_value(lr);
+  for (double batch : {32, 64}) params["batch"].add_values()->set_number_value(batch);
+  sweep.spec.mutable_sweep()->set_parallelism(2);
+  v.push_back(std::move(sweep));
   return v;
 }
 

@@ -24,7 +24,7 @@ struct DemoJob {
 // The demo jobs for a cluster of two 4-GPU `gpu_type` nodes: every kind, a
 // 2-worker gang of 4 GPUs each (takes both nodes, so the others queue behind
 // it), a CPU-only job, one that exits 3 on purpose, and two that depend on
-// others (one on a success, one on that failure). `run_tag` makes the
+// others (one on a success, one on that failure), and a 2 x 2 sweep. `run_tag` makes the
 // idempotency keys unique to this run.
 std::vector<DemoJob> demo_jobs(const std::string& gpu_type, const std::string& run_tag);
 

@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cstdio>
 #include <ctime>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "gateway/replies.hpp"
@@ -204,6 +205,22 @@ std::string gpus_text(const pb::JobView& j) {
   return std::to_string(j.gpus()) + "x" + std::to_string(std::max(j.workers(), 1));
 }
 
+std::string array_text(const pb::ArrayView& a) {
+  std::string out = std::to_string(a.count()) + " task" + (a.count() == 1 ? "" : "s") + ":";
+  bool first = true;
+  for (const auto& [n, what] :
+       std::initializer_list<std::pair<int, const char*>>{{a.running(), "running"},
+                                                          {a.queued(), "queued"},
+                                                          {a.succeeded(), "succeeded"},
+                                                          {a.failed(), "failed"},
+                                                          {a.canceled(), "canceled"}}) {
+    if (n == 0) continue;
+    out += (first ? " " : ", ") + std::to_string(n) + " " + what;
+    first = false;
+  }
+  return out;
+}
+
 std::string jobs_table(const pb::JobList& jobs, int64_t now_ms, const std::string& state,
                        bool wide) {
   std::vector<const pb::JobView*> sorted;
@@ -215,8 +232,17 @@ std::string jobs_table(const pb::JobList& jobs, int64_t now_ms, const std::strin
   });
   std::vector<std::vector<std::string>> rows;
   for (const auto* j : sorted) {
-    rows.push_back({j->job_id(), j->team(), j->name().empty() ? "-" : j->name(), j->kind(),
-                    j->state(), gpus_text(*j), nodes_text(j->placement()),
+    std::string st = j->state();
+    if (j->has_array()) {  // one row for the array, its tasks counted
+      const auto& a = j->array();
+      st += " [" + std::to_string(a.succeeded() + a.failed() + a.canceled()) + "/" +
+            std::to_string(a.count()) + " done";
+      if (a.running() > 0) st += ", " + std::to_string(a.running()) + " running";
+      if (a.failed() > 0) st += ", " + std::to_string(a.failed()) + " failed";
+      st += "]";
+    }
+    rows.push_back({j->job_id(), j->team(), j->name().empty() ? "-" : j->name(), j->kind(), st,
+                    gpus_text(*j), nodes_text(j->placement()),
                     j->submit_ms() > 0 ? format_age(now_ms - j->submit_ms()) : "-"});
     if (wide)
       rows.back().insert(
@@ -324,6 +350,13 @@ std::string status_text(const pb::JobView& j, int64_t now_ms) {
   } else if (j.start_ms() > 0 && !names::is_terminal(j.state())) {
     add("running for", format_duration(now_ms - j.start_ms()));
   }
+  if (j.has_array()) {
+    const auto& a = j.array();
+    add("array", array_text(a));
+    add("parallelism",
+        a.parallelism() > 0 ? std::to_string(a.parallelism()) + " at once" : "all at once");
+    if (!a.outcome().empty()) add("outcome", a.outcome());
+  }
   size_t w = 0;
   for (const auto& [k, v] : lines) w = std::max(w, k.size());
   std::string out;
@@ -332,6 +365,18 @@ std::string status_text(const pb::JobView& j, int64_t now_ms) {
     out += std::string(w - k.size() + 2, ' ');
     out += v;
     out += '\n';
+  }
+  if (j.has_array() && j.array().tasks_size() > 0) {
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& t : j.array().tasks()) {
+      std::string params;
+      for (const auto& [k, v] :
+           std::map<std::string, std::string>(t.params().begin(), t.params().end()))
+        params += (params.empty() ? "" : " ") + k + "=" + v;
+      rows.push_back(
+          {t.job_id(), std::to_string(t.index()), t.state(), params.empty() ? "-" : params});
+    }
+    out += "\n" + render_table({"TASK", "INDEX", "STATE", "PARAMS"}, rows);
   }
   return out;
 }

@@ -59,6 +59,8 @@ std::string localize_times(const std::string& text);
 // A node's STATE column: lost, alive, cordoned or draining.
 std::string node_state(const pb::NodeView& n);
 // `troupe status`: one "key  value" line per field that is known.
+// An array's tasks counted by state: "20 tasks: 3 running, 10 queued, 7 succeeded".
+std::string array_text(const pb::ArrayView& a);
 std::string status_text(const pb::JobView& j, int64_t now_ms);
 // One line per event: time, job, name, state, placement, exit code and reason.
 std::string event_line(const pb::JobEvent& e);

@@ -70,6 +70,9 @@ int main(int argc, char** argv) {
                    "JOB_ID[:succeeded|failed|finished]: start once that job ended so (default "
                    "succeeded; repeat the flag for more; the job is blocked until then)")
       ->allow_extra_args(false);
+  submit->add_option("--array", flags.array,
+                     "N[%K]: a job array of N tasks, at most K at once (each task gets "
+                     "TROUPE_ARRAY_INDEX and TROUPE_ARRAY_COUNT)");
   submit->add_option("--env", flags.env, "KEY=VALUE (repeat the flag for more)")
       ->allow_extra_args(false);
   auto* o_idem =

@@ -65,6 +65,21 @@ BuiltSpec build_spec(const std::optional<std::string>& file_text, const SubmitFl
       return b;
     }
   }
+  if (f.array) {
+    // N or N%K, digits only (a range form like Slurm's 0-19 is not taken).
+    const std::string& a = *f.array;
+    auto pct = a.find('%');
+    auto digits = [](const std::string& t) {
+      return !t.empty() && t.size() <= 9 && t.find_first_not_of("0123456789") == std::string::npos;
+    };
+    std::string n = a.substr(0, pct), k = pct == std::string::npos ? "" : a.substr(pct + 1);
+    if (!digits(n) || (pct != std::string::npos && !digits(k))) {
+      b.error = "--array expects N or N%K (N tasks, at most K at once), got '" + a + "'";
+      return b;
+    }
+    s.mutable_array()->set_count(std::stoi(n));
+    if (!k.empty()) s.mutable_array()->set_parallelism(std::stoi(k));
+  }
   if (!f.command.empty()) {
     s.clear_command();
     for (const auto& c : f.command) s.add_command(c);

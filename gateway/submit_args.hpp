@@ -28,6 +28,7 @@ struct SubmitFlags {
   std::optional<long long> max_runtime_s, memory_mb;
   std::vector<std::string> env;      // K=V
   std::vector<std::string> after;    // JOB[:on] (on: succeeded, failed, finished): depends_on
+  std::optional<std::string> array;  // N[%K]: an array of N tasks, K at once (Slurm's form)
   std::vector<std::string> command;  // replaces the spec's command when not empty
 };
 

@@ -94,22 +94,8 @@ std::optional<int64_t> parse_duration_s(std::string_view text) {
     }
     int64_t unit = 1;
     if (i < text.size()) {
-      switch (text[i]) {
-        case 's':
-          unit = 1;
-          break;
-        case 'm':
-          unit = 60;
-          break;
-        case 'h':
-          unit = 3600;
-          break;
-        case 'd':
-          unit = 86400;
-          break;
-        default:
-          return std::nullopt;
-      }
+      unit = names::unit_seconds(text[i]);
+      if (unit == 0) return std::nullopt;
       ++i;
     } else if (any) {
       return std::nullopt;  // "1h30": the unit of 30 is not said

@@ -332,6 +332,8 @@ std::string event_json(const pb::JobEvent& e) {
   append_field(out, ",\"cause\":", e.cause());
   out += ",\"seq\":";
   append_quoted_int(out, e.seq());
+  out += ",\"tasks\":";
+  append_int(out, e.tasks());
   if (e.has_exit_code()) {
     out += ",\"exit_code\":";
     append_int(out, e.exit_code());
@@ -375,6 +377,10 @@ bool read_event_json_fast(std::string_view json, pb::JobEvent* e) {
       !r.quoted(&i64))
     return false;
   e->set_seq(i64);
+  if (r.lit(",\"tasks\":")) {  // (events written before arrays have none)
+    if (!r.integer(&i32)) return false;
+    e->set_tasks(i32);
+  }
   if (r.lit(",\"exit_code\":")) {
     if (!r.integer(&i32)) return false;
     e->set_exit_code(i32);

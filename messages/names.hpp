@@ -3,6 +3,7 @@
 #pragma once
 
 #include <array>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -72,6 +73,23 @@ inline constexpr std::string_view kDefaultPriority = "normal";
 // the pool arbiter counts into them, the metrics exporter mirrors them
 // (troupe.sys.queues teams[].guarantee_restore).
 inline constexpr std::array<double, 10> kRestoreBucketsS = {1, 2, 5, 10, 15, 20, 30, 60, 120, 300};
+
+// A duration's unit letter (s, m, h, d: `--since 7d`, `@every 90s`) in
+// seconds; 0 for any other letter.
+inline int64_t unit_seconds(char unit) {
+  switch (unit) {
+    case 's':
+      return 1;
+    case 'm':
+      return 60;
+    case 'h':
+      return 3600;
+    case 'd':
+      return 86400;
+    default:
+      return 0;
+  }
+}
 
 // Team name reserved for scheduler-internal subjects.
 inline constexpr std::string_view kSysToken = "sys";

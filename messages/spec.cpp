@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
@@ -501,6 +502,23 @@ Verdict check_sizes(const pb::JobSpec& s, const Limits& limits) {
   if (s.depends_on_size() > limits.max_dependencies)
     return too_large("depends_on lists " + num(s.depends_on_size()) +
                      " jobs (limit max_dependencies " + num(limits.max_dependencies) + ")");
+  if (s.sweep().params_size() > limits.max_sweep_params)
+    return too_large("sweep.params has " + num(s.sweep().params_size()) +
+                     " parameters (limit max_sweep_params " + num(limits.max_sweep_params) + ")");
+  for (const auto& [k, list] : s.sweep().params()) {
+    if (list.values_size() > limits.max_sweep_values)
+      return too_large("sweep.params." + shown(k) + " has " + num(list.values_size()) +
+                       " values (limit max_sweep_values " + num(limits.max_sweep_values) + ")");
+    for (const auto& v : list.values())
+      if (v.kind_case() == google::protobuf::Value::kStringValue &&
+          static_cast<int64_t>(v.string_value().size()) > limits.max_param_value_bytes)
+        return too_large("a value of sweep.params." + shown(k) + " is " +
+                         num(v.string_value().size()) + " bytes (limit max_param_value_bytes " +
+                         num(limits.max_param_value_bytes) + ")");
+  }
+  if (s.array().count() > limits.max_array_tasks)
+    return too_large("array.count " + num(s.array().count()) + " is more than " +
+                     num(limits.max_array_tasks) + " (limit max_array_tasks)");
   if (auto est = launch_bytes_estimate(s); est > limits.max_launch_bytes)
     return too_large("the job's launch message would be about " + num(est) +
                      " bytes (limit max_launch_bytes " + num(limits.max_launch_bytes) + ")");
@@ -550,6 +568,71 @@ std::string digest(std::string_view bytes) {
   std::snprintf(buf, sizeof buf, "%016llx-%zx", static_cast<unsigned long long>(h), bytes.size());
   return buf;
 }
+
+bool is_array(const pb::JobSpec& s) {
+  return s.has_array() || s.has_sweep();
+}
+
+int64_t array_tasks(const pb::JobSpec& s) {
+  if (s.has_array()) return s.array().count();
+  if (!s.has_sweep() || s.sweep().params().empty()) return 0;
+  int64_t n = 1;
+  for (const auto& [k, list] : s.sweep().params()) {
+    n *= list.values_size();
+    if (n > (int64_t{1} << 40)) return n;  // far past any limit: no overflow
+  }
+  return n;
+}
+
+int array_parallelism(const pb::JobSpec& s) {
+  return s.has_array() ? s.array().parallelism() : s.sweep().parallelism();
+}
+
+namespace {
+
+// An array's or sweep's shape: counts, parallelism, parameter names and values.
+Verdict check_array(const pb::JobSpec& s, const Limits& limits) {
+  if (!is_array(s)) return {};
+  if (s.has_array() && s.has_sweep())
+    return invalid("array and sweep exclude each other: a sweep is an array over a grid");
+  const char* what = s.has_array() ? "array" : "sweep";
+  if (s.has_array() && s.array().count() < 1)
+    return invalid("array.count must be >= 1 (got " + num(s.array().count()) + ")");
+  if (s.has_sweep()) {
+    if (s.sweep().params().empty())
+      return invalid("sweep.params is required: each parameter with a list of values");
+    for (const auto& [k, list] : s.sweep().params()) {
+      if (k.empty() || k.size() > 64 || !std::all_of(k.begin(), k.end(), [](char c) {
+            return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
+          }))
+        return invalid("sweep parameter name '" + shown(k) +
+                       "' must be 1-64 characters of letters, digits, '_', '-', '.'");
+      if (list.values().empty())
+        return invalid("sweep.params." + k + " has no values (give a list of one at least)");
+      for (const auto& v : list.values()) {
+        using K = google::protobuf::Value;
+        auto kind = v.kind_case();
+        if (kind != K::kNumberValue && kind != K::kStringValue && kind != K::kBoolValue)
+          return invalid("sweep.params." + k +
+                         ": each value must be a number, a string or a boolean");
+        if (kind == K::kNumberValue && !std::isfinite(v.number_value()))
+          return invalid("sweep.params." + k + ": a number must be finite");
+        if (kind == K::kStringValue) {
+          if (auto c = control_char(v.string_value()); !c.empty())
+            return invalid("sweep.params." + k + ": a value contains the control character " + c);
+        }
+      }
+    }
+    if (int64_t n = array_tasks(s); n > limits.max_array_tasks)
+      return too_large("the sweep's grid has " + num(n) + " points (limit max_array_tasks " +
+                       num(limits.max_array_tasks) + ")");
+  }
+  int k = array_parallelism(s);
+  if (k < 0) return invalid(std::string(what) + ".parallelism must be >= 0 (got " + num(k) + ")");
+  return {};
+}
+
+}  // namespace
 
 Verdict check(const pb::JobSpec& s, const Limits& limits) {
   if (auto v = check_sizes(s, limits); !v.ok()) return v;
@@ -639,6 +722,7 @@ Verdict check(const pb::JobSpec& s, const Limits& limits) {
   for (const auto& [k, v] : s.labels())
     if (auto c = control_char(v); !c.empty())
       return invalid("label " + k + " contains the control character " + c);
+  if (auto v = check_array(s, limits); !v.ok()) return v;
   for (const auto& d : s.depends_on()) {
     if (d.job().empty() && d.name().empty())
       return invalid("depends_on: an entry names no job (job: ID, or name: in a pipeline)");

@@ -58,6 +58,10 @@ struct Limits {
   int max_labels = 32;                       // labels entries
   int max_label_value_bytes = 256;
   int max_pipeline_jobs = 256;  // jobs of one pipeline
+  int max_array_tasks = 10000;  // tasks of one array or sweep (its grid's points)
+  int max_sweep_params = 16;    // sweep.params entries
+  int max_sweep_values = 1000;  // values of one sweep parameter
+  int max_param_value_bytes = 256;
   // Priority class names a spec may use (the cluster config's, else these).
   std::vector<std::string> priority_classes = {"high", "normal", "low"};
 };
@@ -69,6 +73,13 @@ inline constexpr std::string_view kOnFailed = "failed";
 inline constexpr std::string_view kOnFinished = "finished";
 inline constexpr std::array<std::string_view, 3> kDependencyOns = {kOnSucceeded, kOnFailed,
                                                                    kOnFinished};
+
+// Whether the spec is an array or a sweep (a job of many tasks).
+bool is_array(const pb::JobSpec& s);
+// Its task count: array.count, or the points of the sweep's grid (0: not one).
+int64_t array_tasks(const pb::JobSpec& s);
+// Its parallelism (0: every task at once).
+int array_parallelism(const pb::JobSpec& s);
 
 // Fills in defaults (workers 1, priority normal, gpu_type empty = any, a
 // dependency's `on` succeeded).

@@ -60,6 +60,33 @@ std::string owned_dir(const std::string& dir, const std::optional<JobUser>& user
   return {};
 }
 
+// A sweep task's parameters (its TROUPE_PARAMS) as a file in its work
+// folder, given to its user; TROUPE_PARAMS_FILE names it in `env`. The
+// folder is the job's (its user may have put anything there): written under
+// a new name never followed (O_EXCL, O_NOFOLLOW), then renamed into place.
+std::string give_params(const LaunchInfo& info, const std::string& dir,
+                        const std::optional<JobUser>& user, std::vector<std::string>& env) {
+  std::string json;
+  for (const auto& [k, v] : info.env)
+    if (k == "TROUPE_PARAMS") json = v;
+  if (json.empty()) return {};
+  const std::string path = dir + "/troupe-params.json";
+  const std::string tmp =
+      path + "." + std::to_string(info.key.attempt) + "-" + std::to_string(info.key.rank) + ".tmp";
+  ::unlink(tmp.c_str());
+  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+  bool ok = static_cast<bool>(fd) &&
+            ::write(fd.get(), json.data(), json.size()) == static_cast<ssize_t>(json.size()) &&
+            (!user || ::fchown(fd.get(), user->uid, user->gid) == 0);
+  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::string why = std::strerror(errno);
+    ::unlink(tmp.c_str());
+    return "cannot write the sweep parameters to " + path + ": " + why;
+  }
+  env.push_back("TROUPE_PARAMS_FILE=" + path);
+  return {};
+}
+
 // A folder of the agent's that job users pass through but cannot list.
 void traverse_only(const std::string& dir) {
   std::error_code ec;
@@ -351,6 +378,10 @@ void Agent::launch_real(LaunchInfo info) {
     }
   } else {
     spec.env = build_child_env(cfg_.base_env, info);
+    if (auto why = owned_dir(spec.cwd, std::nullopt); !why.empty())
+      return fail_launch(info.key, why);
+    if (auto why = give_params(info, spec.cwd, std::nullopt, spec.env); !why.empty())
+      return fail_launch(info.key, why);
     if (!info.checkpoint_dir.empty())
       if (auto why = owned_dir(info.checkpoint_dir, std::nullopt); !why.empty())
         return fail_launch(info.key, "cannot create the checkpoint dir: " + why);
@@ -399,6 +430,7 @@ std::string Agent::isolate(const LaunchInfo& info, ProcessSpec& spec, Worker& w)
 
   WorkerPaths paths{spec.cwd, info.checkpoint_dir};
   spec.env = build_child_env(job_base_env(iso, user->name, spec.cwd), info);
+  if (auto why = give_params(info, spec.cwd, user, spec.env); !why.empty()) return why;
   auto devices = job_devices(iso, info.gpus, &path_exists);
   CgroupLimits limits;
   long long mb = info.memory_mb > 0 ? info.memory_mb : iso.default_memory_mb;

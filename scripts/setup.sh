@@ -16,6 +16,7 @@ PACKAGES=(
   flatbuffers-compiler libflatbuffers-dev libprotobuf-dev protobuf-compiler
   prometheus-cpp-dev libcivetweb-dev catch2 libcli11-dev libspdlog-dev libyaml-cpp-dev
   nlohmann-json3-dev libcpp-httplib-dev libbenchmark-dev openssl libssl-dev
+  libhowardhinnant-date-dev
   prometheus
   passwd bubblewrap podman runc busybox-static
   clang libclang-rt-dev

@@ -92,8 +92,16 @@ Decision check_rate(TokenBucket& b, const TeamLimits& l, std::string_view team, 
                                            num(std::max(1.0, l.submit_burst)) + "; retry later");
 }
 
-Decision check_queued(const TeamLimits& l, std::string_view team, int64_t queued_now) {
-  if (l.max_queued_jobs < 0 || queued_now < l.max_queued_jobs) return {};
+Decision check_queued(const TeamLimits& l, std::string_view team, int64_t queued_now,
+                      int64_t adding) {
+  if (l.max_queued_jobs < 0 || queued_now + std::max<int64_t>(adding, 1) <= l.max_queued_jobs)
+    return {};
+  if (adding > 1)
+    return refuse(Refusal::too_many_queued,
+                  "the array's " + num(adding) + " tasks would take team " + std::string(team) +
+                      " from " + num(queued_now) + " to " + num(queued_now + adding) +
+                      " jobs queued (limit max_queued_jobs " + num(l.max_queued_jobs) +
+                      "); each task counts as a job");
   return refuse(Refusal::too_many_queued, "team " + std::string(team) + " has " + num(queued_now) +
                                               " jobs queued (limit max_queued_jobs " +
                                               num(l.max_queued_jobs) +

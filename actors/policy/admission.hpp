@@ -62,7 +62,8 @@ struct Decision {
 Decision check_rate(TokenBucket& b, const TeamLimits& l, std::string_view team, int64_t now_ms);
 // The team's max_queued_jobs against the jobs it has queued now (accepted, or
 // being recorded, and not started yet).
-Decision check_queued(const TeamLimits& l, std::string_view team, int64_t queued_now);
+Decision check_queued(const TeamLimits& l, std::string_view team, int64_t queued_now,
+                      int64_t adding = 1);
 // The team's max_gpus_per_job against workers x GPUs per worker.
 Decision check_job_gpus(const TeamLimits& l, std::string_view team, int workers, int gpus);
 

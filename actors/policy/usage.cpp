@@ -101,6 +101,8 @@ void Counter::add_gpu_time(const Job& j, int64_t from, int64_t to, bool preempte
 void Counter::add(const pb::JobEvent& e) {
   ++events_;
   if (e.job_id().empty() || e.state().empty()) return;
+  // An array's own events: its tasks, jobs with events of their own, are counted.
+  if (e.tasks() > 0) return;
   auto& j = jobs_[e.job_id()];
   if (!e.team().empty()) j.team = e.team();
   if (!e.kind().empty()) j.kind = e.kind();

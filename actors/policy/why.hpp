@@ -32,6 +32,9 @@ inline constexpr const char* kNotInQueue = "not_in_queue";
 // Blocked: waiting for the jobs of its depends_on to end (the text names
 // each with its state; policy/dependencies.hpp).
 inline constexpr const char* kBlocked = "waiting_for_dependencies";
+// An array or sweep: its tasks wait for a free slot of its parallelism, or
+// for their own placement (the text counts them; `troupe why TASK` asks one).
+inline constexpr const char* kArrayTasks = "array_tasks";
 // Not pending at all: running, starting, or ended (the job supervisor).
 inline constexpr const char* kNotPending = "not_pending";
 

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "actors/job_record.hpp"
 #include "actors/policy/admission.hpp"
 #include "bus/subjects.hpp"
 #include "messages/names.hpp"
@@ -266,9 +267,7 @@ void seed(const Wiring& w, Restore& r) {
       fingerprints.push_back(rec.spec().team() + "/" + rec.spec().idempotency_key());
       fingerprints.push_back(spec::fingerprint(rec.spec()));
     }
-    if (!names::is_terminal(rec.state()) &&
-        policy::awaiting_first_start(rec.state(), rec.attempts_size()))
-      unstarted.push_back(rec.spec().team());
+    for (int n = queued_slots(rec); n > 0; --n) unstarted.push_back(rec.spec().team());
   }
   caf::anon_send(w.router, atoms::restore_atom_v, recovery::idempotency_keys(rs),
                  static_cast<uint64_t>(recovery::max_seq(rs)), std::move(fingerprints),

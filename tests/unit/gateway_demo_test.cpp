@@ -13,7 +13,7 @@ using namespace troupe::gateway;
 TEST_CASE("gateway: the demo jobs are valid and cover what the demo promises", "[gateway][demo]") {
   auto jobs = demo_jobs("a100", "t1");
   std::set<std::string> kinds, keys;
-  bool gang = false, fails = false, cpu_only = false;
+  bool gang = false, fails = false, cpu_only = false, sweep = false;
   for (const auto& j : jobs) {
     INFO(j.spec.name());
     CHECK(check_spec(j.spec).empty());
@@ -23,8 +23,10 @@ TEST_CASE("gateway: the demo jobs are valid and cover what the demo promises", "
     if (j.spec.workers() == 2 && j.spec.resources().gpus() == 4) gang = true;
     if (j.expect_state == "failed" && j.expect_exit == 3) fails = true;
     if (j.spec.resources().gpus() == 0) cpu_only = true;
+    if (j.spec.has_sweep()) sweep = true;
     CHECK(j.spec.command(0) == "sh");
   }
+  CHECK(sweep);
   CHECK(kinds == std::set<std::string>{"training", "inference", "evaluation"});
   CHECK(keys.size() == jobs.size());
   CHECK(gang);
@@ -32,7 +34,8 @@ TEST_CASE("gateway: the demo jobs are valid and cover what the demo promises", "
   CHECK(cpu_only);
   // Two 4-GPU nodes: the gang comes first so the others queue behind it.
   CHECK(jobs.front().spec.workers() == 2);
-  CHECK(demo_jobs("a100", "t2").front().spec.idempotency_key() != jobs.front().spec.idempotency_key());
+  CHECK(demo_jobs("a100", "t2").front().spec.idempotency_key() !=
+        jobs.front().spec.idempotency_key());
 }
 
 TEST_CASE("gateway: demo_problems compares end states and the failing exit code",

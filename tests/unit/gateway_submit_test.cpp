@@ -9,7 +9,8 @@ using namespace troupe;
 using namespace troupe::gateway;
 
 TEST_CASE("gateway: split_at_dashdash keeps the command's own dashes", "[gateway][submit]") {
-  const char* argv[] = {"troupe", "submit", "--team", "t", "--", "python", "-u", "x.py", "--", "--lr"};
+  const char* argv[] = {"troupe", "submit", "--team", "t",  "--",
+                        "python", "-u",     "x.py",   "--", "--lr"};
   auto s = split_at_dashdash(10, argv);
   CHECK(s.had_dashdash);
   CHECK(s.options == std::vector<std::string>{"troupe", "submit", "--team", "t"});
@@ -21,7 +22,8 @@ TEST_CASE("gateway: split_at_dashdash keeps the command's own dashes", "[gateway
 }
 
 TEST_CASE("gateway: parse_env_pair", "[gateway][submit]") {
-  CHECK(parse_env_pair("A=1") == std::make_optional(std::make_pair(std::string("A"), std::string("1"))));
+  CHECK(parse_env_pair("A=1") ==
+        std::make_optional(std::make_pair(std::string("A"), std::string("1"))));
   CHECK(parse_env_pair("A=b=c")->second == "b=c");
   CHECK(parse_env_pair("A=")->second.empty());
   CHECK_FALSE(parse_env_pair("A"));
@@ -104,4 +106,25 @@ TEST_CASE("gateway: build_spec and check_spec explain what is wrong", "[gateway]
   sys.team = "sys";
   sys.command = {"true"};
   CHECK_FALSE(check_spec(build_spec(std::nullopt, sys).spec).empty());
+}
+
+TEST_CASE("gateway: --array N[%K] makes an array spec", "[gateway][submit][arrays]") {
+  SubmitFlags f;
+  f.team = "t";
+  f.command = {"true"};
+  f.array = "20%3";
+  auto b = build_spec(std::nullopt, f);
+  REQUIRE(b.ok);
+  CHECK(b.spec.array().count() == 20);
+  CHECK(b.spec.array().parallelism() == 3);
+  f.array = "5";
+  b = build_spec(std::nullopt, f);
+  REQUIRE(b.ok);
+  CHECK(b.spec.array().count() == 5);
+  CHECK(b.spec.array().parallelism() == 0);
+  for (const char* bad : {"", "%3", "5%", "0-19", "-1", "1e3", "99999999999"}) {
+    f.array = bad;
+    INFO(bad);
+    CHECK_FALSE(build_spec(std::nullopt, f).ok);
+  }
 }

@@ -174,7 +174,7 @@ TEST_CASE("event_json: an empty event is every field at its default", "[spec][ev
   CHECK(spec::event_json(e) == spec::to_json(e));
   CHECK(spec::event_json(e) ==
         R"({"job_id":"","team":"","state":"","attempt":0,"ts_ms":"0","ts":"","workers":[],)"
-        R"("reason":"","name":"","kind":"","cause":"","seq":"0"})");
+        R"("reason":"","name":"","kind":"","cause":"","seq":"0","tasks":0})");
 }
 
 TEST_CASE("event_json: a fully populated event", "[spec][event_json]") {

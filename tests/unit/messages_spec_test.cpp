@@ -722,3 +722,59 @@ TEST_CASE("spec: labels and depends_on have limits, hostile values are refused",
   empty.add_depends_on();
   CHECK(spec::check(empty).kind == spec::Verdict::Kind::invalid);
 }
+
+TEST_CASE("spec: arrays and sweeps are read from YAML and JSON, and checked",
+          "[messages][spec][arrays]") {
+  auto y = spec::from_yaml(R"(team: t
+command: [train]
+sweep:
+  params: {lr: [0.1, 0.01], batch: [32, 64], opt: [adam]}
+  parallelism: 2
+)");
+  REQUIRE(y.ok);
+  spec::apply_defaults(y.spec);
+  CHECK(spec::is_array(y.spec));
+  CHECK(spec::array_tasks(y.spec) == 4);
+  CHECK(spec::array_parallelism(y.spec) == 2);
+  CHECK(spec::check(y.spec).ok());
+  auto j = spec::from_json(R"({"team":"t","command":["x"],"array":{"count":20,"parallelism":3}})");
+  REQUIRE(j.ok);
+  spec::apply_defaults(j.spec);
+  CHECK(spec::array_tasks(j.spec) == 20);
+  CHECK(spec::check(j.spec).ok());
+  auto plain = spec::from_json(R"({"team":"t","command":["x"]})");
+  CHECK_FALSE(spec::is_array(plain.spec));
+  CHECK(spec::array_tasks(plain.spec) == 0);
+
+  auto refused = [](const char* json) {
+    auto p = spec::from_json(json);
+    if (!p.ok) return p.error;
+    spec::apply_defaults(p.spec);
+    return spec::check(p.spec).error;
+  };
+  CHECK_FALSE(refused(R"({"team":"t","command":["x"],"array":{"count":0}})").empty());
+  CHECK_FALSE(
+      refused(R"({"team":"t","command":["x"],"array":{"count":3,"parallelism":-1}})").empty());
+  CHECK(
+      refused(R"({"team":"t","command":["x"],"array":{"count":10001}})").find("max_array_tasks") !=
+      std::string::npos);
+  CHECK(refused(R"({"team":"t","command":["x"],"array":{"count":2},"sweep":{"params":{"a":[1]}}})")
+            .find("exclude") != std::string::npos);
+  CHECK_FALSE(refused(R"({"team":"t","command":["x"],"sweep":{"params":{}}})").empty());
+  CHECK_FALSE(refused(R"({"team":"t","command":["x"],"sweep":{"params":{"a":[]}}})").empty());
+  CHECK_FALSE(
+      refused(R"({"team":"t","command":["x"],"sweep":{"params":{"a":[{"b":1}]}}})").empty());
+  CHECK_FALSE(refused(R"({"team":"t","command":["x"],"sweep":{"params":{"a":[null]}}})").empty());
+  CHECK_FALSE(refused(R"({"team":"t","command":["x"],"sweep":{"params":{"a b":[1]}}})").empty());
+  CHECK_FALSE(
+      refused(R"({"team":"t","command":["x"],"sweep":{"params":{"a":["\u001b[31m"]}}})").empty());
+  // A grid whose product is past the limit (no overflow on the way).
+  std::string big = R"({"team":"t","command":["x"],"sweep":{"params":{)";
+  for (int p = 0; p < 8; ++p) {
+    big += (p ? "," : "") + std::string("\"p") + std::to_string(p) + "\":[";
+    for (int v = 0; v < 100; ++v) big += (v ? "," : "") + std::to_string(v);
+    big += "]";
+  }
+  big += "}}}";
+  CHECK(refused(big.c_str()).find("max_array_tasks") != std::string::npos);
+}
