@@ -107,6 +107,17 @@ CAF_ADD_ATOM(troupe, troupe::atoms, ended_atom, "ended")
 // depends_on names is a job of its team the job supervisor knows (router ->
 // job supervisor); "" when all are.
 CAF_ADD_ATOM(troupe, troupe::atoms, deps_atom, "deps")
+// (schedule_atom, team, request, reply): a troupe.<team>.schedule request
+// (router -> schedule keeper).
+CAF_ADD_ATOM(troupe, troupe::atoms, schedule_atom, "schedule")
+// (fire_atom, team, name, tick, spec): a schedule's run, submitted as the
+// team's job (schedule keeper -> router); (fired_atom, team, name, tick,
+// job, error): its answer (router -> schedule keeper).
+CAF_ADD_ATOM(troupe, troupe::atoms, fire_atom, "fire")
+CAF_ADD_ATOM(troupe, troupe::atoms, fired_atom, "fired")
+// (state_atom, job) -> state: a job's state, "" when not known (schedule
+// keeper -> job supervisor).
+CAF_ADD_ATOM(troupe, troupe::atoms, state_atom, "state")
 
 namespace troupe {
 
@@ -263,7 +274,8 @@ using JobSupervisorActor = SupervisorActor::extend<
     reacts_to<crash_atom, std::string /*id*/>,
     reacts_to<tick_atom>,  // itself: forget jobs ended longer ago than the retention
     reacts_to<ended_atom, std::string /*job*/>,  // its jobs: the end event is stored
-    replies_to<deps_atom, std::string /*team*/, Strings /*jobs*/>::with<std::string>,   // router
+    replies_to<deps_atom, std::string /*team*/, Strings /*jobs*/>::with<std::string>,  // router
+    replies_to<state_atom, std::string /*job*/>::with<std::string>,  // schedule keeper
     replies_to<handoff_atom, std::string /*id*/, std::string /*record*/>::with<bool>>;  // router
 
 // Queue supervisor: TeamQueueActors by team, created on first use.
@@ -366,7 +378,21 @@ using RouterActor = caf::typed_actor<
     // events means no job (of this team).
     reacts_to<history_atom, std::string /*id*/, std::string /*team*/, std::string /*reply*/,
               bool /*must exist*/>,
+    // A schedule's run to submit as the team's job (schedule keeper).
+    reacts_to<fire_atom, std::string /*team*/, std::string /*name*/, int64_t /*tick*/,
+              std::string /*spec JSON*/>,
     reacts_to<ReadSubmission>>;  // an intake reader: a submission read and checked
+
+// ScheduleKeeper (actors/schedule_keeper.hpp): every team's schedules, one
+// per scheduler; fires each due tick as a job through the router.
+using ScheduleKeeperActor = caf::typed_actor<
+    reacts_to<Wiring>,
+    reacts_to<schedule_atom, std::string /*team*/, std::string /*request*/,
+              std::string /*reply*/>,                      // router
+    reacts_to<restore_atom, Strings /*ScheduleRecords*/>,  // restore
+    reacts_to<fired_atom, std::string /*team*/, std::string /*name*/, int64_t /*tick*/,
+              std::string /*job*/, std::string /*error*/>,  // router
+    reacts_to<tick_atom>>;                                  // itself: each second
 
 // IntakeReader (actors/intake_reader.hpp): reads the submissions of the
 // teams hashed to it, off the router.
@@ -408,7 +434,8 @@ struct Wiring {
   NodeSupervisorActor nodes;    // node supervisor (routes by node name)
   GangSupervisorActor gangs;    // gang reservation supervisor
   ArbiterActor arbiter;
-  uint64_t epoch = 0;  // leader lease revision: stamped on Launch and Stop (fencing)
+  ScheduleKeeperActor schedules;  // every team's recurring schedules
+  uint64_t epoch = 0;             // leader lease revision: stamped on Launch and Stop (fencing)
   // How long an ended job's actor lingers to answer late messages (its
   // supervisor answers for it after): 30 s, or the job retention when shorter.
   int64_t linger_ms = 30000;
@@ -421,7 +448,7 @@ struct Wiring {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, Wiring& x) {
   return f(caf::meta::type_name("Wiring"), x.router, x.jobs, x.queues, x.nodes, x.gangs, x.arbiter,
-           x.epoch, x.linger_ms);
+           x.schedules, x.epoch, x.linger_ms);
 }
 
 namespace views {

@@ -107,6 +107,20 @@ bool add_snapshot(State& s, std::string_view key, std::string_view bytes) {
     s.jobs[r.job_id()] = std::move(r);
     return true;
   }
+  if (starts_with(key, "sched.")) {
+    if (bytes.empty()) return true;  // deleted
+    pb::ScheduleRecord r;
+    if (!parse(r, bytes) || r.name().empty()) {
+      ++s.bad;
+      return false;
+    }
+    if (!subjects::valid_team(r.team()) || key != "sched." + r.team() + "." + r.name()) {
+      s.quarantined[std::string(key)] = "a schedule stored under another key";
+      return false;
+    }
+    s.schedules[std::string(key)] = std::move(r);
+    return true;
+  }
   if (starts_with(key, "node.")) {
     pb::NodeRecord n;
     if (!parse(n, bytes) || n.node().empty()) {

@@ -31,8 +31,9 @@
 namespace troupe::recovery {
 
 struct State {
-  std::map<std::string, pb::JobRecord> jobs;    // by job id
-  std::map<std::string, pb::NodeRecord> nodes;  // by node name
+  std::map<std::string, pb::JobRecord> jobs;            // by job id
+  std::map<std::string, pb::NodeRecord> nodes;          // by node name
+  std::map<std::string, pb::ScheduleRecord> schedules;  // by KV key sched.<team>.<name>
   std::set<std::string> changed;  // jobs whose record moved on past its stored snapshot
   std::map<std::string, std::set<int64_t>> stored_seqs;  // JobEvent.seq read, per job
   // Jobs whose key was purged (ended, past their retention): their intake
@@ -54,7 +55,7 @@ std::string check_job(const pb::JobRecord& r);
 // The same for a node record (name, holds).
 std::string check_node(const pb::NodeRecord& n);
 
-// KV key and value; false when the key is not a job or node snapshot.
+// KV key and value; false when the key is not a job, node or schedule snapshot.
 bool add_snapshot(State& s, std::string_view key, std::string_view bytes);
 // A serialized JobRecord from the intake stream; true when it was new.
 // `subject` (troupe.sys.intake.<team>) must name the record's team. On

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <tuple>
 #include <unordered_map>
 
 #include "actors/errors.hpp"
@@ -87,6 +88,10 @@ struct RouterState {
   std::vector<policy::NodeShape> shapes;           // the same, pools resolved with cfg
   bool shapes_stale = false;
   std::vector<IntakeReaderActor> readers;  // a team's submissions go to readers[hash % size]
+  // Schedule runs being submitted (fire_atom), by their internal reply token:
+  // (team, name, tick); the schedule keeper hears the job id or the refusal.
+  std::unordered_map<std::string, std::tuple<std::string, std::string, int64_t>> fires;
+  uint64_t next_fire = 0;
   static inline const char* name = "router";
 };
 
@@ -100,9 +105,25 @@ void log_bad(const std::string& what, int64_t count) {
 
 constexpr size_t kMaxCountedTeams = 1024;  // refused_by_team; bounded against made-up teams
 
+// A schedule run's submission answers the schedule keeper, not a subject:
+// its "reply" is this prefix and a number (never published).
+constexpr std::string_view kFireReply = "\x01fire.";
+
+bool answer_fire(Self self, const Waiter& w, const std::string& job_id, const std::string& error) {
+  if (w.reply.compare(0, kFireReply.size(), kFireReply) != 0) return false;
+  auto& st = self->state;
+  if (auto it = st.fires.find(w.reply); it != st.fires.end()) {
+    auto [team, name, tick] = it->second;
+    st.fires.erase(it);
+    self->send(st.w.schedules, fired_atom_v, team, name, tick, job_id, error);
+  }
+  return true;
+}
+
 // Replies to a submission: the job id, or an error with its stable code.
 void reply_submit(Self self, const Waiter& w, const std::string& job_id, const std::string& error,
                   policy::Refusal code = policy::Refusal::none) {
+  if (answer_fire(self, w, job_id, error)) return;
   if (w.reply.empty()) return;
   self->state.out->publish(w.reply, submission::reply(w.flatbuffers, job_id, error, code));
 }
@@ -748,6 +769,11 @@ void on_inbound(Self self, const Inbound& in) {
     to_reader(self, team, in);
     return;
   }
+  if (verb == subjects::kSchedule) {  // the schedule keeper reads and answers it
+    self->send(st.w.schedules, schedule_atom_v, team, std::string(in.data.begin(), in.data.end()),
+               in.reply);
+    return;
+  }
   json req;
   if (!parse_request(self, in, req)) return;
   if (verb == subjects::kJobs) {
@@ -930,6 +956,32 @@ RouterActor::behavior_type router_behavior(Self self, OutboxPtr out, IntakePtr i
           return;
         st.nodes[c.name] = std::move(n);
         st.shapes_stale = true;
+      },
+      [=](fire_atom, const std::string& team, const std::string& name, int64_t tick,
+          const std::string& spec_json) {
+        // A schedule's run: read and checked as a submission of its team
+        // (the schedule's labels set after the check, which refuses them
+        // from users), then submitted; the keeper hears how it went.
+        auto& st = self->state;
+        std::string token = std::string(kFireReply) + std::to_string(++st.next_fire);
+        st.fires[token] = {team, name, tick};
+        auto c = std::make_shared<submission::Checked>();
+        c->team = team;
+        auto parsed = spec::from_json(spec_json);
+        if (!parsed.ok) {
+          c->verdict = {policy::Refusal::invalid_spec, parsed.error};
+        } else {
+          spec::Limits lim;
+          lim.priority_classes = st.cfg.class_names();
+          auto read = submission::check_spec(std::move(parsed.spec), team, st.cfg, lim);
+          c->verdict = std::move(read.verdict);
+          c->spec = std::move(read.spec);
+          c->adm = std::move(read.adm);
+          auto& labels = *c->spec.mutable_labels();
+          labels[std::string(names::kScheduleLabel)] = name;
+          labels[std::string(names::kScheduleTickLabel)] = std::to_string(tick);
+        }
+        submit(self, ReadSubmission{Inbound(subjects::team_submit(team), token, {}), std::move(c)});
       },
       [=](unqueued_atom, const std::string& team) {
         // A job left `queued` for the first time (job supervisor).

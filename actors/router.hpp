@@ -19,7 +19,11 @@
 //   thread; (shape_atom, NodeCapacity) from the node supervisor;
 //   (unqueued_atom, team) from the job supervisor; (stats_atom, kind,
 //   restarts) from the supervisors; (distrust_atom, what); (why_atom, reply,
-//   body) from team queues; ReadSubmission from its intake readers.
+//   body) from team queues; ReadSubmission from its intake readers;
+//   (fire_atom, team, name, tick, spec) from the schedule keeper: a run
+//   submitted as the team's job, answered with (fired_atom, team, name,
+//   tick, job, error); troupe.<team>.schedule requests go on to the keeper
+//   as (schedule_atom, team, request, reply).
 // Sends: a team's submissions (Inbound) and the config to its intake readers;
 //   replies on the request's reply subject; (spawn_atom, id, record),
 //   the verbs (status, cancel, why, logs, list, find, history) to the job

@@ -5,6 +5,7 @@
 #include "actors/arbiter_front.hpp"
 #include "actors/node_actor.hpp"
 #include "actors/router.hpp"
+#include "actors/schedule_keeper.hpp"
 #include "actors/supervisors.hpp"
 
 namespace troupe {
@@ -39,12 +40,14 @@ Wiring start_scheduler(caf::actor_system& sys, OutboxPtr out, IntakePtr intake,
   w.nodes = spawn_node_supervisor(sys, out, store, node_opts);
   w.gangs = spawn_gang_supervisor(sys);
   w.arbiter = spawn_arbiter_front(sys, out, baseline, round_gap_us);
+  w.schedules = spawn_schedule_keeper(sys, out, store);
   caf::anon_send(w.router, w);
   caf::anon_send(w.jobs, w);
   caf::anon_send(w.queues, w);
   caf::anon_send(w.nodes, w);
   caf::anon_send(w.gangs, w);
   caf::anon_send(w.arbiter, w);
+  caf::anon_send(w.schedules, w);
   return w;
 }
 
@@ -63,6 +66,7 @@ void stop_scheduler(const Wiring& w) {
   stop(w.nodes);
   stop(w.gangs);
   stop(w.arbiter);
+  stop(w.schedules);
 }
 
 }  // namespace troupe

@@ -902,6 +902,11 @@ JobSupervisorActor::behavior_type job_sup_behavior(JobSup self, OutboxPtr out,
       },
       [=](tick_atom) { sweep(self); },
       [=](ended_atom, const std::string& id) { upstream_ended(self, id); },
+      [=](state_atom, const std::string& id) {
+        pb::JobRecord rec;
+        auto* snap = self->state.children.snapshot_of(id);
+        return snap != nullptr && rec.ParseFromString(*snap) ? rec.state() : std::string();
+      },
       [=](deps_atom, const std::string& team, const std::vector<std::string>& jobs) {
         // The same answer for another team's job as for no job at all.
         for (const auto& j : jobs)

@@ -38,11 +38,15 @@ inline constexpr std::string_view kHistory = "history";
 inline constexpr std::string_view kPipeline = "pipeline";
 // GPU-hours, ends, waits over a window, from the events (docs/api.md "Usage").
 inline constexpr std::string_view kUsage = "usage";
+// Recurring schedules: create, list, show, delete, suspend, resume
+// (docs/api.md "Schedules").
+inline constexpr std::string_view kSchedule = "schedule";
 
 // Every request verb a team identity may publish under troupe.<team>. (the
 // NATS permissions of team-<team> are built from this list).
-inline constexpr std::string_view kTeamVerbs[] = {kSubmit, kEnqueue, kStatus,  kCancel, kLogs,
-                                                  kJobs,   kWhy,     kHistory, kUsage,  kPipeline};
+inline constexpr std::string_view kTeamVerbs[] = {kSubmit, kEnqueue,  kStatus,  kCancel,
+                                                  kLogs,   kJobs,     kWhy,     kHistory,
+                                                  kUsage,  kPipeline, kSchedule};
 
 // Identities (docs/security.md): the NATS user names Troupe signs, one per
 // party. The .creds file of identity I is <auth dir>/I.creds.
@@ -137,6 +141,7 @@ inline std::string intake_pipeline(std::string_view team) {
 inline constexpr const char* kAllSubmit = "troupe.*.submit";
 inline constexpr const char* kAllPipeline = "troupe.*.pipeline";
 inline constexpr const char* kAllUsage = "troupe.*.usage";  // troupe.sys.usage: every team
+inline constexpr const char* kAllSchedule = "troupe.*.schedule";
 inline constexpr const char* kAllStatus = "troupe.*.status";
 inline constexpr const char* kAllCancel = "troupe.*.cancel";
 inline constexpr const char* kAllLogs = "troupe.*.logs";

@@ -202,6 +202,11 @@ std::string Client::pipeline(const std::string& team, const std::string& body, s
   return call(subjects::team_pipeline(team), body, reply);
 }
 
+std::string Client::schedule(const std::string& team, const std::string& body, std::string* reply) {
+  if (auto err = check_team(team); !err.empty()) return err;
+  return call(subjects::team_verb(team, subjects::kSchedule), body, reply);
+}
+
 std::string Client::nodes(pb::NodeList* out) {
   std::string reply;
   if (auto err = call(subjects::kSysNodes, "{}", &reply); !err.empty()) return err;

@@ -74,6 +74,8 @@ class Client {
   // pipeline_request makes it; "" and the raw `reply` (which may be the
   // scheduler's {"error"}: parse_pipeline_reply), or the transport error.
   std::string pipeline(const std::string& team, const std::string& body, std::string* reply);
+  // troupe.<team>.schedule: a schedule request (gateway/schedule_view.hpp).
+  std::string schedule(const std::string& team, const std::string& body, std::string* reply);
   std::string nodes(pb::NodeList* out);
   // troupe.<team>.why and troupe.sys.queues (docs/contract.md, "Scheduling policy").
   std::string why(const std::string& team, const std::string& job_id, WhyView* out,

@@ -254,6 +254,29 @@ int run_pipeline_submit(const std::string& url, const std::string& file, const s
   return 0;
 }
 
+int run_schedule(const std::string& url, const std::string& op, std::string team, ScheduleArgs a,
+                 const std::string& spec_file, bool json) {
+  if (op == "create") {
+    std::string text;
+    if (!read_text(spec_file, &text)) return fail("cannot read " + spec_file);
+    auto parsed = spec::from_text(text);
+    if (!parsed.ok) return fail(spec_file + ": " + parsed.error);
+    if (team.empty()) team = parsed.spec.team();
+    a.spec_json = spec::view_json(parsed.spec);
+  }
+  if (team.empty()) return fail("schedule " + op + ": --team is required");
+  auto c = open_client(url);
+  if (!c) return kUnreachableExit;
+  std::string raw;
+  if (auto err = c->schedule(team, schedule_request(op, a), &raw); !err.empty())
+    return fail("schedule " + op + ": " + err);
+  std::string text;
+  if (auto err = schedule_text(op, raw, now_ms(), &text); !err.empty())
+    return fail("schedule " + op + ": " + err);
+  std::cout << (json ? raw + "\n" : text);
+  return 0;
+}
+
 namespace {
 // The jobs of a pipeline (of `team`, or of every team), upstream first;
 // "" or what went wrong (also: no job of that pipeline).

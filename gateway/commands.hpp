@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "gateway/schedule_view.hpp"
 #include "gateway/submit_args.hpp"
 
 namespace troupe::gateway {
@@ -66,6 +67,13 @@ int run_pipeline_status(const std::string& url, const std::string& pipeline_id,
 // --state does. Exit 1 when no job is of that pipeline or a cancel failed.
 int run_pipeline_cancel(const std::string& url, const std::string& pipeline_id,
                         const std::string& team);
+
+// `troupe schedule create|list|show|delete|suspend|resume`: the request on
+// troupe.<team>.schedule (create: the spec file `spec_file`, YAML or JSON,
+// whose team is taken when `team` is ""); prints the reply as
+// schedule_view.hpp reads it (`json`: as it is). Exit 1 when refused.
+int run_schedule(const std::string& url, const std::string& op, std::string team, ScheduleArgs a,
+                 const std::string& spec_file, bool json);
 
 // `troupe why ID`: why the job is not running now.
 // troupe usage: GPU-hours, ends, waits over [since, until) per team, kind or

@@ -2,9 +2,11 @@
 #include "gateway/demo.hpp"
 
 #include <map>
+#include <nlohmann/json.hpp>
 
 #include "gateway/format.hpp"
 #include "messages/names.hpp"
+#include "messages/spec.hpp"
 
 namespace troupe::gateway {
 
@@ -80,7 +82,34 @@ std::vector<DemoJob> demo_jobs(const std::string& gpu_type, const std::string& r
   for (double batch : {32, 64}) params["batch"].add_values()->set_number_value(batch);
   sweep.spec.mutable_sweep()->set_parallelism(2);
   v.push_back(std::move(sweep));
+  // A pipeline: prepare, then train on what was prepared (one request).
+  auto prep = make("research", "prep-data", "inference", 0, 1, gpu_type,
+                   "echo preparing the training data; sleep 1", k + "prep", names::kSucceeded);
+  auto train = make("research", "train-small", "training", 1, 1, gpu_type,
+                    "echo training on the prepared data on GPU $CUDA_VISIBLE_DEVICES; sleep 1",
+                    k + "train", names::kSucceeded);
+  for (auto* m : {&prep, &train}) {
+    m->in_pipeline = true;
+    m->spec.clear_idempotency_key();  // the pipeline's key applies
+  }
+  train.needs = {"prep-data"};
+  v.push_back(std::move(prep));
+  v.push_back(std::move(train));
   return v;
+}
+
+std::string demo_pipeline_request(const std::vector<DemoJob>& jobs, const std::string& run_tag) {
+  nlohmann::json members = nlohmann::json::array();
+  for (const auto& j : jobs) {
+    if (!j.in_pipeline) continue;
+    auto m = nlohmann::json::parse(spec::to_json(j.spec));
+    for (const auto& n : j.needs) m["depends_on"].push_back({{"name", n}});
+    members.push_back(std::move(m));
+  }
+  return nlohmann::json{{"name", "demo-pipeline"},
+                        {"idempotency_key", "demo-" + run_tag + "-pipeline"},
+                        {"jobs", members}}
+      .dump();
 }
 
 std::vector<std::string> demo_problems(const std::vector<DemoJob>& jobs,

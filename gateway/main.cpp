@@ -109,6 +109,9 @@ int main(int argc, char** argv) {
   jobs->add_option("--pipeline", jobs_pipeline,
                    "only this pipeline's jobs (a pipeline id p-..., upstream first)");
   jobs->add_option("--label", jobs_label, "only jobs with this label (KEY=VALUE)");
+  std::string jobs_schedule;
+  jobs->add_option("--schedule", jobs_schedule,
+                   "only this schedule's runs (the label troupe.schedule=NAME)");
   jobs->add_flag("--json", json, "print the JobList JSON");
   jobs->add_option("-o,--output", output, "table | wide | json | yaml");
 
@@ -284,6 +287,46 @@ int main(int argc, char** argv) {
   }
   for (auto* sc : {pipeline_submit, pipeline_status})
     sc->add_option("-o,--output", output, "table | json | yaml");
+
+  // schedule create|list|show|delete|suspend|resume
+  auto* schedule =
+      app.add_subcommand("schedule", "Recurring jobs: a job spec run on a cron or @every schedule");
+  schedule->require_subcommand(1);
+  gw::ScheduleArgs sched;
+  std::string sched_spec;
+  auto* sched_create = schedule->add_subcommand(
+      "create", "Create a schedule: NAME --cron EXPR [--tz ZONE] SPEC (a job spec file)");
+  sched_create->add_option("name", sched.name, "schedule name (lower-case letters, digits, '-')")
+      ->required();
+  sched_create->add_option("spec", sched_spec, "job spec file (YAML or JSON) each run submits")
+      ->required();
+  sched_create
+      ->add_option("--cron", sched.cron,
+                   "5-field cron (\"0 3 * * *\"), @hourly|@daily|@weekly|@monthly|@yearly, or "
+                   "\"@every 30s\"")
+      ->required();
+  sched_create->add_option("--tz", sched.tz, "time zone of the cron fields (default UTC)");
+  sched_create->add_option("--concurrency", sched.concurrency,
+                           "forbid (skip a tick while the last run is active) | replace | allow "
+                           "(default allow)");
+  sched_create->add_option("--missed", sched.missed,
+                           "run_once (default: one run for the ticks missed while down) | skip");
+  std::vector<std::pair<CLI::App*, std::string>> sched_verbs = {{sched_create, "create"}};
+  for (const auto& [verb, help] :
+       std::vector<std::pair<std::string, std::string>>{{"list", "List the team's schedules"},
+                                                        {"show", "Show one schedule"},
+                                                        {"delete", "Delete a schedule"},
+                                                        {"suspend", "Stop firing a schedule"},
+                                                        {"resume", "Fire a schedule again"}}) {
+    auto* sc = schedule->add_subcommand(verb, help);
+    if (verb != "list") sc->add_option("name", sched.name, "schedule name")->required();
+    sched_verbs.emplace_back(sc, verb);
+  }
+  for (auto& [sc, verb] : sched_verbs) {
+    sc->add_option("--team", job_team,
+                   verb == "create" ? "the schedule's team (else the spec's)" : "the team");
+    sc->add_option("-o,--output", output, "table | json | yaml");
+  }
 
   // completion
   auto* completion =
@@ -497,6 +540,13 @@ int main(int argc, char** argv) {
         return gw::kUsageExit;
       }
     }
+    if (!jobs_schedule.empty()) {
+      if (!jobs_label.empty() || !jobs_pipeline.empty()) {
+        std::cerr << "troupe jobs: --schedule, --label and --pipeline exclude each other\n";
+        return gw::kUsageExit;
+      }
+      jobs_label = std::string(troupe::names::kScheduleLabel) + "=" + jobs_schedule;
+    }
     if (!jobs_label.empty()) {
       if (auto bad = gw::check_label_filter(jobs_label); !bad.empty()) {
         std::cerr << "troupe jobs: " << bad << "\n";
@@ -519,6 +569,10 @@ int main(int argc, char** argv) {
   if (pipeline_status->parsed())
     return listing([&] { return gw::run_pipeline_status(url, pipeline_id, job_team, json); });
   if (pipeline_cancel->parsed()) return gw::run_pipeline_cancel(url, pipeline_id, job_team);
+  for (auto& [sc, verb] : sched_verbs)
+    if (sc->parsed())
+      return listing(
+          [&] { return gw::run_schedule(url, verb, job_team, sched, sched_spec, json); });
   if (cancel->parsed()) {
     if (job_ids.empty() == cancel_state.empty()) {
       std::cerr << "troupe cancel: give job ids, or --state STATE (with --team TEAM for one "

@@ -24,6 +24,7 @@
 #include "gateway/commands.hpp"
 #include "gateway/demo.hpp"
 #include "gateway/format.hpp"
+#include "gateway/pipeline_view.hpp"
 #include "gateway/process.hpp"
 #include "messages/names.hpp"
 #include "messages/spec.hpp"
@@ -267,12 +268,17 @@ int run_demo(Client& client, const UpOptions& o, SignalWatch& sig, Cluster& clus
   });
   client.connection().flush();
 
-  auto jobs = demo_jobs(o.gpu_type, run_tag());
+  const std::string tag = run_tag();
+  auto jobs = demo_jobs(o.gpu_type, tag);
   std::vector<std::string> problems;
   std::vector<std::string> ids;
   std::cout << "\nDemo: submitting " << jobs.size() << " jobs\n";
   for (auto& j : jobs) {
     std::string id;
+    if (j.in_pipeline) {  // submitted below, all members in one request
+      ids.emplace_back();
+      continue;
+    }
     if (j.after && *j.after < ids.size()) {
       auto* d = j.spec.add_depends_on();
       d->set_job(ids[*j.after]);
@@ -290,6 +296,27 @@ int run_demo(Client& client, const UpOptions& o, SignalWatch& sig, Cluster& clus
                   j.spec.resources().gpus(), j.spec.workers());
     std::cout << line << "\n";
     ids.push_back(id);
+  }
+  // The pipeline: its members in one request, all accepted or none.
+  std::string pipeline_team;
+  for (const auto& j : jobs)
+    if (j.in_pipeline) pipeline_team = j.spec.team();
+  if (!pipeline_team.empty()) {
+    std::string raw;
+    auto err = client.pipeline(pipeline_team, demo_pipeline_request(jobs, tag), &raw);
+    auto reply = parse_pipeline_reply(raw);
+    if (err.empty()) err = reply.error;
+    if (!err.empty()) {
+      problems.push_back("the demo pipeline was refused: " + err);
+    } else {
+      std::cout << "  pipeline " << reply.pipeline_id << ":\n";
+      for (size_t i = 0; i < jobs.size(); ++i)
+        for (const auto& m : reply.jobs)
+          if (jobs[i].in_pipeline && m.name == jobs[i].spec.name()) {
+            ids[i] = m.job_id;
+            std::cout << "    " << m.job_id << "  " << pipeline_team << "/" << m.name << "\n";
+          }
+    }
   }
   // Idempotency: the same key again must give the same job, which runs once.
   if (!ids.empty() && !ids[0].empty()) {

@@ -62,6 +62,9 @@ inline bool is_terminal(std::string_view state) {
 // Labels the scheduler sets (users may not): a pipeline member's pipeline id.
 inline constexpr std::string_view kReservedLabelPrefix = "troupe.";
 inline constexpr std::string_view kPipelineLabel = "troupe.pipeline";
+// A schedule's run: its schedule's name, and the tick (ms since the epoch) it ran for.
+inline constexpr std::string_view kScheduleLabel = "troupe.schedule";
+inline constexpr std::string_view kScheduleTickLabel = "troupe.schedule.tick";
 
 // Job kinds.
 inline constexpr std::array<std::string_view, 3> kKinds = {"training", "inference", "evaluation"};

@@ -28,7 +28,7 @@ struct PageRequest {
   std::string after;                  // the page starts after this job ("": from the first)
   std::string state;                  // only jobs in this state ("": any)
   // Only jobs with this label ("key=value"; "": any); {"pipeline": ID} is
-  // the label troupe.pipeline=ID.
+  // the label troupe.pipeline=ID, {"schedule": NAME} troupe.schedule=NAME.
   std::string label;
 };
 
@@ -53,7 +53,7 @@ inline std::string parse_page_request(const nlohmann::json& req, PageRequest* ou
     p.state = it->get<std::string>();
     if (!p.state.empty() && !names::known_state(p.state)) return "unknown state '" + p.state + "'";
   }
-  for (const char* key : {"label", "pipeline"})
+  for (const char* key : {"label", "pipeline", "schedule"})
     if (auto it = req.find(key); it != req.end() && !it->is_null()) {
       if (!it->is_string() || it->get<std::string>().size() > 320)
         return std::string(key) + " must be a string of at most 320 bytes";
@@ -61,10 +61,13 @@ inline std::string parse_page_request(const nlohmann::json& req, PageRequest* ou
       if (std::string_view(key) == "pipeline") {
         if (auto err = names::check_token(v); !err.empty()) return "pipeline: " + err;
         v = std::string(names::kPipelineLabel) + "=" + v;
+      } else if (std::string_view(key) == "schedule") {
+        if (auto err = names::check_token(v); !err.empty()) return "schedule: " + err;
+        v = std::string(names::kScheduleLabel) + "=" + v;
       } else if (v.find('=') == std::string::npos) {
         return "label must be key=value";
       }
-      if (!p.label.empty() && p.label != v) return "give either label or pipeline";
+      if (!p.label.empty() && p.label != v) return "give one of label, pipeline and schedule";
       p.label = std::move(v);
     }
   *out = std::move(p);

@@ -275,6 +275,9 @@ void seed(const Wiring& w, Restore& r) {
   // Moved, not copied: a million records are half a gigabyte.
   caf::anon_send(w.nodes, atoms::restore_atom_v, std::move(r.node_records));
   caf::anon_send(w.jobs, atoms::restore_atom_v, std::move(r.job_records));
+  std::vector<std::string> schedules;
+  for (const auto& [key, rec] : rs.schedules) schedules.push_back(rec.SerializeAsString());
+  caf::anon_send(w.schedules, atoms::restore_atom_v, std::move(schedules));
 }
 
 void report(const Restore& r, uint64_t epoch) {

@@ -17,7 +17,7 @@ constexpr const char* kRouterSubjects[] = {
     subjects::kAllJobs,     subjects::kSysNodes,      subjects::kSysStats,   subjects::kAllAgents,
     subjects::kAllWhy,      subjects::kSysQueues,     subjects::kSysCordon,  subjects::kSysUncordon,
     subjects::kSysDrain,    subjects::kSysDebugCrash, subjects::kAllHistory, subjects::kSysFind,
-    subjects::kAllPipeline, subjects::kAllUsage};
+    subjects::kAllPipeline, subjects::kAllUsage,      subjects::kAllSchedule};
 
 // SIGHUP: a bad new config is refused and the old one stays. The teams'
 // logs streams take the new retention.

@@ -1,6 +1,7 @@
 // gateway/demo: the jobs `troupe up` submits, its verdict and its summary.
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 
@@ -19,7 +20,7 @@ TEST_CASE("gateway: the demo jobs are valid and cover what the demo promises", "
     CHECK(check_spec(j.spec).empty());
     kinds.insert(j.spec.kind());
     keys.insert(j.spec.idempotency_key());
-    CHECK_THAT(j.spec.idempotency_key(), Catch::Contains("t1"));
+    if (!j.in_pipeline) CHECK_THAT(j.spec.idempotency_key(), Catch::Contains("t1"));
     if (j.spec.workers() == 2 && j.spec.resources().gpus() == 4) gang = true;
     if (j.expect_state == "failed" && j.expect_exit == 3) fails = true;
     if (j.spec.resources().gpus() == 0) cpu_only = true;
@@ -27,8 +28,14 @@ TEST_CASE("gateway: the demo jobs are valid and cover what the demo promises", "
     CHECK(j.spec.command(0) == "sh");
   }
   CHECK(sweep);
+  // A two-member pipeline: its request names the upstream member, no member has a key.
+  auto body = nlohmann::json::parse(demo_pipeline_request(jobs, "t1"));
+  REQUIRE(body["jobs"].size() == 2);
+  CHECK(body["jobs"][1]["depends_on"][0]["name"] == "prep-data");
+  CHECK(body.value("idempotency_key", "").find("t1") != std::string::npos);
+  for (const auto& m : body["jobs"]) CHECK(m.value("idempotency_key", "").empty());
   CHECK(kinds == std::set<std::string>{"training", "inference", "evaluation"});
-  CHECK(keys.size() == jobs.size());
+  CHECK(keys.size() == jobs.size() - 1);  // the pipeline's two members: none
   CHECK(gang);
   CHECK(fails);
   CHECK(cpu_only);

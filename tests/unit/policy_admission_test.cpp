@@ -110,6 +110,11 @@ TEST_CASE("admission: queued jobs and GPUs per job", "[policy][admission]") {
   TeamLimits frozen;
   frozen.max_queued_jobs = 0;
   CHECK(check_queued(frozen, "t", 0).code == Refusal::too_many_queued);
+  // An array counts its tasks: 990 queued + 10 fit in 1000, + 11 does not.
+  CHECK(check_queued(l, "t", 990, 10).ok());
+  auto a = check_queued(l, "t", 990, 11);
+  CHECK(a.code == Refusal::too_many_queued);
+  CHECK_THAT(a.error, Catch::Contains("the array's 11 tasks would take team t from 990 to 1001"));
 }
 
 TEST_CASE("admission: feasibility against the registered node shapes", "[policy][admission]") {
