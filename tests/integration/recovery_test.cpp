@@ -477,3 +477,60 @@ TEST_CASE(
   INFO("marker " << seen << ", idle since " << idle_since);
   CHECK(moved);
 }
+
+TEST_CASE(
+    "active/standby: after the leader's kill -9 the standby keeps a blocked job's dependency, an "
+    "array's progress and a schedule's ticks, running none twice",
+    "[integration][recovery][deps][arrays][schedules]") {
+  Cluster c(ClusterOptions{}.node("n1", 4));
+  REQUIRE(c.wait_nodes_alive(1, 20s));
+  Process& standby = add_standby(c);
+  const std::string out = c.file("a.out"), go = c.file("a.go");
+  auto upstream = c.submit_ok("t1", gated_job("t1", out, go, 0));
+  Json down = job_spec("t1", {"true"}, 1);
+  down["depends_on"] = Json::array({Json{{"job", upstream}}});
+  auto blocked = c.submit_ok("t1", down);
+  Json tasks = job_spec("t1", {"sleep", "1"}, 1);
+  tasks["array"] = Json{{"count", 4}, {"parallelism", 1}};
+  auto array = c.submit_ok("t1", tasks);
+  Json made = c.request(subjects::team_verb("t1", subjects::kSchedule),
+                        Json{{"op", "create"},
+                             {"name", "beat"},
+                             {"cron", "@every 2s"},
+                             {"spec", {{"command", {"true"}}, {"resources", {{"gpus", 0}}}}}});
+  REQUIRE(made.value("name", "") == "beat");
+  auto beats = [](const std::vector<Event>& ev) {
+    std::set<std::string> ended;
+    for (const auto& e : ev)
+      if (e.json.value("name", "") == "beat" && e.state == "succeeded") ended.insert(e.job_id);
+    return ended.size();
+  };
+  REQUIRE(c.events().wait_state(upstream, "running", 20s));
+  REQUIRE(c.events().wait_state(blocked, "blocked", 10s));
+  REQUIRE(c.events().wait_state(array + "-0", "running", 20s));
+  REQUIRE(c.events().wait_for([&](const std::vector<Event>& ev) { return beats(ev) >= 1; }, 20s));
+
+  c.kill_scheduler();
+  REQUIRE(poll_until([&] { return file_has(standby.err_path(), "serving on"); }, 10s));
+  REQUIRE(c.wait_scheduler_serving(5s));
+  const size_t beats_then = beats(c.events().all());
+  touch(go);
+  for (const auto& id : {upstream, blocked, array}) {
+    auto end = c.wait_terminal(id, 60s);
+    INFO(id << "\n" << c.events().describe());
+    REQUIRE(end);
+    CHECK(end->state == "succeeded");
+  }
+  for (int i = 0; i < 4; ++i) {
+    int starts = 0;
+    for (const auto& e : c.events().of_job(array + "-" + std::to_string(i)))
+      starts += e.state == "starting" ? 1 : 0;
+    CHECK(starts == 1);
+  }
+  REQUIRE(c.events().wait_for(
+      [&](const std::vector<Event>& ev) { return beats(ev) >= beats_then + 2; }, 30s));
+  Json runs = c.request(subjects::team_verb("t1", subjects::kJobs), Json{{"schedule", "beat"}});
+  std::set<std::string> ticks;
+  for (const auto& j : runs["jobs"]) ticks.insert(j["labels"].value("troupe.schedule.tick", ""));
+  CHECK(ticks.size() == runs["jobs"].size());  // no tick ran twice across the takeover
+}
