@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <nlohmann/json.hpp>
 
 namespace troupe::policy::arrays {
 
@@ -54,31 +55,11 @@ std::vector<std::pair<std::string, Value>> point(const Grid& g, int64_t index) {
   return p;
 }
 
-namespace {
-void append_json_string(std::string& out, std::string_view s) {
-  static const char* hex = "0123456789abcdef";
-  out += '"';
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c < 0x20) {
-      out += "\\u00";
-      out += hex[c >> 4];
-      out += hex[c & 15];
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  out += '"';
-}
-}  // namespace
-
 std::string point_json(const std::vector<std::pair<std::string, Value>>& p) {
   std::string out = "{";
   for (const auto& [name, v] : p) {
     if (out.size() > 1) out += ',';
-    append_json_string(out, name);
+    out += nlohmann::json(name).dump();
     out += ':';
     out += v.json;
   }
