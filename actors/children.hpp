@@ -13,6 +13,8 @@
 #include <string>
 #include <unordered_map>
 
+#include "actors/shrink.hpp"
+
 namespace troupe {
 
 template <class Handle>
@@ -58,6 +60,8 @@ class Children {
   void forget(const std::string& id) {
     snaps_.erase(id);
     restarts_.erase(id);
+    shrink_if_sparse(snaps_);
+    shrink_if_sparse(restarts_);
   }
 
   // Handles a child's down message: a normal end forgets the child; a crash
@@ -73,9 +77,14 @@ class Children {
     std::string id = it->second;
     ids_.erase(it);
     live_.erase(id);
+    shrink_if_sparse(ids_);
+    shrink_if_sparse(live_);
     bool normal = !dm.reason || dm.reason == caf::exit_reason::normal;
     if (normal) {
-      if (!keep_) snaps_.erase(id);
+      if (!keep_) {
+        snaps_.erase(id);
+        shrink_if_sparse(snaps_);
+      }
       return id;
     }
     // Restart intensity, as in OTP: at most max_restarts within restart_window_ms.

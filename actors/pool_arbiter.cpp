@@ -18,6 +18,7 @@
 #include "actors/policy/overlay.hpp"
 #include "actors/policy/preemption.hpp"
 #include "actors/policy/round.hpp"
+#include "actors/shrink.hpp"
 #include "actors/views.hpp"
 #include "job_spec.pb.h"
 #include "messages/names.hpp"
@@ -154,6 +155,7 @@ policy::Usage usage_of(const ArbiterState& st, const std::string& team, const st
 // A grant no longer in flight (unplaced, expired, lost with its queue).
 void forget_grant(ArbiterState& st, TeamDemand& td, const std::string& job_id) {
   td.inflight.erase(job_id);
+  shrink_if_sparse(td.inflight);
   st.books.unplaced(job_id);
   st.overlay.forget(job_id);
 }
@@ -418,6 +420,8 @@ void run_round(Self self) {
       st.left_to_preferred.erase(ticket.job_id);
       td.inflight[ticket.job_id] = TeamDemand::Inflight{ticket, g.borrowed, self->state.w.now_ms()};
       st.reasons.erase(ticket.job_id);
+      shrink_if_sparse(st.reasons);
+      shrink_if_sparse(st.left_to_preferred);
       ++st.grants;
       // The grant goes to the one placement path: a gang reservation (one
       // worker or many) reserves and commits on these nodes, then tells the

@@ -16,6 +16,7 @@
 #include "actors/policy/pages.hpp"
 #include "actors/policy/usage.hpp"
 #include "actors/recovery.hpp"
+#include "actors/shrink.hpp"
 #include "actors/submission.hpp"
 #include "actors/views.hpp"
 #include "bus/subjects.hpp"
@@ -364,6 +365,8 @@ void on_intake(Self self, const std::string& job_id, bool ok, bool duplicate,
   Pending pend = std::move(it->second);
   st.pending.erase(it);
   if (!pend.key.empty()) st.pending_keys.erase(pend.key);
+  shrink_if_sparse(st.pending);
+  shrink_if_sparse(st.pending_keys);
   if (ok && duplicate) {
     on_duplicate(self, std::move(pend), original);
     return;
@@ -1007,6 +1010,8 @@ RouterActor::behavior_type router_behavior(Self self, OutboxPtr out, IntakePtr i
         if (auto it = st.keys.find(key); it != st.keys.end() && it->second == job_id) {
           st.keys.erase(it);
           st.fingerprints.erase(key);  // the key's spec, known only while the key is
+          shrink_if_sparse(st.keys);
+          shrink_if_sparse(st.fingerprints);
         }
       },
       [=](history_atom, const std::string& id, const std::string& team, const std::string& reply,

@@ -29,6 +29,7 @@
 #include "actors/policy/pages.hpp"
 #include "actors/policy/why.hpp"
 #include "actors/recovery.hpp"
+#include "actors/shrink.hpp"
 #include "actors/team_queue_actor.hpp"
 #include "actors/views.hpp"
 #include "bus/subjects.hpp"
@@ -146,6 +147,7 @@ struct JobSupState : SupState<JobActor> {
     if (it == unstarted.end()) return;
     caf::anon_send(w.router, unqueued_atom_v, it->second);
     unstarted.erase(it);
+    shrink_if_sparse(unstarted);
   }
   // An array's tasks are not listed on their own: its row counts them.
   void index(const pb::JobRecord& rec) {

@@ -9,6 +9,7 @@
 #include "actors/policy/demand.hpp"
 #include "actors/policy/queue_order.hpp"
 #include "actors/policy/why.hpp"
+#include "actors/shrink.hpp"
 #include "actors/views.hpp"
 #include "messages/names.hpp"
 
@@ -124,11 +125,14 @@ void erase(Self self, const std::string& job_id) {
         changed(self, *e.line);
       }
       st.guests.erase(g);
+      shrink_if_sparse(st.guests);
     }
   }
   st.granted.erase(job_id);
   st.index.erase(it);  // (its key views into the entry: first)
   line->pending.erase(p);
+  shrink_if_sparse(st.granted);
+  shrink_if_sparse(st.index);
   changed(self, *line);
 }
 

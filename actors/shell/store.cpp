@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "actors/shrink.hpp"
+
 namespace troupe {
 
 // --- snapshot store -------------------------------------------------------------
@@ -45,9 +47,10 @@ void KvSnapshotStore::put(const std::string& key, std::string bytes) {
     auto r = kv_.write_all({{key, std::move(bytes), revs_[key]}}, 5000).front();
     ++n_.writes;
     if (r.revision != 0) {
-      if (purging)
+      if (purging) {
         revs_.erase(key);
-      else
+        shrink_if_sparse(revs_);
+      } else
         revs_[key] = r.revision;
     } else if (r.conflict) {
       ++n_.conflicts;
@@ -111,10 +114,12 @@ void KvSnapshotStore::flush(std::unordered_map<std::string, std::string> batch,
     const auto& r = results[i];
     const auto& key = writes[i].key;
     if (r.revision != 0) {
-      if (writes[i].value.empty())
+      if (writes[i].value.empty()) {
         revs_.erase(key);  // purged: never written again (a job id is not reused)
-      else
+        shrink_if_sparse(revs_);
+      } else {
         revs_[key] = r.revision;
+      }
       failed_.erase(key);
       continue;
     }

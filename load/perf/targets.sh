@@ -23,7 +23,8 @@
 # SCHED_ENV (environment) is put in troupe-scheduler's environment, e.g.
 # SCHED_ENV="MALLOC_ARENA_MAX=2" or an LD_PRELOAD of another allocator.
 # IDLE_PAUSE (environment, retention): seconds to wait after the idle RSS
-# before the run starts (to read /proc/PID/smaps at idle).
+# before the run starts (to read /proc/PID/smaps at idle). SMAPS_OUT=DIR
+# (retention): a copy of /proc/PID/smaps at each RSS figure.
 # AGE_S (environment, recovery): seconds between the last submission and
 # the kill (default 2).
 # SECURE=1 (environment): the production configuration of docs/security.md —
@@ -201,7 +202,16 @@ case "$MEASURE" in
   retention)
     JOBS=${1:-20000}; KEEP=${2:-5}  # (the scheduler was started with --job-retention-s KEEP)
     fleet 200
-    rss() { grep -E 'VmRSS' "/proc/$SCHED/status" | awk '{print $2/1024 " MB"}'; }
+    # SMAPS_OUT=DIR (environment): keeps /proc/PID/smaps at each figure, as
+    # DIR/1 (idle) .. DIR/4 (62 s later). (rss runs in a subshell: the count
+    # is the files already there.)
+    rss() {
+      if [[ -n ${SMAPS_OUT:-} ]]; then
+        mkdir -p "$SMAPS_OUT"
+        cp "/proc/$SCHED/smaps" "$SMAPS_OUT/$(( $(ls "$SMAPS_OUT" | wc -l) + 1 ))"
+      fi
+      grep -E 'VmRSS' "/proc/$SCHED/status" | awk '{print $2/1024 " MB"}'
+    }
     echo "scheduler idle: $(rss)"; sleep ${IDLE_PAUSE:-0}
     "$BIN/troupe-load" --nats "$URL" --jobs "$JOBS" --rate 0 --mix 1gpu --teams t1,t2,t3,t4 \
       --duration-s 0.01 --deadline-s 1800 --scheduler-pid "$SCHED" --json --no-progress \

@@ -126,6 +126,9 @@ TEST_CASE("load replay: trace-time waits come from trace quantities, not wall x 
   CHECK(r["jct"]["avg_trace_s"].get<double>() == Approx(120));
   // p99 between 100 and 140: 100 + 0.99 x 40.
   CHECK(r["jct"]["p99_trace_s"].get<double>() == Approx(139.6));
+  // Had neither waited: A 100, B 50 -> the bound is 75 (C censored, left out).
+  CHECK(r["jct"]["no_wait_avg_trace_s"].get<double>() == Approx(75));
+  CHECK(r["jct"]["no_wait_p99_trace_s"].get<double>() == Approx(99.5));
   // Queueing: wall 0.5, 9.6, 0.3 s; trace 0, 90, 0 (wall x 10 would say 34.67).
   CHECK(r["queueing_delay"]["avg_s"].get<double>() == Approx(3.467).epsilon(0.001));
   CHECK(r["queueing_delay"]["avg_ms"].get<double>() == Approx(3466.667).epsilon(0.0001));
@@ -165,6 +168,8 @@ TEST_CASE("load replay: a job that failed early frees its GPUs early in trace ti
   Json r = replay_report(jobs, {}, 10.0, info);
   CHECK(r["jct"]["count_trace"] == 2);
   CHECK(r["jct"]["avg_trace_s"].get<double>() == Approx((30 + 25) / 2.0));
+  // Without waiting: X 30, Z 10 (Y failed, W has no trace data).
+  CHECK(r["jct"]["no_wait_avg_trace_s"].get<double>() == Approx(20));
 }
 
 TEST_CASE("load replay: fractional GPU counts are kept and rounded up when submitted",
