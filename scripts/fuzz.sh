@@ -39,6 +39,7 @@ run_one() {  # run_one TARGET: fuzzes it; prints its report into $work/$t.report
   case "$t" in
     spec_json | spec_yaml | submit) dict=(-dict=tests/fuzz/spec.dict) ;;
     config) dict=(-dict=tests/fuzz/config.dict) ;;
+    schedule) dict=(-dict=tests/fuzz/schedule.dict) ;;
   esac
   if [ ! -x "$build/fuzz_$t" ] || [ ! -d "tests/fuzz/corpus/$t" ]; then
     echo "fuzz: $t: no such target (build-fuzz/fuzz_$t and tests/fuzz/corpus/$t/)" >"$work/$t.report"

@@ -17,7 +17,6 @@ namespace troupe::policy::schedule {
 namespace {
 
 constexpr int64_t kNone = -1;
-constexpr int64_t kMax64 = std::numeric_limits<int64_t>::max();
 
 int64_t floor_div(int64_t a, int64_t b) {
   int64_t q = a / b;
