@@ -651,6 +651,14 @@ JobTicket ticket_of(const pb::JobRecord& r) {
                                   since, since);
     t.band = w.band;
     t.promote_at_ms = w.promote_at_ms;
+  } else if (r.sjf_band() > 0) {
+    // order: sjf: the band of its declared work (policy/sjf.hpp), until the
+    // starvation guard moves it to band 0 (the queue does so at once when
+    // that time has passed). Its age counts from its submit: a requeued job
+    // keeps it, as it keeps its place (seq).
+    t.band = r.sjf_band();
+    t.promote_at_ms =
+        r.sjf_promote_after_s() > 0 ? r.submit_ms() + r.sjf_promote_after_s() * 1000 : 0;
   }
   return t;
 }

@@ -203,6 +203,8 @@ pb::JobRecord task_record(const pb::JobRecord& array, int index, int64_t now_ms)
   if (array.has_run_as()) t.set_run_as(array.run_as());
   *t.mutable_las_thresholds_gpu_s() = array.las_thresholds_gpu_s();
   t.set_las_promote_after_s(array.las_promote_after_s());
+  t.set_sjf_band(array.sjf_band());
+  t.set_sjf_promote_after_s(array.sjf_promote_after_s());
   t.set_share_across_teams(array.share_across_teams());
   t.set_default_memory_mb(array.default_memory_mb());
   t.set_max_grace_s(array.max_grace_s());

@@ -6,6 +6,7 @@
 
 #include "actors/job_record.hpp"
 #include "actors/policy/dependencies.hpp"
+#include "actors/policy/sjf.hpp"
 #include "actors/views.hpp"
 #include "bus/subjects.hpp"
 #include "messages/names.hpp"
@@ -151,6 +152,11 @@ pb::JobRecord make_record(pb::JobSpec spec, const policy::Admission& adm,
   if (const auto* tc = cfg.team(team); tc != nullptr && tc->las) {
     for (double t : cfg.las.thresholds_gpu_s) rec.add_las_thresholds_gpu_s(t);
     rec.set_las_promote_after_s(cfg.las.promote_after_s);
+  } else if (tc != nullptr && tc->sjf) {
+    const auto& s = rec.spec();
+    const int64_t gpus = int64_t{s.resources().gpus()} * std::max(1, s.workers());
+    rec.set_sjf_band(policy::sjf_band(s.max_runtime_s(), gpus));
+    rec.set_sjf_promote_after_s(cfg.sjf.promote_after_s);
   }
   if (const auto* pc = cfg.pool(adm.pool); pc != nullptr && pc->share_gpus_across_teams)
     rec.set_share_across_teams(true);

@@ -18,6 +18,7 @@
 #include "actors/policy/preemption.hpp"
 #include "actors/policy/queue_order.hpp"
 #include "actors/policy/round.hpp"
+#include "actors/policy/sjf.hpp"
 #include "actors/policy/why.hpp"
 #include "load/jobspec.hpp"
 #include "load/plan.hpp"
@@ -46,6 +47,7 @@ struct SimJob {
   int64_t arrival_ms = 0, duration_ms = 0;  // trace ms
   int64_t max_runtime_s = 0;
   std::vector<double> las_thresholds;  // empty: its team orders by submit time
+  int sjf_band = 0;                    // > 0: its team's order is sjf (policy/sjf.hpp)
   int64_t promote_after_s = 0;
   JobState state = JobState::future;
   int gen = 0;  // bumped at each start and stop: stale events are ignored
@@ -124,6 +126,9 @@ class Simulator {
         if (cfg_.team_or_default(j.team).las) {
           j.las_thresholds = cfg_.las.thresholds_gpu_s;
           j.promote_after_s = cfg_.las.promote_after_s;
+        } else if (cfg_.team_or_default(j.team).sjf) {
+          j.sjf_band = policy::sjf_band(j.max_runtime_s, j.total_gpus());
+          j.promote_after_s = cfg_.sjf.promote_after_s;
         }
         push({kEpochMs + j.arrival_ms, EventKind::arrival, i, 0});
       }
@@ -234,6 +239,15 @@ class Simulator {
       band = w.band;
       j.promote_at_ms = w.promote_at_ms;
       if (w.promote_at_ms > 0) push({w.promote_at_ms, EventKind::promote, i, j.gen});
+    } else if (j.sjf_band > 0) {
+      // order: sjf: its declared work's band; the guard counts from its arrival.
+      const int64_t at =
+          j.promote_after_s > 0 ? kEpochMs + j.arrival_ms + j.promote_after_s * 1000 : 0;
+      if (at == 0 || at > now_) {
+        band = j.sjf_band;
+        j.promote_at_ms = at;
+        if (at > 0) push({at, EventKind::promote, i, j.gen});
+      }
     }
     j.key = policy::QueueKey{j.priority, j.seq, band};
     line_of(j).insert({j.key, i});

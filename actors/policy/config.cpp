@@ -208,8 +208,11 @@ std::string load_config(std::string_view text, ClusterConfig& out) {
     }
     if (t.order() == "las")
       tc.las = true;
+    else if (t.order() == "sjf")
+      tc.sjf = true;
     else if (!t.order().empty() && t.order() != "fifo")
-      return "config: team '" + t.name() + "': order must be fifo or las, not '" + t.order() + "'";
+      return "config: team '" + t.name() + "': order must be fifo, las or sjf, not '" + t.order() +
+             "'";
     c.teams.push_back(std::move(tc));
   }
   seen.clear();
@@ -258,6 +261,13 @@ std::string load_config(std::string_view text, ClusterConfig& out) {
         return "config: las: promote_after_s must be >= 0 seconds (0: never)";
       c.las.promote_after_s = l.promote_after_s();
     }
+  }
+  if (pbc.has_sjf() && pbc.sjf().has_promote_after_s()) {
+    if (pbc.sjf().promote_after_s() < 0 || pbc.sjf().promote_after_s() > kMaxSjfPromoteS)
+      return "config: sjf: promote_after_s must be 0 (never) to " +
+             std::to_string(kMaxSjfPromoteS) + " seconds (10 years), not " +
+             std::to_string(pbc.sjf().promote_after_s());
+    c.sjf.promote_after_s = pbc.sjf().promote_after_s();
   }
   for (const auto& n : pbc.nodes()) {
     std::string_view name(n);

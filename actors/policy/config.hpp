@@ -64,8 +64,10 @@ struct TeamCfg {
   // `pool_preference:` where its any-type jobs go first (pool names, in order).
   std::vector<std::string> pool_preference;
   // `order: las`: least attained service first within a priority class
-  // (policy/las.hpp); else fifo (submit order).
+  // (policy/las.hpp); `order: sjf`: shortest declared work first
+  // (policy/sjf.hpp); else fifo (submit order). At most one is set.
   bool las = false;
+  bool sjf = false;
   // Whether it may be granted GPUs in `pool` at all: a guarantee there, or
   // borrowing, and a limit that is not 0.
   bool may_use(const std::string& pool) const;
@@ -108,6 +110,14 @@ struct LasCfg {
   int64_t promote_after_s = 3600;  // 0: never
 };
 
+// `sjf:` the starvation guard of `order: sjf` teams (policy/sjf.hpp). The
+// default, 3 days, is in the spirit of Slurm's PriorityMaxAge (7 days): an
+// age that outranks any job size.
+struct SjfCfg {
+  int64_t promote_after_s = 259200;  // 0: never
+};
+inline constexpr int64_t kMaxSjfPromoteS = int64_t{3650} * 86400;
+
 struct ClusterConfig {
   // No --config: any team is accepted (weight 1, may borrow), one pool
   // "default" holds every node, and the classes are high/normal/low.
@@ -119,6 +129,7 @@ struct ClusterConfig {
   PreemptionCfg preemption;
   JobDefaultsCfg job_defaults;
   LasCfg las;
+  SjfCfg sjf;
   // The node roster (`nodes:`): names, or prefixes ending in '*'; empty: any.
   std::vector<std::string> nodes;
   bool node_allowed(std::string_view name) const;

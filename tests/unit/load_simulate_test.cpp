@@ -184,6 +184,33 @@ TEST_CASE("load simulate: order las against fifo on a long-then-short trace", "[
   CHECK(trace_jct(base) == Approx(17.2));
 }
 
+TEST_CASE("load simulate: order sjf puts short declared work first, and its guard promotes",
+          "[load][simulate][sjf]") {
+  // One GPU. A (100 s) runs from 0; L (1,000 s) arrives at 1, three 10 s jobs
+  // at 2, 3, 4. max_runtime_s is 2 x the duration: L declares 2,000 GPU-s
+  // (band 11), each short one 20 (band 5).
+  //   fifo: A 0-100, L 100-1100, S 1100-1110-1120-1130: JCT 100, 1099, 1108,
+  //         1117, 1126 -> 910.
+  //   sjf:  A 0-100, S 100-110-120-130, L 130-1130: JCT 100, 108, 117, 126,
+  //         1129 -> 316.
+  //   sjf, promote_after_s 50: L is in band 0 from 51, ahead of the short
+  //         ones (it came first): fifo's order again -> 910.
+  std::vector<FleetGroup> fleet{{"sim", 1, 1}};
+  Trace t = trace_of({{0, 1, 100}, {1, 1, 1000}, {2, 1, 10}, {3, 1, 10}, {4, 1, 10}}, fleet, "u");
+  auto cfg = [](const std::string& order, const std::string& sjf) {
+    return "pools: [{name: sim, gpu_type: sim}]\nteams: [{name: u, order: " + order + "}]\n" + sjf;
+  };
+  Json fifo = run(t, fleet, "troupe", cfg("fifo", ""));
+  Json sjf = run(t, fleet, "troupe", cfg("sjf", "sjf: {promote_after_s: 0}\n"));
+  Json guarded = run(t, fleet, "troupe", cfg("sjf", "sjf: {promote_after_s: 50}\n"));
+  INFO(sjf.dump(2));
+  CHECK(trace_jct(fifo) == Approx(910));
+  CHECK(trace_jct(sjf) == Approx(316));
+  CHECK(trace_jct(guarded) == Approx(910));
+  CHECK(sjf["preemptions"] == 0);  // sjf never preempts
+  CHECK(sjf["jct"]["no_wait_avg_trace_s"].get<double>() == Approx(226));
+}
+
 TEST_CASE("load simulate: deterministic, and a job the config refuses is counted",
           "[load][simulate]") {
   std::vector<FleetGroup> fleet{{"sim", 2, 4}};
