@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "actors/job_record.hpp"
+#include "actors/policy/arrays.hpp"
 #include "actors/policy/ledger.hpp"
 #include "bus/subjects.hpp"
 #include "messages/event_json.hpp"
@@ -220,6 +221,33 @@ bool add_event(State& s, std::string_view json, std::string_view subject) {
   return add_read_event(s, read_event(json), subject);
 }
 
+namespace {
+
+// A task of an array (`<array id>-<index>`) whose own record never reached
+// the store (a task has no intake record: the job supervisor makes it) is
+// rebuilt from its array's record, as the supervisor made it, so that its
+// events bring it forward: it ran, or runs, and is not started again. The
+// array's record, when it came from the intake alone, gets its tasks'
+// bytes (all waiting; the supervisor catches them up with the tasks).
+std::map<std::string, pb::JobRecord>::iterator rebuilt_task(State& s, const pb::JobEvent& e) {
+  namespace arr = policy::arrays;
+  auto t = arr::split_task_id(e.job_id());
+  if (!t || s.purged.count(e.job_id())) return s.jobs.end();
+  auto a = s.jobs.find(t->first);
+  if (a == s.jobs.end() || !spec::is_array(a->second.spec()) || a->second.spec().team() != e.team())
+    return s.jobs.end();
+  pb::JobRecord& array = a->second;
+  const auto n = static_cast<int>(spec::array_tasks(array.spec()));
+  if (t->second < 0 || t->second >= n) return s.jobs.end();
+  if (array.array_tasks().empty()) {
+    array.set_array_tasks(std::string(static_cast<size_t>(n), arr::kPending));
+    s.changed.insert(array.job_id());
+  }
+  return s.jobs.emplace(e.job_id(), task_record(array, t->second, e.ts_ms())).first;
+}
+
+}  // namespace
+
 bool add_read_event(State& s, const std::optional<pb::JobEvent>& read, std::string_view subject) {
   if (!read) {
     ++s.bad;
@@ -234,7 +262,12 @@ bool add_read_event(State& s, const std::optional<pb::JobEvent>& read, std::stri
     why = "its job or team is not the one of its subject";
   else if (!e.state().empty() && !names::known_state(e.state()))
     why = "unknown state '" + e.state() + "'";
-  else if (it != s.jobs.end() && it->second.spec().team() != e.team())
+  else if (it == s.jobs.end() && (it = rebuilt_task(s, e)) != s.jobs.end() &&
+           !check_placement(e.workers(), std::max(1, it->second.spec().workers())).empty()) {
+    why = check_placement(e.workers(), std::max(1, it->second.spec().workers()));
+    s.jobs.erase(it);  // (rebuilt for this event only)
+    it = s.jobs.end();
+  } else if (it != s.jobs.end() && it->second.spec().team() != e.team())
     why = "its team is not its job's";
   else if (it != s.jobs.end())
     why = check_placement(e.workers(), std::max(1, it->second.spec().workers()));

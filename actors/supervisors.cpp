@@ -383,6 +383,9 @@ void task_changed(JobSup self, const std::string& id, const std::string& bytes) 
 bool reconcile_array(JobSup self, pb::JobRecord rec) {
   auto& st = self->state;
   st.arrays.insert(rec.job_id());
+  if (rec.array_tasks().empty())  // restored from its intake record alone: none started yet
+    rec.set_array_tasks(
+        std::string(static_cast<size_t>(spec::array_tasks(rec.spec())), arr::kPending));
   auto& tasks = *rec.mutable_array_tasks();
   for (size_t i = 0; i < tasks.size(); ++i) {
     if (tasks[i] != arr::kPending && tasks[i] != arr::kStarted) continue;

@@ -109,6 +109,66 @@ TEST_CASE("recovery applies only events newer than the snapshot", "[recovery]") 
   CHECK(s.jobs.count("zz") == 0);
 }
 
+TEST_CASE("recovery rebuilds an array task from its array's record and its events",
+          "[recovery][arrays]") {
+  // A scheduler killed right after an array's first tasks started: the array
+  // is known from its intake record and events only, its tasks from their
+  // events only (a task has no intake record). The tasks that ran must come
+  // back as running, not be forgotten and started again.
+  recovery::State s;
+  auto array = job("j-a", "");
+  array.mutable_spec()->mutable_array()->set_count(6);
+  array.mutable_spec()->mutable_array()->set_parallelism(2);
+  REQUIRE(recovery::add_intake(s, bytes(array)));
+  auto queued = array;
+  queued.set_state("queued");
+  CHECK(recovery::add_event(s, event_json(queued, 1)));
+
+  auto task = task_record(array, 1, 500);
+  task.set_state("queued");
+  auto starting = task;
+  starting.set_state("starting");
+  place(starting, "n1", {1, 2});
+  auto running = starting;
+  running.set_state("running");
+  CHECK(recovery::add_event(s, event_json(task, 1)));
+  CHECK(recovery::add_event(s, event_json(starting, 2)));
+  CHECK(recovery::add_event(s, event_json(running, 3)));
+
+  REQUIRE(s.jobs.count("j-a-1") == 1);
+  const auto& got = s.jobs.at("j-a-1");
+  CHECK(got.state() == "running");
+  REQUIRE(got.placement_size() == 1);
+  CHECK(got.placement(0).node() == "n1");
+  CHECK(got.spec().env().at("TROUPE_ARRAY_INDEX") == "1");
+  CHECK(got.spec().env().at("TROUPE_ARRAY_COUNT") == "6");
+  CHECK_FALSE(got.spec().has_array());
+  // The array got its tasks' bytes, all waiting (the supervisor catches up).
+  CHECK(s.jobs.at("j-a").array_tasks() == "......");
+
+  // Not invented: an index past the array's count, a task of an unknown
+  // array, another team's "task", a bad placement.
+  auto past = task_record(array, 1, 500);
+  past.set_job_id("j-a-6");
+  past.set_state("queued");
+  CHECK_FALSE(recovery::add_event(s, event_json(past, 1)));
+  auto stray = job("j-zz-0", "queued");
+  CHECK_FALSE(recovery::add_event(s, event_json(stray, 1)));
+  auto other = task_record(array, 2, 500);
+  other.mutable_spec()->set_team("t2");
+  other.set_state("queued");
+  CHECK_FALSE(recovery::add_event(s, event_json(other, 1)));
+  auto wide = task_record(array, 3, 500);
+  wide.set_state("starting");
+  place(wide, "n1", {0}, 0);
+  place(wide, "n2", {0}, 1);  // two workers for a one-worker job
+  CHECK_FALSE(recovery::add_event(s, event_json(wide, 1)));
+  CHECK(s.jobs.count("j-a-6") == 0);
+  CHECK(s.jobs.count("j-zz-0") == 0);
+  CHECK(s.jobs.count("j-a-2") == 0);
+  CHECK(s.jobs.count("j-a-3") == 0);
+}
+
 TEST_CASE("recovery keeps a terminal event's exit code", "[recovery]") {
   recovery::State s;
   auto r = job("j1", "running");
