@@ -3,16 +3,19 @@
 #include <nats/nats.h>
 #include <openssl/ssl.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <charconv>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
+#include <vector>
 
 #include "bus/serial_queue.hpp"
 #include "bus/subjects.hpp"
@@ -303,12 +306,39 @@ bool Connection::publish(const std::string& subject, const void* data, size_t si
   return s == NATS_OK;
 }
 
+constexpr std::chrono::milliseconds kNoRespondersPause{100};
+
+bool Connection::in_cluster() const {
+  char** servers = nullptr;
+  int count = 0;
+  if (natsConnection_GetServers(nc_, &servers, &count) != NATS_OK) return false;
+  for (int i = 0; i < count; ++i) std::free(servers[i]);
+  std::free(static_cast<void*>(servers));
+  return count > 1;
+}
+
 std::optional<std::vector<uint8_t>> Connection::request(const std::string& subject,
                                                         const void* data, size_t size,
                                                         int timeout_ms, std::string* error) {
   natsMsg* reply = nullptr;
+  const auto start = std::chrono::steady_clock::now();
   natsStatus s = natsConnection_Request(&reply, nc_, subject.c_str(), data, static_cast<int>(size),
                                         timeout_ms);
+  // In a NATS cluster "no responders" can be a moment's: the responder's
+  // connection is moving to another server, or its interest has not reached
+  // this one yet. Asked again (nothing was delivered) within the request's
+  // time, 5 s at most; with one server it is the answer at once.
+  if (s == NATS_NO_RESPONDERS && in_cluster()) {
+    const auto until = start + std::chrono::milliseconds(std::min(timeout_ms, 5000));
+    while (s == NATS_NO_RESPONDERS &&
+           std::chrono::steady_clock::now() + kNoRespondersPause < until) {
+      std::this_thread::sleep_for(kNoRespondersPause);
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          start + std::chrono::milliseconds(timeout_ms) - std::chrono::steady_clock::now());
+      s = natsConnection_Request(&reply, nc_, subject.c_str(), data, static_cast<int>(size),
+                                 std::max<int64_t>(1, left.count()));
+    }
+  }
   if (s != NATS_OK) {
     if (error != nullptr) {
       if (s == NATS_NO_RESPONDERS)
@@ -392,26 +422,99 @@ bool Connection::connected() const {
 
 constexpr int64_t kAckWaitMs = 5000;
 
+// In a NATS cluster a stream has no leader for a moment after the server
+// that led it is lost (a second or two while its replicas elect another):
+// a publish then gets "no responders". It is sent again every kRetryEveryMs
+// until kRetryForMs after its first send, and only then fails.
+constexpr int64_t kRetryEveryMs = 250;
+constexpr int64_t kRetryForMs = 10000;
+
 struct JetStream::Impl {
+  using SteadyClock = std::chrono::steady_clock;
   Connection* conn = nullptr;
   jsCtx* js = nullptr;
   std::mutex mu;
   using RawFn = std::function<void(const jsPubAck*, const jsPubAckErr*)>;
-  std::unordered_map<natsMsg*, RawFn> pending;  // keyed by the published message
+  struct Pending {
+    RawFn fn;
+    SteadyClock::time_point first;  // the first send
+  };
+  std::unordered_map<natsMsg*, Pending> pending;  // keyed by the published message
+
+  // A publish to send again (a copy of its message: nats.c set the first
+  // one's reply inbox).
+  struct Retry {
+    std::string subject;
+    std::string data;
+    std::vector<std::pair<std::string, std::string>> headers;
+    Pending p;
+    SteadyClock::time_point due;
+  };
+  SerialQueue<Retry> retries{65536, [this](Retry& r) { resend(r); }};
 
   static void on_ack(jsCtx*, natsMsg* msg, jsPubAck* pa, jsPubAckErr* pae, void* closure) {
     auto* self = static_cast<Impl*>(closure);
-    RawFn fn;
+    Pending p;
     {
       std::lock_guard<std::mutex> lock(self->mu);
       auto it = self->pending.find(msg);
       if (it != self->pending.end()) {
-        fn = std::move(it->second);
+        p = std::move(it->second);
         self->pending.erase(it);
       }
     }
-    if (fn) fn(pa, pae);
+    const auto now = SteadyClock::now();
+    if (p.fn && pa == nullptr && pae != nullptr && pae->Err == NATS_NO_RESPONDERS &&
+        now - p.first < std::chrono::milliseconds(kRetryForMs)) {
+      Retry r{natsMsg_GetSubject(msg),
+              std::string(natsMsg_GetData(msg), static_cast<size_t>(natsMsg_GetDataLength(msg))),
+              headers_of(msg), std::move(p), now + std::chrono::milliseconds(kRetryEveryMs)};
+      if (self->retries.post(r)) {
+        natsMsg_Destroy(msg);
+        return;
+      }
+      p = std::move(r.p);  // refused (closing, or a flood): it fails now
+    }
+    if (p.fn) p.fn(pa, pae);
     natsMsg_Destroy(msg);
+  }
+
+  static std::vector<std::pair<std::string, std::string>> headers_of(natsMsg* msg) {
+    std::vector<std::pair<std::string, std::string>> out;
+    const char** keys = nullptr;
+    int n = 0;
+    if (natsMsgHeader_Keys(msg, &keys, &n) != NATS_OK) return out;
+    for (int i = 0; i < n; ++i) {
+      const char* v = nullptr;
+      if (natsMsgHeader_Get(msg, keys[i], &v) == NATS_OK && v != nullptr)
+        out.emplace_back(keys[i], v);
+    }
+    std::free(static_cast<void*>(keys));
+    return out;
+  }
+
+  void resend(Retry& r) {
+    std::this_thread::sleep_until(r.due);
+    natsMsg* msg = nullptr;
+    natsStatus s = natsMsg_Create(&msg, r.subject.c_str(), nullptr, r.data.data(),
+                                  static_cast<int>(r.data.size()));
+    for (const auto& [k, v] : r.headers)
+      if (s == NATS_OK) s = natsMsgHeader_Set(msg, k.c_str(), v.c_str());
+    if (s != NATS_OK) {
+      natsMsg_Destroy(msg);
+      fail(r.p.fn, s);
+      return;
+    }
+    send(msg, std::move(r.p));
+  }
+
+  static void fail(const RawFn& f, natsStatus s) {
+    if (!f) return;
+    jsPubAckErr err{};
+    std::string text = status_text(s);
+    err.Err = s;
+    err.ErrText = text.c_str();
+    f(nullptr, &err);
   }
 
   // The originals of duplicates (publish_unique), read one at a time on a
@@ -464,10 +567,11 @@ struct JetStream::Impl {
   }
 
   // Publishes `msg` (owned) asynchronously; `fn` gets the server's answer.
-  void send(natsMsg* msg, RawFn fn) {
+  void send(natsMsg* msg, RawFn fn) { send(msg, Pending{std::move(fn), SteadyClock::now()}); }
+  void send(natsMsg* msg, Pending p) {
     {
       std::lock_guard<std::mutex> lock(mu);
-      pending.emplace(msg, std::move(fn));
+      pending.emplace(msg, std::move(p));
     }
     natsMsg* owned = msg;
     // An ack that never comes (nats-server stopped before storing it) ends
@@ -482,18 +586,12 @@ struct JetStream::Impl {
       std::lock_guard<std::mutex> lock(mu);
       auto it = pending.find(msg);
       if (it != pending.end()) {
-        f = std::move(it->second);
+        f = std::move(it->second.fn);
         pending.erase(it);
       }
     }
     if (owned != nullptr) natsMsg_Destroy(owned);
-    if (f) {
-      jsPubAckErr err{};
-      std::string text = status_text(s);
-      err.Err = s;
-      err.ErrText = text.c_str();
-      f(nullptr, &err);
-    }
+    fail(f, s);
   }
 };
 
@@ -521,6 +619,7 @@ std::unique_ptr<JetStream> JetStream::open(Connection& conn, std::string* error)
 
 JetStream::~JetStream() {
   if (impl_ && impl_->js != nullptr) {
+    for (auto& r : impl_->retries.close()) Impl::fail(r.p.fn, NATS_CONNECTION_CLOSED);
     jsPubOptions po;
     jsPubOptions_Init(&po);
     po.MaxWait = 2000;
@@ -542,15 +641,38 @@ bool JetStream::ensure_stream(const StreamConfig& cfg, std::string* error) {
   sc.Duplicates = cfg.duplicate_window_ms * 1000 * 1000;  // ns
   sc.MaxAge = cfg.max_age_s * 1000LL * 1000 * 1000;
   if (cfg.max_bytes > 0) sc.MaxBytes = cfg.max_bytes;  // discard: the oldest first
+  sc.Replicas = std::max(1, cfg.replicas);
   jsErrCode jerr = static_cast<jsErrCode>(0);
   natsStatus s = js_AddStream(nullptr, impl_->js, &sc, nullptr, &jerr);
   if (s != NATS_OK && jerr == JSStreamNameExistErr)
     s = js_UpdateStream(nullptr, impl_->js, &sc, nullptr, &jerr);
   if (s != NATS_OK) {
-    if (error != nullptr) *error = "stream " + cfg.name + ": " + status_text(s);
+    if (error != nullptr) {
+      *error = "stream " + cfg.name + ": " + status_text(s);
+      if (jerr == JSInsufficientResourcesErr && sc.Replicas > 1)
+        *error += " (" + std::to_string(sc.Replicas) +
+                  " replicas need a NATS cluster of that many JetStream servers: lower "
+                  "--replicas, or start the cluster's servers)";
+    }
     return false;
   }
   return true;
+}
+
+bool JetStream::set_replicas(const std::string& stream, int replicas, std::string* error) {
+  jsStreamInfo* si = nullptr;
+  jsErrCode jerr = static_cast<jsErrCode>(0);
+  natsStatus s = js_GetStreamInfo(&si, impl_->js, stream.c_str(), nullptr, &jerr);
+  if (s == NATS_OK && si->Config->Replicas != replicas) {
+    si->Config->Replicas = replicas;
+    jsStreamInfo* updated = nullptr;
+    s = js_UpdateStream(&updated, impl_->js, si->Config, nullptr, &jerr);
+    jsStreamInfo_Destroy(updated);
+  }
+  jsStreamInfo_Destroy(si);
+  if (s != NATS_OK && error != nullptr)
+    *error = "stream " + stream + ": " + std::to_string(replicas) + " replicas: " + status_text(s);
+  return s == NATS_OK;
 }
 
 int64_t JetStream::storage_limit() {
@@ -880,7 +1002,7 @@ bool JetStream::read_each(const std::string& stream, const std::string& filter, 
 // --- KV ------------------------------------------------------------------------
 
 std::unique_ptr<KeyValue> KeyValue::open(JetStream& js, const std::string& bucket,
-                                         std::string* error) {
+                                         std::string* error, int replicas) {
   std::unique_ptr<KeyValue> kv(new KeyValue());
   kv->js_ = &js;
   kv->bucket_ = bucket;
@@ -891,10 +1013,18 @@ std::unique_ptr<KeyValue> KeyValue::open(JetStream& js, const std::string& bucke
     cfg.Bucket = bucket.c_str();
     cfg.History = 1;
     cfg.StorageType = js_FileStorage;
+    cfg.Replicas = std::max(1, replicas);
     s = js_CreateKeyValue(&kv->kv_, js.raw(), &cfg);
+  } else if (replicas > 0 && !js.set_replicas("KV_" + bucket, replicas, error)) {
+    return nullptr;
   }
   if (s != NATS_OK) {
-    if (error != nullptr) *error = "KV bucket " + bucket + ": " + status_text(s);
+    if (error != nullptr) {
+      *error = "KV bucket " + bucket + ": " + status_text(s);
+      if (replicas > 1)
+        *error += " (" + std::to_string(replicas) +
+                  " replicas need a NATS cluster of that many JetStream servers)";
+    }
     return nullptr;
   }
   return kv;
@@ -912,6 +1042,18 @@ uint64_t KeyValue::stored_count() {
   uint64_t n = si->State.Msgs;
   jsStreamInfo_Destroy(si);
   return n;
+}
+
+uint64_t KeyValue::last_revision(const std::string& key, bool* failed) {
+  natsMsg* m = nullptr;
+  jsErrCode jerr = static_cast<jsErrCode>(0);
+  natsStatus s = js_GetLastMsg(&m, js_->raw(), ("KV_" + bucket_).c_str(),
+                               ("$KV." + bucket_ + "." + key).c_str(), nullptr, &jerr);
+  const bool none = s == NATS_NOT_FOUND || jerr == JSNoMessageFoundErr;
+  if (failed != nullptr) *failed = s != NATS_OK && !none;
+  uint64_t rev = s == NATS_OK ? natsMsg_GetSequence(m) : 0;
+  natsMsg_Destroy(m);
+  return rev;
 }
 
 std::optional<KvEntry> KeyValue::get(const std::string& key, bool* failed) {

@@ -125,6 +125,9 @@ class Connection {
   bool flush(int timeout_ms = 2000);
   // A fresh reply subject under this connection's inbox prefix.
   std::string new_inbox();
+  // True when the connection knows more than one server (a NATS cluster:
+  // those given and those the servers told it of).
+  bool in_cluster() const;
   bool connected() const;
   // The last asynchronous error the server reported (a permissions
   // violation, say), "" when none.
@@ -151,6 +154,10 @@ struct StreamConfig {
   int64_t max_age_s = 0;  // 0: keep forever
   int64_t max_bytes = 0;  // > 0: the oldest messages go beyond this many bytes
   bool memory = false;
+  // Copies kept by a NATS cluster (JetStream R1/R3/R5): 1 on one server; up
+  // to the cluster's size, each on another server, so that one server lost
+  // loses nothing acknowledged. An existing stream is updated to this.
+  int replicas = 1;
 };
 
 // JetStream context on one connection: streams and async publish with acks.
@@ -163,6 +170,9 @@ class JetStream {
 
   // Creates the stream, or updates it when it exists.
   bool ensure_stream(const StreamConfig& cfg, std::string* error);
+  // Gives an existing stream `replicas` copies (scaled up or down in place,
+  // as nats-server 2.9 allows); true when it has them.
+  bool set_replicas(const std::string& stream, int replicas, std::string* error);
   // The account's JetStream file-storage limit in bytes; 0 when it has none
   // (or the server did not say).
   int64_t storage_limit();
@@ -239,8 +249,11 @@ struct KvEntry {
 // when missing.
 class KeyValue {
  public:
+  // `replicas` (> 0): the bucket's copies, as StreamConfig::replicas; an
+  // existing bucket with fewer or more is updated to it. 0: an existing
+  // bucket as it is (one copy when it is made here).
   static std::unique_ptr<KeyValue> open(JetStream& js, const std::string& bucket,
-                                        std::string* error);
+                                        std::string* error, int replicas = 0);
   ~KeyValue();
   KeyValue(const KeyValue&) = delete;
   KeyValue& operator=(const KeyValue&) = delete;
@@ -248,6 +261,11 @@ class KeyValue {
   // The newest entry of `key`; nullopt when there is none, or when the
   // bucket could not be read (`*failed` true then).
   std::optional<KvEntry> get(const std::string& key, bool* failed = nullptr);
+  // The revision of `key`'s newest message, a delete or purge marker
+  // included (which get() does not show): what an update must expect to
+  // write over it. 0 when the key never had one, or (`*failed` true) when
+  // the bucket could not be read.
+  uint64_t last_revision(const std::string& key, bool* failed = nullptr);
   // How many messages the bucket's stream holds (about one per key: values
   // and purge markers), 0 when it did not answer: a reader sizes its maps.
   uint64_t stored_count();

@@ -2,9 +2,12 @@
 #include "gateway/client.hpp"
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <random>
+#include <thread>
 
 #include "bus/subjects.hpp"
 #include "messages/names.hpp"
@@ -103,16 +106,50 @@ std::string check_job_id(const std::string& id) {
 
 }  // namespace
 
+namespace {
+
+constexpr auto kSubmitRetryFor = std::chrono::seconds(30);
+constexpr auto kSubmitRetryPause = std::chrono::milliseconds(250);
+
+// A key no other submission has: 128 random bits.
+std::string fresh_idempotency_key() {
+  std::random_device rd;
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "cli-%08x%08x%08x%08x", rd(), rd(), rd(), rd());
+  return buf;
+}
+
+// An answer worth asking again for: none came (the request or its reply
+// was lost with a NATS server), or the scheduler said so. ("No responders"
+// is asked again by the connection itself in a NATS cluster, and with one
+// server means that no scheduler runs.)
+bool retryable(const std::string& err) {
+  return err.find("timed out") != std::string::npos || err.find("; retry") != std::string::npos;
+}
+
+}  // namespace
+
 std::string Client::submit(const pb::JobSpec& spec, std::string* job_id) {
   if (auto err = check_team(spec.team()); !err.empty()) return err;
-  std::string reply;
-  if (auto err = call(subjects::team_submit(spec.team()), spec::to_json(spec), &reply);
-      !err.empty())
-    return err;
-  auto r = parse_submit_reply(reply);
-  if (!r.error.empty()) return r.error;
-  *job_id = r.job_id;
-  return {};
+  pb::JobSpec keyed = spec;
+  if (keyed.idempotency_key().empty()) keyed.set_idempotency_key(fresh_idempotency_key());
+  const std::string body = spec::to_json(keyed);
+  const auto until = std::chrono::steady_clock::now() + kSubmitRetryFor;
+  for (;;) {
+    std::string reply;
+    std::string err = call(subjects::team_submit(spec.team()), body, &reply);
+    if (err.empty()) {
+      auto r = parse_submit_reply(reply);
+      err = r.error;
+      if (err.empty()) {
+        *job_id = r.job_id;
+        return {};
+      }
+    }
+    if (!retryable(err) || std::chrono::steady_clock::now() + kSubmitRetryPause >= until)
+      return err;
+    std::this_thread::sleep_for(kSubmitRetryPause);
+  }
 }
 
 std::string Client::status(const std::string& team, const std::string& job_id, pb::JobView* out,

@@ -48,6 +48,10 @@ class Client {
 
   // Each returns "" on success or what went wrong (timeout, no responders,
   // the scheduler's {"error"}, an unreadable reply).
+  // A spec without an idempotency key gets one made here, and a submission
+  // whose answer did not come (timed out: lost with a NATS server) or said
+  // "retry" is sent again with it, for up to 30 s:
+  // it is one job however often it is sent (as sbatch retries).
   std::string submit(const pb::JobSpec& spec, std::string* job_id);
   std::string status(const std::string& team, const std::string& job_id, pb::JobView* out,
                      std::string* raw_json = nullptr);

@@ -101,6 +101,9 @@ std::string make_token(const std::string& url, const std::string& home, const st
 struct UpOptions {
   std::string home;  // "" -> $TROUPE_HOME or ./.troupe
   int port = 4222;
+  // nats-servers: 1, or a NATS cluster of that many on 127.0.0.1 (client
+  // ports port..port+N-1, routes port+2000..; JetStream R3 from 3 servers).
+  int nats_cluster = 1;
   bool demo = true;
   bool exit_after_demo = false;
   int nodes = 2;

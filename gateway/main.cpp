@@ -213,6 +213,11 @@ int main(int argc, char** argv) {
   up->add_flag("--exit-after-demo", upo.exit_after_demo,
                "stop after the demo (exit 1 if it misbehaved)");
   up->add_option("--port", upo.port, "NATS port")->capture_default_str();
+  up->add_option("--nats-cluster", upo.nats_cluster,
+                 "run N nats-servers as one NATS cluster (client ports --port..--port+N-1, "
+                 "routes --port+2000..), streams and buckets with 3 replicas from 3 servers on")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 5));
   up->add_option("--config", upo.config,
                  "cluster config for troupe-scheduler --config (YAML or JSON)");
   up->add_option("--http-port", upo.http_port,

@@ -461,9 +461,17 @@ int run_up(const UpOptions& o) {
       return 2;
     }
   }
+  if (o.nats_cluster < 1 || o.nats_cluster > 5 || o.port + 2000 + o.nats_cluster > 65536) {
+    std::cerr << "troupe up: --nats-cluster must be 1..5, with its ports (--port + 2000 + N) "
+                 "below 65536\n";
+    return 2;
+  }
+  const int servers = o.nats_cluster;
   const std::string home = home_dir(o);
   const std::string logs = home + "/logs";
-  const std::string url = "nats://127.0.0.1:" + std::to_string(o.port);
+  std::string url;  // every server's client URL, comma-separated
+  for (int i = 0; i < servers; ++i)
+    url += std::string(i == 0 ? "" : ",") + "nats://127.0.0.1:" + std::to_string(o.port + i);
   const std::string auth_dir = auth::auth_dir_of(home);
   std::error_code ec;
   for (const auto& d : {home + "/nats", logs, home + "/nodes"}) {
@@ -496,11 +504,15 @@ int run_up(const UpOptions& o) {
   if (missing) return 1;
 
   std::string why;
-  if (!port_free(o.port, &why)) {
-    std::cerr << "troupe up: port " << o.port << " on 127.0.0.1 is already in use (" << why
-              << "): another nats-server or `troupe up` is running there. Stop it, or use "
-                 "--port N (then pass --nats nats://127.0.0.1:N to troupe).\n";
-    return 1;
+  for (int i = 0; i < servers; ++i) {
+    for (int port : {o.port + i, o.port + 2000 + i}) {
+      if (servers == 1 && port != o.port) continue;  // one server has no routes
+      if (port_free(port, &why)) continue;
+      std::cerr << "troupe up: port " << port << " on 127.0.0.1 is already in use (" << why
+                << "): another nats-server or `troupe up` is running there. Stop it, or use "
+                   "--port N (then pass --nats nats://127.0.0.1:N to troupe).\n";
+      return 1;
+    }
   }
 
   // Identities (docs/security.md): one per demo team, node, the scheduler and
@@ -509,8 +521,6 @@ int run_up(const UpOptions& o) {
   bus::ConnectOptions admin;
   admin.url = url;
   admin.name = "troupe-up";
-  std::vector<std::string> nats_argv = {
-      nats, "-js", "-a", "127.0.0.1", "-p", std::to_string(o.port), "-sd", home + "/nats"};
   const std::string marker = home + "/" + kInsecureMarker;
   if (o.insecure) {
     std::cerr << "troupe up: WARNING: --insecure: NATS without identities or TLS. Any process "
@@ -531,13 +541,6 @@ int run_up(const UpOptions& o) {
                 << "\n";
       return 1;
     }
-    const std::string conf = home + "/nats-server.conf";
-    std::ofstream(conf) << "# written by troupe up\nlisten: 127.0.0.1:" << o.port
-                        << "\njetstream { store_dir: \"" << home
-                        << "/nats\" }\n"
-                        // (relative to this file's folder, as nats-server reads an include)
-                        << "include \"auth/" << auth::kServerConfigFile << "\"\n";
-    nats_argv = {nats, "-c", conf};
     admin.creds_file = auth::creds_path(auth_dir, "admin-admin");
     admin.tls_ca = auth_dir + "/" + auth::kCaCertFile;
   }
@@ -571,15 +574,40 @@ int run_up(const UpOptions& o) {
     return failed(what);
   };
 
-  if (!cluster.start("nats-server", nats_argv, logs)) return failed("cannot start nats-server");
+  // One server, or a cluster: each with its config, store and log.
+  std::string routes;
+  for (int i = 0; servers > 1 && i < servers; ++i)
+    routes += std::string(i == 0 ? "" : ", ") +
+              "\"nats://127.0.0.1:" + std::to_string(o.port + 2000 + i) + "\"";
+  for (int i = 0; i < servers; ++i) {
+    const std::string name = servers == 1 ? "nats-server" : "nats-s" + std::to_string(i);
+    const std::string store = servers == 1 ? home + "/nats" : home + "/nats/s" + std::to_string(i);
+    fs::create_directories(store, ec);
+    const std::string conf = home + "/" + name + ".conf";
+    std::ofstream f(conf);
+    f << "# written by troupe up\nlisten: 127.0.0.1:" << o.port + i << "\njetstream { store_dir: \""
+      << store << "\" }\n";
+    if (servers > 1)
+      f << "server_name: s" << i
+        << "\ncluster { name: troupe, listen: \"127.0.0.1:" << o.port + 2000 + i << "\", routes: ["
+        << routes << "] }\n";
+    // (relative to this file's folder, as nats-server reads an include)
+    if (!o.insecure) f << "include \"auth/" << auth::kServerConfigFile << "\"\n";
+    f.close();
+    if (!cluster.start(name, {nats, "-c", conf}, logs)) return failed("cannot start " + name);
+  }
   ClientPtr client;
   std::string err;
   if (auto w = connect_nats(admin, sig, cluster, &client, &err); w != Wait::ok)
     return ended(w, "NATS at " + url + " did not answer within " +
                         std::to_string(kNatsDeadline.count()) + " s (" + err + "); see " + logs +
-                        "/nats-server.log");
+                        "/nats-*.log");
 
   std::vector<std::string> scheduler_argv = {scheduler, "--nats", url};
+  if (servers >= 3) {  // every stream and bucket on three servers: one may be lost
+    scheduler_argv.push_back("--replicas");
+    scheduler_argv.push_back("3");
+  }
   for (auto& a : identity_args(std::string(subjects::kSchedulerIdentity)))
     scheduler_argv.push_back(a);
   if (!config.empty()) {
@@ -618,8 +646,11 @@ int run_up(const UpOptions& o) {
                         " s: troupe.sys.nodes did not show " + std::to_string(o.nodes) +
                         " alive nodes (last: " + last + "). See " + files);
   }
-  std::cout << "Cluster up: NATS " << url << ", " << o.nodes << " nodes x " << o.gpus_per_node
-            << " " << o.gpu_type << " GPUs\n";
+  std::cout << "Cluster up: NATS " << url
+            << (servers > 1 ? " (" + std::to_string(servers) + " servers, JetStream R" +
+                                  std::to_string(servers >= 3 ? 3 : 1) + ")"
+                            : std::string())
+            << ", " << o.nodes << " nodes x " << o.gpus_per_node << " " << o.gpu_type << " GPUs\n";
   std::string console_url;
   if (o.http) {
     if (auto w =
@@ -675,6 +706,7 @@ int run_up(const UpOptions& o) {
     if (Child* d = cluster.dead(reported)) {
       reported.insert(d->name());
       std::cerr << "troupe up: " << describe_death(*d);
+      // One server is the cluster; one of a NATS cluster is not.
       if (d->name() == "nats-server") {
         rc = 1;
         break;

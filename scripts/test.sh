@@ -18,6 +18,10 @@ if [ -f build/tests/fault/fault-report.txt ]; then
   echo "--- fault-injection suite (tests/fault) ---"
   head -4 build/tests/fault/fault-report.txt
 fi
+if [ -f build/tests/fault/fault-report-nats-cluster.txt ]; then
+  echo "--- fault-injection suite on a 3-server NATS cluster (tests/fault) ---"
+  head -4 build/tests/fault/fault-report-nats-cluster.txt
+fi
 bash scripts/fuzz.sh
 fuzz_rc=$?
 set -e

@@ -4,12 +4,14 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "actors/policy/config.hpp"
 #include "bus/log.hpp"
@@ -63,6 +65,12 @@ int parse_options(int argc, char** argv, Options& o) {
   app.add_option("--tls-ca", o.tls_ca,
                  "CA of the NATS server's TLS certificate (env TROUPE_NATS_CA)");
   app.add_option("--config", o.config, "cluster config file (YAML or JSON)");
+  o.replicas = static_cast<int>(std::strtol(env_or("TROUPE_REPLICAS", "1").c_str(), nullptr, 10));
+  app.add_option("--replicas", o.replicas,
+                 "copies of every stream and KV bucket in a NATS cluster (JetStream R1/R3/R5): "
+                 "3 with 3 servers or more, so that one lost loses nothing acknowledged; 1 on "
+                 "one server (env TROUPE_REPLICAS; docs/deploy.md)")
+      ->check(CLI::Range(1, 5));
   auto& s = o.scheduler;
   s.checkpoint_root = env_or("TROUPE_HOME", "./.troupe") + "/checkpoints";
   app.add_option("--checkpoint-root", s.checkpoint_root,
@@ -191,23 +199,38 @@ std::unique_ptr<Bus> Bus::open(const Options& o, std::string* err) {
     max_bytes = policy::events_bytes_for(b->js->storage_limit(),
                                          ec ? 0 : static_cast<int64_t>(space.available));
   }
-  if (!b->js->ensure_stream(
-          {subjects::kIntakeStream, {subjects::kIntakeSubjects, subjects::kAllEnqueue}}, err)) {
-    *err = "JetStream is required (nats-server -js): " + *err;
-    return nullptr;
+  bus::StreamConfig intake{subjects::kIntakeStream,
+                           {subjects::kIntakeSubjects, subjects::kAllEnqueue}};
+  intake.replicas = o.replicas;
+  // A NATS cluster's JetStream answers once its servers have elected a
+  // metadata leader (seconds after they start together): waited for, 30 s
+  // at most (3 s while nothing answers at all: a server without -js).
+  const auto js_since = std::chrono::steady_clock::now();
+  for (bool told = false; !b->js->ensure_stream(intake, err);) {
+    const bool silent = err->find("No responders") != std::string::npos;
+    if (std::chrono::steady_clock::now() - js_since >= std::chrono::seconds(silent ? 3 : 30)) {
+      *err = "JetStream is required (nats-server -js): " + *err;
+      return nullptr;
+    }
+    if (!told) spdlog::info("waiting for JetStream ({})", *err);
+    told = true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
   }
   // The buckets first: the events stream reserves storage.
-  b->state_kv = bus::KeyValue::open(*b->js, subjects::kStateBucket, err);
+  b->state_kv = bus::KeyValue::open(*b->js, subjects::kStateBucket, err, o.replicas);
   if (!b->state_kv) return nullptr;
-  b->leader_kv = bus::KeyValue::open(*b->js, subjects::kLeaderBucket, err);
+  b->leader_kv = bus::KeyValue::open(*b->js, subjects::kLeaderBucket, err, o.replicas);
   if (!b->leader_kv) return nullptr;
+  // The HTTP API's tokens (troupe auth add-token) live beside them, as safe.
+  if (!bus::KeyValue::open(*b->js, subjects::kTokenBucket, err, o.replicas)) return nullptr;
   // nats-server reserves a stream's max_bytes from its own storage and refuses
   // one it cannot reserve: a default bound is halved until it can be (64 MiB at
   // least, else none); a bound given with --events-max-bytes is not changed.
   for (;;) {
-    if (b->js->ensure_stream(
-            {subjects::kEventsStream, {subjects::kAllEvents}, window, age, max_bytes}, err))
-      break;
+    bus::StreamConfig events{
+        subjects::kEventsStream, {subjects::kAllEvents}, window, age, max_bytes};
+    events.replicas = o.replicas;
+    if (b->js->ensure_stream(events, err)) break;
     bool no_room = err->find("insufficient storage") != std::string::npos;
     if (o.events_max_bytes != 0 || !no_room || max_bytes == 0) {
       *err = "JetStream is required (nats-server -js): " + *err;
@@ -228,9 +251,9 @@ std::unique_ptr<Bus> Bus::open(const Options& o, std::string* err) {
     *err = cerr;
     return nullptr;
   }
-  b->logs =
-      std::make_unique<LogStreams>(*b->js, policy::LogLimits{o.logs_max_age_s, o.logs_max_bytes},
-                                   max_bytes > 0 ? std::max(max_bytes / 4, kMinAutoBytes) : 0);
+  b->logs = std::make_unique<LogStreams>(
+      *b->js, policy::LogLimits{o.logs_max_age_s, o.logs_max_bytes},
+      max_bytes > 0 ? std::max(max_bytes / 4, kMinAutoBytes) : 0, o.replicas);
   b->logs->configure(cfg);
   b->logs_stream = true;
   b->events = std::make_unique<EventPublisher>(*b->js);
@@ -278,10 +301,14 @@ bool LogStreams::make(const std::string& team, const policy::LogLimits& l) {
   const int64_t window = l.max_age_s > 0 ? std::min<int64_t>(120000, l.max_age_s * 1000) : 120000;
   for (;;) {
     std::string err;
-    if (js_.ensure_stream(
-            bus::StreamConfig{
-                name, {subjects::team_log_chunks(team)}, window, l.max_age_s, bytes, false},
-            &err)) {
+    if (js_.ensure_stream(bus::StreamConfig{name,
+                                            {subjects::team_log_chunks(team)},
+                                            window,
+                                            l.max_age_s,
+                                            bytes,
+                                            false,
+                                            replicas_},
+                          &err)) {
       spdlog::info("team {}: workers' output kept in {} for {} s and at most {}", team, name,
                    l.max_age_s,
                    bytes > 0 ? std::to_string(bytes / 1024) + " KiB" : std::string("any size"));

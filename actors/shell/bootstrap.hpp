@@ -41,7 +41,10 @@ struct Options {
   int flush_ms = 20;
   int lease_ttl_ms = 3000;
   std::string log_level = "info";  // --log-level (bus/log.hpp)
-  SchedulerOptions scheduler;      // what the actors are started with
+  // --replicas: copies of every stream and KV bucket in a NATS cluster
+  // (JetStream R1/R3/R5); existing ones are scaled to it at start.
+  int replicas = 1;
+  SchedulerOptions scheduler;  // what the actors are started with
 };
 
 // Parses the command line into `o` and sets up the log (bus/log.hpp).
@@ -75,8 +78,9 @@ class LogStreams {
  public:
   // `auto_bytes`: the bound of a team whose max_bytes resolves to 0 (the
   // automatic one; 0: none), halved while the server cannot reserve it.
-  LogStreams(bus::JetStream& js, const policy::LogLimits& flags, int64_t auto_bytes)
-      : js_(js), flags_(flags), auto_bytes_(auto_bytes) {}
+  LogStreams(bus::JetStream& js, const policy::LogLimits& flags, int64_t auto_bytes,
+             int replicas = 1)
+      : js_(js), flags_(flags), auto_bytes_(auto_bytes), replicas_(replicas) {}
   // Takes the config (from now on, and again for every team) and makes the
   // streams of its teams now. Blocks for a JetStream request per team.
   void configure(const policy::ClusterConfig& cfg);
@@ -94,6 +98,7 @@ class LogStreams {
   bus::JetStream& js_;
   const policy::LogLimits flags_;
   const int64_t auto_bytes_;
+  const int replicas_;
   std::mutex mu_;
   policy::ClusterConfig cfg_ = policy::open_config();
   std::set<std::string> tried_;  // teams whose stream this process made, or failed to

@@ -40,6 +40,14 @@ bool LeaderLease::try_acquire() {
     }
     if (!stale) return false;
     expected = e->revision;
+  } else {
+    // None, or given up (release() leaves a purge marker, which get() does
+    // not show): the update must expect the marker's revision.
+    expected = kv_.last_revision(subjects::kLeaderKey, &failed);
+    if (failed) {
+      seen_since_ms_ = system_now_ms();
+      return false;
+    }
   }
   bool conflict = false;
   uint64_t rev = kv_.update(subjects::kLeaderKey, holder_, expected, &conflict);

@@ -14,6 +14,13 @@
 // TROUPE_FAULT_NATS_KILL [0; 1: kill -9 nats-server instead of SIGTERM],
 // TROUPE_FAULT_CRASH_ROUNDS [8], TROUPE_FAULT_AGENTS [8],
 // TROUPE_FAULT_BUDGET_S [285] (the whole test case, start to audit).
+//
+// NATS-cluster mode: TROUPE_FAULT_NATS_SERVERS [1; 3: a 3-server NATS
+// cluster, streams and buckets R3]. Each nats fault then stops one server
+// (the next in turn; SIGKILL with TROUPE_FAULT_NATS_KILL=1) and starts it
+// again, and TROUPE_FAULT_NATS_ROLLING [0] adds that many rolling restarts
+// (every server in turn, SIGTERM, each waited for until every stream has
+// its copies current again). The audit is the same.
 #include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
@@ -352,6 +359,8 @@ TEST_CASE("fault injection: mixed jobs and gangs survive scheduler, agent, nats 
   const int agent_kills = static_cast<int>(env_long("TROUPE_FAULT_AGENT_KILLS", 2));
   const int nats_restarts = static_cast<int>(env_long("TROUPE_FAULT_NATS_RESTARTS", 1));
   const bool nats_kill = env_long("TROUPE_FAULT_NATS_KILL", 0) != 0;
+  const int nats_servers = static_cast<int>(env_long("TROUPE_FAULT_NATS_SERVERS", 1));
+  const int nats_rolling = static_cast<int>(env_long("TROUPE_FAULT_NATS_ROLLING", 0));
   const int crash_rounds = static_cast<int>(env_long("TROUPE_FAULT_CRASH_ROUNDS", 8));
   const int n_agents = static_cast<int>(env_long("TROUPE_FAULT_AGENTS", 8));
   const int gpus_per_agent = 8;
@@ -360,6 +369,7 @@ TEST_CASE("fault injection: mixed jobs and gangs survive scheduler, agent, nats 
 
   TmpDir ckpt("troupe-fault-ckpt");
   ClusterOptions opts;
+  opts.nats_servers = nats_servers;
   opts.scheduler_args = {"--debug-crash", "--checkpoint-root", ckpt.path()};
   std::vector<NodeOptions> agents;
   for (int i = 1; i <= n_agents; ++i) {
@@ -386,11 +396,11 @@ TEST_CASE("fault injection: mixed jobs and gangs survive scheduler, agent, nats 
   // --- the faults, paced by acknowledged submissions ------------------------
   std::ostringstream log;  // what was done, when
   int sched_kills_done = 0, agent_kills_done = 0, nats_restarts_done = 0, crashes_sent = 0,
-      crashes_answered = 0;
+      crashes_answered = 0, rolling_done = 0;
   std::vector<std::string> fault_problems;
   std::mt19937 rng(seed ^ 0x5eedu);
   // The schedule: (fraction of the jobs acknowledged, fault).
-  enum class Fault { crash, scheduler, agent, nats };
+  enum class Fault { crash, scheduler, agent, nats, rolling };
   std::vector<std::pair<double, Fault>> schedule;
   for (int i = 0; i < crash_rounds; ++i)
     schedule.emplace_back(0.10 + 0.75 * i / std::max(1, crash_rounds - 1) - 0.02, Fault::crash);
@@ -399,6 +409,7 @@ TEST_CASE("fault injection: mixed jobs and gangs survive scheduler, agent, nats 
   for (int i = 0; i < agent_kills; ++i)
     schedule.emplace_back(0.25 + 0.40 * i / std::max(1, agent_kills - 1), Fault::agent);
   for (int i = 0; i < nats_restarts; ++i) schedule.emplace_back(0.40 + 0.2 * i, Fault::nats);
+  for (int i = 0; i < nats_rolling; ++i) schedule.emplace_back(0.50 + 0.2 * i, Fault::rolling);
   std::stable_sort(schedule.begin(), schedule.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
 
@@ -499,11 +510,33 @@ TEST_CASE("fault injection: mixed jobs and gangs survive scheduler, agent, nats 
       }
       case Fault::nats: {
         burst();
-        note(nats_kill ? "kill -9 and restart nats-server" : "restart nats-server (SIGTERM)");
-        c.restart_nats(nats_kill, 30s);
+        const size_t server = static_cast<size_t>(nats_restarts_done) % c.nats_servers();
+        const std::string which =
+            c.nats_servers() > 1 ? "nats-server s" + std::to_string(server) : "nats-server";
+        note(nats_kill ? "kill -9 and restart " + which : "restart " + which + " (SIGTERM)");
+        c.restart_nats_server(server, nats_kill, 30s);
         ++nats_restarts_done;
-        serving("nats-server restart");
-        note("nats-server restarted");
+        serving(which + " restart");
+        note(which + " restarted");
+        break;
+      }
+      case Fault::rolling: {
+        // Every server in turn, the next once every stream has its copies
+        // again (as an operator upgrading the cluster does).
+        burst();
+        for (size_t i = 0; i < c.nats_servers(); ++i) {
+          note("rolling restart: nats-server s" + std::to_string(i) + " (SIGTERM)");
+          c.restart_nats_server(i, false, 30s);
+          std::string why;
+          if (c.nats_servers() > 1 && !c.wait_streams_current(60s, &why)) {
+            fault_problems.push_back("streams not current 60 s after restarting s" +
+                                     std::to_string(i) + ": " + why);
+            note("streams NOT current: " + why);
+          }
+        }
+        ++rolling_done;
+        serving("the rolling restart");
+        note("rolling restart done");
         break;
       }
     }
@@ -613,7 +646,8 @@ TEST_CASE("fault injection: mixed jobs and gangs survive scheduler, agent, nats 
       << acked.size() << " (gangs " << report.gangs << "), submit retries "
       << k.submit_retries.load() << ", cancels sent " << k.cancels.load() << "\n"
       << "faults: scheduler kill -9 " << sched_kills_done << ", node agent kill -9 "
-      << agent_kills_done << ", nats-server restarts " << nats_restarts_done << ", actor crashes "
+      << agent_kills_done << ", nats-server restarts " << nats_restarts_done << " (of "
+      << c.nats_servers() << " server(s)), rolling restarts " << rolling_done << ", actor crashes "
       << crashes_answered << " of " << crashes_sent << " answered"
       << (unpaced ? ", submissions went unpaced (the view stopped moving)" : "")
       << (submissions_stalled ? ", SUBMISSIONS STALLED (see the fault log)" : "") << "\n"
@@ -652,6 +686,7 @@ TEST_CASE("fault injection: mixed jobs and gangs survive scheduler, agent, nats 
   CHECK(sched_kills_done == scheduler_kills);
   CHECK(agent_kills_done == agent_kills);
   CHECK(nats_restarts_done == nats_restarts);
+  CHECK(rolling_done == nats_rolling);
   CHECK(not_stored.empty());
   CHECK(last_read.errors.empty());
   CHECK(split_submissions.empty());

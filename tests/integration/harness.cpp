@@ -437,7 +437,7 @@ Cluster::Cluster(const ClusterOptions& opts) {
     auth({"init"});
     auth({"add-admin", "admin"});
   }
-  start_nats();
+  start_nats(opts.nats_servers);
   if (opts.scheduler) start_scheduler(opts);
   for (const auto& n : opts.nodes) add_node(n);
 }
@@ -461,37 +461,57 @@ Cluster::~Cluster() {
   events_.reset();
   sub_conn_.reset();
   conn_.reset();
-  if (nats_) nats_->stop(3s);
+  for (auto& sv : nats_)
+    if (sv.proc) sv.proc->stop(3s);
 }
 
-void Cluster::start_nats() {
+void Cluster::start_nats(int servers) {
   std::string last_error;
+  const size_t n = static_cast<size_t>(std::max(1, servers));
   for (int attempt = 1; attempt <= 5; ++attempt) {
-    int port = free_port();
-    if (port == 0) continue;
-    std::string base = file("nats-" + std::to_string(attempt));
-    std::string store = base + "-store";
-    ::mkdir(store.c_str(), 0755);
-    nats_argv_ = {nats_server_path(),   "-js", "-a", "127.0.0.1", "-p",
-                  std::to_string(port), "-sd", store};
-    if (secure_) {
-      // Operator mode (and TLS) from what `troupe auth init` wrote.
-      std::string conf = base + ".conf";
-      std::ofstream(conf) << "listen: 127.0.0.1:" << port << "\n"
-                          << "jetstream { store_dir: \"" << store
-                          << "\" }\n"
-                          // (nats-server reads an include relative to the config's folder)
-                          << "include \"auth/" << (tls_ ? "nats-auth.conf" : "nats-auth-notls.conf")
-                          << "\"\n";
-      dump_.add("nats-server config", conf);
-      nats_argv_ = {nats_server_path(), "-c", conf};
+    nats_.clear();
+    nats_.resize(n);
+    std::vector<int> route_ports(n, 0);
+    bool ports = true;
+    for (size_t i = 0; i < n; ++i) {
+      nats_[i].port = free_port();
+      if (n > 1) route_ports[i] = free_port();
+      if (nats_[i].port == 0 || (n > 1 && route_ports[i] == 0)) ports = false;
     }
-    nats_base_ = base;
-    nats_ = std::make_unique<Process>("nats-server", nats_argv_, base + ".out", base + ".err");
-    dump_.add("nats-server #" + std::to_string(attempt) + " stderr", base + ".err");
-    url_ = "nats://127.0.0.1:" + std::to_string(port);
+    if (!ports) continue;
+    std::string routes;
+    for (size_t i = 0; i < n; ++i)
+      routes += std::string(i == 0 ? "" : ", ") +
+                "\"nats://127.0.0.1:" + std::to_string(route_ports[i]) + "\"";
+    url_.clear();
+    for (size_t i = 0; i < n; ++i) {
+      auto& sv = nats_[i];
+      sv.base = file("nats-" + std::to_string(attempt) + (n > 1 ? "-s" + std::to_string(i) : ""));
+      std::string store = sv.base + "-store";
+      ::mkdir(store.c_str(), 0755);
+      sv.argv = {nats_server_path(),      "-js", "-a", "127.0.0.1", "-p",
+                 std::to_string(sv.port), "-sd", store};
+      if (secure_ || n > 1) {
+        std::string conf = sv.base + ".conf";
+        std::ofstream f(conf);
+        f << "listen: 127.0.0.1:" << sv.port << "\n"
+          << "jetstream { store_dir: \"" << store << "\" }\n";
+        if (n > 1)  // one cluster: routes between the servers, on loopback
+          f << "server_name: s" << i << "\n"
+            << "cluster { name: troupe-it, listen: \"127.0.0.1:" << route_ports[i]
+            << "\", routes: [" << routes << "] }\n";
+        // Operator mode (and TLS) from what `troupe auth init` wrote
+        // (nats-server reads an include relative to the config's folder).
+        if (secure_)
+          f << "include \"auth/" << (tls_ ? "nats-auth.conf" : "nats-auth-notls.conf") << "\"\n";
+        dump_.add("nats-server config" + (n > 1 ? " s" + std::to_string(i) : std::string()), conf);
+        sv.argv = {nats_server_path(), "-c", conf};
+      }
+      url_ += (i == 0 ? "" : ",") + nats_url(i);
+      launch_nats(i, "#" + std::to_string(attempt));
+    }
 
-    // Readiness: the server accepts a client connection. Polled (there is no
+    // Readiness: the servers accept a client connection. Polled (there is no
     // event to wait on), bounded by a deadline (load/host.hpp, as troupe-load does).
     bus::ConnectOptions o;
     o.url = url_;
@@ -500,7 +520,11 @@ void Cluster::start_nats() {
       o.creds_file = creds(std::string(subjects::kSchedulerIdentity));
       o.tls_ca = tls_ca();
     }
-    auto alive = [this] { return nats_->running(); };
+    auto alive = [this] {
+      for (auto& sv : nats_)
+        if (sv.proc->running()) return true;
+      return false;
+    };
     o.name = "troupe-it";
     conn_ = load::connect_when_up(o, 10s, alive, &last_error);
     if (conn_) {
@@ -511,18 +535,96 @@ void Cluster::start_nats() {
       sub_conn_ = load::connect_when_up(o, 5s, alive, &last_error);
       INFO("second connection to " << url_ << ": " << last_error);
       REQUIRE(sub_conn_);
+      // A cluster's JetStream answers once its servers have elected a
+      // metadata leader.
+      if (n > 1) {
+        INFO("JetStream of the NATS cluster at " << url_ << " not ready: " << last_error);
+        REQUIRE(wait_jetstream(30s, &last_error));
+      }
       events_ = std::make_unique<EventLog>(*sub_conn_);
       return;
     }
     // Port taken between free_port() and the bind, or a slow start: retry.
-    nats_->stop(2s);
+    for (auto& sv : nats_) sv.proc->stop(2s);
   }
   FAIL("nats-server did not start after 5 attempts: " << last_error);
+}
+
+std::string Cluster::nats_url(size_t i) const {
+  return "nats://127.0.0.1:" + std::to_string(nats_.at(i).port);
+}
+
+void Cluster::launch_nats(size_t i, const std::string& label) {
+  auto& sv = nats_.at(i);
+  const std::string who = nats_.size() > 1 ? "nats-server s" + std::to_string(i) : "nats-server";
+  const std::string out = sv.base + (sv.starts == 0 ? "" : "-restart-" + std::to_string(sv.starts));
+  sv.proc = std::make_unique<Process>(who, sv.argv, out + ".out", out + ".err");
+  dump_.add(who + " " + label + " stderr", out + ".err");
+  ++sv.starts;
+}
+
+bool Cluster::wait_jetstream(Clock::duration timeout, std::string* why) {
+  auto deadline = Clock::now() + timeout;
+  while (Clock::now() < deadline) {
+    std::string err;
+    auto r = conn_->request("$JS.API.INFO", std::string(), 1000, &err);
+    if (r) {
+      Json j = Json::parse(r->begin(), r->end(), nullptr, false);
+      if (j.is_object() && !j.contains("error")) return true;
+      err = std::string(r->begin(), r->end());
+    }
+    if (why != nullptr) *why = err;
+    std::this_thread::sleep_for(100ms);  // polled: no event says "elected"
+  }
+  return false;
+}
+
+bool Cluster::wait_streams_current(Clock::duration timeout, std::string* why) {
+  auto deadline = Clock::now() + timeout;
+  std::string last;
+  while (Clock::now() < deadline) {
+    last.clear();
+    std::string err;
+    auto r = conn_->request("$JS.API.STREAM.NAMES", std::string("{}"), 2000, &err);
+    Json names = r ? Json::parse(r->begin(), r->end(), nullptr, false) : Json();
+    if (!names.is_object() || !names.contains("streams") || !names["streams"].is_array()) {
+      last = "stream names: " + (r ? std::string(r->begin(), r->end()) : err);
+    } else {
+      for (const auto& name : names["streams"]) {
+        if (!name.is_string()) continue;
+        auto info = conn_->request("$JS.API.STREAM.INFO." + name.get<std::string>(), std::string(),
+                                   2000, &err);
+        Json j = info ? Json::parse(info->begin(), info->end(), nullptr, false) : Json();
+        if (!j.is_object() || !j.contains("cluster") || !j.contains("config")) {
+          last = name.get<std::string>() + ": " + (info ? j.dump() : err);
+          break;
+        }
+        const Json& cl = j["cluster"];
+        const int want = j["config"].value("num_replicas", 1) - 1;
+        int current = 0;
+        if (cl.contains("replicas") && cl["replicas"].is_array())
+          for (const auto& rep : cl["replicas"])
+            if (rep.value("current", false) && !rep.value("offline", false)) ++current;
+        if (cl.value("leader", "").empty() || current < want) {
+          last = name.get<std::string>() + ": " + cl.dump();
+          break;
+        }
+      }
+      if (last.empty()) return true;
+    }
+    std::this_thread::sleep_for(200ms);  // polled: no event says "caught up"
+  }
+  if (why != nullptr) *why = last;
+  return false;
 }
 
 void Cluster::start_scheduler(const ClusterOptions& opts) {
   std::vector<std::string> argv = {bin_dir() + "/troupe-scheduler", "--nats", url_};
   for (auto& a : identity_args(std::string(subjects::kSchedulerIdentity))) argv.push_back(a);
+  if (nats_.size() >= 3) {  // one copy of every stream and bucket on three servers
+    argv.push_back("--replicas");
+    argv.push_back("3");
+  }
   if (!opts.config.empty()) {
     config_path_ = file("cluster-config.yaml");
     std::ofstream(config_path_) << opts.config;
@@ -568,15 +670,35 @@ std::vector<Process*> Cluster::schedulers() {
 }
 
 void Cluster::restart_nats(bool kill, Clock::duration timeout) {
-  REQUIRE(nats_);
+  restart_nats_server(0, kill, timeout);
+}
+
+void Cluster::restart_nats_server(size_t i, bool kill, Clock::duration timeout) {
+  REQUIRE(i < nats_.size());
+  auto& sv = nats_[i];
   if (kill)
-    nats_->kill_now();
+    sv.proc->kill_now();
   else
-    nats_->stop(5s);
-  std::string base = nats_base_ + "-restart-" + std::to_string(++nats_starts_);
-  nats_ = std::make_unique<Process>("nats-server", nats_argv_, base + ".out", base + ".err");
-  dump_.add("nats-server restart #" + std::to_string(nats_starts_) + " stderr", base + ".err");
+    sv.proc->stop(5s);
+  launch_nats(i, "restart #" + std::to_string(sv.starts));
   auto deadline = Clock::now() + timeout;
+  if (nats_.size() > 1) {
+    // The others served on: this one is back once it takes a client.
+    bus::ConnectOptions o;
+    o.url = nats_url(i);
+    o.timeout_ms = 1000;
+    o.name = "troupe-it-probe";
+    if (secure_) {
+      o.creds_file = creds(std::string(subjects::kSchedulerIdentity));
+      o.tls_ca = tls_ca();
+    }
+    std::string err;
+    auto probe = load::connect_when_up(
+        o, std::chrono::duration_cast<std::chrono::milliseconds>(timeout),
+        [&sv] { return sv.proc->running(); }, &err);
+    INFO("nats-server s" << i << " did not take a client after its restart: " << err);
+    REQUIRE(probe);
+  }
   while (Clock::now() < deadline && !(conn_->connected() && sub_conn_->connected()))
     std::this_thread::sleep_for(50ms);
   INFO("harness connections did not reconnect to the restarted nats-server");

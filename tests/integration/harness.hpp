@@ -200,6 +200,9 @@ struct ClusterOptions {
   // `troupe up --insecure` runs).
   bool secure = true;
   bool tls = true;
+  // nats-servers: 1, or a NATS cluster of that many (routes on loopback,
+  // JetStream clustered); with 3 or more the scheduler gets --replicas 3.
+  int nats_servers = 1;
   std::vector<std::string> scheduler_args;
   // Cluster config text (YAML or JSON). When set, it is written to
   // <dir>/cluster-config.yaml and the scheduler gets --config with that file.
@@ -218,6 +221,10 @@ struct ClusterOptions {
   }
   ClusterOptions& with_config(std::string text) {
     config = std::move(text);
+    return *this;
+  }
+  ClusterOptions& nats_cluster(int servers) {
+    nats_servers = servers;
     return *this;
   }
   ClusterOptions& insecure() {
@@ -338,12 +345,27 @@ class Cluster {
   // on the same port and store directory; waits for this harness's
   // connections to reconnect.
   void restart_nats(bool kill = false, Clock::duration timeout = 20s);
-  Process& nats() { return *nats_; }
+  Process& nats() { return *nats_.at(0).proc; }
+  // --- a NATS cluster (ClusterOptions::nats_servers > 1) ---------------------
+  size_t nats_servers() const { return nats_.size(); }
+  // Server `i` stopped (SIGKILL when `kill`, else SIGTERM), started again on
+  // its ports and store, and waited for until it serves clients again.
+  void restart_nats_server(size_t i, bool kill, Clock::duration timeout = 30s);
+  // Waits until every stream (KV buckets too) has a leader and each of its
+  // replicas is current: a cluster that lost no copy. False at the deadline
+  // (`why` says which stream was not).
+  bool wait_streams_current(Clock::duration timeout, std::string* why = nullptr);
+  // The client URL of server `i`.
+  std::string nats_url(size_t i) const;
+  // Server `i`'s process (to kill it without a restart).
+  Process& nats_server_process(size_t i) { return *nats_.at(i).proc; }
   // Polls troupe.sys.stats until a scheduler answers (one leads and serves).
   bool wait_scheduler_serving(Clock::duration timeout);
 
  private:
-  void start_nats();
+  void start_nats(int servers);
+  void launch_nats(size_t i, const std::string& label);
+  bool wait_jetstream(Clock::duration timeout, std::string* why);
   void start_scheduler(const ClusterOptions& opts);
   std::vector<std::string> node_argv(const NodeOptions& n) const;
 
@@ -351,8 +373,15 @@ class Cluster {
   // failure dump prints, then the directory is removed.
   TmpDir tmp_;
   FailureDump dump_;
-  std::unique_ptr<Process> nats_;
-  std::string url_;
+  struct NatsServer {
+    std::unique_ptr<Process> proc;
+    std::vector<std::string> argv;
+    std::string base;  // file prefix of its config and output
+    int port = 0;
+    int starts = 0;
+  };
+  std::vector<NatsServer> nats_;
+  std::string url_;                            // every server's client URL, comma-separated
   std::unique_ptr<bus::Connection> conn_;      // requests and publishes
   std::unique_ptr<bus::Connection> sub_conn_;  // the event subscription
   std::unique_ptr<EventLog> events_;
@@ -360,9 +389,6 @@ class Cluster {
   std::vector<std::unique_ptr<Process>> old_schedulers_;  // killed or extra ones
   std::vector<std::string> scheduler_argv_;
   int scheduler_starts_ = 0;
-  std::vector<std::string> nats_argv_;
-  std::string nats_base_;
-  int nats_starts_ = 0;
   std::vector<std::unique_ptr<Process>> nodes_;
   std::unique_ptr<Process> gateway_;
   std::string gateway_url_;

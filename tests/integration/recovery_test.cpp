@@ -143,6 +143,28 @@ TEST_CASE(
   CHECK(replay_gpus(c.events().all()).clashes.empty());
 }
 
+TEST_CASE(
+    "a scheduler stopped cleanly gives its lease up: the next one leads at once and runs what "
+    "was queued",
+    "[integration][recovery]") {
+  Cluster c(ClusterOptions{}.node("n1", 1, true));
+  REQUIRE(c.wait_nodes_alive(1, 20s));
+  auto first = c.submit_ok("t1", job_spec("t1", {"sleep", "0.2"}));
+  REQUIRE(c.wait_terminal(first, 30s));
+  c.scheduler().stop(10s);  // SIGTERM: the lease is released (a purge marker)
+  REQUIRE(file_has(c.scheduler().err_path(), "stopping"));
+  c.restart_scheduler();
+  // Taken at once, not after a lease's time: the key was given up. Before
+  // the fix the new scheduler waited as a standby for ever ("another
+  // scheduler holds the leader lease").
+  REQUIRE(c.wait_scheduler_serving(20s));
+  auto second = c.submit_ok("t1", job_spec("t1", {"true"}));
+  auto done = c.wait_terminal(second, 30s);
+  REQUIRE(done);
+  CHECK(done->state == "succeeded");
+  CHECK_FALSE(file_has(c.scheduler().err_path(), "another scheduler holds the leader lease"));
+}
+
 TEST_CASE("scheduler kill -9 right after acknowledging: every acknowledged job runs exactly once",
           "[integration][recovery]") {
   Cluster c(ClusterOptions{}.node("n1", 4, true).node("n2", 4, true));

@@ -1,0 +1,209 @@
+// A NATS cluster of three servers (issue 19, part 1): every stream and KV
+// bucket replicated three times (--replicas 3), the scheduler and agents
+// given every server's URL. One server lost (kill -9), even the one leading
+// a stream, loses nothing acknowledged and stops nothing for more than the
+// moment its streams elect another leader; `troupe up --nats-cluster 3`
+// runs such a cluster and its demo. The fault-injection suite's NATS-cluster
+// mode (tests/fault, ctest fault_injection_nats_cluster) audits the same
+// under load with a rolling restart.
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <set>
+#include <thread>
+
+#include "bus/subjects.hpp"
+#include "harness.hpp"
+#include "messages/names.hpp"
+
+using namespace troupe;
+using namespace troupe::it;
+
+namespace {
+
+// $JS.API.STREAM.INFO of `stream` (null JSON when no answer came).
+Json stream_info(Cluster& c, const std::string& stream) {
+  std::string err;
+  auto r = c.conn().request("$JS.API.STREAM.INFO." + stream, std::string(), 3000, &err);
+  return r ? Json::parse(r->begin(), r->end(), nullptr, false) : Json();
+}
+
+// The index of the server (s<i>) leading `stream`, or -1.
+int leader_of(Cluster& c, const std::string& stream) {
+  Json j = stream_info(c, stream);
+  if (!j.is_object() || !j.contains("cluster")) return -1;
+  std::string name = j["cluster"].value("leader", "");
+  if (name.size() < 2 || name[0] != 's') return -1;
+  return std::atoi(name.c_str() + 1);
+}
+
+bool bindable(int port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  ::close(fd);
+  return ok;
+}
+
+// Submits as a careful client does (troupe submit, gateway/client.hpp):
+// with an idempotency key, sent again while no answer comes (the request
+// or its reply was lost with the server it went through) or the answer says
+// "retry". The reply with a job id, or the last one.
+Json submit_keyed(Cluster& c, const std::string& team, Json spec, const std::string& key) {
+  spec["idempotency_key"] = key;
+  const std::string body = spec.dump();
+  const std::vector<uint8_t> data(body.begin(), body.end());
+  Json r;
+  for (auto until = Clock::now() + 30s; Clock::now() < until;) {
+    std::string err;
+    auto raw = c.request_raw(subjects::team_submit(team), data, 5s, &err);
+    r = raw ? Json::parse(raw->begin(), raw->end(), nullptr, false) : Json{{"error", err}};
+    if (r.is_object() && r.contains("job_id")) break;
+    if (raw && r.dump().find("retry") == std::string::npos) break;  // a refusal
+    std::this_thread::sleep_for(100ms);                             // back-off between tries
+  }
+  return r;
+}
+
+std::set<std::string> terminal_states(Cluster& c, const std::string& id) {
+  std::set<std::string> out;
+  for (const auto& e : c.events().of_job(id))
+    if (names::is_terminal(e.state)) out.insert(e.state);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "a 3-server NATS cluster: every stream and bucket has 3 replicas, and a kill -9 of the "
+    "server leading the intake stream loses no submission, runs nothing twice",
+    "[integration][nats-cluster]") {
+  Cluster c(ClusterOptions{}.nats_cluster(3).node("n1", 4, true).node("n2", 4, true));
+  REQUIRE(c.nats_servers() == 3);
+  REQUIRE(c.wait_nodes_alive(2, 30s));
+  // The first job makes its team's logs stream too.
+  auto first = c.submit_ok("t1", job_spec("t1", {"true"}));
+  REQUIRE(c.wait_terminal(first, 30s));
+
+  for (const std::string& stream :
+       {std::string(subjects::kIntakeStream), std::string(subjects::kEventsStream),
+        std::string("KV_") + subjects::kStateBucket, std::string("KV_") + subjects::kLeaderBucket,
+        std::string("KV_") + subjects::kTokenBucket, subjects::logs_stream("t1")}) {
+    Json j = stream_info(c, stream);
+    INFO(stream << ": " << j.dump());
+    REQUIRE(j.is_object());
+    CHECK(j["config"].value("num_replicas", 0) == 3);
+  }
+  std::string why;
+  INFO("streams not current: " << why);
+  REQUIRE(c.wait_streams_current(30s, &why));
+
+  // The server leading the intake stream dies under a stream of submissions:
+  // each is acknowledged once its new leader stores it (the publish is sent
+  // again while there is none), none is refused or lost, and none is two
+  // jobs (a submission sent again keeps its key).
+  const int victim = leader_of(c, subjects::kIntakeStream);
+  REQUIRE(victim >= 0);
+  std::vector<std::string> ids;
+  std::vector<std::string> refused;
+  for (int i = 0; i < 60; ++i) {
+    if (i == 10) c.nats_server_process(static_cast<size_t>(victim)).kill_now();
+    Json r = submit_keyed(c, "t1", job_spec("t1", {"sleep", "0.2"}), "kill-" + std::to_string(i));
+    if (r.contains("job_id"))
+      ids.push_back(r["job_id"].get<std::string>());
+    else
+      refused.push_back(r.dump());
+  }
+  INFO("refused: " << (refused.empty() ? std::string() : refused.front()));
+  CHECK(refused.empty());
+  CHECK(std::set<std::string>(ids.begin(), ids.end()).size() == ids.size());
+  c.restart_nats_server(static_cast<size_t>(victim), true);
+  for (const auto& id : ids) {
+    auto done = c.wait_terminal(id, 60s);
+    INFO(id << "\n" << c.events().describe(id));
+    REQUIRE(done);
+    CHECK(done->state == "succeeded");
+    CHECK(terminal_states(c, id).size() == 1);
+  }
+  CHECK(replay_gpus(c.events().all()).clashes.empty());
+  // The restarted server catches up: every stream has its three copies again.
+  INFO("streams not current after the restart: " << why);
+  CHECK(c.wait_streams_current(60s, &why));
+}
+
+TEST_CASE(
+    "a 3-server NATS cluster: losing the server that leads the leader lease's bucket does not "
+    "depose the scheduler, and a running job is not run twice",
+    "[integration][nats-cluster]") {
+  Cluster c(ClusterOptions{}.nats_cluster(3).node("n1", 2, true));
+  REQUIRE(c.wait_nodes_alive(1, 30s));
+  std::string why;
+  INFO("streams not current: " << why);
+  REQUIRE(c.wait_streams_current(30s, &why));
+  auto id = c.submit_ok("t1", job_spec("t1", {"sleep", "4"}));
+  REQUIRE(c.events().wait_state(id, std::string(names::kRunning), 30s));
+  const int victim = leader_of(c, std::string("KV_") + subjects::kLeaderBucket);
+  REQUIRE(victim >= 0);
+  c.nats_server_process(static_cast<size_t>(victim)).kill_now();
+  // Work goes on through the other two.
+  Json r = submit_keyed(c, "t1", job_spec("t1", {"true"}), "after-the-kill");
+  INFO(r.dump());
+  REQUIRE(r.contains("job_id"));
+  const std::string next = r["job_id"].get<std::string>();
+  auto done = c.wait_terminal(id, 60s);
+  REQUIRE(done);
+  CHECK(done->state == "succeeded");
+  REQUIRE(c.wait_terminal(next, 60s));
+  c.restart_nats_server(static_cast<size_t>(victim), true);
+  CHECK(terminal_states(c, id).size() == 1);
+  size_t runs = 0;
+  for (const auto& e : c.events().of_job(id)) runs += e.state == names::kRunning ? 1 : 0;
+  CHECK(runs == 1);
+  // One leader throughout: the scheduler was not deposed (its lease renewed
+  // through the bucket's new leader).
+  CHECK(c.scheduler().running());
+  CHECK(read_file(c.scheduler().err_path()).find("deposed") == std::string::npos);
+}
+
+TEST_CASE("troupe up --nats-cluster 3 runs three nats-servers as one cluster, and its demo",
+          "[integration][nats-cluster]") {
+  TmpDir tmp("troupe-up-cluster");
+  const std::string troupe = bin_dir() + "/troupe";
+  REQUIRE(::access(troupe.c_str(), X_OK) == 0);
+  const std::string home = tmp.file("home");
+  // A base port whose next two and routes (+2000..+2002) are free too.
+  int port = 0;
+  for (int tries = 0; tries < 50 && port == 0; ++tries) {
+    int p = free_port();
+    bool ok = p > 0 && p + 2002 < 65536;
+    for (int d : {1, 2, 2000, 2001, 2002}) ok = ok && bindable(p + d);
+    if (ok) port = p;
+  }
+  REQUIRE(port > 0);
+  RunResult r = run_program({troupe, "up", "--exit-after-demo", "--home", home, "--port",
+                             std::to_string(port), "--nats-cluster", "3", "--http-port", "0"},
+                            tmp.path(), "troupe-up", 180s, nullptr);
+  const std::string out = read_file(tmp.file("troupe-up.out"));
+  INFO("troupe up: rc=" << r.exit_code << " timed out=" << r.timed_out << "\nstdout:\n"
+                        << tail_file(tmp.file("troupe-up.out"), 80) << "\nstderr:\n"
+                        << tail_file(tmp.file("troupe-up.err"), 80));
+  CHECK_FALSE(r.timed_out);
+  CHECK(r.exit_code == 0);
+  CHECK(out.find("(3 servers, JetStream R3)") != std::string::npos);
+  for (int i = 0; i < 3; ++i) {
+    CHECK(out.find("started nats-s" + std::to_string(i)) != std::string::npos);
+    // Each server's store under $TROUPE_HOME, with the replicated streams.
+    CHECK(std::filesystem::is_regular_file(home + "/nats-s" + std::to_string(i) + ".conf"));
+    CHECK(std::filesystem::is_directory(home + "/nats/s" + std::to_string(i) + "/jetstream"));
+  }
+  const std::string log = read_file(home + "/logs/nats-s1.log");
+  CHECK(log.find("JetStream cluster") != std::string::npos);
+}
