@@ -32,6 +32,10 @@
 # makes; the scheduler, the fleet (one fleet identity) and troupe-load (the
 # admin's) each connect with their own. Compare a run with and without.
 # SECURE=1 TLS=0: the same identities and permissions over plain TCP.
+# NATS_CLUSTER=3 (environment): three nats-servers as one NATS cluster
+# (routes on loopback), every process given the three URLs; the scheduler
+# gets --replicas ${REPLICAS:-3} (REPLICAS=1 on the same cluster: what
+# replication itself costs).
 #
 # Each run starts its own nats-server -js on a free port, troupe-scheduler
 # and (for throughput and latency) troupe-node --simulate --count NODES, and
@@ -68,8 +72,28 @@ cleanup() {
 }
 trap cleanup EXIT
 
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+PORT=$(free_port)
 URL=nats://127.0.0.1:$PORT
+SERVERS=${NATS_CLUSTER:-1}
+PORTS=($PORT) ROUTES=()
+for ((i=1; i<SERVERS; i++)); do PORTS+=($(free_port)); URL="$URL,nats://127.0.0.1:${PORTS[$i]}"; done
+for ((i=0; i<SERVERS && SERVERS>1; i++)); do ROUTES+=($(free_port)); done
+# nats_conf I AUTH_INCLUDE: server I's config (a cluster member when SERVERS > 1)
+nats_conf() {
+  printf 'listen: 127.0.0.1:%s\njetstream { store_dir: "%s/js%s" }\n' "${PORTS[$1]}" "$DIR" "$1"
+  if [[ $SERVERS -gt 1 ]]; then
+    local r="" p
+    for p in "${ROUTES[@]}"; do r="$r${r:+, }\"nats://127.0.0.1:$p\""; done
+    printf 'server_name: s%s\ncluster { name: perf, listen: "127.0.0.1:%s", routes: [%s] }\n' \
+      "$1" "${ROUTES[$1]}" "$r"
+  fi
+  [[ -z $2 ]] || printf 'include "auth/%s"\n' "$2"
+}
+if [[ $SERVERS -gt 1 ]]; then
+  SCHED_ARGS="${SCHED_ARGS:-} --replicas ${REPLICAS:-3}"
+  echo "NATS cluster: $SERVERS servers, streams and buckets R${REPLICAS:-3}"
+fi
 SCHED_ID=()
 FLEET_ID=()
 if [[ ${SECURE:-0} == 1 ]]; then
@@ -77,16 +101,20 @@ if [[ ${SECURE:-0} == 1 ]]; then
   "$BIN/troupe" auth add-admin admin --home "$DIR" >/dev/null
   conf=nats-auth.conf CA=(--tls-ca "$DIR/auth/ca.pem")
   if [[ ${TLS:-1} == 0 ]]; then conf=nats-auth-notls.conf CA=(); fi
-  printf 'listen: 127.0.0.1:%s\njetstream { store_dir: "%s/js" }\ninclude "auth/%s"\n' \
-    "$PORT" "$DIR" "$conf" >"$DIR/nats.conf"
-  "$NATS" -c "$DIR/nats.conf" >"$DIR/nats.log" 2>&1 & PIDS+=($!)
+  for ((i=0; i<SERVERS; i++)); do
+    nats_conf "$i" "$conf" >"$DIR/nats$i.conf"
+    "$NATS" -c "$DIR/nats$i.conf" >"$DIR/nats$i.log" 2>&1 & PIDS+=($!)
+  done
   export TROUPE_NATS_CREDS=$DIR/auth/admin-admin.creds TROUPE_HOME=$DIR/no-home
   if [[ ${TLS:-1} == 1 ]]; then export TROUPE_NATS_CA=$DIR/auth/ca.pem; fi
   SCHED_ID=(--creds "$DIR/auth/scheduler.creds" "${CA[@]}")
   FLEET_ID=(--creds "$DIR/auth/fleet-f.creds" "${CA[@]}")
   echo "secure: operator mode, an identity per process, TLS ${TLS:-1}"
 else
-  "$NATS" -js -a 127.0.0.1 -p "$PORT" -sd "$DIR/js" >"$DIR/nats.log" 2>&1 & PIDS+=($!)
+  for ((i=0; i<SERVERS; i++)); do
+    nats_conf "$i" "" >"$DIR/nats$i.conf"
+    "$NATS" -c "$DIR/nats$i.conf" >"$DIR/nats$i.log" 2>&1 & PIDS+=($!)
+  done
 fi
 for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$PORT) 2>/dev/null && break; sleep 0.1; done
 if [[ $MEASURE == retention ]]; then SCHED_ARGS="${SCHED_ARGS:-} --job-retention-s ${2:-5}"; fi

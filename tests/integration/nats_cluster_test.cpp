@@ -12,10 +12,13 @@
 
 #include <atomic>
 #include <catch2/catch.hpp>
+#include <condition_variable>
 #include <filesystem>
+#include <mutex>
 #include <set>
 #include <thread>
 
+#include "bus/nats.hpp"
 #include "bus/subjects.hpp"
 #include "harness.hpp"
 #include "messages/names.hpp"
@@ -137,6 +140,54 @@ TEST_CASE(
   // The restarted server catches up: every stream has its three copies again.
   INFO("streams not current after the restart: " << why);
   CHECK(c.wait_streams_current(60s, &why));
+}
+
+TEST_CASE(
+    "a 3-server NATS cluster: a JetStream publish while its stream elects a new leader is sent "
+    "again and stored, not refused",
+    "[integration][nats-cluster]") {
+  ClusterOptions o;
+  o.nats_servers = 3;
+  o.scheduler = false;  // bus::JetStream alone
+  Cluster c(o);
+  std::string err;
+  auto js = bus::JetStream::open(c.conn(), &err);
+  REQUIRE(js);
+  bus::StreamConfig cfg{"TEST_ELECTION", {"test.election.>"}};
+  cfg.replicas = 3;
+  REQUIRE(js->ensure_stream(cfg, &err));
+  std::string why;
+  INFO("streams not current: " << why);
+  REQUIRE(c.wait_streams_current(30s, &why));
+  const int victim = leader_of(c, "TEST_ELECTION");
+  REQUIRE(victim >= 0);
+  c.nats_server_process(static_cast<size_t>(victim)).kill_now();
+  // At once, while the two copies left elect a leader: each publish is
+  // answered "no responders" until then (seen without the resend: every
+  // one of these failed), and must be stored.
+  std::mutex mu;
+  std::condition_variable cv;
+  size_t answered = 0;
+  std::vector<std::string> errors;
+  const size_t n = 20;
+  for (size_t i = 0; i < n; ++i) {
+    const std::string data = "m" + std::to_string(i);
+    js->publish_async("test.election.x", data.data(), data.size(), "id-" + std::to_string(i),
+                      [&](bool ok, bool, const std::string& e) {
+                        std::lock_guard<std::mutex> lock(mu);
+                        if (!ok) errors.push_back(e);
+                        ++answered;
+                        cv.notify_all();
+                      });
+  }
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    REQUIRE(cv.wait_for(lock, 30s, [&] { return answered == n; }));
+  }
+  INFO("first error: " << (errors.empty() ? std::string() : errors.front()));
+  CHECK(errors.empty());
+  Json j = stream_info(c, "TEST_ELECTION");
+  CHECK(j["state"].value("messages", 0) == static_cast<int>(n));
 }
 
 TEST_CASE(
