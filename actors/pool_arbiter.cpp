@@ -687,13 +687,18 @@ ArbiterActor::behavior_type arbiter_behavior(Self self, OutboxPtr out, policy::B
       [=](why_atom, const std::string& job_id, const std::string& team, const std::string&,
           const std::string& to) {
         auto& st = self->state;
+        auto td = st.teams.find(team);
         if (auto it = st.reasons.find(job_id); it != st.reasons.end()) {
+          std::string band;  // its place in line under order las or sjf
+          if (td != st.teams.end())
+            for (const auto& t : td->second.tickets)
+              if (t.job_id == job_id)
+                band = views::band_text(t.las(), t.band, t.attained_gpu_s, t.promote_at_ms);
           reply(self, to,
                 views::why_json(job_id, names::kQueued, true, it->second.code,
-                                policy::reason_text(it->second, st.caps)));
+                                policy::reason_text(it->second, st.caps) + band));
           return;
         }
-        auto td = st.teams.find(team);
         if (td != st.teams.end() && td->second.inflight.count(job_id)) {
           reply(self, to,
                 views::why_json(job_id, names::kQueued, true, policy::why::kNegotiating,

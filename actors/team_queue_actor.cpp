@@ -250,11 +250,15 @@ TeamQueueActor::behavior_type queue_behavior(Self self, Wiring w, std::string te
           const auto& [line, at] = it->second;
           size_t ahead = 0;
           for (auto p = line->pending.begin(); p != at; ++p) ++ahead;
-          json = views::why_json(job_id, names::kQueued, true, policy::why::kBehind,
-                                 "behind " + std::to_string(ahead) +
-                                     " job(s) of higher priority or earlier submission in team " +
-                                     st.team + "'s queue for pool " + at->second.req.pool + " (" +
-                                     std::to_string(line->jobs) + " pending there)");
+          json = views::why_json(
+              job_id, names::kQueued, true, policy::why::kBehind,
+              "behind " + std::to_string(ahead) +
+                  " job(s) ahead of it (higher priority, a lower band, or "
+                  "earlier submission) in team " +
+                  st.team + "'s queue for pool " + at->second.req.pool + " (" +
+                  std::to_string(line->jobs) + " pending there)" +
+                  views::band_text(at->second.las(), at->second.band, at->second.attained_gpu_s,
+                                   at->second.promote_at_ms));
         }
         self->send(st.w.router, why_atom_v, reply, std::move(json));
       },

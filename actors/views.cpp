@@ -5,9 +5,23 @@
 #include <nlohmann/json.hpp>
 #include <tuple>
 
+#include "actors/job_record.hpp"
+#include "actors/policy/sjf.hpp"
+
 namespace troupe::views {
 
 using nlohmann::json;
+
+std::string band_text(bool las, int band, double attained_gpu_s, int64_t promote_at_ms) {
+  if (!las && band == 0) return {};
+  std::string out = las ? "; order las: band " + std::to_string(band) + " (" +
+                              std::to_string(static_cast<int64_t>(attained_gpu_s)) +
+                              " GPU-seconds had so far)"
+                        : "; order sjf: " + policy::sjf_band_text(band);
+  if (band > 0 && promote_at_ms > 0)
+    out += "; band 0 at " + rfc3339(promote_at_ms) + " if still waiting";
+  return out;
+}
 
 Queues merge(std::vector<Queues> parts) {
   Queues all;

@@ -103,6 +103,11 @@ std::string stats_json(const Counters& n, int64_t bus_out,
 // troupe.<team>.why: `code` is one of policy::why's reason codes.
 std::string why_json(const std::string& job_id, std::string_view state, bool pending,
                      std::string_view code, const std::string& reason);
+// A waiting job's band in its team's line, appended to a why's reason: ""
+// under fifo (not las, band 0); "; order las: band B (G GPU-seconds had so
+// far)" or "; order sjf: band B: declared work up to ..."; then when the
+// starvation guard moves it to band 0 (`promote_at_ms` > 0), if it still waits.
+std::string band_text(bool las, int band, double attained_gpu_s, int64_t promote_at_ms);
 // {"job_id", "state"} (a cancel's answer), with "team" when it is not empty
 // (troupe.sys.find).
 std::string job_state_json(const std::string& job_id, std::string_view state,

@@ -29,7 +29,9 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.fallthrough();
   std::string url = gw::kDefaultNatsUrl;
-  app.add_option("--nats", url, "NATS server URL")->envname("TROUPE_NATS")->capture_default_str();
+  app.add_option("--nats", url, "NATS server URL, or a NATS cluster's URLs comma-separated")
+      ->envname("TROUPE_NATS")
+      ->capture_default_str();
   bool utc = false;
   app.add_flag("--utc", utc, "show times in UTC (default: the local time zone, with its offset)");
   std::string creds, tls_ca;

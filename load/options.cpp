@@ -136,8 +136,9 @@ Command parse_command_line(int argc, const char* const* argv, const Environment&
   if (env.nats && !env.nats->empty()) l.nats = r.nats = *env.nats;
 
   CLI::App app{"troupe-load: load generator and trace replayer for Troupe", "troupe-load"};
-  auto* nats_opt =
-      app.add_option("--nats", l.nats, "NATS URL (default $TROUPE_NATS or nats://127.0.0.1:4222)");
+  auto* nats_opt = app.add_option(
+      "--nats", l.nats,
+      "NATS URL, or several comma-separated (default $TROUPE_NATS or nats://127.0.0.1:4222)");
   app.add_option("--jobs", l.jobs, "jobs to submit")
       ->capture_default_str()
       ->check(CLI::Range(size_t{1}, size_t{100000000}));
@@ -181,7 +182,7 @@ Command parse_command_line(int argc, const char* const* argv, const Environment&
   rp->add_option("--format", format, "chronus | elasticflow | muri | tiresias")
       ->capture_default_str()
       ->check(CLI::IsMember({"chronus", "elasticflow", "muri", "tiresias"}));
-  auto* rp_nats_opt = rp->add_option("--nats", r.nats, "NATS URL");
+  auto* rp_nats_opt = rp->add_option("--nats", r.nats, "NATS URL, or several comma-separated");
   rp->add_option("--speedup", r.speedup, "trace time / wall time")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);

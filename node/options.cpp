@@ -42,8 +42,9 @@ ParseResult parse_options(int argc, const char* const* argv, const EnvLookup& en
   long long memory_mb = 0;
   std::string nats;
   std::string name_prefix;
-  auto* nats_opt =
-      app.add_option("--nats", nats, "NATS URL (default $TROUPE_NATS or " + o.nats_url + ")");
+  auto* nats_opt = app.add_option(
+      "--nats", nats,
+      "NATS URL, or several comma-separated (default $TROUPE_NATS or " + o.nats_url + ")");
   app.add_option("--name", o.name, "node name (default: the hostname)");
   std::string creds, tls_ca;
   auto* creds_opt =

@@ -2,6 +2,8 @@
 #include "actors/policy/sjf.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 
 namespace troupe::policy {
 
@@ -14,6 +16,16 @@ int sjf_band(int64_t max_runtime_s, int64_t gpus) {
   int band = 0;
   for (double room = 1.0; work > room && band < kSjfUnknownBand - 1; room *= 2.0) ++band;
   return band;
+}
+
+std::string sjf_band_text(int band) {
+  if (band >= kSjfUnknownBand)
+    return "band " + std::to_string(band) + ": no max_runtime_s, the last band";
+  if (band < 0) band = 0;
+  // 2^band GPU-seconds, exact in a double up to band 47.
+  char work[32];
+  std::snprintf(work, sizeof work, "%.0f", std::ldexp(1.0, band));
+  return "band " + std::to_string(band) + ": declared work up to " + work + " GPU-seconds";
 }
 
 }  // namespace troupe::policy

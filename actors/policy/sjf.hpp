@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace troupe::policy {
 
@@ -22,5 +23,9 @@ inline constexpr int kSjfUnknownBand = 48;
 // counts one): 0 up to 1 GPU-second, then one more per doubling, at most
 // kSjfUnknownBand - 1; kSjfUnknownBand when max_runtime_s <= 0.
 int sjf_band(int64_t max_runtime_s, int64_t gpus);
+
+// What band `band` means, for `troupe why`: "band 12: declared work up to
+// 4096 GPU-seconds"; the last: "band 48: no max_runtime_s, the last band".
+std::string sjf_band_text(int band);
 
 }  // namespace troupe::policy

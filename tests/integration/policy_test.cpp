@@ -1258,3 +1258,40 @@ teams: [{name: gf, weight: 1, borrow: true}]
   CHECK(by_id[small_gang].gpus_on.count("s1") == 0);
   CHECK(by_id[spare_job].nodes == std::vector<std::string>{"s1"});
 }
+
+TEST_CASE("why names a waiting job's band under order: sjf", "[integration][policy][sjf]") {
+  const std::string cfg = R"(
+pools: [{name: a100, gpu_type: a100}]
+teams:
+  - {name: s, order: sjf}
+)";
+  Cluster c(sim_nodes(ClusterOptions{}.with_config(cfg), "n", 1, 1));
+  REQUIRE(c.wait_nodes_alive(1, 20s));
+  // One GPU: the first job holds it; behind it, a GPU-hour job and one that
+  // declares no limit (the last band).
+  auto hold = c.submit_ok("s", sim_job("s", 30.0, 1, 1, 60));
+  REQUIRE(c.events().wait_state(hold, std::string(names::kRunning), 20s));
+  auto hour = c.submit_ok("s", sim_job("s", 1.0, 1, 1, 3600));
+  auto open = c.submit_ok("s", sim_job("s", 1.0));
+  // Whatever holds each back (the held GPU, or the job ahead of it), its
+  // reason names its band: the GPU-hour job's, and the last band.
+  auto why_of = [&](const std::string& id) {
+    Json w;
+    for (auto until = Clock::now() + 10s; Clock::now() < until;) {
+      w = c.why("s", id);
+      const std::string code = w.value("code", "");
+      if (code == "fits_nowhere" || code == "behind_other_jobs") break;
+      std::this_thread::sleep_for(100ms);  // not yet looked at by a round
+    }
+    return w;
+  };
+  Json wh = why_of(hour), wo = why_of(open);
+  INFO("why " << hour << ": " << wh.dump() << "\nwhy " << open << ": " << wo.dump());
+  CHECK(wh.value("reason", "").find("order sjf: band 12: declared work up to 4096 GPU-seconds") !=
+        std::string::npos);
+  const std::string reason = wo.value("reason", "");
+  CHECK(reason.find("order sjf: band 48: no max_runtime_s, the last band") != std::string::npos);
+  // Its starvation guard's time (3 days after its submit by default).
+  CHECK(reason.find("band 0 at ") != std::string::npos);
+  c.cancel("s", hold);
+}

@@ -67,3 +67,11 @@ TEST_CASE("config: order sjf and its starvation guard", "[policy][sjf][config]")
       load_config(kPools + "sjf: {promote_after_s: 9223372036854775807}\n", bad).find("10 years") !=
       std::string::npos);
 }
+
+TEST_CASE("sjf bands: troupe why names a band by the work it stands for", "[policy][sjf]") {
+  CHECK(sjf_band_text(0) == "band 0: declared work up to 1 GPU-seconds");
+  CHECK(sjf_band_text(sjf_band(3600, 1)) == "band 12: declared work up to 4096 GPU-seconds");
+  CHECK(sjf_band_text(kSjfUnknownBand - 1) ==
+        "band 47: declared work up to 140737488355328 GPU-seconds");
+  CHECK(sjf_band_text(kSjfUnknownBand) == "band 48: no max_runtime_s, the last band");
+}
