@@ -649,7 +649,8 @@ bool JetStream::ensure_stream(const StreamConfig& cfg, std::string* error) {
   if (s != NATS_OK) {
     if (error != nullptr) {
       *error = "stream " + cfg.name + ": " + status_text(s);
-      if (jerr == JSInsufficientResourcesErr && sc.Replicas > 1)
+      if (sc.Replicas > 1 &&
+          (jerr == JSInsufficientResourcesErr || jerr == JSStreamReplicasNotSupportedErr))
         *error += " (" + std::to_string(sc.Replicas) +
                   " replicas need a NATS cluster of that many JetStream servers: lower "
                   "--replicas, or start the cluster's servers)";

@@ -204,12 +204,16 @@ std::unique_ptr<Bus> Bus::open(const Options& o, std::string* err) {
   intake.replicas = o.replicas;
   // A NATS cluster's JetStream answers once its servers have elected a
   // metadata leader (seconds after they start together): waited for, 30 s
-  // at most (3 s while nothing answers at all: a server without -js).
+  // at most (3 s while nothing answers at all: a server without -js). Any
+  // other refusal (more replicas than servers, say) is the answer at once.
   const auto js_since = std::chrono::steady_clock::now();
   for (bool told = false; !b->js->ensure_stream(intake, err);) {
     const bool silent = err->find("No responders") != std::string::npos;
-    if (std::chrono::steady_clock::now() - js_since >= std::chrono::seconds(silent ? 3 : 30)) {
-      *err = "JetStream is required (nats-server -js): " + *err;
+    const bool forming = silent || err->find("unavailable") != std::string::npos ||
+                         err->find("imeout") != std::string::npos;
+    if (!forming ||
+        std::chrono::steady_clock::now() - js_since >= std::chrono::seconds(silent ? 3 : 30)) {
+      if (silent) *err = "JetStream is required (nats-server -js): " + *err;
       return nullptr;
     }
     if (!told) spdlog::info("waiting for JetStream ({})", *err);

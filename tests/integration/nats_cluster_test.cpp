@@ -258,3 +258,18 @@ TEST_CASE("troupe up --nats-cluster 3 runs three nats-servers as one cluster, an
   const std::string log = read_file(home + "/logs/nats-s1.log");
   CHECK(log.find("JetStream cluster") != std::string::npos);
 }
+
+TEST_CASE("a scheduler asked for 3 replicas on one nats-server stops at once and says why",
+          "[integration][nats-cluster]") {
+  ClusterOptions o;
+  o.scheduler_args = {"--replicas", "3"};
+  Cluster c(o);
+  // A refusal, not a cluster still forming: no 30 s wait for JetStream.
+  REQUIRE(c.scheduler().wait_exit(Clock::now() + 15s));
+  CHECK(c.scheduler().exit_status().value_or(0) != 0);
+  const std::string err = read_file(c.scheduler().err_path());
+  INFO(err);
+  CHECK(err.find("3 replicas need a NATS cluster of that many JetStream servers") !=
+        std::string::npos);
+  CHECK(err.find("JetStream is required") == std::string::npos);
+}
