@@ -17,6 +17,8 @@
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
 #include <thread>
 
 #include "bus/subjects.hpp"
@@ -31,6 +33,27 @@
 namespace troupe::gateway::http {
 
 namespace {
+
+// A query parameter's whole value: cpp-httplib keeps only what follows the
+// last '=' of "label=key=value", so it is read from the raw target (URL-
+// decoded). "" when absent.
+std::string whole_param(const httplib::Request& req, std::string_view name) {
+  const auto q = req.target.find('?');
+  if (q == std::string::npos) return {};
+  std::string_view rest(req.target);
+  rest.remove_prefix(q + 1);
+  for (;;) {
+    const auto amp = rest.find('&');
+    const std::string_view part = rest.substr(0, amp);
+    const auto eq = part.find('=');
+    if (part.substr(0, eq) == name)
+      return httplib::detail::decode_url(
+          std::string(eq == std::string_view::npos ? std::string_view() : part.substr(eq + 1)),
+          true);
+    if (amp == std::string_view::npos) return {};
+    rest.remove_prefix(amp + 1);
+  }
+}
 
 using Clock = std::chrono::steady_clock;
 using Json = nlohmann::json;
@@ -579,13 +602,24 @@ void Server::Impl::install() {
                }
                limit = v;
              }
+             // ?schedule=NAME: the runs of a schedule, i.e. its label.
+             std::string label = whole_param(req, "label");
+             if (req.has_param("schedule")) {
+               if (!label.empty()) {
+                 bad_requests->Increment();
+                 send_problem(res, 400, "bad_request",
+                              "give schedule or label, not both (schedule=NAME is label=" +
+                                  std::string(names::kScheduleLabel) + "=NAME)");
+                 return;
+               }
+               label = std::string(names::kScheduleLabel) + "=" + req.get_param_value("schedule");
+             }
              const std::string subject =
                  subjects::team_jobs(team.empty() ? std::string(names::kSysToken) : team);
              forward(subject,
                      jobs_filter_request(limit, req.get_param_value("after"),
                                          JobsFilter{req.get_param_value("state"),
-                                                    req.get_param_value("pipeline"),
-                                                    req.get_param_value("label")}),
+                                                    req.get_param_value("pipeline"), label}),
                      res);
            }));
   // The verbs of one job: its team found (job_team), then one request.

@@ -11,6 +11,7 @@
 #include <string>
 #include <thread>
 
+#include "bus/subjects.hpp"
 #include "harness.hpp"
 #include "messages/names.hpp"
 
@@ -186,6 +187,40 @@ TEST_CASE(
           "/v1/jobs",
           Json{{"command", {"true"}}, {"resources", {{"gpus", 1}}}, {"max_retries", 1000}}.dump()),
       422, "invalid_spec");
+  // A schedule's runs: ?schedule=NAME, as ?label=troupe.schedule=NAME.
+  {
+    Json created = c.request(subjects::team_verb("nlp", subjects::kSchedule),
+                             Json{{"op", "create"},
+                                  {"name", "every-second"},
+                                  {"cron", "@every 1s"},
+                                  {"spec", {{"command", {"true"}}}}});
+    INFO(created.dump());
+    REQUIRE_FALSE(created.contains("error"));
+    Json runs;
+    for (auto until = Clock::now() + 20s; Clock::now() < until;) {
+      runs = body_of(nlp.get("/v1/jobs?schedule=every-second"));
+      if (runs.contains("jobs") && !runs["jobs"].empty()) break;
+      std::this_thread::sleep_for(200ms);  // until its first tick has run
+    }
+    INFO(runs.dump());
+    REQUIRE(runs.contains("jobs"));
+    REQUIRE_FALSE(runs["jobs"].empty());
+    for (const auto& j : runs["jobs"]) CHECK(j.value("job_id", "") != done);
+    // label=key=value as curl sends it (the second '=' unencoded), and encoded.
+    for (const char* q : {"/v1/jobs?label=troupe.schedule=every-second&limit=1",
+                          "/v1/jobs?limit=1&label=troupe.schedule%3Devery-second"}) {
+      auto by_label_res = nlp.get(q);
+      INFO(q << ": " << describe(by_label_res));
+      Json by_label = body_of(by_label_res);
+      REQUIRE(by_label.contains("jobs"));
+      REQUIRE(by_label["jobs"].size() == 1);
+      CHECK(by_label["jobs"][0].value("job_id", "") == runs["jobs"][0].value("job_id", "x"));
+    }
+    CHECK(body_of(nlp.get("/v1/jobs?schedule=no-such"))["jobs"].empty());
+    check_problem(nlp.get("/v1/jobs?schedule=every-second&label=a=b"), 400, "bad_request");
+    c.request(subjects::team_verb("nlp", subjects::kSchedule),
+              Json{{"op", "delete"}, {"name", "every-second"}});
+  }
   check_problem(nlp.get("/v1/jobs?limit=0"), 400, "bad_request");
   check_problem(nlp.get("/v1/jobs?state=bogus"), 400, "bad_request");
   check_problem(nlp.get("/v1/jobs/j-0000000000a-ffffff"), 404, "not_found");
