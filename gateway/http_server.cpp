@@ -602,24 +602,13 @@ void Server::Impl::install() {
                }
                limit = v;
              }
-             // ?schedule=NAME: the runs of a schedule, i.e. its label.
-             std::string label = whole_param(req, "label");
-             if (req.has_param("schedule")) {
-               if (!label.empty()) {
-                 bad_requests->Increment();
-                 send_problem(res, 400, "bad_request",
-                              "give schedule or label, not both (schedule=NAME is label=" +
-                                  std::string(names::kScheduleLabel) + "=NAME)");
-                 return;
-               }
-               label = std::string(names::kScheduleLabel) + "=" + req.get_param_value("schedule");
-             }
              const std::string subject =
                  subjects::team_jobs(team.empty() ? std::string(names::kSysToken) : team);
              forward(subject,
-                     jobs_filter_request(limit, req.get_param_value("after"),
-                                         JobsFilter{req.get_param_value("state"),
-                                                    req.get_param_value("pipeline"), label}),
+                     jobs_filter_request(
+                         limit, req.get_param_value("after"),
+                         JobsFilter{req.get_param_value("state"), req.get_param_value("pipeline"),
+                                    whole_param(req, "label"), req.get_param_value("schedule")}),
                      res);
            }));
   // The verbs of one job: its team found (job_team), then one request.

@@ -57,9 +57,11 @@ struct JobsFilter {
   std::string state;
   std::string pipeline;
   std::string label;
+  std::string schedule;  // its runs (the scheduler reads it as a label)
 };
-// `{"limit","after","state","pipeline","label"}` (limit 0 and empty fields
-// left out: the scheduler's defaults).
+// `{"limit","after","state","pipeline","label","schedule"}` (limit 0 and
+// empty fields left out: the scheduler's defaults; it refuses more than one
+// of pipeline, label and schedule).
 std::string jobs_filter_request(int64_t limit, const std::string& after, const JobsFilter& f);
 
 // "" when `label` reads "key=value" (a key before the first '='), else the

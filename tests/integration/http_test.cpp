@@ -218,6 +218,8 @@ TEST_CASE(
     }
     CHECK(body_of(nlp.get("/v1/jobs?schedule=no-such"))["jobs"].empty());
     check_problem(nlp.get("/v1/jobs?schedule=every-second&label=a=b"), 400, "bad_request");
+    check_problem(nlp.get("/v1/jobs?schedule=" + std::string(400, 'x')), 400, "bad_request");
+    check_problem(nlp.get("/v1/jobs?schedule=a.b"), 400, "bad_request");
     c.request(subjects::team_verb("nlp", subjects::kSchedule),
               Json{{"op", "delete"}, {"name", "every-second"}});
   }
