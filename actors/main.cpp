@@ -1,12 +1,14 @@
 // troupe-scheduler: runs the actor system and binds it to NATS.
 //   troupe-scheduler --nats URL [--config FILE] [--metrics HOST:PORT]
 // Several may run: one takes the leader lease and schedules, the others wait
-// as standbys (docs/recovery.md). A leader restores its actors from the KV
+// as standbys (docs/recovery.md); or, with --shard / --pools, several act at
+// once, each owning some pools (a lease per pool). A leader restores its actors from the KV
 // bucket and the streams, then asks the agents what runs. Stops cleanly on
 // SIGTERM / SIGINT, reloads its config on SIGHUP; exits with code 3 when it
 // finds itself deposed. The process shell lives in actors/shell/: bootstrap
 // (options, signals, the bus), the standby's front door, leadership, restore,
 // serve.
+#include <spdlog/fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include "actors/metrics/scheduler_metrics.hpp"
@@ -46,11 +48,22 @@ int main(int argc, char** argv) {
   if (!err.empty()) return spdlog::error("{}", err), 1;
   // Submissions are recorded while no leader answers (shell/standby.hpp):
   // from now until this process's router hears them itself.
-  auto front = std::make_unique<StandbyFront>(*bus, o);
-  Leadership lead(*bus, o.lease_ttl_ms);  // lead, or wait as a standby
+  // (Not a shard's: a pool nobody serves is taken by a shard within the ttl.)
+  std::unique_ptr<StandbyFront> front;
+  if (!o.shard) front = std::make_unique<StandbyFront>(*bus, o);
+  Leadership lead(*bus, o.lease_ttl_ms, o);  // lead, or wait as a standby
   if (!lead.acquire(signals)) return 0;
-  spdlog::info("holding the leader lease (epoch {}); restoring", lead.epoch());
-  auto start = restore(*bus, lead, o, &err);
-  if (!start) return spdlog::error("{}", err), 1;
-  return serve(*bus, lead, *start, o, signals, *view, front);
+  for (;;) {
+    if (lead.sharded())
+      spdlog::info("shard: holding pools {} (epoch {}); restoring", fmt::join(lead.pools(), ","),
+                   lead.epoch());
+    else
+      spdlog::info("holding the leader lease (epoch {}); restoring", lead.epoch());
+    auto start = restore(*bus, lead, o, &err);
+    if (!start) return spdlog::error("{}", err), 1;
+    // A shard that took more pools stops its actors (its leases kept) and
+    // starts them again from the store, with the new pools' jobs and nodes.
+    if (int rc = serve(*bus, lead, *start, o, signals, *view, front); rc != Leadership::kMorePools)
+      return rc;
+  }
 }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "actors/policy/baseline.hpp"
+#include "actors/policy/shards.hpp"
 
 namespace troupe {
 
@@ -199,6 +200,9 @@ struct SchedulerOptions {
   // How many actors read submissions off the router (actors/intake_reader.hpp);
   // a team's are always read by the same one, so they keep their order.
   int intake_readers = 2;
+  // The pools this scheduler owns (--pools; a shard: actors/policy/shards.hpp);
+  // empty: every pool, one scheduler.
+  policy::ShardScope shards;
 };
 
 }  // namespace troupe

@@ -269,6 +269,11 @@ using JobSupervisorActor = SupervisorActor::extend<
               int64_t /*offset*/, int64_t /*max*/, std::string /*reply*/>,
     reacts_to<list_atom, std::string /*team*/, int64_t /*limit*/, std::string /*after*/,
               std::string /*state*/, std::string /*label k=v*/, std::string /*reply*/>,
+    // The same, only the jobs whose id names `pool` (policy::pool_of_job_id
+    // over `pools`, the config's; "": of no pool): a shard's part of a list.
+    reacts_to<list_atom, std::string /*team*/, int64_t /*limit*/, std::string /*after*/,
+              std::string /*state*/, std::string /*label k=v*/, std::string /*pool*/,
+              Strings /*pools*/, std::string /*reply*/>,
     reacts_to<find_atom, std::string /*id*/, std::string /*reply*/>,
     reacts_to<requeue_atom, std::string /*team*/>,  // queue supervisor
     reacts_to<crash_atom, std::string /*id*/>,

@@ -373,4 +373,21 @@ uint64_t max_seq(const State& s) {
   return m;
 }
 
+void keep_shard(State& s, const policy::ShardScope& scope, const policy::ClusterConfig& cfg) {
+  if (!scope.sharded()) return;
+  for (auto it = s.jobs.begin(); it != s.jobs.end();) {
+    if (scope.owns_job(cfg, it->first)) {
+      ++it;
+      continue;
+    }
+    s.changed.erase(it->first);
+    s.stored_seqs.erase(it->first);
+    it = s.jobs.erase(it);
+  }
+  for (auto it = s.nodes.begin(); it != s.nodes.end();)
+    it = scope.owns_node(cfg, it->second.pool(), it->second.gpu_type()) ? std::next(it)
+                                                                        : s.nodes.erase(it);
+  if (!scope.coordinator(cfg)) s.schedules.clear();
+}
+
 }  // namespace troupe::recovery

@@ -26,6 +26,7 @@
 #include <string_view>
 #include <vector>
 
+#include "actors/policy/shards.hpp"
 #include "records.pb.h"
 
 namespace troupe::recovery {
@@ -107,6 +108,11 @@ constexpr int kEarlierEventsMax = 16;
 void keep_earlier(pb::JobRecord& r, int64_t now_ms);
 
 // Router state: idempotency keys as (team/key, job id) pairs, flattened.
+// A shard's part (actors/policy/shards.hpp): the jobs its pools' ids name
+// (the coordinator: also those of no pool), the nodes of its pools, and the
+// schedules only when it is the coordinator.
+void keep_shard(State& s, const policy::ShardScope& scope, const policy::ClusterConfig& cfg);
+
 std::vector<std::string> idempotency_keys(const State& s);
 uint64_t max_seq(const State& s);
 

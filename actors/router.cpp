@@ -75,6 +75,8 @@ struct RouterState {
   Counters n;
   policy::ClusterConfig cfg = policy::open_config();
   std::string id_prefix;
+  int64_t started_ms = 0;
+  std::unordered_map<std::string, std::string> pool_prefixes;  // a shard's, by pool
   uint64_t next_seq = 0;
   std::unordered_map<std::string, std::string> keys;           // team/key -> job id
   std::unordered_map<std::string, Pending> pending;            // job id -> awaiting intake ack
@@ -170,8 +172,13 @@ void unqueue(RouterState& st, const std::string& team, int64_t n = 1) {
   if ((it->second -= n) <= 0) st.queued.erase(it);
 }
 
-std::string new_job_id(Self self) {
-  return submission::job_id(self->state.id_prefix, ++self->state.next_seq);
+// A shard's job ids name the job's pool (policy::pool_of_job_id).
+std::string new_job_id(Self self, const std::string& pool) {
+  auto& st = self->state;
+  if (!st.opts.shards.sharded()) return submission::job_id(st.id_prefix, ++st.next_seq);
+  auto& prefix = st.pool_prefixes[pool];
+  if (prefix.empty()) prefix = submission::shard_job_id_prefix(pool, st.started_ms);
+  return submission::job_id(prefix, ++st.next_seq);
 }
 
 // Acknowledges a consumer-delivered submission on every way out of submit()
@@ -207,6 +214,18 @@ void submit(Self self, const ReadSubmission& r) {
   if (!r.checked) return;  // only readers send it, always with a result
   const Inbound& in = r.in;
   auto& checked = *r.checked;  // the message's alone: moved from
+  // A shard answers the submissions of its pools (a pipeline: its first
+  // member's), the coordinator those refused before they had one; every
+  // shard hears them all.
+  const std::string pool = !checked.verdict.ok() ? std::string()
+                           : checked.pipeline    ? (checked.pipeline->members.empty()
+                                                        ? std::string()
+                                                        : checked.pipeline->members.front().adm.pool)
+                                                 : checked.adm.pool;
+  if (!st.opts.shards.owns_submission(st.cfg, pool)) {
+    ++st.n.other_shard;
+    return;
+  }
   ++st.n.submitted;
   ConsumerAck consumer{*st.intake, in.stream_seq};  // also a refused enqueued one: for good
   const std::string& team = checked.team;
@@ -297,7 +316,7 @@ void record(Self self, const Inbound& in, const Waiter& w, const std::string& te
   pend.slots = slots_of(s);
   // Until the job (each task) first leaves `queued` (unqueued_atom) or is not recorded.
   st.queued[team] += pend.slots;
-  auto job_id = new_job_id(self);
+  auto job_id = new_job_id(self, adm.pool);
   {
     auto rec = submission::make_record(std::move(s), adm, st.cfg, st.opts.checkpoint_root, job_id,
                                        st.next_seq, st.w.now_ms());
@@ -484,7 +503,8 @@ void record_pipeline(Self self, const Inbound& in, const Waiter& w, const std::s
   std::map<std::string, std::string> ids;  // name -> job id
   std::vector<uint64_t> seqs;
   for (const auto& m : p.members) {
-    auto id = new_job_id(self);
+    // (a pipeline is its first member's shard's, whole)
+    auto id = new_job_id(self, p.members.front().adm.pool);
     ids[m.spec.name()] = id;
     seqs.push_back(st.next_seq);
     pend.jobs.emplace_back(m.spec.name(), id);
@@ -602,10 +622,18 @@ void take_handoff(Self self, const Inbound& in) {
 }
 
 // Parses a small JSON request; replies with an error and returns false when bad.
+// Whether this scheduler answers what belongs to no shard in particular: a
+// bad request, the cluster's views. One scheduler always; of shards, the
+// coordinator (policy::ShardScope::coordinator).
+bool answers_for_all(Self self) {
+  return self->state.opts.shards.coordinator(self->state.cfg);
+}
+
 bool parse_request(Self self, const Inbound& in, json& out) {
   out = json::parse(in.data.begin(), in.data.end(), nullptr, false);
   if (in.data.empty()) out = json::object();
   if (out.is_discarded() || !out.is_object()) {
+    if (!answers_for_all(self)) return false;
     log_bad("bad JSON request on " + in.subject, ++self->state.n.malformed);
     if (!in.reply.empty())
       self->state.out->publish(
@@ -621,9 +649,12 @@ bool job_id_of(Self self, const Inbound& in, const json& req, std::string& id) {
   for (const char* key : {"job_id", "jobId"}) {
     if (!req.contains(key) || !req[key].is_string()) continue;
     id = req[key].get<std::string>();
-    if (subjects::check_token(id).empty()) return true;
-    break;
+    if (!subjects::check_token(id).empty()) break;
+    if (self->state.opts.shards.owns_job(self->state.cfg, id)) return true;
+    ++self->state.n.other_shard;  // its shard answers
+    return false;
   }
+  if (!answers_for_all(self)) return false;
   ++self->state.n.rejected;
   if (!in.reply.empty())
     self->state.out->publish(in.reply,
@@ -643,6 +674,49 @@ void list_jobs(Self self, const Inbound& in, const std::string& team, const json
   }
   self->send(self->state.w.jobs, list_atom_v, team, page.limit, page.after, page.state, page.label,
              in.reply);
+}
+
+// troupe.sys.shard.part: {"subject", "pool", "request"}, a part of a view
+// for the coordinator of shards (actors/shell/shard_views.hpp), answered by
+// the owner of `pool` only ("" : the coordinator, for job ids of no pool):
+// troupe.sys.nodes and troupe.sys.queues whole (the coordinator keeps the
+// pool's rows), a jobs list only of the jobs whose id names the pool.
+void shard_part(Self self, const Inbound& in) {
+  auto& st = self->state;
+  json req = json::parse(in.data.begin(), in.data.end(), nullptr, false);
+  if (!req.is_object() || !req.contains("pool") || !req["pool"].is_string() ||
+      !req.contains("subject") || !req["subject"].is_string()) {
+    log_bad("bad shard part request", ++st.n.malformed);
+    return;
+  }
+  const std::string pool = req["pool"].get<std::string>();
+  const std::string subject = req["subject"].get<std::string>();
+  if (pool.empty() ? !answers_for_all(self) : !st.opts.shards.owns_pool(pool)) return;
+  if (subject == subjects::kSysNodes) {
+    self->send(st.w.arbiter, list_atom_v, in.reply);
+    return;
+  }
+  if (subject == subjects::kSysQueues) {
+    self->send(st.w.arbiter, queues_atom_v, in.reply);
+    return;
+  }
+  const auto team = subjects::token(subject, subjects::kTeamToken);
+  if (subjects::token(subject, 2) != subjects::kJobs || subjects::token(subject, 0) != "troupe" ||
+      !subjects::token(subject, 3).empty() || !subjects::check_token(team).empty()) {
+    log_bad("shard part of an unknown view " + subject, ++st.n.malformed);
+    return;
+  }
+  policy::PageRequest page;
+  const json body =
+      req.contains("request") && req["request"].is_object() ? req["request"] : json::object();
+  if (auto err = policy::parse_page_request(body, &page); !err.empty()) {
+    if (!in.reply.empty()) st.out->publish(in.reply, errors::error_json(errors::kBadRequest, err));
+    return;
+  }
+  Strings pools;
+  for (const auto& p : st.cfg.pools) pools.push_back(p.name);
+  self->send(st.w.jobs, list_atom_v, std::string(team), page.limit, page.after, page.state,
+             page.label, pool, std::move(pools), in.reply);
 }
 
 void on_inbound(Self self, const Inbound& in) {
@@ -711,10 +785,11 @@ void on_inbound(Self self, const Inbound& in) {
                           : !known                             ? "kind must be job, queue or node"
                           : !subjects::check_token(id).empty() ? "id is required"
                                                                : "";
+      // (every shard acts on it; one answers)
+      const bool answer = !in.reply.empty() && answers_for_all(self);
       if (!error.empty()) {
         ++st.n.rejected;
-        if (!in.reply.empty())
-          st.out->publish(in.reply, errors::error_json(errors::kBadRequest, error));
+        if (answer) st.out->publish(in.reply, errors::error_json(errors::kBadRequest, error));
         return;
       }
       if (kind == "job")
@@ -723,7 +798,21 @@ void on_inbound(Self self, const Inbound& in) {
         self->send(st.w.queues, crash_atom_v, id);
       else
         self->send(st.w.nodes, crash_atom_v, id);
-      if (!in.reply.empty()) st.out->publish(in.reply, json{{"crashed", kind + " " + id}}.dump());
+      if (answer) st.out->publish(in.reply, json{{"crashed", kind + " " + id}}.dump());
+      return;
+    }
+    if (in.subject == subjects::kSysShardPart) {
+      shard_part(self, in);
+      return;
+    }
+    // The cluster's views: one answer. Of shards, the coordinator's shell
+    // puts nodes, queues and jobs together from each pool's part
+    // (shard_part); stats and usage are the coordinator's.
+    const bool gathered = in.subject == subjects::kSysQueues || in.subject == subjects::kSysNodes ||
+                          verb == subjects::kJobs;
+    const bool views = gathered || in.subject == subjects::kSysStats || verb == subjects::kUsage;
+    if (views && st.opts.shards.sharded() && (gathered || !answers_for_all(self))) {
+      ++st.n.other_shard;
       return;
     }
     if (in.subject == subjects::kSysQueues) {
@@ -770,6 +859,14 @@ void on_inbound(Self self, const Inbound& in) {
   std::string team(team_tok);
   if (verb == subjects::kSubmit || verb == subjects::kEnqueue || verb == subjects::kPipeline) {
     to_reader(self, team, in);
+    return;
+  }
+  if (st.opts.shards.sharded() &&
+      (verb == subjects::kJobs ||
+       ((verb == subjects::kSchedule || verb == subjects::kUsage) && !answers_for_all(self)))) {
+    // Schedules and usage: the coordinator's; a team's jobs: put together by
+    // the coordinator's shell from each pool's part (shard_part).
+    ++st.n.other_shard;
     return;
   }
   if (verb == subjects::kSchedule) {  // the schedule keeper reads and answers it
@@ -907,8 +1004,8 @@ RouterActor::behavior_type router_behavior(Self self, OutboxPtr out, IntakePtr i
   st.opts = std::move(opts);
   st.out = std::move(out);
   st.intake = std::move(intake);
-  st.id_prefix =
-      submission::job_id_prefix(st.opts.clock ? st.opts.clock->now_ms() : system_now_ms());
+  st.started_ms = st.opts.clock ? st.opts.clock->now_ms() : system_now_ms();
+  st.id_prefix = submission::job_id_prefix(st.started_ms);
   for (int i = 0; i < std::max(1, st.opts.intake_readers); ++i)
     st.readers.push_back(spawn_intake_reader(self, RouterActor{self}, st.opts.clock));
   return {

@@ -37,6 +37,14 @@ std::string job_id_prefix(int64_t start_ms) {
   return p;
 }
 
+std::string shard_job_id_prefix(std::string_view pool, int64_t start_ms) {
+  std::string p = "j-";
+  p += pool;
+  p += '-';
+  append_base36(p, static_cast<uint64_t>(std::max<int64_t>(0, start_ms)), 8);
+  return p;
+}
+
 std::string job_id(const std::string& prefix, uint64_t number) {
   std::string id = prefix;
   append_base36(id, number, 5);

@@ -29,6 +29,9 @@ namespace troupe::submission {
 // inline, so the many copies of an id (lists, queues, store) cost no heap
 // block each.
 std::string job_id_prefix(int64_t start_ms);
+// A shard's (actors/policy/shards.hpp): "j-<pool>-" and the same start, so
+// that any shard knows from a job id which pool's owner holds the job.
+std::string shard_job_id_prefix(std::string_view pool, int64_t start_ms);
 std::string job_id(const std::string& prefix, uint64_t number);
 
 // The subject's team and the body's format, before anything is parsed.

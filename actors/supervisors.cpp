@@ -27,6 +27,7 @@
 #include "actors/policy/dependencies.hpp"
 #include "actors/policy/ledger.hpp"
 #include "actors/policy/pages.hpp"
+#include "actors/policy/shards.hpp"
 #include "actors/policy/why.hpp"
 #include "actors/recovery.hpp"
 #include "actors/shrink.hpp"
@@ -841,6 +842,12 @@ JobSupervisorActor::behavior_type job_sup_behavior(JobSup self, OutboxPtr out,
       },
       [=](list_atom, const std::string& team, int64_t limit, const std::string& after,
           const std::string& state, const std::string& label, const std::string& reply) {
+        self->send(self, list_atom_v, team, limit, after, state, label, std::string(), Strings(),
+                   reply);
+      },
+      [=](list_atom, const std::string& team, int64_t limit, const std::string& after,
+          const std::string& state, const std::string& label, const std::string& pool,
+          const Strings& pools, const std::string& reply) {
         // One page in submit order ("sys": every team's jobs), after the job
         // `after`; {"jobs":[JobView...],"next"} (actors/policy/pages.hpp).
         auto& st = self->state;
@@ -871,6 +878,8 @@ JobSupervisorActor::behavior_type job_sup_behavior(JobSup self, OutboxPtr out,
             first, st.order.end(), static_cast<size_t>(limit), policy::kMaxReplyBytes,
             [&](const Item& item) {
               if (!every_team && item.second != team) return false;
+              if (!pools.empty() && policy::pool_of_job_id(pools, item.first.second) != pool)
+                return false;
               auto* r = record(item);
               return r != nullptr && (state.empty() || r->state() == state) &&
                      (label.empty() || has_label(*r, label));
@@ -993,6 +1002,12 @@ struct NodeSupState : SupState<NodeActor> {
   NodeOptions opts;
   policy::ClusterConfig cfg = policy::open_config();     // its node roster
   std::unordered_map<std::string, std::string> durable;  // node -> what the store holds
+  // A shard: its pools; the nodes that registered in another shard's pool
+  // (their agents' messages are dropped here), and when a node not heard
+  // registering yet was last asked to (troupe.sys.node.<n>.hello).
+  policy::ShardScope shards;
+  std::unordered_set<std::string> foreign;
+  std::unordered_map<std::string, int64_t> asked_ms;
   static inline const char* name = "node_supervisor";
 };
 using NodeSup = NodeSupervisorActor::stateful_pointer<NodeSupState>;
@@ -1032,6 +1047,28 @@ NodeActor admit(NodeSup self, const std::string& node, const Envelope& env) {
     self->send(self->state.w.router, distrust_atom_v, std::string("node_not_in_roster"));
     return {};
   }
+  if (auto& st = self->state; st.shards.sharded()) {
+    // A shard keeps the nodes of its pools only: a node's pool is known from
+    // its register; one heard first by its heartbeat is asked to register
+    // (every 5 s at most), and gets no actor before.
+    auto* reg = e->body_as_NodeRegister();
+    if (reg == nullptr) {
+      if (st.foreign.count(node) != 0 || st.children.snapshot_of(node) != nullptr) return {};
+      if (st.asked_ms.size() > 100000) st.asked_ms.clear();  // bounded against made-up names
+      int64_t now = st.w.now_ms();
+      if (auto& at = st.asked_ms[node]; now - at >= 5000) {
+        at = now;
+        st.out->publish(subjects::scheduler_to_agent(node, subjects::kHello), std::string());
+      }
+      return {};
+    }
+    if (!st.shards.owns_node(st.cfg, wire::str(reg->pool()), wire::str(reg->gpu_type()))) {
+      if (st.foreign.size() < 100000) st.foreign.insert(node);
+      return {};
+    }
+    st.foreign.erase(node);
+    st.asked_ms.erase(node);
+  }
   // From its last snapshot, if it had one (it crashed too often to be
   // restarted at once): its ledger must not forget what runs there.
   auto* snap = self->state.children.snapshot_of(node);
@@ -1039,8 +1076,10 @@ NodeActor admit(NodeSup self, const std::string& node, const Envelope& env) {
 }
 
 NodeSupervisorActor::behavior_type node_sup_behavior(NodeSup self, OutboxPtr out,
-                                                     SnapshotStorePtr store, NodeOptions opts) {
+                                                     SnapshotStorePtr store, NodeOptions opts,
+                                                     policy::ShardScope shards) {
   self->state.opts = opts;
+  self->state.shards = std::move(shards);
   self->state.out = std::move(out);
   self->state.store = std::move(store);
   auto make = [=](const std::string& node, const std::string& snap) {
@@ -1086,10 +1125,14 @@ NodeSupervisorActor::behavior_type node_sup_behavior(NodeSup self, OutboxPtr out
       },
       [=](cordon_atom, const std::string& node, bool on, bool drain, const std::string& reason,
           const std::string& reply) {
-        if (auto a = self->state.children.find(node)) {
+        auto& st = self->state;
+        if (auto a = st.children.find(node)) {
           self->send(a, cordon_atom_v, on, drain, reason, reply);
           return;
         }
+        // Of shards, its owner answers; one no shard knows, the coordinator.
+        if (st.shards.sharded() && (st.foreign.count(node) != 0 || !st.shards.coordinator(st.cfg)))
+          return;
         if (!reply.empty())
           self->state.out->publish(
               reply, errors::error_json(errors::kUnknownNode, "unknown node " + node));
@@ -1155,8 +1198,9 @@ QueueSupervisorActor spawn_queue_supervisor(caf::actor_system& sys) {
   return sys.spawn(queue_sup_behavior);
 }
 NodeSupervisorActor spawn_node_supervisor(caf::actor_system& sys, OutboxPtr out,
-                                          SnapshotStorePtr store, NodeOptions opts) {
-  return sys.spawn(node_sup_behavior, std::move(out), std::move(store), opts);
+                                          SnapshotStorePtr store, NodeOptions opts,
+                                          policy::ShardScope shards) {
+  return sys.spawn(node_sup_behavior, std::move(out), std::move(store), opts, std::move(shards));
 }
 GangSupervisorActor spawn_gang_supervisor(caf::actor_system& sys) {
   return sys.spawn(gang_sup_behavior);

@@ -78,8 +78,11 @@ JobSupervisorActor spawn_job_supervisor(caf::actor_system& sys, OutboxPtr out,
                                         SnapshotStorePtr store = nullptr, int64_t retention_ms = 0,
                                         StoredLogsPtr logs = nullptr);
 QueueSupervisorActor spawn_queue_supervisor(caf::actor_system& sys);
+// `shards`: the pools whose nodes it keeps (a shard: the agents of other
+// pools are left to their owner; empty: every pool).
 NodeSupervisorActor spawn_node_supervisor(caf::actor_system& sys, OutboxPtr out,
-                                          SnapshotStorePtr store = nullptr, NodeOptions opts = {});
+                                          SnapshotStorePtr store = nullptr, NodeOptions opts = {},
+                                          policy::ShardScope shards = {});
 GangSupervisorActor spawn_gang_supervisor(caf::actor_system& sys);
 
 }  // namespace troupe

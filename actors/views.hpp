@@ -82,6 +82,9 @@ struct Counters {
   int64_t intake_errors = 0;
   int64_t handed_off = 0;  // jobs a standby recorded while no leader answered (taken here)
   int64_t bus_in = 0;      // every message the scheduler received
+  // Shards (actors/policy/shards.hpp): submissions and requests left to the
+  // shard that owns their pool or job.
+  int64_t other_shard = 0;
   std::map<std::string, int64_t> restarts;  // by actor kind, as the supervisors report
   // Refused submissions by code (policy::Refusal), and by team and code for
   // at most kMaxCountedTeams teams (the rest under "(other)").

@@ -158,6 +158,10 @@ inline constexpr const char* kSysNodes = "troupe.sys.nodes";
 inline constexpr const char* kSysFind = "troupe.sys.find";  // {"job_id"} -> its team (admin)
 inline constexpr const char* kSysHello = "troupe.sys.hello";
 inline constexpr const char* kSysStats = "troupe.sys.stats";
+// Shards: a part of a view (nodes, queues, jobs) asked of one pool's owner,
+// {"subject","pool","request"}; the coordinator puts the parts together
+// (actors/shell/shard_views.hpp).
+inline constexpr const char* kSysShardPart = "troupe.sys.shard.part";
 inline constexpr const char* kSysDebugCrash = "troupe.sys.debug.crash";
 // A standby asks whether a leader answers (its router replies "{}").
 inline constexpr const char* kSysLeaderAlive = "troupe.sys.leader.alive";
@@ -225,11 +229,16 @@ inline std::string logs_stream(std::string_view team) {
 }
 inline constexpr const char* kEnqueueConsumer = "troupe-scheduler";  // durable, on kAllEnqueue
 inline constexpr const char* kHandoffConsumer = "troupe-handoff";    // durable, on kAllHandoff
-// KV buckets: actor snapshots (job.<id>, node.<name>, meta.flushed_ms) and
-// the leader lease (key "leader").
+// KV buckets: actor snapshots (job.<id>, node.<name>, meta.flushed_ms, a
+// shard's meta.flushed_ms.<pool>) and the leases (key "leader"; a shard's
+// pool.<pool>).
 inline constexpr const char* kStateBucket = "TROUPE_STATE";
 inline constexpr const char* kLeaderBucket = "TROUPE_LEADER";
 inline constexpr const char* kLeaderKey = "leader";
+// A shard's lease on one pool (troupe-scheduler --pools; actors/policy/shards.hpp).
+inline std::string pool_lease_key(std::string_view pool) {
+  return "pool." + std::string(pool);
+}
 // The HTTP API's bearer tokens, by SHA-256 (gateway/auth/tokens.hpp): written
 // by `troupe auth add-token`, read by every troupe-gateway.
 inline constexpr const char* kTokenBucket = "TROUPE_TOKENS";

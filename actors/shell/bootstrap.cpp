@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "actors/policy/config.hpp"
+#include "actors/policy/shards.hpp"
 #include "bus/log.hpp"
 #include "bus/subjects.hpp"
 #include "messages/wire.hpp"
@@ -71,6 +72,15 @@ int parse_options(int argc, char** argv, Options& o) {
                  "3 with 3 servers or more, so that one lost loses nothing acknowledged; 1 on "
                  "one server (env TROUPE_REPLICAS; docs/deploy.md)")
       ->check(CLI::Range(1, 5));
+  o.shard = !env_or("TROUPE_SHARD", "").empty() && env_or("TROUPE_SHARD", "") != "0";
+  app.add_flag("--shard", o.shard,
+               "act as one of several schedulers at once, each owning some pools of the config "
+               "through a lease per pool; takes the pools whose shard is gone (env TROUPE_SHARD; "
+               "docs/recovery.md)");
+  std::string pools = env_or("TROUPE_POOLS", "");
+  app.add_option("--pools", pools,
+                 "a shard's pools, comma-separated: taken at once (implies --shard; env "
+                 "TROUPE_POOLS)");
   auto& s = o.scheduler;
   s.checkpoint_root = env_or("TROUPE_HOME", "./.troupe") + "/checkpoints";
   app.add_option("--checkpoint-root", s.checkpoint_root,
@@ -138,6 +148,22 @@ int parse_options(int argc, char** argv, Options& o) {
   if (!o.config.empty()) {
     std::string err;
     if (!read_config(o.config, o.config_text, err)) {
+      spdlog::error("{}", err);
+      return 2;
+    }
+  }
+  for (size_t at = 0; at < pools.size();) {
+    auto comma = pools.find(',', at);
+    if (comma == std::string::npos) comma = pools.size();
+    if (comma > at) o.pools.push_back(pools.substr(at, comma - at));
+    at = comma + 1;
+  }
+  if (!o.pools.empty()) o.shard = true;
+  if (o.shard) {
+    policy::ClusterConfig cfg;
+    auto err = policy::load_config_or_open(o.config_text, cfg);
+    if (err.empty()) err = policy::check_shards(cfg, o.pools);
+    if (!err.empty()) {
       spdlog::error("{}", err);
       return 2;
     }

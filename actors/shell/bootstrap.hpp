@@ -14,6 +14,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "actors/policy/config.hpp"
 #include "actors/ports.hpp"
@@ -44,6 +45,11 @@ struct Options {
   // --replicas: copies of every stream and KV bucket in a NATS cluster
   // (JetStream R1/R3/R5); existing ones are scaled to it at start.
   int replicas = 1;
+  // A shard (--shard, or --pools naming the pools it takes at once): one of
+  // several schedulers acting at once, each owning some pools
+  // (actors/policy/shards.hpp, shell/leadership.hpp).
+  bool shard = false;
+  std::vector<std::string> pools;
   SchedulerOptions scheduler;  // what the actors are started with
 };
 

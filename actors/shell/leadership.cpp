@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -19,9 +20,9 @@ constexpr int64_t kTrimEveryMs = 10000;
 
 // --- leader lease -------------------------------------------------------------------
 
-bool LeaderLease::try_acquire() {
+bool LeaderLease::try_acquire(bool take_free) {
   bool failed = false;
-  auto e = kv_.get(subjects::kLeaderKey, &failed);
+  auto e = kv_.get(key_, &failed);
   if (failed) {
     // Cannot see the lease (NATS away): whatever silence follows starts now.
     seen_since_ms_ = system_now_ms();
@@ -30,7 +31,7 @@ bool LeaderLease::try_acquire() {
   uint64_t expected = 0;
   if (e) {
     bool stale = false;
-    if (e->value == holder_ || e->value.empty()) {
+    if (e->value == holder_ || (e->value.empty() && take_free)) {
       stale = true;  // ours (from before a reconnect), or given up
     } else if (e->revision != seen_revision_) {
       seen_revision_ = e->revision;
@@ -41,16 +42,17 @@ bool LeaderLease::try_acquire() {
     if (!stale) return false;
     expected = e->revision;
   } else {
+    if (!take_free) return false;
     // None, or given up (release() leaves a purge marker, which get() does
     // not show): the update must expect the marker's revision.
-    expected = kv_.last_revision(subjects::kLeaderKey, &failed);
+    expected = kv_.last_revision(key_, &failed);
     if (failed) {
       seen_since_ms_ = system_now_ms();
       return false;
     }
   }
   bool conflict = false;
-  uint64_t rev = kv_.update(subjects::kLeaderKey, holder_, expected, &conflict);
+  uint64_t rev = kv_.update(key_, holder_, expected, &conflict);
   if (rev == 0) return false;
   epoch_ = revision_ = rev;
   return true;
@@ -58,12 +60,11 @@ bool LeaderLease::try_acquire() {
 
 LeaderLease::Renewal LeaderLease::renew() {
   bool conflict = false;
-  uint64_t rev = kv_.update(subjects::kLeaderKey, holder_, revision_, &conflict);
+  uint64_t rev = kv_.update(key_, holder_, revision_, &conflict);
   if (rev == 0 && conflict && still_ours()) {
     // nats-server lost our last renewal (killed before its file store
     // flushed it): the key still names us; renew on top of what it holds.
-    if (auto e = kv_.get(subjects::kLeaderKey))
-      rev = kv_.update(subjects::kLeaderKey, holder_, e->revision, &conflict);
+    if (auto e = kv_.get(key_)) rev = kv_.update(key_, holder_, e->revision, &conflict);
   }
   if (rev != 0) {
     revision_ = rev;
@@ -73,14 +74,14 @@ LeaderLease::Renewal LeaderLease::renew() {
 }
 
 bool LeaderLease::still_ours() {
-  auto e = kv_.get(subjects::kLeaderKey);
+  auto e = kv_.get(key_);
   return e && e->value == holder_;
 }
 
 void LeaderLease::release() {
   if (revision_ == 0) return;
   bool conflict = false;
-  kv_.update(subjects::kLeaderKey, "", revision_, &conflict);
+  kv_.update(key_, "", revision_, &conflict);
 }
 
 // --- lease gate -------------------------------------------------------------------
@@ -136,30 +137,81 @@ std::string holder_id() {
   return std::string(host) + ":" + std::to_string(getpid()) + ":" + std::to_string(system_now_ms());
 }
 
-Leadership::Leadership(Bus& bus, int ttl_ms)
+Leadership::Leadership(Bus& bus, int ttl_ms, const Options& o)
     : bus_(bus),
       ttl_ms_(ttl_ms),
+      sharded_(o.shard),
       lease_(*bus.leader_kv, holder_id(), ttl_ms),
+      started_ms_(LeaseGate::steady_ms()),
       gate_([&bus](const std::string& subject, const void* data, size_t size,
                    const std::string& reply) { bus.out->publish(subject, data, size, reply); },
             [&bus](const std::string& subject, const void* data, size_t size,
                    std::function<void()> stored) {
               // kept by TROUPE_EVENTS: acknowledged, retried
               bus.events->publish(subject, data, size, std::move(stored));
-            }) {}
+            }) {
+  if (!sharded_) return;
+  policy::ClusterConfig cfg;
+  policy::load_config_or_open(o.config_text, cfg);  // checked by parse_options
+  for (const auto& p : cfg.pools) {
+    Pool x;
+    x.name = p.name;
+    x.named = std::find(o.pools.begin(), o.pools.end(), p.name) != o.pools.end();
+    x.lease = std::make_unique<LeaderLease>(*bus.leader_kv, lease_.holder(), ttl_ms,
+                                            subjects::pool_lease_key(p.name));
+    pools_.push_back(std::move(x));
+  }
+}
 
 Leadership::~Leadership() {
-  lease_.release();
+  if (!sharded_) lease_.release();
+  for (auto& p : pools_)
+    if (p.held) p.lease->release();
+}
+
+bool Leadership::take_pools() {
+  const bool grace_over = LeaseGate::steady_ms() - started_ms_ >= 2 * int64_t{ttl_ms_};
+  bool took = false;
+  for (auto& p : pools_) {
+    if (p.held || !p.lease->try_acquire(p.named || grace_over)) continue;
+    p.held = took = true;
+    spdlog::info("shard: took pool {} (epoch {})", p.name, p.lease->epoch());
+  }
+  return took;
+}
+
+std::vector<std::string> Leadership::pools() const {
+  std::vector<std::string> v;
+  for (const auto& p : pools_)
+    if (p.held) v.push_back(p.name);
+  return v;
+}
+
+uint64_t Leadership::epoch() const {
+  if (!sharded_) return lease_.epoch();
+  uint64_t e = 0;
+  for (const auto& p : pools_)
+    if (p.held) e = std::max(e, p.lease->epoch());
+  return e;
+}
+
+bool Leadership::still_ours() {
+  if (!sharded_) return lease_.still_ours();
+  for (auto& p : pools_)
+    if (p.held && !p.lease->still_ours()) return false;
+  return true;
 }
 
 bool Leadership::acquire(const StopSignals& signals) {
   for (bool told = false;;) {
     int64_t asked = LeaseGate::steady_ms();
-    if (lease_.try_acquire()) {
+    if (sharded_ ? take_pools() : lease_.try_acquire()) {
       gate_.extend(asked + ttl_ms_);
       return true;
     }
-    if (!told) spdlog::info("standby: another scheduler holds the leader lease");
+    if (!told)
+      spdlog::info(sharded_ ? "shard: every pool is held by another shard; waiting"
+                            : "standby: another scheduler holds the leader lease");
     told = true;
     int sig = signals.wait(200);
     if (sig == SIGTERM || sig == SIGINT) return false;
@@ -167,7 +219,8 @@ bool Leadership::acquire(const StopSignals& signals) {
 }
 
 void Leadership::hello() {
-  std::string text = "{\"epoch\":" + std::to_string(lease_.epoch()) + "}";
+  std::string text =
+      sharded_ ? std::string("{}") : "{\"epoch\":" + std::to_string(lease_.epoch()) + "}";
   gate_.publish(subjects::kSysHello, text.data(), text.size(), {});
 }
 
@@ -186,8 +239,17 @@ int Leadership::serve(const StopSignals& signals, const std::function<void()>& r
     if (sig == 0 || sig == SIGUSR2) {
       if (sig == 0) {
         int64_t asked = LeaseGate::steady_ms();
-        auto r = lease_.renew();
+        auto r = LeaderLease::Renewal::renewed;
+        if (!sharded_) r = lease_.renew();
+        for (auto& p : pools_) {
+          if (!p.held) continue;
+          auto pr = p.lease->renew();
+          if (pr == LeaderLease::Renewal::lost) spdlog::error("shard: lost pool {}", p.name);
+          if (pr != LeaderLease::Renewal::renewed && r != LeaderLease::Renewal::lost) r = pr;
+        }
         if (r == LeaderLease::Renewal::renewed) gate_.extend(asked + ttl_ms_);
+        // A shard takes the pools whose holder went silent.
+        if (r == LeaderLease::Renewal::renewed && sharded_ && take_pools()) return kMorePools;
         if (r != LeaderLease::Renewal::lost) continue;
       }
       // Deposed: another scheduler leads. Stop acting at once (no clean

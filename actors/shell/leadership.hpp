@@ -9,12 +9,14 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "actors/shell/bootstrap.hpp"
 #include "bus/nats.hpp"
+#include "bus/subjects.hpp"
 
 namespace troupe::shell {
 
@@ -22,12 +24,17 @@ namespace troupe::shell {
 // absent, or when its revision has not moved for `ttl_ms` (its holder stopped
 // renewing); renewed by compare-and-set on its revision. The revision at
 // which it was taken is this leader's epoch.
+//
+// A shard's lease on a pool is the same under key pool.<pool>.
 class LeaderLease {
  public:
-  LeaderLease(bus::KeyValue& kv, std::string holder, int ttl_ms)
-      : kv_(kv), holder_(std::move(holder)), ttl_ms_(ttl_ms) {}
+  LeaderLease(bus::KeyValue& kv, std::string holder, int ttl_ms,
+              std::string key = subjects::kLeaderKey)
+      : kv_(kv), holder_(std::move(holder)), ttl_ms_(ttl_ms), key_(std::move(key)) {}
   // One attempt; true when this process now leads (epoch() is set).
-  bool try_acquire();
+  // `take_free`: also when nobody holds it (else only from a holder silent
+  // for the ttl).
+  bool try_acquire(bool take_free = true);
   enum class Renewal { renewed, unreachable, lost };
   Renewal renew();
   // Gives the lease up (a clean stop): a standby takes it at once.
@@ -41,6 +48,7 @@ class LeaderLease {
   bus::KeyValue& kv_;
   std::string holder_;
   int ttl_ms_;
+  std::string key_;
   uint64_t epoch_ = 0;
   uint64_t revision_ = 0;
   uint64_t seen_revision_ = 0;  // another holder's revision, and since when it stood still
@@ -87,28 +95,55 @@ class LeaseGate {
 // This process's leadership: the lease and its gate over the bus (plain
 // publishes on the publishing connection, job events through the event
 // publisher). Gives the lease up when destroyed (a clean stop).
+//
+// A shard (--pools or --shard; actors/policy/shards.hpp) holds a lease per
+// pool instead: at once the pools it names (`Options::pools`), and any
+// other pool whose holder went silent for the ttl, or that nobody held
+// since 2 ttl after this process started (its own shard did not come). Its
+// epoch is the newest revision it took: a pool's agents only ever hear its
+// owner, and any newer owner of a pool took it at a newer revision.
 class Leadership {
  public:
-  Leadership(Bus& bus, int ttl_ms);
+  Leadership(Bus& bus, int ttl_ms, const Options& o);
   ~Leadership();
-  // Waits as a standby until this process leads; false when told to stop first.
+  // Waits as a standby until this process leads (a shard: holds a pool);
+  // false when told to stop first.
   bool acquire(const StopSignals& signals);
-  // Serves while leading: renews the lease every ttl/3, says hello again
+  // What serve() returns when this shard took more pools: its actors are
+  // restored again, with them.
+  static constexpr int kMorePools = -1;
+  // Serves while leading: renews the lease(s) every ttl/3, says hello again
   // after `bus` reconnected, runs `reload` on SIGHUP. Returns on SIGTERM or
-  // SIGINT (0). A lost lease, or a snapshot write that found another
+  // SIGINT (0), or kMorePools. A lost lease, or a snapshot write that found another
   // scheduler's revision (SIGUSR2), ends the process at once with code 3.
   int serve(const StopSignals& signals, const std::function<void()>& reload);
   // troupe.sys.hello: agents that started before us register again and
-  // learn our epoch.
+  // learn our epoch (not a shard's: it is not for other pools' agents).
   void hello();
-  LeaderLease& lease() { return lease_; }
-  uint64_t epoch() const { return lease_.epoch(); }
+  // Every lease this process holds still names it (thread-safe: reads the bucket).
+  bool still_ours();
+  uint64_t epoch() const;
+  bool sharded() const { return sharded_; }
+  // A shard's pools, in the config's order.
+  std::vector<std::string> pools() const;
   LeaseGate& gate() { return gate_; }
 
  private:
+  // A shard: one attempt at every pool not held; true when it took one.
+  bool take_pools();
   Bus& bus_;
   int ttl_ms_;
+  bool sharded_;
   LeaderLease lease_;
+  // A shard's: every pool of the config, in its order, with whether it is
+  // held and whether this process names it.
+  struct Pool {
+    std::string name;
+    bool named = false, held = false;
+    std::unique_ptr<LeaderLease> lease;
+  };
+  std::vector<Pool> pools_;
+  int64_t started_ms_;
   LeaseGate gate_;
 };
 

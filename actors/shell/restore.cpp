@@ -113,16 +113,25 @@ class EntryPipe {
   bool closed_ = false;
 };
 
-bool read_state(bus::KeyValue& kv, bus::JetStream& js, Restored& out) {
+bool read_state(bus::KeyValue& kv, bus::JetStream& js, Restored& out,
+                const std::vector<std::string>& markers) {
   // The streams from a while before the last complete flush: a clock margin
   // (the stream stamps messages with the server's clock), and events still
   // awaiting their acknowledgement (5 s at most, then retried) at the kill.
   // The flush marker is read first; the bucket's pass below may see a newer
   // one (a superset of what the streams must bring: harmless).
+  // A shard's pools: the oldest of their owners' markers (a pool no shard
+  // marked yet: the one scheduler's marker, from before the shards).
   bool failed = false;
   auto flushed = kv.get(KvSnapshotStore::kFlushedKey, &failed);
   if (failed) return false;
-  out.flushed_ms = flushed ? std::atoll(flushed->value.c_str()) : 0;
+  const int64_t single = flushed ? std::atoll(flushed->value.c_str()) : 0;
+  out.flushed_ms = markers.empty() ? single : INT64_MAX;
+  for (const auto& key : markers) {
+    auto m = kv.get(key, &failed);
+    if (failed) return false;
+    out.flushed_ms = std::min<int64_t>(out.flushed_ms, m ? std::atoll(m->value.c_str()) : single);
+  }
   int64_t since = out.flushed_ms > 0 ? out.flushed_ms - 15000 : 0;
   if (since <= 0) since = 1;  // never flushed: everything (DeliverByStartTime from the epoch)
   out.since_ms = since;
@@ -161,12 +170,13 @@ bool read_state(bus::KeyValue& kv, bus::JetStream& js, Restored& out) {
 
 }  // namespace
 
-Restored restore_state(bus::KeyValue& kv, bus::JetStream& js, int tries) {
+Restored restore_state(bus::KeyValue& kv, bus::JetStream& js, int tries,
+                       const std::vector<std::string>& markers) {
   Restored out;
   for (int i = 1; i <= tries; ++i) {
     out = Restored{};
     out.tries = i;
-    out.complete = read_state(kv, js, out);
+    out.complete = read_state(kv, js, out, markers);
     if (out.complete) break;
   }
   recovery::order_handoffs(out.state);
@@ -179,13 +189,22 @@ Restored restore_state(bus::KeyValue& kv, bus::JetStream& js, int tries) {
 std::unique_ptr<Restore> restore(Bus& bus, Leadership& lead, const Options& o, std::string* err) {
   auto t0 = std::chrono::steady_clock::now();
   auto r = std::make_unique<Restore>();
-  r->read = restore_state(*bus.state_kv, *bus.js);
+  std::vector<std::string> markers;
+  for (const auto& pool : lead.pools()) markers.push_back(KvSnapshotStore::pool_flushed_key(pool));
+  r->read = restore_state(*bus.state_kv, *bus.js, 3, markers);
   if (!r->read.complete) {
     *err =
         "cannot restore: reading the KV bucket or the streams stopped short of their newest "
         "message " +
         std::to_string(r->read.tries) + " times";
     return nullptr;
+  }
+  if (lead.sharded()) {
+    // A shard: its pools' jobs and nodes only (their owners' are the others').
+    policy::ClusterConfig cfg;
+    policy::load_config_or_open(o.config_text, cfg);
+    r->shards.pools = lead.pools();
+    recovery::keep_shard(r->read.state, r->shards, cfg);
   }
   const auto& rs = r->read.state;
   using Mode = KvSnapshotStore::Mode;
@@ -194,9 +213,9 @@ std::unique_ptr<Restore> restore(Bus& bus, Leadership& lead, const Options& o, s
       o.snapshots == "sync"  ? Mode::sync
       : o.snapshots == "off" ? Mode::off
                              : Mode::coalesced,
-      o.flush_ms, [] { kill(getpid(), SIGUSR2); },
-      [lease = &lead.lease()] { return lease->still_ours(); },
+      o.flush_ms, [] { kill(getpid(), SIGUSR2); }, [&lead] { return lead.still_ours(); },
       [events = bus.events.get()] { return events->awaiting() == 0; });
+  if (!markers.empty()) r->store->set_markers(markers);
   r->store->seed(std::move(r->read.revisions));  // not read again
   r->store->start();
   // Events the killed scheduler published but never saw stored (1 s of clock
@@ -229,6 +248,7 @@ void Restore::complete(Options& o, const Leadership& lead, const Bus& bus) const
   const auto& rs = read.state;
   s.store = store;
   s.epoch = lead.epoch();
+  s.shards = shards;
   // Stored records that failed validation at restore: never run, kept where
   // they are (the KV bucket, the streams), shown here (docs/security.md).
   nlohmann::json quarantine = nlohmann::json::object();

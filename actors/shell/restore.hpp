@@ -31,7 +31,10 @@ struct Restored {
   bool complete = false;                            // every read reached the newest message stored
   int tries = 0;  // passes made (a pass that stops short is made again)
 };
-Restored restore_state(bus::KeyValue& kv, bus::JetStream& js, int tries = 3);
+// `markers`: a shard's pools' flush markers (KvSnapshotStore::pool_flushed_key;
+// empty: the one scheduler's).
+Restored restore_state(bus::KeyValue& kv, bus::JetStream& js, int tries = 3,
+                       const std::vector<std::string>& markers = {});
 
 // What a new leader starts from: its snapshot store (seeded with the
 // revisions read, the records that moved on written again) and the records
@@ -43,6 +46,7 @@ struct Restore {
   size_t active = 0;                                   // jobs not ended
   size_t announced_again = 0;
   int64_t took_ms = 0;
+  policy::ShardScope shards;  // a shard's pools (empty: every pool)
   // Completes `o.scheduler` (store, epoch, extra_stats) for the actors.
   void complete(Options& o, const Leadership& lead, const Bus& bus) const;
   ~Restore();

@@ -5,6 +5,7 @@
 #include "actors/bridge.hpp"
 #include "actors/scheduler.hpp"
 #include "actors/shell/bus_ports.hpp"
+#include "actors/shell/shard_views.hpp"
 #include "bus/subjects.hpp"
 
 namespace troupe::shell {
@@ -13,11 +14,13 @@ namespace {
 
 // What the router answers (it hands each to the actor concerned).
 constexpr const char* kRouterSubjects[] = {
-    subjects::kAllSubmit,   subjects::kAllStatus,     subjects::kAllCancel,  subjects::kAllLogs,
-    subjects::kAllJobs,     subjects::kSysNodes,      subjects::kSysStats,   subjects::kAllAgents,
-    subjects::kAllWhy,      subjects::kSysQueues,     subjects::kSysCordon,  subjects::kSysUncordon,
-    subjects::kSysDrain,    subjects::kSysDebugCrash, subjects::kAllHistory, subjects::kSysFind,
-    subjects::kAllPipeline, subjects::kAllUsage,      subjects::kAllSchedule};
+    subjects::kAllSubmit,   subjects::kAllStatus,     subjects::kAllCancel,
+    subjects::kAllLogs,     subjects::kAllJobs,       subjects::kSysNodes,
+    subjects::kSysStats,    subjects::kAllAgents,     subjects::kAllWhy,
+    subjects::kSysQueues,   subjects::kSysCordon,     subjects::kSysUncordon,
+    subjects::kSysDrain,    subjects::kSysDebugCrash, subjects::kAllHistory,
+    subjects::kSysFind,     subjects::kAllPipeline,   subjects::kAllUsage,
+    subjects::kAllSchedule, subjects::kSysShardPart};
 
 // SIGHUP: a bad new config is refused and the old one stays. The teams'
 // logs streams take the new retention.
@@ -65,6 +68,18 @@ int serve(Bus& bus, Leadership& lead, Restore& start, Options& o, const StopSign
       }
       subs.push_back(std::move(sub));
     }
+    // Shards: the coordinator puts the views that span pools together.
+    std::unique_ptr<ShardViews> views;
+    if (o.scheduler.shards.sharded()) {
+      policy::ClusterConfig cfg;
+      policy::load_config_or_open(o.config_text, cfg);
+      if (o.scheduler.shards.coordinator(cfg)) {
+        std::vector<std::string> pools;
+        for (const auto& p : cfg.pools) pools.push_back(p.name);
+        views = std::make_unique<ShardViews>(*bus.in, *bus.out, std::move(pools));
+        if (!views->ok()) rc = 1;
+      }
+    }
     // This process's front door (shell/standby.hpp) hands over to the router;
     // from now on, a standby asking whether a leader answers hears this one
     // (while its lease gate is open), on the NATS thread: however busy the
@@ -73,10 +88,11 @@ int serve(Bus& bus, Leadership& lead, Restore& start, Options& o, const StopSign
       front->handover();
       front.reset();
     }
-    subs.push_back(
-        bus.in->subscribe(subjects::kSysLeaderAlive, [&lead, out = bus.out.get()](Inbound&& in) {
-          if (!in.reply.empty() && lead.gate().open()) out->publish(in.reply, std::string("{}"));
-        }));
+    if (!lead.sharded())
+      subs.push_back(
+          bus.in->subscribe(subjects::kSysLeaderAlive, [&lead, out = bus.out.get()](Inbound&& in) {
+            if (!in.reply.empty() && lead.gate().open()) out->publish(in.reply, std::string("{}"));
+          }));
     // A durable consumer of the intake stream handing what it delivers to the router.
     auto open_consumer = [&](const char* durable, const char* filter) {
       std::string err;
@@ -93,8 +109,12 @@ int serve(Bus& bus, Leadership& lead, Restore& start, Options& o, const StopSign
     // those stored while no scheduler ran; and the records a standby made
     // while no leader answered (shell/standby.hpp), this process's own front
     // door's among them.
-    auto consumer = open_consumer(subjects::kEnqueueConsumer, subjects::kAllEnqueue);
-    auto handoff = open_consumer(subjects::kHandoffConsumer, subjects::kAllHandoff);
+    // (Not a shard's: docs/recovery.md "Shards" says what is left.)
+    bus::ConsumerPtr consumer, handoff;
+    if (!lead.sharded()) {
+      consumer = open_consumer(subjects::kEnqueueConsumer, subjects::kAllEnqueue);
+      handoff = open_consumer(subjects::kHandoffConsumer, subjects::kAllHandoff);
+    }
     intake->consumer = consumer.get();
     intake->handoff = handoff.get();
     bus.in->flush();
@@ -107,6 +127,7 @@ int serve(Bus& bus, Leadership& lead, Restore& start, Options& o, const StopSign
     intake->handoff = nullptr;
     consumer.reset();
     handoff.reset();
+    views.reset();
     subs.clear();
     stop_scheduler(w);
     sys.await_all_actors_done();

@@ -161,11 +161,18 @@ void KvSnapshotStore::flush(std::unordered_map<std::string, std::string> batch,
 }
 
 void KvSnapshotStore::mark_flushed(int64_t started_ms) {
-  auto r =
-      kv_.write_all({{kFlushedKey, std::to_string(started_ms), revs_[kFlushedKey]}}, 10000).front();
-  if (r.revision == 0) return;
-  revs_[kFlushedKey] = r.revision;
-  marked_ms_ = started_ms;
+  std::vector<bus::KeyValue::Write> writes;
+  for (const auto& key : markers_) writes.push_back({key, std::to_string(started_ms), revs_[key]});
+  auto results = kv_.write_all(writes, 10000);
+  bool all = true;
+  for (size_t i = 0; i < writes.size() && i < results.size(); ++i) {
+    if (results[i].revision == 0) {
+      all = false;
+      continue;
+    }
+    revs_[writes[i].key] = results[i].revision;
+  }
+  if (all) marked_ms_ = started_ms;
 }
 
 // --- events -----------------------------------------------------------------------

@@ -57,6 +57,13 @@ class KvSnapshotStore : public SnapshotStore {
   const Counters& counters() const { return n_; }
 
   static constexpr const char* kFlushedKey = "meta.flushed_ms";
+  // A shard's marker, one per pool it owns (it writes each): a restore of a
+  // pool reads the streams from that pool's owner's last complete flush.
+  static std::string pool_flushed_key(const std::string& pool) {
+    return std::string(kFlushedKey) + "." + pool;
+  }
+  // The markers written (before start(); default: kFlushedKey).
+  void set_markers(std::vector<std::string> keys) { markers_ = std::move(keys); }
   static constexpr int64_t kIdleMarkMs = 1000;  // the marker's pace while nothing changes
 
  private:
@@ -77,6 +84,7 @@ class KvSnapshotStore : public SnapshotStore {
   bool stop_ = false;
   bool fenced_ = false;
   int64_t marked_ms_ = 0;  // when the flush marker was last written (writer side)
+  std::vector<std::string> markers_{kFlushedKey};
   Counters n_;
   std::thread thread_;
 };

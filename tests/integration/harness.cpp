@@ -662,6 +662,22 @@ Process& Cluster::add_scheduler() {
   return p;
 }
 
+Process& Cluster::add_scheduler(const std::vector<std::pair<std::string, std::string>>& changed) {
+  const auto argv = scheduler_argv_;
+  for (const auto& [flag, value] : changed) {
+    auto it = std::find(scheduler_argv_.begin(), scheduler_argv_.end(), flag);
+    if (it != scheduler_argv_.end() && std::next(it) != scheduler_argv_.end()) {
+      *std::next(it) = value;
+    } else {
+      scheduler_argv_.push_back(flag);
+      scheduler_argv_.push_back(value);
+    }
+  }
+  auto& p = add_scheduler();
+  scheduler_argv_ = argv;
+  return p;
+}
+
 std::vector<Process*> Cluster::schedulers() {
   std::vector<Process*> all;
   for (auto& p : old_schedulers_) all.push_back(p.get());

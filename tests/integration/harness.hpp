@@ -340,6 +340,9 @@ class Cluster {
   Process& restart_scheduler();
   // One more scheduler process with the same arguments (a standby).
   Process& add_scheduler();
+  // One more with some arguments changed: each (flag, value) pair replaces
+  // the value after that flag, or is added (a shard's --pools, say).
+  Process& add_scheduler(const std::vector<std::pair<std::string, std::string>>& changed);
   std::vector<Process*> schedulers();
   // nats-server stopped (SIGKILL when `kill`, else SIGTERM) and started again
   // on the same port and store directory; waits for this harness's

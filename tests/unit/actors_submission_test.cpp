@@ -133,3 +133,15 @@ TEST_CASE("submission: job ids are short, distinct per process start, and number
   CHECK(submission::job_id_prefix(1) == "j-00000001");
   CHECK(names::check_token(submission::job_id(prefix, 12345)).empty());
 }
+
+TEST_CASE("submission: a shard's job ids name their pool", "[submission][shards]") {
+  auto prefix = submission::shard_job_id_prefix("h100", 1796214968695);
+  CHECK(prefix == "j-h100-mx640k1j");
+  auto id = submission::job_id(prefix, 1);
+  CHECK(id == "j-h100-mx640k1j00001");
+  CHECK(names::check_token(id).empty());
+  CHECK(names::check_token(
+            submission::job_id(submission::shard_job_id_prefix(std::string(48, 'p'), 1), 99999) +
+            "-99999")
+            .empty());  // the longest pool a shard takes, an array task's id
+}

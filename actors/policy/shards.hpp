@@ -1,0 +1,58 @@
+// Scheduler shards (docs/recovery.md "Shards"): several troupe-scheduler
+// processes act at once, each owning some pools through a fenced lease per
+// pool. What one shard decides from plain values: which pools, nodes, jobs
+// and requests are its own. Pure.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "actors/policy/config.hpp"
+
+namespace troupe::policy {
+
+// The longest pool name shards take: a shard's job ids carry it.
+inline constexpr size_t kMaxShardPoolName = 48;
+
+// The pools a scheduler owns. Empty: every pool (one scheduler, no shards).
+struct ShardScope {
+  std::vector<std::string> pools;
+  bool sharded() const { return !pools.empty(); }
+  bool owns_pool(std::string_view pool) const;
+  // The coordinator owns the config's first pool: it answers what belongs
+  // to no pool (a refused submission, a job id of no pool, the views).
+  bool coordinator(const ClusterConfig& cfg) const;
+  // A node, by the pool it names and its GPU type (ClusterConfig::pool_of_node).
+  bool owns_node(const ClusterConfig& cfg, std::string_view named_pool,
+                 std::string_view gpu_type) const;
+  // A job, by the pool its id names (shard_job_id_prefix); an id naming no
+  // pool of the config is the coordinator's.
+  bool owns_job(const ClusterConfig& cfg, std::string_view job_id) const;
+  // A submission admitted to `pool` ("" when refused before it had one).
+  bool owns_submission(const ClusterConfig& cfg, std::string_view pool) const;
+};
+
+// The pool a job id names (a shard's job ids start "j-<pool>-":
+// submission::shard_job_id_prefix): the longest pool of the config P such that the id
+// starts with "j-P-"; "" when none.
+std::string pool_of_job_id(const ClusterConfig& cfg, std::string_view job_id);
+// The same over pool names.
+std::string pool_of_job_id(const std::vector<std::string>& pools, std::string_view job_id);
+
+// A view that spans pools (troupe.sys.nodes: "nodes"; troupe.sys.queues:
+// "pools" and "teams") put together from its pools' parts (pool, the JSON
+// its owner answered): of each part, the rows of `keys` whose "pool" is
+// that part's pool; every other key as the first part has it;
+// "missing_pools" lists the pools that gave no part.
+std::string merge_pool_parts(const std::vector<std::string>& keys,
+                             const std::vector<std::pair<std::string, std::string>>& parts,
+                             const std::vector<std::string>& missing);
+
+// "" when the config can be sharded (it names its pools, each at most
+// kMaxShardPoolName characters), else why not. `pools` (--pools) must be
+// pools of the config.
+std::string check_shards(const ClusterConfig& cfg, const std::vector<std::string>& pools);
+
+}  // namespace troupe::policy

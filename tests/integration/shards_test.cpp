@@ -1,0 +1,180 @@
+// Scheduler shards (issue 19, part 2): several troupe-scheduler processes
+// act at once, each owning some pools through a fenced lease per pool
+// (KV TROUPE_LEADER, pool.<pool>). Every shard hears every submission and
+// request; the owner of the job's pool answers (a shard's job ids name the
+// pool). A shard killed with SIGKILL: another takes its pools within the
+// lease's ttl, restores their jobs and nodes, and its running jobs run on.
+#include <catch2/catch.hpp>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "bus/nats.hpp"
+#include "bus/subjects.hpp"
+#include "harness.hpp"
+#include "messages/names.hpp"
+
+using namespace troupe;
+using namespace troupe::it;
+
+namespace {
+
+constexpr const char* kConfig = R"(
+pools:
+  - {name: a100, gpu_type: a100}
+  - {name: h100, gpu_type: h100}
+teams:
+  - {name: ml, weight: 1, borrow: true}
+)";
+
+Json typed(const std::vector<std::string>& command, int gpus, const std::string& type) {
+  Json j = job_spec("ml", command, gpus);
+  j["resources"]["gpu_type"] = type;
+  return j;
+}
+
+// Who holds the lease on `pool` ("" when nobody).
+std::string holder_of(Cluster& c, const std::string& pool) {
+  std::string err;
+  auto js = bus::JetStream::open(c.conn(), &err);
+  REQUIRE(js);
+  auto kv = bus::KeyValue::open(*js, subjects::kLeaderBucket, &err);
+  REQUIRE(kv);
+  auto e = kv->get(subjects::pool_lease_key(pool));
+  return e ? e->value : std::string();
+}
+
+// Submits until a shard answers (none does for a pool whose shard is gone
+// and not yet taken over): the reply with a job id, or the last one.
+Json submit_until_served(Cluster& c, Json spec, Clock::time_point until) {
+  spec["idempotency_key"] = "served-" + std::to_string(Clock::now().time_since_epoch().count());
+  const std::string body = spec.dump();
+  Json r;
+  while (Clock::now() < until) {
+    std::string err;
+    auto raw = c.request_raw(subjects::team_submit("ml"),
+                             std::vector<uint8_t>(body.begin(), body.end()), 500ms, &err);
+    r = raw ? Json::parse(raw->begin(), raw->end(), nullptr, false) : Json{{"error", err}};
+    if (r.is_object() && r.contains("job_id")) break;
+  }
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "two shards on two pools: each places its own pool's jobs, no GPU is held twice, and after a "
+    "kill -9 "
+    "of one the other serves its pool within 5 s and its running jobs keep running",
+    "[integration][shards]") {
+  ClusterOptions o;
+  o.with_config(kConfig).node("na", 4, false, "a100").node("nh", 8, false, "h100");
+  o.scheduler_args = {"--pools", "a100", "--lease-ttl-ms", "1500"};
+  Cluster c(o);
+  c.add_scheduler({{"--pools", "h100"}});
+  Process* h_shard = c.schedulers().front();  // the added one (the first stays current)
+  REQUIRE(h_shard != &c.scheduler());
+
+  // Each pool's jobs: a long one and a few short ones; ids name the pool.
+  // (The first of each pool once its shard serves.)
+  REQUIRE(c.wait_scheduler_serving(30s));
+  auto first_h = submit_until_served(c, typed({"true"}, 1, "h100"), Clock::now() + 30s);
+  REQUIRE(first_h.contains("job_id"));
+  auto long_a = c.submit_ok("ml", typed({"sleep", "300"}, 2, "a100"));
+  auto long_h = c.submit_ok("ml", typed({"sleep", "300"}, 4, "h100"));
+  CHECK(long_a.rfind("j-a100-", 0) == 0);
+  CHECK(long_h.rfind("j-h100-", 0) == 0);
+  std::vector<std::string> shorts;
+  for (int i = 0; i < 6; ++i)
+    shorts.push_back(c.submit_ok("ml", typed({"true"}, 1, i % 2 ? "h100" : "a100")));
+  REQUIRE(c.events().wait_state(long_a, std::string(names::kRunning), 30s));
+  REQUIRE(c.events().wait_state(long_h, std::string(names::kRunning), 30s));
+  for (const auto& id : shorts) {
+    auto end = c.wait_terminal(id, 30s);
+    REQUIRE(end);
+    CHECK(end->state == names::kSucceeded);
+  }
+  CHECK(holder_of(c, "a100") != holder_of(c, "h100"));
+  CHECK_FALSE(holder_of(c, "h100").empty());
+
+  // Requests about a job reach its shard, whichever pool.
+  CHECK(c.status("ml", long_a).value("state", "") == names::kRunning);
+  CHECK(c.status("ml", long_h).value("state", "") == names::kRunning);
+  Json none = c.status("ml", "j-h100-nosuchjob00001");
+  CHECK(none.contains("error"));
+  Json nopool = c.status("ml", "j-nosuchjob00001");  // no pool: the coordinator answers
+  CHECK(nopool.contains("error"));
+
+  // The views span the shards: every node, every pool's queues, every job
+  // (in pages that go on across pools, each job once).
+  auto node_names = [&] {
+    std::set<std::string> names;
+    Json n = c.nodes();
+    for (const auto& v : n.value("nodes", Json::array())) names.insert(v.value("node", ""));
+    return names;
+  };
+  CHECK(node_names() == std::set<std::string>{"na", "nh"});
+  Json q = c.queues();
+  INFO(q.dump());
+  std::map<std::string, int> totals;
+  for (const auto& p : q.value("pools", Json::array()))
+    totals[p.value("pool", "")] = p.value("gpus_total", 0);
+  CHECK(totals == std::map<std::string, int>{{"a100", 4}, {"h100", 8}});
+  CHECK_FALSE(q.contains("missing_pools"));
+  std::vector<std::string> listed;
+  std::string cursor;
+  for (int pages = 0; pages < 20; ++pages) {
+    Json req = {{"limit", 3}};
+    if (!cursor.empty()) req["after"] = cursor;
+    Json page = c.request("troupe.ml.jobs", req);
+    INFO(page.dump());
+    REQUIRE(page.contains("jobs"));
+    CHECK(page["jobs"].size() <= 3);
+    for (const auto& j : page["jobs"]) listed.push_back(j.value("job_id", ""));
+    if (!page.contains("next")) break;
+    cursor = page["next"];
+  }
+  std::set<std::string> expected(shorts.begin(), shorts.end());
+  expected.insert({long_a, long_h, first_h["job_id"].get<std::string>()});
+  CHECK(listed.size() == expected.size());  // each once
+  CHECK(std::set<std::string>(listed.begin(), listed.end()) == expected);
+
+  // The h100 shard dies. Its pool is served again within 5 s.
+  const std::string old_holder = holder_of(c, "h100");
+  h_shard->kill_now();
+  const auto killed = Clock::now();
+  Json r = submit_until_served(c, typed({"sleep", "300"}, 4, "h100"), killed + 5s);
+  const auto served_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - killed).count();
+  INFO("h100 served again after " << served_ms << " ms: " << r.dump());
+  REQUIRE(r.contains("job_id"));
+  CHECK(served_ms <= 5000);
+  const std::string after = r["job_id"];
+  CHECK(after.rfind("j-h100-", 0) == 0);
+  CHECK(holder_of(c, "h100") == holder_of(c, "a100"));
+  CHECK(holder_of(c, "h100") != old_holder);
+  REQUIRE(c.events().wait_state(after, std::string(names::kRunning), 30s));
+
+  // The h100 job that ran before the kill runs on, adopted: the same
+  // attempt, never stopped or placed again.
+  Json st = c.status("ml", long_h);
+  INFO(st.dump() << "\n" << c.events().describe(long_h));
+  CHECK(st.value("state", "") == names::kRunning);
+  for (const auto& e : c.events().of_job(long_h)) {
+    CHECK(e.state != "preempted");
+    CHECK_FALSE(names::is_terminal(e.state));
+    CHECK(e.json.value("attempt", 1) == 1);
+  }
+  CHECK(c.status("ml", long_a).value("state", "") == names::kRunning);
+  CHECK(node_names() == std::set<std::string>{"na", "nh"});  // both now in one shard
+
+  // From the events: no GPU ever held by two jobs.
+  auto replay = replay_gpus(c.events().all());
+  INFO(replay.clashes.size() << " clashes; first: "
+                             << (replay.clashes.empty() ? "" : replay.clashes.front()));
+  CHECK(replay.clashes.empty());
+  CHECK(replay.max_held >= 10);  // 2 + 4 + 4: both pools held at once
+  c.cancel("ml", long_a);
+  c.cancel("ml", long_h);
+  c.cancel("ml", after);
+}
