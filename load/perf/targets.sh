@@ -14,6 +14,13 @@
 #   retention JOBS RETENTION_S    scheduler RSS idle, after JOBS short jobs ran and
 #                                 ended (200 nodes), and once they are past
 #                                 --job-retention-s RETENTION_S (purged)
+#   shards SHARDS NODES JOBS      scheduler shards (docs/recovery.md "Shards"): two
+#                                 pools (a100, h100) of NODES simulated nodes x 8 GPUs
+#                                 each, JOBS jobs half for each pool (two troupe-load
+#                                 at once), served by one shard holding both pools
+#                                 (SHARDS 1) or one shard per pool (SHARDS 2): jobs
+#                                 placed per scheduler CPU-second; RATE (environment):
+#                                 submissions/s of each troupe-load (default 0: at once)
 #   recovery JOBS                 JOBS queued jobs in the state, then kill -9 of the
 #                                 scheduler and a new one: time to restore, to serve,
 #                                 and until its queues hold every job again
@@ -118,6 +125,12 @@ else
 fi
 for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$PORT) 2>/dev/null && break; sleep 0.1; done
 if [[ $MEASURE == retention ]]; then SCHED_ARGS="${SCHED_ARGS:-} --job-retention-s ${2:-5}"; fi
+if [[ $MEASURE == shards ]]; then
+  printf 'pools:\n  - {name: a100, gpu_type: a100}\n  - {name: h100, gpu_type: h100}\nteams:\n' >"$DIR/shards.yaml"
+  for t in t1 t2 t3 t4; do printf '  - {name: %s, borrow: true}\n' "$t" >>"$DIR/shards.yaml"; done
+  if [[ ${1:-2} == 1 ]]; then POOLS=a100,h100; else POOLS=a100; fi
+  SCHED_ARGS="${SCHED_ARGS:-} --config $DIR/shards.yaml --pools $POOLS"
+fi
 env ${SCHED_ENV:-} "$BIN/troupe-scheduler" --nats "$URL" "${SCHED_ID[@]}" --checkpoint-root "$DIR/ckpt" ${SCHED_ARGS:-} >"$DIR/scheduler.log" 2>&1 &
 SCHED=$!; PIDS+=($SCHED)
 sleep 1
@@ -250,6 +263,46 @@ case "$MEASURE" in
     sleep 45  # the purges of the last jobs are done by now, and trimmed
     echo "scheduler $((KEEP + 57)) s later: $(rss)"
     ;;
+  shards)
+    SHARDS=${1:-2}; NODES=${2:-100}; JOBS=${3:-10000}
+    SCHEDS=($SCHED)
+    if [[ $SHARDS == 2 ]]; then
+      "$BIN/troupe-scheduler" --nats "$URL" "${SCHED_ID[@]}" --checkpoint-root "$DIR/ckpt" \
+        ${SCHED_ARGS/--pools a100/--pools h100} >"$DIR/scheduler2.log" 2>&1 & SCHEDS+=($!); PIDS+=($!)
+    fi
+    if [[ ${SECURE:-0} == 1 ]]; then "$BIN/troupe" auth add-fleet f --count "$((2 * NODES))" --home "$DIR" >/dev/null; fi
+    for type in a100 h100; do
+      "$BIN/troupe-node" --nats "$URL" "${FLEET_ID[@]}" --simulate --count "$NODES" --gpus 8 \
+        --gpu-type $type --name-prefix "f$type-" --state-dir "$DIR/fleet-$type" --log-level warn \
+        >"$DIR/fleet-$type.log" 2>&1 & PIDS+=($!)
+    done
+    for _ in $(seq 240); do
+      g=$(TROUPE_NATS=$URL timeout 20 "$BIN/troupe" queues --json 2>/dev/null |
+          python3 -c 'import json,sys; print(sum(p.get("gpus_total",0) for p in json.load(sys.stdin)["pools"]))' 2>/dev/null || echo 0)
+      [[ "$g" -ge $((16 * NODES)) ]] && break
+      sleep 0.5
+    done
+    echo "shards: $SHARDS, GPUs counted: $g of $((16 * NODES))"
+    declare -A S0
+    for p in "${SCHEDS[@]}"; do S0[$p]=$(cpu_ticks "$p"); done
+    TIMEFORMAT='%U %S'
+    T0=$(date +%s.%N)
+    { time "$BIN/troupe-load" --nats "$URL" --jobs "$((JOBS / 2))" --rate "${RATE:-0}" --teams t1,t2 --gpu-type a100 \
+      --mix 1gpu:0.8,8gpu:0.2 --duration-s 0.05 --deadline-s 300 --json --no-progress >"$DIR/load-a.json" || true; } 2>"$DIR/load.time" &
+    LA=$!
+    "$BIN/troupe-load" --nats "$URL" --jobs "$((JOBS / 2))" --rate "${RATE:-0}" --teams t3,t4 --gpu-type h100 \
+      --mix 1gpu:0.8,8gpu:0.2 --duration-s 0.05 --deadline-s 300 --json --no-progress >"$DIR/load-h.json" || true
+    wait $LA || true
+    T1=$(date +%s.%N)
+    placed=$(python3 -c 'import json,sys; print(sum(json.load(open(f)).get("placed", 0) for f in sys.argv[1:]))' "$DIR/load-a.json" "$DIR/load-h.json" 2>/dev/null || echo "?")
+    hz=$(getconf CLK_TCK); sched=0
+    for p in "${SCHEDS[@]}"; do sched=$((sched + $(cpu_ticks "$p") - ${S0[$p]})); done
+    for f in a h; do
+      python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(sys.argv[2], {k: r.get(k) for k in ("submitted","accepted","placed","refused","timed_out")})' \
+        "$DIR/load-$f.json" "$f" 2>/dev/null || true
+    done
+    awk -v t="$sched" -v hz="$hz" -v j="$placed" -v a="$T0" -v b="$T1" 'BEGIN{
+      printf "placed %s jobs in %.1f s wall; schedulers %.2f CPU s: %.0f placements per scheduler CPU-second\n", j, b-a, t/hz, j/(t/hz)}' ;;
   recovery)
     JOBS=${1:-100000}
     "$BIN/troupe-load" --nats "$URL" --jobs "$JOBS" --rate 0 --mix 1gpu --teams t1,t2,t3,t4 \

@@ -493,3 +493,49 @@ TEST_CASE("a standby's records restored take their place after every other job, 
   CHECK(s.jobs.at("j-b-s000002").seq() == 8);  // first in the stream
   CHECK(s.jobs.at("j-b-s000001").seq() == 9);
 }
+
+TEST_CASE("a shard restores its pools' jobs and nodes, the coordinator also what has no pool",
+          "[recovery][shards]") {
+  policy::ClusterConfig cfg;
+  REQUIRE(policy::load_config(R"({"pools":[{"name":"a100","gpu_type":"a100"},
+                                           {"name":"h100","gpu_type":"h100"}],
+                                 "teams":[{"name":"t1"}]})",
+                              cfg)
+              .empty());
+  auto state = [] {
+    recovery::State s;
+    for (const char* id : {"j-a100-x00001", "j-h100-x00002", "j-x00003"}) {
+      s.jobs[id] = job(id, "running");
+      s.changed.insert(id);
+    }
+    for (auto [name, type] : {std::pair{"na", "a100"}, std::pair{"nh", "h100"}}) {
+      pb::NodeRecord n;
+      n.set_node(name);
+      n.set_gpu_type(type);
+      s.nodes[name] = n;
+    }
+    s.schedules["sched.t1.nightly"] = pb::ScheduleRecord();
+    return s;
+  };
+  auto h = state();
+  recovery::keep_shard(h, policy::ShardScope{{"h100"}}, cfg);
+  CHECK(h.jobs.size() == 1);
+  CHECK(h.jobs.count("j-h100-x00002") == 1);
+  CHECK(h.changed == std::set<std::string>{"j-h100-x00002"});
+  CHECK(h.nodes.size() == 1);
+  CHECK(h.nodes.count("nh") == 1);
+  CHECK(h.schedules.empty());  // the coordinator's
+
+  auto a = state();
+  recovery::keep_shard(a, policy::ShardScope{{"a100"}}, cfg);
+  CHECK(a.jobs.count("j-a100-x00001") == 1);
+  CHECK(a.jobs.count("j-x00003") == 1);  // from before the shards: the coordinator's
+  CHECK(a.jobs.count("j-h100-x00002") == 0);
+  CHECK(a.nodes.count("na") == 1);
+  CHECK(a.schedules.size() == 1);
+
+  auto all = state();
+  recovery::keep_shard(all, policy::ShardScope{}, cfg);  // one scheduler: everything
+  CHECK(all.jobs.size() == 3);
+  CHECK(all.nodes.size() == 2);
+}
