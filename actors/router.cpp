@@ -223,6 +223,13 @@ void submit(Self self, const ReadSubmission& r) {
                                                         : checked.pipeline->members.front().adm.pool)
                                                  : checked.adm.pool;
   if (!st.opts.shards.owns_submission(st.cfg, pool)) {
+    // A schedule's run (only the coordinator keeps schedules) for another
+    // shard's pool: refused, and the schedule says so (last_error).
+    if (answer_fire(self, Waiter{in.reply, false}, {},
+                    "pool " + pool +
+                        " is another shard's: schedules run jobs in the coordinator's pools only "
+                        "(docs/recovery.md, Shards)"))
+      return;
     ++st.n.other_shard;
     return;
   }

@@ -139,6 +139,23 @@ TEST_CASE(
   CHECK(listed.size() == expected.size());  // each once
   CHECK(std::set<std::string>(listed.begin(), listed.end()) == expected);
 
+  // Schedules are the coordinator's: a run for another shard's pool is
+  // refused, and the schedule says why (not left waiting).
+  Json made = c.request("troupe.ml.schedule", Json{{"op", "create"},
+                                                   {"name", "every-h"},
+                                                   {"cron", "@every 1s"},
+                                                   {"spec", typed({"true"}, 1, "h100")}});
+  INFO(made.dump());
+  REQUIRE_FALSE(made.contains("error"));
+  std::string last_error;
+  for (auto until = Clock::now() + 15s; Clock::now() < until && last_error.empty();) {
+    Json shown = c.request("troupe.ml.schedule", Json{{"op", "show"}, {"name", "every-h"}});
+    last_error = shown.value("last_error", "");
+    if (last_error.empty()) std::this_thread::sleep_for(200ms);
+  }
+  CHECK(last_error.find("another shard") != std::string::npos);
+  c.request("troupe.ml.schedule", Json{{"op", "delete"}, {"name", "every-h"}});
+
   // The h100 shard dies. Its pool is served again within 5 s.
   const std::string old_holder = holder_of(c, "h100");
   h_shard->kill_now();
