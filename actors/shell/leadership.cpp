@@ -170,7 +170,7 @@ Leadership::~Leadership() {
 }
 
 bool Leadership::take_pools() {
-  const bool grace_over = LeaseGate::steady_ms() - started_ms_ >= 2 * int64_t{ttl_ms_};
+  const bool grace_over = LeaseGate::steady_ms() - started_ms_ >= kFreeGraceTtls * int64_t{ttl_ms_};
   bool took = false;
   for (auto& p : pools_) {
     if (p.held || !p.lease->try_acquire(p.named || grace_over)) continue;

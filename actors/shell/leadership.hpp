@@ -99,7 +99,7 @@ class LeaseGate {
 // A shard (--pools or --shard; actors/policy/shards.hpp) holds a lease per
 // pool instead: at once the pools it names (`Options::pools`), and any
 // other pool whose holder went silent for the ttl, or that nobody held
-// since 2 ttl after this process started (its own shard did not come). Its
+// since 10 ttl after this process started (its own shard did not come). Its
 // epoch is the newest revision it took: a pool's agents only ever hear its
 // owner, and any newer owner of a pool took it at a newer revision.
 class Leadership {
@@ -112,6 +112,9 @@ class Leadership {
   // What serve() returns when this shard took more pools: its actors are
   // restored again, with them.
   static constexpr int kMorePools = -1;
+  // A pool nobody holds is taken this many ttl after the start (its own
+  // shard, started a little later, takes it first).
+  static constexpr int kFreeGraceTtls = 10;
   // Serves while leading: renews the lease(s) every ttl/3, says hello again
   // after `bus` reconnected, runs `reload` on SIGHUP. Returns on SIGTERM or
   // SIGINT (0), or kMorePools. A lost lease, or a snapshot write that found another
