@@ -464,8 +464,14 @@ struct JetStream::Impl {
       }
     }
     const auto now = SteadyClock::now();
-    if (p.fn && pa == nullptr && pae != nullptr && pae->Err == NATS_NO_RESPONDERS &&
-        now - p.first < std::chrono::milliseconds(kRetryForMs)) {
+    // Also an ack that never came (a server lost as it took the publish),
+    // when the message carries a Nats-Msg-Id: the stream drops a second copy.
+    const char* msg_id = nullptr;
+    const bool again =
+        pae != nullptr &&
+        (pae->Err == NATS_NO_RESPONDERS ||
+         (pae->Err == NATS_TIMEOUT && natsMsgHeader_Get(msg, "Nats-Msg-Id", &msg_id) == NATS_OK));
+    if (p.fn && pa == nullptr && again && now - p.first < std::chrono::milliseconds(kRetryForMs)) {
       Retry r{natsMsg_GetSubject(msg),
               std::string(natsMsg_GetData(msg), static_cast<size_t>(natsMsg_GetDataLength(msg))),
               headers_of(msg), std::move(p), now + std::chrono::milliseconds(kRetryEveryMs)};

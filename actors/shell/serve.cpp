@@ -2,6 +2,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include <chrono>
+#include <thread>
+
 #include "actors/bridge.hpp"
 #include "actors/scheduler.hpp"
 #include "actors/shell/bus_ports.hpp"
@@ -94,11 +97,24 @@ int serve(Bus& bus, Leadership& lead, Restore& start, Options& o, const StopSign
             if (!in.reply.empty() && lead.gate().open()) out->publish(in.reply, std::string("{}"));
           }));
     // A durable consumer of the intake stream handing what it delivers to the router.
+    // A NATS cluster's JetStream may not answer in time just after its
+    // servers started or one was lost (a timeout): asked again for up to 30 s.
     auto open_consumer = [&](const char* durable, const char* filter) {
       std::string err;
-      auto c = bus::Consumer::open(
-          *bus.js, subjects::kIntakeStream, durable, filter,
-          [router = w.router](Inbound&& in) { caf::anon_send(router, std::move(in)); }, &err);
+      bus::ConsumerPtr c;
+      const auto since = std::chrono::steady_clock::now();
+      for (;;) {
+        c = bus::Consumer::open(
+            *bus.js, subjects::kIntakeStream, durable, filter,
+            [router = w.router](Inbound&& in) { caf::anon_send(router, std::move(in)); }, &err);
+        const bool transient = err.find("imeout") != std::string::npos ||
+                               err.find("No responders") != std::string::npos ||
+                               err.find("unavailable") != std::string::npos;
+        if (c || !transient || std::chrono::steady_clock::now() - since >= std::chrono::seconds(30))
+          break;
+        spdlog::warn("{}; asking again", err);
+        std::this_thread::sleep_for(std::chrono::milliseconds(250));
+      }
       if (!c) {
         spdlog::error("{}", err);
         rc = 1;

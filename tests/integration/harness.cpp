@@ -1072,7 +1072,23 @@ GpuReplay replay_gpus(const std::vector<Event>& events, int64_t gpu_memory_mb) {
     if (m.is_string()) return std::stoll(m.get<std::string>());
     return 0;
   };
+  // A job's events in its own order (JobEvent.seq): an event sent again (a
+  // publish retried while a NATS server was lost reaches subscribers twice,
+  // the stream keeps it once) that arrives after a newer one says nothing new.
+  std::map<std::string, int64_t> newest;
+  auto seq_of = [](const Json& j) -> int64_t {
+    if (!j.contains("seq")) return -1;
+    const auto& v = j["seq"];
+    if (v.is_number_integer()) return v.get<int64_t>();
+    if (v.is_string()) return std::atoll(v.get<std::string>().c_str());
+    return -1;
+  };
   for (const auto& e : events) {
+    if (int64_t seq = seq_of(e.json); seq >= 0) {
+      auto [it, fresh] = newest.emplace(e.job_id, seq);
+      if (!fresh && seq <= it->second) continue;
+      it->second = seq;
+    }
     if (e.state == names::kRunning) {
       if (!e.json.contains("workers") || !e.json["workers"].is_array()) continue;
       for (const auto& w : e.json["workers"]) {

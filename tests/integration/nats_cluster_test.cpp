@@ -155,12 +155,31 @@ TEST_CASE(
   REQUIRE(js);
   bus::StreamConfig cfg{"TEST_ELECTION", {"test.election.>"}};
   cfg.replicas = 3;
-  REQUIRE(js->ensure_stream(cfg, &err));
+  // (No scheduler waited for the cluster's JetStream: its servers may still
+  // be electing their metadata leader, and a stream is refused until then.)
+  bool made = false;
+  for (auto until = Clock::now() + 30s; !made && Clock::now() < until;) {
+    made = js->ensure_stream(cfg, &err);
+    if (!made) std::this_thread::sleep_for(250ms);
+  }
+  INFO("stream not made: " << err);
+  REQUIRE(made);
   std::string why;
   INFO("streams not current: " << why);
   REQUIRE(c.wait_streams_current(30s, &why));
   const int victim = leader_of(c, "TEST_ELECTION");
   REQUIRE(victim >= 0);
+  // The publisher's own server stays up (one whose connection breaks fails
+  // its write at once: that is not what this test is about).
+  bus::ConnectOptions co;
+  co.url = c.nats_url(static_cast<size_t>((victim + 1) % 3));
+  co.creds_file = c.creds(std::string(subjects::kSchedulerIdentity));
+  co.tls_ca = c.tls_ca();
+  auto conn = bus::Connection::open(co, &err);
+  INFO(err);
+  REQUIRE(conn);
+  js = bus::JetStream::open(*conn, &err);
+  REQUIRE(js);
   c.nats_server_process(static_cast<size_t>(victim)).kill_now();
   // At once, while the two copies left elect a leader: each publish is
   // answered "no responders" until then (seen without the resend: every
