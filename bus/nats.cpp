@@ -737,7 +737,10 @@ void JetStream::publish_unique(const std::string& subject, const void* data, siz
     done(std::move(u));
     return;
   }
-  impl_->send(msg, [impl = impl_.get(), msg_id, done = std::move(done)](
+  // What was sent, to tell our own earlier send from another publisher's.
+  std::vector<uint8_t> sent(static_cast<const uint8_t*>(data),
+                            static_cast<const uint8_t*>(data) + size);
+  impl_->send(msg, [impl = impl_.get(), msg_id, sent = std::move(sent), done = std::move(done)](
                        const jsPubAck* pa, const jsPubAckErr* pae) mutable {
     Unique u;
     if (pa == nullptr) {
@@ -746,8 +749,18 @@ void JetStream::publish_unique(const std::string& subject, const void* data, siz
       u.ok = true;
       u.seq = pa->Sequence;
     } else {  // pa->Sequence: the original's (nats-server answers with the one it kept)
+      // An original with the very bytes sent is this publish's own first
+      // copy, stored though its ack was lost and the message sent again
+      // (Impl::on_ack): stored, not a duplicate.
+      auto own = [sent = std::move(sent), done = std::move(done)](Unique r) {
+        if (r.ok && r.duplicate && r.original == sent) {
+          r.duplicate = false;
+          r.original.clear();
+        }
+        done(std::move(r));
+      };
       impl->read_original(Impl::Read{pa->Stream != nullptr ? pa->Stream : "", msg_id, pa->Sequence,
-                                     std::move(done)});
+                                     std::move(own)});
       return;
     }
     done(std::move(u));

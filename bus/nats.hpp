@@ -197,7 +197,9 @@ class JetStream {
     std::string error;
   };
   using UniqueFn = std::function<void(Unique)>;
-  // publish_async, whose duplicate comes with the message stored first. The
+  // publish_async, whose duplicate comes with the message stored first (a
+  // stored message with the very bytes sent is taken as this publish's own,
+  // resent after a lost ack: reported stored, not duplicate). The
   // original is read on a thread of this context's own (the ack's thread
   // never waits); `done` runs on a NATS thread or on that one.
   void publish_unique(const std::string& subject, const void* data, size_t size,

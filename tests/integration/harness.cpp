@@ -1052,6 +1052,20 @@ StateBucket open_state_bucket(Cluster& c) {
   return b;
 }
 
+std::unique_ptr<bus::JetStream> open_test_stream(Cluster& c, const std::string& name,
+                                                 const std::vector<std::string>& subjects) {
+  std::string err;
+  auto js = bus::JetStream::open(c.conn(), &err);
+  INFO("JetStream: " << err);
+  REQUIRE(js);
+  bus::StreamConfig sc;
+  sc.name = name;
+  sc.subjects = subjects;
+  INFO("stream " << name);
+  REQUIRE(js->ensure_stream(sc, &err));
+  return js;
+}
+
 std::string describe(const RunResult& r) {
   std::ostringstream s;
   s << "exit " << r.exit_code << (r.timed_out ? " (timed out)" : "") << "\nstdout:\n"

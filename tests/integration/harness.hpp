@@ -424,6 +424,11 @@ struct StateBucket {
 };
 StateBucket open_state_bucket(Cluster& c);
 
+// A JetStream context on the cluster's connection with a test stream `name`
+// over `subjects` made (file storage, R1); the test fails when it cannot be.
+std::unique_ptr<bus::JetStream> open_test_stream(Cluster& c, const std::string& name,
+                                                 const std::vector<std::string>& subjects);
+
 // A JSON job spec: team, command, GPUs per worker, workers.
 Json job_spec(const std::string& team, const std::vector<std::string>& command, int gpus = 1,
               int workers = 1);

@@ -4,6 +4,8 @@
 // drops the new record as a duplicate; the submitter must then get the
 // original job's id, and no second job may come of it.
 #include <catch2/catch.hpp>
+#include <future>
+#include <memory>
 #include <thread>
 
 #include "bus/nats.hpp"
@@ -120,4 +122,42 @@ TEST_CASE(
   CHECK(done->state == "succeeded");
   CHECK(jobs_named(c, "t1", "stream-only") == std::vector<std::string>{original});
   CHECK(c.submit_json("t1", again).value("job_id", std::string()) == original);
+}
+
+TEST_CASE(
+    "intake: a record whose first copy was stored though its ack was lost counts as stored, "
+    "another record under the same message id as a duplicate",
+    "[integration][idempotency][recovery]") {
+  // The router's record is published with its message id and sent again when
+  // the ack does not come (a NATS cluster electing a stream leader). When the
+  // first copy was stored, the second is dropped as a duplicate of the router's
+  // own record: that must read as stored, or the job is answered and never
+  // spawned (CI of 113eab1: two acknowledged jobs without a single event).
+  ClusterOptions o;
+  o.scheduler = false;  // bus::JetStream alone
+  Cluster c(o);
+  auto js = open_test_stream(c, "TEST_UNIQUE", {"test.unique.>"});
+  auto publish = [&](const std::string& bytes, const std::string& id) {
+    auto p = std::make_shared<std::promise<bus::JetStream::Unique>>();
+    auto f = p->get_future();
+    js->publish_unique("test.unique.x", bytes.data(), bytes.size(), id,
+                       [p](bus::JetStream::Unique u) { p->set_value(std::move(u)); });
+    REQUIRE(f.wait_for(10s) == std::future_status::ready);
+    return f.get();
+  };
+  auto first = publish("record-1", "id-1");
+  INFO("first: " << first.error);
+  REQUIRE(first.ok);
+  CHECK_FALSE(first.duplicate);
+  auto again = publish("record-1", "id-1");  // the same bytes: our own resend
+  INFO("again: " << again.error);
+  CHECK(again.ok);
+  CHECK_FALSE(again.duplicate);
+  CHECK(again.seq == first.seq);
+  auto other = publish("record-2", "id-1");  // another record under the same id
+  INFO("other: " << other.error);
+  CHECK(other.ok);
+  CHECK(other.duplicate);
+  CHECK(other.seq == first.seq);
+  CHECK(std::string(other.original.begin(), other.original.end()) == "record-1");
 }

@@ -478,14 +478,7 @@ TEST_CASE("bus: a stream read from a start time returns every message up to the 
   ClusterOptions o;
   o.scheduler = false;
   Cluster c(o);
-  std::string err;
-  auto js = bus::JetStream::open(c.conn(), &err);
-  INFO("JetStream: " << err);
-  REQUIRE(js);
-  bus::StreamConfig sc;
-  sc.name = "T_READ_ALL";
-  sc.subjects = {"tread.>"};
-  REQUIRE(js->ensure_stream(sc, &err));
+  auto js = open_test_stream(c, "T_READ_ALL", {"tread.>"});
   std::mutex mu;
   std::condition_variable cv;
   int acked = 0, failed = 0;
@@ -514,7 +507,7 @@ TEST_CASE("bus: a stream read from a start time returns every message up to the 
   publish(kOld, kNew);
   for (int round = 0; round < 8; ++round) {
     bool complete = false;
-    auto got = js->read_all(sc.name, "tread.>", 2000, start, &complete);
+    auto got = js->read_all("T_READ_ALL", "tread.>", 2000, start, &complete);
     INFO("round " << round << ": read " << got.size() << " messages, the last #"
                   << (got.empty() ? 0 : got.back().stream_seq));
     CHECK(complete);
@@ -524,10 +517,10 @@ TEST_CASE("bus: a stream read from a start time returns every message up to the 
   }
   // From a start time after the newest message: nothing, and complete.
   bool complete = false;
-  CHECK(js->read_all(sc.name, "tread.>", 2000, wall_ms() + 60000, &complete).empty());
+  CHECK(js->read_all("T_READ_ALL", "tread.>", 2000, wall_ms() + 60000, &complete).empty());
   CHECK(complete);
   // A filter nothing is stored under: nothing, and complete.
-  CHECK(js->read_all(sc.name, "tread.none.>", 2000, 0, &complete).empty());
+  CHECK(js->read_all("T_READ_ALL", "tread.none.>", 2000, 0, &complete).empty());
   CHECK(complete);
 }
 
