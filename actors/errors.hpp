@@ -18,6 +18,7 @@ inline constexpr std::string_view kBadRequest = "bad_request";    // malformed J
 inline constexpr std::string_view kNoRank = "no_rank";            // logs of a rank not placed
 inline constexpr std::string_view kUnknownNode = "unknown_node";  // cordon/uncordon/drain
 inline constexpr std::string_view kUnavailable = "unavailable";   // try again later
+inline constexpr std::string_view kNotQueued = "not_queued";      // cancel if_queued: it started
 
 inline std::string error_json(std::string_view code, const std::string& what) {
   return nlohmann::json{{"error", what}, {"code", code}}.dump();
@@ -26,6 +27,18 @@ inline std::string error_json(std::string_view code, const std::string& what) {
 // The reply to a job id that no job of the asking team has.
 inline std::string no_job(const std::string& job_id) {
   return error_json(kNotFound, "no job " + job_id);
+}
+
+// The reply to a cancel with "if_queued" of a job that started or ended
+// (`state`, its state now): nothing changed. It names the job and its state
+// so that a caller can tell which without asking again.
+inline std::string not_queued(const std::string& job_id, std::string_view state) {
+  return nlohmann::json{
+      {"error", "job " + job_id + " is " + std::string(state) + ": not canceled (if_queued)"},
+      {"code", kNotQueued},
+      {"job_id", job_id},
+      {"state", state}}
+      .dump();
 }
 
 }  // namespace troupe::errors

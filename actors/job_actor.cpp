@@ -8,6 +8,7 @@
 #include <optional>
 #include <utility>
 
+#include "actors/errors.hpp"
 #include "actors/job_record.hpp"
 #include "actors/policy/dependencies.hpp"
 #include "actors/policy/las.hpp"
@@ -537,10 +538,15 @@ JobActor::behavior_type job_behavior(Self self, Wiring w, OutboxPtr out, std::st
         if (auto* x = e->body_as_Exited()) on_exited(self, x);
         if (auto* c = e->body_as_Checkpointed()) on_checkpointed(self, c);
       },
-      [=](cancel_atom, const std::string& reply) {
+      [=](cancel_atom, const std::string& reply, bool if_queued) {
         auto& r = self->state.rec;
         auto phase = self->state.phase;
-        if (terminal(phase)) {
+        if (if_queued && phase != Phase::queued) {
+          // Placed or ended: left as it is. Checked here, where placements
+          // come in too, so none can start a job answered as canceled.
+          if (!reply.empty())
+            self->state.out->publish(reply, errors::not_queued(r.job_id(), name_of(phase)));
+        } else if (terminal(phase)) {
           reply_json(self, reply, name_of(phase));
         } else if (phase == Phase::queued) {
           self->send(self->state.w.queues, dequeue_atom_v, r.spec().team(), r.job_id());

@@ -10,7 +10,7 @@
 // Accepts: (placed_atom, Assignment) from its queue (via the job supervisor);
 //   Envelope{Started|Exited|Checkpointed} from its nodes (via the job
 //   supervisor; a lost node's ranks arrive as Exited "node lost");
-//   (cancel_atom, reply); (preempt_atom, reason) from the arbiter;
+//   (cancel_atom, reply, if_queued); (preempt_atom, reason) from the arbiter;
 //   (requeue_atom) from its supervisor; (hold_atom, node, hold, attempt, rank,
 //   launched) from a node's hold check (answered with Release or the Launch
 //   again, policy::judge_hold); (stored_atom, attempt, seq) once the events

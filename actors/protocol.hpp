@@ -233,7 +233,7 @@ using TeamQueueActor =
 using JobActor = caf::typed_actor<
     reacts_to<placed_atom, Assignment>,  // its queue (via the job supervisor)
     reacts_to<Envelope>,                 // Started|Exited|Checkpointed from its nodes
-    reacts_to<cancel_atom, std::string /*reply*/>,
+    reacts_to<cancel_atom, std::string /*reply*/, bool /*if_queued*/>,
     reacts_to<preempt_atom, std::string /*why*/>,  // arbiter
     reacts_to<requeue_atom>,                       // job supervisor (a queue restarted)
     reacts_to<hold_atom, std::string /*node*/, std::string /*hold*/, int32_t /*attempt*/,
@@ -262,7 +262,7 @@ using JobSupervisorActor = SupervisorActor::extend<
     reacts_to<preempt_atom, std::string /*job*/, std::string /*why*/>,    // arbiter
     // The verbs (router): id, team, reply.
     reacts_to<status_atom, std::string, std::string, std::string>,
-    reacts_to<cancel_atom, std::string, std::string, std::string>,
+    reacts_to<cancel_atom, std::string, std::string, std::string, bool /*if_queued*/>,
     reacts_to<why_atom, std::string, std::string, std::string>,
     reacts_to<history_atom, std::string, std::string, std::string>,
     reacts_to<logs_atom, std::string /*id*/, std::string /*team*/, int32_t /*rank*/,

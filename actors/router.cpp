@@ -898,7 +898,17 @@ void on_inbound(Self self, const Inbound& in) {
   } else if (verb == subjects::kWhy) {
     self->send(st.w.jobs, why_atom_v, id, team, in.reply);
   } else if (verb == subjects::kCancel) {
-    self->send(st.w.jobs, cancel_atom_v, id, team, in.reply);
+    // "if_queued": true cancels only a job not started yet (docs/api.md).
+    auto it = req.find("if_queued");
+    if (it != req.end() && !it->is_null() && !it->is_boolean()) {
+      ++st.n.rejected;
+      if (!in.reply.empty())
+        st.out->publish(in.reply,
+                        errors::error_json(errors::kBadRequest, "if_queued must be true or false"));
+      return;
+    }
+    bool if_queued = it != req.end() && it->is_boolean() && it->get<bool>();
+    self->send(st.w.jobs, cancel_atom_v, id, team, in.reply, if_queued);
   } else if (verb == subjects::kLogs) {
     int32_t rank = req.value("rank", 0);
     int64_t offset = req.value("offset", int64_t{0});

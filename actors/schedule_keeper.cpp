@@ -266,7 +266,7 @@ void look_at(Self self, const Key& key, int64_t now) {
             pass_over(self, r, d, true);
             return;
           case sch::Action::replace_then_start:
-            self->send(st.w.jobs, cancel_atom_v, r.last_run(), r.team(), std::string());
+            self->send(st.w.jobs, cancel_atom_v, r.last_run(), r.team(), std::string(), false);
             [[fallthrough]];
           case sch::Action::start:
             fire(self, r, d.fire_tick_ms);

@@ -15,7 +15,7 @@
 //   (fired_atom, team, name, tick, job, error) from the router; (tick_atom),
 //   its own, each second.
 // Sends: (fire_atom, team, name, tick, spec) to the router; (state_atom, job)
-//   requests and (cancel_atom, job, team, "") (concurrency replace) to the job
+//   requests and (cancel_atom, job, team, "", false) (concurrency replace) to the job
 //   supervisor.
 #pragma once
 

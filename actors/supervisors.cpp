@@ -496,12 +496,52 @@ void new_job(JobSup self, const std::string& id, const std::string& record) {
   keep_asleep(self, rec);
 }
 
+// A cancel with if_queued of job `id` (its record `rec`, no actor): the state
+// that refuses it, none while the job has not started (queued or blocked).
+// An array has not started while each task is pending or queued without an
+// actor (a placement wakes one here, so none starts meanwhile); else the
+// state of its first task that started: its end, its record's state, or
+// `starting` while that still says queued (it has an actor: it was placed).
+std::optional<std::string> left_queued(JobSup self, const std::string& id,
+                                       const pb::JobRecord& rec) {
+  if (rec.state() == names::kBlocked) return std::nullopt;
+  if (rec.state() != names::kQueued) return rec.state();
+  if (!spec::is_array(rec.spec()) || self->state.arrays.count(id) == 0) return std::nullopt;
+  const auto& tasks = rec.array_tasks();
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    auto task = arr::task_id(id, static_cast<int>(i));
+    switch (tasks[i]) {
+      case arr::kPending:
+        continue;
+      case arr::kSucceeded:
+        return std::string(names::kSucceeded);
+      case arr::kFailed:
+        return std::string(names::kFailed);
+      case arr::kCanceled:
+        return std::string(names::kCanceled);
+      default:
+        break;
+    }
+    if (asleep(self, task)) continue;
+    auto state = self->state.state_of(task, rec.spec().team());
+    return state.empty() || state == names::kQueued ? std::string(names::kStarting) : state;
+  }
+  return std::nullopt;
+}
+
 // Cancels job `id` (its record `rec`) and answers `reply` (none: ""). An
 // array: its tasks not started are canceled, its started ones canceled each.
-void cancel_job(JobSup self, const std::string& id, pb::JobRecord rec, const std::string& reply) {
+// With `if_queued`, only a job not started yet: else it answers not_queued
+// and nothing changes (a job with an actor decides in its actor).
+void cancel_job(JobSup self, const std::string& id, pb::JobRecord rec, const std::string& reply,
+                bool if_queued = false) {
   auto& st = self->state;
   if (auto a = st.children.find(id); a && !names::is_terminal(rec.state())) {
-    self->send(a, cancel_atom_v, reply);
+    self->send(a, cancel_atom_v, reply, if_queued);
+    return;
+  }
+  if (auto state = if_queued ? left_queued(self, id, rec) : std::nullopt) {
+    if (!reply.empty()) st.out->publish(reply, errors::not_queued(id, *state));
     return;
   }
   if (spec::is_array(rec.spec()) && st.arrays.count(id) != 0) {
@@ -753,10 +793,11 @@ JobSupervisorActor::behavior_type job_sup_behavior(JobSup self, OutboxPtr out,
         if (load(self, id, team, rec, reply))
           self->state.out->publish(reply, spec::view_json(view_of(self, rec, true)));
       },
-      [=](cancel_atom, const std::string& id, const std::string& team, const std::string& reply) {
+      [=](cancel_atom, const std::string& id, const std::string& team, const std::string& reply,
+          bool if_queued) {
         pb::JobRecord rec;
         if (!load(self, id, team, rec, reply)) return;
-        cancel_job(self, id, std::move(rec), reply);
+        cancel_job(self, id, std::move(rec), reply, if_queued);
       },
       [=](why_atom, const std::string& id, const std::string& team, const std::string& reply) {
         pb::JobRecord rec;

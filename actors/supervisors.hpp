@@ -35,7 +35,7 @@
 //   launched) from a node's hold check, (preempt_atom, id, why) from the
 //   arbiter — a placement or hold of a job that is gone is handed back
 //   (Release to its nodes, done_atom to the arbiter);
-//   (status_atom, id, team, reply); (cancel_atom, id, team, reply);
+//   (status_atom, id, team, reply); (cancel_atom, id, team, reply, if_queued);
 //   (why_atom, id, team, reply): queued jobs go to the arbiter;
 //   (logs_atom, id, team, rank, offset, max, reply);
 //   (list_atom, team, limit, after, state, label, reply): one page, submit order;

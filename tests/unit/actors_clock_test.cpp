@@ -229,7 +229,7 @@ TEST_CASE_METHOD(JobFixture, "stop re-send: an unanswered Stop goes again until 
                  "[actors][clock]") {
   REQUIRE(job);
   CHECK(stops() == 0);
-  caf::anon_send(job, cancel_atom_v, std::string("_INBOX.cancel"));
+  caf::anon_send(job, cancel_atom_v, std::string("_INBOX.cancel"), false);
   sched->run();
   CHECK(stops() == 1);
   // No answer: the Stop goes again at every re-send timer.

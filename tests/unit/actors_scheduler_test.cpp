@@ -17,6 +17,7 @@
 #include <deque>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 
 #include "actor_test_kit.hpp"
@@ -1229,4 +1230,171 @@ TEST_CASE("a pipeline's idempotency key gives a retry the same pipeline and jobs
   auto other =
       json{{"idempotency_key", "nightly-2026-12-03"}, {"jobs", {member("prep"), member("extra")}}};
   CHECK(pipeline_reply(f, other).value("code", "") == "idempotency_conflict");
+}
+
+// --- cancel with if_queued ------------------------------------------------------
+
+namespace {
+// The reply to troupe.t.cancel of `id`; with `if_queued` set, the field
+// "if_queued" carries it.
+json cancel_reply(Fixture& f, const std::string& id, std::optional<bool> if_queued = {}) {
+  std::string reply = "_INBOX.cancel." + std::to_string(++f.replies);
+  json req{{"job_id", id}};
+  if (if_queued) req["if_queued"] = *if_queued;
+  std::string body = req.dump();
+  f.inbound(subjects::team_cancel("t"), std::vector<uint8_t>(body.begin(), body.end()), reply);
+  auto* r = f.out->find(reply_to(reply));
+  REQUIRE(r);
+  return json::parse(r->text());
+}
+// The agent of `node` reports the worker of Launch `l` started: the job runs.
+void report_started(Fixture& f, const std::string& node, const wire::Launch* l) {
+  flatbuffers::FlatBufferBuilder b;
+  auto started =
+      wire::CreateStarted(b, b.CreateString(node), b.CreateString(wire::str(l->job_id())),
+                          l->attempt(), l->rank(), 4242);
+  f.inbound(subjects::agent_to_scheduler(node, subjects::kStarted), wire::seal(b, started));
+}
+// ... and that it exited with `exit_code`.
+void report_exited(Fixture& f, const std::string& node, const wire::Launch* l, int exit_code) {
+  flatbuffers::FlatBufferBuilder b;
+  auto exited = wire::CreateExited(b, b.CreateString(node), b.CreateString(wire::str(l->job_id())),
+                                   l->attempt(), l->rank(), exit_code, 0,
+                                   b.CreateString("exited with code " + std::to_string(exit_code)));
+  f.inbound(subjects::agent_to_scheduler(node, subjects::kExited), wire::seal(b, exited));
+}
+// A Stop of `job` sent to node `node`.
+auto stop_of(const std::string& node, const std::string& job) {
+  return [node, job](const Published& p) {
+    if (p.subject != subjects::scheduler_to_agent(node, subjects::kStop)) return false;
+    auto* e = wire::open(p.data);
+    auto* s = e ? e->body_as_Stop() : nullptr;
+    return s && wire::str(s->job_id()) == job;
+  };
+}
+void check_not_queued(const json& r, const std::string& id, const std::string& state) {
+  CHECK(r.value("code", "") == "not_queued");
+  CHECK(r.value("job_id", "") == id);
+  CHECK(r.value("state", "") == state);
+  CHECK(r.value("error", "") == "job " + id + " is " + state + ": not canceled (if_queued)");
+}
+}  // namespace
+
+TEST_CASE("cancel if_queued cancels a queued or blocked job, also one whose actor waits",
+          "[actors][cancel]") {
+  Fixture f;  // no node yet: jobs stay queued
+  auto a = f.submit(kJob);
+  auto b = f.submit(after(a));
+  REQUIRE(f.event(b, "blocked"));
+  auto rb = cancel_reply(f, b, true);
+  CHECK(rb == json{{"job_id", b}, {"state", "canceled"}});
+  CHECK(last_event(f, b, "canceled").value("cause", "") == "canceled");
+  auto ra = cancel_reply(f, a, true);
+  CHECK(ra == json{{"job_id", a}, {"state", "canceled"}});
+  CHECK(f.event(a, "canceled"));
+  // A job back in its queue waiting out a retry's back-off has an actor: it
+  // decides there.
+  f.register_node("n1", 1);
+  auto c = f.submit(R"({"command":["false"],"resources":{"gpus":1},"max_retries":1})");
+  report_exited(f, "n1", f.launched("n1", c), 1);
+  REQUIRE(last_event(f, c, "queued").value("attempt", 0) >= 1);
+  auto rc = cancel_reply(f, c, true);
+  CHECK(rc.value("state", "") == "canceled");
+  CHECK(f.event(c, "canceled"));
+  f.pass(2000);
+  CHECK_FALSE(f.out->find(launch_attempt("n1", 2)));
+  // false is the plain cancel.
+  auto d = f.submit(kJob);
+  auto* l = f.launched("n1", d);
+  report_started(f, "n1", l);
+  CHECK(cancel_reply(f, d, false).value("state", "") == "canceling");
+}
+
+TEST_CASE("cancel if_queued leaves a started or ended job as it is and answers not_queued",
+          "[actors][cancel]") {
+  Fixture f;
+  f.out->hold_events = true;  // the first job's Launch waits: it stays starting
+  f.register_node("n1", 2);
+  auto a = f.submit(kJob);
+  REQUIRE(f.event(a, "starting"));
+  check_not_queued(cancel_reply(f, a, true), a, "starting");
+  f.out->store_events();
+  f.settle();
+  auto* la = f.launched("n1", a);
+  report_started(f, "n1", la);
+  REQUIRE(f.event(a, "running"));
+  // Running: not_queued, and it runs on (no Stop, no cancel) to its end.
+  auto r = cancel_reply(f, a, true);
+  check_not_queued(r, a, "running");
+  CHECK_FALSE(f.out->find(stop_of("n1", a)));
+  CHECK_FALSE(f.event(a, "canceled"));
+  auto view = ask(f, subjects::team_status("t"), a);
+  CHECK(view.value("state", "") == "running");
+  report_exited(f, "n1", la, 0);
+  CHECK(f.event(a, "succeeded"));
+  // Ended: not_queued with its end state.
+  check_not_queued(cancel_reply(f, a, true), a, "succeeded");
+  // Without the field, as before: the ended job's state, no error.
+  CHECK(cancel_reply(f, a) == json{{"job_id", a}, {"state", "succeeded"}});
+  // A field that is not a boolean is a bad request; nothing changes.
+  auto b = f.submit(kJob);
+  auto* lb = f.launched("n1", b);
+  report_started(f, "n1", lb);
+  std::string body = json{{"job_id", b}, {"if_queued", "yes"}}.dump();
+  f.inbound(subjects::team_cancel("t"), std::vector<uint8_t>(body.begin(), body.end()),
+            "_INBOX.cancel.bad");
+  auto* bad = f.out->find(reply_to("_INBOX.cancel.bad"));
+  REQUIRE(bad);
+  CHECK(json::parse(bad->text()).value("code", "") == "bad_request");
+  CHECK_FALSE(f.out->find(stop_of("n1", b)));
+}
+
+TEST_CASE("a plain cancel still stops a running job", "[actors][cancel]") {
+  Fixture f;
+  f.register_node("n1", 1);
+  auto a = f.submit(kJob);
+  auto* l = f.launched("n1", a);
+  report_started(f, "n1", l);
+  REQUIRE(f.event(a, "running"));
+  CHECK(cancel_reply(f, a) == json{{"job_id", a}, {"state", "canceling"}});
+  CHECK(f.out->find(stop_of("n1", a)));
+  report_exited(f, "n1", l, 143);
+  CHECK(last_event(f, a, "canceled").value("cause", "") == "canceled");
+}
+
+TEST_CASE("cancel if_queued of an array: only while none of its tasks has started",
+          "[actors][cancel][array]") {
+  const char* kArray =
+      R"({"command":["true"],"resources":{"gpus":1},"array":{"count":3,"parallelism":2}})";
+  Fixture f;
+  f.out->hold_events = true;
+  // No node: its first tasks wait queued, without an actor.
+  auto a = f.submit(kArray);
+  REQUIRE(f.event(a + "-0", "queued"));
+  REQUIRE(f.event(a + "-1", "queued"));
+  CHECK(cancel_reply(f, a, true) == json{{"job_id", a}, {"state", "canceled"}});
+  CHECK(f.event(a + "-0", "canceled"));
+  CHECK(f.event(a + "-1", "canceled"));
+  CHECK(f.event(a, "canceled"));
+  // A task placed (starting): the array is still queued, but has started.
+  f.register_node("n1", 1);
+  auto b = f.submit(kArray);
+  REQUIRE(f.event(b + "-0", "starting"));
+  REQUIRE(f.event(b + "-1", "queued"));
+  check_not_queued(cancel_reply(f, b, true), b, "starting");
+  CHECK_FALSE(f.event(b + "-1", "canceled"));
+  CHECK_FALSE(f.event(b, "canceled"));
+  // Running: not_queued with the array's state; its tasks go on.
+  f.out->store_events();
+  f.settle();
+  auto* l = f.launched("n1", b + "-0");
+  report_started(f, "n1", l);
+  REQUIRE(f.event(b, "running"));
+  check_not_queued(cancel_reply(f, b, true), b, "running");
+  CHECK_FALSE(f.out->find(stop_of("n1", b + "-0")));
+  CHECK_FALSE(f.event(b + "-1", "canceled"));
+  // The plain cancel still cancels it all.
+  CHECK(cancel_reply(f, b).value("state", "") == "running");
+  CHECK(f.event(b + "-1", "canceled"));
+  CHECK(f.out->find(stop_of("n1", b + "-0")));
 }
