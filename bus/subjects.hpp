@@ -163,6 +163,9 @@ inline constexpr const char* kSysStats = "troupe.sys.stats";
 // (actors/shell/shard_views.hpp).
 inline constexpr const char* kSysShardPart = "troupe.sys.shard.part";
 inline constexpr const char* kSysDebugCrash = "troupe.sys.debug.crash";
+// The front door (troupe-dispatch, docs/clusters.md): each cluster behind it,
+// its GPUs by type, queue depth and state.
+inline constexpr const char* kSysClusters = "troupe.sys.clusters";
 // A standby asks whether a leader answers (its router replies "{}").
 inline constexpr const char* kSysLeaderAlive = "troupe.sys.leader.alive";
 inline constexpr const char* kAllHandoff = "troupe.sys.intake.*.handoff";
@@ -242,5 +245,8 @@ inline std::string pool_lease_key(std::string_view pool) {
 // The HTTP API's bearer tokens, by SHA-256 (gateway/auth/tokens.hpp): written
 // by `troupe auth add-token`, read by every troupe-gateway.
 inline constexpr const char* kTokenBucket = "TROUPE_TOKENS";
+// The front door's record of where each job went (key job.<front job id>;
+// gateway/dispatch/policy.hpp JobPlace), on the front NATS.
+inline constexpr const char* kDispatchBucket = "TROUPE_DISPATCH";
 
 }  // namespace troupe::subjects

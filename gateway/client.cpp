@@ -281,6 +281,10 @@ std::string Client::queues(QueuesView* out, std::string* raw_json) {
   return parse_queues(reply, out);
 }
 
+std::string Client::clusters(std::string* raw_json) {
+  return call(subjects::kSysClusters, "{}", raw_json);
+}
+
 std::string Client::node_op(const std::string& op, const std::string& node, std::string* state,
                             const std::string& reason) {
   if (auto err = subjects::check_token(node); !err.empty()) return "node: " + err;

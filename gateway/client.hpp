@@ -85,6 +85,8 @@ class Client {
   std::string why(const std::string& team, const std::string& job_id, WhyView* out,
                   std::string* raw_json = nullptr);
   std::string queues(QueuesView* out, std::string* raw_json = nullptr);
+  // troupe.sys.clusters (a front door, troupe-dispatch): the raw reply.
+  std::string clusters(std::string* raw_json);
   // troupe.<team>.usage (troupe.sys.usage when `team` is empty): the report
   // JSON for `request` (gateway/usage_report.hpp).
   std::string usage(const std::string& team, const std::string& request, std::string* raw_json);

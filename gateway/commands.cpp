@@ -409,6 +409,21 @@ int run_nodes(const std::string& url, bool json, bool wide) {
   return 0;
 }
 
+int run_clusters(const std::string& url, bool json) {
+  auto c = open_client(url);
+  if (!c) return kUnreachableExit;
+  std::string raw, err;
+  if (auto e = c->clusters(&raw); !e.empty()) return fail(e);
+  if (json) {
+    std::cout << raw << "\n";
+    return 0;
+  }
+  auto table = clusters_table(raw, &err);
+  if (!err.empty()) return fail(err);
+  std::cout << table;
+  return 0;
+}
+
 int run_queues(const std::string& url, bool json) {
   auto c = open_client(url);
   if (!c) return kUnreachableExit;

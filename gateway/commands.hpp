@@ -44,6 +44,8 @@ int run_wait(const std::string& url, const std::vector<std::string>& ids, const 
 int run_logs(const std::string& url, const std::string& job_id, const std::string& team, int rank,
              bool follow, bool all_ranks = false);
 int run_nodes(const std::string& url, bool json, bool wide = false);
+// `troupe clusters`: the clusters behind a front door (troupe-dispatch).
+int run_clusters(const std::string& url, bool json);
 // `troupe queues`: per team and pool quota, use, pending work and share.
 int run_queues(const std::string& url, bool json);
 // `troupe cordon|uncordon|drain NODE`.

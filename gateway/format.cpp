@@ -275,6 +275,29 @@ std::string node_state(const pb::NodeView& n) {
   return n.reason().empty() ? s : s + " (" + n.reason() + ")";
 }
 
+std::string clusters_table(const std::string& reply_json, std::string* error) {
+  auto j = nlohmann::json::parse(reply_json, nullptr, false);
+  if (!j.is_object() || !j.contains("clusters") || !j["clusters"].is_array()) {
+    *error = "unreadable troupe.sys.clusters reply: " + reply_json;
+    return {};
+  }
+  auto num = [](const nlohmann::json& c, const char* k) {
+    return c.contains(k) && c[k].is_number_integer() ? std::to_string(c[k].get<int64_t>())
+                                                     : std::string("0");
+  };
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& c : j["clusters"]) {
+    if (!c.is_object()) continue;
+    std::string types;
+    if (c.contains("gpu_types") && c["gpu_types"].is_object())
+      for (const auto& [t, v] : c["gpu_types"].items()) types += (types.empty() ? "" : ",") + t;
+    rows.push_back({c.value("name", std::string("?")), types.empty() ? "-" : types,
+                    num(c, "gpus_free") + "/" + num(c, "gpus_total"), num(c, "queued"),
+                    num(c, "running"), c.value("state", std::string("?"))});
+  }
+  return render_table({"NAME", "GPU TYPES", "GPUS", "QUEUED", "RUNNING", "STATE"}, rows);
+}
+
 std::string nodes_table(const pb::NodeList& nodes, int64_t now_ms, bool wide) {
   std::vector<const pb::NodeView*> sorted;
   for (const auto& n : nodes.nodes()) sorted.push_back(&n);

@@ -44,6 +44,10 @@ std::string jobs_table(const pb::JobList& jobs, int64_t now_ms, const std::strin
 // HEARTBEAT.
 // `wide`: also POOL, RACK, RUNTIME and the shared GPUs' memory.
 std::string nodes_table(const pb::NodeList& nodes, int64_t now_ms, bool wide = false);
+// `troupe clusters`: the troupe.sys.clusters reply of a front door
+// (troupe-dispatch) as NAME GPU TYPES GPUS (free/total) QUEUED RUNNING STATE;
+// "" and `error` when the reply does not read.
+std::string clusters_table(const std::string& reply_json, std::string* error);
 // `data` with `prefix` before each line (troupe logs --all-ranks); a last
 // line without its newline waits in `carry` for the next chunk.
 std::string prefix_lines(std::string& carry, const std::string& data, const std::string& prefix);

@@ -68,18 +68,15 @@ int main(int argc, char** argv) {
   o.nats.name = "troupe-gateway";
   o.nats.max_reconnect = -1;
   if (!insecure) {
-    const std::string dir = troupe::auth::auth_dir_of(troupe::auth::troupe_home(home));
-    if (creds.empty())
-      creds = troupe::auth::creds_path(dir, std::string(troupe::subjects::kGatewayIdentity));
-    if (tls_ca.empty()) tls_ca = dir + "/" + troupe::auth::kCaCertFile;
-    std::error_code ec;
-    if (!std::filesystem::exists(creds, ec)) {
-      std::cerr << "troupe-gateway: no identity at " << creds
+    std::string why;
+    if (!troupe::auth::daemon_identity(home, std::string(troupe::subjects::kGatewayIdentity),
+                                       &creds, &tls_ca, &why)) {
+      std::cerr << "troupe-gateway: " << why
                 << " (troupe auth add-gateway, or --insecure for an open cluster)\n";
       return 2;
     }
     o.nats.creds_file = creds;
-    if (std::filesystem::exists(tls_ca, ec)) o.nats.tls_ca = tls_ca;
+    o.nats.tls_ca = tls_ca;
   }
 
   gw::SignalWatch signals;  // before any thread

@@ -156,6 +156,11 @@ int main(int argc, char** argv) {
   nodes->add_flag("--json", json, "print the NodeList JSON");
   nodes->add_option("-o,--output", output, "table | wide | json | yaml");
 
+  // clusters (a front door)
+  auto* clusters = app.add_subcommand(
+      "clusters", "The clusters behind a front door (troupe-dispatch): GPUs, queue, state");
+  clusters->add_flag("--json", json, "print the raw troupe.sys.clusters reply");
+
   // queues
   auto* queues = app.add_subcommand(
       "queues", "Per team and pool: quota, GPUs in use and borrowed, pending work, share");
@@ -621,6 +626,7 @@ int main(int argc, char** argv) {
   if (logs->parsed()) return gw::run_logs(url, job_id, job_team, rank, follow, all_ranks);
   if (nodes->parsed()) return listing([&] { return gw::run_nodes(url, json, wide); });
   if (queues->parsed()) return listing([&] { return gw::run_queues(url, json); });
+  if (clusters->parsed()) return gw::run_clusters(url, json);
   if (usage_cmd->parsed())
     return gw::run_usage(url, job_team, usage_since, usage_until, usage_by, usage_output);
   if (why->parsed()) return listing([&] { return gw::run_why(url, job_id, job_team, json); });

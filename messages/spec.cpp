@@ -263,6 +263,12 @@ std::string parse_json(std::string_view json, google::protobuf::Message& m) {
 }
 
 namespace {
+// A string field left out of the buffer when empty.
+flatbuffers::Offset<flatbuffers::String> optional_string(flatbuffers::FlatBufferBuilder& fbb,
+                                                         const std::string& s) {
+  return s.empty() ? flatbuffers::Offset<flatbuffers::String>() : fbb.CreateString(s);
+}
+
 std::string print_json(const google::protobuf::Message& m, bool zeros) {
   google::protobuf::util::JsonPrintOptions opts;
   opts.preserve_proto_field_names = true;
@@ -359,6 +365,9 @@ Parsed from_wire(const wire::JobSpec* s) {
     o.mutable_resources()->set_cpus(r->cpus());
     o.mutable_resources()->set_memory_mb(r->memory_mb());
     o.mutable_resources()->set_gpu_memory_mb(r->gpu_memory_mb());
+    o.mutable_resources()->set_cluster(wire::str(r->cluster()));
+    o.mutable_resources()->set_region(wire::str(r->region()));
+    o.mutable_resources()->set_locality(wire::str(r->locality()));
     if (r->gpu_types())
       for (auto* t : *r->gpu_types()) o.mutable_resources()->add_gpu_types(wire::str(t));
   }
@@ -390,7 +399,8 @@ flatbuffers::Offset<wire::JobSpec> to_wire(flatbuffers::FlatBufferBuilder& fbb,
   auto res = wire::CreateResources(
       fbb, s.resources().gpus(), fbb.CreateString(s.resources().gpu_type()), s.resources().cpus(),
       s.resources().memory_mb(), types.empty() ? 0 : fbb.CreateVector(types),
-      s.resources().gpu_memory_mb());
+      s.resources().gpu_memory_mb(), optional_string(fbb, s.resources().cluster()),
+      optional_string(fbb, s.resources().region()), optional_string(fbb, s.resources().locality()));
   std::vector<flatbuffers::Offset<wire::Dependency>> deps;
   for (const auto& d : s.depends_on())
     deps.push_back(
@@ -677,6 +687,15 @@ Verdict check(const pb::JobSpec& s, const Limits& limits) {
   for (const auto& t : r.gpu_types())
     if (auto err = names::check_token(t); !err.empty())
       return invalid("resources.gpu_types: " + err);
+  for (const auto& [field, value] :
+       {std::pair<const char*, const std::string&>{"resources.cluster", r.cluster()},
+        {"resources.region", r.region()}})
+    if (!value.empty())
+      if (auto err = names::check_token(value); !err.empty())
+        return invalid(std::string(field) + ": " + err);
+  if (!r.locality().empty() && r.locality() != kLocalityHard && r.locality() != kLocalitySoft)
+    return invalid("resources.locality must be \"hard\" or \"soft\" (got \"" + r.locality() +
+                   "\")");
   int workers = s.has_workers() ? s.workers() : 1;
   if (workers < 1) return invalid("workers must be >= 1 (got " + num(workers) + ")");
   if (workers > limits.max_workers)

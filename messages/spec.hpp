@@ -74,6 +74,10 @@ inline constexpr std::string_view kOnFinished = "finished";
 inline constexpr std::array<std::string_view, 3> kDependencyOns = {kOnSucceeded, kOnFailed,
                                                                    kOnFinished};
 
+// resources.locality: only the named cluster/region (the default), or there
+// first (docs/clusters.md).
+inline constexpr std::string_view kLocalityHard = "hard";
+inline constexpr std::string_view kLocalitySoft = "soft";
 // Whether the spec is an array or a sweep (a job of many tasks).
 bool is_array(const pb::JobSpec& s);
 // Its task count: array.count, or the points of the sweep's grid (0: not one).

@@ -70,8 +70,9 @@ Permissions admin_permissions(std::string_view name) {
   for (auto verb : sj::kTeamVerbs) p.pub_allow.push_back(sj::team_verb("*", verb));
   p.pub_allow.push_back(sj::team_verb("sys", sj::kJobs));
   p.pub_allow.push_back(sj::team_verb("sys", sj::kUsage));
-  for (const char* s : {sj::kSysNodes, sj::kSysQueues, sj::kSysStats, sj::kSysCordon,
-                        sj::kSysUncordon, sj::kSysDrain, sj::kSysFind, sj::kSysDebugCrash})
+  for (const char* s :
+       {sj::kSysNodes, sj::kSysQueues, sj::kSysStats, sj::kSysCordon, sj::kSysUncordon,
+        sj::kSysDrain, sj::kSysFind, sj::kSysDebugCrash, sj::kSysClusters})
     p.pub_allow.emplace_back(s);
   p.pub_deny = {sj::kAllEvents, kJetStreamApi,        kKv, sj::kAllAgents, "troupe.sys.node.>",
                 sj::kSysHello,  "troupe.sys.intake.>"};

@@ -313,6 +313,18 @@ std::string creds_path(const std::string& auth_dir, const std::string& identity)
   return path_in(auth_dir, identity + ".creds");
 }
 
+bool daemon_identity(const std::string& home, const std::string& identity, std::string* creds,
+                     std::string* tls_ca, std::string* error) {
+  const std::string dir = auth_dir_of(troupe_home(home));
+  if (creds->empty()) *creds = creds_path(dir, identity);
+  if (tls_ca->empty()) *tls_ca = dir + "/" + kCaCertFile;
+  std::error_code ec;
+  if (!std::filesystem::exists(*tls_ca, ec)) tls_ca->clear();
+  if (std::filesystem::exists(*creds, ec)) return true;
+  *error = "no identity at " + *creds;
+  return false;
+}
+
 std::string server_config_path(const std::string& auth_dir, bool tls) {
   return path_in(auth_dir, tls ? kServerConfigFile : kServerConfigNoTlsFile);
 }

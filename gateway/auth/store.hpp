@@ -51,6 +51,12 @@ std::string auth_dir_of(const std::string& home);
 
 // <auth_dir>/<identity>.creds (identity: "team-vision", "node-gpu1", "scheduler", ...).
 std::string creds_path(const std::string& auth_dir, const std::string& identity);
+// The identity a daemon connects with: `*creds` and `*tls_ca` as given, else
+// <home>/auth/<identity>.creds and <home>/auth/ca.pem (`home` as
+// troupe_home()); a CA file that does not exist is dropped (plain TCP).
+// False and `error` when the creds file does not exist.
+bool daemon_identity(const std::string& home, const std::string& identity, std::string* creds,
+                     std::string* tls_ca, std::string* error);
 // <auth_dir>/nats-auth.conf, or nats-auth-notls.conf when !tls.
 std::string server_config_path(const std::string& auth_dir, bool tls = true);
 

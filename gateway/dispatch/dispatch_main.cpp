@@ -1,0 +1,92 @@
+// troupe-dispatch's entry point: the front door in front of several clusters
+// (docs/clusters.md). Parses flags and the dispatch config, finds its
+// identity on the front NATS (the scheduler's of a `troupe up` home unless
+// given), then ticks (capacity, spill-over) until SIGTERM/SIGINT.
+#include <CLI/CLI.hpp>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "bus/log.hpp"
+#include "bus/nats.hpp"
+#include "bus/subjects.hpp"
+#include "gateway/auth/store.hpp"
+#include "gateway/client.hpp"
+#include "gateway/dispatch/front.hpp"
+#include "gateway/process.hpp"
+
+int main(int argc, char** argv) {
+  namespace gw = troupe::gateway;
+  namespace dp = troupe::dispatch;
+  CLI::App app{"troupe-dispatch: one front door in front of several Troupe clusters"};
+  app.set_version_flag("--version", TROUPE_VERSION);
+  std::string config_path, nats_url = gw::kDefaultNatsUrl, creds, tls_ca, home;
+  bool insecure = false;
+  int timeout_ms = 5000;
+  app.add_option("--config", config_path, "the dispatch config (YAML): clusters, teams")
+      ->required()
+      ->envname("TROUPE_DISPATCH_CONFIG");
+  app.add_option("--nats", nats_url, "the front NATS URL(s), comma-separated")
+      ->envname("TROUPE_NATS")
+      ->capture_default_str();
+  app.add_option(
+      "--creds", creds,
+      "the front door's identity on the front NATS (default: HOME/auth/scheduler.creds)");
+  app.add_option("--tls-ca", tls_ca, "CA of the front NATS server (default: HOME/auth/ca.pem)");
+  app.add_option("--home", home, "a `troupe up` home to find the identity in");
+  app.add_flag("--insecure", insecure, "connect to the front NATS without identity or TLS");
+  app.add_option("--request-timeout-ms", timeout_ms, "how long a cluster may take to answer")
+      ->capture_default_str()
+      ->check(CLI::Range(100, 60000));
+  std::string log_level = "info";
+  app.add_option("--log-level", log_level, "trace|debug|info|warn|error|critical|off")
+      ->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  if (!troupe::bus::use_daemon_log("troupe-dispatch", log_level)) {
+    std::cerr << "troupe-dispatch: --log-level " << log_level << " is not a level\n";
+    return 2;
+  }
+
+  std::ifstream in(config_path);
+  if (!in) {
+    std::cerr << "troupe-dispatch: cannot read " << config_path << "\n";
+    return 2;
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string error;
+  auto cfg = dp::parse_config(text.str(), &error);
+  if (!cfg) {
+    std::cerr << "troupe-dispatch: " << config_path << ": " << error << "\n";
+    return 2;
+  }
+  dp::FrontOptions o;
+  o.config = *cfg;
+  o.request_timeout_ms = timeout_ms;
+  o.front.url = nats_url;
+  o.front.name = "troupe-dispatch";
+  o.front.max_reconnect = -1;
+  if (!insecure) {
+    std::string why;
+    if (!troupe::auth::daemon_identity(home, std::string(troupe::subjects::kSchedulerIdentity),
+                                       &creds, &tls_ca, &why)) {
+      std::cerr << "troupe-dispatch: " << why
+                << " (--creds, or --insecure for an open front NATS)\n";
+      return 2;
+    }
+    o.front.creds_file = creds;
+    o.front.tls_ca = tls_ca;
+  }
+
+  gw::SignalWatch signals;  // before any thread
+  troupe::bus::Library lib;
+  auto front = dp::Front::open(o, &error);
+  if (!front) {
+    std::cerr << "troupe-dispatch: " << error << "\n";
+    return 1;
+  }
+  std::cout << "troupe-dispatch: serving " << cfg->clusters.size() << " clusters" << std::endl;
+  while (signals.wait(std::chrono::milliseconds(cfg->poll_ms)) == 0) front->tick();
+  front.reset();
+  return 0;
+}

@@ -1,0 +1,577 @@
+// troupe-dispatch's shell (see front.hpp).
+#include "gateway/dispatch/front.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+
+#include "bus/subjects.hpp"
+#include "messages/names.hpp"
+#include "messages/spec.hpp"
+
+namespace troupe::dispatch {
+namespace {
+
+using Json = nlohmann::json;
+namespace sj = troupe::subjects;
+
+int64_t now_ms() {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
+}
+
+Json error_json(const std::string& error, const std::string& code) {
+  return Json{{"error", error}, {"code", code}};
+}
+
+// An event of a job the front door had not learnt yet (its cluster's reply
+// to the submission comes after the job's first event), kept for a while.
+struct Early {
+  int64_t at_ms = 0;
+  std::string team;
+  std::string json;
+};
+constexpr int64_t kEarlyKeepMs = 30000;
+constexpr size_t kMaxEarly = 100000;
+
+// The verbs sent on to the job's cluster.
+constexpr std::string_view kForwarded[] = {sj::kStatus, sj::kCancel, sj::kLogs, sj::kWhy,
+                                           sj::kHistory};
+
+}  // namespace
+
+// One cluster behind the front door.
+struct Remote {
+  ClusterEntry entry;
+  std::shared_ptr<bus::Connection> conn;  // null until it could be opened (under Impl::mu)
+  bus::SubscriptionPtr events;
+  ClusterState state;
+};
+
+struct Front::Impl {
+  FrontOptions opts;
+  bus::ConnectionPtr front;
+  std::unique_ptr<bus::JetStream> js;
+  std::unique_ptr<bus::KeyValue> kv;
+  std::vector<bus::SubscriptionPtr> subs;
+  std::vector<std::unique_ptr<Remote>> remotes;
+  int64_t started_ms = now_ms();
+  std::atomic<uint64_t> next{0};
+
+  std::mutex mu;  // everything below
+  struct Held {
+    JobPlace place;
+    uint64_t revision = 0;
+  };
+  std::map<std::string, Held> places;               // front id -> where it is
+  std::map<std::string, std::string> by_remote_id;  // cluster/id -> front id
+  std::map<std::string, std::string> keys;          // team/idempotency key -> front id
+  std::map<std::string, std::vector<Early>> early;  // cluster/id -> its events so far
+  size_t early_count = 0;
+  std::map<std::string, int64_t> counters;
+
+  static std::string remote_key(const std::string& cluster, const std::string& id) {
+    return cluster + "/" + id;
+  }
+
+  void count(const std::string& what) {
+    std::lock_guard<std::mutex> lock(mu);
+    ++counters[what];
+  }
+
+  void reply(const troupe::Inbound& in, const Json& j) {
+    if (!in.reply.empty()) front->publish(in.reply, j.dump());
+  }
+
+  Remote* remote(const std::string& name) {
+    for (auto& r : remotes)
+      if (r->entry.name == name) return r.get();
+    return nullptr;
+  }
+
+  std::shared_ptr<bus::Connection> conn_of(const std::string& cluster) {
+    std::lock_guard<std::mutex> lock(mu);
+    auto* r = remote(cluster);
+    return r != nullptr && r->state.reachable ? r->conn : nullptr;
+  }
+
+  // A JSON request to a cluster; nullopt (and `error`) when none answered.
+  std::optional<Json> ask(const std::string& cluster, const std::string& subject,
+                          const std::string& body, std::string* error) {
+    auto c = conn_of(cluster);
+    if (!c) {
+      *error = "cluster " + cluster + " is unreachable";
+      return std::nullopt;
+    }
+    auto r = c->request(subject, body, opts.request_timeout_ms, error);
+    if (!r) {
+      *error = "cluster " + cluster + ": " + *error;
+      return std::nullopt;
+    }
+    Json j = Json::parse(r->begin(), r->end(), nullptr, false);
+    if (j.is_discarded()) {
+      *error = "cluster " + cluster + " answered with something not JSON";
+      return std::nullopt;
+    }
+    return j;
+  }
+
+  // Stores a place (compare-and-set on its revision); under `mu`.
+  void store(Held& h) {
+    bool conflict = false;
+    std::string err;
+    auto rev = kv->update(place_key(h.place.job_id), to_json(h.place), h.revision, &conflict, &err);
+    if (rev == 0) {
+      spdlog::error("dispatch: {} not stored ({})", h.place.job_id,
+                    conflict ? "another front door wrote it" : err);
+      return;
+    }
+    h.revision = rev;
+  }
+
+  // A job's place learnt: its events from now on (and those that came
+  // early) are published under the front door's id. Under `mu`.
+  void learn(const JobPlace& p) {
+    auto k = remote_key(p.cluster, p.cluster_job_id);
+    by_remote_id[k] = p.job_id;
+    auto e = early.find(k);
+    if (e == early.end()) return;
+    for (auto& ev : e->second) mirror(p, ev.json);
+    early_count -= e->second.size();
+    early.erase(e);
+  }
+
+  // An event of a cluster's job, published on the front NATS under the
+  // front door's id; the place follows the job's state. Under `mu`.
+  void mirror(const JobPlace& p, const std::string& json) {
+    Json e = Json::parse(json, nullptr, false);
+    if (!e.is_object()) {
+      ++counters["malformed_events"];
+      return;
+    }
+    e["job_id"] = p.job_id;
+    e["cluster"] = p.cluster;
+    front->publish(sj::job_events(p.team, p.job_id), e.dump());
+    ++counters["events_mirrored"];
+    auto state = e.value("state", std::string());
+    auto it = places.find(p.job_id);
+    if (it == places.end()) return;
+    auto& h = it->second;
+    std::string next = h.place.state;
+    if (names::is_terminal(state))
+      next = "ended";
+    else if (state == names::kStarting || state == names::kRunning)
+      next = "started";
+    if (next != h.place.state && h.place.state != "ended") {
+      h.place.state = next;
+      store(h);
+    }
+  }
+
+  void on_event(const std::string& cluster, troupe::Inbound&& in) {
+    std::string team(sj::token(in.subject, sj::kTeamToken));
+    std::string id(sj::token(in.subject, 3));
+    std::string json(in.data.begin(), in.data.end());
+    std::lock_guard<std::mutex> lock(mu);
+    auto k = remote_key(cluster, id);
+    auto f = by_remote_id.find(k);
+    if (f != by_remote_id.end()) {
+      auto p = places.find(f->second);
+      if (p != places.end()) mirror(p->second.place, json);
+      return;
+    }
+    if (early_count >= kMaxEarly) return;  // a cluster's own jobs: not ours to mirror
+    early[k].push_back(Early{now_ms(), team, std::move(json)});
+    ++early_count;
+  }
+
+  void prune_early() {
+    std::lock_guard<std::mutex> lock(mu);
+    int64_t cut = now_ms() - kEarlyKeepMs;
+    for (auto it = early.begin(); it != early.end();) {
+      if (!it->second.empty() && it->second.back().at_ms < cut) {
+        early_count -= it->second.size();
+        it = early.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+
+  // --- submissions --------------------------------------------------------
+
+  // Sends the spec to the clusters of `order` in turn until one takes it (a
+  // cluster that refuses it for good ends the search); the place, or an error
+  // reply.
+  std::optional<JobPlace> send(const std::string& team, const std::string& text,
+                               const std::vector<std::string>& order, Json* refusal) {
+    *refusal = error_json("no cluster took the job", "unavailable");
+    for (const auto& cluster : order) {
+      std::string err;
+      auto r = ask(cluster, sj::team_submit(team), text, &err);
+      if (!r) {
+        *refusal = error_json(err, "unavailable");
+        continue;
+      }
+      if (r->contains("job_id") && (*r)["job_id"].is_string()) {
+        JobPlace p;
+        p.team = team;
+        p.cluster = cluster;
+        p.cluster_job_id = (*r)["job_id"].get<std::string>();
+        p.spec_json = text;
+        p.sent_ms = now_ms();
+        return p;
+      }
+      *refusal = r->is_object() ? *r : error_json("cluster " + cluster + " refused", "unavailable");
+      if (r->value("code", std::string()) != "unavailable") break;
+    }
+    return std::nullopt;
+  }
+
+  Choice choose_for(const Needs& needs, const std::set<std::string>& exclude) {
+    std::lock_guard<std::mutex> lock(mu);
+    std::vector<ClusterState> states;
+    for (const auto& r : remotes) states.push_back(r->state);
+    std::vector<const JobPlace*> team_places;
+    for (const auto& [id, h] : places)
+      if (h.place.team == needs.team) team_places.push_back(&h.place);
+    return choose(opts.config, states, needs, team_use(team_places), exclude);
+  }
+
+  void on_submit(troupe::Inbound&& in) {
+    count("submitted");
+    std::string team(sj::token(in.subject, sj::kTeamToken));
+    if (!names::valid_team(team)) {
+      count("malformed");
+      return reply(in, error_json("not a team: " + team, "invalid_team"));
+    }
+    std::string text(in.data.begin(), in.data.end());
+    auto parsed = spec::from_text(text);
+    if (!parsed.ok) {
+      count("malformed");
+      return reply(in, error_json("invalid job spec: " + parsed.error, "invalid_spec"));
+    }
+    if (text.empty() || text.front() != '{') text = spec::to_json(parsed.spec);
+    const std::string key =
+        parsed.spec.idempotency_key().empty() ? "" : team + "/" + parsed.spec.idempotency_key();
+    if (!key.empty()) {
+      std::lock_guard<std::mutex> lock(mu);
+      if (auto k = keys.find(key); k != keys.end()) {
+        auto p = places.find(k->second);
+        if (p != places.end()) {
+          ++counters["duplicates"];
+          return reply(in, Json{{"job_id", k->second}, {"cluster", p->second.place.cluster}});
+        }
+      }
+    }
+    auto needs = needs_of(team, parsed.spec);
+    auto choice = choose_for(needs, {});
+    if (choice.order.empty()) {
+      count("refused");
+      return reply(in, error_json(choice.error, choice.code));
+    }
+    Json refusal;
+    auto place = send(team, text, choice.order, &refusal);
+    if (!place) {
+      count("refused");
+      return reply(in, refusal);
+    }
+    place->job_id = front_job_id(started_ms, ++next);
+    place->gpus = needs.gpus;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      auto& h = places[place->job_id];
+      h.place = *place;
+      store(h);
+      if (!key.empty()) keys[key] = place->job_id;
+      learn(h.place);
+      ++counters["sent"];
+    }
+    spdlog::info("dispatch: {} of team {} sent to cluster {} as {}", place->job_id, team,
+                 place->cluster, place->cluster_job_id);
+    reply(in, Json{{"job_id", place->job_id}, {"cluster", place->cluster}});
+  }
+
+  // --- requests about one job -----------------------------------------------
+
+  // The job's cluster id put back to the front door's in a reply.
+  static void rewrite(Json& j, const JobPlace& p) {
+    if (!j.is_object()) return;
+    if (j.contains("job_id") && j["job_id"] == p.cluster_job_id) {
+      j["job_id"] = p.job_id;
+      j["cluster"] = p.cluster;
+      j["cluster_job_id"] = p.cluster_job_id;
+    }
+    if (j.contains("events") && j["events"].is_array())
+      for (auto& e : j["events"])
+        if (e.is_object() && e.value("job_id", std::string()) == p.cluster_job_id)
+          e["job_id"] = p.job_id;
+  }
+
+  void on_job_request(std::string_view verb, troupe::Inbound&& in) {
+    std::string team(sj::token(in.subject, sj::kTeamToken));
+    Json body = Json::parse(in.data.begin(), in.data.end(), nullptr, false);
+    if (!body.is_object()) {
+      count("malformed");
+      return reply(in, error_json("the request is not a JSON object", "malformed"));
+    }
+    std::string id = body.value("job_id", body.value("jobId", std::string()));
+    std::optional<JobPlace> place;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      auto it = places.find(id);
+      if (it != places.end() && it->second.place.team == team) place = it->second.place;
+    }
+    if (!place) {
+      count("not_found");
+      return reply(in, error_json("no job " + id + " in team " + team, "not_found"));
+    }
+    if (place->cluster.empty())
+      return reply(in, error_json("job " + id + " is nowhere", "not_found"));
+    body.erase("jobId");
+    body["job_id"] = place->cluster_job_id;
+    std::string err;
+    auto r = ask(place->cluster, sj::team_verb(team, verb), body.dump(), &err);
+    if (!r) {
+      count("unreachable");
+      if (verb == sj::kStatus)  // what the front door knows of it
+        return reply(in, Json{{"job_id", id},
+                              {"team", team},
+                              {"cluster", place->cluster},
+                              {"state", "unreachable"},
+                              {"reason", err}});
+      return reply(in, error_json(err, "unavailable"));
+    }
+    rewrite(*r, *place);
+    count("forwarded");
+    reply(in, *r);
+  }
+
+  Json clusters_view() {
+    std::lock_guard<std::mutex> lock(mu);
+    Json list = Json::array();
+    for (const auto& r : remotes) {
+      const auto& s = r->state;
+      Json types = Json::object();
+      int64_t total = 0, free = 0;
+      for (const auto& [type, cap] : s.types) {
+        types[type] = Json{{"total", cap.total}, {"free", cap.free}};
+        total += cap.total;
+        free += cap.free;
+      }
+      list.push_back(Json{{"name", r->entry.name},
+                          {"region", r->entry.region},
+                          {"state", s.reachable ? "reachable" : "unreachable"},
+                          {"gpu_types", types},
+                          {"gpus_total", total},
+                          {"gpus_free", free},
+                          {"queued", s.queued},
+                          {"running", s.running},
+                          {"answered_ms", s.answered_ms}});
+    }
+    return Json{{"clusters", list}, {"counters", counters}};
+  }
+
+  // --- each tick ---------------------------------------------------------------
+
+  void connect(Remote& r) {
+    bus::ConnectOptions o;
+    o.url = r.entry.nats;
+    o.creds_file = r.entry.creds;
+    o.tls_ca = r.entry.tls_ca;
+    o.name = "troupe-dispatch:" + r.entry.name;
+    o.timeout_ms = 1000;
+    o.max_reconnect = -1;
+    std::string err;
+    auto c = bus::Connection::open(o, &err);
+    if (!c) {
+      spdlog::warn("dispatch: cluster {} not reachable: {}", r.entry.name, err);
+      return;
+    }
+    std::shared_ptr<bus::Connection> conn(std::move(c));
+    const std::string name = r.entry.name;
+    auto sub = conn->subscribe(sj::kAllEvents,
+                               [this, name](troupe::Inbound&& in) { on_event(name, std::move(in)); });
+    std::lock_guard<std::mutex> lock(mu);
+    r.events = std::move(sub);
+    r.conn = std::move(conn);
+  }
+
+  void poll(Remote& r) {
+    std::shared_ptr<bus::Connection> conn;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      conn = r.conn;
+    }
+    if (!conn) {
+      connect(r);
+      std::lock_guard<std::mutex> lock(mu);
+      conn = r.conn;
+    }
+    ClusterState s;
+    bool ok = false;
+    std::string err;
+    if (conn) {
+      int t = static_cast<int>(std::min<int64_t>(opts.request_timeout_ms, 2 * opts.config.poll_ms));
+      auto nodes = conn->request(sj::kSysNodes, "{}", t, &err);
+      auto queues = nodes ? conn->request(sj::kSysQueues, "{}", t, &err) : std::nullopt;
+      if (queues)
+        ok = read_capacity(std::string(nodes->begin(), nodes->end()),
+                           std::string(queues->begin(), queues->end()), &s, &err);
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    int64_t now = now_ms();
+    if (ok) {
+      s.name = r.state.name;
+      s.region = r.state.region;
+      s.reachable = true;
+      s.answered_ms = now;
+      if (!r.state.reachable) spdlog::info("dispatch: cluster {} reachable", r.entry.name);
+      r.state = std::move(s);
+    } else if (r.state.reachable && now - r.state.answered_ms >= opts.config.unreachable_after_ms) {
+      spdlog::warn("dispatch: cluster {} unreachable: {}", r.entry.name, err);
+      r.state.reachable = false;
+    }
+  }
+
+  // Jobs sent long enough ago and not started: each goes to the best other
+  // allowed cluster where it fits now, once withdrawn from where it waits.
+  void spill() {
+    std::vector<JobPlace> due;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      int64_t now = now_ms();
+      for (const auto& [id, h] : places)
+        if (h.place.state == "sent" && should_spill(opts.config, h.place.sent_ms, now))
+          due.push_back(h.place);
+    }
+    for (const auto& p : due) spill_one(p);
+  }
+
+  void spill_one(const JobPlace& p) {
+    auto parsed = spec::from_text(p.spec_json);
+    if (!parsed.ok) return;
+    auto needs = needs_of(p.team, parsed.spec);
+    std::set<std::string> exclude(p.tried.begin(), p.tried.end());
+    exclude.insert(p.cluster);
+    auto choice = choose_for(needs, exclude);
+    if (choice.order.empty()) return;
+    const std::string target = choice.order.front();
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      auto* r = remote(target);
+      int64_t free = 0;
+      for (const auto& [type, cap] : r->state.types)
+        if (needs.types.empty() ||
+            std::find(needs.types.begin(), needs.types.end(), type) != needs.types.end())
+          free += cap.free;
+      if (free < needs.gpus) return;                                // nowhere better now
+      by_remote_id.erase(remote_key(p.cluster, p.cluster_job_id));  // its cancel is not news
+    }
+    // Withdrawn only if it has not started: one step in the job's actor.
+    std::string err;
+    auto r = ask(p.cluster, sj::team_cancel(p.team),
+                 Json{{"job_id", p.cluster_job_id}, {"if_queued", true}}.dump(), &err);
+    if (!r || r->value("state", std::string()) != names::kCanceled || r->contains("error")) {
+      std::lock_guard<std::mutex> lock(mu);
+      learn(p);  // it stays (started, or no answer: its events tell)
+      return;
+    }
+    Json refusal;
+    auto moved = send(p.team, p.spec_json, {target}, &refusal);
+    if (!moved) moved = send(p.team, p.spec_json, {p.cluster}, &refusal);  // back where it was
+    std::lock_guard<std::mutex> lock(mu);
+    auto& h = places[p.job_id];
+    if (!moved) {
+      spdlog::error("dispatch: {} withdrawn from {} and taken nowhere: {}", p.job_id, p.cluster,
+                    refusal.dump());
+      h.place.state = "withdrawn";
+      h.place.cluster.clear();
+      store(h);
+      return;
+    }
+    h.place.tried.push_back(p.cluster);
+    h.place.cluster = moved->cluster;
+    h.place.cluster_job_id = moved->cluster_job_id;
+    h.place.sent_ms = moved->sent_ms;
+    h.place.state = "sent";
+    store(h);
+    learn(h.place);
+    ++counters["spilled"];
+    spdlog::info("dispatch: {} spilled over from {} to {} as {}", p.job_id, p.cluster,
+                 moved->cluster, moved->cluster_job_id);
+  }
+
+  bool restore(std::string* error) {
+    bool complete = false;
+    auto entries = kv->read_all(5000, &complete);
+    if (!complete) {
+      *error = std::string("the bucket ") + sj::kDispatchBucket + " could not be read whole";
+      return false;
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    for (const auto& e : entries) {
+      if (e.value.empty()) continue;
+      auto p = place_from_json(e.value);
+      if (!p) continue;
+      auto& h = places[p->job_id];
+      h.place = *p;
+      h.revision = e.revision;
+      if (!p->cluster.empty()) by_remote_id[remote_key(p->cluster, p->cluster_job_id)] = p->job_id;
+      auto parsed = spec::from_text(p->spec_json);
+      if (parsed.ok && !parsed.spec.idempotency_key().empty())
+        keys[p->team + "/" + parsed.spec.idempotency_key()] = p->job_id;
+    }
+    spdlog::info("dispatch: {} jobs restored from {}", places.size(), sj::kDispatchBucket);
+    return true;
+  }
+};
+
+std::unique_ptr<Front> Front::open(const FrontOptions& opts, std::string* error) {
+  auto impl = std::make_unique<Impl>();
+  impl->opts = opts;
+  impl->front = bus::Connection::open(opts.front, error);
+  if (!impl->front) return nullptr;
+  impl->js = bus::JetStream::open(*impl->front, error);
+  if (!impl->js) return nullptr;
+  impl->kv = bus::KeyValue::open(*impl->js, sj::kDispatchBucket, error);
+  if (!impl->kv || !impl->restore(error)) return nullptr;
+  for (const auto& c : opts.config.clusters) {
+    auto r = std::make_unique<Remote>();
+    r->entry = c;
+    r->state.name = c.name;
+    r->state.region = c.region;
+    impl->remotes.push_back(std::move(r));
+  }
+  auto* self = impl.get();
+  impl->subs.push_back(impl->front->subscribe(
+      sj::kAllSubmit, [self](troupe::Inbound&& in) { self->on_submit(std::move(in)); }));
+  for (auto verb : kForwarded)
+    impl->subs.push_back(impl->front->subscribe(
+        sj::team_verb("*", verb),
+        [self, verb](troupe::Inbound&& in) { self->on_job_request(verb, std::move(in)); }));
+  impl->subs.push_back(impl->front->subscribe(
+      sj::kSysClusters, [self](troupe::Inbound&& in) { self->reply(in, self->clusters_view()); }));
+  for (auto& r : impl->remotes) impl->poll(*r);
+  return std::make_unique<Front>(std::move(impl));
+}
+
+Front::Front(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Front::~Front() {
+  // Subscriptions first: no handler may run into a half-destroyed Impl.
+  impl_->subs.clear();
+  for (auto& r : impl_->remotes) r->events.reset();
+}
+
+void Front::tick() {
+  for (auto& r : impl_->remotes) impl_->poll(*r);
+  impl_->spill();
+  impl_->prune_early();
+}
+
+}  // namespace troupe::dispatch

@@ -1,0 +1,312 @@
+// The front door's rules (see policy.hpp).
+#include "gateway/dispatch/policy.hpp"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <tuple>
+
+#include "messages/names.hpp"
+#include "messages/spec.hpp"
+
+namespace troupe::dispatch {
+namespace {
+
+using Json = nlohmann::json;
+
+bool fail(std::string* error, std::string text) {
+  if (error) *error = std::move(text);
+  return false;
+}
+
+std::string str(const YAML::Node& n, const char* key) {
+  auto v = n[key];
+  return v && v.IsScalar() ? v.as<std::string>() : std::string();
+}
+
+bool read_clusters(const YAML::Node& list, Config& cfg, std::string* error) {
+  if (!list || !list.IsSequence() || list.size() == 0)
+    return fail(error, "clusters: a list of at least one {name, nats} is required");
+  std::set<std::string> names;
+  for (const auto& c : list) {
+    if (!c.IsMap()) return fail(error, "clusters: each entry is a map {name, nats, ...}");
+    ClusterEntry e{str(c, "name"), str(c, "region"), str(c, "nats"), str(c, "creds"),
+                   str(c, "tls_ca")};
+    if (auto err = names::check_token(e.name); !err.empty())
+      return fail(error, "clusters: name: " + err);
+    if (!e.region.empty())
+      if (auto err = names::check_token(e.region); !err.empty())
+        return fail(error, "clusters: " + e.name + ": region: " + err);
+    if (e.nats.empty()) return fail(error, "clusters: " + e.name + ": nats (its URLs) is required");
+    if (!names.insert(e.name).second)
+      return fail(error, "clusters: " + e.name + " is listed twice");
+    cfg.clusters.push_back(std::move(e));
+  }
+  return true;
+}
+
+bool read_teams(const YAML::Node& teams, Config& cfg, std::string* error) {
+  if (!teams) return true;
+  if (!teams.IsMap()) return fail(error, "teams: a map team -> {clusters, quota}");
+  std::set<std::string> known;
+  for (const auto& c : cfg.clusters) known.insert(c.name);
+  for (const auto& t : teams) {
+    std::string team = t.first.as<std::string>();
+    if (!names::valid_team(team)) return fail(error, "teams: " + team + " is not a team name");
+    TeamRule rule;
+    const auto& v = t.second;
+    if (v["clusters"]) {
+      if (!v["clusters"].IsSequence()) return fail(error, "teams: " + team + ": clusters: a list");
+      for (const auto& c : v["clusters"]) {
+        auto name = c.as<std::string>();
+        if (!known.count(name))
+          return fail(error, "teams: " + team + ": clusters: no cluster " + name);
+        rule.clusters.push_back(name);
+      }
+    }
+    if (v["quota"]) {
+      if (!v["quota"].IsMap())
+        return fail(error, "teams: " + team + ": quota: a map cluster -> GPUs");
+      for (const auto& q : v["quota"]) {
+        auto name = q.first.as<std::string>();
+        if (!known.count(name))
+          return fail(error, "teams: " + team + ": quota: no cluster " + name);
+        auto gpus = q.second.as<int64_t>();
+        if (gpus < 0) return fail(error, "teams: " + team + ": quota: " + name + " must be >= 0");
+        rule.quota[name] = gpus;
+      }
+    }
+    cfg.teams[team] = std::move(rule);
+  }
+  return true;
+}
+
+bool read_number(const YAML::Node& root, const char* key, int64_t lo, int64_t hi, int64_t* out,
+                 std::string* error) {
+  if (!root[key]) return true;
+  auto v = root[key].as<int64_t>();
+  if (v < lo || v > hi)
+    return fail(error, std::string(key) + " must be in [" + std::to_string(lo) + ", " +
+                           std::to_string(hi) + "] (got " + std::to_string(v) + ")");
+  *out = v;
+  return true;
+}
+
+std::string base36(uint64_t v, size_t width) {
+  std::string s;
+  do {
+    s.insert(s.begin(), "0123456789abcdefghijklmnopqrstuvwxyz"[v % 36]);
+    v /= 36;
+  } while (v != 0);
+  if (s.size() < width) s.insert(0, width - s.size(), '0');
+  return s;
+}
+
+bool allowed(const Config& cfg, const std::string& team, const std::string& cluster) {
+  auto it = cfg.teams.find(team);
+  if (it == cfg.teams.end() || it->second.clusters.empty()) return true;
+  const auto& l = it->second.clusters;
+  return std::find(l.begin(), l.end(), cluster) != l.end();
+}
+
+int64_t quota_of(const Config& cfg, const std::string& team, const std::string& cluster) {
+  auto it = cfg.teams.find(team);
+  if (it == cfg.teams.end()) return -1;
+  auto q = it->second.quota.find(cluster);
+  return q == it->second.quota.end() ? -1 : q->second;
+}
+
+}  // namespace
+
+std::optional<Config> parse_config(std::string_view text, std::string* error) {
+  Config cfg;
+  try {
+    YAML::Node root = YAML::Load(std::string(text));
+    if (!root.IsMap()) {
+      fail(error, "the dispatch config is a map with `clusters`");
+      return std::nullopt;
+    }
+    if (!read_clusters(root["clusters"], cfg, error) || !read_teams(root["teams"], cfg, error) ||
+        !read_number(root, "spill_after_s", 0, 7 * 24 * 3600, &cfg.spill_after_s, error) ||
+        !read_number(root, "poll_ms", 100, 60000, &cfg.poll_ms, error) ||
+        !read_number(root, "unreachable_after_ms", 500, 600000, &cfg.unreachable_after_ms, error))
+      return std::nullopt;
+  } catch (const std::exception& e) {
+    fail(error, std::string("the dispatch config does not read: ") + e.what());
+    return std::nullopt;
+  }
+  return cfg;
+}
+
+bool read_capacity(std::string_view nodes_json, std::string_view queues_json, ClusterState* out,
+                   std::string* error) {
+  Json nodes = Json::parse(nodes_json, nullptr, false);
+  Json queues = Json::parse(queues_json, nullptr, false);
+  if (!nodes.is_object() || !nodes.contains("nodes") || !nodes["nodes"].is_array())
+    return fail(error, "troupe.sys.nodes answered without a nodes list");
+  if (!queues.is_object() || !queues.contains("teams") || !queues["teams"].is_array())
+    return fail(error, "troupe.sys.queues answered without a teams list");
+  out->types.clear();
+  out->running = 0;
+  auto num = [](const Json& j, const char* k) -> int64_t {
+    if (!j.contains(k)) return 0;
+    const auto& v = j[k];
+    if (v.is_number_integer()) return v.get<int64_t>();
+    if (v.is_string()) return std::strtoll(v.get<std::string>().c_str(), nullptr, 10);
+    return 0;
+  };
+  for (const auto& n : nodes["nodes"]) {
+    if (!n.is_object()) continue;
+    out->running += num(n, "running");
+    if (!n.value("alive", false)) continue;
+    auto& t = out->types[n.value("gpu_type", std::string())];
+    t.total += num(n, "gpus_total");
+    t.free += num(n, "gpus_free");
+  }
+  out->queued = 0;
+  for (const auto& t : queues["teams"])
+    if (t.is_object()) out->queued += num(t, "pending_jobs");
+  return true;
+}
+
+Needs needs_of(const std::string& team, const pb::JobSpec& s) {
+  Needs n;
+  n.team = team;
+  const auto& r = s.resources();
+  if (!r.gpu_type().empty()) n.types.push_back(r.gpu_type());
+  for (const auto& t : r.gpu_types())
+    if (std::find(n.types.begin(), n.types.end(), t) == n.types.end()) n.types.push_back(t);
+  int64_t workers = s.has_workers() ? s.workers() : 1;
+  int64_t tasks = std::max<int64_t>(1, spec::array_tasks(s));
+  n.gpus_per_worker = r.gpus();
+  n.gpus = r.gpus() * workers * tasks;
+  n.cluster = r.cluster();
+  n.region = r.region();
+  n.hard = r.locality() != spec::kLocalitySoft;
+  return n;
+}
+
+Choice choose(const Config& cfg, const std::vector<ClusterState>& clusters, const Needs& needs,
+              const std::map<std::string, int64_t>& used, const std::set<std::string>& exclude) {
+  Choice c;
+  // Why the last filter dropped a candidate: the reply names the one that
+  // got furthest.
+  int furthest = -1;
+  auto drop = [&](int stage, std::string code, std::string why) {
+    if (stage < furthest) return;
+    furthest = stage;
+    c.code = std::move(code);
+    c.error = std::move(why);
+  };
+  // (locality missed, fits now, queued per GPU, name): smallest first.
+  std::vector<std::tuple<bool, bool, double, std::string>> ranked;
+  for (const auto& st : clusters) {
+    if (exclude.count(st.name)) continue;
+    if (!allowed(cfg, needs.team, st.name)) {
+      drop(0, "not_allowed", "team " + needs.team + " may not use cluster " + st.name);
+      continue;
+    }
+    bool in_place = (needs.cluster.empty() || needs.cluster == st.name) &&
+                    (needs.region.empty() || needs.region == st.region);
+    if (!in_place && needs.hard) {
+      drop(1, "no_cluster_in_locality",
+           "no cluster" + (needs.cluster.empty() ? std::string() : " " + needs.cluster) +
+               (needs.region.empty() ? std::string() : " in region " + needs.region) +
+               " the team may use");
+      continue;
+    }
+    if (!st.reachable) {
+      drop(2, "no_cluster_reachable", "cluster " + st.name + " is unreachable");
+      continue;
+    }
+    // Its GPUs of an acceptable type: the job must fit the cluster at all.
+    int64_t total = 0, free = 0, largest = 0;
+    for (const auto& [type, cap] : st.types) {
+      if (!needs.types.empty() &&
+          std::find(needs.types.begin(), needs.types.end(), type) == needs.types.end())
+        continue;
+      total += cap.total;
+      free += cap.free;
+      largest = std::max(largest, cap.total);
+    }
+    if ((needs.gpus > 0 && largest < needs.gpus_per_worker) || (needs.gpus > 0 && total == 0)) {
+      std::string types;
+      for (const auto& t : needs.types) types += (types.empty() ? "" : "/") + t;
+      drop(3, "no_cluster_of_type",
+           "no cluster has " + (types.empty() ? std::string("GPUs") : types + " GPUs") +
+               " for the job (" + std::to_string(needs.gpus_per_worker) + " per worker)");
+      continue;
+    }
+    int64_t quota = quota_of(cfg, needs.team, st.name);
+    auto u = used.find(st.name);
+    int64_t in_use = u == used.end() ? 0 : u->second;
+    if (quota >= 0 && in_use + needs.gpus > quota) {
+      drop(4, "over_cluster_quota",
+           "team " + needs.team + " has " + std::to_string(in_use) + "/" + std::to_string(quota) +
+               " GPUs in cluster " + st.name + ", the job needs " + std::to_string(needs.gpus));
+      continue;
+    }
+    double depth =
+        static_cast<double>(st.queued) / static_cast<double>(std::max<int64_t>(1, total));
+    ranked.emplace_back(!in_place, free < needs.gpus, depth, st.name);
+  }
+  std::sort(ranked.begin(), ranked.end());
+  for (const auto& r : ranked) c.order.push_back(std::get<3>(r));
+  if (!c.order.empty()) {
+    c.code.clear();
+    c.error.clear();
+  } else if (c.code.empty()) {
+    c.code = "no_cluster_reachable";
+    c.error = "no other cluster to send the job to";
+  }
+  return c;
+}
+
+bool should_spill(const Config& cfg, int64_t sent_ms, int64_t now_ms) {
+  return cfg.spill_after_s > 0 && now_ms - sent_ms >= cfg.spill_after_s * 1000;
+}
+
+std::string front_job_id(int64_t start_ms, uint64_t number) {
+  return "j-x" + base36(static_cast<uint64_t>(std::max<int64_t>(0, start_ms)), 8) +
+         base36(number, 5);
+}
+
+std::string to_json(const JobPlace& p) {
+  Json j{{"job_id", p.job_id},   {"team", p.team},
+         {"cluster", p.cluster}, {"cluster_job_id", p.cluster_job_id},
+         {"state", p.state},     {"spec", p.spec_json},
+         {"sent_ms", p.sent_ms}, {"gpus", p.gpus},
+         {"tried", p.tried}};
+  return j.dump();
+}
+
+std::optional<JobPlace> place_from_json(std::string_view json) {
+  Json j = Json::parse(json, nullptr, false);
+  if (!j.is_object()) return std::nullopt;
+  try {
+    JobPlace p;
+    p.job_id = j.at("job_id").get<std::string>();
+    p.team = j.at("team").get<std::string>();
+    p.cluster = j.value("cluster", std::string());
+    p.cluster_job_id = j.value("cluster_job_id", std::string());
+    p.state = j.value("state", std::string("sent"));
+    p.spec_json = j.value("spec", std::string());
+    p.sent_ms = j.value("sent_ms", int64_t{0});
+    p.gpus = j.value("gpus", int64_t{0});
+    p.tried = j.value("tried", std::vector<std::string>());
+    if (p.job_id.empty() || p.team.empty()) return std::nullopt;
+    return p;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+std::map<std::string, int64_t> team_use(const std::vector<const JobPlace*>& places) {
+  std::map<std::string, int64_t> use;
+  for (const auto* p : places)
+    if (p->state == "sent" || p->state == "started") use[p->cluster] += p->gpus;
+  return use;
+}
+
+}  // namespace troupe::dispatch

@@ -1,0 +1,126 @@
+// The front door's rules (troupe-dispatch, docs/clusters.md), pure over plain
+// values: its config, what each cluster reports (capacity by GPU type, queue
+// depth), which clusters a job may go to and in what order, the front door's
+// job ids and the record it keeps per job. The shell (gateway/dispatch/front.*)
+// carries messages; everything it decides is decided here, unit-tested in
+// tests/unit/dispatch_policy_test.cpp.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "job_spec.pb.h"
+
+namespace troupe::dispatch {
+
+// One cluster behind the front door: its own NATS (JetStream), schedulers and
+// agents. `nats` is its URL list; `creds`/`tls_ca` the identity the front
+// door connects with ("" for an open cluster).
+struct ClusterEntry {
+  std::string name;
+  std::string region;
+  std::string nats;
+  std::string creds;
+  std::string tls_ca;
+};
+
+// A team's rule: the clusters it may use (empty: all) and, per cluster, the
+// most GPUs its jobs sent there may ask for at once (jobs not ended; absent:
+// no bound).
+struct TeamRule {
+  std::vector<std::string> clusters;
+  std::map<std::string, int64_t> quota;
+};
+
+struct Config {
+  std::vector<ClusterEntry> clusters;
+  std::map<std::string, TeamRule> teams;  // a team not listed may use every cluster
+  // A job still queued this long after it was sent to a cluster may go to
+  // another allowed one (0: never).
+  int64_t spill_after_s = 60;
+  int64_t poll_ms = 1000;  // how often each cluster is asked for its capacity
+  // A cluster that has not answered for this long is unreachable.
+  int64_t unreachable_after_ms = 5000;
+};
+
+// YAML or JSON text; nullopt and `error` when it is not a valid config.
+std::optional<Config> parse_config(std::string_view text, std::string* error);
+
+// What a cluster reported last (troupe.sys.nodes and troupe.sys.queues).
+struct TypeCapacity {
+  int64_t total = 0;
+  int64_t free = 0;
+};
+struct ClusterState {
+  std::string name;
+  std::string region;
+  bool reachable = false;
+  int64_t answered_ms = 0;                    // when it last answered, 0: never
+  std::map<std::string, TypeCapacity> types;  // alive nodes' GPUs by type
+  int64_t queued = 0;                         // jobs waiting to start
+  int64_t running = 0;                        // jobs running
+};
+// The capacity part of a state from the JSON replies of troupe.sys.nodes and
+// troupe.sys.queues; false and `error` when they do not read.
+bool read_capacity(std::string_view nodes_json, std::string_view queues_json, ClusterState* out,
+                   std::string* error);
+
+// What the front door needs to know of a job to send it somewhere.
+struct Needs {
+  std::string team;
+  std::vector<std::string> types;  // acceptable GPU types in order; empty: any
+  int64_t gpus = 0;                // all workers and tasks together
+  int64_t gpus_per_worker = 0;
+  std::string cluster, region;
+  bool hard = true;  // locality: only there
+};
+Needs needs_of(const std::string& team, const pb::JobSpec& spec);
+
+// The clusters a job may go to, best first. `used` is the GPUs the team's
+// unended jobs ask for in each cluster; `exclude` the clusters not to use
+// (the one a job spills over from). Empty `order`: nowhere, `code` and
+// `error` say why (not_allowed, no_cluster_of_type, over_cluster_quota,
+// no_cluster_reachable, no_cluster_in_locality).
+struct Choice {
+  std::vector<std::string> order;
+  std::string code;
+  std::string error;
+};
+Choice choose(const Config& cfg, const std::vector<ClusterState>& clusters, const Needs& needs,
+              const std::map<std::string, int64_t>& used, const std::set<std::string>& exclude);
+
+// Whether a job sent to a cluster at `sent_ms` and not started there should
+// go elsewhere at `now_ms`.
+bool should_spill(const Config& cfg, int64_t sent_ms, int64_t now_ms);
+
+// The front door's job ids: "j-x" (not a scheduler's "j-"), the front
+// door's start (ms, base 36) and a number (base 36, at least 5 digits).
+std::string front_job_id(int64_t start_ms, uint64_t number);
+
+// The record the front door keeps per job (KV TROUPE_DISPATCH, key job.<id>).
+struct JobPlace {
+  std::string job_id;  // the front door's
+  std::string team;
+  std::string cluster;         // where it is now ("" once nowhere)
+  std::string cluster_job_id;  // its id there
+  std::string state = "sent";  // sent | started | ended | withdrawn
+  std::string spec_json;       // to send it elsewhere
+  int64_t sent_ms = 0;
+  int64_t gpus = 0;
+  std::vector<std::string> tried;  // clusters it was sent to before, oldest first
+};
+std::string to_json(const JobPlace& p);
+std::optional<JobPlace> place_from_json(std::string_view json);
+inline std::string place_key(const std::string& job_id) {
+  return "job." + job_id;
+}
+
+// The GPUs a team's unended jobs ask for, per cluster.
+std::map<std::string, int64_t> team_use(const std::vector<const JobPlace*>& places);
+
+}  // namespace troupe::dispatch

@@ -1,0 +1,171 @@
+// Several clusters behind one front door (issue 19, part 3): two clusters,
+// each its own nats-server (JetStream, operator mode, TLS), scheduler and
+// agent (c1: a100, c2: h100), and a third nats-server where users submit,
+// served by troupe-dispatch (gateway/dispatch/). Jobs land by GPU type; an
+// any-type job waiting in a full cluster spills over to the other once it
+// has room (withdrawn with a conditional cancel, so it never runs in two);
+// status, cancel, logs and history work through the front door, and the
+// front door publishes each job's events under its own id.
+#include <catch2/catch.hpp>
+#include <fstream>
+#include <thread>
+
+#include "bus/subjects.hpp"
+#include "harness.hpp"
+#include "messages/names.hpp"
+
+using namespace troupe;
+using namespace troupe::it;
+
+namespace {
+
+Json typed(const std::vector<std::string>& command, int gpus, Json resources_extra) {
+  Json spec = job_spec("t1", command, gpus);
+  for (auto& [k, v] : resources_extra.items()) spec["resources"][k] = v;
+  return spec;
+}
+
+std::string cluster_entry(const std::string& name, Cluster& c) {
+  return "  - {name: " + name + ", nats: \"" + c.url() + "\", creds: \"" + c.creds("scheduler") +
+         "\", tls_ca: \"" + c.tls_ca() + "\"}\n";
+}
+
+// The front door's troupe.sys.clusters reply once every cluster is reachable
+// with its GPUs counted.
+Json wait_clusters(Cluster& front, Clock::duration timeout) {
+  auto deadline = Clock::now() + timeout;
+  Json last;
+  while (Clock::now() < deadline) {
+    std::string err;
+    auto r = front.request_raw(subjects::kSysClusters, {'{', '}'}, 2s, &err);
+    if (r) {
+      last = Json::parse(r->begin(), r->end(), nullptr, false);
+      bool all = last.is_object() && last.contains("clusters") && last["clusters"].size() == 2;
+      if (all)
+        for (const auto& c : last["clusters"])
+          all = all && c.value("state", "") == "reachable" && c.value("gpus_total", 0) == 2;
+      if (all) return last;
+    }
+    std::this_thread::sleep_for(100ms);  // polling another process's view
+  }
+  INFO("troupe.sys.clusters last answered " << last.dump());
+  FAIL("the front door did not see both clusters");
+  return last;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "two clusters behind a front door: jobs land by GPU type, a waiting any-type job spills over "
+    "to the other cluster without running in two, cancel, logs, history and events work through "
+    "the front door",
+    "[integration][clusters]") {
+  Cluster c1(ClusterOptions{}.node("a1", 2, false, "a100"));
+  Cluster c2(ClusterOptions{}.node("h1", 2, false, "h100"));
+  ClusterOptions fo;
+  fo.scheduler = false;
+  Cluster front(fo);
+  REQUIRE(c1.wait_nodes_alive(1, 20s));
+  REQUIRE(c2.wait_nodes_alive(1, 20s));
+
+  const std::string config_path = front.file("dispatch.yaml");
+  {
+    std::ofstream f(config_path);
+    f << "clusters:\n"
+      << cluster_entry("c1", c1) << cluster_entry("c2", c2)
+      << "teams:\n  t1: {clusters: [c1, c2]}\nspill_after_s: 1\npoll_ms: 200\n";
+  }
+  std::vector<std::string> argv = {bin_dir() + "/troupe-dispatch", "--config", config_path,
+                                   "--nats", front.url()};
+  for (auto& a : front.identity_args("scheduler")) argv.push_back(a);
+  Process dispatch("dispatch", argv, front.file("dispatch.out"), front.file("dispatch.err"));
+  front.dump().add("troupe-dispatch stderr", dispatch.err_path());
+  wait_clusters(front, 30s);
+
+  // By type: an a100 job goes to c1, an h100 job to c2; both fill their cluster.
+  Json a_reply = front.submit_json("t1", typed({"sleep", "60"}, 2, {{"gpu_type", "a100"}}));
+  INFO("a100 submission: " << a_reply.dump());
+  REQUIRE(a_reply.contains("job_id"));
+  CHECK(a_reply.value("cluster", "") == "c1");
+  const std::string a = a_reply["job_id"];
+  Json h_reply = front.submit_json("t1", typed({"sleep", "60"}, 2, {{"gpu_type", "h100"}}));
+  INFO("h100 submission: " << h_reply.dump());
+  REQUIRE(h_reply.contains("job_id"));
+  CHECK(h_reply.value("cluster", "") == "c2");
+  const std::string h = h_reply["job_id"];
+  // The front door's events carry its own ids.
+  INFO("front events: " << front.events().describe());
+  REQUIRE(front.events().wait_state(a, std::string(names::kRunning), 30s));
+  REQUIRE(front.events().wait_state(h, std::string(names::kRunning), 30s));
+  Json a_status = front.status("t1", a);
+  CHECK(a_status.value("job_id", "") == a);
+  CHECK(a_status.value("cluster", "") == "c1");
+  CHECK(a_status.value("state", "") == "running");
+
+  // A job no cluster can run is refused by the front door with its reason.
+  Json none = front.submit_json("t1", typed({"true"}, 1, {{"gpu_type", "v100"}}));
+  CHECK(none.value("code", "") == "no_cluster_of_type");
+
+  // Both full: an any-type job waits in one of them (c1: the first by name).
+  Json x_reply = front.submit_json(
+      "t1", typed({"sh", "-c", "echo spilled-over-ok"}, 2, {{"gpu_types", {"a100", "h100"}}}));
+  INFO("any-type submission: " << x_reply.dump());
+  REQUIRE(x_reply.contains("job_id"));
+  const std::string x = x_reply["job_id"];
+  const std::string first = x_reply.value("cluster", "");
+  REQUIRE((first == "c1" || first == "c2"));
+  Json x_first = front.status("t1", x);
+  const std::string first_id = x_first.value("cluster_job_id", "");
+  REQUIRE_FALSE(first_id.empty());
+  CHECK(x_first.value("state", "") == "queued");
+
+  // The other cluster frees up (cancel through the front door): the job
+  // spills over there and runs; it never ran where it waited first.
+  Cluster& waited = first == "c1" ? c1 : c2;
+  const std::string freed = first == "c1" ? h : a;
+  Json canceled = front.cancel("t1", freed);
+  INFO("cancel through the front door: " << canceled.dump());
+  CHECK(canceled.value("job_id", "") == freed);
+  CHECK(front.events().wait_state(freed, std::string(names::kCanceled), 30s));
+  auto end = front.events().wait_state(x, names::is_terminal, 60s);
+  INFO("events of the any-type job at the front: " << front.events().describe(x));
+  REQUIRE(end);
+  CHECK(end->state == names::kSucceeded);
+  Json x_status = front.status("t1", x);
+  CHECK(x_status.value("cluster", "") == (first == "c1" ? "c2" : "c1"));
+  CHECK(x_status.value("cluster_job_id", "") != first_id);
+  INFO("its events where it waited first: " << waited.events().describe(first_id));
+  for (const auto& e : waited.events().of_job(first_id))
+    CHECK((e.state != names::kStarting && e.state != names::kRunning));
+  auto withdrawn = waited.events().wait_state(first_id, std::string(names::kCanceled), 10s);
+  CHECK(withdrawn);
+  // The front door's stream of the job never shows the withdrawal.
+  for (const auto& e : front.events().of_job(x)) CHECK(e.state != names::kCanceled);
+
+  // Logs and history through the front door.
+  auto log = front.logs("t1", x);
+  INFO("logs: " << log.error);
+  CHECK(log.ok);
+  CHECK(log.data.find("spilled-over-ok") != std::string::npos);
+  Json hist = front.request(subjects::team_history("t1"), Json{{"job_id", x}});
+  INFO("history: " << hist.dump());
+  REQUIRE(hist.contains("events"));
+  CHECK(hist.value("job_id", "") == x);
+  for (const auto& e : hist["events"]) CHECK(e.value("job_id", "") == x);
+  // Another team's job or an unknown id: not found.
+  CHECK(front.request(subjects::team_status("t2"), Json{{"job_id", x}}).value("code", "") ==
+        "not_found");
+  CHECK(front.request(subjects::team_status("t1"), Json{{"job_id", "j-x0"}}).value("code", "") ==
+        "not_found");
+  // Bad input: an error, and the front door keeps serving.
+  CHECK(front.request_text(subjects::team_submit("t1"), "{not json").contains("error"));
+
+  // troupe clusters: a row per cluster.
+  auto cli = front.run_cli({"clusters"});
+  INFO("troupe clusters: " << cli.out << cli.err);
+  CHECK(cli.exit_code == 0);
+  CHECK(cli.out.find("c1") != std::string::npos);
+  CHECK(cli.out.find("h100") != std::string::npos);
+  CHECK(cli.out.find("reachable") != std::string::npos);
+  CHECK(dispatch.running());
+}

@@ -1,0 +1,218 @@
+// The front door's rules (gateway/dispatch/policy.hpp): its config, the
+// clusters' capacity from their replies, where a job may go and in what
+// order, spill-over timing, its ids and records.
+#include <catch2/catch.hpp>
+
+#include "gateway/dispatch/policy.hpp"
+#include "messages/spec.hpp"
+
+using namespace troupe::dispatch;
+
+namespace {
+
+const char* kConfig = R"(
+clusters:
+  - {name: c1, region: east, nats: "nats://127.0.0.1:4222"}
+  - {name: c2, region: west, nats: "nats://127.0.0.1:4322,nats://127.0.0.1:4323"}
+teams:
+  vision: {clusters: [c1], quota: {c1: 8}}
+  nlp: {quota: {c2: 4}}
+spill_after_s: 30
+)";
+
+Config config() {
+  std::string err;
+  auto c = parse_config(kConfig, &err);
+  INFO(err);
+  REQUIRE(c);
+  return *c;
+}
+
+ClusterState cluster(const std::string& name, const std::string& region, const std::string& type,
+                     int64_t total, int64_t free, int64_t queued = 0) {
+  ClusterState s;
+  s.name = name;
+  s.region = region;
+  s.reachable = true;
+  s.types[type] = TypeCapacity{total, free};
+  s.queued = queued;
+  return s;
+}
+
+Needs needs(const std::string& spec_json, const std::string& team = "t1") {
+  auto p = troupe::spec::from_json(spec_json);
+  INFO(p.error);
+  REQUIRE(p.ok);
+  return needs_of(team, p.spec);
+}
+
+}  // namespace
+
+TEST_CASE("dispatch config: clusters, teams, bounds and clear errors", "[dispatch]") {
+  auto c = config();
+  REQUIRE(c.clusters.size() == 2);
+  CHECK(c.clusters[1].nats == "nats://127.0.0.1:4322,nats://127.0.0.1:4323");
+  CHECK(c.clusters[0].region == "east");
+  CHECK(c.teams.at("vision").clusters == std::vector<std::string>{"c1"});
+  CHECK(c.teams.at("nlp").quota.at("c2") == 4);
+  CHECK(c.spill_after_s == 30);
+
+  std::string err;
+  CHECK_FALSE(parse_config("clusters: []", &err));
+  CHECK(err.find("at least one") != std::string::npos);
+  CHECK_FALSE(parse_config("clusters: [{name: c1}]", &err));
+  CHECK(err.find("nats") != std::string::npos);
+  CHECK_FALSE(parse_config("clusters: [{name: 'a b', nats: x}]", &err));
+  CHECK_FALSE(parse_config("clusters: [{name: c1, nats: x}, {name: c1, nats: y}]", &err));
+  CHECK(err.find("twice") != std::string::npos);
+  CHECK_FALSE(parse_config("clusters: [{name: c1, nats: x}]\nteams: {t: {clusters: [c9]}}", &err));
+  CHECK(err.find("no cluster c9") != std::string::npos);
+  CHECK_FALSE(parse_config("clusters: [{name: c1, nats: x}]\nspill_after_s: -1", &err));
+  CHECK_FALSE(parse_config("{{{", &err));
+  CHECK_FALSE(parse_config("clusters: [{name: c1, nats: x}]\nteams: {t: {quota: {c1: -2}}}", &err));
+}
+
+TEST_CASE("dispatch: a cluster's capacity is read from its nodes and queues replies",
+          "[dispatch]") {
+  ClusterState s;
+  std::string err;
+  REQUIRE(read_capacity(
+      R"({"nodes":[{"node":"a","gpu_type":"a100","gpus_total":8,"gpus_free":3,"alive":true,"running":2},
+                   {"node":"b","gpu_type":"a100","gpus_total":8,"gpus_free":8,"alive":false,"running":0},
+                   {"node":"c","gpu_type":"h100","gpus_total":4,"gpus_free":4,"alive":true}]})",
+      R"({"pools":[],"teams":[{"team":"t","pending_jobs":5},{"team":"u","pending_jobs":"2"}]})", &s,
+      &err));
+  CHECK(s.types.at("a100").total == 8);  // the dead node's GPUs do not count
+  CHECK(s.types.at("a100").free == 3);
+  CHECK(s.types.at("h100").free == 4);
+  CHECK(s.running == 2);
+  CHECK(s.queued == 7);
+  CHECK_FALSE(read_capacity("{}", R"({"teams":[]})", &s, &err));
+  CHECK_FALSE(read_capacity(R"({"nodes":[]})", "not json", &s, &err));
+}
+
+TEST_CASE("dispatch: jobs go to a cluster of their GPU type, the freest and shortest queue first",
+          "[dispatch]") {
+  auto cfg = config();
+  std::vector<ClusterState> cs = {cluster("c1", "east", "a100", 8, 8),
+                                  cluster("c2", "west", "h100", 8, 8)};
+  auto h = choose(cfg, cs, needs(R"({"command":["x"],"resources":{"gpus":2,"gpu_type":"h100"}})"),
+                  {}, {});
+  CHECK(h.order == std::vector<std::string>{"c2"});
+  auto a = choose(cfg, cs, needs(R"({"command":["x"],"resources":{"gpus":2,"gpu_type":"a100"}})"),
+                  {}, {});
+  CHECK(a.order == std::vector<std::string>{"c1"});
+  // Any type: both, the one where it fits now first, then the shorter queue.
+  const char* any = R"({"command":["x"],"resources":{"gpus":4,"gpu_types":["a100","h100"]}})";
+  cs[0].types["a100"].free = 2;
+  CHECK(choose(cfg, cs, needs(any), {}, {}).order == std::vector<std::string>{"c2", "c1"});
+  cs[0].types["a100"].free = 8;
+  cs[1].queued = 20;
+  CHECK(choose(cfg, cs, needs(any), {}, {}).order == std::vector<std::string>{"c1", "c2"});
+  // A type no cluster has.
+  auto none = choose(
+      cfg, cs, needs(R"({"command":["x"],"resources":{"gpus":1,"gpu_type":"v100"}})"), {}, {});
+  CHECK(none.order.empty());
+  CHECK(none.code == "no_cluster_of_type");
+  // More per worker than any node type total: nowhere.
+  auto big = choose(
+      cfg, cs, needs(R"({"command":["x"],"resources":{"gpus":16,"gpu_type":"a100"}})"), {}, {});
+  CHECK(big.code == "no_cluster_of_type");
+  // Excluded (spill-over from it) and unreachable clusters are not chosen.
+  CHECK(choose(cfg, cs, needs(any), {}, {"c1"}).order == std::vector<std::string>{"c2"});
+  cs[1].reachable = false;
+  CHECK(choose(cfg, cs, needs(any), {}, {"c1"}).code == "no_cluster_reachable");
+}
+
+TEST_CASE("dispatch: a team's allowed clusters and quota per cluster", "[dispatch]") {
+  auto cfg = config();
+  std::vector<ClusterState> cs = {cluster("c1", "east", "a100", 16, 16),
+                                  cluster("c2", "west", "a100", 16, 16)};
+  const char* four = R"({"command":["x"],"resources":{"gpus":4}})";
+  CHECK(choose(cfg, cs, needs(four, "vision"), {}, {}).order == std::vector<std::string>{"c1"});
+  auto over = choose(cfg, cs, needs(four, "vision"), {{"c1", 6}}, {});
+  CHECK(over.order.empty());
+  CHECK(over.code == "over_cluster_quota");
+  CHECK(over.error.find("6/8") != std::string::npos);
+  // nlp may use both; c2 only up to 4 GPUs.
+  CHECK(choose(cfg, cs, needs(four, "nlp"), {{"c2", 1}}, {}).order ==
+        std::vector<std::string>{"c1"});
+  CHECK(choose(cfg, cs, needs(four, "nlp"), {}, {}).order.size() == 2);
+  auto no = choose(cfg, cs, needs(four, "vision"), {}, {"c1"});
+  CHECK(no.code == "not_allowed");
+}
+
+TEST_CASE("dispatch: locality by cluster or region, hard or soft", "[dispatch]") {
+  auto cfg = config();
+  std::vector<ClusterState> cs = {cluster("c1", "east", "a100", 8, 0, 50),
+                                  cluster("c2", "west", "a100", 8, 8)};
+  auto hard =
+      choose(cfg, cs, needs(R"({"command":["x"],"resources":{"gpus":1,"region":"east"}})"), {}, {});
+  CHECK(hard.order == std::vector<std::string>{"c1"});  // full and long queue, but only there
+  auto soft =
+      choose(cfg, cs,
+             needs(R"({"command":["x"],"resources":{"gpus":1,"cluster":"c1","locality":"soft"}})"),
+             {}, {});
+  CHECK(soft.order == std::vector<std::string>{"c1", "c2"});  // there first, then elsewhere
+  cs[0].reachable = false;
+  auto gone =
+      choose(cfg, cs, needs(R"({"command":["x"],"resources":{"gpus":1,"cluster":"c1"}})"), {}, {});
+  CHECK(gone.order.empty());
+  CHECK(gone.code == "no_cluster_reachable");
+  auto nowhere =
+      choose(cfg, cs, needs(R"({"command":["x"],"resources":{"gpus":1,"region":"mars"}})"), {}, {});
+  CHECK(nowhere.code == "no_cluster_in_locality");
+  // A spec with a bad locality is refused where it is read.
+  auto bad = troupe::spec::from_json(
+      R"({"team":"t1","kind":"training","command":["x"],"resources":{"locality":"maybe"}})");
+  std::string why = bad.ok ? troupe::spec::validate(bad.spec, troupe::spec::Limits{}) : bad.error;
+  INFO(why);
+  CHECK(why.find("locality") != std::string::npos);
+}
+
+TEST_CASE("dispatch: gang and array jobs count all their GPUs", "[dispatch]") {
+  auto n = needs(R"({"command":["x"],"workers":4,"resources":{"gpus":2},"array":{"count":3}})");
+  CHECK(n.gpus == 24);
+  CHECK(n.gpus_per_worker == 2);
+  CHECK(n.hard);
+}
+
+TEST_CASE("dispatch: spill-over timing, ids, records and a team's use", "[dispatch]") {
+  auto cfg = config();
+  CHECK_FALSE(should_spill(cfg, 1000, 30999));
+  CHECK(should_spill(cfg, 1000, 31000));
+  cfg.spill_after_s = 0;
+  CHECK_FALSE(should_spill(cfg, 0, 1LL << 40));
+
+  auto a = front_job_id(1767225600000, 1);
+  auto b = front_job_id(1767225600000, 2);
+  CHECK(a != b);
+  CHECK(a.rfind("j-x", 0) == 0);
+  CHECK(a.size() == 16);
+
+  JobPlace p;
+  p.job_id = a;
+  p.team = "t1";
+  p.cluster = "c2";
+  p.cluster_job_id = "j-abc";
+  p.spec_json = R"({"command":["x"]})";
+  p.sent_ms = 42;
+  p.gpus = 3;
+  p.tried = {"c1"};
+  auto back = place_from_json(to_json(p));
+  REQUIRE(back);
+  CHECK(back->cluster == "c2");
+  CHECK(back->tried == std::vector<std::string>{"c1"});
+  CHECK(back->spec_json == p.spec_json);
+  CHECK_FALSE(place_from_json("[]"));
+  CHECK_FALSE(place_from_json(R"({"team":"t1"})"));
+
+  JobPlace ended = p;
+  ended.state = "ended";
+  JobPlace other = p;
+  other.cluster = "c1";
+  other.state = "started";
+  auto use = team_use({&p, &ended, &other});
+  CHECK(use.at("c2") == 3);
+  CHECK(use.at("c1") == 3);
+}
