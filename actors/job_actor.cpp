@@ -35,6 +35,9 @@ std::chrono::milliseconds linger(const Wiring& w) {
 constexpr int kStopGraceS = 10;
 constexpr std::string_view kPreempted = "preempted";
 constexpr auto kStopResend = std::chrono::seconds(15);
+// A front door's job its front door did not answer about (or refused for
+// now): placed again after this long, and asks again.
+constexpr auto kClaimAgain = std::chrono::seconds(2);
 
 // The job's phase: one at a time, the actor's own. The record, its events and
 // its replies carry the phase's name (names::k*): name_of / phase_of, here only.
@@ -92,6 +95,11 @@ struct JobState {
     int grace_s = kStopGraceS;
   } stop;
   int infra_cap = 10;
+  // A front door's job (spec.dispatch) not granted yet: the placement it
+  // holds while its front door is asked (claim `claim`), in memory only (a
+  // restarted actor is queued again and asks again).
+  std::optional<Assignment> awaiting;
+  int64_t claim = 0;
   static inline const char* name = "job";
 };
 
@@ -409,26 +417,57 @@ void send_launch(Self self, int rank) {
   to_node(self, p.node(), Envelope{wire::launch(l)});
 }
 
-void on_placed(Self self, const Assignment& a) {
-  auto& r = self->state.rec;
-  if (self->state.phase != Phase::queued || a.attempt != r.attempt()) {
-    // Late or stale: the job moved on (canceled, say), or a second grant of
-    // the attempt that runs. What is not the running attempt's own goes back,
-    // and only if never launched.
-    bool current = a.attempt == r.attempt() && placed(self->state.phase);
-    // Not the running attempt's, or an any-type job's second placement in
-    // another pool: that pool's arbiter forgets it.
-    if (!current || a.pool != r.pool())
-      self->send(self->state.w.arbiter, done_atom_v, a.job_id, a.pool);
-    for (size_t rank = 0; rank < a.nodes.size(); ++rank) {
-      int k = static_cast<int>(rank);
-      if (current && k < r.placement_size() && r.placement(k).node() == a.nodes[rank]) continue;
-      to_node(self, a.nodes[rank],
-              Envelope{
-                  wire::release(policy::hold_id(a.job_id, a.attempt, k), "stale placement", true)});
-    }
-    return;
+// Gives a placement the job does not run back, only what was never launched:
+// not the holds the job keeps of that attempt (the running attempt's, or
+// those of the placement its front door is being asked about). Its arbiter
+// forgets it, unless the job keeps a placement in that pool.
+void hand_back(Self self, const Assignment& a, const std::string& why) {
+  const auto& st = self->state;
+  const auto& r = st.rec;
+  std::vector<std::string> kept;
+  std::string kept_pool;
+  bool keeps = false;
+  if (a.attempt == r.attempt() && placed(st.phase)) {
+    keeps = true;
+    kept = placed_nodes(r);
+    kept_pool = r.pool();
+  } else if (st.awaiting && a.attempt == st.awaiting->attempt) {
+    keeps = true;
+    kept = st.awaiting->nodes;
+    kept_pool = st.awaiting->pool;
   }
+  // Not the kept attempt's, or an any-type job's second placement in
+  // another pool: that pool's arbiter forgets it.
+  if (!keeps || a.pool != kept_pool) self->send(st.w.arbiter, done_atom_v, a.job_id, a.pool);
+  for (size_t rank = 0; rank < a.nodes.size(); ++rank) {
+    if (keeps && rank < kept.size() && kept[rank] == a.nodes[rank]) continue;
+    to_node(self, a.nodes[rank],
+            Envelope{wire::release(policy::hold_id(a.job_id, a.attempt, static_cast<int>(rank)),
+                                   why, true)});
+  }
+}
+
+// The placement held while the front door was asked goes back (a cancel, a
+// preemption, a verdict other than granted).
+void drop_awaiting(Self self, const std::string& why) {
+  auto& st = self->state;
+  if (!st.awaiting) return;
+  auto a = std::move(*st.awaiting);
+  st.awaiting.reset();
+  hand_back(self, a, why);
+}
+
+// A front door's job starts only once its front door granted it (once: later
+// attempts do not ask again). No gate bound: every claim is granted.
+bool needs_grant(Self self) {
+  const auto& r = self->state.rec;
+  return !r.spec().dispatch().empty() && !r.dispatch_granted() && self->state.w.dispatch;
+}
+
+// The attempt starts on assignment `a`: starting, its Launches once that
+// event is stored.
+void start_attempt(Self self, const Assignment& a) {
+  auto& r = self->state.rec;
   r.clear_placement();
   if (r.pools_size() > 0 && !a.pool.empty()) r.set_pool(a.pool);  // an any-type job's pool now
   int world = static_cast<int>(a.nodes.size());
@@ -442,6 +481,57 @@ void on_placed(Self self, const Assignment& a) {
   r.set_coordinator(a.hosts.front() + ":" + std::to_string(coordinator_port(r.job_id())));
   enter(self, Phase::starting, {}, {}, true);
   self->state.launch_after_seq = r.event_seq();  // the Launches go on stored_atom
+}
+
+void on_placed(Self self, const Assignment& a) {
+  auto& st = self->state;
+  const auto& r = st.rec;
+  if (st.phase != Phase::queued || a.attempt != r.attempt() || st.awaiting) {
+    // Late or stale: the job moved on (canceled, say), a second grant of the
+    // attempt that runs, or of the one whose front door is being asked.
+    hand_back(self, a, "stale placement");
+    return;
+  }
+  if (!needs_grant(self)) {
+    start_attempt(self, a);
+    return;
+  }
+  // Not started before its front door grants it (troupe.sys.dispatch.claim):
+  // it stays queued, holding the placement, until the verdict comes.
+  st.awaiting = a;
+  st.w.dispatch->claim(r.spec().team(), r.job_id(), r.spec().dispatch(),
+                       [me = JobActor{self}, claim = ++st.claim](DispatchGate::Verdict v) {
+                         caf::anon_send(me, dispatch_atom_v, claim, v.granted, v.withdrawn,
+                                        std::move(v.reason));
+                       });
+}
+
+// The front door's verdict on claim `claim` (a stale one is dropped: the
+// placement it was about went back meanwhile).
+void on_verdict(Self self, int64_t claim, bool granted, bool withdrawn, const std::string& why) {
+  auto& st = self->state;
+  auto& r = st.rec;
+  if (!st.awaiting || claim != st.claim || st.phase != Phase::queued) return;
+  if (granted) {
+    auto a = std::move(*st.awaiting);
+    st.awaiting.reset();
+    r.set_dispatch_granted(true);
+    start_attempt(self, a);
+    return;
+  }
+  if (withdrawn) {
+    // The front door sent it to another cluster: it never starts here.
+    drop_awaiting(self, "withdrawn by the front door");
+    r.set_reason("withdrawn by the front door " + r.spec().dispatch() +
+                 ": sent to another cluster" + (why.empty() ? "" : " (" + why + ")"));
+    finish(self, Phase::canceled, "canceled");
+    return;
+  }
+  // No answer, or not now: placed again later (not a retry, not a failure).
+  spdlog::debug("job {}: front door {} did not grant it ({}); asking again", r.job_id(),
+                r.spec().dispatch(), why.empty() ? "no answer" : why);
+  drop_awaiting(self, "not granted by the front door");
+  self->delayed_send(self, kClaimAgain, retry_atom_v);
 }
 
 // The events stream holds event `seq`: the Launches that waited for it go.
@@ -459,6 +549,10 @@ void on_stored(Self self, int32_t attempt, int64_t seq) {
 void on_hold_check(Self self, const std::string& node, const std::string& hold_id, int32_t attempt,
                    int32_t rank, bool launched) {
   const auto& r = self->state.rec;
+  if (const auto& a = self->state.awaiting; a && attempt == a->attempt && rank >= 0 &&
+                                            static_cast<size_t>(rank) < a->nodes.size() &&
+                                            a->nodes[static_cast<size_t>(rank)] == node)
+    return;  // held while its front door is asked: kept
   policy::JobSide job;
   job.state = std::string(name_of(self->state.phase));
   job.attempt = r.attempt();
@@ -549,6 +643,7 @@ JobActor::behavior_type job_behavior(Self self, Wiring w, OutboxPtr out, std::st
         } else if (terminal(phase)) {
           reply_json(self, reply, name_of(phase));
         } else if (phase == Phase::queued) {
+          drop_awaiting(self, "canceled");
           self->send(self->state.w.queues, dequeue_atom_v, r.spec().team(), r.job_id());
           r.set_cancel_requested(true);
           r.set_reason("canceled by request");
@@ -564,6 +659,13 @@ JobActor::behavior_type job_behavior(Self self, Wiring w, OutboxPtr out, std::st
       },
       [=](preempt_atom, const std::string& why) {
         auto& r = self->state.rec;
+        if (self->state.awaiting) {
+          // Not started yet (its front door is being asked): its placement
+          // goes back at once, and the job to its queue.
+          drop_awaiting(self, "preempted: " + why);
+          enqueue(self);
+          return;
+        }
         if (!placed(self->state.phase)) return;
         if (r.preempt_requested() || r.cancel_requested()) return;
         r.set_preempt_requested(true);
@@ -575,11 +677,12 @@ JobActor::behavior_type job_behavior(Self self, Wiring w, OutboxPtr out, std::st
       },
       [=](requeue_atom) {
         auto& r = self->state.rec;
-        if (self->state.phase == Phase::queued && r.not_before_ms() <= self->state.w.now_ms())
+        if (self->state.phase == Phase::queued && !self->state.awaiting &&
+            r.not_before_ms() <= self->state.w.now_ms())
           enqueue(self);
       },
       [=](retry_atom) {
-        if (self->state.phase == Phase::queued) enqueue(self);
+        if (self->state.phase == Phase::queued && !self->state.awaiting) enqueue(self);
       },
       [=](hold_atom, const std::string& node, const std::string& hold_id, int32_t attempt,
           int32_t rank,
@@ -594,6 +697,9 @@ JobActor::behavior_type job_behavior(Self self, Wiring w, OutboxPtr out, std::st
       },
       [=](crash_atom) { self->quit(caf::sec::runtime_error); },
       [=](done_atom) { self->quit(); },
+      [=](dispatch_atom, int64_t claim, bool granted, bool withdrawn, const std::string& why) {
+        on_verdict(self, claim, granted, withdrawn, why);
+      },
   };
 }
 

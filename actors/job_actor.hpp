@@ -5,6 +5,11 @@
 //   carry the worker's isolation from the record: image, cpus, memory limit
 //   (the spec's, else the config's job_defaults) and the team's run_as uid;
 //   a preemption's grace is the spec's, capped by preemption.max_grace_s.
+//   A front door's job (spec.dispatch) starts only once that front door
+//   granted it (DispatchGate, actors/ports.hpp; the record's
+//   dispatch_granted, asked once): placed, it stays queued holding the
+//   placement until the verdict; withdrawn: canceled; not granted (or no
+//   answer): the placement goes back, queued again 2 s later.
 // Interface: JobActor (actors/protocol.hpp). A queued job has no actor until
 //   its placement comes (below: the job supervisor keeps its record).
 // Accepts: (placed_atom, Assignment) from its queue (via the job supervisor);
@@ -17,10 +22,12 @@
 //   stream holds its `starting` event: only then do its Launches go (written
 //   ahead, docs/recovery.md); its timers: (retry_atom) back-off over,
 //   (restop_atom, attempt) an unanswered stop again every 15 s, (done_atom)
-//   linger over; (crash_atom) for supervision tests. Restarted in
+//   linger over; (dispatch_atom, claim, granted, withdrawn, reason) its front
+//   door's verdict; (crash_atom) for supervision tests. Restarted in
 //   starting/running, it sends (sync_atom, node, id, attempt, rank) to the
 //   node supervisor for each rank and asks again for a stop it had asked for.
-// Sends: JobEvent JSON on troupe.<team>.events.<id>, and (ended_atom, id) to
+// Sends: a claim to its front door (DispatchGate::claim); JobEvent JSON on
+//   troupe.<team>.events.<id>, and (ended_atom, id) to
 //   the job supervisor once its end event is stored; (enqueue_atom,
 //   JobTicket) and (dequeue_atom, team, id) to the queue supervisor;
 //   (route_atom, node, Envelope{Launch|Stop|Release}) and (sync_atom, ...) to
@@ -36,6 +43,9 @@
 //     |                   +---- preempt ------------+--> (SIGUSR1, grace) -> preempted -> queued
 //     +-- cancel --> canceled     user failure with retries left, or any
 //                                 infrastructure failure under the cap ----> queued (attempt+1)
+//   a front door's job, before its grant: queued --placed--> (claim) --granted--> starting
+//                                                            \-withdrawn--> canceled
+//                                                            \-no grant--> queued (2 s)
 #pragma once
 
 #include <string>

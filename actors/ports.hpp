@@ -1,5 +1,6 @@
 // What the actors need from the world, as interfaces: publishing on the bus,
-// the durable intake log, snapshots, the stored job events and the time. The scheduler
+// the durable intake log, snapshots, the stored job events, a front door's
+// leave to start a job, and the time. The scheduler
 // binds them to NATS (actors/main.cpp); tests bind fakes. Actors never include
 // NATS headers.
 #pragma once
@@ -131,6 +132,25 @@ class StoredLogs {
 };
 using StoredLogsPtr = std::shared_ptr<StoredLogs>;
 
+// The front door named in a job's spec (`dispatch`, docs/clusters.md) grants
+// the job leave to start in this cluster, or says it sent the job elsewhere
+// (withdrawn). claim() returns at once; `done` runs later on any thread. No
+// answer (no front door, a timeout, an unreadable reply): neither granted nor
+// withdrawn, asked again later.
+class DispatchGate {
+ public:
+  virtual ~DispatchGate() = default;
+  struct Verdict {
+    bool granted = false;
+    bool withdrawn = false;
+    std::string reason;
+  };
+  using Done = std::function<void(Verdict)>;
+  virtual void claim(const std::string& team, const std::string& job_id,
+                     const std::string& dispatch, Done done) = 0;
+};
+using DispatchGatePtr = std::shared_ptr<DispatchGate>;
+
 // Snapshot keys: job.<id>, node.<name> (tokens are valid KV key characters).
 inline std::string job_key(const std::string& id) {
   return "job." + id;
@@ -185,6 +205,7 @@ struct SchedulerOptions {
   SnapshotStorePtr store;    // null: snapshots stay in memory only
   HistoryPtr history;        // null: troupe.<team>.history is answered "unavailable"
   StoredLogsPtr logs;        // null: logs are asked of the node agents only
+  DispatchGatePtr dispatch;  // null: every front door's claim is granted
   uint64_t epoch = 0;        // leader lease revision (0: no lease)
   // How long a node actor lets a hold wait (committed, unlaunched; or exited,
   // unreleased) before asking its job (policy::hold_needs_check).

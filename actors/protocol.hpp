@@ -118,6 +118,9 @@ CAF_ADD_ATOM(troupe, troupe::atoms, fired_atom, "fired")
 // (state_atom, job) -> state: a job's state, "" when not known (schedule
 // keeper -> job supervisor).
 CAF_ADD_ATOM(troupe, troupe::atoms, state_atom, "state")
+// (dispatch_atom, claim, granted, withdrawn, reason): a front door's answer
+// to a job's claim to start (actors/ports.hpp DispatchGate; gate -> job).
+CAF_ADD_ATOM(troupe, troupe::atoms, dispatch_atom, "dispatch")
 
 namespace troupe {
 
@@ -242,7 +245,9 @@ using JobActor = caf::typed_actor<
     reacts_to<retry_atom>,                                         // itself: back-off over
     reacts_to<restop_atom, int32_t>,  // itself: send an unanswered stop again
     reacts_to<done_atom>,             // itself: linger over
-    reacts_to<crash_atom>>;
+    reacts_to<crash_atom>,
+    reacts_to<dispatch_atom, int64_t /*claim*/, bool /*granted*/, bool /*withdrawn*/,
+              std::string /*reason*/>>;  // its front door's verdict (DispatchGate)
 
 // What every supervisor accepts (the skeleton of actors/supervisors.cpp): the
 // Wiring, and (stats_atom) -> how many children it restarted.
@@ -447,6 +452,9 @@ struct Wiring {
   // The actors' time (actors/ports.hpp). Process-local: not in inspect(),
   // never serialized; null (before the Wiring arrives): the system clock.
   ClockPtr clock;
+  // The front doors' leave to start their jobs (actors/ports.hpp), process-
+  // local like the clock; null: every claim is granted.
+  DispatchGatePtr dispatch;
   int64_t now_ms() const { return clock ? clock->now_ms() : system_now_ms(); }
 };
 

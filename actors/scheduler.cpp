@@ -32,6 +32,7 @@ Wiring start_scheduler(caf::actor_system& sys, OutboxPtr out, IntakePtr intake,
   w.epoch = opts.epoch;
   if (retention_ms > 0) w.linger_ms = std::min<int64_t>(w.linger_ms, retention_ms);
   w.clock = opts.clock ? opts.clock : std::make_shared<SystemClock>();
+  w.dispatch = opts.dispatch;
   opts.clock = w.clock;  // the router's intake readers take it at spawn
   w.router = spawn_router(sys, out, std::move(intake), std::move(opts));
   w.jobs = spawn_job_supervisor(sys, out, store, retention_ms, std::move(logs));

@@ -166,6 +166,11 @@ inline constexpr const char* kSysDebugCrash = "troupe.sys.debug.crash";
 // The front door (troupe-dispatch, docs/clusters.md): each cluster behind it,
 // its GPUs by type, queue depth and state.
 inline constexpr const char* kSysClusters = "troupe.sys.clusters";
+// On a cluster's NATS: its scheduler asks the front door named in a job's
+// spec (`dispatch`) for leave to start it, {"job_id","team","dispatch"} ->
+// {"granted":true} | {"granted":false,"withdrawn":true|false,"reason"};
+// answered by troupe-dispatch only.
+inline constexpr const char* kSysDispatchClaim = "troupe.sys.dispatch.claim";
 // A standby asks whether a leader answers (its router replies "{}").
 inline constexpr const char* kSysLeaderAlive = "troupe.sys.leader.alive";
 inline constexpr const char* kAllHandoff = "troupe.sys.intake.*.handoff";

@@ -693,6 +693,9 @@ Verdict check(const pb::JobSpec& s, const Limits& limits) {
     if (!value.empty())
       if (auto err = names::check_token(value); !err.empty())
         return invalid(std::string(field) + ": " + err);
+  if (!s.dispatch().empty())
+    if (auto err = names::check_token(s.dispatch()); !err.empty())
+      return invalid("dispatch: " + err);
   if (!r.locality().empty() && r.locality() != kLocalityHard && r.locality() != kLocalitySoft)
     return invalid("resources.locality must be \"hard\" or \"soft\" (got \"" + r.locality() +
                    "\")");

@@ -1,5 +1,10 @@
 #include "actors/shell/bus_ports.hpp"
 
+#include <spdlog/spdlog.h>
+
+#include <functional>
+#include <nlohmann/json.hpp>
+
 #include "bus/subjects.hpp"
 #include "messages/log_chunks.hpp"
 
@@ -75,6 +80,45 @@ void StreamLogs::run(Read& r) {
                     [&](std::string_view, std::string_view data, uint64_t) { log.add(data); });
   r.done(log.chunks() > 0, log.log(),
          complete ? std::string() : "the logs stream did not answer in full");
+}
+
+BusDispatchGate::BusDispatchGate(bus::Connection& conn) : conn_(conn) {
+  for (size_t i = 0; i < kLanes; ++i)
+    lanes_.push_back(
+        std::make_unique<bus::SerialQueue<Claim>>(kMaxWaiting, [this](Claim& c) { run(c); }));
+}
+
+BusDispatchGate::~BusDispatchGate() {
+  for (auto& lane : lanes_) lane->close();  // (claims still waiting are dropped)
+}
+
+void BusDispatchGate::claim(const std::string& team, const std::string& job_id,
+                            const std::string& dispatch, Done done) {
+  Claim c{team, job_id, dispatch, std::move(done)};
+  auto& lane = *lanes_[std::hash<std::string>{}(job_id) % kLanes];
+  if (!lane.post(c)) c.done({false, false, "too many claims waiting"});
+}
+
+void BusDispatchGate::run(Claim& c) {
+  nlohmann::json body{{"job_id", c.job_id}, {"team", c.team}, {"dispatch", c.dispatch}};
+  std::string err;
+  auto reply = conn_.request(subjects::kSysDispatchClaim, body.dump(), kTimeoutMs, &err);
+  if (!reply) {  // no front door there, or it did not answer: asked again later
+    c.done({false, false, err.empty() ? "no answer" : err});
+    return;
+  }
+  auto j = nlohmann::json::parse(reply->begin(), reply->end(), nullptr, false);
+  if (!j.is_object() || !j.contains("granted") || !j["granted"].is_boolean()) {
+    spdlog::warn("front door {}: unreadable answer to the claim of job {}", c.dispatch, c.job_id);
+    c.done({false, false, "unreadable answer"});
+    return;
+  }
+  Verdict v;
+  v.granted = j["granted"].get<bool>();
+  if (auto w = j.find("withdrawn"); !v.granted && w != j.end() && w->is_boolean())
+    v.withdrawn = w->get<bool>();
+  if (auto r = j.find("reason"); r != j.end() && r->is_string()) v.reason = r->get<std::string>();
+  c.done(std::move(v));
 }
 
 }  // namespace troupe::shell

@@ -1,10 +1,12 @@
 // The actors' ports (actors/ports.hpp) bound to the scheduler's bus: the
 // outbox (every publish through the lease gate, job events on their own
 // path; what is for this process itself to the local view), the intake (submissions appended to
-// TROUPE_INTAKE while the lease is known valid) and the history reader (a job's stored events).
+// TROUPE_INTAKE while the lease is known valid), the history reader (a job's stored events),
+// the stored logs and the front doors' leave to start their jobs.
 #pragma once
 
 #include <atomic>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -106,6 +108,30 @@ class StreamLogs : public StoredLogs {
   void run(Read& r);
   bus::JetStream& js_;
   bus::SerialQueue<Read> reads_{kMaxWaiting, [this](Read& r) { run(r); }};
+};
+
+// A front door's leave to start a job (actors/ports.hpp DispatchGate): a
+// request on troupe.sys.dispatch.claim, kTimeoutMs at most, off the actors'
+// threads: kLanes threads, a job's claims always on the same one, at most
+// kMaxWaiting waiting on each (more: not granted at once, asked again later).
+class BusDispatchGate : public DispatchGate {
+ public:
+  explicit BusDispatchGate(bus::Connection& conn);
+  ~BusDispatchGate() override;
+  void claim(const std::string& team, const std::string& job_id, const std::string& dispatch,
+             Done done) override;
+
+ private:
+  static constexpr int kTimeoutMs = 2000;
+  static constexpr size_t kLanes = 4;
+  static constexpr size_t kMaxWaiting = 256;
+  struct Claim {
+    std::string team, job_id, dispatch;
+    Done done;
+  };
+  void run(Claim& c);
+  bus::Connection& conn_;
+  std::vector<std::unique_ptr<bus::SerialQueue<Claim>>> lanes_;
 };
 
 }  // namespace troupe::shell

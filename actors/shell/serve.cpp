@@ -56,6 +56,8 @@ int serve(Bus& bus, Leadership& lead, Restore& start, Options& o, const StopSign
     auto history = std::make_shared<StreamHistory>(*bus.js);
     o.scheduler.history = history;
     if (bus.logs_stream) o.scheduler.logs = std::make_shared<StreamLogs>(*bus.js);
+    auto dispatch = std::make_shared<BusDispatchGate>(*bus.out);
+    o.scheduler.dispatch = dispatch;
     auto w = start_scheduler(sys, out, intake, o.scheduler);
     apply_config(w, o.config_text);
     local.serve(w.router);
@@ -149,6 +151,8 @@ int serve(Bus& bus, Leadership& lead, Restore& start, Options& o, const StopSign
     sys.await_all_actors_done();
     o.scheduler.history.reset();
     history.reset();  // (before the JetStream context: its thread reads with it)
+    o.scheduler.dispatch.reset();
+    dispatch.reset();  // (its threads ask on the connection)
   }
   // The store's last owner is the restore (its writer needs the KV bucket).
   o.scheduler.store.reset();

@@ -93,7 +93,11 @@ Permissions gateway_permissions() {
   p.pub_allow.push_back("$JS.API.STREAM.MSG.GET." + stream);
   p.pub_allow.push_back("$JS.API.DIRECT.GET." + stream);
   p.pub_allow.push_back("$JS.API.DIRECT.GET." + stream + ".>");
-  p.sub_allow = {sj::inbox_prefix(sj::kGatewayIdentity) + ".>", sj::kAllEvents};
+  // A front door (troupe-dispatch) connects to each cluster as its gateway
+  // and answers its schedulers' claims there.
+  p.sub_allow = {sj::inbox_prefix(sj::kGatewayIdentity) + ".>", sj::kAllEvents,
+                 sj::kSysDispatchClaim};
+  p.allow_responses = true;
   return p;
 }
 

@@ -37,6 +37,7 @@ struct Early {
 };
 constexpr int64_t kEarlyKeepMs = 30000;
 constexpr size_t kMaxEarly = 100000;
+constexpr int64_t kClaimWaitMs = 1000;
 
 // The verbs sent on to the job's cluster.
 constexpr std::string_view kForwarded[] = {sj::kStatus, sj::kCancel, sj::kLogs, sj::kWhy,
@@ -49,6 +50,7 @@ struct Remote {
   ClusterEntry entry;
   std::shared_ptr<bus::Connection> conn;  // null until it could be opened (under Impl::mu)
   bus::SubscriptionPtr events;
+  bus::SubscriptionPtr claims;
   ClusterState state;
 };
 
@@ -69,6 +71,14 @@ struct Front::Impl {
   };
   std::map<std::string, Held> places;               // front id -> where it is
   std::map<std::string, std::string> by_remote_id;  // cluster/id -> front id
+  std::map<std::string, std::string> withdrawn;     // a copy left behind: cluster/id -> front id
+  // Claims of copies not learnt yet (the claim came before the cluster's
+  // reply to the submission): answered once learnt, or refused after a while.
+  struct Claim {
+    std::string cluster, id, reply;
+    int64_t at_ms = 0;
+  };
+  std::map<std::string, Claim> waiting_claims;      // cluster/id ->
   std::map<std::string, std::string> keys;          // team/idempotency key -> front id
   std::map<std::string, std::vector<Early>> early;  // cluster/id -> its events so far
   size_t early_count = 0;
@@ -138,6 +148,11 @@ struct Front::Impl {
   void learn(const JobPlace& p) {
     auto k = remote_key(p.cluster, p.cluster_job_id);
     by_remote_id[k] = p.job_id;
+    if (auto c = waiting_claims.find(k); c != waiting_claims.end()) {
+      auto claim = std::move(c->second);
+      waiting_claims.erase(c);
+      answer(claim.cluster, claim.id, claim.reply);
+    }
     auto e = early.find(k);
     if (e == early.end()) return;
     for (auto& ev : e->second) mirror(p, ev.json);
@@ -172,6 +187,67 @@ struct Front::Impl {
     }
   }
 
+  // A cluster's scheduler asks leave to start its copy of a job: granted
+  // only to the copy the job's place names, once; a copy left behind is
+  // answered withdrawn (policy::answer_claim).
+  void on_claim(const std::string& cluster, troupe::Inbound&& in) {
+    Json body = Json::parse(in.data.begin(), in.data.end(), nullptr, false);
+    std::string id = body.is_object() ? body.value("job_id", std::string()) : std::string();
+    std::lock_guard<std::mutex> lock(mu);
+    const auto k = remote_key(cluster, id);
+    if (!by_remote_id.count(k) && !withdrawn.count(k) && !id.empty() &&
+        waiting_claims.size() < kMaxEarly) {
+      waiting_claims[k] = Claim{cluster, id, in.reply, now_ms()};
+      return;
+    }
+    answer(cluster, id, in.reply);
+  }
+
+  // Under `mu`.
+  void answer(const std::string& cluster, const std::string& id, const std::string& reply) {
+    const auto k = remote_key(cluster, id);
+    Held* h = nullptr;
+    for (const auto* m : {&by_remote_id, &withdrawn})
+      if (auto f = m->find(k); f != m->end() && h == nullptr)
+        if (auto p = places.find(f->second); p != places.end()) h = &p->second;
+    auto a = answer_claim(h ? &h->place : nullptr, cluster, id);
+    if (a.granted && h->place.state == "sent") {
+      h->place.state = "started";
+      uint64_t before = h->revision;
+      store(*h);
+      if (h->revision == before) {  // not stored: not granted (asked again later)
+        h->place.state = "sent";
+        a.granted = false;
+        a.reason = "the front door could not store the grant";
+      }
+    }
+    ++counters[a.granted ? "claims_granted" : a.withdrawn ? "claims_withdrawn" : "claims_refused"];
+    if (!reply.empty()) {
+      auto c = remote(cluster)->conn;
+      if (c)
+        c->publish(
+            reply,
+            Json{{"granted", a.granted}, {"withdrawn", a.withdrawn}, {"reason", a.reason}}.dump());
+    }
+  }
+
+  // The job's copy in its cluster is left behind for `moved` (sent
+  // elsewhere): its events are no longer the job's, its claim is answered
+  // withdrawn. Under `mu`.
+  void move(Held& h, const JobPlace& moved) {
+    const auto old = remote_key(h.place.cluster, h.place.cluster_job_id);
+    by_remote_id.erase(old);
+    withdrawn[old] = h.place.job_id;
+    h.place.withdrawn.push_back(old);
+    h.place.tried.push_back(h.place.cluster);
+    h.place.cluster = moved.cluster;
+    h.place.cluster_job_id = moved.cluster_job_id;
+    h.place.sent_ms = moved.sent_ms;
+    h.place.state = "sent";
+    store(h);
+    learn(h.place);
+  }
+
   void on_event(const std::string& cluster, troupe::Inbound&& in) {
     std::string team(sj::token(in.subject, sj::kTeamToken));
     std::string id(sj::token(in.subject, 3));
@@ -191,6 +267,16 @@ struct Front::Impl {
 
   void prune_early() {
     std::lock_guard<std::mutex> lock(mu);
+    // Claims of copies still unknown after a while: refused (asked again).
+    for (auto it = waiting_claims.begin(); it != waiting_claims.end();) {
+      if (it->second.at_ms < now_ms() - kClaimWaitMs) {
+        auto claim = std::move(it->second);
+        it = waiting_claims.erase(it);
+        answer(claim.cluster, claim.id, claim.reply);
+      } else {
+        ++it;
+      }
+    }
     int64_t cut = now_ms() - kEarlyKeepMs;
     for (auto it = early.begin(); it != early.end();) {
       if (!it->second.empty() && it->second.back().at_ms < cut) {
@@ -210,9 +296,17 @@ struct Front::Impl {
   std::optional<JobPlace> send(const std::string& team, const std::string& text,
                                const std::vector<std::string>& order, Json* refusal) {
     *refusal = error_json("no cluster took the job", "unavailable");
+    // Its cluster starts it only once this front door grants it (on_claim).
+    Json spec = Json::parse(text, nullptr, false);
+    if (!spec.is_object()) {
+      *refusal = error_json("the job spec is not a JSON object", "invalid_spec");
+      return std::nullopt;
+    }
+    spec["dispatch"] = opts.config.name;
+    const std::string body = spec.dump();
     for (const auto& cluster : order) {
       std::string err;
-      auto r = ask(cluster, sj::team_submit(team), text, &err);
+      auto r = ask(cluster, sj::team_submit(team), body, &err);
       if (!r) {
         *refusal = error_json(err, "unavailable");
         continue;
@@ -394,10 +488,14 @@ struct Front::Impl {
     }
     std::shared_ptr<bus::Connection> conn(std::move(c));
     const std::string name = r.entry.name;
-    auto sub = conn->subscribe(sj::kAllEvents,
-                               [this, name](troupe::Inbound&& in) { on_event(name, std::move(in)); });
+    auto sub = conn->subscribe(
+        sj::kAllEvents, [this, name](troupe::Inbound&& in) { on_event(name, std::move(in)); });
+    auto claims = conn->subscribe(sj::kSysDispatchClaim, [this, name](troupe::Inbound&& in) {
+      on_claim(name, std::move(in));
+    });
     std::lock_guard<std::mutex> lock(mu);
     r.events = std::move(sub);
+    r.claims = std::move(claims);
     r.conn = std::move(conn);
   }
 
@@ -494,16 +592,62 @@ struct Front::Impl {
       store(h);
       return;
     }
-    h.place.tried.push_back(p.cluster);
-    h.place.cluster = moved->cluster;
-    h.place.cluster_job_id = moved->cluster_job_id;
-    h.place.sent_ms = moved->sent_ms;
-    h.place.state = "sent";
-    store(h);
-    learn(h.place);
+    h.place.cluster = p.cluster;  // as withdrawn
+    h.place.cluster_job_id = p.cluster_job_id;
+    move(h, *moved);
     ++counters["spilled"];
     spdlog::info("dispatch: {} spilled over from {} to {} as {}", p.job_id, p.cluster,
                  moved->cluster, moved->cluster_job_id);
+  }
+
+  // The jobs sent to a cluster that has not answered for
+  // unreachable_after_ms and not granted leave to start there: each goes to
+  // another allowed cluster (gated there too). The switch is one step under
+  // `mu`, after the other cluster took it: a claim that came meanwhile (the
+  // cluster is back) keeps the job where it was, and the new copy is
+  // withdrawn instead.
+  void redispatch() {
+    std::vector<JobPlace> due;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      for (const auto& [id, h] : places) {
+        if (h.place.state != "sent" || h.place.cluster.empty()) continue;
+        auto* r = remote(h.place.cluster);
+        if (r != nullptr && !r->state.reachable) due.push_back(h.place);
+      }
+    }
+    for (const auto& p : due) {
+      auto parsed = spec::from_text(p.spec_json);
+      if (!parsed.ok) continue;
+      std::set<std::string> exclude(p.tried.begin(), p.tried.end());
+      exclude.insert(p.cluster);
+      auto choice = choose_for(needs_of(p.team, parsed.spec), exclude);
+      if (choice.order.empty()) continue;  // nowhere else: it waits for its cluster
+      Json refusal;
+      auto moved = send(p.team, p.spec_json, choice.order, &refusal);
+      if (!moved) continue;
+      bool switched = false;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        auto& h = places[p.job_id];
+        if (h.place.state == "sent" && h.place.cluster == p.cluster &&
+            h.place.cluster_job_id == p.cluster_job_id) {
+          move(h, *moved);
+          ++counters["redispatched"];
+          switched = true;
+        }
+      }
+      if (switched) {
+        spdlog::warn("dispatch: {} re-dispatched from unreachable cluster {} to {} as {}", p.job_id,
+                     p.cluster, moved->cluster, moved->cluster_job_id);
+        continue;
+      }
+      // Started meanwhile where it was: the new copy goes (it cannot have
+      // started: its claim names no place).
+      std::string err;
+      ask(moved->cluster, sj::team_cancel(p.team),
+          Json{{"job_id", moved->cluster_job_id}, {"if_queued", true}}.dump(), &err);
+    }
   }
 
   bool restore(std::string* error) {
@@ -522,6 +666,7 @@ struct Front::Impl {
       h.place = *p;
       h.revision = e.revision;
       if (!p->cluster.empty()) by_remote_id[remote_key(p->cluster, p->cluster_job_id)] = p->job_id;
+      for (const auto& w : p->withdrawn) withdrawn[w] = p->job_id;
       auto parsed = spec::from_text(p->spec_json);
       if (parsed.ok && !parsed.spec.idempotency_key().empty())
         keys[p->team + "/" + parsed.spec.idempotency_key()] = p->job_id;
@@ -565,12 +710,16 @@ Front::Front(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Front::~Front() {
   // Subscriptions first: no handler may run into a half-destroyed Impl.
   impl_->subs.clear();
-  for (auto& r : impl_->remotes) r->events.reset();
+  for (auto& r : impl_->remotes) {
+    r->events.reset();
+    r->claims.reset();
+  }
 }
 
 void Front::tick() {
   for (auto& r : impl_->remotes) impl_->poll(*r);
   impl_->spill();
+  impl_->redispatch();
   impl_->prune_early();
 }
 

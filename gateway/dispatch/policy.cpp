@@ -127,6 +127,11 @@ std::optional<Config> parse_config(std::string_view text, std::string* error) {
       fail(error, "the dispatch config is a map with `clusters`");
       return std::nullopt;
     }
+    if (root["name"]) cfg.name = root["name"].as<std::string>();
+    if (auto err = names::check_token(cfg.name); !err.empty()) {
+      fail(error, "name: " + err);
+      return std::nullopt;
+    }
     if (!read_clusters(root["clusters"], cfg, error) || !read_teams(root["teams"], cfg, error) ||
         !read_number(root, "spill_after_s", 0, 7 * 24 * 3600, &cfg.spill_after_s, error) ||
         !read_number(root, "poll_ms", 100, 60000, &cfg.poll_ms, error) ||
@@ -277,7 +282,7 @@ std::string to_json(const JobPlace& p) {
          {"cluster", p.cluster}, {"cluster_job_id", p.cluster_job_id},
          {"state", p.state},     {"spec", p.spec_json},
          {"sent_ms", p.sent_ms}, {"gpus", p.gpus},
-         {"tried", p.tried}};
+         {"tried", p.tried},     {"withdrawn", p.withdrawn}};
   return j.dump();
 }
 
@@ -295,11 +300,34 @@ std::optional<JobPlace> place_from_json(std::string_view json) {
     p.sent_ms = j.value("sent_ms", int64_t{0});
     p.gpus = j.value("gpus", int64_t{0});
     p.tried = j.value("tried", std::vector<std::string>());
+    p.withdrawn = j.value("withdrawn", std::vector<std::string>());
     if (p.job_id.empty() || p.team.empty()) return std::nullopt;
     return p;
   } catch (const std::exception&) {
     return std::nullopt;
   }
+}
+
+ClaimAnswer answer_claim(const JobPlace* p, const std::string& cluster, const std::string& id) {
+  ClaimAnswer a;
+  if (p == nullptr) {
+    a.reason = "the front door does not know job " + id + " of cluster " + cluster + " (yet)";
+    return a;
+  }
+  const std::string remote = cluster + "/" + id;
+  if (std::find(p->withdrawn.begin(), p->withdrawn.end(), remote) != p->withdrawn.end() ||
+      p->state == "withdrawn") {
+    a.withdrawn = true;
+    a.reason = "job " + p->job_id + " was sent to " +
+               (p->cluster.empty() ? std::string("no cluster") : "cluster " + p->cluster);
+    return a;
+  }
+  if (p->cluster != cluster || p->cluster_job_id != id) {
+    a.reason = "job " + p->job_id + " is not this copy";
+    return a;
+  }
+  a.granted = true;  // sent (now started), or started already: the same answer again
+  return a;
 }
 
 std::map<std::string, int64_t> team_use(const std::vector<const JobPlace*>& places) {

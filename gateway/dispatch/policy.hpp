@@ -38,6 +38,9 @@ struct TeamRule {
 };
 
 struct Config {
+  // The front door's name: set as a job's `dispatch`, so that its cluster
+  // asks this front door for leave to start it (troupe.sys.dispatch.claim).
+  std::string name = "front";
   std::vector<ClusterEntry> clusters;
   std::map<std::string, TeamRule> teams;  // a team not listed may use every cluster
   // A job still queued this long after it was sent to a cluster may go to
@@ -113,12 +116,26 @@ struct JobPlace {
   int64_t sent_ms = 0;
   int64_t gpus = 0;
   std::vector<std::string> tried;  // clusters it was sent to before, oldest first
+  // The copies it left behind ("cluster/id"): a claim of one is answered
+  // withdrawn, so a cluster that was cut off cancels its copy.
+  std::vector<std::string> withdrawn;
 };
 std::string to_json(const JobPlace& p);
 std::optional<JobPlace> place_from_json(std::string_view json);
 inline std::string place_key(const std::string& job_id) {
   return "job." + job_id;
 }
+
+// What the front door answers a cluster's claim of the copy `remote`
+// ("cluster/id") of a job whose place is `p` (nullptr: a copy it does not
+// know, or not yet): granted (and the place becomes started), withdrawn, or
+// neither (ask again later).
+struct ClaimAnswer {
+  bool granted = false;
+  bool withdrawn = false;
+  std::string reason;
+};
+ClaimAnswer answer_claim(const JobPlace* p, const std::string& cluster, const std::string& id);
 
 // The GPUs a team's unended jobs ask for, per cluster.
 std::map<std::string, int64_t> team_use(const std::vector<const JobPlace*>& places);

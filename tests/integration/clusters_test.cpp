@@ -13,6 +13,7 @@
 #include "bus/subjects.hpp"
 #include "harness.hpp"
 #include "messages/names.hpp"
+#include "tcp_proxy.hpp"
 
 using namespace troupe;
 using namespace troupe::it;
@@ -25,9 +26,48 @@ Json typed(const std::vector<std::string>& command, int gpus, Json resources_ext
   return spec;
 }
 
-std::string cluster_entry(const std::string& name, Cluster& c) {
-  return "  - {name: " + name + ", nats: \"" + c.url() + "\", creds: \"" + c.creds("scheduler") +
-         "\", tls_ca: \"" + c.tls_ca() + "\"}\n";
+// A cluster's entry in the dispatch config; `url`: how the front door
+// reaches its NATS ("" for its own URL).
+std::string cluster_entry(const std::string& name, Cluster& c, const std::string& url = "") {
+  return "  - {name: " + name + ", nats: \"" + (url.empty() ? c.url() : url) + "\", creds: \"" +
+         c.creds("scheduler") + "\", tls_ca: \"" + c.tls_ca() + "\"}\n";
+}
+
+// troupe-dispatch on `front` with this config text.
+std::unique_ptr<Process> start_dispatch(Cluster& front, const std::string& config) {
+  const std::string path = front.file("dispatch.yaml");
+  {
+    std::ofstream f(path);
+    f << config;
+  }
+  std::vector<std::string> argv = {bin_dir() + "/troupe-dispatch", "--config", path, "--nats",
+                                   front.url()};
+  for (auto& a : front.identity_args("scheduler")) argv.push_back(a);
+  auto p = std::make_unique<Process>("dispatch", argv, front.file("dispatch.out"),
+                                     front.file("dispatch.err"));
+  front.dump().add("troupe-dispatch stderr", p->err_path());
+  return p;
+}
+
+// Polls troupe.sys.clusters until `pred` holds for its reply.
+bool wait_view(Cluster& front, const std::function<bool(const Json&)>& pred,
+               Clock::duration timeout, Json* last) {
+  auto deadline = Clock::now() + timeout;
+  while (Clock::now() < deadline) {
+    auto r = front.request_raw(subjects::kSysClusters, {'{', '}'}, 2s);
+    if (r) {
+      *last = Json::parse(r->begin(), r->end(), nullptr, false);
+      if (last->is_object() && pred(*last)) return true;
+    }
+    std::this_thread::sleep_for(100ms);  // polling another process's view
+  }
+  return false;
+}
+
+std::string cluster_state(const Json& view, const std::string& name) {
+  for (const auto& c : view.value("clusters", Json::array()))
+    if (c.value("name", "") == name) return c.value("state", "");
+  return {};
 }
 
 // The front door's troupe.sys.clusters reply once every cluster is reachable
@@ -53,6 +93,23 @@ Json wait_clusters(Cluster& front, Clock::duration timeout) {
   return last;
 }
 
+// c1 (one agent, a100 x2) and c2 (h100 x2), each its own nats-server and
+// scheduler, and the front NATS (no scheduler: troupe-dispatch serves it).
+ClusterOptions front_options() {
+  ClusterOptions o;
+  o.scheduler = false;
+  return o;
+}
+struct TwoClusters {
+  Cluster c1{ClusterOptions{}.node("a1", 2, false, "a100")};
+  Cluster c2{ClusterOptions{}.node("h1", 2, false, "h100")};
+  Cluster front{front_options()};
+  TwoClusters() {
+    REQUIRE(c1.wait_nodes_alive(1, 20s));
+    REQUIRE(c2.wait_nodes_alive(1, 20s));
+  }
+};
+
 }  // namespace
 
 TEST_CASE(
@@ -60,26 +117,12 @@ TEST_CASE(
     "to the other cluster without running in two, cancel, logs, history and events work through "
     "the front door",
     "[integration][clusters]") {
-  Cluster c1(ClusterOptions{}.node("a1", 2, false, "a100"));
-  Cluster c2(ClusterOptions{}.node("h1", 2, false, "h100"));
-  ClusterOptions fo;
-  fo.scheduler = false;
-  Cluster front(fo);
-  REQUIRE(c1.wait_nodes_alive(1, 20s));
-  REQUIRE(c2.wait_nodes_alive(1, 20s));
+  TwoClusters all;
+  Cluster &c1 = all.c1, &c2 = all.c2, &front = all.front;
 
-  const std::string config_path = front.file("dispatch.yaml");
-  {
-    std::ofstream f(config_path);
-    f << "clusters:\n"
-      << cluster_entry("c1", c1) << cluster_entry("c2", c2)
-      << "teams:\n  t1: {clusters: [c1, c2]}\nspill_after_s: 1\npoll_ms: 200\n";
-  }
-  std::vector<std::string> argv = {bin_dir() + "/troupe-dispatch", "--config", config_path,
-                                   "--nats", front.url()};
-  for (auto& a : front.identity_args("scheduler")) argv.push_back(a);
-  Process dispatch("dispatch", argv, front.file("dispatch.out"), front.file("dispatch.err"));
-  front.dump().add("troupe-dispatch stderr", dispatch.err_path());
+  auto dispatch = start_dispatch(
+      front, "clusters:\n" + cluster_entry("c1", c1) + cluster_entry("c2", c2) +
+                 "teams:\n  t1: {clusters: [c1, c2]}\nspill_after_s: 1\npoll_ms: 200\n");
   wait_clusters(front, 30s);
 
   // By type: an a100 job goes to c1, an h100 job to c2; both fill their cluster.
@@ -167,5 +210,87 @@ TEST_CASE(
   CHECK(cli.out.find("c1") != std::string::npos);
   CHECK(cli.out.find("h100") != std::string::npos);
   CHECK(cli.out.find("reachable") != std::string::npos);
-  CHECK(dispatch.running());
+  CHECK(dispatch->running());
+}
+
+TEST_CASE(
+    "a cluster cut off from the front door: its running jobs show unreachable, its unstarted job "
+    "is re-dispatched and runs elsewhere, and the copy left behind never starts",
+    "[integration][clusters]") {
+  TwoClusters all;
+  Cluster &c1 = all.c1, &c2 = all.c2, &front = all.front;
+  // The front door reaches c1 through a link the test can cut.
+  const auto c1_port = std::stoi(c1.url().substr(c1.url().rfind(':') + 1));
+  TcpProxy link(c1_port);
+  const std::string via = "nats://127.0.0.1:" + std::to_string(link.port());
+  auto dispatch =
+      start_dispatch(front, "clusters:\n" + cluster_entry("c1", c1, via) + cluster_entry("c2", c2) +
+                                "spill_after_s: 0\npoll_ms: 200\n"
+                                "unreachable_after_ms: 1000\n");
+  wait_clusters(front, 30s);
+
+  // Both clusters full; the any-type job waits in c1 (a tie goes by name).
+  const std::string a = front.submit_ok("t1", typed({"sleep", "120"}, 2, {{"gpu_type", "a100"}}));
+  const std::string h = front.submit_ok("t1", typed({"sleep", "120"}, 2, {{"gpu_type", "h100"}}));
+  REQUIRE(front.events().wait_state(a, std::string(names::kRunning), 30s));
+  REQUIRE(front.events().wait_state(h, std::string(names::kRunning), 30s));
+  Json y_reply = front.submit_json(
+      "t1", typed({"sh", "-c", "echo redispatched-ok"}, 2, {{"gpu_types", {"a100", "h100"}}}));
+  INFO("any-type submission: " << y_reply.dump());
+  REQUIRE(y_reply.value("cluster", "") == "c1");
+  const std::string y = y_reply["job_id"];
+  const std::string y_c1 = front.status("t1", y).value("cluster_job_id", "");
+  const std::string a_c1 = front.status("t1", a).value("cluster_job_id", "");
+  REQUIRE_FALSE(y_c1.empty());
+  REQUIRE_FALSE(a_c1.empty());
+
+  // Cut: c1 turns unreachable; its running job shows so; the waiting job
+  // goes to c2 (where it waits for h).
+  link.cut();
+  Json view;
+  INFO("troupe.sys.clusters: " << view.dump());
+  REQUIRE(wait_view(
+      front, [](const Json& v) { return cluster_state(v, "c1") == "unreachable"; }, 20s, &view));
+  CHECK(front.status("t1", a).value("state", "") == "unreachable");
+  auto moved_to_c2 = [&] {
+    auto deadline = Clock::now() + 20s;
+    while (Clock::now() < deadline) {
+      if (front.status("t1", y).value("cluster", "") == "c2") return true;
+      std::this_thread::sleep_for(100ms);  // polling the front door's view
+    }
+    return false;
+  };
+  REQUIRE(moved_to_c2());
+
+  // Inside c1 the GPUs free up (its own users go on): the copy left behind
+  // is placed, asks the front door for leave, gets no answer, never starts.
+  Json c1_cancel = c1.cancel("t1", a_c1);
+  INFO("cancel in c1: " << c1_cancel.dump());
+  REQUIRE(c1.events().wait_state(a_c1, std::string(names::kCanceled), 20s));
+  // c2 frees up: the job runs there, once.
+  front.cancel("t1", h);
+  auto end = front.events().wait_state(y, names::is_terminal, 60s);
+  INFO("the job's events at the front: " << front.events().describe(y));
+  REQUIRE(end);
+  CHECK(end->state == names::kSucceeded);
+  auto log = front.logs("t1", y);
+  CHECK(log.data.find("redispatched-ok") != std::string::npos);
+
+  // Mend: c1 is back, its copy asks again, is told it was withdrawn, and
+  // ends canceled without ever starting.
+  link.mend();
+  REQUIRE(wait_view(
+      front, [](const Json& v) { return cluster_state(v, "c1") == "reachable"; }, 20s, &view));
+  auto gone = c1.events().wait_state(y_c1, std::string(names::kCanceled), 30s);
+  INFO("the copy in c1: " << c1.events().describe(y_c1));
+  CHECK(gone);
+  for (const auto& e : c1.events().of_job(y_c1))
+    CHECK((e.state != names::kStarting && e.state != names::kRunning));
+  REQUIRE(wait_view(
+      front, [](const Json& v) { return v["counters"].value("claims_withdrawn", 0) >= 1; }, 10s,
+      &view));
+  int runs = 0;
+  for (const auto& e : front.events().of_job(y)) runs += e.state == names::kRunning ? 1 : 0;
+  CHECK(runs == 1);
+  CHECK(dispatch->running());
 }

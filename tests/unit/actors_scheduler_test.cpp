@@ -1398,3 +1398,159 @@ TEST_CASE("cancel if_queued of an array: only while none of its tasks has starte
   CHECK(f.event(b + "-1", "canceled"));
   CHECK(f.out->find(stop_of("n1", b + "-0")));
 }
+
+namespace {
+
+// A front door (actors/ports.hpp DispatchGate): keeps every claim until the
+// test answers it; with `automatic` set, answers each at once with that.
+class FakeGate : public DispatchGate {
+ public:
+  struct Asked {
+    std::string team, job_id, dispatch;
+    Done done;
+  };
+  std::vector<Asked> claims;  // every claim, in order
+  std::optional<Verdict> automatic;
+
+  void claim(const std::string& team, const std::string& job_id, const std::string& dispatch,
+             Done done) override {
+    claims.push_back({team, job_id, dispatch, std::move(done)});
+    if (automatic) answer(*automatic);
+  }
+  // Answers every claim not answered yet (the verdicts are handled on the
+  // next settle).
+  void answer(const Verdict& v) {
+    for (; answered_ < claims.size(); ++answered_) claims[answered_].done(v);
+  }
+
+ private:
+  size_t answered_ = 0;
+};
+
+const DispatchGate::Verdict kGranted{true, false, {}};
+const DispatchGate::Verdict kWithdrawn{false, true, "sent to cluster east"};
+const DispatchGate::Verdict kNoAnswer{false, false, "request timed out"};
+
+SchedulerOptions with_gate(const std::shared_ptr<FakeGate>& gate) {
+  SchedulerOptions opts;
+  opts.dispatch = gate;
+  return opts;
+}
+
+const char* kDispatched = R"({"command":["true"],"resources":{"gpus":1},"dispatch":"front"})";
+
+}  // namespace
+
+TEST_CASE("a front door's job starts only once granted, and is not asked again on a retry",
+          "[actors][dispatch-gate]") {
+  auto gate = std::make_shared<FakeGate>();
+  Fixture f(with_gate(gate));
+  f.register_node("n1", 1);
+  auto a = f.submit(
+      R"({"command":["false"],"resources":{"gpus":1},"max_retries":1,"dispatch":"front"})");
+  // Placed: it asks its front door, and stays queued until the answer.
+  REQUIRE(gate->claims.size() == 1);
+  CHECK(gate->claims[0].job_id == a);
+  CHECK(gate->claims[0].team == "t");
+  CHECK(gate->claims[0].dispatch == "front");
+  CHECK(f.event(a, "queued"));
+  CHECK_FALSE(f.event(a, "starting"));
+  CHECK_FALSE(f.out->find(launch_of("n1", a)));
+  gate->answer(kGranted);
+  f.settle();
+  auto* l1 = f.launched("n1", a);
+  REQUIRE(l1->attempt() == 1);
+  CHECK(f.out->position(event_of(a, "starting")) < f.out->position(launch_of("n1", a)));
+  // It fails; its retry runs without asking again.
+  f.agent_reports("n1", l1, 1);
+  f.pass(1100);
+  auto* second = f.out->find(launch_attempt("n1", 2));
+  REQUIRE(second);
+  f.agent_reports("n1", launch_in(*second, "n1"), 0);
+  CHECK(f.event(a, "succeeded"));
+  CHECK(gate->claims.size() == 1);
+}
+
+TEST_CASE("a front door's job withdrawn before its grant ends canceled, never launched",
+          "[actors][dispatch-gate]") {
+  auto gate = std::make_shared<FakeGate>();
+  Fixture f(with_gate(gate));
+  f.register_node("n1", 1);
+  auto a = f.submit(kDispatched);
+  REQUIRE(gate->claims.size() == 1);
+  // A job without `dispatch` waits for n1's only GPU, held by a's placement.
+  auto b = f.submit(kJob);
+  REQUIRE(f.event(b, "queued"));
+  CHECK_FALSE(f.out->find(launch_of("n1", b)));
+  gate->answer(kWithdrawn);
+  f.settle();
+  auto end = last_event(f, a, "canceled");
+  CHECK(end.value("reason", "").find("withdrawn by the front door front") != std::string::npos);
+  CHECK_FALSE(f.event(a, "starting"));
+  CHECK(f.out->count(launch_of("n1", a)) == 0);
+  // Its hold went back: b runs on that GPU, and never asked the gate.
+  auto* l = f.launched("n1", b);
+  f.agent_reports("n1", l, 0);
+  CHECK(f.event(b, "succeeded"));
+  CHECK(gate->claims.size() == 1);
+}
+
+TEST_CASE("a front door's job without an answer stays queued and asks again until granted",
+          "[actors][dispatch-gate]") {
+  auto gate = std::make_shared<FakeGate>();
+  Fixture f(with_gate(gate));
+  f.register_node("n1", 1);
+  auto a = f.submit(kDispatched);
+  REQUIRE(gate->claims.size() == 1);
+  // No answer yet: not started, whatever time passes (its hold is kept).
+  f.pass(500);
+  CHECK_FALSE(f.event(a, "starting"));
+  CHECK_FALSE(f.out->find(launch_of("n1", a)));
+  // Not granted (no front door answered): the placement goes back, and the
+  // job is placed again 2 s later, and asks again.
+  gate->answer(kNoAnswer);
+  f.settle();
+  CHECK(gate->claims.size() == 1);
+  f.pass(1900);
+  CHECK(gate->claims.size() == 1);
+  f.pass(200);
+  REQUIRE(gate->claims.size() == 2);
+  CHECK_FALSE(f.event(a, "starting"));
+  CHECK_FALSE(f.event(a, "failed"));
+  // Granted now: it starts, as attempt 1 (no retry counted).
+  gate->automatic = kGranted;
+  gate->answer(kGranted);
+  f.settle();
+  auto* l = f.launched("n1", a);
+  CHECK(l->attempt() == 1);
+  f.agent_reports("n1", l, 0);
+  CHECK(f.event(a, "succeeded"));
+  CHECK(gate->claims.size() == 2);
+}
+
+TEST_CASE(
+    "a front door's job whose actor crashed awaiting its grant is queued again and asks again",
+    "[actors][dispatch-gate][supervision]") {
+  // The placement it held is handed back by the node's hold check (3 s here:
+  // the fake agents send no heartbeats, and a node silent for 10 s is lost).
+  auto gate = std::make_shared<FakeGate>();
+  auto opts = with_gate(gate);
+  opts.hold_check_ms = 3000;
+  Fixture f(opts);
+  f.register_node("n1", 1);
+  auto a = f.submit(kDispatched);
+  REQUIRE(gate->claims.size() == 1);
+  f.crash_job(a);
+  CHECK(f.restarts(f.w.jobs) == 1);
+  // The verdict of the lost actor's claim finds no placement: dropped.
+  gate->answer(kGranted);
+  f.settle();
+  CHECK_FALSE(f.out->find(launch_of("n1", a)));
+  gate->automatic = kGranted;
+  f.pass(4100);
+  REQUIRE(gate->claims.size() == 2);
+  auto* l = f.launched("n1", a);
+  CHECK(l->attempt() == 1);
+  f.agent_reports("n1", l, 0);
+  CHECK(f.event(a, "succeeded"));
+}

@@ -216,3 +216,32 @@ TEST_CASE("dispatch: spill-over timing, ids, records and a team's use", "[dispat
   CHECK(use.at("c2") == 3);
   CHECK(use.at("c1") == 3);
 }
+
+TEST_CASE("dispatch: a claim is granted to the copy the place names, withdrawn for one left behind",
+          "[dispatch]") {
+  JobPlace p;
+  p.job_id = "j-x1";
+  p.team = "t1";
+  p.cluster = "c2";
+  p.cluster_job_id = "j-new";
+  p.withdrawn = {"c1/j-old"};
+  auto mine = answer_claim(&p, "c2", "j-new");
+  CHECK(mine.granted);
+  auto left = answer_claim(&p, "c1", "j-old");
+  CHECK_FALSE(left.granted);
+  CHECK(left.withdrawn);
+  CHECK(left.reason.find("c2") != std::string::npos);
+  auto other = answer_claim(&p, "c1", "j-other");  // a copy it does not know: ask again
+  CHECK_FALSE(other.granted);
+  CHECK_FALSE(other.withdrawn);
+  auto unknown = answer_claim(nullptr, "c1", "j-old");
+  CHECK_FALSE(unknown.granted);
+  CHECK_FALSE(unknown.withdrawn);
+  p.state = "withdrawn";  // taken nowhere: every copy is withdrawn
+  CHECK(answer_claim(&p, "c2", "j-new").withdrawn);
+  std::string err;
+  auto named = parse_config("name: door-1\nclusters: [{name: c1, nats: x}]", &err);
+  REQUIRE(named);
+  CHECK(named->name == "door-1");
+  CHECK_FALSE(parse_config("name: 'a b'\nclusters: [{name: c1, nats: x}]", &err));
+}
