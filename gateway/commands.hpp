@@ -119,7 +119,12 @@ struct UpOptions {
   // free port); not started when !http.
   bool http = true;
   int http_port = 4280;
+  // Several clusters behind one front door (docs/clusters.md): with N >= 2,
+  // cluster c<i> is a whole `troupe up` of its own on --port + 10 i (c1
+  // a100, c2 h100, ...) and troupe-dispatch serves the front NATS on --port.
+  int clusters = 1;
 };
 int run_up(const UpOptions& opts);
+int run_up_clusters(const UpOptions& opts);
 
 }  // namespace troupe::gateway

@@ -233,6 +233,12 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 65535));
   bool no_http = false;
   up->add_flag("--no-http", no_http, "start no troupe-gateway (no HTTP API, no console)");
+  up->add_option("--clusters", upo.clusters,
+                 "run N clusters (c1 a100, c2 h100, ...; NATS on --port + 10 i) behind one front "
+                 "door (troupe-dispatch) on --port")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4));
+  up->add_option("--gpu-type", upo.gpu_type, "the nodes' GPU type")->capture_default_str();
   up->add_flag("--insecure", upo.insecure,
                "open NATS: no identities, no TLS (anyone on this machine may act as any team)");
 
@@ -461,7 +467,7 @@ int main(int argc, char** argv) {
       std::cerr << "troupe up: --exit-after-demo needs the demo (drop --no-demo)\n";
       return 2;
     }
-    return gw::run_up(upo);
+    return upo.clusters > 1 ? gw::run_up_clusters(upo) : gw::run_up(upo);
   }
 
   if (utc) {  // every time the CLI prints goes through localtime_r

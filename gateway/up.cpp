@@ -3,6 +3,7 @@
 // through their states, and an orderly shutdown on Ctrl-C / SIGTERM.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -716,6 +717,252 @@ int run_up(const UpOptions& o) {
   client.reset();
   cluster.stop();
   return rc;
+}
+
+namespace {
+
+// GPU types of the clusters of `troupe up --clusters N`: c1 a100, c2 h100, ...
+constexpr const char* kClusterTypes[] = {"a100", "h100", "l40s", "v100"};
+
+// Polls the front door's troupe.sys.clusters until every cluster is reachable
+// with GPUs counted; `last` is its last reply (or error).
+Wait wait_for_clusters(Client& front, size_t want, SignalWatch& sig, Cluster& procs,
+                       std::string* last) {
+  auto deadline = Clock::now() + kNodesDeadline;
+  while (Clock::now() < deadline) {
+    std::string raw;
+    *last = front.clusters(&raw);
+    if (last->empty()) {
+      *last = raw;
+      auto j = nlohmann::json::parse(raw, nullptr, false);
+      size_t ready = 0;
+      if (j.is_object() && j.contains("clusters") && j["clusters"].is_array())
+        for (const auto& c : j["clusters"])
+          ready +=
+              c.is_object() && c.value("state", "") == "reachable" && c.value("gpus_total", 0) > 0
+                  ? 1
+                  : 0;
+      if (ready == want) return Wait::ok;
+    }
+    if (procs.dead() != nullptr) return Wait::child_died;
+    if (sig.wait(milliseconds(250)) != 0) return Wait::signal;
+  }
+  return Wait::timeout;
+}
+
+// The demo of `troupe up --clusters`: a job of each cluster's GPU type and an
+// any-type job, submitted to the front door; each must end succeeded.
+int run_clusters_demo(Client& front, size_t clusters, SignalWatch& sig) {
+  std::vector<pb::JobSpec> jobs;
+  for (size_t i = 0; i <= clusters; ++i) {
+    pb::JobSpec s;
+    s.set_team("demo");
+    s.set_kind("evaluation");
+    s.add_command("sh");
+    s.add_command("-c");
+    s.add_command("echo hello from $TROUPE_JOB_ID; sleep 1");
+    s.mutable_resources()->set_gpus(1);
+    if (i < clusters) {
+      s.set_name(std::string("on-") + kClusterTypes[i]);
+      s.mutable_resources()->set_gpu_type(kClusterTypes[i]);
+    } else {
+      s.set_name("any-type");
+      for (size_t k = 0; k < clusters; ++k) s.mutable_resources()->add_gpu_types(kClusterTypes[k]);
+    }
+    jobs.push_back(std::move(s));
+  }
+  std::cout << "\nDemo: " << jobs.size() << " jobs through the front door\n";
+  std::vector<std::string> ids;
+  int rc = 0;
+  for (const auto& j : jobs) {
+    std::string id;
+    if (auto err = front.submit(j, &id); !err.empty()) {
+      std::cerr << "troupe up: submitting " << j.name() << " failed: " << err << "\n";
+      rc = 1;
+    }
+    ids.push_back(id);
+  }
+  auto deadline = Clock::now() + kDemoDeadline;
+  std::map<std::string, std::pair<std::string, std::string>> ended;  // id -> state, cluster
+  const size_t submitted = ids.size() - static_cast<size_t>(std::count(ids.begin(), ids.end(), ""));
+  while (ended.size() < submitted && Clock::now() < deadline) {
+    for (const auto& id : ids) {
+      pb::JobView v;
+      std::string raw;
+      if (!id.empty() && ended.count(id) == 0 && front.status("demo", id, &v, &raw).empty() &&
+          names::is_terminal(v.state())) {
+        auto j = nlohmann::json::parse(raw, nullptr, false);
+        ended[id] = {v.state(), j.is_object() ? j.value("cluster", "?") : "?"};
+      }
+    }
+    if (sig.wait(milliseconds(250)) != 0) return 130;
+  }
+  for (size_t i = 0; i < ids.size(); ++i) {
+    auto it = ended.find(ids[i]);
+    std::string state = it == ended.end() ? "not ended in time" : it->second.first;
+    std::cout << "  " << ids[i] << "  " << jobs[i].name() << " ran in cluster "
+              << (it == ended.end() ? "?" : it->second.second) << ": " << state << "\n";
+    if (state != names::kSucceeded) rc = 1;
+  }
+  std::cout << (rc == 0 ? "Demo passed" : "Demo FAILED")
+            << ": each job went to a cluster of its GPU type\n";
+  return rc;
+}
+
+}  // namespace
+
+int run_up_clusters(const UpOptions& o) {
+  SignalWatch sig;  // before any thread exists
+  bus::Library lib;
+  const size_t n = static_cast<size_t>(o.clusters);
+  if (n < 2 || n > std::size(kClusterTypes) || o.port < 1 || o.port + 10 * o.clusters > 65535) {
+    std::cerr << "troupe up: --clusters must be 2..4, with --port + 10 x N below 65536\n";
+    return 2;
+  }
+  const std::string home = home_dir(o);
+  const std::string logs = home + "/logs";
+  std::error_code ec;
+  fs::create_directories(logs, ec);
+  fs::create_directories(home + "/nats", ec);
+  const std::string nats =
+      find_binary("nats-server", {"/usr/sbin", "/usr/local/sbin", "/usr/local/bin", "/usr/bin"});
+  const std::string dispatch = find_binary("troupe-dispatch");
+  const std::string self = self_dir() + "/troupe";
+  if (nats.empty() || dispatch.empty()) {
+    std::cerr << "troupe up: nats-server or troupe-dispatch not found; build the whole project\n";
+    return 1;
+  }
+  std::string why;
+  if (!port_free(o.port, &why)) {
+    std::cerr << "troupe up: port " << o.port << " is in use (" << why << "); use --port N\n";
+    return 1;
+  }
+  // The front door's NATS: its own identities (teams, an admin, the
+  // scheduler identity troupe-dispatch serves with), TLS.
+  const std::string auth_dir = auth::auth_dir_of(home);
+  bus::ConnectOptions admin;
+  admin.url = "nats://127.0.0.1:" + std::to_string(o.port);
+  admin.name = "troupe-up";
+  if (!o.insecure) {
+    std::string aerr = auth::init(auth_dir);
+    for (const char* team : kUpTeams)
+      if (aerr.empty()) aerr = auth::add_team(auth_dir, team);
+    if (aerr.empty()) aerr = auth::add_admin(auth_dir, "admin");
+    if (!aerr.empty()) {
+      std::cerr << "troupe up: cannot make the front door's identities: " << aerr << "\n";
+      return 1;
+    }
+    admin.creds_file = auth::creds_path(auth_dir, "admin-admin");
+    admin.tls_ca = auth_dir + "/" + auth::kCaCertFile;
+  }
+  std::cout << "Starting " << n << " local Troupe clusters behind one front door in " << home
+            << "\n";
+  Cluster procs;
+  auto failed = [&](const std::string& what) {
+    std::cerr << "troupe up: " << what << "\n";
+    procs.stop();
+    return 1;
+  };
+  auto ended = [&](Wait w, const std::string& what) {
+    if (w == Wait::signal) {
+      procs.stop();
+      return 130;
+    }
+    Child* d = procs.dead();
+    return failed(w == Wait::child_died && d != nullptr ? describe_death(*d) : what);
+  };
+  // Each cluster: a whole `troupe up` of its own (NATS on --port + 10 i).
+  std::string config = "name: front\nspill_after_s: 60\nclusters:\n";
+  std::vector<std::pair<std::string, std::string>> members;  // name, NATS URL
+  for (size_t i = 1; i <= n; ++i) {
+    const std::string name = "c" + std::to_string(i);
+    const std::string chome = home + "/" + name;
+    const std::string url = "nats://127.0.0.1:" + std::to_string(o.port + 10 * static_cast<int>(i));
+    std::vector<std::string> argv = {self,         "up",
+                                     "--home",     chome,
+                                     "--port",     std::to_string(o.port + 10 * i),
+                                     "--no-demo",  "--no-http",
+                                     "--gpu-type", kClusterTypes[i - 1]};
+    if (o.insecure) argv.emplace_back("--insecure");
+    if (!procs.start(name, argv, logs)) return failed("cannot start cluster " + name);
+    const std::string cauth = auth::auth_dir_of(chome);
+    config += "  - {name: " + name + ", nats: \"" + url + "\"";
+    if (!o.insecure)
+      config += ", creds: \"" + auth::creds_path(cauth, std::string(subjects::kGatewayIdentity)) +
+                "\", tls_ca: \"" + cauth + "/" + auth::kCaCertFile + "\"";
+    config += "}\n";
+    members.emplace_back(name, url);
+  }
+  {
+    std::ofstream f(home + "/front-nats.conf");
+    f << "# written by troupe up --clusters\nlisten: 127.0.0.1:" << o.port
+      << "\njetstream { store_dir: \"" << home << "/nats\" }\n";
+    if (!o.insecure) f << "include \"auth/" << auth::kServerConfigFile << "\"\n";
+  }
+  if (!procs.start("front-nats", {nats, "-c", home + "/front-nats.conf"}, logs))
+    return failed("cannot start the front door's nats-server");
+  ClientPtr front;
+  std::string err;
+  if (auto w = connect_nats(admin, sig, procs, &front, &err); w != Wait::ok)
+    return ended(w, "the front door's NATS did not answer: " + err);
+  // Every cluster's agents up (through its own admin identity).
+  for (size_t i = 0; i < n; ++i) {
+    bus::ConnectOptions id;
+    id.url = members[i].second;
+    id.name = "troupe-up";
+    if (!o.insecure) {
+      const std::string cauth = auth::auth_dir_of(home + "/" + members[i].first);
+      id.creds_file = auth::creds_path(cauth, "admin-admin");
+      id.tls_ca = cauth + "/" + auth::kCaCertFile;
+    }
+    ClientPtr member;
+    std::string last;
+    // (its `troupe up` makes the identities first: wait for them too)
+    auto w = connect_nats(id, sig, procs, &member, &err);
+    if (w == Wait::ok) w = wait_for_nodes(*member, o.nodes, sig, procs, &last);
+    if (w != Wait::ok)
+      return ended(w, "cluster " + members[i].first + " did not come up (" + err + last +
+                          "); see " + logs + "/" + members[i].first + ".log");
+  }
+  {
+    std::ofstream f(home + "/dispatch.yaml");
+    f << config;
+  }
+  std::vector<std::string> dargv = {dispatch, "--config", home + "/dispatch.yaml", "--nats",
+                                    admin.url};
+  if (o.insecure) {
+    dargv.emplace_back("--insecure");
+  } else {
+    dargv.insert(dargv.end(),
+                 {"--creds", auth::creds_path(auth_dir, std::string(subjects::kSchedulerIdentity)),
+                  "--tls-ca", admin.tls_ca});
+  }
+  if (!procs.start("dispatch", dargv, logs)) return failed("cannot start troupe-dispatch");
+  std::string last;
+  if (auto w = wait_for_clusters(*front, n, sig, procs, &last); w != Wait::ok)
+    return ended(w, "the front door did not see every cluster (" + last + "); see " + logs +
+                        "/dispatch.log");
+  std::string raw;
+  if (front->clusters(&raw).empty()) std::cout << "\n" << clusters_table(raw, &err);
+  int rc = o.demo ? run_clusters_demo(*front, n, sig) : 0;
+  if (rc == 130 || o.exit_after_demo) {
+    front.reset();
+    procs.stop();
+    return rc;
+  }
+  std::cout << "\nThe front door is running. From another terminal:\n"
+            << "  export TROUPE_NATS=" << admin.url << " TROUPE_HOME=" << home << "\n"
+            << "  " << self << " clusters\n"
+            << "  " << self << " submit --team demo --kind training --gpus 1 --gpu-type h100 -- "
+            << "sh -c 'echo hello'\n"
+            << "Logs: " << logs << "/ (each cluster's own under " << home << "/c<N>/logs/)\n"
+            << "Press Ctrl-C to stop.\n";
+  std::cout.flush();
+  while (sig.wait(milliseconds(500)) == 0) {
+  }
+  front.reset();
+  procs.stop();
+  return 0;
 }
 
 }  // namespace troupe::gateway

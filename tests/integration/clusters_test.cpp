@@ -7,6 +7,7 @@
 // status, cancel, logs and history work through the front door, and the
 // front door publishes each job's events under its own id.
 #include <catch2/catch.hpp>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
@@ -293,4 +294,35 @@ TEST_CASE(
   for (const auto& e : front.events().of_job(y)) runs += e.state == names::kRunning ? 1 : 0;
   CHECK(runs == 1);
   CHECK(dispatch->running());
+}
+
+TEST_CASE("troupe up --clusters 2: two clusters behind a front door, the demo passes",
+          "[integration][clusters]") {
+  TmpDir tmp("troupe-up-clusters");
+  const std::string troupe = bin_dir() + "/troupe";
+  const std::string home = tmp.file("home");
+  // A base port with its clusters' (+10, +20) free too.
+  int port = 0;
+  for (int tries = 0; tries < 50 && port == 0; ++tries) {
+    int p = free_port();
+    if (p > 0 && p + 20 < 65536 && bindable(p + 10) && bindable(p + 20)) port = p;
+  }
+  REQUIRE(port > 0);
+  RunResult r = run_program({troupe, "up", "--clusters", "2", "--exit-after-demo", "--home", home,
+                             "--port", std::to_string(port)},
+                            tmp.path(), "troupe-up", 180s, nullptr);
+  const std::string out = read_file(tmp.file("troupe-up.out"));
+  INFO("troupe up: rc=" << r.exit_code << " timed out=" << r.timed_out << "\nstdout:\n"
+                        << tail_file(tmp.file("troupe-up.out"), 80) << "\nstderr:\n"
+                        << tail_file(tmp.file("troupe-up.err"), 80) << "\ndispatch log:\n"
+                        << tail_file(home + "/logs/dispatch.log", 40));
+  CHECK_FALSE(r.timed_out);
+  CHECK(r.exit_code == 0);
+  CHECK(out.find("Demo passed") != std::string::npos);
+  // The clusters table: a row per cluster with its type.
+  CHECK(out.find("c1") != std::string::npos);
+  CHECK(out.find("a100") != std::string::npos);
+  CHECK(out.find("h100") != std::string::npos);
+  CHECK(std::filesystem::is_regular_file(home + "/dispatch.yaml"));
+  CHECK(std::filesystem::is_directory(home + "/c2/nats"));
 }

@@ -1,8 +1,10 @@
 #include "harness.hpp"
 
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -1050,6 +1052,18 @@ StateBucket open_state_bucket(Cluster& c) {
   INFO("KV: " << err);
   REQUIRE(b.kv);
   return b;
+}
+
+bool bindable(int port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  ::close(fd);
+  return ok;
 }
 
 std::unique_ptr<bus::JetStream> open_test_stream(Cluster& c, const std::string& name,

@@ -37,6 +37,8 @@ using namespace std::chrono_literals;
 
 // Directory of the built binaries (troupe-scheduler, troupe-node, troupe).
 std::string bin_dir();
+// Whether a TCP port on 127.0.0.1 can be bound now.
+bool bindable(int port);
 // Path of nats-server.
 std::string nats_server_path();
 // A TCP port on 127.0.0.1 that was free a moment ago (shared with troupe-load).

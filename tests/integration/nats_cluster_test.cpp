@@ -44,18 +44,6 @@ int leader_of(Cluster& c, const std::string& stream) {
   return std::atoi(name.c_str() + 1);
 }
 
-bool bindable(int port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return false;
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-  ::close(fd);
-  return ok;
-}
-
 // Submits as a careful client does (troupe submit, gateway/client.hpp):
 // with an idempotency key, sent again while no answer comes (the request
 // or its reply was lost with the server it went through) or the answer says
