@@ -813,6 +813,38 @@ struct SubFree {
 using MsgHandle = std::unique_ptr<natsMsg, MsgFree>;
 using SubHandle = std::unique_ptr<natsSubscription, SubFree>;
 
+}  // namespace
+
+std::optional<std::vector<uint8_t>> Connection::request_via(const std::string& subject,
+                                                            const std::string& data,
+                                                            const std::string& reply_prefix,
+                                                            int timeout_ms, std::string* error) {
+  const std::string inbox = new_inbox();
+  const std::string reply = reply_prefix + inbox.substr(inbox.rfind('.'));
+  natsSubscription* raw = nullptr;
+  natsStatus s = natsConnection_SubscribeSync(&raw, nc_, reply.c_str());
+  SubHandle sub(raw);
+  if (s == NATS_OK) s = natsSubscription_AutoUnsubscribe(raw, 1);
+  if (s == NATS_OK)
+    s = natsConnection_PublishRequest(nc_, subject.c_str(), reply.c_str(), data.data(),
+                                      static_cast<int>(data.size()));
+  natsMsg* msg = nullptr;
+  if (s == NATS_OK) s = natsSubscription_NextMsg(&msg, raw, timeout_ms);
+  MsgHandle got(msg);
+  if (s == NATS_OK && natsMsg_IsNoResponders(msg)) s = NATS_NO_RESPONDERS;
+  if (s != NATS_OK) {
+    if (error != nullptr)
+      *error = s == NATS_NO_RESPONDERS ? "no responders on " + subject
+               : s == NATS_TIMEOUT     ? "request on " + subject + " timed out"
+                                       : "request on " + subject + ": " + status_text(s);
+    return std::nullopt;
+  }
+  const auto* d = reinterpret_cast<const uint8_t*>(natsMsg_GetData(msg));
+  return std::vector<uint8_t>(d, d + natsMsg_GetDataLength(msg));
+}
+
+namespace {
+
 // The stream sequence of a message a consumer delivered, from its reply
 // subject ($JS.ACK.<stream>.<consumer>.<delivered>.<stream seq>.<consumer
 // seq>.<time>.<pending>, or the longer form with a domain and an account

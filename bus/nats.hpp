@@ -117,6 +117,14 @@ class Connection {
     return request(subject, data.data(), data.size(), timeout_ms, error);
   }
 
+  // request() with the reply sent to `reply_prefix`.<unique> instead of this
+  // connection's inbox: for a responder that may publish there and nowhere
+  // else (a front door's claim answers, subjects::dispatch_answer).
+  std::optional<std::vector<uint8_t>> request_via(const std::string& subject,
+                                                  const std::string& data,
+                                                  const std::string& reply_prefix, int timeout_ms,
+                                                  std::string* error = nullptr);
+
   // Delivers every message on `subject` (wildcards allowed) to `handler` on a
   // NATS thread. A non-empty `queue` joins a queue group.
   SubscriptionPtr subscribe(const std::string& subject, Handler handler,

@@ -58,6 +58,10 @@ inline constexpr std::string_view kSchedulerIdentity = "scheduler";
 // troupe-gateway (the HTTP API): forwards requests for the team of the bearer
 // token it was given; reads the token bucket.
 inline constexpr std::string_view kGatewayIdentity = "gateway";
+// A front door (troupe-dispatch) in a cluster: its leaf node link's identity
+// there, and the name of its user in the front NATS's link account (the
+// two inbox prefixes then agree; docs/clusters.md).
+inline constexpr std::string_view kDispatchIdentity = "dispatch";
 
 // The reply-inbox prefix of an identity: _INBOX_<team> for team-<team>,
 // _INBOX_<identity> for every other one. Each identity may subscribe only to
@@ -171,6 +175,10 @@ inline constexpr const char* kSysClusters = "troupe.sys.clusters";
 // {"granted":true} | {"granted":false,"withdrawn":true|false,"reason"};
 // answered by troupe-dispatch only.
 inline constexpr const char* kSysDispatchClaim = "troupe.sys.dispatch.claim";
+// Where a front door answers a claim: the claim's reply subject is
+// troupe.sys.dispatch.answer.<unique>, so that the dispatch identity may
+// publish its answers and into nobody's inbox.
+inline constexpr const char* kSysDispatchAnswer = "troupe.sys.dispatch.answer";
 // A standby asks whether a leader answers (its router replies "{}").
 inline constexpr const char* kSysLeaderAlive = "troupe.sys.leader.alive";
 inline constexpr const char* kAllHandoff = "troupe.sys.intake.*.handoff";

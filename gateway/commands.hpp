@@ -123,6 +123,10 @@ struct UpOptions {
   // cluster c<i> is a whole `troupe up` of its own on --port + 10 i (c1
   // a100, c2 h100, ...) and troupe-dispatch serves the front NATS on --port.
   int clusters = 1;
+  // A port for a front door's leaf node links (docs/clusters.md): server i
+  // listens on leaf_port + i (TLS unless insecure), and dispatch.creds is
+  // made for the link to sign in with. 0: none.
+  int leaf_port = 0;
 };
 int run_up(const UpOptions& opts);
 int run_up_clusters(const UpOptions& opts);

@@ -239,6 +239,10 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(1, 4));
   up->add_option("--gpu-type", upo.gpu_type, "the nodes' GPU type")->capture_default_str();
+  up->add_option("--leaf-port", upo.leaf_port,
+                 "accept a front door's leaf node links on this port (+ i for server i); makes "
+                 "dispatch.creds for them")
+      ->check(CLI::Range(1, 65535));
   up->add_flag("--insecure", upo.insecure,
                "open NATS: no identities, no TLS (anyone on this machine may act as any team)");
 
@@ -261,6 +265,13 @@ int main(int argc, char** argv) {
       auth->add_subcommand("add-admin", "Write admin-NAME.creds (every team, node operations)");
   auto* auth_gateway = auth->add_subcommand(
       "add-gateway", "Write gateway.creds (troupe-gateway: the HTTP API and console)");
+  auto* auth_dispatch = auth->add_subcommand(
+      "add-dispatch",
+      "Write dispatch.creds (in a cluster: a front door's leaf node link signs in with it)");
+  auto* auth_link = auth->add_subcommand(
+      "add-link",
+      "In a front door's NATS: make the link account of cluster NAME and link-NAME.creds; prints "
+      "the creds path and the account's public key (the leafnode remote's account:)");
   auto* auth_token = auth->add_subcommand(
       "add-token",
       "Print a new bearer token of the HTTP API for a team (or --admin NAME); the cluster must "
@@ -273,7 +284,7 @@ int main(int argc, char** argv) {
   o_token_team->excludes(o_token_admin);
   auth_revoke->add_option("TOKEN", token_text, "the token")->required();
   for (auto* sc : {auth_init, auth_team, auth_node, auth_fleet, auth_admin, auth_gateway,
-                   auth_token, auth_revoke})
+                   auth_dispatch, auth_link, auth_token, auth_revoke})
     sc->add_option("--home", auth_home, "state directory (default $TROUPE_HOME or ./.troupe)");
   auth_team->add_option("NAME", auth_name, "team name")->required();
   auth_node->add_option("NAME", auth_name, "node name (troupe-node --name)")->required();
@@ -281,7 +292,9 @@ int main(int argc, char** argv) {
       ->required();
   auth_fleet->add_option("--count", auth_count, "number of fleet members")->required();
   auth_admin->add_option("NAME", auth_name, "admin name")->required();
-  for (auto* sc : {auth_team, auth_node, auth_fleet, auth_admin, auth_gateway})
+  auth_link->add_option("NAME", auth_name, "cluster name (as in dispatch.yaml)")->required();
+  for (auto* sc :
+       {auth_team, auth_node, auth_fleet, auth_admin, auth_gateway, auth_dispatch, auth_link})
     sc->add_flag("--rotate", auth_rotate, "replace the identity's key even if its .creds exists");
 
   // pipeline submit|status|cancel
@@ -420,7 +433,7 @@ int main(int argc, char** argv) {
     namespace ta = troupe::auth;
     std::string usage = auth_team->parsed()    ? ta::check_team_name(auth_name)
                         : auth_fleet->parsed() ? ta::check_fleet(auth_name, auth_count)
-                        : auth_init->parsed() || auth_gateway->parsed()
+                        : auth_init->parsed() || auth_gateway->parsed() || auth_dispatch->parsed()
                             ? std::string()
                             : ta::check_node_name(auth_name);
     if (!usage.empty()) {
@@ -436,6 +449,10 @@ int main(int argc, char** argv) {
       error = ta::add_fleet(dir, auth_name, auth_count, auth_rotate, &written);
     if (auth_admin->parsed()) error = ta::add_admin(dir, auth_name, auth_rotate, &written);
     if (auth_gateway->parsed()) error = ta::add_gateway(dir, auth_rotate, &written);
+    if (auth_dispatch->parsed()) error = ta::add_dispatch(dir, auth_rotate, &written);
+    std::string link_account;
+    if (auth_link->parsed())
+      error = ta::add_link(dir, auth_name, auth_rotate, &written, &link_account);
     if (!error.empty()) {
       std::cerr << "troupe auth: " << error << "\n";
       return 1;
@@ -447,6 +464,7 @@ int main(int argc, char** argv) {
                 << ta::creds_path(dir, "scheduler") << "\n";
     } else {
       std::cout << written << "\n";
+      if (!link_account.empty()) std::cout << link_account << "\n";
     }
     return 0;
   }

@@ -506,8 +506,8 @@ int run_up(const UpOptions& o) {
 
   std::string why;
   for (int i = 0; i < servers; ++i) {
-    for (int port : {o.port + i, o.port + 2000 + i}) {
-      if (servers == 1 && port != o.port) continue;  // one server has no routes
+    for (int port : {o.port + i, o.port + 2000 + i, o.leaf_port > 0 ? o.leaf_port + i : 0}) {
+      if (port == 0 || (servers == 1 && port == o.port + 2000)) continue;  // no routes, no leaf
       if (port_free(port, &why)) continue;
       std::cerr << "troupe up: port " << port << " on 127.0.0.1 is already in use (" << why
                 << "): another nats-server or `troupe up` is running there. Stop it, or use "
@@ -537,6 +537,7 @@ int run_up(const UpOptions& o) {
       aerr = auth::add_node(auth_dir, up_node_name(i));
     if (aerr.empty()) aerr = auth::add_admin(auth_dir, "admin");
     if (aerr.empty()) aerr = auth::add_gateway(auth_dir);
+    if (aerr.empty() && o.leaf_port > 0) aerr = auth::add_dispatch(auth_dir);
     if (!aerr.empty()) {
       std::cerr << "troupe up: cannot make the cluster's identities in " << auth_dir << ": " << aerr
                 << "\n";
@@ -592,6 +593,13 @@ int run_up(const UpOptions& o) {
       f << "server_name: s" << i
         << "\ncluster { name: troupe, listen: \"127.0.0.1:" << o.port + 2000 + i << "\", routes: ["
         << routes << "] }\n";
+    if (o.leaf_port > 0) {  // a front door's links (docs/clusters.md)
+      f << "leafnodes { listen: \"127.0.0.1:" << o.leaf_port + i << "\"";
+      if (!o.insecure)
+        f << ", tls { cert_file: \"" << auth_dir << "/" << auth::kServerCertFile
+          << "\", key_file: \"" << auth_dir << "/" << auth::kServerKeyFile << "\" }";
+      f << " }\n";
+    }
     // (relative to this file's folder, as nats-server reads an include)
     if (!o.insecure) f << "include \"auth/" << auth::kServerConfigFile << "\"\n";
     f.close();
@@ -840,6 +848,7 @@ int run_up_clusters(const UpOptions& o) {
   // The front door's NATS: its own identities (teams, an admin, the
   // scheduler identity troupe-dispatch serves with), TLS.
   const std::string auth_dir = auth::auth_dir_of(home);
+  std::vector<std::string> link_accounts;  // c<i>'s link account (public key)
   bus::ConnectOptions admin;
   admin.url = "nats://127.0.0.1:" + std::to_string(o.port);
   admin.name = "troupe-up";
@@ -848,6 +857,10 @@ int run_up_clusters(const UpOptions& o) {
     for (const char* team : kUpTeams)
       if (aerr.empty()) aerr = auth::add_team(auth_dir, team);
     if (aerr.empty()) aerr = auth::add_admin(auth_dir, "admin");
+    // A link account per cluster: its leaf node link is bound to it.
+    for (size_t i = 1; i <= n && aerr.empty(); ++i)
+      aerr = auth::add_link(auth_dir, "c" + std::to_string(i), false, nullptr,
+                            &link_accounts.emplace_back());
     if (!aerr.empty()) {
       std::cerr << "troupe up: cannot make the front door's identities: " << aerr << "\n";
       return 1;
@@ -871,41 +884,45 @@ int run_up_clusters(const UpOptions& o) {
     Child* d = procs.dead();
     return failed(w == Wait::child_died && d != nullptr ? describe_death(*d) : what);
   };
-  // Each cluster: a whole `troupe up` of its own (NATS on --port + 10 i).
+  // Each cluster: a whole `troupe up` of its own (NATS on --port + 10 i),
+  // which accepts the front NATS's leaf node link on --port + 10 i + 5. The
+  // front NATS binds each link to the cluster's own link account, and
+  // troupe-dispatch reaches c<i> through the front NATS as link-c<i>
+  // (docs/clusters.md). --insecure: no accounts to keep the clusters'
+  // subjects apart, so troupe-dispatch connects to each cluster's NATS.
   std::string config = "name: front\nspill_after_s: 60\nclusters:\n";
+  std::string remotes;
   std::vector<std::pair<std::string, std::string>> members;  // name, NATS URL
   for (size_t i = 1; i <= n; ++i) {
     const std::string name = "c" + std::to_string(i);
     const std::string chome = home + "/" + name;
-    const std::string url = "nats://127.0.0.1:" + std::to_string(o.port + 10 * static_cast<int>(i));
+    const int cport = o.port + 10 * static_cast<int>(i);
+    const std::string url = "nats://127.0.0.1:" + std::to_string(cport);
     std::vector<std::string> argv = {self,         "up",
                                      "--home",     chome,
-                                     "--port",     std::to_string(o.port + 10 * i),
+                                     "--port",     std::to_string(cport),
                                      "--no-demo",  "--no-http",
                                      "--gpu-type", kClusterTypes[i - 1]};
-    if (o.insecure) argv.emplace_back("--insecure");
+    if (o.insecure) {
+      argv.emplace_back("--insecure");
+      config += "  - {name: " + name + ", nats: \"" + url + "\"}\n";
+    } else {
+      argv.insert(argv.end(), {"--leaf-port", std::to_string(cport + 5)});
+      const std::string cauth = auth::auth_dir_of(chome);
+      config += "  - {name: " + name + ", nats: \"" + admin.url + "\", creds: \"" +
+                auth::creds_path(auth_dir, "link-" + name) + "\", tls_ca: \"" + admin.tls_ca +
+                "\"}\n";
+      remotes += "  { urls: [\"tls://127.0.0.1:" + std::to_string(cport + 5) + "\"], account: \"" +
+                 link_accounts[i - 1] + "\", credentials: \"" +
+                 auth::creds_path(cauth, std::string(subjects::kDispatchIdentity)) +
+                 "\", tls { ca_file: \"" + cauth + "/" + auth::kCaCertFile + "\" } }\n";
+    }
     if (!procs.start(name, argv, logs)) return failed("cannot start cluster " + name);
-    const std::string cauth = auth::auth_dir_of(chome);
-    config += "  - {name: " + name + ", nats: \"" + url + "\"";
-    if (!o.insecure)
-      config += ", creds: \"" + auth::creds_path(cauth, std::string(subjects::kGatewayIdentity)) +
-                "\", tls_ca: \"" + cauth + "/" + auth::kCaCertFile + "\"";
-    config += "}\n";
     members.emplace_back(name, url);
   }
-  {
-    std::ofstream f(home + "/front-nats.conf");
-    f << "# written by troupe up --clusters\nlisten: 127.0.0.1:" << o.port
-      << "\njetstream { store_dir: \"" << home << "/nats\" }\n";
-    if (!o.insecure) f << "include \"auth/" << auth::kServerConfigFile << "\"\n";
-  }
-  if (!procs.start("front-nats", {nats, "-c", home + "/front-nats.conf"}, logs))
-    return failed("cannot start the front door's nats-server");
-  ClientPtr front;
+  // Every cluster's agents up (through its own admin identity); the front
+  // NATS after them (its links sign in with what their `troupe up` made).
   std::string err;
-  if (auto w = connect_nats(admin, sig, procs, &front, &err); w != Wait::ok)
-    return ended(w, "the front door's NATS did not answer: " + err);
-  // Every cluster's agents up (through its own admin identity).
   for (size_t i = 0; i < n; ++i) {
     bus::ConnectOptions id;
     id.url = members[i].second;
@@ -924,6 +941,21 @@ int run_up_clusters(const UpOptions& o) {
       return ended(w, "cluster " + members[i].first + " did not come up (" + err + last +
                           "); see " + logs + "/" + members[i].first + ".log");
   }
+  {
+    std::ofstream f(home + "/front-nats.conf");
+    f << "# written by troupe up --clusters\nlisten: 127.0.0.1:" << o.port
+      << "\njetstream { store_dir: \"" << home << "/nats\" }\n";
+    if (!o.insecure)
+      f << "include \"auth/" << auth::kServerConfigFile << "\"\n"
+        << "# A leaf node link to each cluster, bound to its link account\n"
+        << "leafnodes { remotes: [\n"
+        << remotes << "] }\n";
+  }
+  if (!procs.start("front-nats", {nats, "-c", home + "/front-nats.conf"}, logs))
+    return failed("cannot start the front door's nats-server");
+  ClientPtr front;
+  if (auto w = connect_nats(admin, sig, procs, &front, &err); w != Wait::ok)
+    return ended(w, "the front door's NATS did not answer: " + err);
   {
     std::ofstream f(home + "/dispatch.yaml");
     f << config;

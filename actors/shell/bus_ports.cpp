@@ -102,7 +102,8 @@ void BusDispatchGate::claim(const std::string& team, const std::string& job_id,
 void BusDispatchGate::run(Claim& c) {
   nlohmann::json body{{"job_id", c.job_id}, {"team", c.team}, {"dispatch", c.dispatch}};
   std::string err;
-  auto reply = conn_.request(subjects::kSysDispatchClaim, body.dump(), kTimeoutMs, &err);
+  auto reply = conn_.request_via(subjects::kSysDispatchClaim, body.dump(),
+                                 subjects::kSysDispatchAnswer, kTimeoutMs, &err);
   if (!reply) {  // no front door there, or it did not answer: asked again later
     c.done({false, false, err.empty() ? "no answer" : err});
     return;

@@ -21,6 +21,12 @@ void add_node(Permissions& p, std::string_view node) {
   p.sub_allow.push_back(sj::scheduler_to_agent(node, ">"));
 }
 
+// Every team's request verbs but enqueue (a front for many teams).
+void add_team_verbs_but_enqueue(Permissions& p) {
+  for (auto verb : sj::kTeamVerbs)
+    if (verb != sj::kEnqueue) p.pub_allow.push_back(sj::team_verb("*", verb));
+}
+
 }  // namespace
 
 Permissions team_permissions(std::string_view team) {
@@ -82,8 +88,7 @@ Permissions admin_permissions(std::string_view name) {
 
 Permissions gateway_permissions() {
   Permissions p;
-  for (auto verb : sj::kTeamVerbs)
-    if (verb != sj::kEnqueue) p.pub_allow.push_back(sj::team_verb("*", verb));
+  add_team_verbs_but_enqueue(p);
   for (const char* s : {sj::kSysNodes, sj::kSysQueues, sj::kSysFind}) p.pub_allow.emplace_back(s);
   // Read-only on the token bucket: the stream's info (binding to the bucket)
   // and getting one message, direct or through the stream API. Nothing else of
@@ -93,11 +98,19 @@ Permissions gateway_permissions() {
   p.pub_allow.push_back("$JS.API.STREAM.MSG.GET." + stream);
   p.pub_allow.push_back("$JS.API.DIRECT.GET." + stream);
   p.pub_allow.push_back("$JS.API.DIRECT.GET." + stream + ".>");
-  // A front door (troupe-dispatch) connects to each cluster as its gateway
-  // and answers its schedulers' claims there.
-  p.sub_allow = {sj::inbox_prefix(sj::kGatewayIdentity) + ".>", sj::kAllEvents,
+  p.sub_allow = {sj::inbox_prefix(sj::kGatewayIdentity) + ".>", sj::kAllEvents};
+  return p;
+}
+
+Permissions dispatch_permissions() {
+  Permissions p;
+  add_team_verbs_but_enqueue(p);
+  for (const char* s : {sj::kSysNodes, sj::kSysQueues}) p.pub_allow.emplace_back(s);
+  // Its answers to claims, whose reply subjects are made for it (not
+  // allow_responses: a leaf node link carries only what its permissions list).
+  p.pub_allow.push_back(std::string(sj::kSysDispatchAnswer) + ".*");
+  p.sub_allow = {sj::inbox_prefix(sj::kDispatchIdentity) + ".>", sj::kAllEvents,
                  sj::kSysDispatchClaim};
-  p.allow_responses = true;
   return p;
 }
 

@@ -52,4 +52,11 @@ Permissions admin_permissions(std::string_view name);
 // team a request may act for is the bearer token's (checked by the gateway).
 Permissions gateway_permissions();
 
+// dispatch.creds in a cluster: the identity a front door's leaf node link
+// (docs/clusters.md) signs in with there. It may publish every team verb but
+// enqueue and ask troupe.sys.nodes/queues; it receives its inbox, every
+// team's events and its schedulers' troupe.sys.dispatch.claim, and answers
+// those claims on troupe.sys.dispatch.answer.*. Nothing of JetStream.
+Permissions dispatch_permissions();
+
 }  // namespace troupe::auth

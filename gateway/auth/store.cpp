@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -12,6 +13,8 @@
 #include <fstream>
 #include <optional>
 #include <sstream>
+#include <utility>
+#include <vector>
 
 #include "bus/subjects.hpp"
 #include "gateway/auth/jwt.hpp"
@@ -182,9 +185,13 @@ std::string ensure_jwt(const std::string& file, const Claims& want, const KeyPai
 }
 
 // Writes <identity>.creds for a user of the account `account` (see add_team).
+// `name`: the user's name in its JWT, "" for `identity` (what its inbox
+// prefix is made of, subjects::inbox_prefix).
 std::string issue_user(const std::string& dir, const KeyPair& account, const std::string& identity,
-                       const Permissions& perms, bool rotate, std::string* written) {
+                       const Permissions& perms, bool rotate, std::string* written,
+                       const std::string& name = {}) {
   const std::string path = creds_path(dir, identity);
+  const std::string user_name = name.empty() ? identity : name;
   if (written != nullptr) *written = path;
   const json nats = user_nats_claims(perms);
   std::optional<KeyPair> user;
@@ -197,7 +204,7 @@ std::string issue_user(const std::string& dir, const KeyPair& account, const std
       user = KeyPair::from_seed(seed, error);
       if (!user || user->type() != KeyType::kUser)
         return path + ": holds no valid user seed (remove it, or rotate)";
-      if (jwt_current(jwt, account.public_key(), user->public_key(), identity, nats))
+      if (jwt_current(jwt, account.public_key(), user->public_key(), user_name, nats))
         return write_file(path, *text, kSecretMode);  // keeps the bytes, fixes the mode
       // Claims out of date (permissions changed, account re-keyed): re-sign
       // for the same user key below.
@@ -209,7 +216,7 @@ std::string issue_user(const std::string& dir, const KeyPair& account, const std
     user = KeyPair::generate(KeyType::kUser, error);
     if (!user) return error;
   }
-  std::string jwt = encode_jwt(user_claims(account, user->public_key(), identity, perms), account);
+  std::string jwt = encode_jwt(user_claims(account, user->public_key(), user_name, perms), account);
   if (jwt.empty()) return "cannot sign the JWT of " + identity;
   if (jwt.size() > kMaxUserJwtBytes)
     return "the JWT of " + identity + " would be " + std::to_string(jwt.size()) +
@@ -222,9 +229,24 @@ std::string quoted(const std::string& s) {
   return "\"" + s + "\"";
 }
 
+const std::string kLinkPrefix = "link-";
+
+// link-<cluster><ext>: the files of a link account (add_link).
+std::string link_file(const std::string& cluster, const char* ext) {
+  return kLinkPrefix + cluster + ext;
+}
+
+std::string link_account_name(const std::string& cluster) {
+  return std::string(kLinkAccountPrefix) + cluster;
+}
+
+// An account to preload besides TROUPE and SYS: public key, JWT.
+using Preload = std::vector<std::pair<std::string, std::string>>;
+
 std::string server_config(const std::string& operator_jwt, const std::string& sys_pub,
                           const std::string& account_pub, const std::string& account_jwt,
-                          const std::string& sys_jwt, const std::string& dir, bool tls) {
+                          const std::string& sys_jwt, const Preload& links, const std::string& dir,
+                          bool tls) {
   std::string c;
   c += "# Troupe NATS security (written by `troupe auth init`: do not edit). Include it\n";
   c += "# from the nats-server config by a path relative to that config's directory\n";
@@ -239,6 +261,7 @@ std::string server_config(const std::string& operator_jwt, const std::string& sy
   c += "resolver_preload: {\n";
   c += "  " + account_pub + ": " + quoted(account_jwt) + "\n";
   c += "  " + sys_pub + ": " + quoted(sys_jwt) + "\n";
+  for (const auto& [pub, jwt] : links) c += "  " + pub + ": " + quoted(jwt) + "\n";
   c += "}\n";
   if (tls) {
     c += "tls {\n";
@@ -368,9 +391,30 @@ std::string init(const std::string& auth_dir) {
       !why.empty())
     return why;
 
+  // The link accounts (add_link), in name order.
+  Preload links;
+  std::vector<std::string> link_names;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string f = e.path().filename().string();
+    if (f.rfind(kLinkPrefix, 0) == 0 && f.size() > 3 && f.compare(f.size() - 3, 3, ".nk") == 0)
+      link_names.push_back(f.substr(kLinkPrefix.size(), f.size() - 3 - kLinkPrefix.size()));
+  }
+  std::sort(link_names.begin(), link_names.end());
+  for (const auto& cluster : link_names) {
+    auto key = load_key(path_in(dir, link_file(cluster, ".nk")), KeyType::kAccount, error);
+    if (!key) return error;
+    std::string jwt;
+    if (auto why = ensure_jwt(
+            path_in(dir, link_file(cluster, ".jwt")),
+            account_claims(*op, key->public_key(), link_account_name(cluster), false), *op, jwt);
+        !why.empty())
+      return why;
+    links.emplace_back(key->public_key(), jwt);
+  }
+
   for (bool tls : {true, false}) {
     std::string conf = server_config(op_jwt, sys->public_key(), account->public_key(), account_jwt,
-                                     sys_jwt, dir, tls);
+                                     sys_jwt, links, dir, tls);
     if (auto why = write_file(server_config_path(dir, tls), conf, kPublicMode); !why.empty())
       return why;
   }
@@ -428,6 +472,28 @@ std::string add_admin(const std::string& auth_dir, const std::string& name, bool
 std::string add_gateway(const std::string& auth_dir, bool rotate, std::string* written) {
   return add_user(auth_dir, std::string(sj::kGatewayIdentity), gateway_permissions(), rotate,
                   written);
+}
+
+std::string add_dispatch(const std::string& auth_dir, bool rotate, std::string* written) {
+  return add_user(auth_dir, std::string(sj::kDispatchIdentity), dispatch_permissions(), rotate,
+                  written);
+}
+
+std::string add_link(const std::string& auth_dir, const std::string& cluster, bool rotate,
+                     std::string* written, std::string* account_public) {
+  if (auto why = check_node_name(cluster); !why.empty()) return "invalid cluster name: " + why;
+  const std::string dir = absolute(auth_dir);
+  std::string error;
+  if (!fs::exists(path_in(dir, kOperatorSeedFile))) {
+    if (auto why = init(dir); !why.empty()) return why;
+  }
+  auto key = load_or_create_key(path_in(dir, link_file(cluster, ".nk")), KeyType::kAccount, error);
+  if (!key) return error;
+  // init signs the account's JWT and preloads it in nats-auth.conf.
+  if (auto why = init(dir); !why.empty()) return why;
+  if (account_public != nullptr) *account_public = key->public_key();
+  return issue_user(dir, *key, link_file(cluster, ""), scheduler_permissions(), rotate, written,
+                    std::string(sj::kDispatchIdentity));
 }
 
 }  // namespace troupe::auth

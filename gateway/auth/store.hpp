@@ -16,6 +16,9 @@
 //   scheduler.creds                identity "scheduler" (everything)
 //   system.creds                   a user of SYS (account claim updates, revocation)
 //   team-<t>.creds node-<n>.creds fleet-<p>.creds admin-<n>.creds   (add_*)
+//   gateway.creds dispatch.creds   (add_gateway, add_dispatch)
+//   link-<c>.nk link-<c>.jwt link-<c>.creds   a front door's link account
+//                                  LINK_<c> and its user (add_link)
 #pragma once
 
 #include <cstddef>
@@ -42,6 +45,7 @@ inline constexpr const char* kSystemUserIdentity = "system";
 inline constexpr const char* kOperatorName = "troupe";
 inline constexpr const char* kAccountName = "TROUPE";
 inline constexpr const char* kSysAccountName = "SYS";
+inline constexpr const char* kLinkAccountPrefix = "LINK_";
 
 // The Troupe home: `given` if not empty, else $TROUPE_HOME, else ./.troupe;
 // made absolute (the rule of `troupe up --home`).
@@ -88,6 +92,24 @@ std::string add_admin(const std::string& auth_dir, const std::string& name, bool
 // gateway.creds: the identity of every troupe-gateway (gateway_permissions).
 std::string add_gateway(const std::string& auth_dir, bool rotate = false,
                         std::string* written = nullptr);
+
+// dispatch.creds, in a cluster: what a front door's leaf node link signs in
+// with there (dispatch_permissions; docs/clusters.md).
+std::string add_dispatch(const std::string& auth_dir, bool rotate = false,
+                         std::string* written = nullptr);
+
+// A link to cluster `cluster`, in a front door's NATS (docs/clusters.md):
+// account LINK_<cluster> (link-<cluster>.nk/.jwt, no JetStream), to which the
+// leaf node connection to that cluster is bound, so that its subjects stay
+// apart from every other cluster's; and link-<cluster>.creds, the user
+// troupe-dispatch reaches the cluster through (named "dispatch" in its JWT,
+// so its inbox is the one the cluster's dispatch identity may read). Runs
+// init first where needed, then rewrites nats-auth.conf to preload every link
+// account (a running nats-server needs a restart or reload to see a new one).
+// `account_public`: the account's public key, for the leafnode remote's
+// `account:`.
+std::string add_link(const std::string& auth_dir, const std::string& cluster, bool rotate = false,
+                     std::string* written = nullptr, std::string* account_public = nullptr);
 
 // A client sends its user JWT in its CONNECT line, which nats-server bounds by
 // max_control_line (4 KiB by default: a fleet of ~30 members already needs

@@ -1,7 +1,8 @@
 // Several clusters behind one front door (issue 19, part 3): two clusters,
 // each its own nats-server (JetStream, operator mode, TLS), scheduler and
 // agent (c1: a100, c2: h100), and a third nats-server where users submit,
-// served by troupe-dispatch (gateway/dispatch/). Jobs land by GPU type; an
+// served by troupe-dispatch (gateway/dispatch/), with a leaf node link to
+// each cluster bound to that cluster's link account (docs/clusters.md). Jobs land by GPU type; an
 // any-type job waiting in a full cluster spills over to the other once it
 // has room (withdrawn with a conditional cancel, so it never runs in two);
 // status, cancel, logs and history work through the front door, and the
@@ -9,6 +10,7 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <thread>
 
 #include "bus/subjects.hpp"
@@ -27,11 +29,17 @@ Json typed(const std::vector<std::string>& command, int gpus, Json resources_ext
   return spec;
 }
 
-// A cluster's entry in the dispatch config; `url`: how the front door
-// reaches its NATS ("" for its own URL).
-std::string cluster_entry(const std::string& name, Cluster& c, const std::string& url = "") {
-  return "  - {name: " + name + ", nats: \"" + (url.empty() ? c.url() : url) + "\", creds: \"" +
-         c.creds("scheduler") + "\", tls_ca: \"" + c.tls_ca() + "\"}\n";
+// A cluster's entry in the dispatch config when the front door reaches it
+// through the front NATS's leaf node link (link account link-<name>).
+std::string linked_entry(const std::string& name, Cluster& front) {
+  return "  - {name: " + name + ", nats: \"" + front.url() + "\", creds: \"" + front.auth_dir() +
+         "/link-" + name + ".creds\", tls_ca: \"" + front.tls_ca() + "\"}\n";
+}
+
+// ... and when it connects to the cluster's NATS itself, as `dispatch`.
+std::string direct_entry(const std::string& name, Cluster& c) {
+  return "  - {name: " + name + ", nats: \"" + c.url() + "\", creds: \"" + c.creds("dispatch") +
+         "\", tls_ca: \"" + c.tls_ca() + "\"}\n";
 }
 
 // troupe-dispatch on `front` with this config text.
@@ -95,20 +103,34 @@ Json wait_clusters(Cluster& front, Clock::duration timeout) {
 }
 
 // c1 (one agent, a100 x2) and c2 (h100 x2), each its own nats-server and
-// scheduler, and the front NATS (no scheduler: troupe-dispatch serves it).
-ClusterOptions front_options() {
+// scheduler, each accepting leaf node links; and the front NATS (no
+// scheduler: troupe-dispatch serves it) with a leaf node link to each, the
+// one to c1 through a TCP proxy the test can cut.
+ClusterOptions member(const std::string& node, const std::string& type) {
   ClusterOptions o;
-  o.scheduler = false;
+  o.node(node, 2, false, type);
+  o.leaf_listen = true;
   return o;
 }
+int port_of(const std::string& url) {
+  return std::stoi(url.substr(url.rfind(':') + 1));
+}
 struct TwoClusters {
-  Cluster c1{ClusterOptions{}.node("a1", 2, false, "a100")};
-  Cluster c2{ClusterOptions{}.node("h1", 2, false, "h100")};
-  Cluster front{front_options()};
+  Cluster c1{member("a1", "a100")};
+  Cluster c2{member("h1", "h100")};
+  TcpProxy link{port_of(c1.leaf_url())};  // the front NATS's leaf node link to c1
+  std::unique_ptr<Cluster> front_;
   TwoClusters() {
     REQUIRE(c1.wait_nodes_alive(1, 20s));
     REQUIRE(c2.wait_nodes_alive(1, 20s));
+    ClusterOptions o;
+    o.scheduler = false;
+    o.leaf_remotes = {
+        {"c1", "tls://127.0.0.1:" + std::to_string(link.port()), c1.creds("dispatch"), c1.tls_ca()},
+        {"c2", c2.leaf_url(), c2.creds("dispatch"), c2.tls_ca()}};
+    front_ = std::make_unique<Cluster>(o);
   }
+  Cluster& front() { return *front_; }
 };
 
 }  // namespace
@@ -119,10 +141,11 @@ TEST_CASE(
     "the front door",
     "[integration][clusters]") {
   TwoClusters all;
-  Cluster &c1 = all.c1, &c2 = all.c2, &front = all.front;
+  Cluster &c1 = all.c1, &c2 = all.c2, &front = all.front();
 
+  // c1 through the front NATS's leaf node link, c2 straight (both work).
   auto dispatch = start_dispatch(
-      front, "clusters:\n" + cluster_entry("c1", c1) + cluster_entry("c2", c2) +
+      front, "clusters:\n" + linked_entry("c1", front) + direct_entry("c2", c2) +
                  "teams:\n  t1: {clusters: [c1, c2]}\nspill_after_s: 1\npoll_ms: 200\n");
   wait_clusters(front, 30s);
 
@@ -219,13 +242,10 @@ TEST_CASE(
     "is re-dispatched and runs elsewhere, and the copy left behind never starts",
     "[integration][clusters]") {
   TwoClusters all;
-  Cluster &c1 = all.c1, &c2 = all.c2, &front = all.front;
-  // The front door reaches c1 through a link the test can cut.
-  const auto c1_port = std::stoi(c1.url().substr(c1.url().rfind(':') + 1));
-  TcpProxy link(c1_port);
-  const std::string via = "nats://127.0.0.1:" + std::to_string(link.port());
+  Cluster &c1 = all.c1, &front = all.front();
+  TcpProxy& link = all.link;  // the leaf node link to c1, which the test cuts
   auto dispatch =
-      start_dispatch(front, "clusters:\n" + cluster_entry("c1", c1, via) + cluster_entry("c2", c2) +
+      start_dispatch(front, "clusters:\n" + linked_entry("c1", front) + linked_entry("c2", front) +
                                 "spill_after_s: 0\npoll_ms: 200\n"
                                 "unreachable_after_ms: 1000\n");
   wait_clusters(front, 30s);

@@ -439,7 +439,7 @@ Cluster::Cluster(const ClusterOptions& opts) {
     auth({"init"});
     auth({"add-admin", "admin"});
   }
-  start_nats(opts.nats_servers);
+  start_nats(opts);
   if (opts.scheduler) start_scheduler(opts);
   for (const auto& n : opts.nodes) add_node(n);
 }
@@ -467,9 +467,18 @@ Cluster::~Cluster() {
     if (sv.proc) sv.proc->stop(3s);
 }
 
-void Cluster::start_nats(int servers) {
+void Cluster::start_nats(const ClusterOptions& opts) {
   std::string last_error;
-  const size_t n = static_cast<size_t>(std::max(1, servers));
+  const size_t n = static_cast<size_t>(std::max(1, opts.nats_servers));
+  // A front door's leaf node links, each bound to its cluster's link account.
+  std::string remotes;
+  for (const auto& r : opts.leaf_remotes) {
+    INFO("leaf node remotes need a secure cluster (link accounts)");
+    REQUIRE(secure_);
+    remotes += "  { urls: [\"" + r.url + "\"], account: \"" + add_link(r.name) + "\"" +
+               (r.creds.empty() ? "" : ", credentials: \"" + r.creds + "\"") +
+               (r.ca.empty() ? "" : ", tls { ca_file: \"" + r.ca + "\" }") + " }\n";
+  }
   for (int attempt = 1; attempt <= 5; ++attempt) {
     nats_.clear();
     nats_.resize(n);
@@ -478,7 +487,10 @@ void Cluster::start_nats(int servers) {
     for (size_t i = 0; i < n; ++i) {
       nats_[i].port = free_port();
       if (n > 1) route_ports[i] = free_port();
-      if (nats_[i].port == 0 || (n > 1 && route_ports[i] == 0)) ports = false;
+      if (opts.leaf_listen) nats_[i].leaf_port = free_port();
+      if (nats_[i].port == 0 || (n > 1 && route_ports[i] == 0) ||
+          (opts.leaf_listen && nats_[i].leaf_port == 0))
+        ports = false;
     }
     if (!ports) continue;
     std::string routes;
@@ -493,11 +505,19 @@ void Cluster::start_nats(int servers) {
       ::mkdir(store.c_str(), 0755);
       sv.argv = {nats_server_path(),      "-js", "-a", "127.0.0.1", "-p",
                  std::to_string(sv.port), "-sd", store};
-      if (secure_ || n > 1) {
+      if (secure_ || n > 1 || opts.leaf_listen) {
         std::string conf = sv.base + ".conf";
         std::ofstream f(conf);
         f << "listen: 127.0.0.1:" << sv.port << "\n"
           << "jetstream { store_dir: \"" << store << "\" }\n";
+        if (sv.leaf_port != 0) {
+          f << "leafnodes { listen: \"127.0.0.1:" << sv.leaf_port << "\"";
+          if (tls_)
+            f << ", tls { cert_file: \"" << file("auth/server-cert.pem") << "\", key_file: \""
+              << file("auth/server-key.pem") << "\" }";
+          f << " }\n";
+        }
+        if (!remotes.empty()) f << "leafnodes { remotes: [\n" << remotes << "] }\n";
         if (n > 1)  // one cluster: routes between the servers, on loopback
           f << "server_name: s" << i << "\n"
             << "cluster { name: troupe-it, listen: \"127.0.0.1:" << route_ports[i]
@@ -773,6 +793,26 @@ void Cluster::auth(const std::vector<std::string>& args) {
   REQUIRE(r.exit_code == 0);
 }
 
+std::string Cluster::leaf_url() const {
+  std::string out;
+  for (const auto& sv : nats_)
+    if (sv.leaf_port != 0)
+      out += (out.empty() ? "" : ",") + std::string(tls_ ? "tls" : "nats") +
+             "://127.0.0.1:" + std::to_string(sv.leaf_port);
+  return out;
+}
+
+std::string Cluster::add_link(const std::string& name) {
+  std::vector<std::string> argv = {
+      bin_dir() + "/troupe", "auth", "add-link", name, "--home", dir()};
+  auto r = run_program(argv, dir(), "auth-" + std::to_string(++auth_runs_), 30s, &dump_);
+  INFO("troupe auth add-link " << name << " failed (rc " << r.exit_code << "): " << r.err);
+  REQUIRE(r.exit_code == 0);
+  std::string out = r.out;
+  while (!out.empty() && out.back() == '\n') out.pop_back();
+  return out.substr(out.rfind('\n') + 1);  // the account's public key, its last line
+}
+
 std::string Cluster::creds(const std::string& identity) {
   std::string path = creds_path_of(auth_dir(), identity);
   if (is_regular(path)) return path;
@@ -785,6 +825,7 @@ std::string Cluster::creds(const std::string& identity) {
     }
   }
   if (identity == subjects::kGatewayIdentity) auth({"add-gateway"});
+  if (identity == subjects::kDispatchIdentity) auth({"add-dispatch"});
   INFO("no credentials for " << identity << " at " << path);
   REQUIRE(is_regular(path));
   return path;

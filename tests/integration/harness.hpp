@@ -209,6 +209,16 @@ struct ClusterOptions {
   // Cluster config text (YAML or JSON). When set, it is written to
   // <dir>/cluster-config.yaml and the scheduler gets --config with that file.
   std::string config;
+  // Each nats-server also accepts leaf node links (a front door's, secure
+  // clusters; TLS when tls) on a free port: Cluster::leaf_url().
+  bool leaf_listen = false;
+  // A front door's NATS: a leaf node link to each of these (name: the
+  // cluster, url: its leaf port, creds/ca: what to sign in with there), each
+  // bound to the link account `troupe auth add-link NAME` makes here.
+  struct LeafRemote {
+    std::string name, url, creds, ca;
+  };
+  std::vector<LeafRemote> leaf_remotes;
 
   ClusterOptions& node(const std::string& name, int gpus = 4, bool simulate = false,
                        const std::string& gpu_type = "a100") {
@@ -334,6 +344,10 @@ class Cluster {
   std::vector<std::string> client_env();
   // The arguments giving a binary an identity: --creds FILE [--tls-ca CA].
   std::vector<std::string> identity_args(const std::string& identity);
+  // The leaf node URLs of a leaf_listen cluster (tls:// when it serves TLS).
+  std::string leaf_url() const;
+  // `troupe auth add-link NAME`: the link account's public key.
+  std::string add_link(const std::string& name);
 
   // --- recovery -----------------------------------------------------------
   // SIGKILL to the scheduler (no clean stop).
@@ -368,7 +382,7 @@ class Cluster {
   bool wait_scheduler_serving(Clock::duration timeout);
 
  private:
-  void start_nats(int servers);
+  void start_nats(const ClusterOptions& opts);
   void launch_nats(size_t i, const std::string& label);
   bool wait_jetstream(Clock::duration timeout, std::string* why);
   void start_scheduler(const ClusterOptions& opts);
@@ -383,6 +397,7 @@ class Cluster {
     std::vector<std::string> argv;
     std::string base;  // file prefix of its config and output
     int port = 0;
+    int leaf_port = 0;  // 0: no leaf node listener
     int starts = 0;
   };
   std::vector<NatsServer> nats_;

@@ -409,6 +409,81 @@ TEST_CASE("auth: every add verb writes its creds file", "[auth]") {
     CHECK(mode_of(fs::path(dir) / f) == 0600);
 }
 
+TEST_CASE(
+    "auth: a front door's link account is preloaded, its user is named dispatch, and a cluster's "
+    "dispatch identity may only do what the link needs",
+    "[auth]") {
+  TempDir tmp;
+  const std::string dir = (tmp.path / "auth").string();
+  // add_link on an empty directory runs init first.
+  std::string path, account;
+  REQUIRE(add_link(dir, "c1", false, &path, &account) == "");
+  CHECK(path == dir + "/link-c1.creds");
+  CHECK(mode_of(path) == 0600);
+  CHECK(mode_of(fs::path(dir) / "link-c1.nk") == 0600);
+  REQUIRE(account.size() == 56);
+  CHECK(account[0] == 'A');
+  std::string c2_account;
+  REQUIRE(add_link(dir, "c2", false, nullptr, &c2_account) == "");
+  CHECK(c2_account != account);
+  // Both accounts preloaded (with and without TLS), signed by the operator,
+  // without JetStream; TROUPE's is still there.
+  for (const char* f : {"nats-auth.conf", "nats-auth-notls.conf"}) {
+    std::string conf = slurp(fs::path(dir) / f);
+    INFO(f << ":\n" << conf);
+    CHECK(conf.find("  " + account + ": \"") != std::string::npos);
+    CHECK(conf.find("  " + c2_account + ": \"") != std::string::npos);
+  }
+  std::string error;
+  std::string link_text = slurp(fs::path(dir) / "link-c1.jwt");
+  auto link_jwt = decode_jwt(link_text.substr(0, link_text.find('\n')), error);
+  REQUIRE(link_jwt);
+  CHECK((*link_jwt)["sub"] == account);
+  CHECK((*link_jwt)["name"] == "LINK_c1");
+  CHECK_FALSE((*link_jwt)["nats"]["limits"].contains("disk_storage"));
+  // Its user: signed by the link account, named dispatch (its inbox prefix is
+  // then the one a cluster's dispatch identity may read), unrestricted.
+  std::string jwt, seed;
+  REQUIRE(parse_creds(slurp(path), jwt, seed));
+  auto claims = decode_jwt(jwt, error);
+  REQUIRE(claims);
+  CHECK((*claims)["iss"] == account);
+  CHECK((*claims)["name"] == "dispatch");
+  CHECK_FALSE((*claims)["nats"].contains("pub"));
+  // Idempotent: a second run changes no file.
+  std::map<std::string, std::string> before;
+  for (const auto& e : fs::directory_iterator(dir)) before[e.path().string()] = slurp(e.path());
+  REQUIRE(add_link(dir, "c1") == "");
+  REQUIRE(init(dir) == "");
+  std::map<std::string, std::string> after;
+  for (const auto& e : fs::directory_iterator(dir)) after[e.path().string()] = slurp(e.path());
+  CHECK(before == after);
+  for (const char* bad : {"a.b", "*", "", "../x"}) {
+    INFO(bad);
+    CHECK(add_link(dir, bad) != "");
+  }
+
+  // In a cluster: dispatch.creds.
+  REQUIRE(add_dispatch(dir, false, &path) == "");
+  CHECK(path == dir + "/dispatch.creds");
+  auto p = dispatch_permissions();
+  for (const char* s :
+       {"troupe.*.submit", "troupe.*.status", "troupe.*.cancel", "troupe.*.logs", "troupe.*.why",
+        "troupe.*.history", "troupe.sys.nodes", "troupe.sys.queues"})
+    CHECK(has(p.pub_allow, s));
+  CHECK_FALSE(has(p.pub_allow, "troupe.*.enqueue"));
+  CHECK(has(p.pub_allow, "troupe.sys.dispatch.answer.*"));
+  for (const auto& s : p.pub_allow) {
+    INFO(s);
+    CHECK(s.rfind("$JS", 0) != 0);
+    CHECK(s.rfind("_INBOX", 0) != 0);
+    CHECK(s.find(">") == std::string::npos);
+  }
+  CHECK(p.sub_allow == std::vector<std::string>{"_INBOX_dispatch.>", "troupe.*.events.>",
+                                                "troupe.sys.dispatch.claim"});
+  CHECK_FALSE(p.allow_responses);
+}
+
 TEST_CASE("auth: invalid names are refused", "[auth]") {
   TempDir tmp;
   const std::string dir = (tmp.path / "auth").string();
