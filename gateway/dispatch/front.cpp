@@ -3,7 +3,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <map>
 #include <mutex>
@@ -12,6 +14,7 @@
 #include "bus/subjects.hpp"
 #include "messages/names.hpp"
 #include "messages/spec.hpp"
+#include "messages/wire.hpp"
 
 namespace troupe::dispatch {
 namespace {
@@ -94,7 +97,7 @@ struct Front::Impl {
   }
 
   void reply(const troupe::Inbound& in, const Json& j) {
-    if (!in.reply.empty()) front->publish(in.reply, j.dump());
+    if (!in.reply.empty()) front->publish(in.reply, dump_json(j));
   }
 
   Remote* remote(const std::string& name) {
@@ -170,7 +173,7 @@ struct Front::Impl {
     }
     e["job_id"] = p.job_id;
     e["cluster"] = p.cluster;
-    front->publish(sj::job_events(p.team, p.job_id), e.dump());
+    front->publish(sj::job_events(p.team, p.job_id), dump_json(e));
     ++counters["events_mirrored"];
     auto state = e.value("state", std::string());
     auto it = places.find(p.job_id);
@@ -225,9 +228,9 @@ struct Front::Impl {
     if (!reply.empty()) {
       auto c = remote(cluster)->conn;
       if (c)
-        c->publish(
-            reply,
-            Json{{"granted", a.granted}, {"withdrawn", a.withdrawn}, {"reason", a.reason}}.dump());
+        c->publish(reply,
+                   dump_json(Json{
+                       {"granted", a.granted}, {"withdrawn", a.withdrawn}, {"reason", a.reason}}));
     }
   }
 
@@ -343,13 +346,28 @@ struct Front::Impl {
       count("malformed");
       return reply(in, error_json("not a team: " + team, "invalid_team"));
     }
+    // A FlatBuffers SubmitRequest (services, troupe-load) is answered in
+    // FlatBuffers (a SubmitReply) and sent on as JSON; else JSON or YAML.
+    const wire::Envelope* env = nullptr;
+    if (auto first = std::find_if(in.data.begin(), in.data.end(),
+                                  [](uint8_t c) { return std::isspace(c) == 0; });
+        first != in.data.end() && *first != '{')
+      env = wire::open(in.data.data(), in.data.size());
+    const wire::SubmitRequest* fb = env != nullptr ? env->body_as_SubmitRequest() : nullptr;
+    auto answer = [&](const Json& j) {
+      if (fb == nullptr) return reply(in, j);
+      if (in.reply.empty()) return;
+      front->publish(in.reply, wire::submit_reply(j.value("job_id", std::string()),
+                                                  j.value("error", std::string()),
+                                                  j.value("code", std::string())));
+    };
     std::string text(in.data.begin(), in.data.end());
-    auto parsed = spec::from_text(text);
+    auto parsed = fb != nullptr ? spec::from_wire(fb->spec()) : spec::from_text(text);
     if (!parsed.ok) {
       count("malformed");
-      return reply(in, error_json("invalid job spec: " + parsed.error, "invalid_spec"));
+      return answer(error_json("invalid job spec: " + parsed.error, "invalid_spec"));
     }
-    if (text.empty() || text.front() != '{') text = spec::to_json(parsed.spec);
+    if (fb != nullptr || text.empty() || text.front() != '{') text = spec::to_json(parsed.spec);
     const std::string key =
         parsed.spec.idempotency_key().empty() ? "" : team + "/" + parsed.spec.idempotency_key();
     if (!key.empty()) {
@@ -358,7 +376,7 @@ struct Front::Impl {
         auto p = places.find(k->second);
         if (p != places.end()) {
           ++counters["duplicates"];
-          return reply(in, Json{{"job_id", k->second}, {"cluster", p->second.place.cluster}});
+          return answer(Json{{"job_id", k->second}, {"cluster", p->second.place.cluster}});
         }
       }
     }
@@ -366,13 +384,13 @@ struct Front::Impl {
     auto choice = choose_for(needs, {});
     if (choice.order.empty()) {
       count("refused");
-      return reply(in, error_json(choice.error, choice.code));
+      return answer(error_json(choice.error, choice.code));
     }
     Json refusal;
     auto place = send(team, text, choice.order, &refusal);
     if (!place) {
       count("refused");
-      return reply(in, refusal);
+      return answer(refusal);
     }
     place->job_id = front_job_id(started_ms, ++next);
     place->gpus = needs.gpus;
@@ -387,7 +405,7 @@ struct Front::Impl {
     }
     spdlog::info("dispatch: {} of team {} sent to cluster {} as {}", place->job_id, team,
                  place->cluster, place->cluster_job_id);
-    reply(in, Json{{"job_id", place->job_id}, {"cluster", place->cluster}});
+    answer(Json{{"job_id", place->job_id}, {"cluster", place->cluster}});
   }
 
   // --- requests about one job -----------------------------------------------

@@ -283,7 +283,11 @@ std::string to_json(const JobPlace& p) {
          {"state", p.state},     {"spec", p.spec_json},
          {"sent_ms", p.sent_ms}, {"gpus", p.gpus},
          {"tried", p.tried},     {"withdrawn", p.withdrawn}};
-  return j.dump();
+  return dump_json(j);
+}
+
+std::string dump_json(const nlohmann::json& j) {
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 std::optional<JobPlace> place_from_json(std::string_view json) {

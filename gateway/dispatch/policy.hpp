@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <string>
@@ -122,6 +123,9 @@ struct JobPlace {
 };
 std::string to_json(const JobPlace& p);
 std::optional<JobPlace> place_from_json(std::string_view json);
+// JSON text of `j` whatever it holds: bytes that are not UTF-8 (a hostile
+// spec's, echoed in an error) become U+FFFD instead of an exception.
+std::string dump_json(const nlohmann::json& j);
 inline std::string place_key(const std::string& job_id) {
   return "job." + job_id;
 }

@@ -16,6 +16,8 @@
 #include "bus/subjects.hpp"
 #include "harness.hpp"
 #include "messages/names.hpp"
+#include "messages/spec.hpp"
+#include "messages/wire.hpp"
 #include "tcp_proxy.hpp"
 
 using namespace troupe;
@@ -226,6 +228,40 @@ TEST_CASE(
         "not_found");
   // Bad input: an error, and the front door keeps serving.
   CHECK(front.request_text(subjects::team_submit("t1"), "{not json").contains("error"));
+
+  // A FlatBuffers SubmitRequest (as services send): a FlatBuffers SubmitReply
+  // with the front door's id; the job runs in its type's cluster. Truncated:
+  // a FlatBuffers error reply.
+  {
+    pb::JobSpec fs;
+    fs.set_team("t1");
+    fs.set_kind("training");
+    fs.add_command("true");
+    fs.mutable_resources()->set_gpus(1);
+    // (of the cluster freed above, where the any-type job ran and ended)
+    const std::string other = first == "c1" ? "c2" : "c1";
+    fs.mutable_resources()->set_gpu_type(first == "c1" ? "h100" : "a100");
+    flatbuffers::FlatBufferBuilder fbb;
+    auto bytes = wire::seal(fbb, wire::CreateSubmitRequest(fbb, spec::to_wire(fbb, fs)));
+    std::string err;
+    auto r = front.request_raw(subjects::team_submit("t1"), bytes, 10s, &err);
+    INFO("FlatBuffers submission through the front door: " << err);
+    REQUIRE(r);
+    const auto* env = wire::open(*r);
+    REQUIRE(env != nullptr);
+    REQUIRE(env->body_as_SubmitReply() != nullptr);
+    INFO("its error: " << wire::str(env->body_as_SubmitReply()->error()));
+    const std::string fb_id = wire::str(env->body_as_SubmitReply()->job_id());
+    REQUIRE(fb_id.rfind("j-x", 0) == 0);
+    auto fb_end = front.events().wait_state(fb_id, names::is_terminal, 60s);
+    REQUIRE(fb_end);
+    CHECK(fb_end->state == names::kSucceeded);
+    CHECK(front.status("t1", fb_id).value("cluster", "") == other);
+    std::vector<uint8_t> cut(bytes.begin(), bytes.begin() + static_cast<long>(bytes.size() / 2));
+    auto bad = front.request_raw(subjects::team_submit("t1"), cut, 10s, &err);
+    REQUIRE(bad);
+    CHECK(std::string(bad->begin(), bad->end()).find("error") != std::string::npos);
+  }
 
   // troupe clusters: a row per cluster.
   auto cli = front.run_cli({"clusters"});

@@ -206,6 +206,14 @@ TEST_CASE("dispatch: spill-over timing, ids, records and a team's use", "[dispat
   CHECK(back->spec_json == p.spec_json);
   CHECK_FALSE(place_from_json("[]"));
   CHECK_FALSE(place_from_json(R"({"team":"t1"})"));
+  // Bytes that are not UTF-8 (a hostile spec's, echoed in an error) do not throw.
+  nlohmann::json bad{{"error", std::string("invalid job spec: \xF2\x80 near")}};
+  std::string text;
+  REQUIRE_NOTHROW(text = dump_json(bad));
+  CHECK(nlohmann::json::parse(text, nullptr, false).is_object());
+  JobPlace odd = p;
+  odd.spec_json = "\xFF";
+  REQUIRE_NOTHROW(text = to_json(odd));
 
   JobPlace ended = p;
   ended.state = "ended";
