@@ -96,6 +96,26 @@ struct Front::Impl {
     ++counters[what];
   }
 
+  // A handler that lets no exception out (a message no check foresaw): it is
+  // counted malformed, logged, and answered with an error when `answer` and
+  // it asked for a reply on the front NATS.
+  template <typename F>
+  bus::Handler guard(std::string what, bool answer, F f) {
+    return [this, what = std::move(what), answer, f = std::move(f)](troupe::Inbound&& in) {
+      const std::string reply_to = in.reply;
+      try {
+        f(std::move(in));
+      } catch (const std::exception& e) {
+        count("malformed");
+        spdlog::warn("dispatch: a message on {} could not be handled: {}", what, e.what());
+        if (answer && !reply_to.empty())
+          front->publish(reply_to,
+                         dump_json(error_json(std::string("cannot handle the request: ") + e.what(),
+                                              "malformed")));
+      }
+    };
+  }
+
   void reply(const troupe::Inbound& in, const Json& j) {
     if (!in.reply.empty()) front->publish(in.reply, dump_json(j));
   }
@@ -175,7 +195,7 @@ struct Front::Impl {
     e["cluster"] = p.cluster;
     front->publish(sj::job_events(p.team, p.job_id), dump_json(e));
     ++counters["events_mirrored"];
-    auto state = e.value("state", std::string());
+    auto state = string_of(e, "state");
     auto it = places.find(p.job_id);
     if (it == places.end()) return;
     auto& h = it->second;
@@ -195,7 +215,7 @@ struct Front::Impl {
   // answered withdrawn (policy::answer_claim).
   void on_claim(const std::string& cluster, troupe::Inbound&& in) {
     Json body = Json::parse(in.data.begin(), in.data.end(), nullptr, false);
-    std::string id = body.is_object() ? body.value("job_id", std::string()) : std::string();
+    std::string id = string_of(body, "job_id");
     std::lock_guard<std::mutex> lock(mu);
     const auto k = remote_key(cluster, id);
     if (!by_remote_id.count(k) && !withdrawn.count(k) && !id.empty() &&
@@ -420,8 +440,7 @@ struct Front::Impl {
     }
     if (j.contains("events") && j["events"].is_array())
       for (auto& e : j["events"])
-        if (e.is_object() && e.value("job_id", std::string()) == p.cluster_job_id)
-          e["job_id"] = p.job_id;
+        if (string_of(e, "job_id") == p.cluster_job_id) e["job_id"] = p.job_id;
   }
 
   void on_job_request(std::string_view verb, troupe::Inbound&& in) {
@@ -431,7 +450,8 @@ struct Front::Impl {
       count("malformed");
       return reply(in, error_json("the request is not a JSON object", "malformed"));
     }
-    std::string id = body.value("job_id", body.value("jobId", std::string()));
+    std::string id = string_of(body, "job_id");
+    if (id.empty()) id = string_of(body, "jobId");
     std::optional<JobPlace> place;
     {
       std::lock_guard<std::mutex> lock(mu);
@@ -506,11 +526,14 @@ struct Front::Impl {
     }
     std::shared_ptr<bus::Connection> conn(std::move(c));
     const std::string name = r.entry.name;
-    auto sub = conn->subscribe(
-        sj::kAllEvents, [this, name](troupe::Inbound&& in) { on_event(name, std::move(in)); });
-    auto claims = conn->subscribe(sj::kSysDispatchClaim, [this, name](troupe::Inbound&& in) {
-      on_claim(name, std::move(in));
-    });
+    auto sub = conn->subscribe(sj::kAllEvents,
+                               guard(name + " events", false, [this, name](troupe::Inbound&& in) {
+                                 on_event(name, std::move(in));
+                               }));
+    auto claims = conn->subscribe(
+        sj::kSysDispatchClaim, guard(name + " claims", false, [this, name](troupe::Inbound&& in) {
+          on_claim(name, std::move(in));
+        }));
     std::lock_guard<std::mutex> lock(mu);
     r.events = std::move(sub);
     r.claims = std::move(claims);
@@ -712,13 +735,19 @@ std::unique_ptr<Front> Front::open(const FrontOptions& opts, std::string* error)
   }
   auto* self = impl.get();
   impl->subs.push_back(impl->front->subscribe(
-      sj::kAllSubmit, [self](troupe::Inbound&& in) { self->on_submit(std::move(in)); }));
+      sj::kAllSubmit, self->guard("submit", true, [self](troupe::Inbound&& in) {
+        self->on_submit(std::move(in));
+      })));
   for (auto verb : kForwarded)
     impl->subs.push_back(impl->front->subscribe(
         sj::team_verb("*", verb),
-        [self, verb](troupe::Inbound&& in) { self->on_job_request(verb, std::move(in)); }));
+        self->guard(std::string(verb), true, [self, verb](troupe::Inbound&& in) {
+          self->on_job_request(verb, std::move(in));
+        })));
   impl->subs.push_back(impl->front->subscribe(
-      sj::kSysClusters, [self](troupe::Inbound&& in) { self->reply(in, self->clusters_view()); }));
+      sj::kSysClusters, self->guard("clusters", true, [self](troupe::Inbound&& in) {
+        self->reply(in, self->clusters_view());
+      })));
   for (auto& r : impl->remotes) impl->poll(*r);
   return std::make_unique<Front>(std::move(impl));
 }

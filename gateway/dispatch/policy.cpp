@@ -164,8 +164,8 @@ bool read_capacity(std::string_view nodes_json, std::string_view queues_json, Cl
   for (const auto& n : nodes["nodes"]) {
     if (!n.is_object()) continue;
     out->running += num(n, "running");
-    if (!n.value("alive", false)) continue;
-    auto& t = out->types[n.value("gpu_type", std::string())];
+    if (auto a = n.find("alive"); a == n.end() || !a->is_boolean() || !a->get<bool>()) continue;
+    auto& t = out->types[string_of(n, "gpu_type")];
     t.total += num(n, "gpus_total");
     t.free += num(n, "gpus_free");
   }
@@ -284,6 +284,12 @@ std::string to_json(const JobPlace& p) {
          {"sent_ms", p.sent_ms}, {"gpus", p.gpus},
          {"tried", p.tried},     {"withdrawn", p.withdrawn}};
   return dump_json(j);
+}
+
+std::string string_of(const nlohmann::json& j, const char* key) {
+  if (!j.is_object()) return {};
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
 std::string dump_json(const nlohmann::json& j) {

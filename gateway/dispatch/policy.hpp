@@ -126,6 +126,8 @@ std::optional<JobPlace> place_from_json(std::string_view json);
 // JSON text of `j` whatever it holds: bytes that are not UTF-8 (a hostile
 // spec's, echoed in an error) become U+FFFD instead of an exception.
 std::string dump_json(const nlohmann::json& j);
+// j[key] when j is an object and that is a string, else "" (never throws).
+std::string string_of(const nlohmann::json& j, const char* key);
 inline std::string place_key(const std::string& job_id) {
   return "job." + job_id;
 }

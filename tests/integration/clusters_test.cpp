@@ -263,6 +263,23 @@ TEST_CASE(
     CHECK(std::string(bad->begin(), bad->end()).find("error") != std::string::npos);
   }
 
+  // Hostile bodies on every verb the front door serves: an error reply each
+  // (none for a bad submission's spec goes to a cluster), and it keeps serving.
+  for (const char* verb : {"submit", "status", "cancel", "logs", "why", "history"}) {
+    for (std::string body : {std::string(), std::string("\xFF\xFE\x00\x01", 4), std::string("[]"),
+                             std::string(R"({"job_id":5})"), std::string(R"({"job_id":"\u0000"})"),
+                             std::string(100000, '{')}) {
+      std::string err;
+      auto r = front.request_raw(subjects::team_verb("t1", verb),
+                                 std::vector<uint8_t>(body.begin(), body.end()), 10s, &err);
+      INFO(verb << " with a hostile body of " << body.size() << " bytes: " << err);
+      REQUIRE(r);
+      Json j = Json::parse(r->begin(), r->end(), nullptr, false);
+      CHECK((j.is_object() && j.contains("error") && !j.contains("job_id")));
+    }
+  }
+  CHECK(dispatch->running());
+
   // troupe clusters: a row per cluster.
   auto cli = front.run_cli({"clusters"});
   INFO("troupe clusters: " << cli.out << cli.err);
