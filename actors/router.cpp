@@ -222,7 +222,15 @@ void submit(Self self, const ReadSubmission& r) {
                                                         ? std::string()
                                                         : checked.pipeline->members.front().adm.pool)
                                                  : checked.adm.pool;
-  if (!st.opts.shards.owns_submission(st.cfg, pool)) {
+  // Of shards, one of the queue group reads each troupe.<team>.submit: it
+  // answers a refusal itself and hands a submission of another shard's pool
+  // to that pool's owner (the client's reply subject kept). A pipeline is
+  // still heard by every shard; its first member's owner keeps it.
+  const bool handed = !subjects::shard_submit_team(in.subject).empty();
+  const bool queued_read = st.opts.shards.sharded() &&
+                           subjects::token(in.subject, 2) == subjects::kSubmit &&
+                           in.stream_seq == 0;
+  if (!(queued_read && pool.empty()) && !st.opts.shards.owns_submission(st.cfg, pool)) {
     // A schedule's run (only the coordinator keeps schedules) for another
     // shard's pool: refused, and the schedule says so (last_error).
     if (answer_fire(self, Waiter{in.reply, false}, {},
@@ -230,6 +238,16 @@ void submit(Self self, const ReadSubmission& r) {
                         " is another shard's: schedules run jobs in the coordinator's pools only "
                         "(docs/recovery.md, Shards)"))
       return;
+    if (queued_read) {
+      st.out->publish(subjects::shard_submit(pool, checked.team), in.data, in.reply);
+      ++st.n.handed_over;
+      return;
+    }
+    if (handed) {  // its pool moved meanwhile (or the shards' configs differ): asked again
+      reject(self, Waiter{in.reply, checked.flatbuffers}, Refusal::unavailable,
+             "pool " + pool + " is not served here now; submit again", checked.team);
+      return;
+    }
     ++st.n.other_shard;
     return;
   }
@@ -736,6 +754,10 @@ void on_inbound(Self self, const Inbound& in) {
       return;
     }
     if (in.stream_seq != 0) st.intake->ack(in.stream_seq);  // troupe.sys.enqueue: refused
+    if (auto handed = subjects::shard_submit_team(in.subject); !handed.empty()) {
+      to_reader(self, std::string(handed), in);  // another shard read it: its pool is ours
+      return;
+    }
     if (verb == "agent") {
       std::string node(subjects::token(in.subject, subjects::kAgentNodeToken));
       auto* e = wire::open(in.data);

@@ -9,7 +9,9 @@
 // Interface: RouterActor (actors/protocol.hpp).
 // Accepts: Inbound from every bus subscription of the scheduler
 //   (troupe.*.submit|status|cancel|logs|jobs|why|history, troupe.sys.nodes|
-//   stats|find, troupe.sys.agent.>); Wiring; (config_atom, text);
+//   stats|find, troupe.sys.agent.>; a shard also troupe.sys.shard.submit.
+//   <its pools>.*, the submissions another shard read and handed over, and
+//   it hands those of another's pool on there); Wiring; (config_atom, text);
 //   (restore_atom, keys, next seq, fingerprints, queued teams) after a
 //   restart; (intake_atom, job id, ok, duplicate, error, original) when the
 //   intake stream acknowledged (from the Intake port's thread; a duplicate is

@@ -53,7 +53,9 @@ std::string job_id(const std::string& prefix, uint64_t number) {
 
 Opened open(std::string_view subject, const std::vector<uint8_t>& data) {
   Opened o;
-  o.team = std::string(subjects::token(subject, subjects::kTeamToken));
+  // (a submission another shard read and handed over names its team last)
+  auto handed = subjects::shard_submit_team(subject);
+  o.team = std::string(handed.empty() ? subjects::token(subject, subjects::kTeamToken) : handed);
   if (!subjects::valid_team(o.team)) {
     o.verdict = {Refusal::not_allowed, "team name '" + o.team + "' is not allowed"};
     return o;

@@ -95,8 +95,8 @@ std::string stats_json(const Counters& n, int64_t bus_out,
          {"rejected", n.rejected},       {"malformed", n.malformed},
          {"duplicates", n.duplicates},   {"intake_errors", n.intake_errors},
          {"handed_off", n.handed_off},   {"bus_messages_in", n.bus_in},
-         {"other_shard", n.other_shard}, {"bus_messages_out", bus_out},
-         {"restarts", n.restarts}};
+         {"other_shard", n.other_shard}, {"handed_over", n.handed_over},
+         {"bus_messages_out", bus_out},  {"restarts", n.restarts}};
   for (const char* k : {"job", "queue", "node", "gang"})
     if (!j["restarts"].contains(k)) j["restarts"][k] = 0;
   j["refused"] = n.refused;

@@ -85,6 +85,7 @@ struct Counters {
   // Shards (actors/policy/shards.hpp): submissions and requests left to the
   // shard that owns their pool or job.
   int64_t other_shard = 0;
+  int64_t handed_over = 0;                  // submissions of another shard's pool handed to it
   std::map<std::string, int64_t> restarts;  // by actor kind, as the supervisors report
   // Refused submissions by code (policy::Refusal), and by team and code for
   // at most kMaxCountedTeams teams (the rest under "(other)").

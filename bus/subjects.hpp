@@ -166,6 +166,26 @@ inline constexpr const char* kSysStats = "troupe.sys.stats";
 // {"subject","pool","request"}; the coordinator puts the parts together
 // (actors/shell/shard_views.hpp).
 inline constexpr const char* kSysShardPart = "troupe.sys.shard.part";
+// Shards: one shard of the queue group kShardQueue reads each
+// troupe.<team>.submit; a submission of another shard's pool is handed to
+// that pool's owner on troupe.sys.shard.submit.<pool>.<team>, the client's
+// reply subject kept (so each submission is read once, twice at most).
+inline constexpr const char* kShardQueue = "troupe-shards";
+inline constexpr const char* kShardSubmitPrefix = "troupe.sys.shard.submit";
+inline std::string shard_submit(std::string_view pool, std::string_view team) {
+  return std::string(kShardSubmitPrefix) + "." + std::string(pool) + "." + std::string(team);
+}
+// The team of a troupe.sys.shard.submit.<pool>.<team> subject ("" for any other).
+inline std::string_view shard_submit_team(std::string_view subject) {
+  constexpr std::string_view prefix(kShardSubmitPrefix);
+  if (subject.size() <= prefix.size() + 1 || subject.substr(0, prefix.size()) != prefix ||
+      subject[prefix.size()] != '.')
+    return {};
+  auto rest = subject.substr(prefix.size() + 1);
+  auto dot = rest.find('.');
+  if (dot == std::string_view::npos || rest.find('.', dot + 1) != std::string_view::npos) return {};
+  return rest.substr(dot + 1);
+}
 inline constexpr const char* kSysDebugCrash = "troupe.sys.debug.crash";
 // The front door (troupe-dispatch, docs/clusters.md): each cluster behind it,
 // its GPUs by type, queue depth and state.

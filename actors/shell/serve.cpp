@@ -65,8 +65,20 @@ int serve(Bus& bus, Leadership& lead, Restore& start, Options& o, const StopSign
     report(start, lead.epoch());
 
     std::vector<bus::SubscriptionPtr> subs;
+    // Shards: one of them reads each submission (a queue group) and hands
+    // one of another's pool to its owner, which listens for its pools here.
+    const bool sharded = o.scheduler.shards.sharded();
+    for (const auto& pool : o.scheduler.shards.pools) {
+      auto sub = bus::subscribe_actor(*bus.in, subjects::shard_submit(pool, "*"), w.router);
+      if (!sub) {
+        spdlog::error("cannot subscribe to {}", subjects::shard_submit(pool, "*"));
+        rc = 1;
+      }
+      subs.push_back(std::move(sub));
+    }
     for (const char* s : kRouterSubjects) {
-      auto sub = bus::subscribe_actor(*bus.in, s, w.router);
+      const bool queue = sharded && std::string_view(s) == subjects::kAllSubmit;
+      auto sub = bus::subscribe_actor(*bus.in, s, w.router, queue ? subjects::kShardQueue : "");
       if (!sub) {
         spdlog::error("cannot subscribe to {}", s);
         rc = 1;

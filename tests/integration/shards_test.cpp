@@ -97,6 +97,24 @@ TEST_CASE(
   CHECK(holder_of(c, "a100") != holder_of(c, "h100"));
   CHECK_FALSE(holder_of(c, "h100").empty());
 
+  // One shard of the queue group reads each submission and hands one of the
+  // other's pool to its owner on troupe.sys.shard.submit.<pool>.<team>,
+  // where only that owner listens: a submission handed there is that
+  // shard's; one whose pool is not the owner's is answered unavailable (not
+  // handed on again).
+  Json handed = c.request(subjects::shard_submit("h100", "ml"), typed({"true"}, 1, "h100"));
+  INFO("handed to the h100 shard: " << handed.dump());
+  REQUIRE(handed.contains("job_id"));
+  CHECK(handed["job_id"].get<std::string>().rfind("j-h100-", 0) == 0);
+  shorts.push_back(handed["job_id"]);
+  Json astray = c.request(subjects::shard_submit("h100", "ml"), typed({"true"}, 1, "a100"));
+  INFO("an a100 job handed to the h100 shard: " << astray.dump());
+  CHECK(astray.value("code", "") == "unavailable");
+  CHECK(c.request(subjects::kSysStats, Json::object()).contains("handed_over"));
+  auto handed_end = c.wait_terminal(shorts.back(), 30s);
+  REQUIRE(handed_end);
+  CHECK(handed_end->state == names::kSucceeded);
+
   // Requests about a job reach its shard, whichever pool.
   CHECK(c.status("ml", long_a).value("state", "") == names::kRunning);
   CHECK(c.status("ml", long_h).value("state", "") == names::kRunning);

@@ -83,3 +83,16 @@ TEST_CASE("names: states", "[messages][names]") {
   }
   CHECK_FALSE(names::is_terminal("bogus"));
 }
+
+TEST_CASE("subjects: a submission handed between shards names its pool and team",
+          "[messages][subjects]") {
+  CHECK(subjects::shard_submit("h100", "ml") == "troupe.sys.shard.submit.h100.ml");
+  CHECK(subjects::shard_submit_team(subjects::shard_submit("h100", "ml")) == "ml");
+  for (const char* other :
+       {"troupe.ml.submit", "troupe.sys.shard.submit", "troupe.sys.shard.submit.",
+        "troupe.sys.shard.submit.h100", "troupe.sys.shard.submit.h100.ml.x",
+        "troupe.sys.shard.submitx.h100.ml", "troupe.sys.shard.part"}) {
+    INFO(other);
+    CHECK(subjects::shard_submit_team(other).empty());
+  }
+}
