@@ -10,6 +10,7 @@
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "bus/subjects.hpp"
 #include "messages/names.hpp"
@@ -74,6 +75,7 @@ struct Front::Impl {
   };
   std::map<std::string, Held> places;               // front id -> where it is
   std::map<std::string, std::string> by_remote_id;  // cluster/id -> front id
+  std::map<std::string, Json> last_events;          // front id -> its last event mirrored
   std::map<std::string, std::string> withdrawn;     // a copy left behind: cluster/id -> front id
   // Claims of copies not learnt yet (the claim came before the cluster's
   // reply to the submission): answered once learnt, or refused after a while.
@@ -199,6 +201,8 @@ struct Front::Impl {
     auto it = places.find(p.job_id);
     if (it == places.end()) return;
     auto& h = it->second;
+    if (!state.empty() && h.place.state != "ended") h.place.last_state = state;
+    last_events[p.job_id] = std::move(e);
     std::string next = h.place.state;
     if (names::is_terminal(state))
       next = "ended";
@@ -426,6 +430,32 @@ struct Front::Impl {
     spdlog::info("dispatch: {} of team {} sent to cluster {} as {}", place->job_id, team,
                  place->cluster, place->cluster_job_id);
     answer(Json{{"job_id", place->job_id}, {"cluster", place->cluster}});
+  }
+
+  // troupe.<team>.jobs (troupe.sys.jobs: every team's): the front door's own
+  // view of its jobs, from where each is and its last event (policy
+  // job_view, jobs_page), without asking the clusters.
+  void on_jobs(troupe::Inbound&& in) {
+    std::string team(sj::token(in.subject, sj::kTeamToken));
+    Json body = in.data.empty() ? Json::object()
+                                : Json::parse(in.data.begin(), in.data.end(), nullptr, false);
+    std::vector<Json> rows;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      std::set<std::string> unreachable;
+      for (const auto& r : remotes)
+        if (!r->state.reachable) unreachable.insert(r->entry.name);
+      static const Json kNone;
+      for (const auto& [id, h] : places) {
+        if (team != names::kSysToken && h.place.team != team) continue;
+        auto last = last_events.find(id);
+        rows.push_back(job_view(h.place, last == last_events.end() ? kNone : last->second,
+                                unreachable.count(h.place.cluster) == 0));
+      }
+    }
+    Json page = jobs_page(rows, body);
+    if (page.contains("error")) count("malformed");
+    reply(in, page);
   }
 
   // --- requests about one job -----------------------------------------------
@@ -744,6 +774,9 @@ std::unique_ptr<Front> Front::open(const FrontOptions& opts, std::string* error)
         self->guard(std::string(verb), true, [self, verb](troupe::Inbound&& in) {
           self->on_job_request(verb, std::move(in));
         })));
+  impl->subs.push_back(impl->front->subscribe(
+      sj::team_verb("*", sj::kJobs),
+      self->guard("jobs", true, [self](troupe::Inbound&& in) { self->on_jobs(std::move(in)); })));
   impl->subs.push_back(impl->front->subscribe(
       sj::kSysClusters, self->guard("clusters", true, [self](troupe::Inbound&& in) {
         self->reply(in, self->clusters_view());

@@ -283,6 +283,7 @@ std::string to_json(const JobPlace& p) {
          {"state", p.state},     {"spec", p.spec_json},
          {"sent_ms", p.sent_ms}, {"gpus", p.gpus},
          {"tried", p.tried},     {"withdrawn", p.withdrawn}};
+  if (!p.last_state.empty()) j["last_state"] = p.last_state;
   return dump_json(j);
 }
 
@@ -311,6 +312,7 @@ std::optional<JobPlace> place_from_json(std::string_view json) {
     p.gpus = j.value("gpus", int64_t{0});
     p.tried = j.value("tried", std::vector<std::string>());
     p.withdrawn = j.value("withdrawn", std::vector<std::string>());
+    p.last_state = j.value("last_state", std::string());
     if (p.job_id.empty() || p.team.empty()) return std::nullopt;
     return p;
   } catch (const std::exception&) {
@@ -345,6 +347,75 @@ std::map<std::string, int64_t> team_use(const std::vector<const JobPlace*>& plac
   for (const auto* p : places)
     if (p->state == "sent" || p->state == "started") use[p->cluster] += p->gpus;
   return use;
+}
+
+Json job_view(const JobPlace& p, const Json& last, bool cluster_reachable) {
+  std::string state = string_of(last, "state");
+  if (state.empty()) state = p.last_state;
+  if (state.empty())
+    state = p.state == "started"     ? std::string(names::kRunning)
+            : p.state == "withdrawn" ? std::string(names::kCanceled)
+                                     : std::string(names::kQueued);
+  if (p.state == "withdrawn") state = names::kCanceled;
+  if (!cluster_reachable && !names::is_terminal(state)) state = "unreachable";
+  Json spec = Json::parse(p.spec_json, nullptr, false);
+  auto from = [&](const char* key) {
+    std::string v = string_of(last, key);
+    return v.empty() ? string_of(spec, key) : v;
+  };
+  Json v{{"job_id", p.job_id},     {"team", p.team},       {"state", state},
+         {"kind", from("kind")},   {"name", from("name")}, {"gpus", p.gpus},
+         {"submit_ms", p.sent_ms}, {"cluster", p.cluster}, {"cluster_job_id", p.cluster_job_id}};
+  if (auto a = last.is_object() ? last.find("attempt") : last.end();
+      last.is_object() && a != last.end() && a->is_number_integer())
+    v["attempt"] = a->get<int64_t>();
+  if (auto r = string_of(last, "reason"); !r.empty()) v["reason"] = r;
+  return v;
+}
+
+Json jobs_page(const std::vector<Json>& rows, const Json& request) {
+  auto bad = [](const std::string& why) { return Json{{"error", why}, {"code", "bad_request"}}; };
+  if (!request.is_object()) return bad("the request is not a JSON object");
+  int64_t limit = 1000;
+  if (auto l = request.find("limit"); l != request.end()) {
+    if (!l->is_number_integer() || l->get<int64_t>() < 1)
+      return bad("limit must be a whole number from 1 to 5000");
+    limit = std::min<int64_t>(l->get<int64_t>(), 5000);
+  }
+  for (const char* key : {"pipeline", "label"})
+    if (request.contains(key))
+      return bad(std::string(key) +
+                 " is not served through the front door: ask the cluster (troupe.sys.clusters "
+                 "names them)");
+  for (const char* key : {"after", "state"})
+    if (request.contains(key) && !request[key].is_string())
+      return bad(std::string(key) + " must be a string");
+  const std::string after = string_of(request, "after");
+  const std::string state = string_of(request, "state");
+  size_t i = 0;
+  if (!after.empty()) {
+    while (i < rows.size() && string_of(rows[i], "job_id") != after) ++i;
+    if (i == rows.size()) return bad("after: " + after + " is not a job of this list");
+    ++i;
+  }
+  Json page = Json::array();
+  std::string last_id;
+  for (; i < rows.size(); ++i) {
+    if (!state.empty() && string_of(rows[i], "state") != state) continue;
+    if (static_cast<int64_t>(page.size()) == limit) break;
+    page.push_back(rows[i]);
+    last_id = string_of(rows[i], "job_id");
+  }
+  Json reply{{"jobs", page}};
+  if (i < rows.size() && !last_id.empty()) {
+    // More rows remain; "next" only if one of them passes the filter.
+    for (size_t k = i; k < rows.size(); ++k)
+      if (state.empty() || string_of(rows[k], "state") == state) {
+        reply["next"] = last_id;
+        break;
+      }
+  }
+  return reply;
 }
 
 }  // namespace troupe::dispatch

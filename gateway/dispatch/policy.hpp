@@ -120,6 +120,9 @@ struct JobPlace {
   // The copies it left behind ("cluster/id"): a claim of one is answered
   // withdrawn, so a cluster that was cut off cancels its copy.
   std::vector<std::string> withdrawn;
+  // The state of the last event its cluster published ("" before any);
+  // stored when `state` changes, so an ended job keeps how it ended.
+  std::string last_state;
 };
 std::string to_json(const JobPlace& p);
 std::optional<JobPlace> place_from_json(std::string_view json);
@@ -128,6 +131,22 @@ std::optional<JobPlace> place_from_json(std::string_view json);
 std::string dump_json(const nlohmann::json& j);
 // j[key] when j is an object and that is a string, else "" (never throws).
 std::string string_of(const nlohmann::json& j, const char* key);
+// --- troupe.<team>.jobs at the front door ------------------------------------
+
+// A job's row: the JobView JSON fields its place and its last mirrored event
+// (`last`, null before any) give: job_id (the front door's), team, state,
+// kind, name, attempt, gpus, submit_ms, reason, cluster, cluster_job_id.
+// The state is the last event's; else what the place says (sent: queued,
+// started: running, withdrawn: canceled); `unreachable` while its cluster is
+// and it has not ended (as status says).
+nlohmann::json job_view(const JobPlace& p, const nlohmann::json& last, bool cluster_reachable);
+
+// One page of a team's jobs from their rows in submit order (the front
+// door's ids sort so), for a request {"limit","after","state"} as
+// docs/api.md "jobs: pages" says; `pipeline` and `label` are not served here.
+// The reply {"jobs":[...],"next"?}, or {"error","code"}.
+nlohmann::json jobs_page(const std::vector<nlohmann::json>& rows, const nlohmann::json& request);
+
 inline std::string place_key(const std::string& job_id) {
   return "job." + job_id;
 }

@@ -280,6 +280,38 @@ TEST_CASE(
   }
   CHECK(dispatch->running());
 
+  // troupe.<team>.jobs through the front door: its own ids, in submit order,
+  // with each job's cluster and state; pages; another team sees none of them.
+  {
+    Json all_jobs = front.request(subjects::team_jobs("t1"), Json::object());
+    INFO("jobs at the front door: " << all_jobs.dump());
+    REQUIRE(all_jobs.contains("jobs"));
+    std::vector<std::string> ids;
+    for (const auto& j : all_jobs["jobs"]) ids.push_back(j.value("job_id", ""));
+    REQUIRE(ids.size() >= 3);
+    CHECK(ids[0] == a);
+    CHECK(ids[1] == h);
+    CHECK(ids[2] == x);
+    CHECK(all_jobs["jobs"][2].value("state", "") == "succeeded");
+    CHECK(all_jobs["jobs"][0].value("cluster", "") == "c1");
+    Json first_page = front.request(subjects::team_jobs("t1"), Json{{"limit", 1}});
+    REQUIRE(first_page.contains("next"));
+    Json second =
+        front.request(subjects::team_jobs("t1"), Json{{"limit", 1}, {"after", first_page["next"]}});
+    REQUIRE(second.contains("jobs"));
+    REQUIRE(second["jobs"].size() == 1);
+    CHECK(second["jobs"][0].value("job_id", "") == h);
+    Json succeeded =
+        front.request(subjects::team_jobs("t1"), Json{{"state", "succeeded"}, {"limit", 100}});
+    for (const auto& j : succeeded.value("jobs", Json::array()))
+      CHECK(j.value("state", "") == "succeeded");
+    CHECK(front.request(subjects::team_jobs("t2"), Json::object())["jobs"].empty());
+    auto listed = front.run_cli({"jobs", "--team", "t1"});
+    INFO("troupe jobs through the front door: " << listed.out << listed.err);
+    CHECK(listed.exit_code == 0);
+    CHECK(listed.out.find(x) != std::string::npos);
+  }
+
   // troupe clusters: a row per cluster.
   auto cli = front.run_cli({"clusters"});
   INFO("troupe clusters: " << cli.out << cli.err);

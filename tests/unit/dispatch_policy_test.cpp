@@ -253,3 +253,68 @@ TEST_CASE("dispatch: a claim is granted to the copy the place names, withdrawn f
   CHECK(named->name == "door-1");
   CHECK_FALSE(parse_config("name: 'a b'\nclusters: [{name: c1, nats: x}]", &err));
 }
+
+TEST_CASE("dispatch: the front door's jobs list, from each job's place and last event, in pages",
+          "[dispatch]") {
+  JobPlace p;
+  p.job_id = "j-xaaaaaaaa00001";
+  p.team = "t1";
+  p.cluster = "c1";
+  p.cluster_job_id = "j-abc";
+  p.spec_json = R"({"kind":"training","name":"resnet","command":["x"]})";
+  p.sent_ms = 42;
+  p.gpus = 2;
+  // Before any event: queued, with the spec's kind and name.
+  auto v = job_view(p, nlohmann::json(), true);
+  CHECK(v["job_id"] == p.job_id);
+  CHECK(v["state"] == "queued");
+  CHECK(v["kind"] == "training");
+  CHECK(v["name"] == "resnet");
+  CHECK(v["cluster"] == "c1");
+  CHECK(v["cluster_job_id"] == "j-abc");
+  CHECK(v["submit_ms"] == 42);
+  // The last event decides; a cluster cut off shows unreachable until it ended.
+  nlohmann::json running{{"state", "running"}, {"attempt", 2}, {"kind", "training"}};
+  v = job_view(p, running, true);
+  CHECK(v["state"] == "running");
+  CHECK(v["attempt"] == 2);
+  CHECK(job_view(p, running, false)["state"] == "unreachable");
+  p.state = "ended";
+  p.last_state = "failed";  // after a restart: no event in memory, the stored one
+  CHECK(job_view(p, nlohmann::json(), false)["state"] == "failed");
+  p.state = "withdrawn";
+  CHECK(job_view(p, running, true)["state"] == "canceled");
+  // A place round-trips its last state.
+  auto back = place_from_json(to_json(p));
+  REQUIRE(back);
+  CHECK(back->last_state == "failed");
+  // A hostile last event (wrong types) does not throw.
+  REQUIRE_NOTHROW(job_view(p, nlohmann::json{{"state", 5}, {"attempt", "x"}}, true));
+
+  std::vector<nlohmann::json> rows;
+  for (int i = 1; i <= 5; ++i)
+    rows.push_back(
+        {{"job_id", "j-x" + std::to_string(i)}, {"state", i % 2 ? "running" : "queued"}});
+  auto page = jobs_page(rows, {{"limit", 2}});
+  REQUIRE(page["jobs"].size() == 2);
+  CHECK(page["jobs"][0]["job_id"] == "j-x1");
+  CHECK(page["next"] == "j-x2");
+  page = jobs_page(rows, {{"limit", 2}, {"after", "j-x4"}});
+  REQUIRE(page["jobs"].size() == 1);
+  CHECK(page["jobs"][0]["job_id"] == "j-x5");
+  CHECK_FALSE(page.contains("next"));
+  page = jobs_page(rows, {{"state", "queued"}});
+  REQUIRE(page["jobs"].size() == 2);
+  CHECK(page["jobs"][1]["job_id"] == "j-x4");
+  CHECK_FALSE(page.contains("next"));
+  page = jobs_page(rows, {{"state", "queued"}, {"limit", 1}});
+  CHECK(page["next"] == "j-x2");
+  CHECK(jobs_page(rows, nlohmann::json::object())["jobs"].size() == 5);
+  for (const auto& bad :
+       {nlohmann::json{{"after", "j-nope"}}, nlohmann::json{{"limit", 0}},
+        nlohmann::json{{"limit", "5"}}, nlohmann::json{{"pipeline", "p-1"}},
+        nlohmann::json{{"label", "a=b"}}, nlohmann::json{{"state", 3}}, nlohmann::json::array()}) {
+    INFO(bad.dump());
+    CHECK(jobs_page(rows, bad).value("code", "") == "bad_request");
+  }
+}
