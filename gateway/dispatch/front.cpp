@@ -7,11 +7,13 @@
 #include <atomic>
 #include <cctype>
 #include <chrono>
+#include <condition_variable>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "bus/serial_queue.hpp"
 #include "bus/subjects.hpp"
 #include "messages/names.hpp"
 #include "messages/spec.hpp"
@@ -67,6 +69,18 @@ struct Front::Impl {
   std::vector<std::unique_ptr<Remote>> remotes;
   int64_t started_ms = now_ms();
   std::atomic<uint64_t> next{0};
+  // Submissions are handled in kSubmitLanes lanes, each a thread of its own,
+  // so that several wait for their clusters' answers at once. Under `mu`:
+  // the idempotency keys being sent (a second submission with one waits for
+  // the first: then it is a duplicate) and the GPUs of submissions being
+  // sent, per team and cluster, held against the team's quota meanwhile.
+  static constexpr size_t kSubmitLanes = 32;
+  static constexpr size_t kMaxWaitingSubmits = 1024;
+  std::vector<std::unique_ptr<bus::SerialQueue<troupe::Inbound>>> submit_lanes;
+  std::atomic<uint64_t> next_lane{0};
+  std::set<std::string> sending_keys;
+  std::condition_variable key_sent;
+  std::map<std::string, std::map<std::string, int64_t>> in_flight;
 
   std::mutex mu;  // everything below
   struct Held {
@@ -76,7 +90,37 @@ struct Front::Impl {
   std::map<std::string, Held> places;               // front id -> where it is
   std::map<std::string, std::string> by_remote_id;  // cluster/id -> front id
   std::map<std::string, Json> last_events;          // front id -> its last event mirrored
-  std::map<std::string, std::string> withdrawn;     // a copy left behind: cluster/id -> front id
+  // The ids of the jobs not known ended (sent or started), by team: what
+  // choose_for, spill and redispatch look at, not every job ever sent (a
+  // submission's quota check was linear in the front door's history).
+  // Pruned as their jobs end. Under `mu`.
+  std::map<std::string, std::set<std::string>> live;
+
+  static bool is_live(const JobPlace& p) { return p.state == "sent" || p.state == "started"; }
+  void add_live(const JobPlace& p) {
+    if (is_live(p)) live[p.team].insert(p.job_id);
+  }
+  // f(Held&) for each live job of `team` (every team's when null). Under `mu`.
+  template <class F>
+  void each_live(const std::string* team, F f) {
+    auto visit = [&](std::set<std::string>& ids) {
+      for (auto it = ids.begin(); it != ids.end();) {
+        auto h = places.find(*it);
+        if (h == places.end() || !is_live(h->second.place)) {
+          it = ids.erase(it);
+          continue;
+        }
+        f(h->second);
+        ++it;
+      }
+    };
+    if (team == nullptr) {
+      for (auto& [t, ids] : live) visit(ids);
+    } else if (auto t = live.find(*team); t != live.end()) {
+      visit(t->second);
+    }
+  }
+  std::map<std::string, std::string> withdrawn;  // a copy left behind: cluster/id -> front id
   // Claims of copies not learnt yet (the claim came before the cluster's
   // reply to the submission): answered once learnt, or refused after a while.
   struct Claim {
@@ -156,6 +200,7 @@ struct Front::Impl {
   }
 
   // Stores a place (compare-and-set on its revision); under `mu`.
+  // Under `mu`, unless `h` is known to no other thread yet.
   void store(Held& h) {
     bool conflict = false;
     std::string err;
@@ -271,6 +316,7 @@ struct Front::Impl {
     h.place.cluster_job_id = moved.cluster_job_id;
     h.place.sent_ms = moved.sent_ms;
     h.place.state = "sent";
+    add_live(h.place);
     store(h);
     learn(h.place);
   }
@@ -348,19 +394,43 @@ struct Front::Impl {
         return p;
       }
       *refusal = r->is_object() ? *r : error_json("cluster " + cluster + " refused", "unavailable");
-      if (r->value("code", std::string()) != "unavailable") break;
+      if (string_of(*r, "code") != "unavailable") break;
     }
     return std::nullopt;
   }
 
-  Choice choose_for(const Needs& needs, const std::set<std::string>& exclude) {
+  // `hold`: the job's GPUs are held against the team's quota in every
+  // candidate until release() (a submission being sent).
+  Choice choose_for(const Needs& needs, const std::set<std::string>& exclude, bool hold = false) {
     std::lock_guard<std::mutex> lock(mu);
     std::vector<ClusterState> states;
     for (const auto& r : remotes) states.push_back(r->state);
     std::vector<const JobPlace*> team_places;
-    for (const auto& [id, h] : places)
-      if (h.place.team == needs.team) team_places.push_back(&h.place);
-    return choose(opts.config, states, needs, team_use(team_places), exclude);
+    each_live(&needs.team, [&](Held& h) { team_places.push_back(&h.place); });
+    auto used = team_use(team_places);
+    auto& held = in_flight[needs.team];
+    for (const auto& [cluster, gpus] : held) used[cluster] += gpus;
+    auto choice = choose(opts.config, states, needs, used, exclude);
+    if (hold)
+      for (const auto& c : choice.order) held[c] += needs.gpus;
+    return choice;
+  }
+
+  void release(const Needs& needs, const std::vector<std::string>& order) {
+    std::lock_guard<std::mutex> lock(mu);
+    auto& held = in_flight[needs.team];
+    for (const auto& c : order)
+      if ((held[c] -= needs.gpus) <= 0) held.erase(c);
+    if (held.empty()) in_flight.erase(needs.team);
+  }
+
+  // Hands a submission to a lane (round robin); a flood beyond what the
+  // lanes hold is refused at once (unavailable: send again later).
+  void post_submit(troupe::Inbound&& in) {
+    auto& lane = *submit_lanes[next_lane++ % submit_lanes.size()];
+    if (lane.post(in)) return;
+    count("refused");
+    reply(in, error_json("the front door is busy: submit again", "unavailable"));
   }
 
   void on_submit(troupe::Inbound&& in) {
@@ -395,7 +465,8 @@ struct Front::Impl {
     const std::string key =
         parsed.spec.idempotency_key().empty() ? "" : team + "/" + parsed.spec.idempotency_key();
     if (!key.empty()) {
-      std::lock_guard<std::mutex> lock(mu);
+      std::unique_lock<std::mutex> lock(mu);
+      key_sent.wait(lock, [&] { return sending_keys.count(key) == 0; });
       if (auto k = keys.find(key); k != keys.end()) {
         auto p = places.find(k->second);
         if (p != places.end()) {
@@ -403,9 +474,23 @@ struct Front::Impl {
           return answer(Json{{"job_id", k->second}, {"cluster", p->second.place.cluster}});
         }
       }
+      sending_keys.insert(key);
     }
+    // (the key is free again once this submission is recorded or refused)
+    struct KeyDone {
+      Impl* self;
+      const std::string& key;
+      ~KeyDone() {
+        if (key.empty()) return;
+        {
+          std::lock_guard<std::mutex> lock(self->mu);
+          self->sending_keys.erase(key);
+        }
+        self->key_sent.notify_all();
+      }
+    } key_done{this, key};
     auto needs = needs_of(team, parsed.spec);
-    auto choice = choose_for(needs, {});
+    auto choice = choose_for(needs, {}, true);
     if (choice.order.empty()) {
       count("refused");
       return answer(error_json(choice.error, choice.code));
@@ -413,20 +498,28 @@ struct Front::Impl {
     Json refusal;
     auto place = send(team, text, choice.order, &refusal);
     if (!place) {
+      release(needs, choice.order);
       count("refused");
       return answer(refusal);
     }
     place->job_id = front_job_id(started_ms, ++next);
     place->gpus = needs.gpus;
+    // Stored before anyone may know the job (its events wait as early ones,
+    // a claim of it waits for learn()): the write needs no lock, so the
+    // lanes' writes overlap.
+    Held fresh;
+    fresh.place = *place;
+    store(fresh);
     {
       std::lock_guard<std::mutex> lock(mu);
       auto& h = places[place->job_id];
-      h.place = *place;
-      store(h);
+      h = std::move(fresh);
+      add_live(h.place);
       if (!key.empty()) keys[key] = place->job_id;
       learn(h.place);
       ++counters["sent"];
     }
+    release(needs, choice.order);
     spdlog::info("dispatch: {} of team {} sent to cluster {} as {}", place->job_id, team,
                  place->cluster, place->cluster_job_id);
     answer(Json{{"job_id", place->job_id}, {"cluster", place->cluster}});
@@ -614,9 +707,10 @@ struct Front::Impl {
     {
       std::lock_guard<std::mutex> lock(mu);
       int64_t now = now_ms();
-      for (const auto& [id, h] : places)
+      each_live(nullptr, [&](Held& h) {
         if (h.place.state == "sent" && should_spill(opts.config, h.place.sent_ms, now))
           due.push_back(h.place);
+      });
     }
     for (const auto& p : due) spill_one(p);
   }
@@ -681,11 +775,11 @@ struct Front::Impl {
     std::vector<JobPlace> due;
     {
       std::lock_guard<std::mutex> lock(mu);
-      for (const auto& [id, h] : places) {
-        if (h.place.state != "sent" || h.place.cluster.empty()) continue;
+      each_live(nullptr, [&](Held& h) {
+        if (h.place.state != "sent" || h.place.cluster.empty()) return;
         auto* r = remote(h.place.cluster);
         if (r != nullptr && !r->state.reachable) due.push_back(h.place);
-      }
+      });
     }
     for (const auto& p : due) {
       auto parsed = spec::from_text(p.spec_json);
@@ -736,6 +830,7 @@ struct Front::Impl {
       auto& h = places[p->job_id];
       h.place = *p;
       h.revision = e.revision;
+      add_live(h.place);
       if (!p->cluster.empty()) by_remote_id[remote_key(p->cluster, p->cluster_job_id)] = p->job_id;
       for (const auto& w : p->withdrawn) withdrawn[w] = p->job_id;
       auto parsed = spec::from_text(p->spec_json);
@@ -764,10 +859,14 @@ std::unique_ptr<Front> Front::open(const FrontOptions& opts, std::string* error)
     impl->remotes.push_back(std::move(r));
   }
   auto* self = impl.get();
+  for (size_t i = 0; i < Impl::kSubmitLanes; ++i)
+    impl->submit_lanes.push_back(std::make_unique<bus::SerialQueue<troupe::Inbound>>(
+        Impl::kMaxWaitingSubmits,
+        [self, handle = self->guard("submit", true, [self](troupe::Inbound&& in) {
+          self->on_submit(std::move(in));
+        })](troupe::Inbound& in) { handle(std::move(in)); }));
   impl->subs.push_back(impl->front->subscribe(
-      sj::kAllSubmit, self->guard("submit", true, [self](troupe::Inbound&& in) {
-        self->on_submit(std::move(in));
-      })));
+      sj::kAllSubmit, [self](troupe::Inbound&& in) { self->post_submit(std::move(in)); }));
   for (auto verb : kForwarded)
     impl->subs.push_back(impl->front->subscribe(
         sj::team_verb("*", verb),
@@ -788,8 +887,10 @@ std::unique_ptr<Front> Front::open(const FrontOptions& opts, std::string* error)
 Front::Front(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Front::~Front() {
-  // Subscriptions first: no handler may run into a half-destroyed Impl.
+  // Subscriptions first: no handler may run into a half-destroyed Impl;
+  // then the submissions in hand finish (those still waiting are dropped).
   impl_->subs.clear();
+  for (auto& lane : impl_->submit_lanes) lane->close();
   for (auto& r : impl_->remotes) {
     r->events.reset();
     r->claims.reset();

@@ -148,7 +148,8 @@ TEST_CASE(
   // c1 through the front NATS's leaf node link, c2 straight (both work).
   auto dispatch = start_dispatch(
       front, "clusters:\n" + linked_entry("c1", front) + direct_entry("c2", c2) +
-                 "teams:\n  t1: {clusters: [c1, c2]}\nspill_after_s: 1\npoll_ms: 200\n");
+                 "teams:\n  t1: {clusters: [c1, c2]}\n  t3: {clusters: [c1], quota: {c1: 2}}\n"
+                 "spill_after_s: 1\npoll_ms: 200\n");
   wait_clusters(front, 30s);
 
   // By type: an a100 job goes to c1, an h100 job to c2; both fill their cluster.
@@ -310,6 +311,37 @@ TEST_CASE(
     INFO("troupe jobs through the front door: " << listed.out << listed.err);
     CHECK(listed.exit_code == 0);
     CHECK(listed.out.find(x) != std::string::npos);
+  }
+
+  // A team's quota holds while its submissions are sent at once (the front
+  // door sends several at a time): of 6 one-GPU jobs for c1 with a quota of
+  // 2 GPUs there, at most 2 are taken, the others refused with the code.
+  {
+    Json t3_spec = typed({"sleep", "300"}, 1, {{"gpu_type", "a100"}});
+    t3_spec["team"] = "t3";
+    const std::string body = t3_spec.dump();
+    std::vector<std::string> replies(6);
+    std::vector<std::thread> senders;
+    for (size_t i = 0; i < replies.size(); ++i)
+      senders.emplace_back([&, i] {
+        auto r = front.request_raw(subjects::team_submit("t3"),
+                                   std::vector<uint8_t>(body.begin(), body.end()), 10s, nullptr);
+        if (r) replies[i].assign(r->begin(), r->end());
+      });
+    for (auto& t : senders) t.join();
+    int taken = 0, over = 0;
+    std::string all_replies;
+    for (const auto& r : replies) all_replies += r + "\n";
+    INFO("the t3 submissions' replies:\n" << all_replies);
+    for (const auto& r : replies) {
+      Json j = Json::parse(r, nullptr, false);
+      REQUIRE(j.is_object());
+      taken += j.contains("job_id") ? 1 : 0;
+      over += j.value("code", "") == "over_cluster_quota" ? 1 : 0;
+    }
+    CHECK(taken >= 1);
+    CHECK(taken <= 2);
+    CHECK(taken + over == 6);
   }
 
   // troupe clusters: a row per cluster.
