@@ -9,27 +9,14 @@
 #include "actors/policy/sjf.hpp"
 #include "actors/views.hpp"
 #include "bus/subjects.hpp"
+#include "messages/ids.hpp"
 #include "messages/names.hpp"
 
 namespace troupe::submission {
 
 using policy::Refusal;
 
-namespace {
-
-// `v` in base 36 (0-9a-z), at least `width` digits.
-void append_base36(std::string& out, uint64_t v, size_t width) {
-  char buf[16];
-  size_t n = 0;
-  do {
-    buf[n++] = "0123456789abcdefghijklmnopqrstuvwxyz"[v % 36];
-    v /= 36;
-  } while (v != 0);
-  while (n < width) buf[n++] = '0';
-  while (n > 0) out.push_back(buf[--n]);
-}
-
-}  // namespace
+using ids::append_base36;
 
 std::string job_id_prefix(int64_t start_ms) {
   std::string p = "j-";

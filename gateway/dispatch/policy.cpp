@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <tuple>
 
+#include "messages/ids.hpp"
 #include "messages/names.hpp"
 #include "messages/spec.hpp"
 
@@ -91,16 +92,6 @@ bool read_number(const YAML::Node& root, const char* key, int64_t lo, int64_t hi
                            std::to_string(hi) + "] (got " + std::to_string(v) + ")");
   *out = v;
   return true;
-}
-
-std::string base36(uint64_t v, size_t width) {
-  std::string s;
-  do {
-    s.insert(s.begin(), "0123456789abcdefghijklmnopqrstuvwxyz"[v % 36]);
-    v /= 36;
-  } while (v != 0);
-  if (s.size() < width) s.insert(0, width - s.size(), '0');
-  return s;
 }
 
 bool allowed(const Config& cfg, const std::string& team, const std::string& cluster) {
@@ -273,8 +264,10 @@ bool should_spill(const Config& cfg, int64_t sent_ms, int64_t now_ms) {
 }
 
 std::string front_job_id(int64_t start_ms, uint64_t number) {
-  return "j-x" + base36(static_cast<uint64_t>(std::max<int64_t>(0, start_ms)), 8) +
-         base36(number, 5);
+  std::string id = "j-x";
+  ids::append_base36(id, static_cast<uint64_t>(std::max<int64_t>(0, start_ms)), 8);
+  ids::append_base36(id, number, 5);
+  return id;
 }
 
 std::string to_json(const JobPlace& p) {
