@@ -408,11 +408,11 @@ struct Front::Impl {
     std::vector<const JobPlace*> team_places;
     each_live(&needs.team, [&](Held& h) { team_places.push_back(&h.place); });
     auto used = team_use(team_places);
-    auto& held = in_flight[needs.team];
-    for (const auto& [cluster, gpus] : held) used[cluster] += gpus;
+    if (auto held = in_flight.find(needs.team); held != in_flight.end())
+      for (const auto& [cluster, gpus] : held->second) used[cluster] += gpus;
     auto choice = choose(opts.config, states, needs, used, exclude);
-    if (hold)
-      for (const auto& c : choice.order) held[c] += needs.gpus;
+    if (hold && !choice.order.empty())
+      for (const auto& c : choice.order) in_flight[needs.team][c] += needs.gpus;
     return choice;
   }
 
@@ -451,9 +451,8 @@ struct Front::Impl {
     auto answer = [&](const Json& j) {
       if (fb == nullptr) return reply(in, j);
       if (in.reply.empty()) return;
-      front->publish(in.reply, wire::submit_reply(j.value("job_id", std::string()),
-                                                  j.value("error", std::string()),
-                                                  j.value("code", std::string())));
+      front->publish(in.reply, wire::submit_reply(string_of(j, "job_id"), string_of(j, "error"),
+                                                  string_of(j, "code")));
     };
     std::string text(in.data.begin(), in.data.end());
     auto parsed = fb != nullptr ? spec::from_wire(fb->spec()) : spec::from_text(text);
