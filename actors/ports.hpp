@@ -151,6 +151,18 @@ class DispatchGate {
 };
 using DispatchGatePtr = std::shared_ptr<DispatchGate>;
 
+// A shard listens to the agents of its own nodes only (troupe.sys.agent.
+// <node>.>), and to every agent's register: the node supervisor watches a
+// node when it starts its actor. watch() returns once the bus listens, so
+// what the agent says next reaches the router. Null: the scheduler hears
+// every agent (troupe.sys.agent.>).
+class AgentWatch {
+ public:
+  virtual ~AgentWatch() = default;
+  virtual void watch(const std::string& node) = 0;
+};
+using AgentWatchPtr = std::shared_ptr<AgentWatch>;
+
 // Snapshot keys: job.<id>, node.<name> (tokens are valid KV key characters).
 inline std::string job_key(const std::string& id) {
   return "job." + id;
@@ -224,6 +236,7 @@ struct SchedulerOptions {
   // The pools this scheduler owns (--pools; a shard: actors/policy/shards.hpp);
   // empty: every pool, one scheduler.
   policy::ShardScope shards;
+  AgentWatchPtr agents;  // a shard: the agents it listens to (null: every agent)
 };
 
 }  // namespace troupe

@@ -91,6 +91,9 @@ CAF_ADD_ATOM(troupe, troupe::atoms, stored_atom, "stored")
 // (distrust_atom, what): a message refused because its sender may not say it
 // (an unlisted node, a capacity change with work held): counted by the router.
 CAF_ADD_ATOM(troupe, troupe::atoms, distrust_atom, "distrust")
+// (heard_atom, count): a shard's node supervisor heard an agent's message
+// (not a register) of a node of another shard's pool: how many so far.
+CAF_ADD_ATOM(troupe, troupe::atoms, heard_atom, "heard")
 // (purged_atom, team/key, job): an ended job was forgotten after its
 // retention (job supervisor -> router): its idempotency key goes too.
 CAF_ADD_ATOM(troupe, troupe::atoms, purged_atom, "purged")
@@ -377,6 +380,7 @@ using RouterActor = caf::typed_actor<
     reacts_to<unqueued_atom, std::string /*team*/>,                     // job supervisor
     reacts_to<stats_atom, std::string /*kind*/, int64_t /*restarts*/>,  // supervisors
     reacts_to<distrust_atom, std::string /*what*/>,                     // node supervisor, nodes
+    reacts_to<heard_atom, int64_t /*other pools' agent messages*/>,     // node supervisor
     reacts_to<why_atom, std::string /*reply*/, std::string /*body*/>,   // team queues
     reacts_to<history_atom, std::string /*id*/, std::string /*team*/,
               std::string /*reply*/>,  // job supervisor

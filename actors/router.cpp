@@ -238,8 +238,9 @@ void submit(Self self, const ReadSubmission& r) {
                         " is another shard's: schedules run jobs in the coordinator's pools only "
                         "(docs/recovery.md, Shards)"))
       return;
-    if (queued_read) {
-      st.out->publish(subjects::shard_submit(pool, checked.team), in.data, in.reply);
+    if (queued_read) {  // as read: its owner does not parse it again
+      st.out->publish(subjects::shard_read(pool, checked.team),
+                      submission::hand_over(checked.spec, checked.flatbuffers, in.data), in.reply);
       ++st.n.handed_over;
       return;
     }
@@ -1130,6 +1131,7 @@ RouterActor::behavior_type router_behavior(Self self, OutboxPtr out, IntakePtr i
         self->state.n.restarts[kind] = restarts;
       },
       [=](distrust_atom, const std::string& what) { ++self->state.n.distrusted[what]; },
+      [=](heard_atom, int64_t other_pools) { self->state.n.other_pool_agent = other_pools; },
       [=](why_atom, const std::string& reply, const std::string& body) {
         if (!reply.empty()) self->state.out->publish(reply, body);
       },

@@ -9,9 +9,11 @@
 // Interface: RouterActor (actors/protocol.hpp).
 // Accepts: Inbound from every bus subscription of the scheduler
 //   (troupe.*.submit|status|cancel|logs|jobs|why|history, troupe.sys.nodes|
-//   stats|find, troupe.sys.agent.>; a shard also troupe.sys.shard.submit.
-//   <its pools>.*, the submissions another shard read and handed over, and
-//   it hands those of another's pool on there); Wiring; (config_atom, text);
+//   stats|find, troupe.sys.agent.> (a shard: its own nodes' agents and every
+//   register); a shard also troupe.sys.shard.read|submit.<its pools>.*, the
+//   submissions another shard read and handed over, and it hands those of
+//   another's pool on there); Wiring; (config_atom, text); (heard_atom, n)
+//   from a shard's node supervisor;
 //   (restore_atom, keys, next seq, fingerprints, queued teams) after a
 //   restart; (intake_atom, job id, ok, duplicate, error, original) when the
 //   intake stream acknowledged (from the Intake port's thread; a duplicate is

@@ -29,6 +29,7 @@ Wiring start_scheduler(caf::actor_system& sys, OutboxPtr out, IntakePtr intake,
   int64_t retention_ms = opts.job_retention_ms;
   auto logs = opts.logs;
   auto shards = opts.shards;
+  auto agents = opts.agents;
   w.epoch = opts.epoch;
   if (retention_ms > 0) w.linger_ms = std::min<int64_t>(w.linger_ms, retention_ms);
   w.clock = opts.clock ? opts.clock : std::make_shared<SystemClock>();
@@ -39,7 +40,7 @@ Wiring start_scheduler(caf::actor_system& sys, OutboxPtr out, IntakePtr intake,
   w.queues = spawn_queue_supervisor(sys);
   NodeOptions node_opts;
   node_opts.hold_check_ms = opts.hold_check_ms;
-  w.nodes = spawn_node_supervisor(sys, out, store, node_opts, std::move(shards));
+  w.nodes = spawn_node_supervisor(sys, out, store, node_opts, std::move(shards), std::move(agents));
   w.gangs = spawn_gang_supervisor(sys);
   w.arbiter = spawn_arbiter_front(sys, out, baseline, round_gap_us);
   w.schedules = spawn_schedule_keeper(sys, out, store);

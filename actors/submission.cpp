@@ -60,6 +60,22 @@ Opened open(std::string_view subject, const std::vector<uint8_t>& data) {
   return o;
 }
 
+namespace {
+// A job submitted alone: checked, and its upstream jobs named by id.
+Read check_alone(pb::JobSpec spec, const std::string& team, const policy::ClusterConfig& cfg,
+                 const spec::Limits& limits) {
+  Read r = check_spec(std::move(spec), team, cfg, limits);
+  if (!r.verdict.ok()) return r;
+  // By name only inside a pipeline (read_pipeline resolves them).
+  for (const auto& d : r.spec.depends_on())
+    if (d.job().empty())
+      r.verdict = {Refusal::invalid_spec, "depends_on: name " + d.name() +
+                                              " names a pipeline member; a job submitted alone "
+                                              "names its upstream jobs by id (job: ID)"};
+  return r;
+}
+}  // namespace
+
 Read read(const Opened& o, const std::vector<uint8_t>& data, const policy::ClusterConfig& cfg,
           const spec::Limits& limits, uint64_t stream_seq, const std::string& msg_id) {
   Read r;
@@ -72,15 +88,35 @@ Read read(const Opened& o, const std::vector<uint8_t>& data, const policy::Clust
   }
   if (stream_seq != 0 && p.spec.idempotency_key().empty())
     p.spec.set_idempotency_key(msg_id.empty() ? "enqueue-" + std::to_string(stream_seq) : msg_id);
-  r = check_spec(std::move(p.spec), o.team, cfg, limits);
-  if (!r.verdict.ok()) return r;
-  // By name only inside a pipeline (read_pipeline resolves them).
-  for (const auto& d : r.spec.depends_on())
-    if (d.job().empty())
-      r.verdict = {Refusal::invalid_spec, "depends_on: name " + d.name() +
-                                              " names a pipeline member; a job submitted alone "
-                                              "names its upstream jobs by id (job: ID)"};
-  return r;
+  return check_alone(std::move(p.spec), o.team, cfg, limits);
+}
+
+Handed read_handed(std::string_view subject, const std::vector<uint8_t>& data,
+                   const policy::ClusterConfig& cfg, const spec::Limits& limits) {
+  Handed h;
+  h.opened.team = std::string(subjects::shard_submit_team(subject));
+  if (!subjects::valid_team(h.opened.team)) {
+    h.opened.verdict = {Refusal::not_allowed, "team name '" + h.opened.team + "' is not allowed"};
+    return h;
+  }
+  pb::ShardSubmission m;
+  if (!m.ParseFromArray(data.data(), static_cast<int>(data.size()))) {
+    h.opened.verdict = {Refusal::malformed, "malformed submission handed over by a shard"};
+    return h;
+  }
+  h.opened.flatbuffers = m.flatbuffers();
+  h.original.assign(m.original().begin(), m.original().end());
+  h.read = check_alone(std::move(*m.mutable_spec()), h.opened.team, cfg, limits);
+  return h;
+}
+
+std::string hand_over(const pb::JobSpec& spec, bool flatbuffers,
+                      const std::vector<uint8_t>& original) {
+  pb::ShardSubmission m;
+  *m.mutable_spec() = spec;
+  m.set_flatbuffers(flatbuffers);
+  m.set_original(original.data(), original.size());
+  return m.SerializeAsString();
 }
 
 Read check_spec(pb::JobSpec spec, const std::string& team, const policy::ClusterConfig& cfg,

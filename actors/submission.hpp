@@ -54,6 +54,21 @@ struct Read {
 Read read(const Opened& o, const std::vector<uint8_t>& data, const policy::ClusterConfig& cfg,
           const spec::Limits& limits, uint64_t stream_seq = 0, const std::string& msg_id = {});
 
+// A submission another shard read, handed over on troupe.sys.shard.read.
+// <pool>.<team> (pb::ShardSubmission): its spec checked again for the
+// subject's team (no parse of the client's bytes), `opened` says the client's
+// format, `original` holds its bytes.
+struct Handed {
+  Opened opened;
+  Read read;
+  std::vector<uint8_t> original;
+};
+Handed read_handed(std::string_view subject, const std::vector<uint8_t>& data,
+                   const policy::ClusterConfig& cfg, const spec::Limits& limits);
+// What a shard hands over: the spec it read, the client's format and bytes.
+std::string hand_over(const pb::JobSpec& spec, bool flatbuffers,
+                      const std::vector<uint8_t>& original);
+
 // A spec (a submission's, or a pipeline member's) defaulted and checked for
 // `team` (the subject's): the team, labels (none of the scheduler's), spec
 // limits, the cluster config's admission.

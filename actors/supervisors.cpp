@@ -1049,9 +1049,18 @@ struct NodeSupState : SupState<NodeActor> {
   policy::ShardScope shards;
   std::unordered_set<std::string> foreign;
   std::unordered_map<std::string, int64_t> asked_ms;
+  int64_t other_pool = 0;  // agents' messages (not registers) of nodes not its own
+  AgentWatchPtr agents;    // a shard: listens to the agents of its nodes only
   static inline const char* name = "node_supervisor";
 };
 using NodeSup = NodeSupervisorActor::stateful_pointer<NodeSupState>;
+
+// Starts a node's actor, and (a shard) listens to its agent from now on.
+NodeActor start_node(NodeSup self, const std::string& node, const std::string& snapshot) {
+  auto a = self->state.start(self, node, snapshot);
+  if (self->state.agents) self->state.agents->watch(node);
+  return a;
+}
 
 // Tells the router what a node could ever hold (its admission feasibility
 // check): on every NodeRegister, and for every node restored.
@@ -1079,6 +1088,9 @@ void tell_shape(NodeSup self, const std::string& node, const Envelope& env) {
 // and only for a node on the roster.
 NodeActor admit(NodeSup self, const std::string& node, const Envelope& env) {
   auto* e = wire::open(env.bytes);
+  if (auto& st = self->state;
+      st.shards.sharded() && e != nullptr && e->body_type() != wire::Body::NodeRegister)
+    self->send(st.w.router, heard_atom_v, ++st.other_pool);  // not its own node's agent
   bool from_agent =
       e && (e->body_type() == wire::Body::NodeRegister || e->body_type() == wire::Body::Heartbeat);
   if (!from_agent) return {};
@@ -1113,13 +1125,15 @@ NodeActor admit(NodeSup self, const std::string& node, const Envelope& env) {
   // From its last snapshot, if it had one (it crashed too often to be
   // restarted at once): its ledger must not forget what runs there.
   auto* snap = self->state.children.snapshot_of(node);
-  return self->state.start(self, node, snap ? *snap : std::string());
+  return start_node(self, node, snap ? *snap : std::string());
 }
 
 NodeSupervisorActor::behavior_type node_sup_behavior(NodeSup self, OutboxPtr out,
                                                      SnapshotStorePtr store, NodeOptions opts,
-                                                     policy::ShardScope shards) {
+                                                     policy::ShardScope shards,
+                                                     AgentWatchPtr agents) {
   self->state.opts = opts;
+  self->state.agents = std::move(agents);
   self->state.shards = std::move(shards);
   self->state.out = std::move(out);
   self->state.store = std::move(store);
@@ -1161,7 +1175,7 @@ NodeSupervisorActor::behavior_type node_sup_behavior(NodeSup self, OutboxPtr out
           if (recovery::shape_known(rec))
             tell_shape(self, rec.node(), rec.gpu_type(), rec.pool(), rec.gpus(), rec.cpus(),
                        rec.memory_mb());
-          self->state.start(self, rec.node(), bytes);
+          start_node(self, rec.node(), bytes);
         }
       },
       [=](cordon_atom, const std::string& node, bool on, bool drain, const std::string& reason,
@@ -1240,8 +1254,9 @@ QueueSupervisorActor spawn_queue_supervisor(caf::actor_system& sys) {
 }
 NodeSupervisorActor spawn_node_supervisor(caf::actor_system& sys, OutboxPtr out,
                                           SnapshotStorePtr store, NodeOptions opts,
-                                          policy::ShardScope shards) {
-  return sys.spawn(node_sup_behavior, std::move(out), std::move(store), opts, std::move(shards));
+                                          policy::ShardScope shards, AgentWatchPtr agents) {
+  return sys.spawn(node_sup_behavior, std::move(out), std::move(store), opts, std::move(shards),
+                   std::move(agents));
 }
 GangSupervisorActor spawn_gang_supervisor(caf::actor_system& sys) {
   return sys.spawn(gang_sup_behavior);

@@ -60,7 +60,9 @@
 //   job's Launch/Stop/Release, passed on one-way; (sync_atom, node, job,
 //   attempt, rank); (snapshot_atom, node, bytes); (config_atom, text): its
 //   roster; (cordon_atom, node, on, drain, reason, reply); (crash_atom, node);
-//   (stats_atom); (restore_atom, NodeRecords).
+//   (stats_atom); (restore_atom, NodeRecords). A shard: keeps its pools'
+//   nodes only, has the bus listen to their agents (AgentWatch) and tells
+//   the router (heard_atom) of another pool's agent messages that reached it.
 // gang supervisor   — GangReservationActors by job id/attempt
 //                     (GangSupervisorActor).
 //   accepts: Wiring; (spawn_atom, JobTicket, CandidateList, TeamQueueActor);
@@ -82,7 +84,8 @@ QueueSupervisorActor spawn_queue_supervisor(caf::actor_system& sys);
 // pools are left to their owner; empty: every pool).
 NodeSupervisorActor spawn_node_supervisor(caf::actor_system& sys, OutboxPtr out,
                                           SnapshotStorePtr store = nullptr, NodeOptions opts = {},
-                                          policy::ShardScope shards = {});
+                                          policy::ShardScope shards = {},
+                                          AgentWatchPtr agents = nullptr);
 GangSupervisorActor spawn_gang_supervisor(caf::actor_system& sys);
 
 }  // namespace troupe

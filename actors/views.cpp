@@ -91,12 +91,19 @@ std::string queues_json(const Queues& q) {
 
 std::string stats_json(const Counters& n, int64_t bus_out,
                        const std::vector<std::string>& refusal_codes, const std::string& extra) {
-  json j{{"submitted", n.submitted},     {"accepted", n.accepted},
-         {"rejected", n.rejected},       {"malformed", n.malformed},
-         {"duplicates", n.duplicates},   {"intake_errors", n.intake_errors},
-         {"handed_off", n.handed_off},   {"bus_messages_in", n.bus_in},
-         {"other_shard", n.other_shard}, {"handed_over", n.handed_over},
-         {"bus_messages_out", bus_out},  {"restarts", n.restarts}};
+  json j{{"submitted", n.submitted},
+         {"accepted", n.accepted},
+         {"rejected", n.rejected},
+         {"malformed", n.malformed},
+         {"duplicates", n.duplicates},
+         {"intake_errors", n.intake_errors},
+         {"handed_off", n.handed_off},
+         {"bus_messages_in", n.bus_in},
+         {"other_shard", n.other_shard},
+         {"handed_over", n.handed_over},
+         {"other_pool_agent_messages", n.other_pool_agent},
+         {"bus_messages_out", bus_out},
+         {"restarts", n.restarts}};
   for (const char* k : {"job", "queue", "node", "gang"})
     if (!j["restarts"].contains(k)) j["restarts"][k] = 0;
   j["refused"] = n.refused;

@@ -85,7 +85,10 @@ struct Counters {
   // Shards (actors/policy/shards.hpp): submissions and requests left to the
   // shard that owns their pool or job.
   int64_t other_shard = 0;
-  int64_t handed_over = 0;                  // submissions of another shard's pool handed to it
+  int64_t handed_over = 0;  // submissions of another shard's pool handed to it
+  // Agents' messages (not registers) of nodes in another shard's pool that
+  // reached this shard: 0 while it listens to its own nodes only.
+  int64_t other_pool_agent = 0;
   std::map<std::string, int64_t> restarts;  // by actor kind, as the supervisors report
   // Refused submissions by code (policy::Refusal), and by team and code for
   // at most kMaxCountedTeams teams (the rest under "(other)").

@@ -168,16 +168,20 @@ inline constexpr const char* kSysStats = "troupe.sys.stats";
 inline constexpr const char* kSysShardPart = "troupe.sys.shard.part";
 // Shards: one shard of the queue group kShardQueue reads each
 // troupe.<team>.submit; a submission of another shard's pool is handed to
-// that pool's owner on troupe.sys.shard.submit.<pool>.<team>, the client's
-// reply subject kept (so each submission is read once, twice at most).
+// that pool's owner on troupe.sys.shard.read.<pool>.<team> as it read it
+// (pb::ShardSubmission: parsed once), the client's reply subject kept.
+// troupe.sys.shard.submit.<pool>.<team> takes one as a client sent it.
 inline constexpr const char* kShardQueue = "troupe-shards";
 inline constexpr const char* kShardSubmitPrefix = "troupe.sys.shard.submit";
+inline constexpr const char* kShardReadPrefix = "troupe.sys.shard.read";
 inline std::string shard_submit(std::string_view pool, std::string_view team) {
   return std::string(kShardSubmitPrefix) + "." + std::string(pool) + "." + std::string(team);
 }
-// The team of a troupe.sys.shard.submit.<pool>.<team> subject ("" for any other).
-inline std::string_view shard_submit_team(std::string_view subject) {
-  constexpr std::string_view prefix(kShardSubmitPrefix);
+inline std::string shard_read(std::string_view pool, std::string_view team) {
+  return std::string(kShardReadPrefix) + "." + std::string(pool) + "." + std::string(team);
+}
+// The team of a <prefix>.<pool>.<team> subject ("" for any other).
+inline std::string_view team_after(std::string_view prefix, std::string_view subject) {
   if (subject.size() <= prefix.size() + 1 || subject.substr(0, prefix.size()) != prefix ||
       subject[prefix.size()] != '.')
     return {};
@@ -185,6 +189,15 @@ inline std::string_view shard_submit_team(std::string_view subject) {
   auto dot = rest.find('.');
   if (dot == std::string_view::npos || rest.find('.', dot + 1) != std::string_view::npos) return {};
   return rest.substr(dot + 1);
+}
+// The team of a submission handed over by another shard, either way ("" for
+// any other subject).
+inline std::string_view shard_submit_team(std::string_view subject) {
+  auto team = team_after(kShardSubmitPrefix, subject);
+  return team.empty() ? team_after(kShardReadPrefix, subject) : team;
+}
+inline bool is_shard_read(std::string_view subject) {
+  return !team_after(kShardReadPrefix, subject).empty();
 }
 inline constexpr const char* kSysDebugCrash = "troupe.sys.debug.crash";
 // The front door (troupe-dispatch, docs/clusters.md): each cluster behind it,
@@ -203,6 +216,9 @@ inline constexpr const char* kSysDispatchAnswer = "troupe.sys.dispatch.answer";
 inline constexpr const char* kSysLeaderAlive = "troupe.sys.leader.alive";
 inline constexpr const char* kAllHandoff = "troupe.sys.intake.*.handoff";
 inline constexpr const char* kAllAgents = "troupe.sys.agent.>";
+// A shard hears every agent's register (to learn the node's pool) and the
+// rest only from the nodes of its pools (agent_to_scheduler(node, ">")).
+inline constexpr const char* kAllAgentRegisters = "troupe.sys.agent.*.register";
 
 // Token positions: troupe.<team>.<verb>...; troupe.sys.agent.<node>.<kind>.
 inline constexpr int kTeamToken = 1;

@@ -210,6 +210,13 @@ std::unique_ptr<Bus> Bus::open(const Options& o, std::string* err) {
   b->in = bus::Connection::open(in_opts, err);
   b->out = b->in ? bus::Connection::open(out_opts, err) : nullptr;
   if (!b->in || !b->out) return nullptr;
+  if (o.shard) {
+    bus::ConnectOptions agents_opts = in_opts;
+    agents_opts.name = "troupe-scheduler-agents";
+    agents_opts.shared_delivery = true;
+    b->agents = bus::Connection::open(agents_opts, err);
+    if (!b->agents) return nullptr;
+  }
   b->js = bus::JetStream::open(*b->out, err);
   // The duplicate window may not outlast the events.
   int64_t age = o.events_max_age_s;
@@ -365,6 +372,7 @@ Bus::~Bus() {
   js.reset();
   out.reset();
   in.reset();
+  agents.reset();
 }
 
 }  // namespace troupe::shell

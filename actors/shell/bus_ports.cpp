@@ -5,6 +5,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 
+#include "actors/bridge.hpp"
 #include "bus/subjects.hpp"
 #include "messages/log_chunks.hpp"
 
@@ -120,6 +121,32 @@ void BusDispatchGate::run(Claim& c) {
     v.withdrawn = w->get<bool>();
   if (auto r = j.find("reason"); r != j.end() && r->is_string()) v.reason = r->get<std::string>();
   c.done(std::move(v));
+}
+
+void BusAgentWatch::watch(const std::string& node) {
+  if (watching(node)) return;
+  // Listening before it counts as watched: a register in between may come
+  // twice (harmless: an agent registers again at will), none is lost.
+  auto sub = bus::subscribe_actor(conn_, subjects::agent_to_scheduler(node, ">"), router_);
+  if (!sub) {
+    spdlog::error("cannot listen to the agent of node {}: only its registers are heard", node);
+    return;
+  }
+  if (!conn_.flush()) spdlog::warn("listening to the agent of node {} is not confirmed", node);
+  std::lock_guard<std::mutex> lock(mu_);
+  subs_.emplace(node, std::move(sub));
+}
+
+bool BusAgentWatch::watching(const std::string& node) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return subs_.count(node) != 0;
+}
+
+bus::SubscriptionPtr BusAgentWatch::registers(bus::Connection& in) {
+  return in.subscribe(subjects::kAllAgentRegisters, [this](Inbound&& msg) {
+    if (!watching(std::string(subjects::token(msg.subject, subjects::kAgentNodeToken))))
+      caf::anon_send(router_, std::move(msg));
+  });
 }
 
 }  // namespace troupe::shell

@@ -2,12 +2,15 @@
 // outbox (every publish through the lease gate, job events on their own
 // path; what is for this process itself to the local view), the intake (submissions appended to
 // TROUPE_INTAKE while the lease is known valid), the history reader (a job's stored events),
-// the stored logs and the front doors' leave to start their jobs.
+// the stored logs, the front doors' leave to start their jobs, and a
+// shard's subscriptions to its own nodes' agents.
 #pragma once
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "actors/ports.hpp"
@@ -132,6 +135,29 @@ class BusDispatchGate : public DispatchGate {
   void run(Claim& c);
   bus::Connection& conn_;
   std::vector<std::unique_ptr<bus::SerialQueue<Claim>>> lanes_;
+};
+
+// A shard's ears (AgentWatch): troupe.sys.agent.<node>.> for each node of
+// its pools, on a connection of their own whose messages the client
+// library's shared thread delivers (one thread, whatever the nodes), so
+// another shard's agents cost this one nothing. Every agent's register
+// comes on `registers` (troupe.sys.agent.*.register): passed on to the
+// router unless the node is watched, whose own subscription delivers it in
+// order with the rest of what its agent says.
+class BusAgentWatch : public AgentWatch {
+ public:
+  explicit BusAgentWatch(bus::Connection& conn) : conn_(conn) {}
+  // Where what it hears goes: set once, before the router's first message.
+  void serve(InboundActor router) { router_ = std::move(router); }
+  void watch(const std::string& node) override;
+  bus::SubscriptionPtr registers(bus::Connection& in);
+  bool watching(const std::string& node) const;
+
+ private:
+  bus::Connection& conn_;
+  InboundActor router_;
+  mutable std::mutex mu_;
+  std::unordered_map<std::string, bus::SubscriptionPtr> subs_;
 };
 
 }  // namespace troupe::shell

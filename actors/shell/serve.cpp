@@ -58,7 +58,17 @@ int serve(Bus& bus, Leadership& lead, Restore& start, Options& o, const StopSign
     if (bus.logs_stream) o.scheduler.logs = std::make_shared<StreamLogs>(*bus.js);
     auto dispatch = std::make_shared<BusDispatchGate>(*bus.out);
     o.scheduler.dispatch = dispatch;
+    // A shard hears its own nodes' agents only (and every register).
+    std::shared_ptr<BusAgentWatch> agents;
+    if (bus.agents) agents = std::make_shared<BusAgentWatch>(*bus.agents);
+    o.scheduler.agents = agents;
     auto w = start_scheduler(sys, out, intake, o.scheduler);
+    if (agents) {
+      agents->serve(w.router);
+      // The restored nodes' agents are listened to before they are asked to
+      // register again (below); the node supervisor's watch is then a no-op.
+      for (const auto& [node, rec] : start.read.state.nodes) agents->watch(node);
+    }
     apply_config(w, o.config_text);
     local.serve(w.router);
     seed(w, start);
@@ -68,15 +78,19 @@ int serve(Bus& bus, Leadership& lead, Restore& start, Options& o, const StopSign
     // Shards: one of them reads each submission (a queue group) and hands
     // one of another's pool to its owner, which listens for its pools here.
     const bool sharded = o.scheduler.shards.sharded();
-    for (const auto& pool : o.scheduler.shards.pools) {
-      auto sub = bus::subscribe_actor(*bus.in, subjects::shard_submit(pool, "*"), w.router);
-      if (!sub) {
-        spdlog::error("cannot subscribe to {}", subjects::shard_submit(pool, "*"));
-        rc = 1;
+    for (const auto& pool : o.scheduler.shards.pools)
+      for (const auto& subject :
+           {subjects::shard_submit(pool, "*"), subjects::shard_read(pool, "*")}) {
+        auto sub = bus::subscribe_actor(*bus.in, subject, w.router);
+        if (!sub) {
+          spdlog::error("cannot subscribe to {}", subject);
+          rc = 1;
+        }
+        subs.push_back(std::move(sub));
       }
-      subs.push_back(std::move(sub));
-    }
+    if (agents) subs.push_back(agents->registers(*bus.in));
     for (const char* s : kRouterSubjects) {
+      if (agents && std::string_view(s) == subjects::kAllAgents) continue;
       const bool queue = sharded && std::string_view(s) == subjects::kAllSubmit;
       auto sub = bus::subscribe_actor(*bus.in, s, w.router, queue ? subjects::kShardQueue : "");
       if (!sub) {
@@ -165,6 +179,8 @@ int serve(Bus& bus, Leadership& lead, Restore& start, Options& o, const StopSign
     history.reset();  // (before the JetStream context: its thread reads with it)
     o.scheduler.dispatch.reset();
     dispatch.reset();  // (its threads ask on the connection)
+    o.scheduler.agents.reset();
+    agents.reset();
   }
   // The store's last owner is the restore (its writer needs the KV bucket).
   o.scheduler.store.reset();

@@ -1,9 +1,11 @@
 // Scheduler shards (issue 19, part 2): several troupe-scheduler processes
 // act at once, each owning some pools through a fenced lease per pool
-// (KV TROUPE_LEADER, pool.<pool>). Every shard hears every submission and
-// request; the owner of the job's pool answers (a shard's job ids name the
-// pool). A shard killed with SIGKILL: another takes its pools within the
-// lease's ttl, restores their jobs and nodes, and its running jobs run on.
+// (KV TROUPE_LEADER, pool.<pool>). One shard reads each submission and
+// hands one of another pool to its owner; requests about a job are answered
+// by the owner of its pool (a shard's job ids name the pool); each shard
+// hears its own nodes' agents only. A shard killed with SIGKILL: another
+// takes its pools within the lease's ttl, restores their jobs and nodes, and
+// its running jobs run on.
 #include <catch2/catch.hpp>
 #include <map>
 #include <set>
@@ -114,6 +116,15 @@ TEST_CASE(
   auto handed_end = c.wait_terminal(shorts.back(), 30s);
   REQUIRE(handed_end);
   CHECK(handed_end->state == names::kSucceeded);
+
+  // Each shard hears its own nodes' agents only (and every agent's
+  // register): nothing the h100 node's agent said about its jobs (starts,
+  // exits) or itself (heartbeats) reached the a100 shard, which answers
+  // troupe.sys.stats (the coordinator: the config's first pool).
+  Json stats = c.request(subjects::kSysStats, Json::object());
+  INFO(stats.dump());
+  CHECK(stats.value("other_pool_agent_messages", int64_t{-1}) == 0);
+  CHECK(stats.value("bus_messages_in", int64_t{0}) > 0);
 
   // Requests about a job reach its shard, whichever pool.
   CHECK(c.status("ml", long_a).value("state", "") == names::kRunning);

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "actors/submission.hpp"
+#include "bus/subjects.hpp"
 #include "messages/names.hpp"
 #include "messages/spec.hpp"
 
@@ -68,6 +69,45 @@ TEST_CASE("submission: a spec is parsed, defaulted and checked against the clust
   auto o = submission::open("troupe.t1.enqueue", data);
   CHECK(submission::read(o, data, cfg, limits, 7, "m-1").spec.idempotency_key() == "m-1");
   CHECK(submission::read(o, data, cfg, limits, 7).spec.idempotency_key() == "enqueue-7");
+}
+
+TEST_CASE(
+    "submission: one handed over by the shard that read it is checked again as that shard read it",
+    "[submission][shards]") {
+  auto cfg = config(
+      "pools: [{name: a100, gpu_type: a100}, {name: h100, gpu_type: h100}]\n"
+      "teams: [{name: t1, borrow: true}, {name: t2, borrow: true}]\n");
+  spec::Limits limits;
+  limits.priority_classes = cfg.class_names();
+  const auto sent =
+      bytes(R"({"command":["true"],"resources":{"gpus":2,"gpu_type":"h100"},"labels":{"a":"b"},)"
+            R"("idempotency_key":"k1"})");
+  auto o = submission::open("troupe.t1.submit", sent);
+  auto first = submission::read(o, sent, cfg, limits);
+  REQUIRE(first.verdict.ok());
+  const auto body = submission::hand_over(first.spec, true, sent);
+  auto h = submission::read_handed(subjects::shard_read("h100", "t1"),
+                                   std::vector<uint8_t>(body.begin(), body.end()), cfg, limits);
+  REQUIRE(h.opened.verdict.ok());
+  REQUIRE(h.read.verdict.ok());
+  CHECK(h.opened.team == "t1");
+  CHECK(h.opened.flatbuffers);  // answered as the client asked
+  CHECK(h.original == sent);    // the intake message id is the client's
+  CHECK(h.read.adm.pool == "h100");
+  // Checking again changes nothing: the same spec, the same fingerprint.
+  CHECK(spec::fingerprint(h.read.spec) == spec::fingerprint(first.spec));
+
+  // The subject's team is the one it is checked for; junk is malformed.
+  auto other = submission::read_handed(subjects::shard_read("h100", "t2"),
+                                       std::vector<uint8_t>(body.begin(), body.end()), cfg, limits);
+  CHECK(other.read.verdict.code == Refusal::wrong_team);
+  auto junk = submission::read_handed(subjects::shard_read("h100", "t1"), bytes("\xff\xff\x01"),
+                                      cfg, limits);
+  CHECK(junk.opened.verdict.code == Refusal::malformed);
+  auto bad_team =
+      submission::read_handed(subjects::shard_read("h100", "sys"),
+                              std::vector<uint8_t>(body.begin(), body.end()), cfg, limits);
+  CHECK(bad_team.opened.verdict.code == Refusal::not_allowed);
 }
 
 TEST_CASE("submission: the intake message id makes one record of a key, or of one request",

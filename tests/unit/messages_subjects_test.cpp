@@ -88,6 +88,11 @@ TEST_CASE("subjects: a submission handed between shards names its pool and team"
           "[messages][subjects]") {
   CHECK(subjects::shard_submit("h100", "ml") == "troupe.sys.shard.submit.h100.ml");
   CHECK(subjects::shard_submit_team(subjects::shard_submit("h100", "ml")) == "ml");
+  CHECK(subjects::shard_read("h100", "ml") == "troupe.sys.shard.read.h100.ml");
+  CHECK(subjects::shard_submit_team(subjects::shard_read("h100", "ml")) == "ml");
+  CHECK(subjects::is_shard_read(subjects::shard_read("h100", "ml")));
+  CHECK_FALSE(subjects::is_shard_read(subjects::shard_submit("h100", "ml")));
+  CHECK_FALSE(subjects::is_shard_read("troupe.sys.shard.read.h100"));
   for (const char* other :
        {"troupe.ml.submit", "troupe.sys.shard.submit", "troupe.sys.shard.submit.",
         "troupe.sys.shard.submit.h100", "troupe.sys.shard.submit.h100.ml.x",
