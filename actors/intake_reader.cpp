@@ -20,6 +20,7 @@ constexpr size_t kMaxBuckets = 4096;  // full buckets are forgotten past this ma
 struct ReaderState {
   RouterActor router;
   ClockPtr clock;
+  policy::ShardScope shards;
   policy::ClusterConfig cfg = policy::open_config();
   spec::Limits limits;
   std::unordered_map<std::string, policy::TokenBucket> buckets;  // by team (rate-limited ones)
@@ -42,7 +43,22 @@ policy::TokenBucket& bucket_of(ReaderState& st, const std::string& team, int64_t
 
 // The stateless checks of submission::open and read, with the team's rate
 // between them.
+// The team's submit rate: one token, or the refusal in `c`.
+bool take_rate(ReaderState& st, submission::Checked& c) {
+  auto lim = st.cfg.limits_of(c.team);
+  if (lim.submit_rate <= 0) return true;
+  int64_t now = st.clock->now_ms();  // a clock that goes back refills nothing (take_token)
+  c.verdict = policy::check_rate(bucket_of(st, c.team, now), lim, c.team, now);
+  return c.verdict.ok();
+}
+
 void check(ReaderState& st, Inbound& in, submission::Checked& c) {
+  const bool handed = !subjects::shard_submit_team(in.subject).empty();
+  const bool pipeline = subjects::token(in.subject, 2) == subjects::kPipeline;
+  // A shard counts a submission's rate once it knows the pool (below): the
+  // owner counts it, whichever shard of the queue group read it. Every
+  // shard hears a pipeline, so each counts it.
+  const bool rate_after = st.shards.sharded() && !pipeline;
   if (subjects::is_shard_read(in.subject)) {  // another shard read it: checked again
     auto h = submission::read_handed(in.subject, in.data, st.cfg, st.limits);
     c.team = h.opened.team;
@@ -51,33 +67,31 @@ void check(ReaderState& st, Inbound& in, submission::Checked& c) {
     c.spec = std::move(h.read.spec);
     c.adm = std::move(h.read.adm);
     in.data = std::move(h.original);  // the client's bytes, as if it came from the client
-    return;
-  }
-  auto opened = submission::open(in.subject, in.data);
-  c.team = opened.team;
-  c.flatbuffers = opened.flatbuffers;
-  c.verdict = opened.verdict;
-  if (!c.verdict.ok()) return;
-  auto lim = st.cfg.limits_of(c.team);
-  // (one handed over by another shard was counted there)
-  if (lim.submit_rate > 0 && subjects::shard_submit_team(in.subject).empty()) {
-    int64_t now = st.clock->now_ms();  // a clock that goes back refills nothing (take_token)
-    c.verdict = policy::check_rate(bucket_of(st, c.team, now), lim, c.team, now);
+  } else {
+    auto opened = submission::open(in.subject, in.data);
+    c.team = opened.team;
+    c.flatbuffers = opened.flatbuffers;
+    c.verdict = opened.verdict;
     if (!c.verdict.ok()) return;
+    if (!rate_after && !take_rate(st, c)) return;  // a flood refused before it is parsed
+    if (pipeline) {                                // one submission for the rate
+      c.pipeline = submission::read_pipeline(opened, in.data, st.cfg, st.limits);
+      c.verdict = c.pipeline->verdict;
+      return;
+    }
+    auto read = submission::read(opened, in.data, st.cfg, st.limits, in.stream_seq, in.msg_id);
+    c.verdict = std::move(read.verdict);
+    c.spec = std::move(read.spec);
+    c.adm = std::move(read.adm);
   }
-  if (subjects::token(in.subject, 2) == subjects::kPipeline) {  // one submission for the rate
-    c.pipeline = submission::read_pipeline(opened, in.data, st.cfg, st.limits);
-    c.verdict = c.pipeline->verdict;
-    return;
-  }
-  auto read = submission::read(opened, in.data, st.cfg, st.limits, in.stream_seq, in.msg_id);
-  c.verdict = std::move(read.verdict);
-  c.spec = std::move(read.spec);
-  c.adm = std::move(read.adm);
+  if (rate_after && c.verdict.ok() && (handed || st.shards.owns_submission(st.cfg, c.adm.pool)))
+    take_rate(st, c);
 }
 
-IntakeReaderActor::behavior_type reader_behavior(Self self, RouterActor router, ClockPtr clock) {
+IntakeReaderActor::behavior_type reader_behavior(Self self, RouterActor router, ClockPtr clock,
+                                                 policy::ShardScope shards) {
   self->state.router = std::move(router);
+  self->state.shards = std::move(shards);
   self->state.clock = clock ? std::move(clock) : std::make_shared<SystemClock>();
   return {
       [=](Inbound& in) {
@@ -100,9 +114,10 @@ IntakeReaderActor::behavior_type reader_behavior(Self self, RouterActor router, 
 
 }  // namespace
 
-IntakeReaderActor spawn_intake_reader(caf::local_actor* parent, RouterActor router,
-                                      ClockPtr clock) {
-  return parent->spawn<caf::linked>(reader_behavior, std::move(router), std::move(clock));
+IntakeReaderActor spawn_intake_reader(caf::local_actor* parent, RouterActor router, ClockPtr clock,
+                                      policy::ShardScope shards) {
+  return parent->spawn<caf::linked>(reader_behavior, std::move(router), std::move(clock),
+                                    std::move(shards));
 }
 
 }  // namespace troupe

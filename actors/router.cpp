@@ -230,7 +230,8 @@ void submit(Self self, const ReadSubmission& r) {
   const bool queued_read = st.opts.shards.sharded() &&
                            subjects::token(in.subject, 2) == subjects::kSubmit &&
                            in.stream_seq == 0;
-  if (!(queued_read && pool.empty()) && !st.opts.shards.owns_submission(st.cfg, pool)) {
+  // (a refusal of one it read, or was handed, it answers itself)
+  if (!((queued_read || handed) && pool.empty()) && !st.opts.shards.owns_submission(st.cfg, pool)) {
     // A schedule's run (only the coordinator keeps schedules) for another
     // shard's pool: refused, and the schedule says so (last_error).
     if (answer_fire(self, Waiter{in.reply, false}, {},
@@ -1047,7 +1048,8 @@ RouterActor::behavior_type router_behavior(Self self, OutboxPtr out, IntakePtr i
   st.started_ms = st.opts.clock ? st.opts.clock->now_ms() : system_now_ms();
   st.id_prefix = submission::job_id_prefix(st.started_ms);
   for (int i = 0; i < std::max(1, st.opts.intake_readers); ++i)
-    st.readers.push_back(spawn_intake_reader(self, RouterActor{self}, st.opts.clock));
+    st.readers.push_back(
+        spawn_intake_reader(self, RouterActor{self}, st.opts.clock, st.opts.shards));
   return {
       [=](const Wiring& w) { self->state.w = w; },
       [=](const Inbound& in) {

@@ -25,6 +25,7 @@
 #include "actors/scheduler.hpp"
 #include "bus/subjects.hpp"
 #include "messages/wire.hpp"
+#include "records.pb.h"
 
 using namespace troupe;
 using namespace troupe::atoms;
@@ -939,6 +940,56 @@ TEST_CASE("submissions read off the router keep each team's order, and a flood i
   auto s = json::parse(stats->text());
   CHECK(s["refused"]["rate_limited"] == 3);
   CHECK(s["submitted"] == 4 * kEach + 5);
+}
+
+TEST_CASE(
+    "a shard counts a team's submit rate for its own pools, whichever shard of the queue group "
+    "read the submission",
+    "[actors][input][shards]") {
+  SchedulerOptions opts;
+  opts.shards.pools = {"a100"};
+  Fixture f(opts);
+  apply_config(f.w,
+               "pools: [{name: a100, gpu_type: a100}, {name: h100, gpu_type: h100}]\n"
+               "teams: [{name: r, borrow: true, limits: {submit_rate: 1, submit_burst: 2}}]\n");
+  f.settle();
+  f.register_node("n1", 8);
+  auto spec_of = [](const std::string& type) {
+    std::string s = R"({"command":["true"],"resources":{"gpus":1,"gpu_type":")" + type + "\"}}";
+    return std::vector<uint8_t>(s.begin(), s.end());
+  };
+  auto answer = [&](const std::string& inbox) {
+    auto* r = f.out->find(reply_to(inbox));
+    REQUIRE(r);
+    return json::parse(r->text());
+  };
+  // Five of the other shard's pool read here: handed over as read, none
+  // counted here (their owner counts them), none answered here.
+  for (int i = 0; i < 5; ++i)
+    f.post(subjects::team_submit("r"), spec_of("h100"), "_INBOX.h." + std::to_string(i));
+  f.settle();
+  auto handed = [](const Published& p) { return p.subject == subjects::shard_read("h100", "r"); };
+  REQUIRE(f.out->count(handed) == 5);
+  CHECK(f.out->find(handed)->reply == "_INBOX.h.0");
+  CHECK(f.out->find(reply_to("_INBOX.h.0")) == nullptr);
+  // Its own pool's: read here or handed here by the other shard, one bucket.
+  f.inbound(subjects::team_submit("r"), spec_of("a100"), "_INBOX.a.0");
+  CHECK(answer("_INBOX.a.0").contains("job_id"));
+  // What the other shard hands over is the same message as it handed the h100
+  // ones: the owner checks it again and counts it.
+  const auto& other = *f.out->find(handed);
+  pb::ShardSubmission m;
+  REQUIRE(m.ParseFromArray(other.data.data(), static_cast<int>(other.data.size())));
+  m.mutable_spec()->mutable_resources()->set_gpu_type("a100");
+  const auto body = m.SerializeAsString();
+  for (int i = 1; i < 4; ++i)
+    f.post(subjects::shard_read("a100", "r"), std::vector<uint8_t>(body.begin(), body.end()),
+           "_INBOX.a." + std::to_string(i));
+  f.settle();
+  CHECK(answer("_INBOX.a.1").contains("job_id"));
+  // The burst of 2 is spent: refused, and answered here (not "unavailable").
+  CHECK(answer("_INBOX.a.2").value("code", "") == "rate_limited");
+  CHECK(answer("_INBOX.a.3").value("code", "") == "rate_limited");
 }
 
 TEST_CASE("status takes job_id, and jobId as protobuf's JSON spells it", "[actors][input]") {
