@@ -237,6 +237,9 @@ struct SchedulerOptions {
   // empty: every pool, one scheduler.
   policy::ShardScope shards;
   AgentWatchPtr agents;  // a shard: the agents it listens to (null: every agent)
+  // A shard: where the owners of other pools answer the enqueued submissions
+  // it handed them (subjects::shard_answers of this process; "" none).
+  std::string shard_answers;
 };
 
 }  // namespace troupe

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <charconv>
 #include <chrono>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -230,8 +231,12 @@ void submit(Self self, const ReadSubmission& r) {
   const bool queued_read = st.opts.shards.sharded() &&
                            subjects::token(in.subject, 2) == subjects::kSubmit &&
                            in.stream_seq == 0;
+  // An enqueued one (one shard reads it off the durable consumer) likewise;
+  // handed over, it is acknowledged once its owner answered (shard_answers).
+  const bool enqueued = st.opts.shards.sharded() && in.stream_seq != 0;
   // (a refusal of one it read, or was handed, it answers itself)
-  if (!((queued_read || handed) && pool.empty()) && !st.opts.shards.owns_submission(st.cfg, pool)) {
+  if (!((queued_read || handed || enqueued) && pool.empty()) &&
+      !st.opts.shards.owns_submission(st.cfg, pool)) {
     // A schedule's run (only the coordinator keeps schedules) for another
     // shard's pool: refused, and the schedule says so (last_error).
     if (answer_fire(self, Waiter{in.reply, false}, {},
@@ -239,10 +244,16 @@ void submit(Self self, const ReadSubmission& r) {
                         " is another shard's: schedules run jobs in the coordinator's pools only "
                         "(docs/recovery.md, Shards)"))
       return;
-    if (queued_read) {  // as read: its owner does not parse it again
-      st.out->publish(subjects::shard_read(pool, checked.team),
-                      submission::hand_over(checked.spec, checked.flatbuffers, in.data), in.reply);
+    if (queued_read || enqueued) {  // as read: its owner does not parse it again
+      const auto& answers = st.opts.shard_answers;
+      st.out->publish(
+          subjects::shard_read(pool, checked.team),
+          submission::hand_over(checked.spec, checked.flatbuffers && !enqueued, in.data),
+          !enqueued         ? in.reply
+          : answers.empty() ? std::string()
+                            : answers + "." + std::to_string(in.stream_seq));
       ++st.n.handed_over;
+      if (enqueued && answers.empty()) st.intake->ack(in.stream_seq);  // nobody hears an answer
       return;
     }
     if (handed) {  // its pool moved meanwhile (or the shards' configs differ): asked again
@@ -746,8 +757,42 @@ void shard_part(Self self, const Inbound& in) {
              page.label, pool, std::move(pools), in.reply);
 }
 
+// A shard: the owner of another pool answered an enqueued submission this
+// one handed it (troupe.sys.shard.answer.<this>.<stream seq>). Taken (a job
+// id) or refused for good: acknowledged in the stream. Unavailable (its pool
+// moving) or unreadable: left to be delivered again, and handed over again
+// (its idempotency key makes one job of it).
+void on_shard_answer(Self self, const Inbound& in) {
+  auto& st = self->state;
+  const auto last = in.subject.substr(in.subject.rfind('.') + 1);
+  uint64_t seq = 0;
+  auto [end, ec] = std::from_chars(last.data(), last.data() + last.size(), seq);
+  if (ec != std::errc() || end != last.data() + last.size() || seq == 0) {
+    log_bad("shard answer on " + in.subject + ": no stream sequence", ++st.n.malformed);
+    return;
+  }
+  auto j = json::parse(in.data.begin(), in.data.end(), nullptr, false);
+  const bool taken = j.is_object() && j.contains("job_id");
+  const bool refused = j.is_object() && j.contains("code") && j["code"].is_string() &&
+                       j["code"].get<std::string>() != errors::kUnavailable;
+  if (taken || refused) {
+    st.intake->ack(seq);
+    return;
+  }
+  spdlog::warn("enqueued submission {} not taken by its pool's owner ({}): delivered again later",
+               seq,
+               j.is_discarded() ? std::string("unreadable")
+                                : j.dump(-1, ' ', false, json::error_handler_t::replace));
+}
+
 void on_inbound(Self self, const Inbound& in) {
   auto& st = self->state;
+  if (const auto& answers = st.opts.shard_answers;
+      !answers.empty() && in.subject.size() > answers.size() + 1 &&
+      in.subject.compare(0, answers.size(), answers) == 0 && in.subject[answers.size()] == '.') {
+    on_shard_answer(self, in);
+    return;
+  }
   auto team_tok = subjects::token(in.subject, subjects::kTeamToken);
   auto verb = subjects::token(in.subject, 2);
   if (team_tok == names::kSysToken) {

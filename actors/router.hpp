@@ -12,7 +12,9 @@
 //   stats|find, troupe.sys.agent.> (a shard: its own nodes' agents and every
 //   register); a shard also troupe.sys.shard.read|submit.<its pools>.*, the
 //   submissions another shard read and handed over, and it hands those of
-//   another's pool on there); Wiring; (config_atom, text); (heard_atom, n)
+//   another's pool on there, an enqueued one with the reply subject
+//   troupe.sys.shard.answer.<this>.<seq>, whose answer it acknowledges
+//   in the stream); Wiring; (config_atom, text); (heard_atom, n)
 //   from a shard's node supervisor;
 //   (restore_atom, keys, next seq, fingerprints, queued teams) after a
 //   restart; (intake_atom, job id, ok, duplicate, error, original) when the

@@ -180,6 +180,14 @@ inline std::string shard_submit(std::string_view pool, std::string_view team) {
 inline std::string shard_read(std::string_view pool, std::string_view team) {
   return std::string(kShardReadPrefix) + "." + std::string(pool) + "." + std::string(team);
 }
+// Shards: an enqueued submission (troupe.<team>.enqueue, read off the
+// durable consumer by one shard) of another shard's pool is handed over
+// with the reply subject troupe.sys.shard.answer.<reader>.<stream seq>: the
+// reader acknowledges it in the stream once its owner answered for good.
+inline constexpr const char* kShardAnswerPrefix = "troupe.sys.shard.answer";
+inline std::string shard_answers(std::string_view reader) {
+  return std::string(kShardAnswerPrefix) + "." + std::string(reader);
+}
 // The team of a <prefix>.<pool>.<team> subject ("" for any other).
 inline std::string_view team_after(std::string_view prefix, std::string_view subject) {
   if (subject.size() <= prefix.size() + 1 || subject.substr(0, prefix.size()) != prefix ||

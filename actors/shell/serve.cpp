@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <random>
 #include <thread>
 
 #include "actors/bridge.hpp"
@@ -10,6 +11,7 @@
 #include "actors/shell/bus_ports.hpp"
 #include "actors/shell/shard_views.hpp"
 #include "bus/subjects.hpp"
+#include "messages/ids.hpp"
 
 namespace troupe::shell {
 
@@ -62,6 +64,14 @@ int serve(Bus& bus, Leadership& lead, Restore& start, Options& o, const StopSign
     std::shared_ptr<BusAgentWatch> agents;
     if (bus.agents) agents = std::make_shared<BusAgentWatch>(*bus.agents);
     o.scheduler.agents = agents;
+    // A shard: where the owners of other pools answer what it hands them
+    // off the enqueue consumer (this process's own subject).
+    if (lead.sharded()) {
+      std::string reader;
+      ids::append_base36(reader, static_cast<uint64_t>(system_now_ms()), 8);
+      ids::append_base36(reader, std::random_device{}(), 7);
+      o.scheduler.shard_answers = subjects::shard_answers(reader);
+    }
     auto w = start_scheduler(sys, out, intake, o.scheduler);
     if (agents) {
       agents->serve(w.router);
@@ -89,6 +99,8 @@ int serve(Bus& bus, Leadership& lead, Restore& start, Options& o, const StopSign
         subs.push_back(std::move(sub));
       }
     if (agents) subs.push_back(agents->registers(*bus.in));
+    if (!o.scheduler.shard_answers.empty())
+      subs.push_back(bus::subscribe_actor(*bus.in, o.scheduler.shard_answers + ".*", w.router));
     for (const char* s : kRouterSubjects) {
       if (agents && std::string_view(s) == subjects::kAllAgents) continue;
       const bool queue = sharded && std::string_view(s) == subjects::kAllSubmit;
@@ -153,12 +165,12 @@ int serve(Bus& bus, Leadership& lead, Restore& start, Options& o, const StopSign
     // those stored while no scheduler ran; and the records a standby made
     // while no leader answered (shell/standby.hpp), this process's own front
     // door's among them.
-    // (Not a shard's: docs/recovery.md "Shards" says what is left.)
+    // Shards share the enqueue consumer (each message to one of them, which
+    // hands one of another's pool over); a standby's records are not a
+    // shard's (docs/recovery.md "Shards" says what is left).
     bus::ConsumerPtr consumer, handoff;
-    if (!lead.sharded()) {
-      consumer = open_consumer(subjects::kEnqueueConsumer, subjects::kAllEnqueue);
-      handoff = open_consumer(subjects::kHandoffConsumer, subjects::kAllHandoff);
-    }
+    consumer = open_consumer(subjects::kEnqueueConsumer, subjects::kAllEnqueue);
+    if (!lead.sharded()) handoff = open_consumer(subjects::kHandoffConsumer, subjects::kAllHandoff);
     intake->consumer = consumer.get();
     intake->handoff = handoff.get();
     bus.in->flush();

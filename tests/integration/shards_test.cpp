@@ -185,6 +185,51 @@ TEST_CASE(
   CHECK(last_error.find("another shard") != std::string::npos);
   c.request("troupe.ml.schedule", Json{{"op", "delete"}, {"name", "every-h"}});
 
+  // Submissions enqueued with JetStream: the shards share the durable
+  // consumer; the one that reads a job of the other's pool hands it over and
+  // acknowledges it once the owner took it. Each job runs once, in its pool.
+  {
+    std::string err;
+    auto js = bus::JetStream::open(c.conn(), &err);
+    REQUIRE(js);
+    std::map<std::string, std::string> types;  // name -> GPU type
+    for (int i = 0; i < 6; ++i) {
+      const std::string type = i % 2 ? "h100" : "a100";
+      const std::string name = "enq-" + std::to_string(i);
+      Json spec = typed({"true"}, 1, type);
+      spec["name"] = name;
+      types[name] = type;
+      const std::string body = spec.dump();
+      REQUIRE(js->publish(subjects::team_verb("ml", subjects::kEnqueue), body.data(), body.size(),
+                          "enq-key-" + std::to_string(i)) == "");
+    }
+    // name -> the job ids its events carried, and which of them succeeded
+    std::map<std::string, std::set<std::string>> ids, succeeded;
+    bool done = c.events().wait_for(
+        [&](const std::vector<Event>& events) {
+          ids.clear();
+          succeeded.clear();
+          for (const auto& e : events) {
+            const std::string name = e.json.value("name", "");
+            if (types.count(name) == 0) continue;
+            ids[name].insert(e.job_id);
+            if (e.state == names::kSucceeded) succeeded[name].insert(e.job_id);
+          }
+          return succeeded.size() == types.size();
+        },
+        30s);
+    INFO("enqueued jobs: " << Json(ids).dump() << " succeeded: " << Json(succeeded).dump());
+    CHECK(done);
+    for (const auto& [name, of_name] : ids) {
+      INFO(name);
+      CHECK(of_name.size() == 1);  // once
+      for (const auto& id : of_name) CHECK(id.rfind("j-" + types[name] + "-", 0) == 0);
+    }
+    // All acknowledged: nothing left for the consumer to deliver again.
+    Json stats = c.request(subjects::kSysStats, Json::object());
+    CHECK(stats.value("malformed", int64_t{-1}) == 0);
+  }
+
   // The h100 shard dies. Its pool is served again within 5 s.
   const std::string old_holder = holder_of(c, "h100");
   h_shard->kill_now();

@@ -111,10 +111,16 @@ class InstantIntake : public Intake {
     auto [it, added] = stored_.emplace(msg_id, std::string(bytes.begin(), bytes.end()));
     done({true, !added, {}, added ? std::string() : it->second});
   }
+  void ack(uint64_t stream_seq) override { acked.push_back(stream_seq); }
+  std::vector<uint64_t> acked;  // enqueued submissions acknowledged, in order
 
  private:
   std::map<std::string, std::string> stored_;  // by msg_id
 };
+
+std::vector<uint8_t> bytes_of(const std::string& s) {
+  return std::vector<uint8_t>(s.begin(), s.end());
+}
 
 // What the tests look for in the outbox.
 auto reply_to(const std::string& inbox) {
@@ -990,6 +996,59 @@ TEST_CASE(
   // The burst of 2 is spent: refused, and answered here (not "unavailable").
   CHECK(answer("_INBOX.a.2").value("code", "") == "rate_limited");
   CHECK(answer("_INBOX.a.3").value("code", "") == "rate_limited");
+}
+
+TEST_CASE(
+    "a shard hands an enqueued submission of another's pool over and acknowledges it once its "
+    "owner took it",
+    "[actors][input][shards]") {
+  SchedulerOptions opts;
+  opts.shards.pools = {"a100"};
+  opts.shard_answers = subjects::shard_answers("me");
+  auto intake = std::make_shared<InstantIntake>();
+  Fixture f(opts, intake);
+  apply_config(f.w,
+               "pools: [{name: a100, gpu_type: a100}, {name: h100, gpu_type: h100}]\n"
+               "teams: [{name: r, borrow: true}]\n");
+  f.settle();
+  f.register_node("n1", 8);
+  auto enqueue = [&](const std::string& type, uint64_t seq) {
+    std::string s = R"({"command":["true"],"resources":{"gpus":1,"gpu_type":")" + type + "\"}}";
+    Inbound in{
+        subjects::team_verb("r", subjects::kEnqueue), {}, std::vector<uint8_t>(s.begin(), s.end())};
+    in.stream_seq = seq;
+    caf::anon_send(f.w.router, std::move(in));
+    f.settle();
+  };
+  // Its own pool's: taken here, acknowledged once recorded.
+  enqueue("a100", 7);
+  CHECK(intake->acked == std::vector<uint64_t>{7});
+  // Another's: handed over, its owner to answer on this shard's subject.
+  enqueue("h100", 8);
+  auto handed = [](const Published& p) { return p.subject == subjects::shard_read("h100", "r"); };
+  REQUIRE(f.out->count(handed) == 1);
+  const std::string answer = f.out->find(handed)->reply;
+  CHECK(answer == subjects::shard_answers("me") + ".8");
+  pb::ShardSubmission m;
+  const auto& data = f.out->find(handed)->data;
+  REQUIRE(m.ParseFromArray(data.data(), static_cast<int>(data.size())));
+  CHECK(m.spec().idempotency_key() == "enqueue-8");  // one job however often handed over
+  CHECK(intake->acked == std::vector<uint64_t>{7});  // not yet
+  // Its pool moving: left for the stream to deliver again.
+  f.inbound(answer, bytes_of(R"({"error":"moving","code":"unavailable"})"));
+  CHECK(intake->acked == std::vector<uint64_t>{7});
+  f.inbound(answer, bytes_of("not json"));
+  CHECK(intake->acked == std::vector<uint64_t>{7});
+  // Taken (or refused for good): acknowledged.
+  f.inbound(answer, bytes_of(R"({"job_id":"j-h100-abc"})"));
+  CHECK(intake->acked == std::vector<uint64_t>{7, 8});
+  enqueue("h100", 9);
+  f.inbound(subjects::shard_answers("me") + ".9",
+            bytes_of(R"({"error":"no","code":"rate_limited"})"));
+  CHECK(intake->acked == std::vector<uint64_t>{7, 8, 9});
+  // No sequence there: malformed, nothing acknowledged.
+  f.inbound(subjects::shard_answers("me") + ".x", bytes_of(R"({"job_id":"j-1"})"));
+  CHECK(intake->acked.size() == 3);
 }
 
 TEST_CASE("status takes job_id, and jobId as protobuf's JSON spells it", "[actors][input]") {
