@@ -20,7 +20,9 @@
 #                                 at once), served by one shard holding both pools
 #                                 (SHARDS 1) or one shard per pool (SHARDS 2): jobs
 #                                 placed per scheduler CPU-second; RATE (environment):
-#                                 submissions/s of each troupe-load (default 0: at once)
+#                                 submissions/s of each troupe-load (default 0: at once);
+#                                 ONLY_H100=1: the h100 half only (what a shard that
+#                                 places nothing costs); each scheduler's CPU is shown
 #   recovery JOBS                 JOBS queued jobs in the state, then kill -9 of the
 #                                 scheduler and a new one: time to restore, to serve,
 #                                 and until its queues hold every job again
@@ -287,16 +289,19 @@ case "$MEASURE" in
     for p in "${SCHEDS[@]}"; do S0[$p]=$(cpu_ticks "$p"); done
     TIMEFORMAT='%U %S'
     T0=$(date +%s.%N)
-    { time "$BIN/troupe-load" --nats "$URL" --jobs "$((JOBS / 2))" --rate "${RATE:-0}" --teams t1,t2 --gpu-type a100 \
+    { [[ ${ONLY_H100:-0} == 1 ]] || time "$BIN/troupe-load" --nats "$URL" --jobs "$((JOBS / 2))" --rate "${RATE:-0}" --teams t1,t2 --gpu-type a100 \
       --mix 1gpu:0.8,8gpu:0.2 --duration-s 0.05 --deadline-s 300 --json --no-progress >"$DIR/load-a.json" || true; } 2>"$DIR/load.time" &
     LA=$!
     "$BIN/troupe-load" --nats "$URL" --jobs "$((JOBS / 2))" --rate "${RATE:-0}" --teams t3,t4 --gpu-type h100 \
       --mix 1gpu:0.8,8gpu:0.2 --duration-s 0.05 --deadline-s 300 --json --no-progress >"$DIR/load-h.json" || true
     wait $LA || true
     T1=$(date +%s.%N)
-    placed=$(python3 -c 'import json,sys; print(sum(json.load(open(f)).get("placed", 0) for f in sys.argv[1:]))' "$DIR/load-a.json" "$DIR/load-h.json" 2>/dev/null || echo "?")
+    placed=$(python3 -c 'import json,os,sys; print(sum(json.load(open(f)).get("placed", 0) for f in sys.argv[1:] if os.path.exists(f) and os.path.getsize(f)))' "$DIR/load-a.json" "$DIR/load-h.json" 2>/dev/null || echo "?")
     hz=$(getconf CLK_TCK); sched=0
-    for p in "${SCHEDS[@]}"; do sched=$((sched + $(cpu_ticks "$p") - ${S0[$p]})); done
+    for p in "${SCHEDS[@]}"; do
+      d=$(( $(cpu_ticks "$p") - ${S0[$p]} )); sched=$((sched + d))
+      awk -v t="$d" -v hz="$hz" -v p="$p" 'BEGIN{printf "scheduler %s: %.2f CPU s\n", p, t/hz}'
+    done
     for f in a h; do
       python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(sys.argv[2], {k: r.get(k) for k in ("submitted","accepted","placed","refused","timed_out")})' \
         "$DIR/load-$f.json" "$f" 2>/dev/null || true
