@@ -1088,8 +1088,7 @@ void tell_shape(NodeSup self, const std::string& node, const Envelope& env) {
 // and only for a node on the roster.
 NodeActor admit(NodeSup self, const std::string& node, const Envelope& env) {
   auto* e = wire::open(env.bytes);
-  if (auto& st = self->state;
-      st.shards.sharded() && e != nullptr && e->body_type() != wire::Body::NodeRegister)
+  if (auto& st = self->state; st.shards.sharded() && e && wire::is_agent_report(e->body_type()))
     self->send(st.w.router, heard_atom_v, ++st.other_pool);  // not its own node's agent
   bool from_agent =
       e && (e->body_type() == wire::Body::NodeRegister || e->body_type() == wire::Body::Heartbeat);

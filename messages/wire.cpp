@@ -1,5 +1,8 @@
 #include "messages/wire.hpp"
 
+#include <algorithm>
+#include <cctype>
+
 namespace troupe::wire {
 
 const Envelope* open(const uint8_t* data, size_t size) {
@@ -9,6 +12,17 @@ const Envelope* open(const uint8_t* data, size_t size) {
   auto* env = GetEnvelope(data);
   if (env->body_type() == Body::NONE || env->body() == nullptr) return nullptr;
   return env;
+}
+
+bool json_text(const Bytes& body) {
+  auto first = std::find_if(body.begin(), body.end(), [](uint8_t c) { return !std::isspace(c); });
+  return first != body.end() && *first == '{';
+}
+
+const Envelope* submit_request(const Bytes& body) {
+  if (json_text(body)) return nullptr;
+  auto* env = open(body);
+  return env != nullptr && env->body_as_SubmitRequest() != nullptr ? env : nullptr;
 }
 
 std::vector<int> ints(const flatbuffers::Vector<int32_t>* v) {
@@ -109,6 +123,10 @@ Bytes launch(const LaunchFields& l) {
                    l.grace_s, fbb.CreateString(l.checkpoint_dir), l.epoch,
                    fbb.CreateString(l.image), l.cpus, l.memory_mb, l.run_as_uid, l.gpu_memory_mb);
   return seal(fbb, body);
+}
+
+bool is_agent_report(Body b) {
+  return b == Body::Heartbeat || b == Body::Started || b == Body::Exited || b == Body::Checkpointed;
 }
 
 std::string check_agent_message(const Envelope& e, std::string_view node) {

@@ -21,6 +21,13 @@ inline const Envelope* open(const Bytes& b) {
   return open(b.data(), b.size());
 }
 
+// A submission's body is JSON text when its first byte but spaces is '{';
+// else a FlatBuffers SubmitRequest: its envelope, verified (null when the
+// body is JSON, or neither). The scheduler and the front door tell them
+// apart the same way.
+bool json_text(const Bytes& body);
+const Envelope* submit_request(const Bytes& body);
+
 // Finishes `fbb` with an Envelope around `body` and returns the bytes.
 template <class T>
 Bytes seal(flatbuffers::FlatBufferBuilder& fbb, flatbuffers::Offset<T> body) {
@@ -92,6 +99,9 @@ Bytes launch(const LaunchFields& l);
 // heartbeat, started, exited, checkpointed), each naming that node and no
 // other. "" when it may, else why not. A node speaks only for itself.
 std::string check_agent_message(const Envelope& e, std::string_view node);
+// What an agent says about what runs or itself, after its register:
+// heartbeat, started, exited, checkpointed.
+bool is_agent_report(Body b);
 
 // Name of a body type, for logs and counters.
 inline const char* body_name(Body b) {

@@ -124,17 +124,27 @@ void BusDispatchGate::run(Claim& c) {
 }
 
 void BusAgentWatch::watch(const std::string& node) {
-  if (watching(node)) return;
-  // Listening before it counts as watched: a register in between may come
-  // twice (harmless: an agent registers again at will), none is lost.
-  auto sub = bus::subscribe_actor(conn_, subjects::agent_to_scheduler(node, ">"), router_);
-  if (!sub) {
-    spdlog::error("cannot listen to the agent of node {}: only its registers are heard", node);
-    return;
+  watch(std::vector<std::string>{node});
+}
+
+void BusAgentWatch::watch(const std::vector<std::string>& nodes) {
+  // Listening before they count as watched: a register in between may come
+  // twice (harmless: an agent registers again at will), none is lost. One
+  // round trip to the server for all of them.
+  std::vector<std::pair<std::string, bus::SubscriptionPtr>> added;
+  for (const auto& node : nodes) {
+    if (watching(node)) continue;
+    auto sub = bus::subscribe_actor(conn_, subjects::agent_to_scheduler(node, ">"), router_);
+    if (sub)
+      added.emplace_back(node, std::move(sub));
+    else
+      spdlog::error("cannot listen to the agent of node {}: only its registers are heard", node);
   }
-  if (!conn_.flush()) spdlog::warn("listening to the agent of node {} is not confirmed", node);
+  if (added.empty()) return;
+  if (!conn_.flush())
+    spdlog::warn("listening to the agents of {} nodes is not confirmed yet", added.size());
   std::lock_guard<std::mutex> lock(mu_);
-  subs_.emplace(node, std::move(sub));
+  for (auto& [node, sub] : added) subs_.emplace(node, std::move(sub));
 }
 
 bool BusAgentWatch::watching(const std::string& node) const {

@@ -150,6 +150,7 @@ class BusAgentWatch : public AgentWatch {
   // Where what it hears goes: set once, before the router's first message.
   void serve(InboundActor router) { router_ = std::move(router); }
   void watch(const std::string& node) override;
+  void watch(const std::vector<std::string>& nodes);  // (one round trip for all)
   bus::SubscriptionPtr registers(bus::Connection& in);
   bool watching(const std::string& node) const;
 

@@ -77,7 +77,9 @@ int serve(Bus& bus, Leadership& lead, Restore& start, Options& o, const StopSign
       agents->serve(w.router);
       // The restored nodes' agents are listened to before they are asked to
       // register again (below); the node supervisor's watch is then a no-op.
-      for (const auto& [node, rec] : start.read.state.nodes) agents->watch(node);
+      std::vector<std::string> restored;
+      for (const auto& [node, rec] : start.read.state.nodes) restored.push_back(node);
+      agents->watch(restored);
     }
     apply_config(w, o.config_text);
     local.serve(w.router);
