@@ -47,11 +47,9 @@ Opened open(std::string_view subject, const std::vector<uint8_t>& data) {
     o.verdict = {Refusal::not_allowed, "team name '" + o.team + "' is not allowed"};
     return o;
   }
-  auto first = std::find_if(data.begin(), data.end(), [](uint8_t c) { return !std::isspace(c); });
-  if (first != data.end() && *first == '{') return o;
-  o.envelope = wire::open(data);
-  if (o.envelope == nullptr || o.envelope->body_as_SubmitRequest() == nullptr) {
-    o.envelope = nullptr;
+  if (wire::json_text(data)) return o;
+  o.envelope = wire::submit_request(data);
+  if (o.envelope == nullptr) {
     o.verdict = {Refusal::malformed,
                  "malformed submission: neither a JSON job spec nor a FlatBuffers SubmitRequest"};
     return o;

@@ -308,6 +308,20 @@ bool Connection::publish(const std::string& subject, const void* data, size_t si
 
 constexpr std::chrono::milliseconds kNoRespondersPause{100};
 
+// Why a request on `subject` got no answer, as a user reads it. A request
+// the server refused to carry (no permission to publish the subject or to
+// receive on the reply subject) looks like a timeout: `last_async` (the
+// connection's last asynchronous error) says why.
+std::string request_error(const std::string& subject, natsStatus s, const std::string& last_async) {
+  std::string e = s == NATS_NO_RESPONDERS ? "no responders on " + subject
+                  : s == NATS_TIMEOUT     ? "request on " + subject + " timed out"
+                                          : "request on " + subject + ": " + status_text(s);
+  if ((s == NATS_TIMEOUT || s == NATS_NOT_PERMITTED) &&
+      last_async.find("ermission") != std::string::npos)
+    e += " (" + last_async + ")";
+  return e;
+}
+
 bool Connection::in_cluster() const {
   char** servers = nullptr;
   int count = 0;
@@ -341,18 +355,8 @@ std::optional<std::vector<uint8_t>> Connection::request(const std::string& subje
   }
   if (s != NATS_OK) {
     if (error != nullptr) {
-      if (s == NATS_NO_RESPONDERS)
-        *error = "no responders on " + subject + " (is troupe-scheduler running?)";
-      else if (s == NATS_TIMEOUT)
-        *error = "request on " + subject + " timed out";
-      else
-        *error = "request on " + subject + ": " + status_text(s);
-      // A request the server refused to carry (no permission to publish the
-      // subject or to receive on the inbox) looks like a timeout: say why.
-      if (s == NATS_TIMEOUT || s == NATS_NOT_PERMITTED) {
-        auto last = last_async_error();
-        if (last.find("ermission") != std::string::npos) *error += " (" + last + ")";
-      }
+      *error = request_error(subject, s, last_async_error());
+      if (s == NATS_NO_RESPONDERS) *error += " (is troupe-scheduler running?)";
     }
     return std::nullopt;
   }
@@ -833,10 +837,7 @@ std::optional<std::vector<uint8_t>> Connection::request_via(const std::string& s
   MsgHandle got(msg);
   if (s == NATS_OK && natsMsg_IsNoResponders(msg)) s = NATS_NO_RESPONDERS;
   if (s != NATS_OK) {
-    if (error != nullptr)
-      *error = s == NATS_NO_RESPONDERS ? "no responders on " + subject
-               : s == NATS_TIMEOUT     ? "request on " + subject + " timed out"
-                                       : "request on " + subject + ": " + status_text(s);
+    if (error != nullptr) *error = request_error(subject, s, last_async_error());
     return std::nullopt;
   }
   const auto* d = reinterpret_cast<const uint8_t*>(natsMsg_GetData(msg));

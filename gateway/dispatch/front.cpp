@@ -442,11 +442,7 @@ struct Front::Impl {
     }
     // A FlatBuffers SubmitRequest (services, troupe-load) is answered in
     // FlatBuffers (a SubmitReply) and sent on as JSON; else JSON or YAML.
-    const wire::Envelope* env = nullptr;
-    if (auto first = std::find_if(in.data.begin(), in.data.end(),
-                                  [](uint8_t c) { return std::isspace(c) == 0; });
-        first != in.data.end() && *first != '{')
-      env = wire::open(in.data.data(), in.data.size());
+    const wire::Envelope* env = wire::submit_request(in.data);
     const wire::SubmitRequest* fb = env != nullptr ? env->body_as_SubmitRequest() : nullptr;
     auto answer = [&](const Json& j) {
       if (fb == nullptr) return reply(in, j);

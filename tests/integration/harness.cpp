@@ -783,7 +783,7 @@ std::vector<std::string> Cluster::node_argv(const NodeOptions& n) const {
   return argv;
 }
 
-void Cluster::auth(const std::vector<std::string>& args) {
+std::string Cluster::auth(const std::vector<std::string>& args) {
   std::vector<std::string> argv = {bin_dir() + "/troupe", "auth"};
   argv.insert(argv.end(), args.begin(), args.end());
   argv.push_back("--home");
@@ -791,6 +791,7 @@ void Cluster::auth(const std::vector<std::string>& args) {
   auto r = run_program(argv, dir(), "auth-" + std::to_string(++auth_runs_), 30s, &dump_);
   INFO("troupe auth " << args.at(0) << " failed (rc " << r.exit_code << "): " << r.err);
   REQUIRE(r.exit_code == 0);
+  return r.out;
 }
 
 std::string Cluster::leaf_url() const {
@@ -803,12 +804,7 @@ std::string Cluster::leaf_url() const {
 }
 
 std::string Cluster::add_link(const std::string& name) {
-  std::vector<std::string> argv = {
-      bin_dir() + "/troupe", "auth", "add-link", name, "--home", dir()};
-  auto r = run_program(argv, dir(), "auth-" + std::to_string(++auth_runs_), 30s, &dump_);
-  INFO("troupe auth add-link " << name << " failed (rc " << r.exit_code << "): " << r.err);
-  REQUIRE(r.exit_code == 0);
-  std::string out = r.out;
+  std::string out = auth({"add-link", name});
   while (!out.empty() && out.back() == '\n') out.pop_back();
   return out.substr(out.rfind('\n') + 1);  // the account's public key, its last line
 }

@@ -330,7 +330,8 @@ class Cluster {
   // <dir>/auth: what `troupe auth` wrote (creds files, ca.pem).
   std::string auth_dir() const { return file("auth"); }
   // Runs `troupe auth ARGS --home <dir>`; fails the test unless it exits 0.
-  void auth(const std::vector<std::string>& args);
+  // Returns what it wrote on stdout.
+  std::string auth(const std::vector<std::string>& args);
   // The .creds file of `identity` (team-t1, node-n1, admin-admin, scheduler),
   // made with `troupe auth add-team|add-node|add-admin` when missing.
   std::string creds(const std::string& identity);

@@ -60,6 +60,23 @@ TEST_CASE("wire: a valid envelope opens and reads back", "[messages][wire]") {
   CHECK(wire::ints(nullptr).empty());
 }
 
+TEST_CASE("wire: a submission's body is JSON text or a FlatBuffers SubmitRequest",
+          "[messages][wire]") {
+  auto text = [](const std::string& s) { return wire::Bytes(s.begin(), s.end()); };
+  CHECK(wire::json_text(text(" \n\t{\"command\":[\"true\"]}")));
+  CHECK(wire::submit_request(text("{\"command\":[\"true\"]}")) == nullptr);
+  const auto fb = sample_submit();
+  CHECK_FALSE(wire::json_text(fb));
+  REQUIRE(wire::submit_request(fb) != nullptr);
+  CHECK(wire::submit_request(fb)->body_as_SubmitRequest() != nullptr);
+  // Another message, junk, YAML, nothing: no SubmitRequest, not JSON.
+  for (const auto& other :
+       {sample_launch(), text("\x01\x02junk"), text("command: [x]"), text(""), text("   ")}) {
+    CHECK_FALSE(wire::json_text(other));
+    CHECK(wire::submit_request(other) == nullptr);
+  }
+}
+
 TEST_CASE("wire: open refuses null, empty and tiny buffers", "[messages][wire]") {
   CHECK(wire::open(nullptr, 0) == nullptr);
   CHECK(wire::open(nullptr, 100) == nullptr);
