@@ -41,8 +41,6 @@ policy::TokenBucket& bucket_of(ReaderState& st, const std::string& team, int64_t
   return st.buckets[team];
 }
 
-// The stateless checks of submission::open and read, with the team's rate
-// between them.
 // The team's submit rate: one token, or the refusal in `c`.
 bool take_rate(ReaderState& st, submission::Checked& c) {
   auto lim = st.cfg.limits_of(c.team);
@@ -52,6 +50,8 @@ bool take_rate(ReaderState& st, submission::Checked& c) {
   return c.verdict.ok();
 }
 
+// The stateless checks of submission::open and read (or read_handed), with
+// the team's rate before the parse (a shard's: after it, for its own pools).
 void check(ReaderState& st, Inbound& in, submission::Checked& c) {
   const bool handed = !subjects::shard_submit_team(in.subject).empty();
   const bool pipeline = subjects::token(in.subject, 2) == subjects::kPipeline;
