@@ -205,18 +205,16 @@ std::unique_ptr<Bus> Bus::open(const Options& o, std::string* err) {
   in_opts.on_error = out_opts.on_error = [](const std::string& e) { spdlog::warn("nats: {}", e); };
   in_opts.name = "troupe-scheduler-in";
   in_opts.on_reconnected = [flag = &b->reconnected] { *flag = true; };
+  // A shard subscribes once per node of its pools (shell/bus_ports.hpp
+  // BusAgentWatch): the client library's shared thread delivers them all,
+  // and every other subscription of `in`, rather than a thread each.
+  in_opts.shared_delivery = o.shard;
+  b->sharded = o.shard;
   out_opts.name = "troupe-scheduler-out";
   out_opts.send_asap = false;  // a busy publisher: let the client batch writes
   b->in = bus::Connection::open(in_opts, err);
   b->out = b->in ? bus::Connection::open(out_opts, err) : nullptr;
   if (!b->in || !b->out) return nullptr;
-  if (o.shard) {
-    bus::ConnectOptions agents_opts = in_opts;
-    agents_opts.name = "troupe-scheduler-agents";
-    agents_opts.shared_delivery = true;
-    b->agents = bus::Connection::open(agents_opts, err);
-    if (!b->agents) return nullptr;
-  }
   b->js = bus::JetStream::open(*b->out, err);
   // The duplicate window may not outlast the events.
   int64_t age = o.events_max_age_s;
@@ -372,7 +370,6 @@ Bus::~Bus() {
   js.reset();
   out.reset();
   in.reset();
-  agents.reset();
 }
 
 }  // namespace troupe::shell

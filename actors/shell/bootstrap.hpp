@@ -116,10 +116,9 @@ class LogStreams {
 struct Bus {
   bus::Library lib;
   bus::ConnectionPtr in, out;
-  // A shard: one subscription per node of its pools (shell/bus_ports.hpp
-  // BusAgentWatch), delivered by the client library's shared thread rather
-  // than a thread each. Null when not a shard.
-  bus::ConnectionPtr agents;
+  // A shard: `in` delivers on the client library's shared thread, also the
+  // subscription per node of its pools (shell/bus_ports.hpp BusAgentWatch).
+  bool sharded = false;
   bus::JetStreamPtr js;
   bus::KeyValuePtr state_kv, leader_kv;
   std::unique_ptr<EventPublisher> events;  // job events into TROUPE_EVENTS

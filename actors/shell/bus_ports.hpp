@@ -138,8 +138,8 @@ class BusDispatchGate : public DispatchGate {
 };
 
 // A shard's ears (AgentWatch): troupe.sys.agent.<node>.> for each node of
-// its pools, on a connection of their own whose messages the client
-// library's shared thread delivers (one thread, whatever the nodes), so
+// its pools, on a connection whose messages the client library's shared
+// thread delivers (one thread, whatever the nodes: a shard's `in`), so
 // another shard's agents cost this one nothing. Every agent's register
 // comes on `registers` (troupe.sys.agent.*.register): passed on to the
 // router unless the node is watched, whose own subscription delivers it in

@@ -62,7 +62,7 @@ int serve(Bus& bus, Leadership& lead, Restore& start, Options& o, const StopSign
     o.scheduler.dispatch = dispatch;
     // A shard hears its own nodes' agents only (and every register).
     std::shared_ptr<BusAgentWatch> agents;
-    if (bus.agents) agents = std::make_shared<BusAgentWatch>(*bus.agents);
+    if (bus.sharded) agents = std::make_shared<BusAgentWatch>(*bus.in);
     o.scheduler.agents = agents;
     // A shard: where the owners of other pools answer what it hands them
     // off the enqueue consumer (this process's own subject).

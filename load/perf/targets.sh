@@ -22,13 +22,17 @@
 #                                 placed per scheduler CPU-second; RATE (environment):
 #                                 submissions/s of each troupe-load (default 0: at once);
 #                                 ONLY_H100=1: the h100 half only (what a shard that
-#                                 places nothing costs); each scheduler's CPU is shown
+#                                 places nothing costs); each scheduler's CPU is shown;
+#                                 THREADS=1: and each of its threads' CPU and context
+#                                 switches; --perf profiles every scheduler
 #   recovery JOBS                 JOBS queued jobs in the state, then kill -9 of the
 #                                 scheduler and a new one: time to restore, to serve,
 #                                 and until its queues hold every job again
 #
 # SCHED_ARGS (environment) is added to troupe-scheduler's arguments, e.g.
 # SCHED_ARGS="--snapshots sync" to compare snapshot modes (docs/recovery.md).
+# PERF_ARGS (environment, --perf): what perf record samples, e.g. "-F 999"
+# (flat, lighter than the default call graphs).
 # SCHED_ENV (environment) is put in troupe-scheduler's environment, e.g.
 # SCHED_ENV="MALLOC_ARENA_MAX=2" or an LD_PRELOAD of another allocator.
 # IDLE_PAUSE (environment, retention): seconds to wait after the idle RSS
@@ -155,7 +159,9 @@ fleet() {  # fleet N: N simulated nodes x 8 a100, waits until all are alive
 
 profile_start() {
   [[ $PERF == 1 ]] || return 0
-  perf record --call-graph dwarf,32768 -F 199 -p "$SCHED" -o "$DIR/perf.data" >"$DIR/perf.log" 2>&1 & PERF_PID=$!
+  # PERF_ARGS: what perf record samples (e.g. "-F 999": flat, lighter).
+  # shellcheck disable=SC2086
+  perf record ${PERF_ARGS:---call-graph dwarf,32768 -F 199} -p "${PROF_PIDS:-$SCHED}" -o "$DIR/perf.data" >"$DIR/perf.log" 2>&1 & PERF_PID=$!
   sleep 0.5
 }
 profile_stop() {
@@ -174,6 +180,21 @@ profile_stop() {
 # measured run: what the configuration costs, whatever the VM's speed at
 # that moment (a throughput figure on a shared 2-core VM swings by 2x).
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
+# "tid name ticks" of each thread of PID (THREADS=1: where a scheduler's CPU goes).
+# "tid name ticks switches" of each thread of PID (THREADS=1: where a
+# scheduler's CPU goes, and how often each thread slept).
+thread_ticks() {
+  for t in /proc/"$1"/task/*; do
+    awk -v t="${t##*/}" -v cs="$(awk '/ctxt_switches/{s+=$2} END{print s+0}' "$t/status" 2>/dev/null)" \
+      '{sub(/^[0-9]+ \(/, ""); n=$0; sub(/\).*/, "", n); sub(/^.*\) /, "");
+      print t, n, $12 + $13, cs}' "$t/stat" 2>/dev/null
+  done
+}
+thread_report() {  # PID BEFORE-FILE
+  thread_ticks "$1" | awk -v hz="$(getconf CLK_TCK)" 'NR==FNR{b[$1]=$3; c[$1]=$4; next}
+    {d=$3-b[$1]; if (d>0) printf "  thread %s %s: %.2f CPU s, %d switches\n", $1, $2, d/hz, $4-c[$1]}' "$2" - |
+    sort -t: -k2 -rn
+}
 declare -A CPU0
 cpu_start() { for p in "${PIDS[@]}"; do CPU0[$p]=$(cpu_ticks "$p"); done; }
 cpu_stop() {  # JOBS
@@ -269,7 +290,7 @@ case "$MEASURE" in
     SHARDS=${1:-2}; NODES=${2:-100}; JOBS=${3:-10000}
     SCHEDS=($SCHED)
     if [[ $SHARDS == 2 ]]; then
-      "$BIN/troupe-scheduler" --nats "$URL" "${SCHED_ID[@]}" --checkpoint-root "$DIR/ckpt" \
+      env ${SCHED_ENV:-} "$BIN/troupe-scheduler" --nats "$URL" "${SCHED_ID[@]}" --checkpoint-root "$DIR/ckpt" \
         ${SCHED_ARGS/--pools a100/--pools h100} >"$DIR/scheduler2.log" 2>&1 & SCHEDS+=($!); PIDS+=($!)
     fi
     if [[ ${SECURE:-0} == 1 ]]; then "$BIN/troupe" auth add-fleet f --count "$((2 * NODES))" --home "$DIR" >/dev/null; fi
@@ -286,8 +307,9 @@ case "$MEASURE" in
     done
     echo "shards: $SHARDS, GPUs counted: $g of $((16 * NODES))"
     declare -A S0
-    for p in "${SCHEDS[@]}"; do S0[$p]=$(cpu_ticks "$p"); done
+    for p in "${SCHEDS[@]}"; do S0[$p]=$(cpu_ticks "$p"); thread_ticks "$p" >"$DIR/threads-$p"; done
     TIMEFORMAT='%U %S'
+    PROF_PIDS=$(IFS=,; echo "${SCHEDS[*]}"); profile_start
     T0=$(date +%s.%N)
     { [[ ${ONLY_H100:-0} == 1 ]] || time "$BIN/troupe-load" --nats "$URL" --jobs "$((JOBS / 2))" --rate "${RATE:-0}" --teams t1,t2 --gpu-type a100 \
       --mix 1gpu:0.8,8gpu:0.2 --duration-s 0.05 --deadline-s 300 --json --no-progress >"$DIR/load-a.json" || true; } 2>"$DIR/load.time" &
@@ -296,11 +318,13 @@ case "$MEASURE" in
       --mix 1gpu:0.8,8gpu:0.2 --duration-s 0.05 --deadline-s 300 --json --no-progress >"$DIR/load-h.json" || true
     wait $LA || true
     T1=$(date +%s.%N)
+    profile_stop
     placed=$(python3 -c 'import json,os,sys; print(sum(json.load(open(f)).get("placed", 0) for f in sys.argv[1:] if os.path.exists(f) and os.path.getsize(f)))' "$DIR/load-a.json" "$DIR/load-h.json" 2>/dev/null || echo "?")
     hz=$(getconf CLK_TCK); sched=0
     for p in "${SCHEDS[@]}"; do
       d=$(( $(cpu_ticks "$p") - ${S0[$p]} )); sched=$((sched + d))
       awk -v t="$d" -v hz="$hz" -v p="$p" 'BEGIN{printf "scheduler %s: %.2f CPU s\n", p, t/hz}'
+      if [[ ${THREADS:-0} == 1 ]]; then thread_report "$p" "$DIR/threads-$p"; fi
     done
     for f in a h; do
       python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(sys.argv[2], {k: r.get(k) for k in ("submitted","accepted","placed","refused","timed_out")})' \
