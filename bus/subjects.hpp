@@ -305,5 +305,7 @@ inline constexpr const char* kTokenBucket = "TROUPE_TOKENS";
 // The front door's record of where each job went (key job.<front job id>;
 // gateway/dispatch/policy.hpp JobPlace), on the front NATS.
 inline constexpr const char* kDispatchBucket = "TROUPE_DISPATCH";
+// The front door's lease in it: one troupe-dispatch serves, the others wait.
+inline constexpr const char* kDispatchLeaseKey = "front";
 
 }  // namespace troupe::subjects

@@ -18,72 +18,6 @@ namespace {
 constexpr int64_t kTrimEveryMs = 10000;
 }  // namespace
 
-// --- leader lease -------------------------------------------------------------------
-
-bool LeaderLease::try_acquire(bool take_free) {
-  bool failed = false;
-  auto e = kv_.get(key_, &failed);
-  if (failed) {
-    // Cannot see the lease (NATS away): whatever silence follows starts now.
-    seen_since_ms_ = system_now_ms();
-    return false;
-  }
-  uint64_t expected = 0;
-  if (e) {
-    bool stale = false;
-    if (e->value == holder_ || (e->value.empty() && take_free)) {
-      stale = true;  // ours (from before a reconnect), or given up
-    } else if (e->revision != seen_revision_) {
-      seen_revision_ = e->revision;
-      seen_since_ms_ = system_now_ms();
-    } else {
-      stale = system_now_ms() - seen_since_ms_ >= ttl_ms_;
-    }
-    if (!stale) return false;
-    expected = e->revision;
-  } else {
-    if (!take_free) return false;
-    // None, or given up (release() leaves a purge marker, which get() does
-    // not show): the update must expect the marker's revision.
-    expected = kv_.last_revision(key_, &failed);
-    if (failed) {
-      seen_since_ms_ = system_now_ms();
-      return false;
-    }
-  }
-  bool conflict = false;
-  uint64_t rev = kv_.update(key_, holder_, expected, &conflict);
-  if (rev == 0) return false;
-  epoch_ = revision_ = rev;
-  return true;
-}
-
-LeaderLease::Renewal LeaderLease::renew() {
-  bool conflict = false;
-  uint64_t rev = kv_.update(key_, holder_, revision_, &conflict);
-  if (rev == 0 && conflict && still_ours()) {
-    // nats-server lost our last renewal (killed before its file store
-    // flushed it): the key still names us; renew on top of what it holds.
-    if (auto e = kv_.get(key_)) rev = kv_.update(key_, holder_, e->revision, &conflict);
-  }
-  if (rev != 0) {
-    revision_ = rev;
-    return Renewal::renewed;
-  }
-  return conflict ? Renewal::lost : Renewal::unreachable;
-}
-
-bool LeaderLease::still_ours() {
-  auto e = kv_.get(key_);
-  return e && e->value == holder_;
-}
-
-void LeaderLease::release() {
-  if (revision_ == 0) return;
-  bool conflict = false;
-  kv_.update(key_, "", revision_, &conflict);
-}
-
 // --- lease gate -------------------------------------------------------------------
 
 int64_t LeaseGate::steady_ms() {
@@ -131,17 +65,11 @@ void LeaseGate::publish_event(const std::string& subject, const void* data, size
 
 // --- leadership -------------------------------------------------------------------
 
-std::string holder_id() {
-  char host[256] = {0};
-  gethostname(host, sizeof host - 1);
-  return std::string(host) + ":" + std::to_string(getpid()) + ":" + std::to_string(system_now_ms());
-}
-
 Leadership::Leadership(Bus& bus, int ttl_ms, const Options& o)
     : bus_(bus),
       ttl_ms_(ttl_ms),
       sharded_(o.shard),
-      lease_(*bus.leader_kv, holder_id(), ttl_ms),
+      lease_(*bus.leader_kv, holder_id(), ttl_ms, subjects::kLeaderKey),
       started_ms_(LeaseGate::steady_ms()),
       gate_([&bus](const std::string& subject, const void* data, size_t size,
                    const std::string& reply) { bus.out->publish(subject, data, size, reply); },

@@ -15,45 +15,16 @@
 #include <vector>
 
 #include "actors/shell/bootstrap.hpp"
+#include "bus/lease.hpp"
 #include "bus/nats.hpp"
 #include "bus/subjects.hpp"
 
 namespace troupe::shell {
 
-// The leader lease: key "leader" holding this process's id. Taken when
-// absent, or when its revision has not moved for `ttl_ms` (its holder stopped
-// renewing); renewed by compare-and-set on its revision. The revision at
-// which it was taken is this leader's epoch.
-//
-// A shard's lease on a pool is the same under key pool.<pool>.
-class LeaderLease {
- public:
-  LeaderLease(bus::KeyValue& kv, std::string holder, int ttl_ms,
-              std::string key = subjects::kLeaderKey)
-      : kv_(kv), holder_(std::move(holder)), ttl_ms_(ttl_ms), key_(std::move(key)) {}
-  // One attempt; true when this process now leads (epoch() is set).
-  // `take_free`: also when nobody holds it (else only from a holder silent
-  // for the ttl).
-  bool try_acquire(bool take_free = true);
-  enum class Renewal { renewed, unreachable, lost };
-  Renewal renew();
-  // Gives the lease up (a clean stop): a standby takes it at once.
-  void release();
-  // The lease key names this process (thread-safe: reads the bucket).
-  bool still_ours();
-  uint64_t epoch() const { return epoch_; }
-  const std::string& holder() const { return holder_; }
-
- private:
-  bus::KeyValue& kv_;
-  std::string holder_;
-  int ttl_ms_;
-  std::string key_;
-  uint64_t epoch_ = 0;
-  uint64_t revision_ = 0;
-  uint64_t seen_revision_ = 0;  // another holder's revision, and since when it stood still
-  int64_t seen_since_ms_ = 0;
-};
+// The leader lease: key "leader" holding this process's id (bus/lease.hpp).
+// The revision at which it was taken is this leader's epoch. A shard's lease
+// on a pool is the same under key pool.<pool>.
+using LeaderLease = bus::Lease;
 
 // Self-fencing by time: the leader may speak only while its lease is known
 // to be valid — until `ttl` after the start of its last successful renewal
@@ -150,7 +121,6 @@ class Leadership {
   LeaseGate gate_;
 };
 
-// host:pid:start-ms, the lease holder's name.
-std::string holder_id();
+using bus::holder_id;
 
 }  // namespace troupe::shell

@@ -7,6 +7,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "bus/lease.hpp"
 #include "bus/log.hpp"
 #include "bus/nats.hpp"
 #include "bus/subjects.hpp"
@@ -38,6 +39,18 @@ int main(int argc, char** argv) {
   app.add_option("--request-timeout-ms", timeout_ms, "how long a cluster may take to answer")
       ->capture_default_str()
       ->check(CLI::Range(100, 60000));
+  int replicas = 1;
+  app.add_option("--replicas", replicas,
+                 "copies of the TROUPE_DISPATCH bucket (3 on a 3-server front NATS)")
+      ->envname("TROUPE_REPLICAS")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 5));
+  int lease_ttl_ms = 3000;
+  app.add_option("--lease-ttl-ms", lease_ttl_ms,
+                 "several front doors: a standby takes over after this long without a renewal "
+                 "(at least 3 x the config's poll_ms)")
+      ->capture_default_str()
+      ->check(CLI::Range(300, 600000));
   std::string log_level = "info";
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error|critical|off")
       ->capture_default_str();
@@ -60,9 +73,17 @@ int main(int argc, char** argv) {
     std::cerr << "troupe-dispatch: " << config_path << ": " << error << "\n";
     return 2;
   }
+  if (lease_ttl_ms < 3 * cfg->poll_ms) {
+    std::cerr << "troupe-dispatch: --lease-ttl-ms " << lease_ttl_ms << " is less than 3 x poll_ms ("
+              << cfg->poll_ms << "): the lease is renewed once per poll\n";
+    return 2;
+  }
   dp::FrontOptions o;
   o.config = *cfg;
   o.request_timeout_ms = timeout_ms;
+  o.lease_ttl_ms = lease_ttl_ms;
+  o.replicas = replicas;
+  o.holder = troupe::bus::holder_id();
   o.front.url = nats_url;
   o.front.name = "troupe-dispatch";
   o.front.max_reconnect = -1;
@@ -80,13 +101,16 @@ int main(int argc, char** argv) {
 
   gw::SignalWatch signals;  // before any thread
   troupe::bus::Library lib;
-  auto front = dp::Front::open(o, &error);
+  auto front = dp::Front::open(
+      o, &error, [&signals](int ms) { return signals.wait(std::chrono::milliseconds(ms)) != 0; });
   if (!front) {
+    if (error.empty()) return 0;  // stopped while a standby
     std::cerr << "troupe-dispatch: " << error << "\n";
     return 1;
   }
   std::cout << "troupe-dispatch: serving " << cfg->clusters.size() << " clusters" << std::endl;
-  while (signals.wait(std::chrono::milliseconds(cfg->poll_ms)) == 0) front->tick();
+  while (signals.wait(std::chrono::milliseconds(cfg->poll_ms)) == 0)
+    if (!front->tick()) return 3;  // deposed: exits without giving the lease up
   front.reset();
   return 0;
 }

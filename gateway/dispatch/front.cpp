@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "bus/lease.hpp"
 #include "bus/serial_queue.hpp"
 #include "bus/subjects.hpp"
 #include "messages/names.hpp"
@@ -65,6 +66,16 @@ struct Front::Impl {
   bus::ConnectionPtr front;
   std::unique_ptr<bus::JetStream> js;
   std::unique_ptr<bus::KeyValue> kv;
+  std::unique_ptr<bus::Lease> lease;
+  // The lease is known valid until then (steady clock): the start of its
+  // last renewal plus the ttl (a standby waits the ttl of silence first).
+  std::atomic<int64_t> valid_until{0};
+  static int64_t steady_ms() {
+    using namespace std::chrono;
+    return duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count();
+  }
+  bool serving() const { return steady_ms() < valid_until.load(); }
+  bool silent = false;  // (the ticks') whether it last found the lease not known valid
   std::vector<bus::SubscriptionPtr> subs;
   std::vector<std::unique_ptr<Remote>> remotes;
   int64_t started_ms = now_ms();
@@ -149,6 +160,10 @@ struct Front::Impl {
   bus::Handler guard(std::string what, bool answer, F f) {
     return [this, what = std::move(what), answer, f = std::move(f)](troupe::Inbound&& in) {
       const std::string reply_to = in.reply;
+      if (!serving()) {  // its lease not known valid: silent (asked again, or the standby answers)
+        count("not_serving");
+        return;
+      }
       try {
         f(std::move(in));
       } catch (const std::exception& e) {
@@ -427,6 +442,10 @@ struct Front::Impl {
   // Hands a submission to a lane (round robin); a flood beyond what the
   // lanes hold is refused at once (unavailable: send again later).
   void post_submit(troupe::Inbound&& in) {
+    if (!serving()) {
+      count("not_serving");
+      return;
+    }
     auto& lane = *submit_lanes[next_lane++ % submit_lanes.size()];
     if (lane.post(in)) return;
     count("refused");
@@ -837,15 +856,30 @@ struct Front::Impl {
   }
 };
 
-std::unique_ptr<Front> Front::open(const FrontOptions& opts, std::string* error) {
+std::unique_ptr<Front> Front::open(const FrontOptions& opts, std::string* error,
+                                   const std::function<bool(int ms)>& wait) {
   auto impl = std::make_unique<Impl>();
   impl->opts = opts;
   impl->front = bus::Connection::open(opts.front, error);
   if (!impl->front) return nullptr;
   impl->js = bus::JetStream::open(*impl->front, error);
   if (!impl->js) return nullptr;
-  impl->kv = bus::KeyValue::open(*impl->js, sj::kDispatchBucket, error);
-  if (!impl->kv || !impl->restore(error)) return nullptr;
+  impl->kv = bus::KeyValue::open(*impl->js, sj::kDispatchBucket, error, opts.replicas);
+  if (!impl->kv) return nullptr;
+  impl->lease = std::make_unique<bus::Lease>(*impl->kv, opts.holder, opts.lease_ttl_ms,
+                                             sj::kDispatchLeaseKey);
+  for (bool told = false;;) {
+    const int64_t asked = Impl::steady_ms();
+    if (impl->lease->try_acquire()) {
+      impl->valid_until = asked + opts.lease_ttl_ms;
+      break;
+    }
+    if (!told) spdlog::info("dispatch: another front door serves; waiting as a standby");
+    told = true;
+    if (wait(std::max(1, opts.lease_ttl_ms / 3))) return nullptr;
+  }
+  spdlog::info("dispatch: serving (lease epoch {})", impl->lease->epoch());
+  if (!impl->restore(error)) return nullptr;
   for (const auto& c : opts.config.clusters) {
     auto r = std::make_unique<Remote>();
     r->entry = c;
@@ -853,6 +887,8 @@ std::unique_ptr<Front> Front::open(const FrontOptions& opts, std::string* error)
     r->state.region = c.region;
     impl->remotes.push_back(std::move(r));
   }
+  // Every cluster's capacity known before the first submission is heard.
+  for (auto& r : impl->remotes) impl->poll(*r);
   auto* self = impl.get();
   for (size_t i = 0; i < Impl::kSubmitLanes; ++i)
     impl->submit_lanes.push_back(std::make_unique<bus::SerialQueue<troupe::Inbound>>(
@@ -875,7 +911,6 @@ std::unique_ptr<Front> Front::open(const FrontOptions& opts, std::string* error)
       sj::kSysClusters, self->guard("clusters", true, [self](troupe::Inbound&& in) {
         self->reply(in, self->clusters_view());
       })));
-  for (auto& r : impl->remotes) impl->poll(*r);
   return std::make_unique<Front>(std::move(impl));
 }
 
@@ -890,13 +925,37 @@ Front::~Front() {
     r->events.reset();
     r->claims.reset();
   }
+  impl_->valid_until = 0;
+  impl_->lease->release();  // a clean stop: a standby takes over at once
 }
 
-void Front::tick() {
+bool Front::tick() {
+  const int64_t asked = Impl::steady_ms();
+  switch (impl_->lease->renew()) {
+    case bus::Lease::Renewal::renewed:
+      impl_->valid_until = asked + impl_->opts.lease_ttl_ms;
+      break;
+    case bus::Lease::Renewal::lost:
+      impl_->valid_until = 0;
+      spdlog::error("dispatch: another front door took the lease; stopping");
+      return false;
+    case bus::Lease::Renewal::unreachable:
+      break;
+  }
+  if (impl_->serving() == impl_->silent) {
+    impl_->silent = !impl_->silent;
+    if (impl_->silent)
+      spdlog::warn("dispatch: the lease could not be renewed; silent meanwhile");
+    else
+      spdlog::info("dispatch: the lease renewed; serving again");
+  }
   for (auto& r : impl_->remotes) impl_->poll(*r);
-  impl_->spill();
-  impl_->redispatch();
+  if (impl_->serving()) {
+    impl_->spill();
+    impl_->redispatch();
+  }
   impl_->prune_early();
+  return true;
 }
 
 }  // namespace troupe::dispatch

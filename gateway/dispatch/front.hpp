@@ -10,8 +10,14 @@
 // the front NATS under the front door's id. Each tick asks every cluster for
 // its capacity and moves a job queued too long to another cluster (spill-over:
 // withdrawn with a conditional cancel, if_queued, before it is sent on).
+// Several may run: the one holding the lease `front` in TROUPE_DISPATCH
+// serves; the others wait as standbys and take over once it has not renewed
+// it for the ttl. The holder answers only while its lease is known valid (a
+// front door cut off from its NATS, or paused, goes silent: no grant of a
+// claim, no job sent), and exits once it finds the lease taken.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -24,20 +30,30 @@ struct FrontOptions {
   bus::ConnectOptions front;  // the front NATS (JetStream): users submit here
   Config config;
   int request_timeout_ms = 5000;
+  // The lease (bus/lease.hpp): renewed at every tick (config poll_ms, at
+  // most a third of it), taken over after this long without a renewal.
+  int lease_ttl_ms = 3000;
+  std::string holder;  // its name in the lease (bus::holder_id())
+  int replicas = 1;    // of the TROUPE_DISPATCH bucket, when this makes it
 };
 
 class Front {
  public:
-  // Connects to the front NATS (required) and to each cluster (one not
-  // reachable now is tried again at every tick), reads the stored places and
-  // subscribes. nullptr and `error` when the front NATS or its bucket fail.
-  static std::unique_ptr<Front> open(const FrontOptions& opts, std::string* error);
+  // Connects to the front NATS (required), waits as a standby until it
+  // holds the lease (`wait(ms)` sleeps between tries and says whether to
+  // stop), then connects to each cluster (one not reachable now is tried
+  // again at every tick), reads the stored places and subscribes. nullptr
+  // and `error` when the front NATS or its bucket fail; nullptr and no
+  // error when told to stop first.
+  static std::unique_ptr<Front> open(const FrontOptions& opts, std::string* error,
+                                     const std::function<bool(int ms)>& wait);
   ~Front();
   Front(const Front&) = delete;
   Front& operator=(const Front&) = delete;
 
-  // One round: every cluster's capacity asked for, jobs due moved on.
-  void tick();
+  // One round: the lease renewed, every cluster's capacity asked for, jobs
+  // due moved on. False once the lease is another's (the process ends).
+  bool tick();
 
   struct Impl;
   explicit Front(std::unique_ptr<Impl> impl);  // by open()

@@ -8,9 +8,11 @@
 // status, cancel, logs and history work through the front door, and the
 // front door publishes each job's events under its own id.
 #include <catch2/catch.hpp>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <set>
 #include <thread>
 
 #include "bus/subjects.hpp"
@@ -44,9 +46,12 @@ std::string direct_entry(const std::string& name, Cluster& c) {
          "\", tls_ca: \"" + c.tls_ca() + "\"}\n";
 }
 
-// troupe-dispatch on `front` with this config text.
-std::unique_ptr<Process> start_dispatch(Cluster& front, const std::string& config) {
-  const std::string path = front.file("dispatch.yaml");
+// troupe-dispatch on `front` with this config text (`name`: its files'
+// names, another for a second front door; `extra`: more arguments).
+std::unique_ptr<Process> start_dispatch(Cluster& front, const std::string& config,
+                                        const std::string& name = "dispatch",
+                                        std::vector<std::string> extra = {}) {
+  const std::string path = front.file(name + ".yaml");
   {
     std::ofstream f(path);
     f << config;
@@ -54,10 +59,21 @@ std::unique_ptr<Process> start_dispatch(Cluster& front, const std::string& confi
   std::vector<std::string> argv = {bin_dir() + "/troupe-dispatch", "--config", path, "--nats",
                                    front.url()};
   for (auto& a : front.identity_args("scheduler")) argv.push_back(a);
-  auto p = std::make_unique<Process>("dispatch", argv, front.file("dispatch.out"),
-                                     front.file("dispatch.err"));
-  front.dump().add("troupe-dispatch stderr", p->err_path());
+  for (auto& a : extra) argv.push_back(a);
+  auto p =
+      std::make_unique<Process>(name, argv, front.file(name + ".out"), front.file(name + ".err"));
+  front.dump().add(name + " stderr", p->err_path());
   return p;
+}
+
+// Polls another process's log until it holds `text`.
+bool wait_file_contains(const std::string& path, const std::string& text, Clock::duration timeout) {
+  auto deadline = Clock::now() + timeout;
+  while (Clock::now() < deadline) {
+    if (read_file(path).find(text) != std::string::npos) return true;
+    std::this_thread::sleep_for(50ms);  // polling another process's log
+  }
+  return false;
 }
 
 // Polls troupe.sys.clusters until `pred` holds for its reply.
@@ -431,6 +447,61 @@ TEST_CASE(
   for (const auto& e : front.events().of_job(y)) runs += e.state == names::kRunning ? 1 : 0;
   CHECK(runs == 1);
   CHECK(dispatch->running());
+}
+
+TEST_CASE(
+    "two front doors: one serves and the other waits, the standby takes over from one paused past "
+    "its lease, which stays silent and exits 3, jobs sent before are found and none is sent twice",
+    "[integration][clusters]") {
+  TwoClusters all;
+  Cluster &c1 = all.c1, &front = all.front();
+  const std::string config =
+      "clusters:\n" + linked_entry("c1", front) + linked_entry("c2", front) + "poll_ms: 200\n";
+  const std::vector<std::string> ttl = {"--lease-ttl-ms", "1000"};
+  auto first = start_dispatch(front, config, "dispatch", ttl);
+  wait_clusters(front, 30s);
+  auto second = start_dispatch(front, config, "dispatch2", ttl);
+  REQUIRE(wait_file_contains(second->err_path(), "waiting as a standby", 20s));
+
+  // Served by the first: each submission sent to one cluster, once.
+  const std::string a = front.submit_ok("t1", typed({"sleep", "120"}, 1, {{"gpu_type", "a100"}}));
+  REQUIRE(front.events().wait_state(a, std::string(names::kRunning), 30s));
+  const std::string a_c1 = front.status("t1", a).value("cluster_job_id", "");
+  REQUIRE_FALSE(a_c1.empty());
+
+  // The first stops (paused, as a process cut off or stalled would be): the
+  // second serves within the ttl and what it restores of the first's.
+  REQUIRE(first->signal(SIGSTOP));
+  const auto paused = Clock::now();
+  REQUIRE(wait_file_contains(second->err_path(), "dispatch: serving", 10s));
+  wait_clusters(front, 10s);  // (the new one polls every cluster before it listens)
+  const auto took = Clock::now() - paused;
+  INFO("the standby answered after "
+       << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms");
+  CHECK(took < 5s);
+  Json st = front.status("t1", a);
+  INFO("status through the new front door: " << st.dump());
+  CHECK(st.value("state", "") == std::string(names::kRunning));
+  CHECK(st.value("cluster", "") == "c1");
+  const std::string b =
+      front.submit_ok("t1", typed({"sh", "-c", "echo after-takeover"}, 1, {{"gpu_type", "h100"}}));
+  auto b_end = front.events().wait_state(b, names::is_terminal, 60s);
+  REQUIRE(b_end);
+  CHECK(b_end->state == names::kSucceeded);
+  CHECK(front.logs("t1", b).data.find("after-takeover") != std::string::npos);
+
+  // The first wakes: it finds its lease another's, answers nothing, exits 3.
+  REQUIRE(first->signal(SIGCONT));
+  REQUIRE(first->wait_exit(Clock::now() + 10s));
+  CHECK(first->exit_status() == 3);
+  front.cancel("t1", a);
+  REQUIRE(c1.events().wait_state(a_c1, std::string(names::kCanceled), 20s));
+  // One job in c1 for the one a100 submission: none was sent twice.
+  std::set<std::string> in_c1;
+  for (const auto& e : c1.events().all()) in_c1.insert(e.job_id);
+  INFO("jobs in c1: " << in_c1.size());
+  CHECK(in_c1.size() == 1);
+  CHECK(second->running());
 }
 
 TEST_CASE("troupe up --clusters 2: two clusters behind a front door, the demo passes",
