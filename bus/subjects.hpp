@@ -289,6 +289,10 @@ inline std::string logs_stream(std::string_view team) {
 }
 inline constexpr const char* kEnqueueConsumer = "troupe-scheduler";  // durable, on kAllEnqueue
 inline constexpr const char* kHandoffConsumer = "troupe-handoff";    // durable, on kAllHandoff
+// The front door's (troupe-dispatch) on the front NATS: troupe.*.enqueue
+// stored, and its durable consumer of them.
+inline constexpr const char* kDispatchIntakeStream = "TROUPE_FRONT_INTAKE";
+inline constexpr const char* kDispatchConsumer = "troupe-dispatch";
 // KV buckets: actor snapshots (job.<id>, node.<name>, meta.flushed_ms, a
 // shard's meta.flushed_ms.<pool>) and the leases (key "leader"; a shard's
 // pool.<pool>).

@@ -77,6 +77,7 @@ struct Front::Impl {
   bool serving() const { return steady_ms() < valid_until.load(); }
   bool silent = false;  // (the ticks') whether it last found the lease not known valid
   std::vector<bus::SubscriptionPtr> subs;
+  bus::ConsumerPtr enqueued;  // troupe.*.enqueue off TROUPE_FRONT_INTAKE (null: not served)
   std::vector<std::unique_ptr<Remote>> remotes;
   int64_t started_ms = now_ms();
   std::atomic<uint64_t> next{0};
@@ -449,6 +450,7 @@ struct Front::Impl {
     auto& lane = *submit_lanes[next_lane++ % submit_lanes.size()];
     if (lane.post(in)) return;
     count("refused");
+    if (in.stream_seq != 0) return;  // enqueued: delivered again after the ack wait
     reply(in, error_json("the front door is busy: submit again", "unavailable"));
   }
 
@@ -464,6 +466,7 @@ struct Front::Impl {
     const wire::Envelope* env = wire::submit_request(in.data);
     const wire::SubmitRequest* fb = env != nullptr ? env->body_as_SubmitRequest() : nullptr;
     auto answer = [&](const Json& j) {
+      if (in.stream_seq != 0) return enqueue_done(in, j);
       if (fb == nullptr) return reply(in, j);
       if (in.reply.empty()) return;
       front->publish(in.reply, wire::submit_reply(string_of(j, "job_id"), string_of(j, "error"),
@@ -475,6 +478,11 @@ struct Front::Impl {
       count("malformed");
       return answer(error_json("invalid job spec: " + parsed.error, "invalid_spec"));
     }
+    // Enqueued: the Nats-Msg-Id header is the idempotency key unless the spec has one.
+    if (in.stream_seq != 0 && parsed.spec.idempotency_key().empty() && !in.msg_id.empty()) {
+      parsed.spec.set_idempotency_key(in.msg_id);
+      text = spec::to_json(parsed.spec);
+    }
     if (fb != nullptr || text.empty() || text.front() != '{') text = spec::to_json(parsed.spec);
     const std::string key =
         parsed.spec.idempotency_key().empty() ? "" : team + "/" + parsed.spec.idempotency_key();
@@ -485,7 +493,9 @@ struct Front::Impl {
         auto p = places.find(k->second);
         if (p != places.end()) {
           ++counters["duplicates"];
-          return answer(Json{{"job_id", k->second}, {"cluster", p->second.place.cluster}});
+          Json j{{"job_id", k->second}, {"cluster", p->second.place.cluster}};
+          lock.unlock();  // (answering an enqueued one may count)
+          return answer(j);
         }
       }
       sending_keys.insert(key);
@@ -537,6 +547,28 @@ struct Front::Impl {
     spdlog::info("dispatch: {} of team {} sent to cluster {} as {}", place->job_id, team,
                  place->cluster, place->cluster_job_id);
     answer(Json{{"job_id", place->job_id}, {"cluster", place->cluster}});
+  }
+
+  // An enqueued submission's outcome: acknowledged once sent (or found sent
+  // before: a duplicate) or refused for good; one no cluster could take now
+  // (unavailable) is delivered again after the ack wait.
+  void enqueue_done(const troupe::Inbound& in, const Json& j) {
+    const std::string code = string_of(j, "code");
+    bool later = code == "unavailable" || code == "no_cluster_reachable";
+    if (code == "no_cluster_of_type") {  // the cluster with its type may be the one away
+      std::lock_guard<std::mutex> lock(mu);
+      for (const auto& r : remotes) later = later || !r->state.reachable;
+    }
+    if (later) {
+      count("enqueued_later");
+      return;
+    }
+    if (!j.contains("job_id")) {
+      count("enqueued_refused");
+      spdlog::warn("dispatch: enqueued submission {} on {} refused for good: {}", in.stream_seq,
+                   in.subject, string_of(j, "error"));
+    }
+    if (enqueued) enqueued->ack(in.stream_seq);
   }
 
   // troupe.<team>.jobs (troupe.sys.jobs: every team's): the front door's own
@@ -911,6 +943,18 @@ std::unique_ptr<Front> Front::open(const FrontOptions& opts, std::string* error,
       sj::kSysClusters, self->guard("clusters", true, [self](troupe::Inbound&& in) {
         self->reply(in, self->clusters_view());
       })));
+  // What services enqueue with JetStream (troupe.<team>.enqueue): stored on
+  // the front NATS and sent on like a submission. Without it (the stream
+  // cannot be made, e.g. a scheduler's TROUPE_INTAKE holds the subjects on
+  // this NATS) the rest is served.
+  bus::StreamConfig intake{sj::kDispatchIntakeStream, {sj::kAllEnqueue}};
+  intake.replicas = opts.replicas;
+  std::string why;
+  if (impl->js->ensure_stream(intake, &why))
+    impl->enqueued = bus::Consumer::open(
+        *impl->js, sj::kDispatchIntakeStream, sj::kDispatchConsumer, sj::kAllEnqueue,
+        [self](troupe::Inbound&& in) { self->post_submit(std::move(in)); }, &why);
+  if (!impl->enqueued) spdlog::error("dispatch: troupe.<team>.enqueue not served: {}", why);
   return std::make_unique<Front>(std::move(impl));
 }
 
@@ -921,6 +965,7 @@ Front::~Front() {
   // then the submissions in hand finish (those still waiting are dropped).
   impl_->subs.clear();
   for (auto& lane : impl_->submit_lanes) lane->close();
+  impl_->enqueued.reset();  // (after the lanes: they acknowledge)
   for (auto& r : impl_->remotes) {
     r->events.reset();
     r->claims.reset();

@@ -3,18 +3,18 @@
 // per cluster, the KV bucket TROUPE_DISPATCH (where each job went) and the
 // clusters' last reported capacity. Every decision is policy.hpp's.
 // Handles, on the front NATS: troupe.<team>.submit (sent to a cluster, the
-// reply carries the front door's job id), troupe.<team>.status|cancel|logs|
-// why|history (sent to the job's cluster, its ids put back to the front
-// door's), troupe.sys.clusters (each cluster's capacity and state). From each
-// cluster: troupe.<team>.events.<id> of the jobs it sent, published again on
-// the front NATS under the front door's id. Each tick asks every cluster for
-// its capacity and moves a job queued too long to another cluster (spill-over:
-// withdrawn with a conditional cancel, if_queued, before it is sent on).
-// Several may run: the one holding the lease `front` in TROUPE_DISPATCH
-// serves; the others wait as standbys and take over once it has not renewed
-// it for the ttl. The holder answers only while its lease is known valid (a
-// front door cut off from its NATS, or paused, goes silent: no grant of a
-// claim, no job sent), and exits once it finds the lease taken.
+// reply carries the front door's job id), troupe.<team>.enqueue (stored in
+// TROUPE_FRONT_INTAKE, read by the durable consumer troupe-dispatch, sent
+// on the same way and acknowledged once sent or refused for good),
+// troupe.<team>.status|cancel|logs| why|history (sent to the job's cluster, its ids put back to the
+// front door's), troupe.sys.clusters (each cluster's capacity and state). From each cluster:
+// troupe.<team>.events.<id> of the jobs it sent, published again on the front NATS under the front
+// door's id. Each tick asks every cluster for its capacity and moves a job queued too long to
+// another cluster (spill-over: withdrawn with a conditional cancel, if_queued, before it is sent
+// on). Several may run: the one holding the lease `front` in TROUPE_DISPATCH serves; the others
+// wait as standbys and take over once it has not renewed it for the ttl. The holder answers only
+// while its lease is known valid (a front door cut off from its NATS, or paused, goes silent: no
+// grant of a claim, no job sent), and exits once it finds the lease taken.
 #pragma once
 
 #include <functional>

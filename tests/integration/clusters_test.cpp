@@ -15,6 +15,7 @@
 #include <set>
 #include <thread>
 
+#include "bus/nats.hpp"
 #include "bus/subjects.hpp"
 #include "harness.hpp"
 #include "messages/names.hpp"
@@ -451,7 +452,8 @@ TEST_CASE(
 
 TEST_CASE(
     "two front doors: one serves and the other waits, the standby takes over from one paused past "
-    "its lease, which stays silent and exits 3, jobs sent before are found and none is sent twice",
+    "its lease, which stays silent and exits 3, jobs sent before are found and none is sent twice, "
+    "an enqueued job is sent on once",
     "[integration][clusters]") {
   TwoClusters all;
   Cluster &c1 = all.c1, &front = all.front();
@@ -494,6 +496,52 @@ TEST_CASE(
   REQUIRE(first->signal(SIGCONT));
   REQUIRE(first->wait_exit(Clock::now() + 10s));
   CHECK(first->exit_status() == 3);
+
+  // Enqueued with JetStream on the front NATS (troupe.<team>.enqueue): sent
+  // on like a submission, once, its Nats-Msg-Id its idempotency key.
+  {
+    std::string err;
+    auto js = bus::JetStream::open(front.conn(), &err);
+    REQUIRE(js);
+    Json spec = typed({"sh", "-c", "echo enqueued-ok"}, 1, {{"gpu_type", "h100"}});
+    spec["name"] = "enq-front";
+    const std::string body = spec.dump();
+    REQUIRE(js->publish(subjects::team_verb("t1", subjects::kEnqueue), body.data(), body.size(),
+                        "enq-front-key") == "");
+    std::set<std::string> ids;
+    bool done = front.events().wait_for(
+        [&](const std::vector<Event>& events) {
+          ids.clear();
+          bool ok = false;
+          for (const auto& e : events) {
+            if (e.json.value("name", "") != "enq-front") continue;
+            ids.insert(e.job_id);
+            ok = ok || e.state == names::kSucceeded;
+          }
+          return ok;
+        },
+        60s);
+    INFO("the enqueued job's ids at the front: " << Json(ids).dump());
+    REQUIRE(done);
+    CHECK(ids.size() == 1);
+    const std::string e = *ids.begin();
+    CHECK(front.status("t1", e).value("cluster", "") == "c2");
+    CHECK(front.logs("t1", e).data.find("enqueued-ok") != std::string::npos);
+    // Again under another message id, the spec naming the same key: a
+    // duplicate, acknowledged, no second job.
+    spec["idempotency_key"] = "enq-front-key";
+    const std::string again = spec.dump();
+    REQUIRE(js->publish(subjects::team_verb("t1", subjects::kEnqueue), again.data(), again.size(),
+                        "enq-front-again") == "");
+    Json view;
+    REQUIRE(wait_view(
+        front, [](const Json& v) { return v["counters"].value("duplicates", 0) >= 1; }, 20s,
+        &view));
+    std::set<std::string> named;
+    for (const auto& ev : front.events().all())
+      if (ev.json.value("name", "") == "enq-front") named.insert(ev.job_id);
+    CHECK(named == ids);
+  }
   front.cancel("t1", a);
   REQUIRE(c1.events().wait_state(a_c1, std::string(names::kCanceled), 20s));
   // One job in c1 for the one a100 submission: none was sent twice.
