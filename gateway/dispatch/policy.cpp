@@ -363,6 +363,9 @@ Json job_view(const JobPlace& p, const Json& last, bool cluster_reachable) {
       last.is_object() && a != last.end() && a->is_number_integer())
     v["attempt"] = a->get<int64_t>();
   if (auto r = string_of(last, "reason"); !r.empty()) v["reason"] = r;
+  if (auto l = spec.is_object() ? spec.find("labels") : spec.end();
+      spec.is_object() && l != spec.end() && l->is_object())
+    v["labels"] = *l;
   return v;
 }
 
@@ -375,16 +378,33 @@ Json jobs_page(const std::vector<Json>& rows, const Json& request) {
       return bad("limit must be a whole number from 1 to 5000");
     limit = std::min<int64_t>(l->get<int64_t>(), 5000);
   }
-  for (const char* key : {"pipeline", "label"})
-    if (request.contains(key))
-      return bad(std::string(key) +
-                 " is not served through the front door: ask the cluster (troupe.sys.clusters "
-                 "names them)");
-  for (const char* key : {"after", "state"})
+  for (const char* key : {"after", "state", "pipeline", "label"})
     if (request.contains(key) && !request[key].is_string())
       return bad(std::string(key) + " must be a string");
   const std::string after = string_of(request, "after");
   const std::string state = string_of(request, "state");
+  // A label key=value (a pipeline's: troupe.pipeline=ID), as on a cluster.
+  if (request.contains("pipeline") && request.contains("label"))
+    return bad("give pipeline or label, not both");
+  std::string label_key, label_value;
+  if (request.contains("pipeline")) {
+    label_key = names::kPipelineLabel;
+    label_value = string_of(request, "pipeline");
+  } else if (request.contains("label")) {
+    const std::string l = string_of(request, "label");
+    const auto eq = l.find('=');
+    if (eq == std::string::npos || eq == 0) return bad("label must be written key=value");
+    label_key = l.substr(0, eq);
+    label_value = l.substr(eq + 1);
+  }
+  auto passes = [&](const Json& row) {
+    if (!state.empty() && string_of(row, "state") != state) return false;
+    if (label_key.empty()) return true;
+    auto l = row.find("labels");
+    if (l == row.end() || !l->is_object()) return false;
+    auto v = l->find(label_key);
+    return v != l->end() && v->is_string() && v->get<std::string>() == label_value;
+  };
   size_t i = 0;
   if (!after.empty()) {
     while (i < rows.size() && string_of(rows[i], "job_id") != after) ++i;
@@ -394,7 +414,7 @@ Json jobs_page(const std::vector<Json>& rows, const Json& request) {
   Json page = Json::array();
   std::string last_id;
   for (; i < rows.size(); ++i) {
-    if (!state.empty() && string_of(rows[i], "state") != state) continue;
+    if (!passes(rows[i])) continue;
     if (static_cast<int64_t>(page.size()) == limit) break;
     page.push_back(rows[i]);
     last_id = string_of(rows[i], "job_id");
@@ -403,7 +423,7 @@ Json jobs_page(const std::vector<Json>& rows, const Json& request) {
   if (i < rows.size() && !last_id.empty()) {
     // More rows remain; "next" only if one of them passes the filter.
     for (size_t k = i; k < rows.size(); ++k)
-      if (state.empty() || string_of(rows[k], "state") == state) {
+      if (passes(rows[k])) {
         reply["next"] = last_id;
         break;
       }

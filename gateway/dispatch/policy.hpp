@@ -143,7 +143,8 @@ nlohmann::json job_view(const JobPlace& p, const nlohmann::json& last, bool clus
 
 // One page of a team's jobs from their rows in submit order (the front
 // door's ids sort so), for a request {"limit","after","state"} as
-// docs/api.md "jobs: pages" says; `pipeline` and `label` are not served here.
+// docs/api.md "jobs: pages" says, `pipeline` and `label` included (a row's
+// `labels`, from its spec).
 // The reply {"jobs":[...],"next"?}, or {"error","code"}.
 nlohmann::json jobs_page(const std::vector<nlohmann::json>& rows, const nlohmann::json& request);
 

@@ -310,10 +310,29 @@ TEST_CASE("dispatch: the front door's jobs list, from each job's place and last 
   page = jobs_page(rows, {{"state", "queued"}, {"limit", 1}});
   CHECK(page["next"] == "j-x2");
   CHECK(jobs_page(rows, nlohmann::json::object())["jobs"].size() == 5);
-  for (const auto& bad :
-       {nlohmann::json{{"after", "j-nope"}}, nlohmann::json{{"limit", 0}},
-        nlohmann::json{{"limit", "5"}}, nlohmann::json{{"pipeline", "p-1"}},
-        nlohmann::json{{"label", "a=b"}}, nlohmann::json{{"state", 3}}, nlohmann::json::array()}) {
+  // By label (a pipeline's is troupe.pipeline), as on a cluster.
+  rows[1]["labels"] = {{"troupe.pipeline", "p-1"}, {"exp", "a"}};
+  rows[3]["labels"] = {{"exp", "a"}};
+  rows[4]["labels"] = {{"exp", 7}};
+  page = jobs_page(rows, {{"label", "exp=a"}});
+  REQUIRE(page["jobs"].size() == 2);
+  CHECK(page["jobs"][1]["job_id"] == "j-x4");
+  page = jobs_page(rows, {{"label", "exp=a"}, {"limit", 1}});
+  CHECK(page["next"] == "j-x2");
+  page = jobs_page(rows, {{"pipeline", "p-1"}});
+  REQUIRE(page["jobs"].size() == 1);
+  CHECK(page["jobs"][0]["job_id"] == "j-x2");
+  CHECK(jobs_page(rows, {{"label", "exp=a"}, {"state", "running"}})["jobs"].empty());
+  CHECK(jobs_page(rows, {{"label", "exp="}})["jobs"].empty());
+  // A view carries its spec's labels.
+  JobPlace lp = p;
+  lp.spec_json = R"({"command":["x"],"labels":{"exp":"a"}})";
+  CHECK(job_view(lp, running, true)["labels"]["exp"] == "a");
+  for (const auto& bad : {nlohmann::json{{"after", "j-nope"}}, nlohmann::json{{"limit", 0}},
+                          nlohmann::json{{"limit", "5"}}, nlohmann::json{{"pipeline", 1}},
+                          nlohmann::json{{"label", "ab"}}, nlohmann::json{{"label", "=b"}},
+                          nlohmann::json{{"pipeline", "p-1"}, {"label", "a=b"}},
+                          nlohmann::json{{"state", 3}}, nlohmann::json::array()}) {
     INFO(bad.dump());
     CHECK(jobs_page(rows, bad).value("code", "") == "bad_request");
   }
