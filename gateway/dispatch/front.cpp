@@ -634,6 +634,8 @@ struct Front::Impl {
     if (place->cluster.empty())
       return reply(in, error_json("job " + id + " is nowhere", "not_found"));
     body.erase("jobId");
+    if (verb == sj::kHistory && !place->withdrawn.empty())
+      return reply(in, history_of(team, *place));
     body["job_id"] = place->cluster_job_id;
     std::string err;
     auto r = ask(place->cluster, sj::team_verb(team, verb), body.dump(), &err);
@@ -650,6 +652,23 @@ struct Front::Impl {
     rewrite(*r, *place);
     count("forwarded");
     reply(in, *r);
+  }
+
+  // A job that moved: the history of every copy it had, from each cluster
+  // (policy merge_history).
+  Json history_of(const std::string& team, const JobPlace& p) {
+    std::vector<HistoryPart> parts;
+    for (const auto& copy : p.withdrawn) parts.push_back({copy, std::nullopt});
+    parts.push_back({remote_key(p.cluster, p.cluster_job_id), std::nullopt});
+    for (auto& part : parts) {
+      const auto slash = part.copy.find('/');
+      if (slash == std::string::npos) continue;
+      std::string err;
+      part.reply = ask(part.copy.substr(0, slash), sj::team_verb(team, sj::kHistory),
+                       Json{{"job_id", part.copy.substr(slash + 1)}}.dump(), &err);
+    }
+    count("forwarded");
+    return merge_history(p.job_id, parts);
   }
 
   Json clusters_view() {

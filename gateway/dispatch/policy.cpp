@@ -369,6 +369,38 @@ Json job_view(const JobPlace& p, const Json& last, bool cluster_reachable) {
   return v;
 }
 
+Json merge_history(const std::string& job_id, const std::vector<HistoryPart>& parts) {
+  Json events = Json::array();
+  Json unanswered = Json::array();
+  bool truncated = false;
+  for (const auto& part : parts) {
+    const auto slash = part.copy.find('/');
+    const std::string cluster = part.copy.substr(0, slash);
+    const std::string id = slash == std::string::npos ? std::string() : part.copy.substr(slash + 1);
+    if (!part.reply || !part.reply->is_object() || part.reply->contains("error")) {
+      unanswered.push_back(cluster);
+      continue;
+    }
+    truncated = truncated || part.reply->value("truncated", false) == true;
+    auto e = part.reply->find("events");
+    if (e == part.reply->end() || !e->is_array()) continue;
+    for (Json ev : *e) {
+      if (!ev.is_object()) continue;
+      ev["job_id"] = job_id;
+      ev["cluster"] = cluster;
+      ev["cluster_job_id"] = id;
+      events.push_back(std::move(ev));
+    }
+  }
+  Json reply{{"job_id", job_id}, {"events", std::move(events)}};
+  if (truncated) reply["truncated"] = true;
+  if (!unanswered.empty()) {
+    reply["partial"] = true;
+    reply["unanswered"] = std::move(unanswered);
+  }
+  return reply;
+}
+
 Json jobs_page(const std::vector<Json>& rows, const Json& request) {
   auto bad = [](const std::string& why) { return Json{{"error", why}, {"code", "bad_request"}}; };
   if (!request.is_object()) return bad("the request is not a JSON object");

@@ -148,6 +148,18 @@ nlohmann::json job_view(const JobPlace& p, const nlohmann::json& last, bool clus
 // The reply {"jobs":[...],"next"?}, or {"error","code"}.
 nlohmann::json jobs_page(const std::vector<nlohmann::json>& rows, const nlohmann::json& request);
 
+// A job's history through the front door: the events of each copy it had,
+// oldest copy first (the ones it left behind, JobPlace::withdrawn, then
+// where it is now), each event with the front door's `job_id` and its
+// `cluster` and `cluster_job_id`. A part is a copy ("cluster/id") and its
+// cluster's history reply, or null when that cluster did not answer: the
+// reply then says `"partial": true` and names it in `"unanswered"`.
+struct HistoryPart {
+  std::string copy;  // "cluster/id"
+  std::optional<nlohmann::json> reply;
+};
+nlohmann::json merge_history(const std::string& job_id, const std::vector<HistoryPart>& parts);
+
 inline std::string place_key(const std::string& job_id) {
   return "job." + job_id;
 }

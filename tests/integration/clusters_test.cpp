@@ -239,6 +239,15 @@ TEST_CASE(
   REQUIRE(hist.contains("events"));
   CHECK(hist.value("job_id", "") == x);
   for (const auto& e : hist["events"]) CHECK(e.value("job_id", "") == x);
+  // ... of both its copies: where it waited first (queued, then withdrawn),
+  // then where it ran.
+  std::set<std::string> hist_clusters;
+  for (const auto& e : hist["events"]) hist_clusters.insert(e.value("cluster", ""));
+  CHECK(hist_clusters == std::set<std::string>{"c1", "c2"});
+  REQUIRE_FALSE(hist["events"].empty());
+  CHECK(hist["events"].front().value("cluster_job_id", "") == first_id);
+  CHECK(hist["events"].back().value("state", "") == std::string(names::kSucceeded));
+  CHECK_FALSE(hist.contains("partial"));
   // Another team's job or an unknown id: not found.
   CHECK(front.request(subjects::team_status("t2"), Json{{"job_id", x}}).value("code", "") ==
         "not_found");

@@ -337,3 +337,33 @@ TEST_CASE("dispatch: the front door's jobs list, from each job's place and last 
     CHECK(jobs_page(rows, bad).value("code", "") == "bad_request");
   }
 }
+
+TEST_CASE("a moved job's history: every copy's events, oldest copy first, a silent cluster named",
+          "[dispatch]") {
+  using nlohmann::json;
+  json c1{{"job_id", "j-1"},
+          {"events", json::array({json{{"job_id", "j-1"}, {"state", "queued"}},
+                                  json{{"job_id", "j-1"}, {"state", "canceled"}}})}};
+  json c2{{"job_id", "j-9"},
+          {"events", json::array({json{{"job_id", "j-9"}, {"state", "queued"}}, json("junk"),
+                                  json{{"job_id", "j-9"}, {"state", "succeeded"}}})},
+          {"truncated", true}};
+  auto h = merge_history("j-x1", {{"c1/j-1", c1}, {"c2/j-9", c2}});
+  REQUIRE(h["events"].size() == 4);
+  CHECK(h["job_id"] == "j-x1");
+  CHECK(h["events"][0]["cluster"] == "c1");
+  CHECK(h["events"][0]["cluster_job_id"] == "j-1");
+  CHECK(h["events"][1]["state"] == "canceled");
+  CHECK(h["events"][3]["cluster"] == "c2");
+  CHECK(h["events"][3]["job_id"] == "j-x1");
+  CHECK(h["truncated"] == true);
+  CHECK_FALSE(h.contains("partial"));
+  // c1 silent, or answering an error: the rest, and who did not answer.
+  for (const auto& silent :
+       {std::optional<json>(), std::optional<json>(json{{"error", "x"}, {"code", "not_found"}})}) {
+    h = merge_history("j-x1", {{"c1/j-1", silent}, {"c2/j-9", c2}});
+    CHECK(h["events"].size() == 2);
+    CHECK(h["partial"] == true);
+    CHECK(h["unanswered"] == json::array({"c1"}));
+  }
+}
