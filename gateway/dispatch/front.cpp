@@ -271,6 +271,7 @@ struct Front::Impl {
       next = "started";
     if (next != h.place.state && h.place.state != "ended") {
       h.place.state = next;
+      if (next == "ended") h.place.ended_ms = now_ms();
       store(h);
     }
   }
@@ -352,6 +353,42 @@ struct Front::Impl {
     if (early_count >= kMaxEarly) return;  // a cluster's own jobs: not ours to mirror
     early[k].push_back(Early{now_ms(), team, std::move(json)});
     ++early_count;
+  }
+
+  // Jobs past the retention (policy past_retention): forgotten, at most
+  // kPurgeBatch a tick, their keys purged from TROUPE_DISPATCH (a purge lost
+  // now is done again after a restart: the place comes back past it).
+  static constexpr size_t kPurgeBatch = 1000;
+  void forget_old() {
+    const int64_t retention_ms = opts.config.job_retention_s * 1000;
+    if (retention_ms <= 0) return;
+    std::vector<bus::KeyValue::Write> purges;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      const int64_t now = now_ms();
+      for (auto it = places.begin(); it != places.end() && purges.size() < kPurgeBatch;) {
+        const JobPlace& p = it->second.place;
+        if (!past_retention(p, now, retention_ms)) {
+          ++it;
+          continue;
+        }
+        if (!p.cluster.empty()) by_remote_id.erase(remote_key(p.cluster, p.cluster_job_id));
+        for (const auto& w : p.withdrawn) withdrawn.erase(w);
+        auto parsed = spec::from_text(p.spec_json);
+        if (parsed.ok && !parsed.spec.idempotency_key().empty())
+          keys.erase(p.team + "/" + parsed.spec.idempotency_key());
+        if (auto l = live.find(p.team); l != live.end()) l->second.erase(p.job_id);
+        last_events.erase(p.job_id);
+        purges.push_back({place_key(p.job_id), "", it->second.revision});
+        it = places.erase(it);
+      }
+      counters["forgotten"] += static_cast<int64_t>(purges.size());
+    }
+    if (!purges.empty()) {
+      kv->write_all(purges, opts.request_timeout_ms);
+      spdlog::info("dispatch: {} jobs past the retention ({} s) forgotten", purges.size(),
+                   opts.config.job_retention_s);
+    }
   }
 
   void prune_early() {
@@ -818,6 +855,7 @@ struct Front::Impl {
       spdlog::error("dispatch: {} withdrawn from {} and taken nowhere: {}", p.job_id, p.cluster,
                     refusal.dump());
       h.place.state = "withdrawn";
+      h.place.ended_ms = now_ms();
       h.place.cluster.clear();
       store(h);
       return;
@@ -1017,6 +1055,7 @@ bool Front::tick() {
   if (impl_->serving()) {
     impl_->spill();
     impl_->redispatch();
+    impl_->forget_old();
   }
   impl_->prune_early();
   return true;

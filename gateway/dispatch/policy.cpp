@@ -126,7 +126,9 @@ std::optional<Config> parse_config(std::string_view text, std::string* error) {
     if (!read_clusters(root["clusters"], cfg, error) || !read_teams(root["teams"], cfg, error) ||
         !read_number(root, "spill_after_s", 0, 7 * 24 * 3600, &cfg.spill_after_s, error) ||
         !read_number(root, "poll_ms", 100, 60000, &cfg.poll_ms, error) ||
-        !read_number(root, "unreachable_after_ms", 500, 600000, &cfg.unreachable_after_ms, error))
+        !read_number(root, "unreachable_after_ms", 500, 600000, &cfg.unreachable_after_ms, error) ||
+        !read_number(root, "job_retention_s", 0, 10LL * 365 * 24 * 3600, &cfg.job_retention_s,
+                     error))
       return std::nullopt;
   } catch (const std::exception& e) {
     fail(error, std::string("the dispatch config does not read: ") + e.what());
@@ -277,7 +279,13 @@ std::string to_json(const JobPlace& p) {
          {"sent_ms", p.sent_ms}, {"gpus", p.gpus},
          {"tried", p.tried},     {"withdrawn", p.withdrawn}};
   if (!p.last_state.empty()) j["last_state"] = p.last_state;
+  if (p.ended_ms != 0) j["ended_ms"] = p.ended_ms;
   return dump_json(j);
+}
+
+bool past_retention(const JobPlace& p, int64_t now_ms, int64_t retention_ms) {
+  if (retention_ms <= 0 || (p.state != "ended" && p.state != "withdrawn")) return false;
+  return now_ms - (p.ended_ms != 0 ? p.ended_ms : p.sent_ms) >= retention_ms;
 }
 
 std::string string_of(const nlohmann::json& j, const char* key) {
@@ -306,6 +314,7 @@ std::optional<JobPlace> place_from_json(std::string_view json) {
     p.tried = j.value("tried", std::vector<std::string>());
     p.withdrawn = j.value("withdrawn", std::vector<std::string>());
     p.last_state = j.value("last_state", std::string());
+    p.ended_ms = j.value("ended_ms", int64_t{0});
     if (p.job_id.empty() || p.team.empty()) return std::nullopt;
     return p;
   } catch (const std::exception&) {

@@ -50,6 +50,9 @@ struct Config {
   int64_t poll_ms = 1000;  // how often each cluster is asked for its capacity
   // A cluster that has not answered for this long is unreachable.
   int64_t unreachable_after_ms = 5000;
+  // A job ended (or withdrawn and taken nowhere) this long ago is forgotten:
+  // its place leaves memory and TROUPE_DISPATCH (0: kept forever).
+  int64_t job_retention_s = 7 * 24 * 3600;
 };
 
 // YAML or JSON text; nullopt and `error` when it is not a valid config.
@@ -123,8 +126,13 @@ struct JobPlace {
   // The state of the last event its cluster published ("" before any);
   // stored when `state` changes, so an ended job keeps how it ended.
   std::string last_state;
+  int64_t ended_ms = 0;  // when it ended or was withdrawn for good (0: not yet, or not known)
 };
 std::string to_json(const JobPlace& p);
+// Past the retention (Config::job_retention_s, in ms here; 0: never): ended
+// or withdrawn for good that long ago (a place stored before ended_ms was
+// kept: since it was sent).
+bool past_retention(const JobPlace& p, int64_t now_ms, int64_t retention_ms);
 std::optional<JobPlace> place_from_json(std::string_view json);
 // JSON text of `j` whatever it holds: bytes that are not UTF-8 (a hostile
 // spec's, echoed in an error) become U+FFFD instead of an exception.

@@ -77,6 +77,17 @@ bool wait_file_contains(const std::string& path, const std::string& text, Clock:
   return false;
 }
 
+// Polls a job's status through the front door until `pred` holds for it.
+bool wait_status(Cluster& front, const std::string& id,
+                 const std::function<bool(const Json&)>& pred, Clock::duration timeout) {
+  auto deadline = Clock::now() + timeout;
+  while (Clock::now() < deadline) {
+    if (pred(front.status("t1", id))) return true;
+    std::this_thread::sleep_for(100ms);  // polling the front door's view
+  }
+  return false;
+}
+
 // Polls troupe.sys.clusters until `pred` holds for its reply.
 bool wait_view(Cluster& front, const std::function<bool(const Json&)>& pred,
                Clock::duration timeout, Json* last) {
@@ -416,15 +427,8 @@ TEST_CASE(
   REQUIRE(wait_view(
       front, [](const Json& v) { return cluster_state(v, "c1") == "unreachable"; }, 20s, &view));
   CHECK(front.status("t1", a).value("state", "") == "unreachable");
-  auto moved_to_c2 = [&] {
-    auto deadline = Clock::now() + 20s;
-    while (Clock::now() < deadline) {
-      if (front.status("t1", y).value("cluster", "") == "c2") return true;
-      std::this_thread::sleep_for(100ms);  // polling the front door's view
-    }
-    return false;
-  };
-  REQUIRE(moved_to_c2());
+  REQUIRE(wait_status(
+      front, y, [](const Json& st) { return st.value("cluster", "") == "c2"; }, 20s));
 
   // Inside c1 the GPUs free up (its own users go on): the copy left behind
   // is placed, asks the front door for leave, gets no answer, never starts.
@@ -559,6 +563,44 @@ TEST_CASE(
   INFO("jobs in c1: " << in_c1.size());
   CHECK(in_c1.size() == 1);
   CHECK(second->running());
+}
+
+TEST_CASE(
+    "the front door forgets a job ended longer than job_retention_s, in memory and in its bucket, "
+    "and keeps the running ones",
+    "[integration][clusters]") {
+  TwoClusters all;
+  Cluster& front = all.front();
+  const std::string config = "clusters:\n" + linked_entry("c1", front) + linked_entry("c2", front) +
+                             "poll_ms: 200\njob_retention_s: 1\n";
+  auto dispatch = start_dispatch(front, config);
+  wait_clusters(front, 30s);
+  const std::string done = front.submit_ok("t1", typed({"true"}, 1, {{"gpu_type", "a100"}}));
+  const std::string runs =
+      front.submit_ok("t1", typed({"sleep", "120"}, 1, {{"gpu_type", "h100"}}));
+  REQUIRE(front.events().wait_state(done, std::string(names::kSucceeded), 30s));
+  REQUIRE(front.events().wait_state(runs, std::string(names::kRunning), 30s));
+  auto listed = [&] {
+    std::set<std::string> ids;
+    for (const auto& j : front.request(subjects::team_verb("t1", subjects::kJobs), Json::object())
+                             .value("jobs", Json::array()))
+      ids.insert(j.value("job_id", ""));
+    return ids;
+  };
+  REQUIRE(wait_status(
+      front, done, [](const Json& st) { return st.value("code", "") == "not_found"; }, 20s));
+  CHECK(listed() == std::set<std::string>{runs});
+  CHECK(front.status("t1", runs).value("state", "") == std::string(names::kRunning));
+  Json view;
+  REQUIRE(wait_view(
+      front, [](const Json& v) { return v["counters"].value("forgotten", 0) >= 1; }, 10s, &view));
+  // Gone from the bucket too: a new front door restores the running job only.
+  dispatch->stop();
+  dispatch = start_dispatch(front, config);
+  wait_clusters(front, 30s);
+  CHECK(listed() == std::set<std::string>{runs});
+  CHECK(front.status("t1", done).value("code", "") == "not_found");
+  CHECK(front.status("t1", runs).value("state", "") == std::string(names::kRunning));
 }
 
 TEST_CASE("troupe up --clusters 2: two clusters behind a front door, the demo passes",

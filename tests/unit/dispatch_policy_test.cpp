@@ -56,8 +56,13 @@ TEST_CASE("dispatch config: clusters, teams, bounds and clear errors", "[dispatc
   CHECK(c.teams.at("vision").clusters == std::vector<std::string>{"c1"});
   CHECK(c.teams.at("nlp").quota.at("c2") == 4);
   CHECK(c.spill_after_s == 30);
+  CHECK(c.job_retention_s == 7 * 24 * 3600);  // the default
 
   std::string err;
+  auto kept = parse_config("clusters: [{name: c1, nats: x}]\njob_retention_s: 0", &err);
+  REQUIRE(kept);
+  CHECK(kept->job_retention_s == 0);
+  CHECK_FALSE(parse_config("clusters: [{name: c1, nats: x}]\njob_retention_s: -5", &err));
   CHECK_FALSE(parse_config("clusters: []", &err));
   CHECK(err.find("at least one") != std::string::npos);
   CHECK_FALSE(parse_config("clusters: [{name: c1}]", &err));
@@ -366,4 +371,30 @@ TEST_CASE("a moved job's history: every copy's events, oldest copy first, a sile
     CHECK(h["partial"] == true);
     CHECK(h["unanswered"] == json::array({"c1"}));
   }
+}
+
+TEST_CASE("dispatch: a job is forgotten once ended (or withdrawn) longer than the retention",
+          "[dispatch]") {
+  JobPlace p;
+  p.job_id = "j-x1";
+  p.team = "t1";
+  p.sent_ms = 1000;
+  const int64_t day = 24 * 3600 * 1000LL;
+  CHECK_FALSE(past_retention(p, 100 * day, day));  // sent, not ended
+  p.state = "started";
+  CHECK_FALSE(past_retention(p, 100 * day, day));
+  p.state = "ended";
+  p.ended_ms = 50 * day;
+  CHECK_FALSE(past_retention(p, 50 * day + day - 1, day));
+  CHECK(past_retention(p, 51 * day, day));
+  CHECK_FALSE(past_retention(p, 100 * day, 0));  // 0: kept forever
+  p.ended_ms = 0;  // stored before ended_ms was kept: from when it was sent
+  CHECK(past_retention(p, 1000 + day, day));
+  p.state = "withdrawn";
+  p.ended_ms = 7;
+  CHECK(past_retention(p, 7 + day, day));
+  // ended_ms round-trips.
+  auto back = place_from_json(to_json(p));
+  REQUIRE(back);
+  CHECK(back->ended_ms == 7);
 }
