@@ -3,6 +3,7 @@
 // identity on the front NATS (the scheduler's of a `troupe up` home unless
 // given), then ticks (capacity, spill-over) until SIGTERM/SIGINT.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -46,11 +47,11 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(1, 5));
   int lease_ttl_ms = 3000;
-  app.add_option("--lease-ttl-ms", lease_ttl_ms,
-                 "several front doors: a standby takes over after this long without a renewal "
-                 "(at least 3 x the config's poll_ms)")
-      ->capture_default_str()
-      ->check(CLI::Range(300, 600000));
+  auto* ttl_opt = app.add_option("--lease-ttl-ms", lease_ttl_ms,
+                                 "several front doors: a standby takes over after this long "
+                                 "without a renewal (at least 3 x the config's poll_ms; "
+                                 "default 3000, or 3 x poll_ms when that is more)")
+                      ->check(CLI::Range(300, 600000));
   std::string log_level = "info";
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error|critical|off")
       ->capture_default_str();
@@ -73,6 +74,8 @@ int main(int argc, char** argv) {
     std::cerr << "troupe-dispatch: " << config_path << ": " << error << "\n";
     return 2;
   }
+  if (ttl_opt->count() == 0)
+    lease_ttl_ms = static_cast<int>(std::max<int64_t>(lease_ttl_ms, 3 * cfg->poll_ms));
   if (lease_ttl_ms < 3 * cfg->poll_ms) {
     std::cerr << "troupe-dispatch: --lease-ttl-ms " << lease_ttl_ms << " is less than 3 x poll_ms ("
               << cfg->poll_ms << "): the lease is renewed once per poll\n";
