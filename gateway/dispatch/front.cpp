@@ -358,14 +358,17 @@ struct Front::Impl {
   // Jobs past the retention (policy past_retention): forgotten, at most
   // kPurgeBatch a tick, their keys purged from TROUPE_DISPATCH (a purge lost
   // now is done again after a restart: the place comes back past it).
+  // Every place is looked at, so not at every tick: at most every minute (a
+  // short retention: every half of it).
   static constexpr size_t kPurgeBatch = 1000;
+  int64_t next_forget_ms = 0;
   void forget_old() {
     const int64_t retention_ms = opts.config.job_retention_s * 1000;
-    if (retention_ms <= 0) return;
+    const int64_t now = now_ms();
+    if (retention_ms <= 0 || now < next_forget_ms) return;
     std::vector<bus::KeyValue::Write> purges;
     {
       std::lock_guard<std::mutex> lock(mu);
-      const int64_t now = now_ms();
       for (auto it = places.begin(); it != places.end() && purges.size() < kPurgeBatch;) {
         const JobPlace& p = it->second.place;
         if (!past_retention(p, now, retention_ms)) {
@@ -384,6 +387,9 @@ struct Front::Impl {
       }
       counters["forgotten"] += static_cast<int64_t>(purges.size());
     }
+    // (a full batch: the rest at the next tick)
+    if (purges.size() < kPurgeBatch)
+      next_forget_ms = now + std::min<int64_t>(60000, retention_ms / 2);
     if (!purges.empty()) {
       kv->write_all(purges, opts.request_timeout_ms);
       spdlog::info("dispatch: {} jobs past the retention ({} s) forgotten", purges.size(),
@@ -668,11 +674,11 @@ struct Front::Impl {
       count("not_found");
       return reply(in, error_json("no job " + id + " in team " + team, "not_found"));
     }
+    if (verb == sj::kHistory && !place->withdrawn.empty())
+      return reply(in, history_of(team, *place));
     if (place->cluster.empty())
       return reply(in, error_json("job " + id + " is nowhere", "not_found"));
     body.erase("jobId");
-    if (verb == sj::kHistory && !place->withdrawn.empty())
-      return reply(in, history_of(team, *place));
     body["job_id"] = place->cluster_job_id;
     std::string err;
     auto r = ask(place->cluster, sj::team_verb(team, verb), body.dump(), &err);
@@ -696,7 +702,8 @@ struct Front::Impl {
   Json history_of(const std::string& team, const JobPlace& p) {
     std::vector<HistoryPart> parts;
     for (const auto& copy : p.withdrawn) parts.push_back({copy, std::nullopt});
-    parts.push_back({remote_key(p.cluster, p.cluster_job_id), std::nullopt});
+    if (!p.cluster.empty())  // (else withdrawn and taken nowhere)
+      parts.push_back({remote_key(p.cluster, p.cluster_job_id), std::nullopt});
     for (auto& part : parts) {
       const auto slash = part.copy.find('/');
       if (slash == std::string::npos) continue;
