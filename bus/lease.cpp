@@ -6,20 +6,17 @@
 
 namespace troupe::bus {
 
-namespace {
-// A silence is measured on this process's monotonic clock.
-int64_t now_ms() {
+int64_t steady_ms() {
   using namespace std::chrono;
   return duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count();
 }
-}  // namespace
 
 bool Lease::try_acquire(bool take_free) {
   bool failed = false;
   auto e = kv_.get(key_, &failed);
   if (failed) {
     // Cannot see the lease (NATS away): whatever silence follows starts now.
-    seen_since_ms_ = now_ms();
+    seen_since_ms_ = steady_ms();
     return false;
   }
   uint64_t expected = 0;
@@ -29,9 +26,9 @@ bool Lease::try_acquire(bool take_free) {
       stale = true;  // ours (from before a reconnect), or given up
     } else if (e->revision != seen_revision_) {
       seen_revision_ = e->revision;
-      seen_since_ms_ = now_ms();
+      seen_since_ms_ = steady_ms();
     } else {
-      stale = now_ms() - seen_since_ms_ >= ttl_ms_;
+      stale = steady_ms() - seen_since_ms_ >= ttl_ms_;
     }
     if (!stale) return false;
     expected = e->revision;
@@ -41,7 +38,7 @@ bool Lease::try_acquire(bool take_free) {
     // not show): the update must expect the marker's revision.
     expected = kv_.last_revision(key_, &failed);
     if (failed) {
-      seen_since_ms_ = now_ms();
+      seen_since_ms_ = steady_ms();
       return false;
     }
   }

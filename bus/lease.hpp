@@ -31,7 +31,6 @@ class Lease {
   bool still_ours();
   uint64_t epoch() const { return epoch_; }
   const std::string& holder() const { return holder_; }
-  int ttl_ms() const { return ttl_ms_; }
 
  private:
   KeyValue& kv_;
@@ -43,6 +42,10 @@ class Lease {
   uint64_t seen_revision_ = 0;  // another holder's revision, and since when it stood still
   int64_t seen_since_ms_ = 0;
 };
+
+// Milliseconds on this process's monotonic clock: what a lease's silence and
+// validity are measured in.
+int64_t steady_ms();
 
 // host:pid:ms-since-epoch: a lease holder's name, this process's.
 std::string holder_id();

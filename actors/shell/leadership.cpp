@@ -20,11 +20,6 @@ constexpr int64_t kTrimEveryMs = 10000;
 
 // --- lease gate -------------------------------------------------------------------
 
-int64_t LeaseGate::steady_ms() {
-  using namespace std::chrono;
-  return duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count();
-}
-
 void LeaseGate::let_out(Held& h) {
   if (h.event)
     send_event_(h.subject, h.data.data(), h.data.size(), std::move(h.stored));

@@ -47,7 +47,7 @@ class LeaseGate {
   void publish(const std::string& subject, const void* data, size_t size, const std::string& reply);
   void publish_event(const std::string& subject, const void* data, size_t size,
                      std::function<void()> stored);
-  static int64_t steady_ms();
+  static int64_t steady_ms() { return bus::steady_ms(); }
 
  private:
   struct Held {

@@ -70,11 +70,7 @@ struct Front::Impl {
   // The lease is known valid until then (steady clock): the start of its
   // last renewal plus the ttl (a standby waits the ttl of silence first).
   std::atomic<int64_t> valid_until{0};
-  static int64_t steady_ms() {
-    using namespace std::chrono;
-    return duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count();
-  }
-  bool serving() const { return steady_ms() < valid_until.load(); }
+  bool serving() const { return bus::steady_ms() < valid_until.load(); }
   bool silent = false;  // (the ticks') whether it last found the lease not known valid
   std::vector<bus::SubscriptionPtr> subs;
   bus::ConsumerPtr enqueued;  // troupe.*.enqueue off TROUPE_FRONT_INTAKE (null: not served)
@@ -355,6 +351,14 @@ struct Front::Impl {
     ++early_count;
   }
 
+  // A stored place's entry in `keys` ("" when its spec has no idempotency key).
+  static std::string key_of(const JobPlace& p) {
+    auto parsed = spec::from_text(p.spec_json);
+    return parsed.ok && !parsed.spec.idempotency_key().empty()
+               ? p.team + "/" + parsed.spec.idempotency_key()
+               : std::string();
+  }
+
   // Jobs past the retention (policy past_retention): forgotten, at most
   // kPurgeBatch a tick, their keys purged from TROUPE_DISPATCH (a purge lost
   // now is done again after a restart: the place comes back past it).
@@ -377,9 +381,7 @@ struct Front::Impl {
         }
         if (!p.cluster.empty()) by_remote_id.erase(remote_key(p.cluster, p.cluster_job_id));
         for (const auto& w : p.withdrawn) withdrawn.erase(w);
-        auto parsed = spec::from_text(p.spec_json);
-        if (parsed.ok && !parsed.spec.idempotency_key().empty())
-          keys.erase(p.team + "/" + parsed.spec.idempotency_key());
+        if (auto key = key_of(p); !key.empty()) keys.erase(key);
         if (auto l = live.find(p.team); l != live.end()) l->second.erase(p.job_id);
         last_events.erase(p.job_id);
         purges.push_back({place_key(p.job_id), "", it->second.revision});
@@ -943,9 +945,7 @@ struct Front::Impl {
       add_live(h.place);
       if (!p->cluster.empty()) by_remote_id[remote_key(p->cluster, p->cluster_job_id)] = p->job_id;
       for (const auto& w : p->withdrawn) withdrawn[w] = p->job_id;
-      auto parsed = spec::from_text(p->spec_json);
-      if (parsed.ok && !parsed.spec.idempotency_key().empty())
-        keys[p->team + "/" + parsed.spec.idempotency_key()] = p->job_id;
+      if (auto key = key_of(*p); !key.empty()) keys[key] = p->job_id;
     }
     spdlog::info("dispatch: {} jobs restored from {}", places.size(), sj::kDispatchBucket);
     return true;
@@ -965,7 +965,7 @@ std::unique_ptr<Front> Front::open(const FrontOptions& opts, std::string* error,
   impl->lease = std::make_unique<bus::Lease>(*impl->kv, opts.holder, opts.lease_ttl_ms,
                                              sj::kDispatchLeaseKey);
   for (bool told = false;;) {
-    const int64_t asked = Impl::steady_ms();
+    const int64_t asked = bus::steady_ms();
     if (impl->lease->try_acquire()) {
       impl->valid_until = asked + opts.lease_ttl_ms;
       break;
@@ -1039,7 +1039,7 @@ Front::~Front() {
 }
 
 bool Front::tick() {
-  const int64_t asked = Impl::steady_ms();
+  const int64_t asked = bus::steady_ms();
   switch (impl_->lease->renew()) {
     case bus::Lease::Renewal::renewed:
       impl_->valid_until = asked + impl_->opts.lease_ttl_ms;
