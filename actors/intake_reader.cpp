@@ -2,7 +2,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include <chrono>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "actors/policy/admission.hpp"
 #include "actors/policy/config.hpp"
@@ -16,6 +19,8 @@ using namespace troupe::atoms;
 namespace {
 
 constexpr size_t kMaxBuckets = 4096;  // full buckets are forgotten past this many
+// A shard reports what it admitted this often (while it admits any).
+constexpr auto kRateReport = std::chrono::milliseconds(250);
 
 struct ReaderState {
   RouterActor router;
@@ -24,6 +29,12 @@ struct ReaderState {
   policy::ClusterConfig cfg = policy::open_config();
   spec::Limits limits;
   std::unordered_map<std::string, policy::TokenBucket> buckets;  // by team (rate-limited ones)
+  // A shard: what it admitted per team since its last report, published on
+  // troupe.sys.shard.rate by `out` under `shard_id` (empty: not a shard).
+  OutboxPtr out;
+  std::string shard_id;
+  std::unordered_map<std::string, double> taken;
+  bool reporting = false;  // a report is due (a tick_atom is on its way)
   static inline const char* name = "intake_reader";
 };
 
@@ -41,18 +52,40 @@ policy::TokenBucket& bucket_of(ReaderState& st, const std::string& team, int64_t
   return st.buckets[team];
 }
 
-// The team's submit rate: one token, or the refusal in `c`.
-bool take_rate(ReaderState& st, submission::Checked& c) {
+// The team's submit rate: one token, or the refusal in `c`. A shard counts
+// the token for its next report to the others, unless every shard takes
+// one for it anyway (`shared`: a pipeline, heard by every shard).
+bool take_rate(Self self, submission::Checked& c, bool shared = false) {
+  auto& st = self->state;
   auto lim = st.cfg.limits_of(c.team);
   if (lim.submit_rate <= 0) return true;
   int64_t now = st.clock->now_ms();  // a clock that goes back refills nothing (take_token)
   c.verdict = policy::check_rate(bucket_of(st, c.team, now), lim, c.team, now);
+  if (c.verdict.ok() && !shared && st.out && !st.shard_id.empty()) {
+    st.taken[c.team] += 1;
+    if (!st.reporting) {
+      st.reporting = true;
+      self->delayed_send(self, kRateReport, tick_atom_v);
+    }
+  }
   return c.verdict.ok();
+}
+
+// A shard's report of what it admitted since the last one; none when it
+// admitted nothing (no timer then either).
+void report_rate(Self self) {
+  auto& st = self->state;
+  st.reporting = false;
+  if (st.taken.empty()) return;
+  std::vector<std::pair<std::string, double>> taken(st.taken.begin(), st.taken.end());
+  st.taken.clear();
+  st.out->publish(subjects::kShardRate, submission::shard_rate(st.shard_id, taken));
 }
 
 // The stateless checks of submission::open and read (or read_handed), with
 // the team's rate before the parse (a shard's: after it, for its own pools).
-void check(ReaderState& st, Inbound& in, submission::Checked& c) {
+void check(Self self, Inbound& in, submission::Checked& c) {
+  auto& st = self->state;
   const bool handed = !subjects::shard_submit_team(in.subject).empty();
   const bool pipeline = subjects::token(in.subject, 2) == subjects::kPipeline;
   // A shard counts a submission's rate once it knows the pool (below): the
@@ -73,8 +106,9 @@ void check(ReaderState& st, Inbound& in, submission::Checked& c) {
     c.flatbuffers = opened.flatbuffers;
     c.verdict = opened.verdict;
     if (!c.verdict.ok()) return;
-    if (!rate_after && !take_rate(st, c)) return;  // a flood refused before it is parsed
-    if (pipeline) {                                // one submission for the rate
+    if (!rate_after && !take_rate(self, c, pipeline))
+      return;        // a flood refused before it is parsed
+    if (pipeline) {  // one submission for the rate
       c.pipeline = submission::read_pipeline(opened, in.data, st.cfg, st.limits);
       c.verdict = c.pipeline->verdict;
       return;
@@ -85,19 +119,22 @@ void check(ReaderState& st, Inbound& in, submission::Checked& c) {
     c.adm = std::move(read.adm);
   }
   if (rate_after && c.verdict.ok() && (handed || st.shards.owns_submission(st.cfg, c.adm.pool)))
-    take_rate(st, c);
+    take_rate(self, c);
 }
 
 IntakeReaderActor::behavior_type reader_behavior(Self self, RouterActor router, ClockPtr clock,
-                                                 policy::ShardScope shards) {
+                                                 policy::ShardScope shards, OutboxPtr out,
+                                                 std::string shard_id) {
   self->state.router = std::move(router);
   self->state.shards = std::move(shards);
+  self->state.out = std::move(out);
+  self->state.shard_id = std::move(shard_id);
   self->state.clock = clock ? std::move(clock) : std::make_shared<SystemClock>();
   return {
       [=](Inbound& in) {
         auto c = std::make_shared<submission::Checked>();
         try {
-          check(self->state, in, *c);
+          check(self, in, *c);
         } catch (const std::exception& e) {
           // Bad input must never take a reader down; the router answers it.
           c->verdict = {policy::Refusal::malformed, std::string("bad request: ") + e.what()};
@@ -109,15 +146,25 @@ IntakeReaderActor::behavior_type reader_behavior(Self self, RouterActor router, 
         if (!policy::load_config_or_open(text, st.cfg).empty()) return;  // the router logs it
         st.limits.priority_classes = st.cfg.class_names();
       },
+      [=](debit_atom, const std::string& team, double tokens) {
+        auto& st = self->state;
+        auto lim = st.cfg.limits_of(team);
+        if (lim.submit_rate <= 0) return;
+        int64_t now = st.clock->now_ms();
+        policy::debit_tokens(bucket_of(st, team, now), tokens, lim.submit_rate, lim.submit_burst,
+                             now);
+      },
+      [=](tick_atom) { report_rate(self); },
   };
 }
 
 }  // namespace
 
 IntakeReaderActor spawn_intake_reader(caf::local_actor* parent, RouterActor router, ClockPtr clock,
-                                      policy::ShardScope shards) {
+                                      policy::ShardScope shards, OutboxPtr out,
+                                      std::string shard_id) {
   return parent->spawn<caf::linked>(reader_behavior, std::move(router), std::move(clock),
-                                    std::move(shards));
+                                    std::move(shards), std::move(out), std::move(shard_id));
 }
 
 }  // namespace troupe

@@ -240,6 +240,9 @@ struct SchedulerOptions {
   // A shard: where the owners of other pools answer the enqueued submissions
   // it handed them (subjects::shard_answers of this process; "" none).
   std::string shard_answers;
+  // A shard: this process's name in what it reports on troupe.sys.shard.rate
+  // (it skips its own reports); "" none.
+  std::string shard_id;
 };
 
 }  // namespace troupe

@@ -124,6 +124,9 @@ CAF_ADD_ATOM(troupe, troupe::atoms, state_atom, "state")
 // (dispatch_atom, claim, granted, withdrawn, reason): a front door's answer
 // to a job's claim to start (actors/ports.hpp DispatchGate; gate -> job).
 CAF_ADD_ATOM(troupe, troupe::atoms, dispatch_atom, "dispatch")
+// (debit_atom, team, tokens): submissions of the team another shard admitted
+// (troupe.sys.shard.rate; router -> intake reader).
+CAF_ADD_ATOM(troupe, troupe::atoms, debit_atom, "debit")
 
 namespace troupe {
 
@@ -412,7 +415,9 @@ using ScheduleKeeperActor = caf::typed_actor<
 // teams hashed to it, off the router.
 using IntakeReaderActor =
     caf::typed_actor<reacts_to<Inbound>,  // a troupe.<team>.submit|enqueue, from the router
-                     reacts_to<config_atom, std::string /*text*/>>;  // the router
+                     reacts_to<config_atom, std::string /*text*/>,                    // the router
+                     reacts_to<debit_atom, std::string /*team*/, double /*tokens*/>,  // router
+                     reacts_to<tick_atom>>;  // itself (a shard: reports what it took)
 
 // The pool arbiter's answer to a candidate search: the granted node per rank.
 struct CandidateList {

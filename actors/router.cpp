@@ -195,9 +195,11 @@ struct ConsumerAck {
 
 // A team's submission goes to its intake reader (actors/intake_reader.hpp),
 // which sends it back read and checked (submit below).
+const IntakeReaderActor& reader_of(const RouterState& st, const std::string& team) {
+  return st.readers[std::hash<std::string>{}(team) % st.readers.size()];
+}
 void to_reader(Self self, const std::string& team, const Inbound& in) {
-  const auto& readers = self->state.readers;
-  self->send(readers[std::hash<std::string>{}(team) % readers.size()], in);
+  self->send(reader_of(self->state, team), in);
 }
 
 void record(Self self, const Inbound& in, const Waiter& w, const std::string& team,
@@ -785,6 +787,19 @@ void on_shard_answer(Self self, const Inbound& in) {
                                 : j.dump(-1, ' ', false, json::error_handler_t::replace));
 }
 
+// Another shard's report of what it admitted: each team's reader debits it.
+void on_shard_rate(Self self, const Inbound& in) {
+  auto& st = self->state;
+  std::string from;
+  std::vector<std::pair<std::string, double>> taken;
+  if (!submission::read_shard_rate(in.data, &from, &taken)) {
+    log_bad("malformed shard rate report on " + in.subject, ++st.n.malformed);
+    return;
+  }
+  if (from == st.opts.shard_id) return;  // its own
+  for (const auto& [team, n] : taken) self->send(reader_of(st, team), debit_atom_v, team, n);
+}
+
 void on_inbound(Self self, const Inbound& in) {
   auto& st = self->state;
   if (const auto& answers = st.opts.shard_answers;
@@ -803,6 +818,10 @@ void on_inbound(Self self, const Inbound& in) {
     if (in.stream_seq != 0) st.intake->ack(in.stream_seq);  // troupe.sys.enqueue: refused
     if (auto handed = subjects::shard_submit_team(in.subject); !handed.empty()) {
       to_reader(self, std::string(handed), in);  // another shard read it: its pool is ours
+      return;
+    }
+    if (in.subject == subjects::kShardRate) {
+      on_shard_rate(self, in);
       return;
     }
     if (verb == "agent") {
@@ -1092,9 +1111,11 @@ RouterActor::behavior_type router_behavior(Self self, OutboxPtr out, IntakePtr i
   st.intake = std::move(intake);
   st.started_ms = st.opts.clock ? st.opts.clock->now_ms() : system_now_ms();
   st.id_prefix = submission::job_id_prefix(st.started_ms);
+  const bool reports = st.opts.shards.sharded() && !st.opts.shard_id.empty();
   for (int i = 0; i < std::max(1, st.opts.intake_readers); ++i)
-    st.readers.push_back(
-        spawn_intake_reader(self, RouterActor{self}, st.opts.clock, st.opts.shards));
+    st.readers.push_back(spawn_intake_reader(self, RouterActor{self}, st.opts.clock, st.opts.shards,
+                                             reports ? st.out : nullptr,
+                                             reports ? st.opts.shard_id : std::string()));
   return {
       [=](const Wiring& w) { self->state.w = w; },
       [=](const Inbound& in) {

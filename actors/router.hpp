@@ -14,7 +14,9 @@
 //   submissions another shard read and handed over, and it hands those of
 //   another's pool on there, an enqueued one with the reply subject
 //   troupe.sys.shard.answer.<this>.<seq>, whose answer it acknowledges
-//   in the stream); Wiring; (config_atom, text); (heard_atom, n)
+//   in the stream; and troupe.sys.shard.rate, the other shards' reports of
+//   what they admitted, handed to the teams' intake readers as debit_atom);
+//   Wiring; (config_atom, text); (heard_atom, n)
 //   from a shard's node supervisor;
 //   (restore_atom, keys, next seq, fingerprints, queued teams) after a
 //   restart; (intake_atom, job id, ok, duplicate, error, original) when the

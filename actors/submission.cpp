@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <map>
 
 #include "actors/job_record.hpp"
@@ -115,6 +116,28 @@ std::string hand_over(const pb::JobSpec& spec, bool flatbuffers,
   m.set_flatbuffers(flatbuffers);
   m.set_original(original.data(), original.size());
   return m.SerializeAsString();
+}
+
+std::string shard_rate(const std::string& shard,
+                       const std::vector<std::pair<std::string, double>>& taken) {
+  pb::ShardRate m;
+  m.set_shard(shard);
+  for (const auto& [team, n] : taken) (*m.mutable_taken())[team] = n;
+  return m.SerializeAsString();
+}
+
+bool read_shard_rate(const std::vector<uint8_t>& data, std::string* shard,
+                     std::vector<std::pair<std::string, double>>* taken) {
+  constexpr size_t kMaxTeams = 4096;
+  pb::ShardRate m;
+  if (!m.ParseFromArray(data.data(), static_cast<int>(data.size()))) return false;
+  *shard = m.shard();
+  taken->clear();
+  for (const auto& [team, n] : m.taken()) {
+    if (taken->size() >= kMaxTeams) break;
+    if (subjects::valid_team(team) && std::isfinite(n) && n > 0) taken->emplace_back(team, n);
+  }
+  return true;
 }
 
 Read check_spec(pb::JobSpec spec, const std::string& team, const policy::ClusterConfig& cfg,

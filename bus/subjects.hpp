@@ -188,6 +188,9 @@ inline constexpr const char* kShardAnswerPrefix = "troupe.sys.shard.answer";
 inline std::string shard_answers(std::string_view reader) {
   return std::string(kShardAnswerPrefix) + "." + std::string(reader);
 }
+// Every shard reports here what it admitted per rate-limited team
+// (pb::ShardRate); every shard listens and debits the others' tokens.
+inline constexpr const char* kShardRate = "troupe.sys.shard.rate";
 // The team of a <prefix>.<pool>.<team> subject ("" for any other).
 inline std::string_view team_after(std::string_view prefix, std::string_view subject) {
   if (subject.size() <= prefix.size() + 1 || subject.substr(0, prefix.size()) != prefix ||

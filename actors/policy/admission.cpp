@@ -57,7 +57,7 @@ const char* code_name(Refusal r) {
 namespace {
 // The bucket's tokens at `now_ms` (refilled, capped at burst).
 double tokens_at(const TokenBucket& b, double rate, double burst, int64_t now_ms) {
-  if (b.tokens < 0) return burst;
+  if (!b.used) return burst;
   double elapsed_s = now_ms > b.last_ms ? static_cast<double>(now_ms - b.last_ms) / 1000.0 : 0.0;
   return std::min(burst, b.tokens + elapsed_s * rate);
 }
@@ -68,14 +68,23 @@ bool take_token(TokenBucket& b, double rate, double burst, int64_t now_ms) {
   burst = std::max(1.0, burst);
   double t = tokens_at(b, rate, burst, now_ms);
   // A clock that went back does not refill; time starts again from now.
-  b.last_ms = std::max(b.last_ms, now_ms);
-  if (b.tokens < 0) b.last_ms = now_ms;
+  b.last_ms = b.used ? std::max(b.last_ms, now_ms) : now_ms;
+  b.used = true;
   if (t < 1.0) {
     b.tokens = t;
     return false;
   }
   b.tokens = t - 1.0;
   return true;
+}
+
+void debit_tokens(TokenBucket& b, double n, double rate, double burst, int64_t now_ms) {
+  if (!(rate > 0) || !(n > 0)) return;
+  burst = std::max(1.0, burst);
+  double t = tokens_at(b, rate, burst, now_ms);
+  b.last_ms = b.used ? std::max(b.last_ms, now_ms) : now_ms;
+  b.used = true;
+  b.tokens = std::max(-(burst + rate), t - n);
 }
 
 bool bucket_full(const TokenBucket& b, double rate, double burst, int64_t now_ms) {

@@ -41,14 +41,21 @@ inline constexpr Refusal kAllRefusals[] = {Refusal::malformed,       Refusal::in
 const char* code_name(Refusal r);
 
 // One submission per token; `burst` tokens at most, refilled at `rate` per
-// second. A new bucket is full.
+// second. A new bucket is full. Tokens go below zero only by debit_tokens
+// (what other shards took): the team then waits until the refill pays it.
 struct TokenBucket {
-  double tokens = -1;  // < 0: not used yet (full)
+  double tokens = 0;
   int64_t last_ms = 0;
+  bool used = false;  // false: not used yet (full)
 };
 // Takes a token at `now_ms` (any monotonic clock); false when none is left.
 // `rate <= 0` means no limit (always true, the bucket is not touched).
 bool take_token(TokenBucket& b, double rate, double burst, int64_t now_ms);
+// Takes `n` tokens that were spent elsewhere (another shard admitted the
+// team's submissions): the bucket may go into debt, at most its burst and one
+// second of its rate (what the shards admit together stays one rate; a
+// report that is wrong locks the team out for a bounded time).
+void debit_tokens(TokenBucket& b, double n, double rate, double burst, int64_t now_ms);
 // True when the bucket would be full at `now_ms` (it can be forgotten).
 bool bucket_full(const TokenBucket& b, double rate, double burst, int64_t now_ms);
 

@@ -71,6 +71,7 @@ int serve(Bus& bus, Leadership& lead, Restore& start, Options& o, const StopSign
       ids::append_base36(reader, static_cast<uint64_t>(system_now_ms()), 8);
       ids::append_base36(reader, std::random_device{}(), 7);
       o.scheduler.shard_answers = subjects::shard_answers(reader);
+      o.scheduler.shard_id = reader;
     }
     auto w = start_scheduler(sys, out, intake, o.scheduler);
     if (agents) {
@@ -103,6 +104,8 @@ int serve(Bus& bus, Leadership& lead, Restore& start, Options& o, const StopSign
     if (agents) subs.push_back(agents->registers(*bus.in));
     if (!o.scheduler.shard_answers.empty())
       subs.push_back(bus::subscribe_actor(*bus.in, o.scheduler.shard_answers + ".*", w.router));
+    // Shards: what the others admitted per rate-limited team (intake readers).
+    if (sharded) subs.push_back(bus::subscribe_actor(*bus.in, subjects::kShardRate, w.router));
     for (const char* s : kRouterSubjects) {
       if (agents && std::string_view(s) == subjects::kAllAgents) continue;
       const bool queue = sharded && std::string_view(s) == subjects::kAllSubmit;

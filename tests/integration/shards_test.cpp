@@ -269,3 +269,63 @@ TEST_CASE(
   c.cancel("ml", long_h);
   c.cancel("ml", after);
 }
+
+TEST_CASE(
+    "two shards: a team whose jobs go to both shards' pools keeps to one submit_rate across them "
+    "(each shard debits what the other admitted)",
+    "[integration][shards]") {
+  constexpr double kRate = 10, kBurst = 2;
+  const std::string cfg = R"(
+pools:
+  - {name: a100, gpu_type: a100}
+  - {name: h100, gpu_type: h100}
+teams:
+  - {name: ml, weight: 1, borrow: true, limits: {submit_rate: 10, submit_burst: 2}}
+)";
+  auto job = [](const std::string& type) {
+    Json j = typed({"simulated-work"}, 1, type);
+    j["env"] = {{"TROUPE_SIM_DURATION_S", "0.1"}};
+    return j;
+  };
+  ClusterOptions o;
+  o.with_config(cfg).node("na", 8, true, "a100").node("nh", 8, true, "h100");
+  o.scheduler_args = {"--pools", "a100"};
+  Cluster c(o);
+  c.add_scheduler({{"--pools", "h100"}});
+  REQUIRE(c.wait_scheduler_serving(30s));
+  // Both shards serve (each pool's first submission gets a job id), then the
+  // buckets are full again.
+  REQUIRE(submit_until_served(c, job("a100"), Clock::now() + 30s).contains("job_id"));
+  REQUIRE(submit_until_served(c, job("h100"), Clock::now() + 30s).contains("job_id"));
+  std::this_thread::sleep_for(
+      std::chrono::milliseconds(static_cast<int>(1000 * kBurst / kRate) + 300));
+
+  // 4 s of submissions as fast as the answers come, each pool in turn: each
+  // shard owns one pool and counts its own; alone, each would admit its
+  // burst and the rate (twice the team's rate together).
+  std::map<std::string, int> codes;
+  std::map<std::string, int> by_pool;
+  const auto t0 = Clock::now();
+  for (int i = 0; Clock::now() - t0 < 4s; ++i) {
+    const std::string type = i % 2 ? "h100" : "a100";
+    Json r = c.request(subjects::team_submit("ml"), job(type), 2s);
+    if (r.contains("job_id")) {
+      ++codes[""];
+      ++by_pool[type];
+    } else {
+      ++codes[r.value("code", r.dump())];
+    }
+  }
+  const double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
+  INFO("in " << elapsed << " s: " << codes[""] << " accepted (a100 " << by_pool["a100"] << ", h100 "
+             << by_pool["h100"] << "), " << codes["rate_limited"] << " rate_limited, "
+             << codes.size() << " kinds of answer");
+  CHECK(codes.size() == 2);  // accepted and rate_limited, nothing else
+  CHECK(codes["rate_limited"] > 0);
+  CHECK(by_pool["a100"] > 0);
+  CHECK(by_pool["h100"] > 0);
+  // One rate for both: each shard's burst, the rate for as long as it
+  // lasted, one report's lag (250 ms) for each shard.
+  CHECK(codes[""] <= static_cast<int>(2 * kBurst + kRate * (elapsed + 2 * 0.25)) + 2);
+  CHECK(codes[""] >= static_cast<int>(kRate * elapsed * 0.6));
+}

@@ -1,6 +1,8 @@
 // Unit tests for actors/submission: the stateless half of accepting a
 // submission, shared by the router and a standby's front door.
 #include <catch2/catch.hpp>
+#include <limits>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -184,4 +186,23 @@ TEST_CASE("submission: a shard's job ids name their pool", "[submission][shards]
             submission::job_id(submission::shard_job_id_prefix(std::string(48, 'p'), 1), 99999) +
             "-99999")
             .empty());  // the longest pool a shard takes, an array task's id
+}
+
+TEST_CASE("submission: a shard's rate report reads back, bad teams and counts left out",
+          "[submission][shards]") {
+  const auto body = submission::shard_rate("s1", {{"t1", 3},
+                                                  {"bad team", 2},
+                                                  {"t2", -1},
+                                                  {"t3", 0.5},
+                                                  {"t4", std::numeric_limits<double>::infinity()}});
+  std::string shard;
+  std::vector<std::pair<std::string, double>> taken;
+  REQUIRE(
+      submission::read_shard_rate(std::vector<uint8_t>(body.begin(), body.end()), &shard, &taken));
+  CHECK(shard == "s1");
+  std::map<std::string, double> got(taken.begin(), taken.end());
+  CHECK(got == std::map<std::string, double>{{"t1", 3}, {"t3", 0.5}});
+  const std::string junk = "\xff\xff\xff\x01garbage";
+  CHECK_FALSE(
+      submission::read_shard_rate(std::vector<uint8_t>(junk.begin(), junk.end()), &shard, &taken));
 }

@@ -35,6 +35,43 @@ TEST_CASE("admission: a token bucket allows its burst, then its rate", "[policy]
   CHECK_FALSE(take_token(b, rate, burst, t));
 }
 
+TEST_CASE("admission: tokens another shard spent are debited, a debt of burst + rate at most",
+          "[policy][admission]") {
+  TokenBucket b;
+  const double rate = 10, burst = 5;
+  int64_t t = 1'000'000;
+  debit_tokens(b, 3, rate, burst, t);  // a new bucket: full (5), less 3
+  CHECK(take_token(b, rate, burst, t));
+  CHECK(take_token(b, rate, burst, t));
+  CHECK_FALSE(take_token(b, rate, burst, t));
+  // A debt: the refill pays it first (100 ms per token).
+  debit_tokens(b, 100, rate, burst, t);  // no deeper than -(5 + 10)
+  CHECK_FALSE(take_token(b, rate, burst, t + 1500));
+  CHECK_FALSE(take_token(b, rate, burst, t + 1599));
+  CHECK(take_token(b, rate, burst, t + 1600));
+  // Two shards each admitting what their bucket allows, each debiting what
+  // the other reports every 250 ms: together they keep to one rate.
+  TokenBucket a, c;
+  int ok = 0;
+  double spent_a = 0, spent_c = 0;
+  for (int64_t now = 0; now < 10'000; now += 10) {
+    for (int i = 0; i < 5; ++i) {
+      if (take_token(a, rate, burst, now)) ++ok, ++spent_a;
+      if (take_token(c, rate, burst, now)) ++ok, ++spent_c;
+    }
+    if (now % 250 == 0) {
+      debit_tokens(a, spent_c, rate, burst, now);
+      debit_tokens(c, spent_a, rate, burst, now);
+      spent_a = spent_c = 0;
+    }
+  }
+  // One rate for 10 s (100), each shard's first burst, one report's lag.
+  CHECK(ok >= 100);
+  CHECK(ok <= 100 + 2 * 5 + 3);
+  debit_tokens(b, 0, rate, burst, t);  // nothing
+  debit_tokens(b, 1, 0, burst, t);     // no limit: untouched
+}
+
 TEST_CASE("admission: refused attempts take no token", "[policy][admission]") {
   TokenBucket b;
   int64_t t = 0;
