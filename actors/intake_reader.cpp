@@ -77,9 +77,11 @@ void report_rate(Self self) {
   auto& st = self->state;
   st.reporting = false;
   if (st.taken.empty()) return;
-  std::vector<std::pair<std::string, double>> taken(st.taken.begin(), st.taken.end());
+  submission::ShardReport r;
+  r.shard = st.shard_id;
+  r.taken.assign(st.taken.begin(), st.taken.end());
   st.taken.clear();
-  st.out->publish(subjects::kShardRate, submission::shard_rate(st.shard_id, taken));
+  st.out->publish(subjects::kShardRate, submission::shard_report(r));
 }
 
 // The stateless checks of submission::open and read (or read_handed), with

@@ -384,7 +384,8 @@ using RouterActor = caf::typed_actor<
     reacts_to<stats_atom, std::string /*kind*/, int64_t /*restarts*/>,  // supervisors
     reacts_to<distrust_atom, std::string /*what*/>,                     // node supervisor, nodes
     reacts_to<heard_atom, int64_t /*other pools' agent messages*/>,     // node supervisor
-    reacts_to<why_atom, std::string /*reply*/, std::string /*body*/>,   // team queues
+    reacts_to<tick_atom>,  // itself, a shard: its queued jobs reported to the others
+    reacts_to<why_atom, std::string /*reply*/, std::string /*body*/>,  // team queues
     reacts_to<history_atom, std::string /*id*/, std::string /*team*/,
               std::string /*reply*/>,  // job supervisor
     // A job the job supervisor no longer holds (purged after its retention):

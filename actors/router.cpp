@@ -15,6 +15,7 @@
 #include "actors/policy/admission.hpp"
 #include "actors/policy/config.hpp"
 #include "actors/policy/pages.hpp"
+#include "actors/policy/shards.hpp"
 #include "actors/policy/usage.hpp"
 #include "actors/recovery.hpp"
 #include "actors/shrink.hpp"
@@ -33,6 +34,12 @@ using namespace troupe::atoms;
 using nlohmann::json;
 
 namespace {
+
+// A shard reports its queued jobs to the others this often (when they
+// changed); a shard not heard for kPeerStaleMs counts nothing (it died: its
+// pools' new owner counts their jobs).
+constexpr auto kShardReportEvery = std::chrono::milliseconds(250);
+constexpr int64_t kPeerStaleMs = 3000;
 
 struct Waiter {
   std::string reply;
@@ -92,6 +99,11 @@ struct RouterState {
   std::vector<policy::NodeShape> shapes;           // the same, pools resolved with cfg
   bool shapes_stale = false;
   std::vector<IntakeReaderActor> readers;  // a team's submissions go to readers[hash % size]
+  // A shard: the other shards' queued jobs per team (troupe.sys.shard.rate),
+  // and what it last reported of its own, how many ticks ago.
+  policy::PeerQueued peers;
+  std::unordered_map<std::string, int64_t> reported_queued;
+  int ticks_since_report = 0;
   // Schedule runs being submitted (fire_atom), by their internal reply token:
   // (team, name, tick); the schedule keeper hears the job id or the refusal.
   std::unordered_map<std::string, std::tuple<std::string, std::string, int64_t>> fires;
@@ -171,6 +183,13 @@ void unqueue(RouterState& st, const std::string& team, int64_t n = 1) {
   auto it = st.queued.find(team);
   if (it == st.queued.end()) return;
   if ((it->second -= n) <= 0) st.queued.erase(it);
+}
+
+// The team's queued jobs, here and (a shard) in the other shards.
+int64_t queued_of(RouterState& st, const std::string& team) {
+  auto q = st.queued.find(team);
+  return (q == st.queued.end() ? 0 : q->second) +
+         policy::peers_queued(st.peers, team, st.w.now_ms(), kPeerStaleMs);
 }
 
 // A shard's job ids name the job's pool (policy::pool_of_job_id).
@@ -321,9 +340,7 @@ void submit(Self self, const ReadSubmission& r) {
     reject(self, w, v.code, v.error, team);
     return;
   }
-  auto q = st.queued.find(team);
-  if (auto v = policy::check_queued(lim, team, q == st.queued.end() ? 0 : q->second, slots_of(s));
-      !v.ok()) {
+  if (auto v = policy::check_queued(lim, team, queued_of(st, team), slots_of(s)); !v.ok()) {
     reject(self, w, v.code, v.error, team);
     return;
   }
@@ -511,8 +528,7 @@ void submit_pipeline(Self self, const Inbound& in, const Waiter& w, const std::s
     for (const auto& d : s.depends_on())
       if (!d.job().empty()) upstream.push_back(d.job());
   }
-  auto q = st.queued.find(team);
-  int64_t queued = (q == st.queued.end() ? 0 : q->second) + static_cast<int64_t>(p.members.size());
+  int64_t queued = queued_of(st, team) + static_cast<int64_t>(p.members.size());
   if (auto v = policy::check_queued(lim, team, queued - 1); !v.ok()) {
     reject(self, w, v.code, v.error, team);
     return;
@@ -787,17 +803,35 @@ void on_shard_answer(Self self, const Inbound& in) {
                                 : j.dump(-1, ' ', false, json::error_handler_t::replace));
 }
 
-// Another shard's report of what it admitted: each team's reader debits it.
+// Another shard's report: what it admitted (each team's reader debits it),
+// or its whole count of queued jobs (kept for max_queued_jobs).
 void on_shard_rate(Self self, const Inbound& in) {
   auto& st = self->state;
-  std::string from;
-  std::vector<std::pair<std::string, double>> taken;
-  if (!submission::read_shard_rate(in.data, &from, &taken)) {
-    log_bad("malformed shard rate report on " + in.subject, ++st.n.malformed);
+  submission::ShardReport r;
+  if (!submission::read_shard_report(in.data, &r)) {
+    log_bad("malformed shard report on " + in.subject, ++st.n.malformed);
     return;
   }
-  if (from == st.opts.shard_id) return;  // its own
-  for (const auto& [team, n] : taken) self->send(reader_of(st, team), debit_atom_v, team, n);
+  if (r.shard == st.opts.shard_id) return;  // its own
+  for (const auto& [team, n] : r.taken) self->send(reader_of(st, team), debit_atom_v, team, n);
+  if (r.has_queued) policy::peer_reported(st.peers, r.shard, r.queued, st.w.now_ms(), kPeerStaleMs);
+}
+
+// A shard's own count of queued jobs, to the others: when it changed (every
+// tick, 250 ms), and every fourth tick while any are queued (so that the
+// others do not take it for gone).
+void report_queued(Self self) {
+  auto& st = self->state;
+  ++st.ticks_since_report;
+  const bool changed = st.queued != st.reported_queued;
+  if (!changed && (st.queued.empty() || st.ticks_since_report < 4)) return;
+  submission::ShardReport r;
+  r.shard = st.opts.shard_id;
+  r.has_queued = true;
+  r.queued.assign(st.queued.begin(), st.queued.end());
+  st.out->publish(subjects::kShardRate, submission::shard_report(r));
+  st.reported_queued = st.queued;
+  st.ticks_since_report = 0;
 }
 
 void on_inbound(Self self, const Inbound& in) {
@@ -921,9 +955,20 @@ void on_inbound(Self self, const Inbound& in) {
     if (in.subject == subjects::kSysStats) {
       std::vector<std::string> codes;
       for (auto r : policy::kAllRefusals) codes.emplace_back(policy::code_name(r));
-      st.out->publish(
-          in.reply, views::stats_json(st.n, st.out->published(), codes,
-                                      st.opts.extra_stats ? st.opts.extra_stats() : std::string()));
+      std::string extra = st.opts.extra_stats ? st.opts.extra_stats() : std::string();
+      if (st.opts.shards.sharded()) {
+        // A shard: the other shards' queued jobs per team, as last reported.
+        json j = extra.empty() ? json::object() : json::parse(extra, nullptr, false);
+        if (!j.is_object()) j = json::object();
+        json others = json::object();
+        for (const auto& [shard, peer] : st.peers.peers)
+          for (const auto& [team, n] : peer.queued)
+            if (!others.contains(team))
+              others[team] = policy::peers_queued(st.peers, team, st.w.now_ms(), kPeerStaleMs);
+        j["queued_in_other_shards"] = std::move(others);
+        extra = j.dump();
+      }
+      st.out->publish(in.reply, views::stats_json(st.n, st.out->published(), codes, extra));
       return;
     }
     if (verb == subjects::kJobs) {
@@ -1112,6 +1157,7 @@ RouterActor::behavior_type router_behavior(Self self, OutboxPtr out, IntakePtr i
   st.started_ms = st.opts.clock ? st.opts.clock->now_ms() : system_now_ms();
   st.id_prefix = submission::job_id_prefix(st.started_ms);
   const bool reports = st.opts.shards.sharded() && !st.opts.shard_id.empty();
+  if (reports) self->delayed_send(self, kShardReportEvery, tick_atom_v);
   for (int i = 0; i < std::max(1, st.opts.intake_readers); ++i)
     st.readers.push_back(spawn_intake_reader(self, RouterActor{self}, st.opts.clock, st.opts.shards,
                                              reports ? st.out : nullptr,
@@ -1199,6 +1245,10 @@ RouterActor::behavior_type router_behavior(Self self, OutboxPtr out, IntakePtr i
         self->state.n.restarts[kind] = restarts;
       },
       [=](distrust_atom, const std::string& what) { ++self->state.n.distrusted[what]; },
+      [=](tick_atom) {
+        report_queued(self);
+        self->delayed_send(self, kShardReportEvery, tick_atom_v);
+      },
       [=](heard_atom, int64_t other_pools) { self->state.n.other_pool_agent = other_pools; },
       [=](why_atom, const std::string& reply, const std::string& body) {
         if (!reply.empty()) self->state.out->publish(reply, body);

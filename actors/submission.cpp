@@ -118,25 +118,29 @@ std::string hand_over(const pb::JobSpec& spec, bool flatbuffers,
   return m.SerializeAsString();
 }
 
-std::string shard_rate(const std::string& shard,
-                       const std::vector<std::pair<std::string, double>>& taken) {
+std::string shard_report(const ShardReport& r) {
   pb::ShardRate m;
-  m.set_shard(shard);
-  for (const auto& [team, n] : taken) (*m.mutable_taken())[team] = n;
+  m.set_shard(r.shard);
+  for (const auto& [team, n] : r.taken) (*m.mutable_taken())[team] = n;
+  m.set_has_queued(r.has_queued);
+  for (const auto& [team, n] : r.queued)
+    if (n > 0) (*m.mutable_queued())[team] = n;
   return m.SerializeAsString();
 }
 
-bool read_shard_rate(const std::vector<uint8_t>& data, std::string* shard,
-                     std::vector<std::pair<std::string, double>>* taken) {
+bool read_shard_report(const std::vector<uint8_t>& data, ShardReport* r) {
   constexpr size_t kMaxTeams = 4096;
   pb::ShardRate m;
   if (!m.ParseFromArray(data.data(), static_cast<int>(data.size()))) return false;
-  *shard = m.shard();
-  taken->clear();
-  for (const auto& [team, n] : m.taken()) {
-    if (taken->size() >= kMaxTeams) break;
-    if (subjects::valid_team(team) && std::isfinite(n) && n > 0) taken->emplace_back(team, n);
-  }
+  *r = ShardReport{};
+  r->shard = m.shard();
+  for (const auto& [team, n] : m.taken())
+    if (r->taken.size() < kMaxTeams && subjects::valid_team(team) && std::isfinite(n) && n > 0)
+      r->taken.emplace_back(team, n);
+  r->has_queued = m.has_queued();
+  for (const auto& [team, n] : m.queued())
+    if (r->queued.size() < kMaxTeams && subjects::valid_team(team) && n > 0)
+      r->queued.emplace_back(team, n);
   return true;
 }
 

@@ -70,14 +70,19 @@ Handed read_handed(std::string_view subject, const std::vector<uint8_t>& data,
 std::string hand_over(const pb::JobSpec& spec, bool flatbuffers,
                       const std::vector<uint8_t>& original);
 
-// What a shard admitted per team since its last report (pb::ShardRate on
-// troupe.sys.shard.rate), and the same read back: false for bytes that are
-// not one; a team whose name is not allowed, or a count that is not a
-// positive number, is left out; 4096 teams at most.
-std::string shard_rate(const std::string& shard,
-                       const std::vector<std::pair<std::string, double>>& taken);
-bool read_shard_rate(const std::vector<uint8_t>& data, std::string* shard,
-                     std::vector<std::pair<std::string, double>>* taken);
+// A shard's report (pb::ShardRate on troupe.sys.shard.rate): what it
+// admitted per team since its last report, or (has_queued) its whole count
+// of the teams' queued jobs. Read back: false for bytes that are not one; a
+// team whose name is not allowed, or a count that is not a positive number,
+// is left out; 4096 teams at most each.
+struct ShardReport {
+  std::string shard;
+  std::vector<std::pair<std::string, double>> taken;
+  bool has_queued = false;
+  std::vector<std::pair<std::string, int64_t>> queued;
+};
+std::string shard_report(const ShardReport& r);
+bool read_shard_report(const std::vector<uint8_t>& data, ShardReport* r);
 
 // A spec (a submission's, or a pipeline member's) defaulted and checked for
 // `team` (the subject's): the team, labels (none of the scheduler's), spec

@@ -1,6 +1,7 @@
 #include "actors/policy/shards.hpp"
 
 #include <algorithm>
+#include <iterator>
 #include <nlohmann/json.hpp>
 
 namespace troupe::policy {
@@ -83,6 +84,30 @@ std::string check_shards(const ClusterConfig& cfg, const std::vector<std::string
   for (const auto& p : pools)
     if (!cfg.pool(p)) return "--pools names '" + p + "', not a pool of the config";
   return {};
+}
+
+void peer_reported(PeerQueued& p, const std::string& shard,
+                   const std::vector<std::pair<std::string, int64_t>>& queued, int64_t now_ms,
+                   int64_t stale_ms) {
+  for (auto it = p.peers.begin(); it != p.peers.end();)
+    it = now_ms - it->second.at_ms > stale_ms ? p.peers.erase(it) : std::next(it);
+  auto& peer = p.peers[shard];
+  peer.at_ms = now_ms;
+  peer.queued.clear();
+  for (const auto& [team, n] : queued)
+    if (n > 0) peer.queued[team] = n;
+  if (peer.queued.empty()) p.peers.erase(shard);  // nothing queued: nothing to keep
+}
+
+int64_t peers_queued(const PeerQueued& p, const std::string& team, int64_t now_ms,
+                     int64_t stale_ms) {
+  int64_t sum = 0;
+  for (const auto& [shard, peer] : p.peers) {
+    if (now_ms - peer.at_ms > stale_ms) continue;
+    auto it = peer.queued.find(team);
+    if (it != peer.queued.end()) sum += it->second;
+  }
+  return sum;
 }
 
 }  // namespace troupe::policy

@@ -4,8 +4,10 @@
 // and requests are its own. Pure.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -54,5 +56,25 @@ std::string merge_pool_parts(const std::vector<std::string>& keys,
 // kMaxShardPoolName characters), else why not. `pools` (--pools) must be
 // pools of the config.
 std::string check_shards(const ClusterConfig& cfg, const std::vector<std::string>& pools);
+
+// What the other shards last said of their teams' queued jobs (each report
+// is a shard's whole count, troupe.sys.shard.rate): a team's max_queued_jobs
+// holds across the shards with this process's own count added. A shard not
+// heard for `stale_ms` counts nothing (it died: its pools' new owner counts
+// their jobs).
+struct PeerQueued {
+  struct Peer {
+    int64_t at_ms = 0;
+    std::unordered_map<std::string, int64_t> queued;  // by team
+  };
+  std::unordered_map<std::string, Peer> peers;  // by shard
+};
+// A shard's report (its teams with jobs queued; any other: none). Shards
+// not heard for `stale_ms` are forgotten.
+void peer_reported(PeerQueued& p, const std::string& shard,
+                   const std::vector<std::pair<std::string, int64_t>>& queued, int64_t now_ms,
+                   int64_t stale_ms);
+int64_t peers_queued(const PeerQueued& p, const std::string& team, int64_t now_ms,
+                     int64_t stale_ms);
 
 }  // namespace troupe::policy

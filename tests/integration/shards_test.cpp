@@ -7,7 +7,9 @@
 // takes its pools within the lease's ttl, restores their jobs and nodes, and
 // its running jobs run on.
 #include <catch2/catch.hpp>
+#include <condition_variable>
 #include <map>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -15,6 +17,7 @@
 #include "bus/subjects.hpp"
 #include "harness.hpp"
 #include "messages/names.hpp"
+#include "records.pb.h"
 
 using namespace troupe;
 using namespace troupe::it;
@@ -33,6 +36,27 @@ Json typed(const std::vector<std::string>& command, int gpus, const std::string&
   Json j = job_spec("ml", command, gpus);
   j["resources"]["gpu_type"] = type;
   return j;
+}
+
+// A simulated job of `type` that runs `seconds`.
+Json sim_typed(const std::string& type, const char* seconds) {
+  Json j = typed({"simulated-work"}, 1, type);
+  j["env"] = {{"TROUPE_SIM_DURATION_S", seconds}};
+  return j;
+}
+
+// Two pools (a100, h100) of one simulated node of `gpus` each, team ml with
+// `limits`, and two shards: the a100 one (the coordinator), then the h100 one.
+ClusterOptions two_shard_pools(const std::string& limits, int gpus) {
+  ClusterOptions o;
+  o.with_config(
+       "pools:\n  - {name: a100, gpu_type: a100}\n  - {name: h100, gpu_type: h100}\n"
+       "teams:\n  - {name: ml, weight: 1, borrow: true, limits: " +
+       limits + "}\n")
+      .node("na", gpus, true, "a100")
+      .node("nh", gpus, true, "h100");
+  o.scheduler_args = {"--pools", "a100"};
+  return o;
 }
 
 // Who holds the lease on `pool` ("" when nobody).
@@ -275,22 +299,8 @@ TEST_CASE(
     "(each shard debits what the other admitted)",
     "[integration][shards]") {
   constexpr double kRate = 10, kBurst = 2;
-  const std::string cfg = R"(
-pools:
-  - {name: a100, gpu_type: a100}
-  - {name: h100, gpu_type: h100}
-teams:
-  - {name: ml, weight: 1, borrow: true, limits: {submit_rate: 10, submit_burst: 2}}
-)";
-  auto job = [](const std::string& type) {
-    Json j = typed({"simulated-work"}, 1, type);
-    j["env"] = {{"TROUPE_SIM_DURATION_S", "0.1"}};
-    return j;
-  };
-  ClusterOptions o;
-  o.with_config(cfg).node("na", 8, true, "a100").node("nh", 8, true, "h100");
-  o.scheduler_args = {"--pools", "a100"};
-  Cluster c(o);
+  auto job = [](const std::string& type) { return sim_typed(type, "0.1"); };
+  Cluster c(two_shard_pools("{submit_rate: 10, submit_burst: 2}", 8));
   c.add_scheduler({{"--pools", "h100"}});
   REQUIRE(c.wait_scheduler_serving(30s));
   // Both shards serve (each pool's first submission gets a job id), then the
@@ -328,4 +338,73 @@ teams:
   // lasted, one report's lag (250 ms) for each shard.
   CHECK(codes[""] <= static_cast<int>(2 * kBurst + kRate * (elapsed + 2 * 0.25)) + 2);
   CHECK(codes[""] >= static_cast<int>(kRate * elapsed * 0.6));
+}
+
+TEST_CASE(
+    "two shards: a team's max_queued_jobs holds across them (each counts the jobs queued in the "
+    "other's pools)",
+    "[integration][shards]") {
+  auto job = [](const std::string& type) { return sim_typed(type, "300"); };
+  // The a100 shard is the coordinator: it answers troupe.sys.stats.
+  Cluster c(two_shard_pools("{max_queued_jobs: 4}", 1));
+  c.add_scheduler({{"--pools", "h100"}});
+  REQUIRE(c.wait_scheduler_serving(30s));
+  // Each pool's one GPU busy; then two jobs wait in each pool: 4 queued.
+  std::vector<std::string> ids;
+  for (const auto* type : {"a100", "h100"}) {
+    auto r = submit_until_served(c, job(type), Clock::now() + 30s);
+    REQUIRE(r.contains("job_id"));
+    ids.push_back(r["job_id"]);
+    REQUIRE(c.events().wait_state(ids.back(), std::string(names::kRunning), 30s));
+  }
+  // What each shard reports of its queued jobs (troupe.sys.shard.rate).
+  std::mutex mu;
+  std::condition_variable cv;
+  std::map<std::string, int64_t> reported;  // shard -> ml's queued jobs there
+  auto sniff = c.conn().subscribe(subjects::kShardRate, [&](Inbound&& in) {
+    pb::ShardRate r;
+    if (!r.ParseFromArray(in.data.data(), static_cast<int>(in.data.size())) || !r.has_queued())
+      return;
+    std::lock_guard<std::mutex> g(mu);
+    auto ml = r.queued().find("ml");
+    reported[r.shard()] = ml == r.queued().end() ? 0 : ml->second;
+    cv.notify_all();
+  });
+  REQUIRE(sniff);
+  for (int i = 0; i < 4; ++i) ids.push_back(c.submit_ok("ml", job(i % 2 ? "h100" : "a100")));
+
+  // Once both shards reported their two (a report reaches the other shard
+  // before anything this test sends after it), each refuses a fifth queued
+  // job: 2 here and 2 there.
+  {
+    std::unique_lock<std::mutex> g(mu);
+    const bool both = cv.wait_for(g, 10s, [&] {
+      return reported.size() == 2 && reported.begin()->second == 2 &&
+             reported.rbegin()->second == 2;
+    });
+    REQUIRE(both);
+  }
+  Json stats = c.request(subjects::kSysStats, Json::object());
+  INFO(stats.dump());
+  REQUIRE(stats["queued_in_other_shards"].value("ml", int64_t{0}) == 2);
+  Json refused = c.request(subjects::shard_submit("a100", "ml"), job("a100"));
+  INFO("a fifth queued job, to the a100 shard: " << refused.dump());
+  CHECK(refused.value("code", "") == "too_many_queued");
+  // And the h100 shard counts the a100 shard's two (its own two, plus two).
+  Json refused_h = c.request(subjects::shard_submit("h100", "ml"), job("h100"));
+  INFO("a fifth queued job, to the h100 shard: " << refused_h.dump());
+  CHECK(refused_h.value("code", "") == "too_many_queued");
+
+  // One job leaves the queue (canceled): there is room for one again.
+  c.cancel("ml", ids[2]);  // an a100 one
+  const auto room = Clock::now() + 10s;
+  Json r;
+  while (Clock::now() < room) {
+    r = c.request(subjects::shard_submit("h100", "ml"), job("h100"));
+    if (r.contains("job_id")) break;
+  }
+  INFO("after a cancel, to the h100 shard: " << r.dump());
+  CHECK(r.contains("job_id"));
+  for (const auto& id : ids) c.cancel("ml", id);
+  if (r.contains("job_id")) c.cancel("ml", r["job_id"].get<std::string>());
 }

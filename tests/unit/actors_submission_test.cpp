@@ -188,21 +188,26 @@ TEST_CASE("submission: a shard's job ids name their pool", "[submission][shards]
             .empty());  // the longest pool a shard takes, an array task's id
 }
 
-TEST_CASE("submission: a shard's rate report reads back, bad teams and counts left out",
+TEST_CASE("submission: a shard's report reads back, bad teams and counts left out",
           "[submission][shards]") {
-  const auto body = submission::shard_rate("s1", {{"t1", 3},
-                                                  {"bad team", 2},
-                                                  {"t2", -1},
-                                                  {"t3", 0.5},
-                                                  {"t4", std::numeric_limits<double>::infinity()}});
-  std::string shard;
-  std::vector<std::pair<std::string, double>> taken;
-  REQUIRE(
-      submission::read_shard_rate(std::vector<uint8_t>(body.begin(), body.end()), &shard, &taken));
-  CHECK(shard == "s1");
-  std::map<std::string, double> got(taken.begin(), taken.end());
-  CHECK(got == std::map<std::string, double>{{"t1", 3}, {"t3", 0.5}});
+  submission::ShardReport sent;
+  sent.shard = "s1";
+  sent.taken = {{"t1", 3},
+                {"bad team", 2},
+                {"t2", -1},
+                {"t3", 0.5},
+                {"t4", std::numeric_limits<double>::infinity()}};
+  sent.has_queued = true;
+  sent.queued = {{"t1", 7}, {"t2", 0}, {"bad.team", 3}};
+  const auto body = submission::shard_report(sent);
+  submission::ShardReport got;
+  REQUIRE(submission::read_shard_report(std::vector<uint8_t>(body.begin(), body.end()), &got));
+  CHECK(got.shard == "s1");
+  CHECK(std::map<std::string, double>(got.taken.begin(), got.taken.end()) ==
+        std::map<std::string, double>{{"t1", 3}, {"t3", 0.5}});
+  CHECK(got.has_queued);
+  CHECK(std::map<std::string, int64_t>(got.queued.begin(), got.queued.end()) ==
+        std::map<std::string, int64_t>{{"t1", 7}});
   const std::string junk = "\xff\xff\xff\x01garbage";
-  CHECK_FALSE(
-      submission::read_shard_rate(std::vector<uint8_t>(junk.begin(), junk.end()), &shard, &taken));
+  CHECK_FALSE(submission::read_shard_report(std::vector<uint8_t>(junk.begin(), junk.end()), &got));
 }

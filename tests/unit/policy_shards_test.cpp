@@ -103,3 +103,25 @@ TEST_CASE("a view of shards keeps each pool's rows from its owner's part", "[sha
   REQUIRE(nodes["nodes"].size() == 1);
   CHECK(nodes["missing_pools"] == nlohmann::json::array({"h100"}));
 }
+
+TEST_CASE(
+    "the other shards' queued jobs: each report replaces the last, a silent shard counts "
+    "nothing",
+    "[shards]") {
+  PeerQueued p;
+  const int64_t stale = 3000;
+  peer_reported(p, "s2", {{"ml", 4}, {"cv", 1}}, 1000, stale);
+  peer_reported(p, "s3", {{"ml", 2}}, 1200, stale);
+  CHECK(peers_queued(p, "ml", 1500, stale) == 6);
+  CHECK(peers_queued(p, "cv", 1500, stale) == 1);
+  CHECK(peers_queued(p, "nlp", 1500, stale) == 0);
+  // A report is the shard's whole count: a team it leaves out has none.
+  peer_reported(p, "s2", {{"ml", 1}}, 2000, stale);
+  CHECK(peers_queued(p, "ml", 2100, stale) == 3);
+  CHECK(peers_queued(p, "cv", 2100, stale) == 0);
+  // s3 silent for longer than stale_ms: not counted, then forgotten.
+  CHECK(peers_queued(p, "ml", 4300, stale) == 1);
+  peer_reported(p, "s2", {}, 4400, stale);
+  CHECK(p.peers.empty());
+  CHECK(peers_queued(p, "ml", 4400, stale) == 0);
+}
