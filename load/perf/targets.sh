@@ -24,7 +24,11 @@
 #                                 ONLY_H100=1: the h100 half only (what a shard that
 #                                 places nothing costs); each scheduler's CPU is shown;
 #                                 THREADS=1: and each of its threads' CPU and context
-#                                 switches; --perf profiles every scheduler
+#                                 switches, each thread named by its stack (gdb);
+#                                 PIN=1: the schedulers on CPU 1, all else on CPU 0;
+#                                 METRICS_OUT=DIR with SCHED_ARGS="--metrics
+#                                 127.0.0.1:0": each scheduler's /metrics after
+#                                 the run; --perf profiles every scheduler
 #   recovery JOBS                 JOBS queued jobs in the state, then kill -9 of the
 #                                 scheduler and a new one: time to restore, to serve,
 #                                 and until its queues hold every job again
@@ -33,6 +37,7 @@
 # SCHED_ARGS="--snapshots sync" to compare snapshot modes (docs/recovery.md).
 # PERF_ARGS (environment, --perf): what perf record samples, e.g. "-F 999"
 # (flat, lighter than the default call graphs).
+# KEEP_LOGS=DIR (environment): the processes' logs are copied there at the end.
 # SCHED_ENV (environment) is put in troupe-scheduler's environment, e.g.
 # SCHED_ENV="MALLOC_ARENA_MAX=2" or an LD_PRELOAD of another allocator.
 # IDLE_PAUSE (environment, retention): seconds to wait after the idle RSS
@@ -81,6 +86,8 @@ cleanup() {
   done
   # PERF_OUT=FILE keeps the profile for a closer look (perf report -i FILE).
   if [[ $PERF == 1 && -n ${PERF_OUT:-} ]]; then cp "$DIR/perf.data" "$PERF_OUT" 2>/dev/null || true; fi
+  # KEEP_LOGS=DIR keeps the processes' logs.
+  if [[ -n ${KEEP_LOGS:-} ]]; then mkdir -p "$KEEP_LOGS" && cp "$DIR"/*.log "$KEEP_LOGS"/ 2>/dev/null || true; fi
   rm -rf "$DIR"
 }
 trap cleanup EXIT
@@ -187,13 +194,26 @@ thread_ticks() {
   for t in /proc/"$1"/task/*; do
     awk -v t="${t##*/}" -v cs="$(awk '/ctxt_switches/{s+=$2} END{print s+0}' "$t/status" 2>/dev/null)" \
       '{sub(/^[0-9]+ \(/, ""); n=$0; sub(/\).*/, "", n); sub(/^.*\) /, "");
-      print t, n, $12 + $13, cs}' "$t/stat" 2>/dev/null
+      print t, n, $12 + $13, cs}' "$t/stat" 2>/dev/null || true  # a thread that ended meanwhile
   done
 }
-thread_report() {  # PID BEFORE-FILE
-  thread_ticks "$1" | awk -v hz="$(getconf CLK_TCK)" 'NR==FNR{b[$1]=$3; c[$1]=$4; next}
-    {d=$3-b[$1]; if (d>0) printf "  thread %s %s: %.2f CPU s, %d switches\n", $1, $2, d/hz, $4-c[$1]}' "$2" - |
-    sort -t: -k2 -rn
+# "tid role" of each thread of PID, from its stack (gdb, when installed): the
+# threads all carry the process's name.
+thread_roles() {
+  command -v gdb >/dev/null || return 0
+  timeout 60 gdb -p "$1" -batch -ex "thread apply all bt 30" 2>/dev/null | awk '
+    function out() { if (t) print t, (r == "" ? "nats-lib" : r) }
+    /^Thread .*LWP/ {out(); t=$0; sub(/.*LWP /, "", t); sub(/\).*/, "", t); r=""; next}
+    /^#/ && r == "" {f=($2 ~ /^0x/) ? $4 : $2; sub(/\(.*/, "", f); sub(/^troupe::/, "", f); gsub(/ /, "", f)
+      if (f !~ /futex|pthread|^__|clone|start_thread|natsCondition|^\?\?|poll|sigtimedwait|^std/) r=f}
+    END {out()}'
+}
+thread_report() {  # PID BEFORE-FILE AFTER-FILE (the stacks are taken now: gdb stops the process)
+  thread_roles "$1" >"$2.roles" || true
+  awk -v hz="$(getconf CLK_TCK)" 'FILENAME==ARGV[1]{role[$1]=$2; next}
+    FILENAME==ARGV[2]{b[$1]=$3; c[$1]=$4; next}
+    {d=$3-b[$1]; if (d>0) printf "  thread %s %s: %.2f CPU s, %d switches\n", $1, ($1 in role ? role[$1] : $2), d/hz, $4-c[$1]}' "$2.roles" "$2" "$3" |
+    sort -k4,4 -rn
 }
 declare -A CPU0
 cpu_start() { for p in "${PIDS[@]}"; do CPU0[$p]=$(cpu_ticks "$p"); done; }
@@ -306,28 +326,52 @@ case "$MEASURE" in
       sleep 0.5
     done
     echo "shards: $SHARDS, GPUs counted: $g of $((16 * NODES))"
+    # PIN=1: the schedulers share CPU 1, everything else (nats-server, the
+    # fleets, troupe-load) CPU 0: both configurations get the same core for
+    # scheduling, and neither competes with the load for it.
+    LOADCPU=()
+    if [[ ${PIN:-0} == 1 ]]; then
+      for p in "${PIDS[@]}"; do
+        c=0; for q in "${SCHEDS[@]}"; do [[ $p == "$q" ]] && c=1; done
+        taskset -a -p -c "$c" "$p" >/dev/null
+      done
+      LOADCPU=(taskset -c 0)
+    fi
     declare -A S0
     for p in "${SCHEDS[@]}"; do S0[$p]=$(cpu_ticks "$p"); thread_ticks "$p" >"$DIR/threads-$p"; done
+    cpu_start
     TIMEFORMAT='%U %S'
     PROF_PIDS=$(IFS=,; echo "${SCHEDS[*]}"); profile_start
     T0=$(date +%s.%N)
-    { [[ ${ONLY_H100:-0} == 1 ]] || time "$BIN/troupe-load" --nats "$URL" --jobs "$((JOBS / 2))" --rate "${RATE:-0}" --teams t1,t2 --gpu-type a100 \
+    { [[ ${ONLY_H100:-0} == 1 ]] || time "${LOADCPU[@]}" "$BIN/troupe-load" --nats "$URL" --jobs "$((JOBS / 2))" --rate "${RATE:-0}" --teams t1,t2 --gpu-type a100 \
       --mix 1gpu:0.8,8gpu:0.2 --duration-s 0.05 --deadline-s 300 --json --no-progress >"$DIR/load-a.json" || true; } 2>"$DIR/load.time" &
     LA=$!
-    "$BIN/troupe-load" --nats "$URL" --jobs "$((JOBS / 2))" --rate "${RATE:-0}" --teams t3,t4 --gpu-type h100 \
+    "${LOADCPU[@]}" "$BIN/troupe-load" --nats "$URL" --jobs "$((JOBS / 2))" --rate "${RATE:-0}" --teams t3,t4 --gpu-type h100 \
       --mix 1gpu:0.8,8gpu:0.2 --duration-s 0.05 --deadline-s 300 --json --no-progress >"$DIR/load-h.json" || true
     wait $LA || true
     T1=$(date +%s.%N)
     profile_stop
     placed=$(python3 -c 'import json,os,sys; print(sum(json.load(open(f)).get("placed", 0) for f in sys.argv[1:] if os.path.exists(f) and os.path.getsize(f)))' "$DIR/load-a.json" "$DIR/load-h.json" 2>/dev/null || echo "?")
+    cpu_stop "$placed"  # every process: nats-server, the fleets, the schedulers, the a100 troupe-load
     hz=$(getconf CLK_TCK); sched=0
+    declare -A S1
+    for p in "${SCHEDS[@]}"; do S1[$p]=$(cpu_ticks "$p"); thread_ticks "$p" >"$DIR/threads-after-$p"; done
     for p in "${SCHEDS[@]}"; do
-      d=$(( $(cpu_ticks "$p") - ${S0[$p]} )); sched=$((sched + d))
+      d=$(( ${S1[$p]} - ${S0[$p]} )); sched=$((sched + d))
       awk -v t="$d" -v hz="$hz" -v p="$p" 'BEGIN{printf "scheduler %s: %.2f CPU s\n", p, t/hz}'
-      if [[ ${THREADS:-0} == 1 ]]; then thread_report "$p" "$DIR/threads-$p"; fi
+      if [[ ${THREADS:-0} == 1 ]]; then thread_report "$p" "$DIR/threads-$p" "$DIR/threads-after-$p"; fi
     done
+    # METRICS_OUT=DIR (with SCHED_ARGS="--metrics 127.0.0.1:0"): each
+    # scheduler's /metrics after the run, to compare what the shards counted.
+    if [[ -n ${METRICS_OUT:-} ]]; then
+      mkdir -p "$METRICS_OUT"
+      for f in "$DIR"/scheduler*.log; do
+        u=$(grep -o 'metrics on [^ ]*' "$f" | head -1 | cut -d' ' -f3)
+        [[ -n $u ]] && curl -s "${u%/metrics}/metrics" >"$METRICS_OUT/$(basename "$f" .log).prom" || true
+      done
+    fi
     for f in a h; do
-      python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(sys.argv[2], {k: r.get(k) for k in ("submitted","accepted","placed","refused","timed_out")})' \
+      python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(sys.argv[2], {k: v for k, v in r.items() if not isinstance(v, list)})' \
         "$DIR/load-$f.json" "$f" 2>/dev/null || true
     done
     awk -v t="$sched" -v hz="$hz" -v j="$placed" -v a="$T0" -v b="$T1" 'BEGIN{
