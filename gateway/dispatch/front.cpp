@@ -8,6 +8,7 @@
 #include <cctype>
 #include <chrono>
 #include <condition_variable>
+#include <future>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -700,19 +701,28 @@ struct Front::Impl {
   }
 
   // A job that moved: the history of every copy it had, from each cluster
-  // (policy merge_history).
+  // (policy merge_history). The clusters are asked at once: one that does
+  // not answer costs one request timeout, not one per copy.
   Json history_of(const std::string& team, const JobPlace& p) {
     std::vector<HistoryPart> parts;
     for (const auto& copy : p.withdrawn) parts.push_back({copy, std::nullopt});
     if (!p.cluster.empty())  // (else withdrawn and taken nowhere)
       parts.push_back({remote_key(p.cluster, p.cluster_job_id), std::nullopt});
-    for (auto& part : parts) {
-      const auto slash = part.copy.find('/');
+    std::vector<std::future<std::optional<Json>>> asked(parts.size());
+    for (size_t i = 0; i < parts.size(); ++i) {
+      const auto& copy = parts[i].copy;
+      const auto slash = copy.find('/');
       if (slash == std::string::npos) continue;
-      std::string err;
-      part.reply = ask(part.copy.substr(0, slash), sj::team_verb(team, sj::kHistory),
-                       Json{{"job_id", part.copy.substr(slash + 1)}}.dump(), &err);
+      asked[i] =
+          std::async(std::launch::async, [this, cluster = copy.substr(0, slash),
+                                          subject = sj::team_verb(team, sj::kHistory),
+                                          body = Json{{"job_id", copy.substr(slash + 1)}}.dump()] {
+            std::string err;
+            return ask(cluster, subject, body, &err);
+          });
     }
+    for (size_t i = 0; i < parts.size(); ++i)
+      if (asked[i].valid()) parts[i].reply = asked[i].get();
     count("forwarded");
     return merge_history(p.job_id, parts);
   }
