@@ -234,14 +234,18 @@ std::unique_ptr<Bus> Bus::open(const Options& o, std::string* err) {
                            {subjects::kIntakeSubjects, subjects::kAllEnqueue}};
   intake.replicas = o.replicas;
   // A NATS cluster's JetStream answers once its servers have elected a
-  // metadata leader (seconds after they start together): waited for, 30 s
-  // at most (3 s while nothing answers at all: a server without -js). Any
-  // other refusal (more replicas than servers, say) is the answer at once.
+  // metadata leader (seconds after they start together), and places a
+  // replicated stream once enough of its servers have joined ("no suitable
+  // peers for placement" until then; also what more replicas than servers
+  // get, after the wait): waited for, 30 s at most (3 s while nothing
+  // answers at all: a server without -js). Any other refusal is the answer
+  // at once.
   const auto js_since = std::chrono::steady_clock::now();
   for (bool told = false; !b->js->ensure_stream(intake, err);) {
     const bool silent = err->find("No responders") != std::string::npos;
     const bool forming = silent || err->find("unavailable") != std::string::npos ||
-                         err->find("imeout") != std::string::npos;
+                         err->find("imeout") != std::string::npos ||
+                         err->find("no suitable peers") != std::string::npos;
     if (!forming ||
         std::chrono::steady_clock::now() - js_since >= std::chrono::seconds(silent ? 3 : 30)) {
       if (silent) *err = "JetStream is required (nats-server -js): " + *err;
