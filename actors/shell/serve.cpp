@@ -137,9 +137,11 @@ int serve(Bus& bus, Leadership& lead, Restore& start, Options& o, const StopSign
       front.reset();
     }
     if (!lead.sharded())
-      subs.push_back(
-          bus.in->subscribe(subjects::kSysLeaderAlive, [&lead, out = bus.out.get()](Inbound&& in) {
-            if (!in.reply.empty() && lead.gate().open()) out->publish(in.reply, std::string("{}"));
+      subs.push_back(bus.in->subscribe(
+          subjects::kSysLeaderAlive,
+          [&lead, out = bus.out.get(),
+           alive = "{\"epoch\":" + std::to_string(lead.epoch()) + "}"](Inbound&& in) {
+            if (!in.reply.empty() && lead.gate().open()) out->publish(in.reply, alive);
           }));
     // A durable consumer of the intake stream handing what it delivers to the router.
     // A NATS cluster's JetStream may not answer in time just after its

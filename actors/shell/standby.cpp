@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -24,6 +25,9 @@ namespace {
 // submissions, how long it waits for the answer, and how much it keeps
 // waiting to be asked about (more is dropped: a leader would answer it).
 constexpr auto kAskEvery = std::chrono::milliseconds(5);
+// What the last answering leader heard is asked about once more this long
+// after (when nothing else is heard meanwhile).
+constexpr auto kAskAgain = std::chrono::milliseconds(50);
 constexpr int kAnswerWithinMs = 1000;
 constexpr size_t kMaxHeard = 65536;
 
@@ -55,6 +59,13 @@ struct StandbyFront::Impl : std::enable_shared_from_this<StandbyFront::Impl> {
   std::mutex mu;
   std::condition_variable cv;
   std::deque<Inbound> heard;
+  // What was heard before the last leader that answered did (`kept_by`, its
+  // answer): recorded too when the next question is answered by another
+  // leader or by none, since that leader may have died before it replied.
+  // A submission it had recorded is the same job then (the intake stream's
+  // message id), answered with its id. The worker's only.
+  std::deque<Inbound> kept;
+  std::string kept_by;
   // Handover: the marker this process published after its router subscribed.
   // What the front hears before it is recorded (the router may have missed
   // it); what comes after it, the router hears.
@@ -84,11 +95,13 @@ struct StandbyFront::Impl : std::enable_shared_from_this<StandbyFront::Impl> {
     cv.notify_all();
   }
 
-  // Answers once a leader (this process's own router included) answers.
-  bool leader_answers() {
+  // The answer of a leader (this process's own router included: it names
+  // its epoch); none when no leader answers.
+  std::optional<std::string> leader_answer() {
     std::string err;
-    return bus.out->request(subjects::kSysLeaderAlive, std::string("{}"), kAnswerWithinMs, &err)
-        .has_value();
+    auto r = bus.out->request(subjects::kSysLeaderAlive, std::string("{}"), kAnswerWithinMs, &err);
+    if (!r) return std::nullopt;
+    return std::string(r->begin(), r->end());
   }
 
   void answer(const std::string& reply, bool flatbuffers, const std::string& job_id,
@@ -159,9 +172,13 @@ struct StandbyFront::Impl : std::enable_shared_from_this<StandbyFront::Impl> {
       bool handing_over = false;
       {
         std::unique_lock<std::mutex> lock(mu);
-        cv.wait(lock, [&] { return stopping || !heard.empty(); });
-        if (heard.empty()) return;  // stopping, nothing left
-        if (marker.empty() && !stopping)
+        auto ready = [&] { return stopping || !heard.empty(); };
+        if (kept.empty())
+          cv.wait(lock, ready);
+        else
+          cv.wait_until(lock, asked + kAskAgain, ready);
+        if (stopping && heard.empty()) return;  // nothing left
+        if (marker.empty() && !stopping && !heard.empty())
           cv.wait_until(lock, asked + kAskEvery, [&] { return stopping || !marker.empty(); });
         batch.swap(heard);
         handing_over = !marker.empty();
@@ -171,8 +188,17 @@ struct StandbyFront::Impl : std::enable_shared_from_this<StandbyFront::Impl> {
       // before the marker is recorded.)
       if (!handing_over) {
         asked = std::chrono::steady_clock::now();
-        if (leader_answers()) continue;
+        auto who = leader_answer();
+        if (who && *who == kept_by) kept.clear();  // the same leader lives: it answered them
+        if (who) {
+          for (const auto& in : kept) record(in);  // another leader: the one that had them is gone
+          kept.swap(batch);
+          kept_by = *who;
+          continue;
+        }
       }
+      for (const auto& in : kept) record(in);
+      kept.clear();
       for (const auto& in : batch) record(in);
     }
   }

@@ -4,8 +4,10 @@
 //
 // It hears every troupe.<team>.submit the leader hears. Every few
 // milliseconds, when it has heard some, it asks troupe.sys.leader.alive: when
-// a leader answers, what it heard before asking was the leader's and it drops
-// it. When none answers (the leader killed, the lease not taken yet, the new
+// a leader answers, what it heard before asking was the leader's; it keeps it
+// until the next question (50 ms at most) and drops it when the same leader
+// (its epoch) answers that too, else records it as below (that leader may
+// have died before it replied). When none answers (the leader killed, the lease not taken yet, the new
 // leader still restoring), it records each submission itself: read and
 // checked against the cluster config as the router would
 // (actors/submission.hpp), appended to the intake stream under
