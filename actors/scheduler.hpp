@@ -8,8 +8,8 @@
 
 namespace troupe {
 
-// CAF settings for the scheduler (2 worker threads on this kind of machine).
-void configure(caf::actor_system_config& cfg);
+// CAF settings for the scheduler: `threads` worker threads (--threads).
+void configure(caf::actor_system_config& cfg, int threads = 2);
 
 // Spawns and wires every top-level actor.
 Wiring start_scheduler(caf::actor_system& sys, OutboxPtr out, IntakePtr intake,

@@ -97,6 +97,15 @@ inline std::string team_verb(std::string_view team, std::string_view verb) {
 inline std::string team_submit(std::string_view team) {
   return team_verb(team, kSubmit);
 }
+// A submission addressed to a pool (troupe.<team>.submit.<pool>): read by
+// that pool's owner, so a shard need not hand it over. Only the address:
+// the job goes to the pool its spec says (pool, else gpu_type), and one of
+// another pool is handed to that pool's owner as from troupe.<team>.submit.
+// Nobody listens for a pool no shard serves: clients send it again on
+// troupe.<team>.submit (docs/api.md).
+inline std::string team_submit_to(std::string_view team, std::string_view pool) {
+  return team_submit(team) + "." + std::string(pool);
+}
 inline std::string team_pipeline(std::string_view team) {
   return team_verb(team, kPipeline);
 }
@@ -143,6 +152,7 @@ inline std::string intake_pipeline(std::string_view team) {
 
 // Fixed subjects and wildcards the scheduler subscribes to.
 inline constexpr const char* kAllSubmit = "troupe.*.submit";
+inline constexpr const char* kAllPoolSubmit = "troupe.*.submit.*";  // team_submit_to
 inline constexpr const char* kAllPipeline = "troupe.*.pipeline";
 inline constexpr const char* kAllUsage = "troupe.*.usage";  // troupe.sys.usage: every team
 inline constexpr const char* kAllSchedule = "troupe.*.schedule";

@@ -135,9 +135,15 @@ std::string Client::submit(const pb::JobSpec& spec, std::string* job_id) {
   if (keyed.idempotency_key().empty()) keyed.set_idempotency_key(fresh_idempotency_key());
   const std::string body = spec::to_json(keyed);
   const auto until = std::chrono::steady_clock::now() + kSubmitRetryFor;
+  // A spec that names its pool goes to that pool's owner (no hand-over
+  // between shards); where nobody listens for it, to any scheduler.
+  const bool to_pool = !spec.pool().empty() && subjects::check_token(spec.pool()).empty();
   for (;;) {
     std::string reply;
-    std::string err = call(subjects::team_submit(spec.team()), body, &reply);
+    std::string err =
+        to_pool ? call(subjects::team_submit_to(spec.team(), spec.pool()), body, &reply) : "";
+    if (!to_pool || err.rfind("no responders", 0) == 0)
+      err = call(subjects::team_submit(spec.team()), body, &reply);
     if (err.empty()) {
       auto r = parse_submit_reply(reply);
       err = r.error;

@@ -169,7 +169,8 @@ int64_t Engine::dropped() const {
   return n;
 }
 
-size_t Engine::submit(const std::string& team, const std::string& body, int gpus, bool* ok) {
+size_t Engine::submit(const std::string& team, const std::string& body, int gpus, bool* ok,
+                      const std::string& pool) {
   size_t index;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -187,8 +188,10 @@ size_t Engine::submit(const std::string& team, const std::string& body, int gpus
   } else if (auto l = lane_of_.find(team); l != lane_of_.end()) {
     lane = &lanes_[l->second];
   }
-  bool sent = lane != nullptr && lane->pub->publish(subjects::team_submit(team), body,
-                                                    lane->inbox + "." + std::to_string(index));
+  bool sent =
+      lane != nullptr && lane->pub->publish(pool.empty() ? subjects::team_submit(team)
+                                                         : subjects::team_submit_to(team, pool),
+                                            body, lane->inbox + "." + std::to_string(index));
   if (!sent) {
     std::lock_guard<std::mutex> lock(mu_);
     jobs_[index].error = lane == nullptr ? "no identity for team " + team + " (not in --teams)"

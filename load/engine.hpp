@@ -78,9 +78,11 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  // Publishes one submission on troupe.<team>.submit (not waiting for the
-  // reply); returns its index. False `ok` when the client refused.
-  size_t submit(const std::string& team, const std::string& body, int gpus, bool* ok = nullptr);
+  // Publishes one submission on troupe.<team>.submit, or addressed to
+  // `pool` (troupe.<team>.submit.<pool>), not waiting for the reply;
+  // returns its index. False `ok` when the client refused.
+  size_t submit(const std::string& team, const std::string& body, int gpus, bool* ok = nullptr,
+                const std::string& pool = {});
   // Waits until fewer than `max` submissions await their reply, or `until`;
   // false at the deadline, or at once when the server refused (refused()).
   bool wait_inflight_below(size_t max, Clock::time_point until);

@@ -48,6 +48,7 @@ std::string sim_job_json(const SimJob& job) {
   if (job.gpus_per_worker > 0) res["gpus"] = job.gpus_per_worker;
   if (!job.gpu_type.empty()) res["gpu_type"] = job.gpu_type;
   if (!res.empty()) spec["resources"] = res;
+  if (!job.pool.empty()) spec["pool"] = job.pool;
   if (job.workers != 1) spec["workers"] = job.workers;
   if (!job.priority.empty()) spec["priority"] = job.priority;
   return spec.dump();

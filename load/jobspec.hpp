@@ -15,6 +15,7 @@ struct SimJob {
   double duration_s = 0.1;      // TROUPE_SIM_DURATION_S
   long long max_runtime_s = 0;  // 0: default_max_runtime_s(duration_s)
   std::string gpu_type;         // empty: any
+  std::string pool;             // empty: the pool of gpu_type
   std::string priority;         // priority class (high, normal, low); empty: the default
 };
 

@@ -161,6 +161,10 @@ Command parse_command_line(int argc, const char* const* argv, const Environment&
       ->check(CLI::Range(size_t{1}, size_t{10000000}));
   app.add_option("--seed", l.seed, "seed of the mix draws")->capture_default_str();
   app.add_option("--gpu-type", l.gpu_type, "GPU type asked for (default: any)");
+  app.add_option("--pool", l.pool,
+                 "pool asked for, the submissions addressed to it (troupe.<team>.submit.<pool>: "
+                 "read by its shard)")
+      ->check([](const std::string& p) { return subjects::check_token(p); });
   app.add_flag("--json", l.json, "print the report as JSON on stdout");
   int sched_pid = 0;
   auto* pid_opt = app.add_option("--scheduler-pid", sched_pid,

@@ -53,6 +53,7 @@ struct LoadOptions {
   size_t max_inflight = 2000;  // submissions awaiting their reply at once
   unsigned long long seed = 1;
   std::string gpu_type;
+  std::string pool;  // --pool: the spec's pool, and submissions addressed to it
   bool json = false;
   std::optional<int> scheduler_pid;
   bool progress = true;  // still only when stderr is a TTY

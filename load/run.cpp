@@ -48,7 +48,8 @@ void submit_all(const LoadOptions& opt, Engine& engine, Clock::time_point start,
     job.gpus_per_worker = shape.gpus;
     job.duration_s = opt.duration_s;
     job.gpu_type = opt.gpu_type;
-    engine.submit(job.team, sim_job_json(job), shape.total_gpus());
+    job.pool = opt.pool;
+    engine.submit(job.team, sim_job_json(job), shape.total_gpus(), nullptr, opt.pool);
   }
 }
 

@@ -132,6 +132,7 @@ has "troupe.sys.intake.<team>" || breach "troupe.sys.intake.<team> ($hpp) is mis
 while IFS= read -r name; do
   case "$name" in
     troupe.\<team\>.events.\<job_id\>) ok=1 ;;
+    troupe.\<team\>.submit.\<pool\>) grep -qF 'std::string team_submit_to(' "$hpp" && ok=1 || ok=0 ;;
     troupe.\<team\>.*) grep -qx "${name#troupe.<team>.}" <<<"$verbs" && ok=1 || ok=0 ;;
     troupe.sys.agent.\<node\>.* | troupe.sys.node.\<node\>.*)
       k="${name##*.}"

@@ -127,6 +127,11 @@ int parse_options(int argc, char** argv, Options& o) {
   app.add_option("--lease-ttl-ms", o.lease_ttl_ms,
                  "a leader that has not renewed its lease for this long is replaced by a standby")
       ->check(CLI::Range(300, 60000));
+  o.threads = static_cast<int>(std::strtol(env_or("TROUPE_THREADS", "2").c_str(), nullptr, 10));
+  app.add_option("--threads", o.threads,
+                 "actor worker threads (env TROUPE_THREADS; default 2): the cores this process "
+                 "may use; shards sharing a machine split its cores (docs/deploy.md)")
+      ->check(CLI::Range(1, 64));
   app.add_option("--log-level", o.log_level, "trace|debug|info|warn|error|off")
       ->check(CLI::IsMember(
           std::vector<std::string>(std::begin(bus::kLogLevels), std::end(bus::kLogLevels))));

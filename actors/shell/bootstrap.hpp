@@ -41,6 +41,7 @@ struct Options {
   std::string snapshots = "coalesced";
   int flush_ms = 20;
   int lease_ttl_ms = 3000;
+  int threads = 2;                 // --threads: CAF worker threads
   std::string log_level = "info";  // --log-level (bus/log.hpp)
   // --replicas: copies of every stream and KV bucket in a NATS cluster
   // (JetStream R1/R3/R5); existing ones are scaled to it at start.

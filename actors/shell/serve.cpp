@@ -51,7 +51,7 @@ int serve(Bus& bus, Leadership& lead, Restore& start, Options& o, const StopSign
   int rc = 0;
   {
     caf::actor_system_config cfg;
-    configure(cfg);
+    configure(cfg, o.threads);
     caf::actor_system sys{cfg};
     auto out = std::make_shared<BusOutbox>(lead.gate(), local, bus.logs.get());
     auto intake = std::make_shared<StreamIntake>(*bus.js, lead.gate());
@@ -91,16 +91,23 @@ int serve(Bus& bus, Leadership& lead, Restore& start, Options& o, const StopSign
     // Shards: one of them reads each submission (a queue group) and hands
     // one of another's pool to its owner, which listens for its pools here.
     const bool sharded = o.scheduler.shards.sharded();
+    // A submission addressed to a pool (troupe.<team>.submit.<pool>) is
+    // read by its owner: every pool's with one scheduler.
+    std::vector<std::string> own;
     for (const auto& pool : o.scheduler.shards.pools)
       for (const auto& subject :
-           {subjects::shard_submit(pool, "*"), subjects::shard_read(pool, "*")}) {
-        auto sub = bus::subscribe_actor(*bus.in, subject, w.router);
-        if (!sub) {
-          spdlog::error("cannot subscribe to {}", subject);
-          rc = 1;
-        }
-        subs.push_back(std::move(sub));
+           {subjects::shard_submit(pool, "*"), subjects::shard_read(pool, "*"),
+            subjects::team_submit_to("*", pool)})
+        own.push_back(subject);
+    if (!sharded) own = {subjects::kAllPoolSubmit};
+    for (const auto& subject : own) {
+      auto sub = bus::subscribe_actor(*bus.in, subject, w.router);
+      if (!sub) {
+        spdlog::error("cannot subscribe to {}", subject);
+        rc = 1;
       }
+      subs.push_back(std::move(sub));
+    }
     if (agents) subs.push_back(agents->registers(*bus.in));
     if (!o.scheduler.shard_answers.empty())
       subs.push_back(bus::subscribe_actor(*bus.in, o.scheduler.shard_answers + ".*", w.router));

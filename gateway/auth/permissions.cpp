@@ -25,6 +25,7 @@ void add_node(Permissions& p, std::string_view node) {
 void add_team_verbs_but_enqueue(Permissions& p) {
   for (auto verb : sj::kTeamVerbs)
     if (verb != sj::kEnqueue) p.pub_allow.push_back(sj::team_verb("*", verb));
+  p.pub_allow.emplace_back(sj::kAllPoolSubmit);
 }
 
 }  // namespace
@@ -32,6 +33,7 @@ void add_team_verbs_but_enqueue(Permissions& p) {
 Permissions team_permissions(std::string_view team) {
   Permissions p;
   for (auto verb : sj::kTeamVerbs) p.pub_allow.push_back(sj::team_verb(team, verb));
+  p.pub_allow.push_back(sj::team_submit_to(team, "*"));  // addressed to a pool
   const std::string events = sj::team_verb(team, sj::kEvents) + ".>";
   p.pub_deny = {events, kJetStreamApi, kKv, kSysAll};
   // Only these two may be subscribed to; a deny list would add a check on
@@ -74,6 +76,7 @@ Permissions scheduler_permissions() {
 Permissions admin_permissions(std::string_view name) {
   Permissions p;
   for (auto verb : sj::kTeamVerbs) p.pub_allow.push_back(sj::team_verb("*", verb));
+  p.pub_allow.emplace_back(sj::kAllPoolSubmit);
   p.pub_allow.push_back(sj::team_verb("sys", sj::kJobs));
   p.pub_allow.push_back(sj::team_verb("sys", sj::kUsage));
   for (const char* s :

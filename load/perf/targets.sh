@@ -21,6 +21,10 @@
 #                                 (SHARDS 1) or one shard per pool (SHARDS 2): jobs
 #                                 placed per scheduler CPU-second; RATE (environment):
 #                                 submissions/s of each troupe-load (default 0: at once);
+#                                 ADDRESSED=1: each troupe-load names its pool and
+#                                 submits on troupe.<team>.submit.<pool> (read by
+#                                 the pool's shard: nothing handed over);
+#                                 SCHED_ENV=TROUPE_THREADS=N: N actor threads each;
 #                                 ONLY_H100=1: the h100 half only (what a shard that
 #                                 places nothing costs); each scheduler's CPU is shown;
 #                                 THREADS=1: and each of its threads' CPU and context
@@ -95,6 +99,7 @@ trap cleanup EXIT
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 PORT=$(free_port)
 URL=nats://127.0.0.1:$PORT
+MONITOR=$(free_port)  # CONNZ_OUT=FILE: server 0's monitoring port
 SERVERS=${NATS_CLUSTER:-1}
 PORTS=($PORT) ROUTES=()
 for ((i=1; i<SERVERS; i++)); do PORTS+=($(free_port)); URL="$URL,nats://127.0.0.1:${PORTS[$i]}"; done
@@ -102,6 +107,7 @@ for ((i=0; i<SERVERS && SERVERS>1; i++)); do ROUTES+=($(free_port)); done
 # nats_conf I AUTH_INCLUDE: server I's config (a cluster member when SERVERS > 1)
 nats_conf() {
   printf 'listen: 127.0.0.1:%s\njetstream { store_dir: "%s/js%s" }\n' "${PORTS[$1]}" "$DIR" "$1"
+  [[ -z ${CONNZ_OUT:-} || $1 != 0 ]] || printf 'http: 127.0.0.1:%s\n' "$MONITOR"
   if [[ $SERVERS -gt 1 ]]; then
     local r="" p
     for p in "${ROUTES[@]}"; do r="$r${r:+, }\"nats://127.0.0.1:$p\""; done
@@ -343,10 +349,10 @@ case "$MEASURE" in
     TIMEFORMAT='%U %S'
     PROF_PIDS=$(IFS=,; echo "${SCHEDS[*]}"); profile_start
     T0=$(date +%s.%N)
-    { [[ ${ONLY_H100:-0} == 1 ]] || time "${LOADCPU[@]}" "$BIN/troupe-load" --nats "$URL" --jobs "$((JOBS / 2))" --rate "${RATE:-0}" --teams t1,t2 --gpu-type a100 \
+    { [[ ${ONLY_H100:-0} == 1 ]] || time "${LOADCPU[@]}" "$BIN/troupe-load" --nats "$URL" --jobs "$((JOBS / 2))" --rate "${RATE:-0}" --teams t1,t2 --gpu-type a100 ${ADDRESSED:+--pool a100} \
       --mix 1gpu:0.8,8gpu:0.2 --duration-s 0.05 --deadline-s 300 --json --no-progress >"$DIR/load-a.json" || true; } 2>"$DIR/load.time" &
     LA=$!
-    "${LOADCPU[@]}" "$BIN/troupe-load" --nats "$URL" --jobs "$((JOBS / 2))" --rate "${RATE:-0}" --teams t3,t4 --gpu-type h100 \
+    "${LOADCPU[@]}" "$BIN/troupe-load" --nats "$URL" --jobs "$((JOBS / 2))" --rate "${RATE:-0}" --teams t3,t4 --gpu-type h100 ${ADDRESSED:+--pool h100} \
       --mix 1gpu:0.8,8gpu:0.2 --duration-s 0.05 --deadline-s 300 --json --no-progress >"$DIR/load-h.json" || true
     wait $LA || true
     T1=$(date +%s.%N)
@@ -361,6 +367,17 @@ case "$MEASURE" in
       awk -v t="$d" -v hz="$hz" -v p="$p" 'BEGIN{printf "scheduler %s: %.2f CPU s\n", p, t/hz}'
       if [[ ${THREADS:-0} == 1 ]]; then thread_report "$p" "$DIR/threads-$p" "$DIR/threads-after-$p"; fi
     done
+    # CONNZ_OUT=FILE: each connection's messages in and out (NATS /connz),
+    # with the pid and name of the process that holds it.
+    if [[ -n ${CONNZ_OUT:-} ]]; then
+      curl -s "http://127.0.0.1:$MONITOR/connz?limit=1000" | python3 -c '
+import json, sys
+out = open(sys.argv[1], "w")
+for c in sorted(json.load(sys.stdin)["connections"], key=lambda c: -c["in_msgs"] - c["out_msgs"]):
+    port = c["port"]
+    print("%-24s in %8d out %8d  port %d" % (c.get("name", ""), c["in_msgs"], c["out_msgs"], port), file=out)
+' "$CONNZ_OUT" || true
+    fi
     # METRICS_OUT=DIR (with SCHED_ARGS="--metrics 127.0.0.1:0"): each
     # scheduler's /metrics after the run, to compare what the shards counted.
     if [[ -n ${METRICS_OUT:-} ]]; then

@@ -123,6 +123,8 @@ TEST_CASE("a team identity reaches only its own subjects", "[integration][securi
   SECTION("another team's request subjects are refused by NATS") {
     for (const char* verb : {"status", "cancel", "logs", "why", "history", "submit", "jobs"})
       CHECK(publish_denied(*a, subjects::team_verb("teamb", verb), req.dump()));
+    // Nor submit to a pool as another team (troupe.<team>.submit.<pool>).
+    CHECK(publish_denied(*a, subjects::team_submit_to("teamb", "default"), req.dump()));
     // A request there gets no answer at all (the publish never leaves).
     std::string err;
     CHECK_FALSE(a->request(subjects::team_status("teamb"), req.dump(), 1000, &err));
@@ -148,11 +150,18 @@ TEST_CASE("a team identity reaches only its own subjects", "[integration][securi
 
   SECTION("it cannot submit as another team") {
     Json spec = job_spec("teamb", {"true"});
-    Json r = ask(*a, subjects::team_submit("teama"), spec);
-    INFO(r.dump());
-    REQUIRE(r.is_object());
-    CHECK(r.contains("error"));
-    CHECK_FALSE(r.contains("job_id"));
+    for (const auto& subject :
+         {subjects::team_submit("teama"), subjects::team_submit_to("teama", "default")}) {
+      Json r = ask(*a, subject, spec);
+      INFO(subject << ": " << r.dump());
+      REQUIRE(r.is_object());
+      CHECK(r.value("code", "") == "wrong_team");
+      CHECK_FALSE(r.contains("job_id"));
+    }
+    // Its own spec addressed to a pool is one like any other.
+    Json own = ask(*a, subjects::team_submit_to("teama", "default"), job_spec("teama", {"true"}));
+    INFO(own.dump());
+    CHECK(own.contains("job_id"));
   }
 
   SECTION("it cannot listen beyond its inbox and its own events") {

@@ -8,6 +8,7 @@
 // its running jobs run on.
 #include <catch2/catch.hpp>
 #include <condition_variable>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <set>
@@ -407,4 +408,81 @@ TEST_CASE(
   CHECK(r.contains("job_id"));
   for (const auto& id : ids) c.cancel("ml", id);
   if (r.contains("job_id")) c.cancel("ml", r["job_id"].get<std::string>());
+}
+
+TEST_CASE(
+    "two shards: a submission addressed to its pool (troupe.<team>.submit.<pool>) is read by that "
+    "pool's shard and never handed over, one addressed astray is handed to its owner, and troupe "
+    "submit of a spec naming its pool addresses it",
+    "[integration][shards]") {
+  Cluster c(two_shard_pools("{}", 8));
+  c.add_scheduler({{"--pools", "h100"}});
+  REQUIRE(c.wait_scheduler_serving(30s));
+  REQUIRE(submit_until_served(c, sim_typed("a100", "0.1"), Clock::now() + 30s).contains("job_id"));
+  REQUIRE(submit_until_served(c, sim_typed("h100", "0.1"), Clock::now() + 30s).contains("job_id"));
+
+  // Every hand-over between the shards (troupe.sys.shard.read.<pool>.<team>).
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::string> handed;
+  auto sniff =
+      c.conn().subscribe(std::string(subjects::kShardReadPrefix) + ".>", [&](Inbound&& in) {
+        std::lock_guard<std::mutex> g(mu);
+        handed.push_back(in.subject);
+        cv.notify_all();
+      });
+  REQUIRE(sniff);
+  auto pooled = [](const std::string& pool) {
+    Json j = sim_typed(pool, "0.1");
+    j["pool"] = pool;
+    return j;
+  };
+  std::vector<std::string> ids;
+  for (int i = 0; i < 12; ++i) {
+    const std::string pool = i % 2 ? "h100" : "a100";
+    Json r = c.request(subjects::team_submit_to("ml", pool), pooled(pool));
+    INFO("addressed to " << pool << ": " << r.dump());
+    REQUIRE(r.contains("job_id"));
+    CHECK(r["job_id"].get<std::string>().rfind("j-" + pool + "-", 0) == 0);
+    ids.push_back(r["job_id"]);
+  }
+  // An a100 job addressed to the h100 shard: handed to the a100 shard. Once
+  // its hand-over is heard, so would be any of the submissions before it.
+  Json astray = c.request(subjects::team_submit_to("ml", "h100"), sim_typed("a100", "0.1"));
+  INFO("an a100 job addressed to h100: " << astray.dump());
+  REQUIRE(astray.contains("job_id"));
+  CHECK(astray["job_id"].get<std::string>().rfind("j-a100-", 0) == 0);
+  ids.push_back(astray["job_id"]);
+  {
+    std::unique_lock<std::mutex> g(mu);
+    REQUIRE(cv.wait_for(g, 10s, [&] { return !handed.empty(); }));
+    CHECK(handed == std::vector<std::string>{subjects::shard_read("a100", "ml")});
+  }
+
+  // troupe submit: a spec naming its pool goes to that pool's shard; one
+  // naming a pool nobody serves is sent to any shard, which says why.
+  auto write_spec = [&](const std::string& name, const Json& spec) {
+    std::ofstream(c.file(name)) << spec.dump();
+    return c.file(name);
+  };
+  RunResult sub = c.run_cli({"submit", write_spec("h.json", pooled("h100"))});
+  INFO(describe(sub));
+  REQUIRE(sub.exit_code == 0);
+  CHECK(sub.out.find("j-h100-") != std::string::npos);
+  Json nowhere = pooled("h100");
+  nowhere["pool"] = "b200";
+  RunResult bad = c.run_cli({"submit", write_spec("b.json", nowhere)});
+  INFO(describe(bad));
+  CHECK(bad.exit_code != 0);
+  CHECK((bad.out + bad.err).find("b200") != std::string::npos);
+  CHECK((bad.out + bad.err).find("no responders") == std::string::npos);
+  {
+    std::lock_guard<std::mutex> g(mu);
+    CHECK(handed.size() == 1);
+  }
+  for (const auto& id : ids) {
+    auto end = c.wait_terminal(id, 30s);
+    REQUIRE(end);
+    CHECK(end->state == names::kSucceeded);
+  }
 }

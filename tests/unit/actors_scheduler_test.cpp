@@ -309,6 +309,30 @@ TEST_CASE("a job runs through the actors: queued, starting, running, succeeded",
   CHECK(f.out->count(launch_of("n1", id)) == 1);
 }
 
+TEST_CASE("a submission addressed to a pool (troupe.<team>.submit.<pool>) is one like any other",
+          "[actors]") {
+  Fixture f;
+  f.register_node("n1", 4);
+  const std::string reply = "_INBOX.test.addressed";
+  f.inbound(subjects::team_submit_to("t", "a100"),
+            std::vector<uint8_t>(kJob, kJob + std::strlen(kJob)), reply);
+  auto* r = f.out->find(reply_to(reply));
+  REQUIRE(r);
+  auto j = json::parse(r->text());
+  REQUIRE(j.contains("job_id"));
+  const std::string id = j["job_id"];
+  CHECK(f.event(id, "queued"));
+  CHECK(f.out->count(launch_of("n1", id)) == 1);
+  // Its team is the subject's: another team's spec is refused.
+  const std::string other = "_INBOX.test.other";
+  const std::string spec = R"({"team":"u","command":["true"]})";
+  f.inbound(subjects::team_submit_to("t", "a100"), std::vector<uint8_t>(spec.begin(), spec.end()),
+            other);
+  auto* refused = f.out->find(reply_to(other));
+  REQUIRE(refused);
+  CHECK(json::parse(refused->text()).value("code", "") == "wrong_team");
+}
+
 TEST_CASE("a failing job with max_retries runs again with the next attempt", "[actors]") {
   Fixture f;
   f.register_node("n1", 4);

@@ -34,6 +34,10 @@ TEST_CASE("submission: the subject's team and the body's format are read before 
   CHECK(ok.verdict.ok());
   CHECK(ok.team == "t1");
   CHECK_FALSE(ok.flatbuffers);
+  // Addressed to a pool: the same team.
+  auto addressed = submission::open("troupe.t1.submit.a100", bytes("{\"command\":[\"true\"]}"));
+  CHECK(addressed.verdict.ok());
+  CHECK(addressed.team == "t1");
 
   auto sys = submission::open("troupe.sys.submit", bytes("{}"));
   CHECK(sys.verdict.code == Refusal::not_allowed);

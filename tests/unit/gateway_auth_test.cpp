@@ -244,6 +244,8 @@ TEST_CASE("auth: the permissions of each identity", "[auth]") {
     auto p = team_permissions("vision");
     for (const char* v : {"submit", "enqueue", "status", "cancel", "logs", "jobs", "why"})
       CHECK(has(p.pub_allow, std::string("troupe.vision.") + v));
+    CHECK(has(p.pub_allow, "troupe.vision.submit.*"));  // addressed to a pool
+    CHECK_FALSE(has(p.pub_allow, "troupe.*.submit.*"));
     CHECK_FALSE(has(p.pub_allow, "troupe.vision.>"));
     for (const char* d : {"troupe.vision.events.>", "$JS.>", "$KV.>", "troupe.sys.>"})
       CHECK(has(p.pub_deny, d));
@@ -283,6 +285,7 @@ TEST_CASE("auth: the permissions of each identity", "[auth]") {
   SECTION("admin") {
     auto p = admin_permissions("ops");
     CHECK(has(p.pub_allow, "troupe.*.submit"));
+    CHECK(has(p.pub_allow, "troupe.*.submit.*"));
     CHECK(has(p.pub_allow, "troupe.*.cancel"));
     for (const char* s : {"troupe.sys.jobs", "troupe.sys.nodes", "troupe.sys.queues",
                           "troupe.sys.stats", "troupe.sys.cordon", "troupe.sys.uncordon",

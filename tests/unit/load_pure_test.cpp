@@ -164,6 +164,7 @@ TEST_CASE("load jobspec: simulated job JSON", "[load][jobspec]") {
   CHECK(spec["workers"] == 2);
   CHECK(spec["resources"]["gpus"] == 4);
   CHECK_FALSE(spec["resources"].contains("gpu_type"));
+  CHECK_FALSE(spec.contains("pool"));
   CHECK(spec["env"]["TROUPE_SIM_DURATION_S"] == "0.25");
   CHECK(spec["max_runtime_s"] == "61");
   CHECK(spec["command"].is_array());
@@ -175,6 +176,8 @@ TEST_CASE("load jobspec: simulated job JSON", "[load][jobspec]") {
   CHECK_FALSE(c.contains("resources"));
   CHECK_FALSE(c.contains("workers"));
   CHECK(c["max_runtime_s"] == "260");
+  cpu.pool = "a100";
+  CHECK(nlohmann::json::parse(sim_job_json(cpu))["pool"] == "a100");
   CHECK(duration_text(1) == "1");
   CHECK(duration_text(0.000001) == "0.000001");
   CHECK(duration_text(-3) == "0");

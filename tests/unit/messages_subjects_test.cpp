@@ -37,6 +37,8 @@ TEST_CASE("subjects: valid_team refuses sys and invalid tokens", "[messages][sub
 
 TEST_CASE("subjects: builders", "[messages][subjects]") {
   CHECK(subjects::team_submit("t") == "troupe.t.submit");
+  CHECK(subjects::team_submit_to("t", "a100") == "troupe.t.submit.a100");
+  CHECK(subjects::team_submit_to("*", "a100") == "troupe.*.submit.a100");
   CHECK(subjects::team_status("t") == "troupe.t.status");
   CHECK(subjects::team_cancel("t") == "troupe.t.cancel");
   CHECK(subjects::team_logs("t") == "troupe.t.logs");
