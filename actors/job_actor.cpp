@@ -499,7 +499,7 @@ void on_placed(Self self, const Assignment& a) {
   // Not started before its front door grants it (troupe.sys.dispatch.claim):
   // it stays queued, holding the placement, until the verdict comes.
   st.awaiting = a;
-  st.w.dispatch->claim(r.spec().team(), r.job_id(), r.spec().dispatch(),
+  st.w.dispatch->claim(r.spec().team(), r.job_id(), r.spec().dispatch(), r.submit_ms(),
                        [me = JobActor{self}, claim = ++st.claim](DispatchGate::Verdict v) {
                          caf::anon_send(me, dispatch_atom_v, claim, v.granted, v.withdrawn,
                                         std::move(v.reason));

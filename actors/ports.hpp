@@ -146,8 +146,11 @@ class DispatchGate {
     std::string reason;
   };
   using Done = std::function<void(Verdict)>;
+  // `submitted_ms`: when this cluster took the job (its record's
+  // submit_ms): a copy its front door no longer knows, older than the front
+  // door's retention, is withdrawn (left behind long ago).
   virtual void claim(const std::string& team, const std::string& job_id,
-                     const std::string& dispatch, Done done) = 0;
+                     const std::string& dispatch, int64_t submitted_ms, Done done) = 0;
 };
 using DispatchGatePtr = std::shared_ptr<DispatchGate>;
 

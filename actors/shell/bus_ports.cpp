@@ -94,14 +94,17 @@ BusDispatchGate::~BusDispatchGate() {
 }
 
 void BusDispatchGate::claim(const std::string& team, const std::string& job_id,
-                            const std::string& dispatch, Done done) {
-  Claim c{team, job_id, dispatch, std::move(done)};
+                            const std::string& dispatch, int64_t submitted_ms, Done done) {
+  Claim c{team, job_id, dispatch, submitted_ms, std::move(done)};
   auto& lane = *lanes_[std::hash<std::string>{}(job_id) % kLanes];
   if (!lane.post(c)) c.done({false, false, "too many claims waiting"});
 }
 
 void BusDispatchGate::run(Claim& c) {
-  nlohmann::json body{{"job_id", c.job_id}, {"team", c.team}, {"dispatch", c.dispatch}};
+  nlohmann::json body{{"job_id", c.job_id},
+                      {"team", c.team},
+                      {"dispatch", c.dispatch},
+                      {"submitted_ms", c.submitted_ms}};
   std::string err;
   auto reply = conn_.request_via(subjects::kSysDispatchClaim, body.dump(),
                                  subjects::kSysDispatchAnswer, kTimeoutMs, &err);

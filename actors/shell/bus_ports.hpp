@@ -122,7 +122,7 @@ class BusDispatchGate : public DispatchGate {
   explicit BusDispatchGate(bus::Connection& conn);
   ~BusDispatchGate() override;
   void claim(const std::string& team, const std::string& job_id, const std::string& dispatch,
-             Done done) override;
+             int64_t submitted_ms, Done done) override;
 
  private:
   static constexpr int kTimeoutMs = 2000;
@@ -130,6 +130,7 @@ class BusDispatchGate : public DispatchGate {
   static constexpr size_t kMaxWaiting = 256;
   struct Claim {
     std::string team, job_id, dispatch;
+    int64_t submitted_ms = 0;
     Done done;
   };
   void run(Claim& c);

@@ -135,6 +135,7 @@ struct Front::Impl {
   struct Claim {
     std::string cluster, id, reply;
     int64_t at_ms = 0;
+    int64_t submitted_ms = 0;  // when its cluster took the copy (0: not said)
   };
   std::map<std::string, Claim> waiting_claims;      // cluster/id ->
   std::map<std::string, std::string> keys;          // team/idempotency key -> front id
@@ -234,7 +235,7 @@ struct Front::Impl {
     if (auto c = waiting_claims.find(k); c != waiting_claims.end()) {
       auto claim = std::move(c->second);
       waiting_claims.erase(c);
-      answer(claim.cluster, claim.id, claim.reply);
+      answer(claim.cluster, claim.id, claim.reply, claim.submitted_ms);
     }
     auto e = early.find(k);
     if (e == early.end()) return;
@@ -279,24 +280,31 @@ struct Front::Impl {
   void on_claim(const std::string& cluster, troupe::Inbound&& in) {
     Json body = Json::parse(in.data.begin(), in.data.end(), nullptr, false);
     std::string id = string_of(body, "job_id");
+    int64_t submitted_ms = 0;
+    if (auto s = body.is_object() ? body.find("submitted_ms") : body.end();
+        s != body.end() && s->is_number_integer())
+      submitted_ms = s->get<int64_t>();
     std::lock_guard<std::mutex> lock(mu);
     const auto k = remote_key(cluster, id);
     if (!by_remote_id.count(k) && !withdrawn.count(k) && !id.empty() &&
         waiting_claims.size() < kMaxEarly) {
-      waiting_claims[k] = Claim{cluster, id, in.reply, now_ms()};
+      waiting_claims[k] = Claim{cluster, id, in.reply, now_ms(), submitted_ms};
       return;
     }
-    answer(cluster, id, in.reply);
+    answer(cluster, id, in.reply, submitted_ms);
   }
 
-  // Under `mu`.
-  void answer(const std::string& cluster, const std::string& id, const std::string& reply) {
+  // Under `mu`. `submitted_ms`: when the cluster took its copy (0: not said).
+  void answer(const std::string& cluster, const std::string& id, const std::string& reply,
+              int64_t submitted_ms) {
     const auto k = remote_key(cluster, id);
     Held* h = nullptr;
     for (const auto* m : {&by_remote_id, &withdrawn})
       if (auto f = m->find(k); f != m->end() && h == nullptr)
         if (auto p = places.find(f->second); p != places.end()) h = &p->second;
-    auto a = answer_claim(h ? &h->place : nullptr, cluster, id);
+    auto a = answer_claim(h ? &h->place : nullptr, cluster, id,
+                          submitted_ms > 0 ? now_ms() - submitted_ms : -1,
+                          opts.config.job_retention_s * 1000);
     if (a.granted && h->place.state == "sent") {
       h->place.state = "started";
       uint64_t before = h->revision;
@@ -407,7 +415,7 @@ struct Front::Impl {
       if (it->second.at_ms < now_ms() - kClaimWaitMs) {
         auto claim = std::move(it->second);
         it = waiting_claims.erase(it);
-        answer(claim.cluster, claim.id, claim.reply);
+        answer(claim.cluster, claim.id, claim.reply, claim.submitted_ms);
       } else {
         ++it;
       }

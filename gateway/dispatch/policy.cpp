@@ -322,9 +322,19 @@ std::optional<JobPlace> place_from_json(std::string_view json) {
   }
 }
 
-ClaimAnswer answer_claim(const JobPlace* p, const std::string& cluster, const std::string& id) {
+ClaimAnswer answer_claim(const JobPlace* p, const std::string& cluster, const std::string& id,
+                         int64_t copy_age_ms, int64_t retention_ms) {
   ClaimAnswer a;
   if (p == nullptr) {
+    if (retention_ms > 0 && copy_age_ms >= retention_ms) {
+      a.withdrawn = true;
+      a.reason = "job " + id + " of cluster " + cluster + " was taken " +
+                 std::to_string(copy_age_ms / 1000) +
+                 " s ago and the front door no longer knows it (retention " +
+                 std::to_string(retention_ms / 1000) +
+                 " s): a copy left behind, its job ended or sent elsewhere";
+      return a;
+    }
     a.reason = "the front door does not know job " + id + " of cluster " + cluster + " (yet)";
     return a;
   }

@@ -181,7 +181,13 @@ struct ClaimAnswer {
   bool withdrawn = false;
   std::string reason;
 };
-ClaimAnswer answer_claim(const JobPlace* p, const std::string& cluster, const std::string& id);
+// A copy it does not know whose job its cluster took `copy_age_ms` ago (-1:
+// not said) is withdrawn once that is `retention_ms` (> 0) or more: the
+// front door forgets a job only once it ended or was taken nowhere and its
+// retention passed, so such a copy was left behind before that (its cluster
+// cut off all along) and never runs; a younger one is asked about again.
+ClaimAnswer answer_claim(const JobPlace* p, const std::string& cluster, const std::string& id,
+                         int64_t copy_age_ms = -1, int64_t retention_ms = 0);
 
 // The GPUs a team's unended jobs ask for, per cluster.
 std::map<std::string, int64_t> team_use(const std::vector<const JobPlace*>& places);

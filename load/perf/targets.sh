@@ -30,6 +30,7 @@
 #                                 THREADS=1: and each of its threads' CPU and context
 #                                 switches, each thread named by its stack (gdb);
 #                                 PIN=1: the schedulers on CPU 1, all else on CPU 0;
+#                                 PIN=2: each of two shards on a CPU of its own;
 #                                 METRICS_OUT=DIR with SCHED_ARGS="--metrics
 #                                 127.0.0.1:0": each scheduler's /metrics after
 #                                 the run; --perf profiles every scheduler
@@ -342,6 +343,12 @@ case "$MEASURE" in
         taskset -a -p -c "$c" "$p" >/dev/null
       done
       LOADCPU=(taskset -c 0)
+    fi
+    # PIN=2: each shard of two on a core of its own (CPU 0, CPU 1), with its
+    # threads; everything else (and one shard) on any core.
+    if [[ ${PIN:-0} == 2 && ${#SCHEDS[@]} == 2 ]]; then
+      taskset -a -p -c 0 "${SCHEDS[0]}" >/dev/null
+      taskset -a -p -c 1 "${SCHEDS[1]}" >/dev/null
     fi
     declare -A S0
     for p in "${SCHEDS[@]}"; do S0[$p]=$(cpu_ticks "$p"); thread_ticks "$p" >"$DIR/threads-$p"; done

@@ -136,21 +136,27 @@ Json wait_clusters(Cluster& front, Clock::duration timeout) {
 // scheduler, each accepting leaf node links; and the front NATS (no
 // scheduler: troupe-dispatch serves it) with a leaf node link to each, the
 // one to c1 through a TCP proxy the test can cut.
-ClusterOptions member(const std::string& node, const std::string& type) {
+// `advertise`: the address its leaf node links reconnect to ("" its own).
+ClusterOptions member(const std::string& node, const std::string& type,
+                      const std::string& advertise = {}) {
   ClusterOptions o;
   o.node(node, 2, false, type);
   o.leaf_listen = true;
+  o.leaf_advertise = advertise;
   return o;
 }
 int port_of(const std::string& url) {
   return std::stoi(url.substr(url.rfind(':') + 1));
 }
 struct TwoClusters {
-  Cluster c1{member("a1", "a100")};
+  // The front NATS's leaf node link to c1; c1 tells the link to reconnect
+  // to the proxy, not past it (else a cut lasts until its first reconnect).
+  TcpProxy link;
+  Cluster c1{member("a1", "a100", "127.0.0.1:" + std::to_string(link.port()))};
   Cluster c2{member("h1", "h100")};
-  TcpProxy link{port_of(c1.leaf_url())};  // the front NATS's leaf node link to c1
   std::unique_ptr<Cluster> front_;
   TwoClusters() {
+    link.set_target(port_of(c1.leaf_url()));
     REQUIRE(c1.wait_nodes_alive(1, 20s));
     REQUIRE(c2.wait_nodes_alive(1, 20s));
     ClusterOptions o;
@@ -391,44 +397,80 @@ TEST_CASE(
   CHECK(dispatch->running());
 }
 
+// A front door over the two clusters (config `extra` added), both full, an
+// any-type job `y` waiting in c1; then c1's link is cut: c1 turns
+// unreachable, its running job `a` shows so, and `y` goes to c2 (where it
+// waits for `h`), its copy `y_c1` left behind in c1.
+struct CutOff {
+  std::unique_ptr<Process> dispatch;
+  std::string a, h, y, y_c1, a_c1;
+};
+CutOff cut_off_c1(TwoClusters& all, const std::string& extra) {
+  Cluster& front = all.front();
+  CutOff r;
+  r.dispatch =
+      start_dispatch(front, "clusters:\n" + linked_entry("c1", front) + linked_entry("c2", front) +
+                                "spill_after_s: 0\npoll_ms: 200\n"
+                                "unreachable_after_ms: 1000\n" +
+                                extra);
+  wait_clusters(front, 30s);
+
+  // Both clusters full; the any-type job waits in c1 (a tie goes by name).
+  r.a = front.submit_ok("t1", typed({"sleep", "120"}, 2, {{"gpu_type", "a100"}}));
+  r.h = front.submit_ok("t1", typed({"sleep", "120"}, 2, {{"gpu_type", "h100"}}));
+  REQUIRE(front.events().wait_state(r.a, std::string(names::kRunning), 30s));
+  REQUIRE(front.events().wait_state(r.h, std::string(names::kRunning), 30s));
+  Json y_reply = front.submit_json(
+      "t1", typed({"sh", "-c", "echo redispatched-ok"}, 2, {{"gpu_types", {"a100", "h100"}}}));
+  INFO("any-type submission: " << y_reply.dump());
+  REQUIRE(y_reply.value("cluster", "") == "c1");
+  r.y = y_reply["job_id"];
+  r.y_c1 = front.status("t1", r.y).value("cluster_job_id", "");
+  r.a_c1 = front.status("t1", r.a).value("cluster_job_id", "");
+  REQUIRE_FALSE(r.y_c1.empty());
+  REQUIRE_FALSE(r.a_c1.empty());
+
+  all.link.cut();
+  Json view;
+  INFO("troupe.sys.clusters: " << view.dump());
+  REQUIRE(wait_view(
+      front, [](const Json& v) { return cluster_state(v, "c1") == "unreachable"; }, 20s, &view));
+  CHECK(front.status("t1", r.a).value("state", "") == "unreachable");
+  REQUIRE(wait_status(
+      front, r.y, [](const Json& st) { return st.value("cluster", "") == "c2"; }, 20s));
+  return r;
+}
+
+// c1 is back (its link mended): the copy left behind asks its front door
+// again, is told it was withdrawn, and ends canceled without ever starting.
+void mend_and_check_withdrawn(TwoClusters& all, const CutOff& r) {
+  Cluster &c1 = all.c1, &front = all.front();
+  all.link.mend();
+  Json view;
+  REQUIRE(wait_view(
+      front, [](const Json& v) { return cluster_state(v, "c1") == "reachable"; }, 20s, &view));
+  auto gone = c1.events().wait_state(r.y_c1, std::string(names::kCanceled), 30s);
+  INFO("the copy in c1: " << c1.events().describe(r.y_c1));
+  CHECK(gone);
+  for (const auto& e : c1.events().of_job(r.y_c1))
+    CHECK((e.state != names::kStarting && e.state != names::kRunning));
+  REQUIRE(wait_view(
+      front, [](const Json& v) { return v["counters"].value("claims_withdrawn", 0) >= 1; }, 10s,
+      &view));
+  int runs = 0;
+  for (const auto& e : front.events().of_job(r.y)) runs += e.state == names::kRunning ? 1 : 0;
+  CHECK(runs == 1);
+  CHECK(r.dispatch->running());
+}
+
 TEST_CASE(
     "a cluster cut off from the front door: its running jobs show unreachable, its unstarted job "
     "is re-dispatched and runs elsewhere, and the copy left behind never starts",
     "[integration][clusters]") {
   TwoClusters all;
   Cluster &c1 = all.c1, &front = all.front();
-  TcpProxy& link = all.link;  // the leaf node link to c1, which the test cuts
-  auto dispatch =
-      start_dispatch(front, "clusters:\n" + linked_entry("c1", front) + linked_entry("c2", front) +
-                                "spill_after_s: 0\npoll_ms: 200\n"
-                                "unreachable_after_ms: 1000\n");
-  wait_clusters(front, 30s);
-
-  // Both clusters full; the any-type job waits in c1 (a tie goes by name).
-  const std::string a = front.submit_ok("t1", typed({"sleep", "120"}, 2, {{"gpu_type", "a100"}}));
-  const std::string h = front.submit_ok("t1", typed({"sleep", "120"}, 2, {{"gpu_type", "h100"}}));
-  REQUIRE(front.events().wait_state(a, std::string(names::kRunning), 30s));
-  REQUIRE(front.events().wait_state(h, std::string(names::kRunning), 30s));
-  Json y_reply = front.submit_json(
-      "t1", typed({"sh", "-c", "echo redispatched-ok"}, 2, {{"gpu_types", {"a100", "h100"}}}));
-  INFO("any-type submission: " << y_reply.dump());
-  REQUIRE(y_reply.value("cluster", "") == "c1");
-  const std::string y = y_reply["job_id"];
-  const std::string y_c1 = front.status("t1", y).value("cluster_job_id", "");
-  const std::string a_c1 = front.status("t1", a).value("cluster_job_id", "");
-  REQUIRE_FALSE(y_c1.empty());
-  REQUIRE_FALSE(a_c1.empty());
-
-  // Cut: c1 turns unreachable; its running job shows so; the waiting job
-  // goes to c2 (where it waits for h).
-  link.cut();
-  Json view;
-  INFO("troupe.sys.clusters: " << view.dump());
-  REQUIRE(wait_view(
-      front, [](const Json& v) { return cluster_state(v, "c1") == "unreachable"; }, 20s, &view));
-  CHECK(front.status("t1", a).value("state", "") == "unreachable");
-  REQUIRE(wait_status(
-      front, y, [](const Json& st) { return st.value("cluster", "") == "c2"; }, 20s));
+  auto cut = cut_off_c1(all, "");
+  const std::string &a_c1 = cut.a_c1, &h = cut.h, &y = cut.y;
 
   // Inside c1 the GPUs free up (its own users go on): the copy left behind
   // is placed, asks the front door for leave, gets no answer, never starts.
@@ -444,23 +486,34 @@ TEST_CASE(
   auto log = front.logs("t1", y);
   CHECK(log.data.find("redispatched-ok") != std::string::npos);
 
-  // Mend: c1 is back, its copy asks again, is told it was withdrawn, and
-  // ends canceled without ever starting.
-  link.mend();
-  REQUIRE(wait_view(
-      front, [](const Json& v) { return cluster_state(v, "c1") == "reachable"; }, 20s, &view));
-  auto gone = c1.events().wait_state(y_c1, std::string(names::kCanceled), 30s);
-  INFO("the copy in c1: " << c1.events().describe(y_c1));
-  CHECK(gone);
-  for (const auto& e : c1.events().of_job(y_c1))
-    CHECK((e.state != names::kStarting && e.state != names::kRunning));
-  REQUIRE(wait_view(
-      front, [](const Json& v) { return v["counters"].value("claims_withdrawn", 0) >= 1; }, 10s,
-      &view));
-  int runs = 0;
-  for (const auto& e : front.events().of_job(y)) runs += e.state == names::kRunning ? 1 : 0;
-  CHECK(runs == 1);
-  CHECK(dispatch->running());
+  mend_and_check_withdrawn(all, cut);
+}
+
+TEST_CASE(
+    "a copy left behind in a cluster cut off for longer than the front door's job_retention_s is "
+    "withdrawn when its cluster is back (its job was forgotten meanwhile), never started",
+    "[integration][clusters]") {
+  TwoClusters all;
+  Cluster &c1 = all.c1, &front = all.front();
+  auto cut = cut_off_c1(all, "job_retention_s: 3\n");
+  // Inside c1 the GPUs free up: the copy left behind is placed and asks its
+  // front door for leave (no answer while cut off).
+  c1.cancel("t1", cut.a_c1);
+  REQUIRE(c1.events().wait_state(cut.a_c1, std::string(names::kCanceled), 20s));
+  // c2 frees up: the job runs there and ends; past the retention the front
+  // door forgets it, and with it which copy was left behind.
+  front.cancel("t1", cut.h);
+  REQUIRE(front.events().wait_state(cut.y, std::string(names::kSucceeded), 60s));
+  REQUIRE(wait_status(
+      front, cut.y, [](const Json& st) { return st.value("code", "") == "not_found"; }, 30s));
+  // Its copy in c1 was taken before then: older than the retention, unknown,
+  // it is withdrawn (not asked about again every 2 s for ever).
+  mend_and_check_withdrawn(all, cut);
+  std::string why;
+  for (const auto& e : c1.events().of_job(cut.y_c1))
+    if (e.state == names::kCanceled) why = e.json.value("reason", "");
+  INFO("the copy's end: " << why);
+  CHECK(why.find("left behind") != std::string::npos);
 }
 
 TEST_CASE(

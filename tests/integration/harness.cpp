@@ -512,6 +512,9 @@ void Cluster::start_nats(const ClusterOptions& opts) {
           << "jetstream { store_dir: \"" << store << "\" }\n";
         if (sv.leaf_port != 0) {
           f << "leafnodes { listen: \"127.0.0.1:" << sv.leaf_port << "\"";
+          // A link that comes through a proxy must learn the proxy's address,
+          // not this server's: it would reconnect past a cut proxy.
+          if (!opts.leaf_advertise.empty()) f << ", advertise: \"" << opts.leaf_advertise << "\"";
           if (tls_)
             f << ", tls { cert_file: \"" << file("auth/server-cert.pem") << "\", key_file: \""
               << file("auth/server-key.pem") << "\" }";

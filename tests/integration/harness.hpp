@@ -212,6 +212,10 @@ struct ClusterOptions {
   // Each nats-server also accepts leaf node links (a front door's, secure
   // clusters; TLS when tls) on a free port: Cluster::leaf_url().
   bool leaf_listen = false;
+  // What those servers tell a leaf node link to reconnect to
+  // (leafnodes.advertise, "host:port"; "": their own address): a proxy's,
+  // when the link comes through one.
+  std::string leaf_advertise;
   // A front door's NATS: a leaf node link to each of these (name: the
   // cluster, url: its leaf port, creds/ca: what to sign in with there), each
   // bound to the link account `troupe auth add-link NAME` makes here.

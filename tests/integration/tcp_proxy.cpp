@@ -83,7 +83,7 @@ void TcpProxy::run() {
     if (fds[0].revents & POLLIN) {
       int c = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
       if (c >= 0) {
-        int t = cut_ ? -1 : connect_to(target_);
+        int t = cut_ || target_ == 0 ? -1 : connect_to(target_);
         if (t < 0)
           ::close(c);  // cut: refused
         else

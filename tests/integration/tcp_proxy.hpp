@@ -14,19 +14,21 @@ namespace troupe::it {
 
 class TcpProxy {
  public:
-  explicit TcpProxy(int target_port);
+  // target_port 0: none yet (set_target); a connection then is refused.
+  explicit TcpProxy(int target_port = 0);
   ~TcpProxy();
   TcpProxy(const TcpProxy&) = delete;
   TcpProxy& operator=(const TcpProxy&) = delete;
 
   int port() const { return port_; }
+  void set_target(int target_port) { target_ = target_port; }
   void cut() { cut_ = true; }
   void mend() { cut_ = false; }
 
  private:
   void run();
   void close_all();
-  int target_;
+  std::atomic<int> target_;
   int port_ = 0;
   int listen_fd_ = -1;
   std::atomic<bool> stop_{false};

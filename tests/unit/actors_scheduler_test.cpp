@@ -1541,14 +1541,15 @@ class FakeGate : public DispatchGate {
  public:
   struct Asked {
     std::string team, job_id, dispatch;
+    int64_t submitted_ms = 0;
     Done done;
   };
   std::vector<Asked> claims;  // every claim, in order
   std::optional<Verdict> automatic;
 
   void claim(const std::string& team, const std::string& job_id, const std::string& dispatch,
-             Done done) override {
-    claims.push_back({team, job_id, dispatch, std::move(done)});
+             int64_t submitted_ms, Done done) override {
+    claims.push_back({team, job_id, dispatch, submitted_ms, std::move(done)});
     if (automatic) answer(*automatic);
   }
   // Answers every claim not answered yet (the verdicts are handled on the
@@ -1587,6 +1588,7 @@ TEST_CASE("a front door's job starts only once granted, and is not asked again o
   CHECK(gate->claims[0].job_id == a);
   CHECK(gate->claims[0].team == "t");
   CHECK(gate->claims[0].dispatch == "front");
+  CHECK(gate->claims[0].submitted_ms > 0);  // when this cluster took it (its record's submit_ms)
   CHECK(f.event(a, "queued"));
   CHECK_FALSE(f.event(a, "starting"));
   CHECK_FALSE(f.out->find(launch_of("n1", a)));

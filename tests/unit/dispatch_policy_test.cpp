@@ -250,6 +250,18 @@ TEST_CASE("dispatch: a claim is granted to the copy the place names, withdrawn f
   auto unknown = answer_claim(nullptr, "c1", "j-old");
   CHECK_FALSE(unknown.granted);
   CHECK_FALSE(unknown.withdrawn);
+  // A copy it does not know, taken before the front door's retention: left
+  // behind (its job was forgotten, ended or sent elsewhere): withdrawn. A
+  // younger one, no age said, or no retention: asked again.
+  auto old = answer_claim(nullptr, "c1", "j-old", 7200 * 1000, 3600 * 1000);
+  CHECK_FALSE(old.granted);
+  CHECK(old.withdrawn);
+  CHECK(old.reason.find("left behind") != std::string::npos);
+  CHECK_FALSE(answer_claim(nullptr, "c1", "j-old", 60 * 1000, 3600 * 1000).withdrawn);
+  CHECK_FALSE(answer_claim(nullptr, "c1", "j-old", -1, 3600 * 1000).withdrawn);
+  CHECK_FALSE(answer_claim(nullptr, "c1", "j-old", 7200 * 1000, 0).withdrawn);
+  // A copy it knows is answered by its place, whatever its age.
+  CHECK(answer_claim(&p, "c2", "j-new", 7200 * 1000, 3600 * 1000).granted);
   p.state = "withdrawn";  // taken nowhere: every copy is withdrawn
   CHECK(answer_claim(&p, "c2", "j-new").withdrawn);
   std::string err;
