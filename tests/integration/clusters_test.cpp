@@ -400,7 +400,8 @@ TEST_CASE(
 // A front door over the two clusters (config `extra` added), both full, an
 // any-type job `y` waiting in c1; then c1's link is cut: c1 turns
 // unreachable, its running job `a` shows so, and `y` goes to c2 (where it
-// waits for `h`), its copy `y_c1` left behind in c1.
+// waits for `h`), its copy `y_c1` left behind in c1; `a` is canceled inside
+// c1, where `y_c1` is then placed and asks for leave to start.
 struct CutOff {
   std::unique_ptr<Process> dispatch;
   std::string a, h, y, y_c1, a_c1;
@@ -438,6 +439,12 @@ CutOff cut_off_c1(TwoClusters& all, const std::string& extra) {
   CHECK(front.status("t1", r.a).value("state", "") == "unreachable");
   REQUIRE(wait_status(
       front, r.y, [](const Json& st) { return st.value("cluster", "") == "c2"; }, 20s));
+
+  // Inside c1 the GPUs free up (its own users go on): the copy left behind
+  // is placed, asks the front door for leave, gets no answer, never starts.
+  Json c1_cancel = all.c1.cancel("t1", r.a_c1);
+  INFO("cancel in c1: " << c1_cancel.dump());
+  REQUIRE(all.c1.events().wait_state(r.a_c1, std::string(names::kCanceled), 20s));
   return r;
 }
 
@@ -468,15 +475,9 @@ TEST_CASE(
     "is re-dispatched and runs elsewhere, and the copy left behind never starts",
     "[integration][clusters]") {
   TwoClusters all;
-  Cluster &c1 = all.c1, &front = all.front();
+  Cluster& front = all.front();
   auto cut = cut_off_c1(all, "");
-  const std::string &a_c1 = cut.a_c1, &h = cut.h, &y = cut.y;
-
-  // Inside c1 the GPUs free up (its own users go on): the copy left behind
-  // is placed, asks the front door for leave, gets no answer, never starts.
-  Json c1_cancel = c1.cancel("t1", a_c1);
-  INFO("cancel in c1: " << c1_cancel.dump());
-  REQUIRE(c1.events().wait_state(a_c1, std::string(names::kCanceled), 20s));
+  const std::string &h = cut.h, &y = cut.y;
   // c2 frees up: the job runs there, once.
   front.cancel("t1", h);
   auto end = front.events().wait_state(y, names::is_terminal, 60s);
@@ -496,10 +497,6 @@ TEST_CASE(
   TwoClusters all;
   Cluster &c1 = all.c1, &front = all.front();
   auto cut = cut_off_c1(all, "job_retention_s: 3\n");
-  // Inside c1 the GPUs free up: the copy left behind is placed and asks its
-  // front door for leave (no answer while cut off).
-  c1.cancel("t1", cut.a_c1);
-  REQUIRE(c1.events().wait_state(cut.a_c1, std::string(names::kCanceled), 20s));
   // c2 frees up: the job runs there and ends; past the retention the front
   // door forgets it, and with it which copy was left behind.
   front.cancel("t1", cut.h);
