@@ -272,6 +272,13 @@ int main(int argc, char** argv) {
       "add-link",
       "In a front door's NATS: make the link account of cluster NAME and link-NAME.creds; prints "
       "the creds path and the account's public key (the leafnode remote's account:)");
+  auto* auth_server = auth->add_subcommand(
+      "add-server",
+      "Write server-NAME-cert.pem and -key.pem: a TLS certificate from ca.pem for one nats-server "
+      "of several machines (--dns/--ip: the names its clients and peers dial; default DNS NAME)");
+  std::vector<std::string> server_dns, server_ips;
+  auth_server->add_option("--dns", server_dns, "host names, comma-separated")->delimiter(',');
+  auth_server->add_option("--ip", server_ips, "IP addresses, comma-separated")->delimiter(',');
   auto* auth_token = auth->add_subcommand(
       "add-token",
       "Print a new bearer token of the HTTP API for a team (or --admin NAME); the cluster must "
@@ -284,7 +291,7 @@ int main(int argc, char** argv) {
   o_token_team->excludes(o_token_admin);
   auth_revoke->add_option("TOKEN", token_text, "the token")->required();
   for (auto* sc : {auth_init, auth_team, auth_node, auth_fleet, auth_admin, auth_gateway,
-                   auth_dispatch, auth_link, auth_token, auth_revoke})
+                   auth_dispatch, auth_link, auth_server, auth_token, auth_revoke})
     sc->add_option("--home", auth_home, "state directory (default $TROUPE_HOME or ./.troupe)");
   auth_team->add_option("NAME", auth_name, "team name")->required();
   auth_node->add_option("NAME", auth_name, "node name (troupe-node --name)")->required();
@@ -293,6 +300,7 @@ int main(int argc, char** argv) {
   auth_fleet->add_option("--count", auth_count, "number of fleet members")->required();
   auth_admin->add_option("NAME", auth_name, "admin name")->required();
   auth_link->add_option("NAME", auth_name, "cluster name (as in dispatch.yaml)")->required();
+  auth_server->add_option("NAME", auth_name, "server name (its files' names)")->required();
   for (auto* sc :
        {auth_team, auth_node, auth_fleet, auth_admin, auth_gateway, auth_dispatch, auth_link})
     sc->add_flag("--rotate", auth_rotate, "replace the identity's key even if its .creds exists");
@@ -453,6 +461,8 @@ int main(int argc, char** argv) {
     std::string link_account;
     if (auth_link->parsed())
       error = ta::add_link(dir, auth_name, auth_rotate, &written, &link_account);
+    if (auth_server->parsed())
+      error = ta::add_server(dir, auth_name, server_dns, server_ips, &written);
     if (!error.empty()) {
       std::cerr << "troupe auth: " << error << "\n";
       return 1;

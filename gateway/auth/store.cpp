@@ -1,11 +1,14 @@
 // The on-disk identity store <home>/auth/ and its idempotent updates (see store.hpp).
 #include "gateway/auth/store.hpp"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -234,6 +237,11 @@ const std::string kLinkPrefix = "link-";
 // link-<cluster><ext>: the files of a link account (add_link).
 std::string link_file(const std::string& cluster, const char* ext) {
   return kLinkPrefix + cluster + ext;
+}
+
+// server-<name>-cert.pem, server-<name>-key.pem (add_server).
+std::string server_file(const std::string& name, const char* ext) {
+  return "server-" + name + ext;
 }
 
 std::string link_account_name(const std::string& cluster) {
@@ -477,6 +485,56 @@ std::string add_gateway(const std::string& auth_dir, bool rotate, std::string* w
 std::string add_dispatch(const std::string& auth_dir, bool rotate, std::string* written) {
   return add_user(auth_dir, std::string(sj::kDispatchIdentity), dispatch_permissions(), rotate,
                   written);
+}
+
+std::string check_host_name(const std::string& name) {
+  if (name.empty() || name.size() > 253) return "a host name has 1 to 253 characters";
+  if (name.front() == '.' || name.front() == '-' || name.back() == '.')
+    return "host name '" + name + "' starts or ends with '.' or '-'";
+  for (size_t i = 0; i < name.size(); ++i) {
+    const char c = name[i];
+    const bool ok = std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '-' || c == '.' ||
+                    (c == '*' && i == 0 && name.size() > 2 && name[1] == '.');
+    if (!ok) return "host name '" + name + "' has a character other than a-z, 0-9, '-', '.'";
+  }
+  return {};
+}
+
+std::string check_ip(const std::string& ip) {
+  std::array<unsigned char, 16> buf{};
+  if (inet_pton(AF_INET, ip.c_str(), buf.data()) == 1 ||
+      inet_pton(AF_INET6, ip.c_str(), buf.data()) == 1)
+    return {};
+  return "'" + ip + "' is not an IPv4 or IPv6 address";
+}
+
+std::string add_server(const std::string& auth_dir, const std::string& name,
+                       const std::vector<std::string>& dns, const std::vector<std::string>& ips,
+                       std::string* written) {
+  if (auto why = check_node_name(name); !why.empty()) return "invalid server name: " + why;
+  for (const auto& d : dns)
+    if (auto why = check_host_name(d); !why.empty()) return why;
+  for (const auto& i : ips)
+    if (auto why = check_ip(i); !why.empty()) return why;
+  const std::string dir = absolute(auth_dir);
+  if (!fs::exists(path_in(dir, kCaKeyFile))) {
+    if (auto why = init(dir); !why.empty()) return why;
+  }
+  auto ca = read_file(path_in(dir, kCaCertFile)), ca_key = read_file(path_in(dir, kCaKeyFile));
+  if (!ca || !ca_key) return "cannot read the CA in " + dir;
+  std::string cert, key;
+  if (auto why =
+          make_server_cert(*ca, *ca_key, cert, key,
+                           dns.empty() && ips.empty() ? std::vector<std::string>{name} : dns, ips);
+      !why.empty())
+    return why;
+  const std::string cert_path = path_in(dir, server_file(name, "-cert.pem"));
+  if (auto why = write_file(path_in(dir, server_file(name, "-key.pem")), key, kSecretMode);
+      !why.empty())
+    return why;
+  if (auto why = write_file(cert_path, cert, kPublicMode); !why.empty()) return why;
+  if (written != nullptr) *written = cert_path;
+  return {};
 }
 
 std::string add_link(const std::string& auth_dir, const std::string& cluster, bool rotate,

@@ -19,10 +19,13 @@
 //   gateway.creds dispatch.creds   (add_gateway, add_dispatch)
 //   link-<c>.nk link-<c>.jwt link-<c>.creds   a front door's link account
 //                                  LINK_<c> and its user (add_link)
+//   server-<n>-cert.pem server-<n>-key.pem   one server's TLS, several machines
+//                                  (add_server)
 #pragma once
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 namespace troupe::auth {
 
@@ -110,6 +113,20 @@ std::string add_dispatch(const std::string& auth_dir, bool rotate = false,
 // `account:`.
 std::string add_link(const std::string& auth_dir, const std::string& cluster, bool rotate = false,
                      std::string* written = nullptr, std::string* account_public = nullptr);
+
+// A TLS certificate and key for one nats-server of several machines,
+// signed by the CA of `troupe auth init` (ca.pem): server-<name>-cert.pem
+// (0644) and server-<name>-key.pem (0600), for the host names `dns` and
+// addresses `ips` its clients and peers dial (none given: DNS `name`). The
+// server's tls block names them (docs/deploy.md). Runs init first where
+// there is no CA yet; a second call makes a new key and certificate.
+std::string add_server(const std::string& auth_dir, const std::string& name,
+                       const std::vector<std::string>& dns, const std::vector<std::string>& ips,
+                       std::string* written = nullptr);
+// "" or why `name` cannot be a certificate's host name (letters, digits,
+// '-', '.'; a leading "*." wildcard), or `ip` is not an address.
+std::string check_host_name(const std::string& name);
+std::string check_ip(const std::string& ip);
 
 // A client sends its user JWT in its CONNECT line, which nats-server bounds by
 // max_control_line (4 KiB by default: a fleet of ~30 members already needs

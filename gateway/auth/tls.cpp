@@ -1,6 +1,7 @@
 // CA and server certificate generation on OpenSSL 3 (see tls.hpp).
 #include "gateway/auth/tls.hpp"
 
+#include <arpa/inet.h>
 #include <openssl/bio.h>
 #include <openssl/bn.h>
 #include <openssl/err.h>
@@ -100,20 +101,26 @@ X509Ptr new_cert(EVP_PKEY* key, const char* cn, X509* issuer) {
 }  // namespace
 
 std::string make_server_cert(const std::string& ca_cert_pem, const std::string& ca_key_pem,
-                             std::string& cert_out, std::string& key_out) {
+                             std::string& cert_out, std::string& key_out,
+                             const std::vector<std::string>& dns,
+                             const std::vector<std::string>& ips) {
+  if (dns.empty() && ips.empty()) return "a server certificate needs a host name or an address";
+  std::string alt;
+  for (const auto& d : dns) alt += (alt.empty() ? "DNS:" : ",DNS:") + d;
+  for (const auto& i : ips) alt += (alt.empty() ? "IP:" : ",IP:") + i;
   X509Ptr ca = read_cert(ca_cert_pem);
   PkeyPtr ca_key = read_key(ca_key_pem);
   if (!ca || !ca_key) return openssl_error("cannot read the CA certificate or key");
   PkeyPtr key = new_p256_key();
   if (!key) return openssl_error("cannot generate a P-256 key");
-  X509Ptr cert = new_cert(key.get(), "localhost", ca.get());
+  X509Ptr cert = new_cert(key.get(), (dns.empty() ? ips : dns).front().c_str(), ca.get());
   if (!cert) return openssl_error("cannot build the server certificate");
   if (!add_ext(cert.get(), ca.get(), NID_basic_constraints, "critical,CA:FALSE") ||
       !add_ext(cert.get(), ca.get(), NID_key_usage, "critical,digitalSignature,keyEncipherment") ||
       !add_ext(cert.get(), ca.get(), NID_ext_key_usage, "serverAuth") ||
       !add_ext(cert.get(), ca.get(), NID_subject_key_identifier, "hash") ||
       !add_ext(cert.get(), ca.get(), NID_authority_key_identifier, "keyid:always") ||
-      !add_ext(cert.get(), ca.get(), NID_subject_alt_name, "DNS:localhost,IP:127.0.0.1"))
+      !add_ext(cert.get(), ca.get(), NID_subject_alt_name, alt.c_str()))
     return openssl_error("cannot add the server certificate's extensions");
   if (X509_sign(cert.get(), ca_key.get(), EVP_sha256()) == 0)
     return openssl_error("cannot sign the server certificate");
@@ -152,6 +159,32 @@ bool cert_signed_by(const std::string& cert_pem_text, const std::string& ca_pem)
   if (!cert || !ca) return false;
   EVP_PKEY* ca_pub = X509_get0_pubkey(ca.get());  // owned by ca
   return ca_pub != nullptr && X509_verify(cert.get(), ca_pub) == 1;
+}
+
+std::vector<std::string> cert_alt_names(const std::string& cert_pem_text) {
+  std::vector<std::string> out;
+  X509Ptr cert = read_cert(cert_pem_text);
+  if (!cert) return out;
+  using NamesPtr = std::unique_ptr<GENERAL_NAMES, Deleter<GENERAL_NAMES, GENERAL_NAMES_free>>;
+  NamesPtr names(static_cast<GENERAL_NAMES*>(
+      X509_get_ext_d2i(cert.get(), NID_subject_alt_name, nullptr, nullptr)));
+  if (!names) return out;
+  for (int i = 0; i < sk_GENERAL_NAME_num(names.get()); ++i) {
+    const GENERAL_NAME* n = sk_GENERAL_NAME_value(names.get(), i);
+    if (n->type == GEN_DNS) {
+      const auto* d = ASN1_STRING_get0_data(n->d.dNSName);
+      out.push_back("DNS:" + std::string(reinterpret_cast<const char*>(d),
+                                         static_cast<size_t>(ASN1_STRING_length(n->d.dNSName))));
+    } else if (n->type == GEN_IPADD) {
+      const int len = ASN1_STRING_length(n->d.iPAddress);
+      std::array<char, INET6_ADDRSTRLEN> text{};
+      if ((len == 4 || len == 16) &&
+          inet_ntop(len == 4 ? AF_INET : AF_INET6, ASN1_STRING_get0_data(n->d.iPAddress),
+                    text.data(), text.size()) != nullptr)
+        out.push_back("IP:" + std::string(text.data()));
+    }
+  }
+  return out;
 }
 
 }  // namespace troupe::auth

@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <sstream>
 #include <string>
@@ -331,6 +332,43 @@ TEST_CASE("auth: the TLS server certificate is signed by the CA", "[auth]") {
   TlsMaterial other;
   REQUIRE(make_tls_material(other).empty());
   CHECK_FALSE(cert_signed_by(m.server_cert_pem, other.ca_cert_pem));
+}
+
+TEST_CASE(
+    "auth: add_server writes a certificate from the same CA for a server's own names, its key "
+    "private; bad names are refused",
+    "[auth]") {
+  TempDir tmp;
+  const std::string dir = (tmp.path / "auth").string();
+  std::string path;
+  // On an empty directory it runs init first (the CA).
+  REQUIRE(add_server(dir, "nats-a", {"nats-a.example.org", "*.nats.example.org"},
+                     {"10.0.0.5", "fd00::5"}, &path) == "");
+  CHECK(path == dir + "/server-nats-a-cert.pem");
+  CHECK(mode_of(fs::path(dir) / "server-nats-a-key.pem") == 0600);
+  CHECK(mode_of(path) == 0644);
+  auto read = [](const std::string& p) {
+    std::ifstream f(p);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  };
+  const std::string cert = read(path), ca = read(dir + "/ca.pem");
+  CHECK(cert_signed_by(cert, ca));
+  CHECK(cert_alt_names(cert) == std::vector<std::string>{"DNS:nats-a.example.org",
+                                                         "DNS:*.nats.example.org", "IP:10.0.0.5",
+                                                         "IP:fd00::5"});
+  // The one init made still names this machine only.
+  CHECK(cert_alt_names(read(dir + "/server-cert.pem")) ==
+        std::vector<std::string>{"DNS:localhost", "IP:127.0.0.1"});
+  // No names given: its own name.
+  REQUIRE(add_server(dir, "nats-b", {}, {}, &path) == "");
+  CHECK(cert_alt_names(read(path)) == std::vector<std::string>{"DNS:nats-b"});
+  for (const auto& bad : {std::string("a,DNS:evil"), std::string("-a"), std::string("a b"),
+                          std::string("x.*.org"), std::string("")})
+    CHECK(add_server(dir, "nats-c", {bad}, {}) != "");
+  for (const auto& bad : {std::string("10.0.0"), std::string("10.0.0.1,IP:1.2.3.4")})
+    CHECK(add_server(dir, "nats-c", {}, {bad}) != "");
+  CHECK(add_server(dir, "../x", {"a"}, {}) != "");
+  CHECK_FALSE(fs::exists(fs::path(dir) / "server-nats-c-cert.pem"));
 }
 
 TEST_CASE("auth: init writes the store with private modes and is idempotent", "[auth]") {
