@@ -336,7 +336,7 @@ TEST_CASE("auth: the TLS server certificate is signed by the CA", "[auth]") {
 
 TEST_CASE(
     "auth: add_server writes a certificate from the same CA for a server's own names, its key "
-    "private; bad names are refused",
+    "private, bad names are refused",
     "[auth]") {
   TempDir tmp;
   const std::string dir = (tmp.path / "auth").string();
