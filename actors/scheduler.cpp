@@ -12,7 +12,8 @@ namespace troupe {
 
 void configure(caf::actor_system_config& cfg, int threads) {
   cfg.add_message_types<caf::id_block::troupe>();
-  cfg.set("scheduler.max-threads", static_cast<size_t>(std::max(threads, 1)));
+  // (1 to 64: TROUPE_THREADS is not checked by the command line parser)
+  cfg.set("scheduler.max-threads", static_cast<size_t>(std::clamp(threads, 1, 64)));
   // Work sharing wakes an idle worker at once (a condition variable); work
   // stealing lets idle workers sleep up to 10 ms between polls, which put a
   // wake-up latency on every hop of the placement negotiation.
