@@ -242,11 +242,15 @@ std::unique_ptr<Bus> Bus::open(const Options& o, std::string* err) {
   // metadata leader (seconds after they start together), and places a
   // replicated stream once enough of its servers have joined ("no suitable
   // peers for placement" until then; also what more replicas than servers
-  // get, after the wait): waited for, 30 s at most (3 s while nothing
-  // answers at all: a server without -js). Any other refusal is the answer
-  // at once.
+  // get, after the wait); a server busy electing a stream's leader may time
+  // out or say it is "temporarily unavailable". Each step below (streams,
+  // buckets) is retried while its refusal says so: 30 s at most in all, 3 s
+  // while nothing answers at all (a server without -js). Any other refusal is
+  // the answer at once.
   const auto js_since = std::chrono::steady_clock::now();
-  for (bool told = false; !b->js->ensure_stream(intake, err);) {
+  bool told = false;
+  auto settled = [&](bool ok) {
+    if (ok) return true;
     const bool silent = err->find("No responders") != std::string::npos;
     const bool forming = silent || err->find("unavailable") != std::string::npos ||
                          err->find("imeout") != std::string::npos ||
@@ -254,19 +258,28 @@ std::unique_ptr<Bus> Bus::open(const Options& o, std::string* err) {
     if (!forming ||
         std::chrono::steady_clock::now() - js_since >= std::chrono::seconds(silent ? 3 : 30)) {
       if (silent) *err = "JetStream is required (nats-server -js): " + *err;
-      return nullptr;
+      return true;
     }
     if (!told) spdlog::info("waiting for JetStream ({})", *err);
     told = true;
     std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    return false;
+  };
+  bool ok = false;
+  while (!settled(ok = b->js->ensure_stream(intake, err))) {
   }
-  // The buckets first: the events stream reserves storage.
-  b->state_kv = bus::KeyValue::open(*b->js, subjects::kStateBucket, err, o.replicas);
-  if (!b->state_kv) return nullptr;
-  b->leader_kv = bus::KeyValue::open(*b->js, subjects::kLeaderBucket, err, o.replicas);
-  if (!b->leader_kv) return nullptr;
-  // The HTTP API's tokens (troupe auth add-token) live beside them, as safe.
-  if (!bus::KeyValue::open(*b->js, subjects::kTokenBucket, err, o.replicas)) return nullptr;
+  if (!ok) return nullptr;
+  // The buckets first: the events stream reserves storage. (The HTTP API's
+  // tokens, troupe auth add-token, live beside them, as safe.)
+  std::unique_ptr<bus::KeyValue> tokens;
+  for (auto [bucket, kv] : {std::pair{subjects::kStateBucket, &b->state_kv},
+                            std::pair{subjects::kLeaderBucket, &b->leader_kv},
+                            std::pair{subjects::kTokenBucket, &tokens}}) {
+    while (
+        !settled(static_cast<bool>(*kv = bus::KeyValue::open(*b->js, bucket, err, o.replicas)))) {
+    }
+    if (!*kv) return nullptr;
+  }
   // nats-server reserves a stream's max_bytes from its own storage and refuses
   // one it cannot reserve: a default bound is halved until it can be (64 MiB at
   // least, else none); a bound given with --events-max-bytes is not changed.
@@ -276,8 +289,10 @@ std::unique_ptr<Bus> Bus::open(const Options& o, std::string* err) {
     events.replicas = o.replicas;
     if (b->js->ensure_stream(events, err)) break;
     bool no_room = err->find("insufficient storage") != std::string::npos;
+    if (!no_room && !settled(false)) continue;  // forming: again
     if (o.events_max_bytes != 0 || !no_room || max_bytes == 0) {
-      *err = "JetStream is required (nats-server -js): " + *err;
+      if (err->rfind("JetStream is required", 0) != 0)
+        *err = "JetStream is required (nats-server -js): " + *err;
       return nullptr;
     }
     max_bytes = max_bytes / 2 >= kMinAutoBytes ? max_bytes / 2 : 0;

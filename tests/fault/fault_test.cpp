@@ -377,7 +377,9 @@ TEST_CASE("fault injection: mixed jobs and gangs survive scheduler, agent, nats 
     opts.nodes.push_back(agents.back());
   }
   Cluster c(opts);
-  REQUIRE(c.wait_nodes_alive(static_cast<size_t>(n_agents), 30s));
+  // Longer than the scheduler waits for a forming NATS cluster's JetStream
+  // (30 s, shell/bootstrap.cpp): should it give up, its reason is shown.
+  REQUIRE(c.wait_nodes_alive(static_cast<size_t>(n_agents), 45s));
   LiveView live(c.conn());
 
   auto plan = plan_jobs(n_jobs, seed, teams);

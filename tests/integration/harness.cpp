@@ -152,7 +152,11 @@ void FailureDump::add(const std::string& label, const std::string& path) {
 }
 
 void FailureDump::print() const {
-  for (const auto& [label, path] : files_) {
+  // Our processes first, the nats-servers' long logs last.
+  auto ordered = files_;
+  std::stable_partition(ordered.begin(), ordered.end(),
+                        [](const auto& f) { return f.first.rfind("nats-server", 0) != 0; });
+  for (const auto& [label, path] : ordered) {
     std::string t = tail_file(path, 60);
     std::cerr << "----- " << label << " (" << path << ")" << (t.empty() ? " [empty]" : "")
               << " -----\n"
@@ -994,6 +998,15 @@ bool Cluster::wait_nodes_alive(size_t n, Clock::duration timeout) {
   }
   std::cerr << "[harness] wait_nodes_alive(" << n << "): last troupe.sys.nodes reply "
             << last.dump() << "\n";
+  // Said here, at the head of the output, as well as in the dump at its end
+  // (CI shows a long output's head and tail only).
+  if (scheduler_) {
+    auto status = scheduler_->exit_status();
+    std::cerr << "[harness] troupe-scheduler "
+              << (status ? "exited with status " + std::to_string(*status) : "running")
+              << "; the end of its stderr:\n"
+              << tail_file(scheduler_->err_path(), 15) << "\n";
+  }
   return false;
 }
 
