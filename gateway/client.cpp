@@ -91,6 +91,13 @@ std::string Client::call(const std::string& subject, const std::string& body, st
   return {};
 }
 
+std::string Client::forward_or(const std::string& subject, const std::string& fallback,
+                               const std::string& body, std::string* reply) {
+  std::string err = call(subject, body, reply);
+  if (!fallback.empty() && err.rfind("no responders", 0) == 0) err = call(fallback, body, reply);
+  return err;
+}
+
 namespace {
 
 std::string check_team(const std::string& team) {
@@ -140,10 +147,9 @@ std::string Client::submit(const pb::JobSpec& spec, std::string* job_id) {
   const bool to_pool = !spec.pool().empty() && subjects::check_token(spec.pool()).empty();
   for (;;) {
     std::string reply;
-    std::string err =
-        to_pool ? call(subjects::team_submit_to(spec.team(), spec.pool()), body, &reply) : "";
-    if (!to_pool || err.rfind("no responders", 0) == 0)
-      err = call(subjects::team_submit(spec.team()), body, &reply);
+    std::string err = to_pool ? forward_or(subjects::team_submit_to(spec.team(), spec.pool()),
+                                           subjects::team_submit(spec.team()), body, &reply)
+                              : call(subjects::team_submit(spec.team()), body, &reply);
     if (err.empty()) {
       auto r = parse_submit_reply(reply);
       err = r.error;

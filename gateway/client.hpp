@@ -113,6 +113,11 @@ class Client {
   std::string forward(const std::string& subject, const std::string& body, std::string* reply) {
     return call(subject, body, reply);
   }
+  // forward, asking `fallback` instead when nobody answers on `subject` (a
+  // submission addressed to a pool that no scheduler shard holds); no
+  // fallback when it is "".
+  std::string forward_or(const std::string& subject, const std::string& fallback,
+                         const std::string& body, std::string* reply);
 
   bus::Connection& connection() { return *conn_; }
   void set_timeout_ms(int ms) { timeout_ms_ = ms; }

@@ -118,8 +118,9 @@ struct Server::Impl {
   bool authenticate(const httplib::Request& req, httplib::Response& res, Caller* out);
   // Sends `body` to `subject` and answers with its reply: the reply as it is,
   // or its {"error","code"} as a problem. `ok_status` for a success.
+  // `fallback`: the subject asked instead when nobody answers on `subject`.
   bool forward(const std::string& subject, const std::string& body, httplib::Response& res,
-               std::string* reply = nullptr, int ok_status = 200);
+               std::string* reply = nullptr, int ok_status = 200, const std::string& fallback = {});
   // The team a job-scoped request acts for: the token's team, or for an admin
   // ?team= or the job's team (troupe.sys.find). False: the problem is sent.
   bool job_team(const Caller& c, const httplib::Request& req, const std::string& id,
@@ -206,9 +207,10 @@ bool Server::Impl::authenticate(const httplib::Request& req, httplib::Response& 
 }
 
 bool Server::Impl::forward(const std::string& subject, const std::string& body,
-                           httplib::Response& res, std::string* reply_out, int ok_status) {
+                           httplib::Response& res, std::string* reply_out, int ok_status,
+                           const std::string& fallback) {
   std::string reply;
-  if (auto err = client->forward(subject, body, &reply); !err.empty()) {
+  if (auto err = client->forward_or(subject, fallback, body, &reply); !err.empty()) {
     nats_errors->Increment();
     send_problem(res, 503, "unavailable", err);
     return false;
@@ -580,8 +582,17 @@ void Server::Impl::install() {
           return;
         }
         spec["team"] = *team;
+        // As troupe submit does: a spec that names its pool goes to that
+        // pool's owner (no hand-over between shards); where nobody listens
+        // for it, to any scheduler, which says what is wrong with it.
+        std::string subject = subjects::team_submit(*team), fallback;
+        if (auto it = spec.find("pool"); it != spec.end() && it->is_string() &&
+                                         names::check_token(it->get<std::string>()).empty()) {
+          fallback = subject;
+          subject = subjects::team_submit_to(*team, it->get<std::string>());
+        }
         std::string reply;
-        if (!forward(subjects::team_submit(*team), spec.dump(), res, &reply, 201)) return;
+        if (!forward(subject, spec.dump(), res, &reply, 201, fallback)) return;
         auto r = Json::parse(reply, nullptr, false);
         if (r.is_object() && r.contains("job_id") && r["job_id"].is_string())
           res.set_header("Location", "/v1/jobs/" + r["job_id"].get<std::string>());

@@ -6,6 +6,8 @@
 // hears its own nodes' agents only. A shard killed with SIGKILL: another
 // takes its pools within the lease's ttl, restores their jobs and nodes, and
 // its running jobs run on.
+#include <httplib.h>
+
 #include <catch2/catch.hpp>
 #include <condition_variable>
 #include <fstream>
@@ -413,7 +415,7 @@ TEST_CASE(
 TEST_CASE(
     "two shards: a submission addressed to its pool (troupe.<team>.submit.<pool>) is read by that "
     "pool's shard and never handed over, one addressed astray is handed to its owner, and troupe "
-    "submit of a spec naming its pool addresses it",
+    "submit and POST /v1/jobs of a spec naming its pool address it",
     "[integration][shards]") {
   Cluster c(two_shard_pools("{}", 8));
   c.add_scheduler({{"--pools", "h100"}});
@@ -476,6 +478,28 @@ TEST_CASE(
   CHECK(bad.exit_code != 0);
   CHECK((bad.out + bad.err).find("b200") != std::string::npos);
   CHECK((bad.out + bad.err).find("no responders") == std::string::npos);
+
+  // The HTTP API does the same: eight pooled specs, none handed over (each
+  // sent to any shard would be handed over with even odds).
+  httplib::Client http(c.start_gateway({"--token-cache-ms", "0"}));
+  const httplib::Headers bearer{{"Authorization", "Bearer " + c.add_token("ml")}};
+  for (int i = 0; i < 8; ++i) {
+    const std::string pool = i % 2 ? "h100" : "a100";
+    auto res = http.Post("/v1/jobs", bearer, pooled(pool).dump(), "application/json");
+    REQUIRE(res);
+    INFO("POST /v1/jobs of a spec for " << pool << ": " << res->status << " " << res->body);
+    REQUIRE(res->status == 201);
+    Json r = Json::parse(res->body, nullptr, false);
+    REQUIRE(r.contains("job_id"));
+    CHECK(r["job_id"].get<std::string>().rfind("j-" + pool + "-", 0) == 0);
+    ids.push_back(r["job_id"]);
+  }
+  auto res = http.Post("/v1/jobs", bearer, nowhere.dump(), "application/json");
+  REQUIRE(res);
+  INFO("POST /v1/jobs of a spec for b200: " << res->status << " " << res->body);
+  CHECK(res->status >= 400);
+  CHECK(res->status < 500);
+  CHECK(res->body.find("b200") != std::string::npos);
   {
     std::lock_guard<std::mutex> g(mu);
     CHECK(handed.size() == 1);
