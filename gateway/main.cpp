@@ -275,7 +275,8 @@ int main(int argc, char** argv) {
   auto* auth_server = auth->add_subcommand(
       "add-server",
       "Write server-NAME-cert.pem and -key.pem: a TLS certificate from ca.pem for one nats-server "
-      "of several machines (--dns/--ip: the names its clients and peers dial; default DNS NAME)");
+      "of several machines (--dns/--ip: the names its clients and peers dial; default DNS NAME, "
+      "when NAME is a host name)");
   std::vector<std::string> server_dns, server_ips;
   auth_server->add_option("--dns", server_dns, "host names, comma-separated")->delimiter(',');
   auth_server->add_option("--ip", server_ips, "IP addresses, comma-separated")->delimiter(',');

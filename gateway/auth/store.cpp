@@ -516,6 +516,11 @@ std::string add_server(const std::string& auth_dir, const std::string& name,
     if (auto why = check_host_name(d); !why.empty()) return why;
   for (const auto& i : ips)
     if (auto why = check_ip(i); !why.empty()) return why;
+  // Without --dns or --ip the certificate names the server by NAME, which
+  // must then be a host name too (a node name may hold '_').
+  if (dns.empty() && ips.empty())
+    if (auto why = check_host_name(name); !why.empty())
+      return why + ": name the server's host with --dns (or its address with --ip)";
   const std::string dir = absolute(auth_dir);
   if (!fs::exists(path_in(dir, kCaKeyFile))) {
     if (auto why = init(dir); !why.empty()) return why;

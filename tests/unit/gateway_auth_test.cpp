@@ -362,6 +362,11 @@ TEST_CASE(
   // No names given: its own name.
   REQUIRE(add_server(dir, "nats-b", {}, {}, &path) == "");
   CHECK(cert_alt_names(read(path)) == std::vector<std::string>{"DNS:nats-b"});
+  // ... which must then be a host name: "nats_c" is a server name but not one.
+  CHECK(add_server(dir, "nats_c", {}, {}).find("--dns") != std::string::npos);
+  CHECK_FALSE(fs::exists(fs::path(dir) / "server-nats_c-cert.pem"));
+  REQUIRE(add_server(dir, "nats_c", {"nats-c.example.org"}, {}, &path) == "");
+  CHECK(cert_alt_names(read(path)) == std::vector<std::string>{"DNS:nats-c.example.org"});
   for (const auto& bad : {std::string("a,DNS:evil"), std::string("-a"), std::string("a b"),
                           std::string("x.*.org"), std::string("")})
     CHECK(add_server(dir, "nats-c", {bad}, {}) != "");
