@@ -500,6 +500,18 @@ TEST_CASE(
   CHECK(res->status >= 400);
   CHECK(res->status < 500);
   CHECK(res->body.find("b200") != std::string::npos);
+  // A pool that is no subject token (a wildcard) is not made into a subject:
+  // the spec goes to any shard, which refuses it.
+  for (const char* hostile : {"*", ">", "a100.x"}) {
+    Json spec = pooled("a100");
+    spec["pool"] = hostile;
+    auto bad_pool = http.Post("/v1/jobs", bearer, spec.dump(), "application/json");
+    REQUIRE(bad_pool);
+    INFO("POST /v1/jobs of a spec for pool " << hostile << ": " << bad_pool->status << " "
+                                             << bad_pool->body);
+    CHECK(bad_pool->status >= 400);
+    CHECK(bad_pool->status < 500);
+  }
   {
     std::lock_guard<std::mutex> g(mu);
     CHECK(handed.size() == 1);
