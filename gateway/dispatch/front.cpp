@@ -447,9 +447,18 @@ struct Front::Impl {
     }
     spec["dispatch"] = opts.config.name;
     const std::string body = spec.dump();
+    // A spec naming its pool goes to the pool's subject (read by the shard
+    // that owns the pool, nothing handed over), or to the team's where no
+    // scheduler listens there; as `troupe submit` sends it (Client::submit).
+    // A pool that is no subject token is the cluster's to refuse.
+    const std::string pool = string_of(spec, "pool");
+    const bool to_pool = !pool.empty() && sj::check_token(pool).empty();
     for (const auto& cluster : order) {
       std::string err;
-      auto r = ask(cluster, sj::team_submit(team), body, &err);
+      std::optional<Json> r;
+      if (to_pool) r = ask(cluster, sj::team_submit_to(team, pool), body, &err);
+      if (!to_pool || (!r && err.find("no responders") != std::string::npos))
+        r = ask(cluster, sj::team_submit(team), body, &err);
       if (!r) {
         *refusal = error_json(err, "unavailable");
         continue;

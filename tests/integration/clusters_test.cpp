@@ -8,12 +8,16 @@
 // status, cancel, logs and history work through the front door, and the
 // front door publishes each job's events under its own id.
 #include <catch2/catch.hpp>
+#include <condition_variable>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <mutex>
 #include <set>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "bus/nats.hpp"
 #include "bus/subjects.hpp"
@@ -305,6 +309,51 @@ TEST_CASE(
     auto bad = front.request_raw(subjects::team_submit("t1"), cut, 10s, &err);
     REQUIRE(bad);
     CHECK(std::string(bad->begin(), bad->end()).find("error") != std::string::npos);
+  }
+
+  // A spec naming its pool: the front door sends it on the pool's subject
+  // (troupe.<team>.submit.<pool>, where a sharded cluster's owner reads it),
+  // seen by a listener of our own on the cluster's NATS; it runs there. A
+  // pool that is no subject token never becomes part of a subject: the
+  // cluster refuses the spec.
+  {
+    const std::string other = first == "c1" ? "c2" : "c1";
+    Cluster& there = first == "c1" ? c2 : c1;
+    std::mutex mu;
+    std::condition_variable cv;
+    std::vector<std::string> seen;  // subjects of the submissions heard
+    auto listen = [&](Inbound&& in) {
+      std::lock_guard<std::mutex> g(mu);
+      seen.push_back(in.subject);
+      cv.notify_all();
+    };
+    auto on_pool = there.conn().subscribe(subjects::team_submit_to("t1", "*"), listen);
+    REQUIRE(on_pool);
+    REQUIRE(there.conn().flush());
+    Json pooled = typed({"true"}, 1, {{"gpu_type", other == "c1" ? "a100" : "h100"}});
+    pooled["pool"] = "default";
+    Json p_reply = front.submit_json("t1", pooled);
+    INFO("pooled submission: " << p_reply.dump());
+    REQUIRE(p_reply.contains("job_id"));
+    CHECK(p_reply.value("cluster", "") == other);
+    auto p_end = front.events().wait_state(p_reply["job_id"], names::is_terminal, 60s);
+    REQUIRE(p_end);
+    CHECK(p_end->state == names::kSucceeded);
+    {
+      std::unique_lock<std::mutex> g(mu);
+      REQUIRE(cv.wait_for(g, 10s, [&] { return !seen.empty(); }));
+      CHECK(seen == std::vector<std::string>{subjects::team_submit_to("t1", "default")});
+    }
+    for (const char* pool : {"*", ">", "a.b"}) {
+      Json hostile = pooled;
+      hostile["pool"] = pool;
+      Json h_reply = front.submit_json("t1", hostile);
+      INFO("pool '" << pool << "': " << h_reply.dump());
+      CHECK(h_reply.contains("error"));
+      CHECK_FALSE(h_reply.contains("job_id"));
+    }
+    std::lock_guard<std::mutex> g(mu);
+    CHECK(seen.size() == 1);
   }
 
   // Hostile bodies on every verb the front door serves: an error reply each
