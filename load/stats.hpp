@@ -5,14 +5,13 @@
 #include <cstddef>
 #include <vector>
 
+#include "actors/policy/stats.hpp"
+
 namespace troupe::load {
 
-// The p-th percentile (0 <= p <= 100) of `samples` with linear interpolation
-// between the two closest ranks (rank = p/100 * (n-1), as numpy's default).
-// 0 when there are no samples. `samples` need not be sorted.
-double percentile(std::vector<double> samples, double p);
-// The same on samples already sorted ascending (no copy).
-double percentile_sorted(const std::vector<double>& sorted, double p);
+// Percentiles: the one definition (linear interpolation between ranks).
+using policy::percentile;
+using policy::percentile_sorted;
 
 struct Summary {
   size_t count = 0;

@@ -5,6 +5,7 @@
 #include <ctime>
 #include <nlohmann/json.hpp>
 
+#include "actors/policy/stats.hpp"
 #include "messages/names.hpp"
 
 namespace troupe::policy::usage {
@@ -61,13 +62,6 @@ std::string utc_day(int64_t ms) {
   char buf[16];
   std::strftime(buf, sizeof buf, "%Y-%m-%d", &tm);
   return buf;
-}
-
-double percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  auto rank = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(v.size())));
-  return v[std::min(v.size() - 1, rank == 0 ? 0 : rank - 1)];
 }
 
 std::string Counter::key_of(const Job& j, int64_t ts_ms) const {

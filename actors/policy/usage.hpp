@@ -67,7 +67,5 @@ class Counter {
 
 // "2026-12-03" (UTC) of a time in ms.
 std::string utc_day(int64_t ms);
-// The p-th percentile (0..100) of `v`, nearest rank; 0 for none.
-double percentile(std::vector<double> v, double p);
 
 }  // namespace troupe::policy::usage
