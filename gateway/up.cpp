@@ -19,6 +19,7 @@
 #include <sstream>
 
 #include "bus/nats.hpp"
+#include "bus/server_config.hpp"
 #include "bus/subjects.hpp"
 #include "gateway/auth/store.hpp"
 #include "gateway/client.hpp"
@@ -577,32 +578,30 @@ int run_up(const UpOptions& o) {
   };
 
   // One server, or a cluster: each with its config, store and log.
-  std::string routes;
-  for (int i = 0; servers > 1 && i < servers; ++i)
-    routes += std::string(i == 0 ? "" : ", ") +
-              "\"nats://127.0.0.1:" + std::to_string(o.port + 2000 + i) + "\"";
+  std::vector<int> route_ports;
+  for (int i = 0; servers > 1 && i < servers; ++i) route_ports.push_back(o.port + 2000 + i);
   for (int i = 0; i < servers; ++i) {
     const std::string name = servers == 1 ? "nats-server" : "nats-s" + std::to_string(i);
     const std::string store = servers == 1 ? home + "/nats" : home + "/nats/s" + std::to_string(i);
     fs::create_directories(store, ec);
     const std::string conf = home + "/" + name + ".conf";
-    std::ofstream f(conf);
-    f << "# written by troupe up\nlisten: 127.0.0.1:" << o.port + i << "\njetstream { store_dir: \""
-      << store << "\" }\n";
-    if (servers > 1)
-      f << "server_name: s" << i
-        << "\ncluster { name: troupe, listen: \"127.0.0.1:" << o.port + 2000 + i << "\", routes: ["
-        << routes << "] }\n";
+    bus::ServerConfig c;
+    c.comment = "written by troupe up";
+    c.port = o.port + i;
+    c.store_dir = store;
+    c.cluster_name = "troupe";
+    c.route_ports = route_ports;
+    c.index = static_cast<size_t>(i);
     if (o.leaf_port > 0) {  // a front door's links (docs/clusters.md)
-      f << "leafnodes { listen: \"127.0.0.1:" << o.leaf_port + i << "\"";
-      if (!o.insecure)
-        f << ", tls { cert_file: \"" << auth_dir << "/" << auth::kServerCertFile
-          << "\", key_file: \"" << auth_dir << "/" << auth::kServerKeyFile << "\" }";
-      f << " }\n";
+      c.leaf_port = o.leaf_port + i;
+      if (!o.insecure) {
+        c.tls_cert = auth_dir + "/" + auth::kServerCertFile;
+        c.tls_key = auth_dir + "/" + auth::kServerKeyFile;
+      }
     }
     // (relative to this file's folder, as nats-server reads an include)
-    if (!o.insecure) f << "include \"auth/" << auth::kServerConfigFile << "\"\n";
-    f.close();
+    if (!o.insecure) c.include = std::string("auth/") + auth::kServerConfigFile;
+    std::ofstream(conf) << bus::server_config(c);
     if (!cluster.start(name, {nats, "-c", conf}, logs)) return failed("cannot start " + name);
   }
   ClientPtr client;
@@ -891,7 +890,7 @@ int run_up_clusters(const UpOptions& o) {
   // (docs/clusters.md). --insecure: no accounts to keep the clusters'
   // subjects apart, so troupe-dispatch connects to each cluster's NATS.
   std::string config = "name: front\nspill_after_s: 60\nclusters:\n";
-  std::string remotes;
+  std::vector<bus::LeafRemote> remotes;
   std::vector<std::pair<std::string, std::string>> members;  // name, NATS URL
   for (size_t i = 1; i <= n; ++i) {
     const std::string name = "c" + std::to_string(i);
@@ -912,10 +911,9 @@ int run_up_clusters(const UpOptions& o) {
       config += "  - {name: " + name + ", nats: \"" + admin.url + "\", creds: \"" +
                 auth::creds_path(auth_dir, "link-" + name) + "\", tls_ca: \"" + admin.tls_ca +
                 "\"}\n";
-      remotes += "  { urls: [\"tls://127.0.0.1:" + std::to_string(cport + 5) + "\"], account: \"" +
-                 link_accounts[i - 1] + "\", credentials: \"" +
-                 auth::creds_path(cauth, std::string(subjects::kDispatchIdentity)) +
-                 "\", tls { ca_file: \"" + cauth + "/" + auth::kCaCertFile + "\" } }\n";
+      remotes.push_back({"tls://127.0.0.1:" + std::to_string(cport + 5), link_accounts[i - 1],
+                         auth::creds_path(cauth, std::string(subjects::kDispatchIdentity)),
+                         cauth + "/" + auth::kCaCertFile});
     }
     if (!procs.start(name, argv, logs)) return failed("cannot start cluster " + name);
     members.emplace_back(name, url);
@@ -942,14 +940,15 @@ int run_up_clusters(const UpOptions& o) {
                           "); see " + logs + "/" + members[i].first + ".log");
   }
   {
-    std::ofstream f(home + "/front-nats.conf");
-    f << "# written by troupe up --clusters\nlisten: 127.0.0.1:" << o.port
-      << "\njetstream { store_dir: \"" << home << "/nats\" }\n";
-    if (!o.insecure)
-      f << "include \"auth/" << auth::kServerConfigFile << "\"\n"
-        << "# A leaf node link to each cluster, bound to its link account\n"
-        << "leafnodes { remotes: [\n"
-        << remotes << "] }\n";
+    bus::ServerConfig c;
+    c.comment = "written by troupe up --clusters";
+    c.port = o.port;
+    c.store_dir = home + "/nats";
+    if (!o.insecure) {
+      c.include = std::string("auth/") + auth::kServerConfigFile;
+      c.leaf_remotes = remotes;  // a leaf node link to each cluster, bound to its link account
+    }
+    std::ofstream(home + "/front-nats.conf") << bus::server_config(c);
   }
   if (!procs.start("front-nats", {nats, "-c", home + "/front-nats.conf"}, logs))
     return failed("cannot start the front door's nats-server");

@@ -25,6 +25,7 @@
 #define CATCH_CONFIG_EXTERNAL_INTERFACES
 #include <catch2/catch.hpp>
 
+#include "bus/server_config.hpp"
 #include "bus/subjects.hpp"
 #include "messages/names.hpp"
 
@@ -475,13 +476,11 @@ void Cluster::start_nats(const ClusterOptions& opts) {
   std::string last_error;
   const size_t n = static_cast<size_t>(std::max(1, opts.nats_servers));
   // A front door's leaf node links, each bound to its cluster's link account.
-  std::string remotes;
+  std::vector<bus::LeafRemote> remotes;
   for (const auto& r : opts.leaf_remotes) {
     INFO("leaf node remotes need a secure cluster (link accounts)");
     REQUIRE(secure_);
-    remotes += "  { urls: [\"" + r.url + "\"], account: \"" + add_link(r.name) + "\"" +
-               (r.creds.empty() ? "" : ", credentials: \"" + r.creds + "\"") +
-               (r.ca.empty() ? "" : ", tls { ca_file: \"" + r.ca + "\" }") + " }\n";
+    remotes.push_back({r.url, add_link(r.name), r.creds, r.ca});
   }
   for (int attempt = 1; attempt <= 5; ++attempt) {
     nats_.clear();
@@ -497,10 +496,6 @@ void Cluster::start_nats(const ClusterOptions& opts) {
         ports = false;
     }
     if (!ports) continue;
-    std::string routes;
-    for (size_t i = 0; i < n; ++i)
-      routes += std::string(i == 0 ? "" : ", ") +
-                "\"nats://127.0.0.1:" + std::to_string(route_ports[i]) + "\"";
     url_.clear();
     for (size_t i = 0; i < n; ++i) {
       auto& sv = nats_[i];
@@ -511,28 +506,26 @@ void Cluster::start_nats(const ClusterOptions& opts) {
                  std::to_string(sv.port), "-sd", store};
       if (secure_ || n > 1 || opts.leaf_listen) {
         std::string conf = sv.base + ".conf";
-        std::ofstream f(conf);
-        f << "listen: 127.0.0.1:" << sv.port << "\n"
-          << "jetstream { store_dir: \"" << store << "\" }\n";
-        if (sv.leaf_port != 0) {
-          f << "leafnodes { listen: \"127.0.0.1:" << sv.leaf_port << "\"";
-          // A link that comes through a proxy must learn the proxy's address,
-          // not this server's: it would reconnect past a cut proxy.
-          if (!opts.leaf_advertise.empty()) f << ", advertise: \"" << opts.leaf_advertise << "\"";
-          if (tls_)
-            f << ", tls { cert_file: \"" << file("auth/server-cert.pem") << "\", key_file: \""
-              << file("auth/server-key.pem") << "\" }";
-          f << " }\n";
+        bus::ServerConfig c;
+        c.port = sv.port;
+        c.store_dir = store;
+        c.leaf_port = sv.leaf_port;
+        // A link that comes through a proxy must learn the proxy's address,
+        // not this server's: it would reconnect past a cut proxy.
+        c.leaf_advertise = opts.leaf_advertise;
+        if (tls_ && sv.leaf_port != 0) {
+          c.tls_cert = file("auth/server-cert.pem");
+          c.tls_key = file("auth/server-key.pem");
         }
-        if (!remotes.empty()) f << "leafnodes { remotes: [\n" << remotes << "] }\n";
-        if (n > 1)  // one cluster: routes between the servers, on loopback
-          f << "server_name: s" << i << "\n"
-            << "cluster { name: troupe-it, listen: \"127.0.0.1:" << route_ports[i]
-            << "\", routes: [" << routes << "] }\n";
+        c.leaf_remotes = remotes;
+        // One cluster: routes between the servers, on loopback.
+        c.cluster_name = "troupe-it";
+        if (n > 1) c.route_ports = route_ports;
+        c.index = i;
         // Operator mode (and TLS) from what `troupe auth init` wrote
         // (nats-server reads an include relative to the config's folder).
-        if (secure_)
-          f << "include \"auth/" << (tls_ ? "nats-auth.conf" : "nats-auth-notls.conf") << "\"\n";
+        if (secure_) c.include = tls_ ? "auth/nats-auth.conf" : "auth/nats-auth-notls.conf";
+        std::ofstream(conf) << bus::server_config(c);
         dump_.add("nats-server config" + (n > 1 ? " s" + std::to_string(i) : std::string()), conf);
         sv.argv = {nats_server_path(), "-c", conf};
       }
