@@ -96,7 +96,11 @@ struct Front::Impl {
     JobPlace place;
     uint64_t revision = 0;
   };
-  std::map<std::string, Held> places;               // front id -> where it is
+  std::map<std::string, Held> places;  // front id -> where it is
+  // Jobs being spilled over or re-dispatched now: a submission that waits
+  // for one of them is answered unavailable (sent again, it finds the copy
+  // that stays).
+  std::set<std::string> moving;
   std::map<std::string, std::string> by_remote_id;  // cluster/id -> front id
   std::map<std::string, Json> last_events;          // front id -> its last event mirrored
   // The ids of the jobs not known ended (sent or started), by team: what
@@ -577,10 +581,44 @@ struct Front::Impl {
       }
     } key_done{this, key};
     auto needs = needs_of(team, parsed.spec);
-    auto choice = choose_for(needs, {}, true);
+    // depends_on: the job goes to the cluster of its upstream jobs, with
+    // their ids there; they and it stay there (pinned: never moved, so it
+    // waits for the copy that runs).
+    Upstreams ups;
+    std::set<std::string> elsewhere;  // the clusters it may not go to
+    if (parsed.spec.depends_on_size() > 0) {
+      std::lock_guard<std::mutex> lock(mu);
+      ups = resolve_upstreams(team, parsed.spec, [&](const std::string& id) -> const JobPlace* {
+        auto it = places.find(id);
+        return it == places.end() ? nullptr : &it->second.place;
+      });
+      for (const auto& id : ups.upstreams)
+        if (moving.count(id)) {
+          ups.code = "unavailable";
+          ups.error = "depends_on: job " + id + " is being moved to another cluster: submit again";
+        }
+      if (ups.error.empty())
+        for (const auto& id : ups.upstreams)
+          if (auto& h = places[id]; !h.place.pinned) {
+            h.place.pinned = true;
+            store(h);
+          }
+      for (const auto& r : remotes)
+        if (!ups.cluster.empty() && r->state.name != ups.cluster) elsewhere.insert(r->state.name);
+    }
+    if (!ups.error.empty()) {
+      count("refused");
+      return answer(error_json(ups.error, ups.code));
+    }
+    if (!ups.cluster.empty()) text = spec::to_json(parsed.spec);  // (their ids there)
+    auto choice = choose_for(needs, elsewhere, true);
     if (choice.order.empty()) {
       count("refused");
-      return answer(error_json(choice.error, choice.code));
+      if (!ups.cluster.empty())
+        choice.error = "depends_on: its upstream jobs are in cluster " + ups.cluster +
+                       (choice.error.empty() ? std::string(", which is not in the config")
+                                             : ": " + choice.error);
+      return answer(error_json(choice.error, choice.code.empty() ? "invalid_spec" : choice.code));
     }
     Json refusal;
     auto place = send(team, text, choice.order, &refusal);
@@ -591,6 +629,7 @@ struct Front::Impl {
     }
     place->job_id = front_job_id(started_ms, ++next);
     place->gpus = needs.gpus;
+    place->pinned = !ups.cluster.empty();
     // Stored before anyone may know the job (its events wait as early ones,
     // a claim of it waits for learn()): the write needs no lock, so the
     // lanes' writes overlap.
@@ -675,6 +714,22 @@ struct Front::Impl {
         if (string_of(e, "job_id") == p.cluster_job_id) e["job_id"] = p.job_id;
   }
 
+  // A job sent with depends_on names its upstream jobs by their ids in its
+  // cluster (`depends_on`, why's text): those ids put back to the front
+  // door's everywhere in a reply (policy::put_back_ids).
+  void upstream_ids(Json& j, const JobPlace& p) {
+    auto parsed = spec::from_text(p.spec_json);
+    if (!parsed.ok || parsed.spec.depends_on_size() == 0) return;
+    std::map<std::string, std::string> ids;  // cluster id -> front id
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      for (const auto& d : parsed.spec.depends_on())
+        if (auto it = by_remote_id.find(remote_key(p.cluster, d.job())); it != by_remote_id.end())
+          ids[d.job()] = it->second;
+    }
+    put_back_ids(j, ids);
+  }
+
   void on_job_request(std::string_view verb, troupe::Inbound&& in) {
     std::string team(sj::token(in.subject, sj::kTeamToken));
     Json body = Json::parse(in.data.begin(), in.data.end(), nullptr, false);
@@ -713,6 +768,7 @@ struct Front::Impl {
       return reply(in, error_json(err, "unavailable"));
     }
     rewrite(*r, *place);
+    if (place->pinned) upstream_ids(*r, *place);
     count("forwarded");
     reply(in, *r);
   }
@@ -846,13 +902,19 @@ struct Front::Impl {
       std::lock_guard<std::mutex> lock(mu);
       int64_t now = now_ms();
       each_live(nullptr, [&](Held& h) {
-        if (h.place.state == "sent" && should_spill(opts.config, h.place.sent_ms, now))
+        if (h.place.state == "sent" && !h.place.pinned &&
+            should_spill(opts.config, h.place.sent_ms, now) && moving.insert(h.place.job_id).second)
           due.push_back(h.place);
       });
     }
-    for (const auto& p : due) spill_one(p);
+    for (const auto& p : due) {
+      spill_one(p);
+      std::lock_guard<std::mutex> lock(mu);
+      moving.erase(p.job_id);
+    }
   }
 
+  // Under `moving` (spill()).
   void spill_one(const JobPlace& p) {
     auto parsed = spec::from_text(p.spec_json);
     if (!parsed.ok) return;
@@ -870,7 +932,8 @@ struct Front::Impl {
         if (needs.types.empty() ||
             std::find(needs.types.begin(), needs.types.end(), type) != needs.types.end())
           free += cap.free;
-      if (free < needs.gpus) return;                                // nowhere better now
+      if (free < needs.gpus) return;              // nowhere better now
+      if (places[p.job_id].place.pinned) return;  // a job came meanwhile that waits for it
       by_remote_id.erase(remote_key(p.cluster, p.cluster_job_id));  // its cancel is not news
     }
     // Withdrawn only if it has not started: one step in the job's actor.
@@ -915,11 +978,20 @@ struct Front::Impl {
     {
       std::lock_guard<std::mutex> lock(mu);
       each_live(nullptr, [&](Held& h) {
-        if (h.place.state != "sent" || h.place.cluster.empty()) return;
+        if (h.place.state != "sent" || h.place.cluster.empty() || h.place.pinned) return;
         auto* r = remote(h.place.cluster);
-        if (r != nullptr && !r->state.reachable) due.push_back(h.place);
+        if (r != nullptr && !r->state.reachable && moving.insert(h.place.job_id).second)
+          due.push_back(h.place);
       });
     }
+    struct Moved {  // (each job of `due` is no longer moving once handled)
+      Impl* self;
+      const std::vector<JobPlace>& due;
+      ~Moved() {
+        std::lock_guard<std::mutex> lock(self->mu);
+        for (const auto& p : due) self->moving.erase(p.job_id);
+      }
+    } moved_all{this, due};
     for (const auto& p : due) {
       auto parsed = spec::from_text(p.spec_json);
       if (!parsed.ok) continue;

@@ -280,7 +280,81 @@ std::string to_json(const JobPlace& p) {
          {"tried", p.tried},     {"withdrawn", p.withdrawn}};
   if (!p.last_state.empty()) j["last_state"] = p.last_state;
   if (p.ended_ms != 0) j["ended_ms"] = p.ended_ms;
+  if (p.pinned) j["pinned"] = true;
   return dump_json(j);
+}
+
+namespace {
+
+bool id_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+         c == '_';
+}
+
+std::string put_back_in(const std::string& s, const std::map<std::string, std::string>& ids) {
+  std::string out;
+  size_t i = 0;
+  while (i < s.size()) {
+    // An id starts where no id character stands before it.
+    if (id_char(s[i]) && (i == 0 || !id_char(s[i - 1]))) {
+      size_t end = i;
+      while (end < s.size() && id_char(s[end])) ++end;
+      auto it = ids.find(s.substr(i, end - i));
+      out += it != ids.end() ? it->second : s.substr(i, end - i);
+      i = end;
+      continue;
+    }
+    out += s[i++];
+  }
+  return out;
+}
+
+}  // namespace
+
+void put_back_ids(nlohmann::json& j, const std::map<std::string, std::string>& ids) {
+  if (ids.empty()) return;
+  if (j.is_string()) {
+    j = put_back_in(j.get<std::string>(), ids);
+  } else if (j.is_structured()) {
+    for (auto& v : j) put_back_ids(v, ids);
+  }
+}
+
+Upstreams resolve_upstreams(const std::string& team, pb::JobSpec& spec,
+                            const std::function<const JobPlace*(const std::string&)>& place_of) {
+  Upstreams u;
+  std::string first;  // the upstream whose cluster the others must share
+  for (auto& d : *spec.mutable_depends_on()) {
+    if (d.job().empty()) continue;  // (by name: the cluster judges it)
+    const JobPlace* p = place_of(d.job());
+    if (p == nullptr || p->team != team) {
+      u.code = "invalid_spec";
+      u.error = "depends_on: no job " + d.job() + " in team " + team +
+                " (a job of the same team, submitted before and not yet forgotten)";
+      return u;
+    }
+    if (p->cluster.empty() || p->cluster_job_id.empty()) {
+      u.code = "invalid_spec";
+      u.error = "depends_on: job " + d.job() + " is in no cluster (withdrawn and taken nowhere)";
+      return u;
+    }
+    if (u.cluster.empty()) {
+      u.cluster = p->cluster;
+      first = d.job();
+    } else if (p->cluster != u.cluster) {
+      u.code = "invalid_spec";
+      u.error = "depends_on: jobs " + first + " (cluster " + u.cluster + ") and " + d.job() +
+                " (cluster " + p->cluster +
+                ") are in different clusters; through the front door a job waits only for jobs "
+                "of one cluster";
+      u.cluster.clear();
+      return u;
+    }
+    if (std::find(u.upstreams.begin(), u.upstreams.end(), d.job()) == u.upstreams.end())
+      u.upstreams.push_back(d.job());
+    d.set_job(p->cluster_job_id);
+  }
+  return u;
 }
 
 bool past_retention(const JobPlace& p, int64_t now_ms, int64_t retention_ms) {
@@ -315,6 +389,7 @@ std::optional<JobPlace> place_from_json(std::string_view json) {
     p.withdrawn = j.value("withdrawn", std::vector<std::string>());
     p.last_state = j.value("last_state", std::string());
     p.ended_ms = j.value("ended_ms", int64_t{0});
+    p.pinned = j.value("pinned", false);
     if (p.job_id.empty() || p.team.empty()) return std::nullopt;
     return p;
   } catch (const std::exception&) {

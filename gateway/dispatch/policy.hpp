@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -127,8 +128,30 @@ struct JobPlace {
   // stored when `state` changes, so an ended job keeps how it ended.
   std::string last_state;
   int64_t ended_ms = 0;  // when it ended or was withdrawn for good (0: not yet, or not known)
+  // In a dependency (it waits for jobs, or jobs wait for it): it stays in
+  // its cluster, never spilled over or re-dispatched (its dependents there
+  // wait for this copy).
+  bool pinned = false;
 };
 std::string to_json(const JobPlace& p);
+
+// A submission's `depends_on` through the front door: each entry's `job` is
+// a front-door id of the same team, and every such upstream is in one
+// cluster now, where the job then goes. Rewrites the entries to the
+// upstreams' ids there. `place_of` finds a front-door id's place (null:
+// unknown). Empty `error` when it may go: to `cluster` ("" when no entry
+// names a job), `upstreams` their front-door ids. The refusal of an
+// unknown job and of another team's job is the same text (as a cluster's).
+struct Upstreams {
+  std::string cluster;
+  std::vector<std::string> upstreams;
+  std::string code, error;
+};
+// Replaces each id of `ids` (a cluster's -> the front door's) wherever it
+// stands as a whole id in a string of `j` (values, at any depth).
+void put_back_ids(nlohmann::json& j, const std::map<std::string, std::string>& ids);
+Upstreams resolve_upstreams(const std::string& team, pb::JobSpec& spec,
+                            const std::function<const JobPlace*(const std::string&)>& place_of);
 // Past the retention (Config::job_retention_s, in ms here; 0: never): ended
 // or withdrawn for good that long ago (a place stored before ended_ms was
 // kept: since it was sent).

@@ -520,6 +520,104 @@ void mend_and_check_withdrawn(TwoClusters& all, const CutOff& r) {
 }
 
 TEST_CASE(
+    "depends_on through the front door: the job goes to its upstream's cluster and waits for it "
+    "there, neither is spilled over (a twin without dependents is), unknown and split upstreams "
+    "are refused",
+    "[integration][clusters]") {
+  TwoClusters all;
+  Cluster &c1 = all.c1, &front = all.front();
+  auto dispatch = start_dispatch(
+      front, "clusters:\n" + linked_entry("c1", front) + linked_entry("c2", front) +
+                 "teams:\n  t1: {clusters: [c1, c2]}\nspill_after_s: 1\npoll_ms: 200\n");
+  wait_clusters(front, 30s);
+  auto either = [](const std::string& command) {
+    // Either type, c1 preferred (soft): waits in c1 when c1 is full.
+    return typed({"sh", "-c", command}, 1,
+                 {{"gpu_types", {"a100", "h100"}}, {"cluster", "c1"}, {"locality", "soft"}});
+  };
+  auto after = [](Json spec, const std::string& upstream) {
+    spec["depends_on"] = Json::array({Json{{"job", upstream}}});
+    return spec;
+  };
+
+  // c1 full; `up` waits there, its dependent `down` goes there too (c2 is
+  // free), and a twin of `up` without dependents.
+  const std::string blocker =
+      front.submit_ok("t1", typed({"sleep", "120"}, 2, {{"gpu_type", "a100"}}));
+  REQUIRE(front.events().wait_state(blocker, std::string(names::kRunning), 30s));
+  const std::string up = front.submit_ok("t1", either("sleep 1; echo up-ok"));
+  Json up_first = front.status("t1", up);
+  CHECK(up_first.value("cluster", "") == "c1");
+  const std::string up_c1 = up_first.value("cluster_job_id", "");
+  Json down_reply = front.submit_json("t1", after(either("echo down-ok"), up));
+  INFO("dependent submission: " << down_reply.dump());
+  REQUIRE(down_reply.contains("job_id"));
+  CHECK(down_reply.value("cluster", "") == "c1");
+  const std::string down = down_reply["job_id"];
+  const std::string twin = front.submit_ok("t1", either("echo twin-ok"));
+
+  // The twin spills over to c2 and runs there; `up` and `down` stay.
+  auto twin_end = front.events().wait_state(twin, names::is_terminal, 60s);
+  REQUIRE(twin_end);
+  CHECK(twin_end->state == names::kSucceeded);
+  CHECK(front.status("t1", twin).value("cluster", "") == "c2");
+  Json down_status = front.status("t1", down);
+  INFO("dependent's status: " << down_status.dump());
+  CHECK(down_status.value("cluster", "") == "c1");
+  CHECK(down_status.value("state", "") == std::string(names::kBlocked));
+  // Its upstream named by the front door's id, in its status and its why.
+  CHECK(down_status.value("depends_on", Json::array()).dump().find(up) != std::string::npos);
+  CHECK(down_status.dump().find(up_c1) == std::string::npos);
+  const std::string down_why = front.why("t1", down).dump();
+  INFO("why: " << down_why);
+  CHECK(down_why.find("waiting for " + up) != std::string::npos);
+  CHECK(down_why.find(up_c1) == std::string::npos);
+
+  // Refused: an unknown upstream (a cluster's text), upstreams in two
+  // clusters, a dependent of a type its upstream's cluster has not.
+  Json unknown = front.submit_json("t1", after(either("true"), "j-xnope"));
+  CHECK(unknown.value("code", "") == "invalid_spec");
+  CHECK(unknown.value("error", "").find("no job j-xnope in team t1") != std::string::npos);
+  Json split = either("true");
+  split["depends_on"] = Json::array({Json{{"job", up}}, Json{{"job", twin}}});
+  Json split_reply = front.submit_json("t1", split);
+  CHECK(split_reply.value("code", "") == "invalid_spec");
+  CHECK(split_reply.value("error", "").find("different clusters") != std::string::npos);
+  Json typed_reply = front.submit_json("t1", after(typed({"true"}, 1, {{"gpu_type", "h100"}}), up));
+  INFO("an h100 dependent of a job in c1: " << typed_reply.dump());
+  CHECK_FALSE(typed_reply.contains("job_id"));
+  CHECK(typed_reply.value("error", "").find("upstream jobs are in cluster c1") !=
+        std::string::npos);
+
+  // c1 frees up: `up` runs where it waited, then `down` after it.
+  CHECK(front.cancel("t1", blocker).value("job_id", "") == blocker);
+  auto up_end = front.events().wait_state(up, names::is_terminal, 60s);
+  REQUIRE(up_end);
+  CHECK(up_end->state == names::kSucceeded);
+  auto down_end = front.events().wait_state(down, names::is_terminal, 60s);
+  INFO("dependent's events: " << front.events().describe(down));
+  REQUIRE(down_end);
+  CHECK(down_end->state == names::kSucceeded);
+  Json up_status = front.status("t1", up);
+  CHECK(up_status.value("cluster", "") == "c1");
+  CHECK(up_status.value("cluster_job_id", "") == up_c1);
+  CHECK(front.logs("t1", down).data.find("down-ok") != std::string::npos);
+  // In c1 (its scheduler's events, in the order it published them), `down`
+  // started after `up` ended.
+  const std::string down_c1 = front.status("t1", down).value("cluster_job_id", "");
+  auto up_done = c1.events().wait_state(up_c1, names::is_terminal, 10s);
+  auto down_started = c1.events().wait_state(down_c1, std::string(names::kStarting), 10s);
+  REQUIRE(up_done);
+  REQUIRE(down_started);
+  CHECK(down_started->seq > up_done->seq);
+  // One job spilled over: the twin.
+  Json view;
+  REQUIRE(wait_view(
+      front, [](const Json&) { return true; }, 10s, &view));
+  CHECK(view["counters"].value("spilled", 0) == 1);
+}
+
+TEST_CASE(
     "a cluster cut off from the front door: its running jobs show unreachable, its unstarted job "
     "is re-dispatched and runs elsewhere, and the copy left behind never starts",
     "[integration][clusters]") {

@@ -2,6 +2,10 @@
 // clusters' capacity from their replies, where a job may go and in what
 // order, spill-over timing, its ids and records.
 #include <catch2/catch.hpp>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "gateway/dispatch/policy.hpp"
 #include "messages/spec.hpp"
@@ -409,4 +413,103 @@ TEST_CASE("dispatch: a job is forgotten once ended (or withdrawn) longer than th
   auto back = place_from_json(to_json(p));
   REQUIRE(back);
   CHECK(back->ended_ms == 7);
+}
+
+TEST_CASE(
+    "dispatch: depends_on goes where the upstream jobs are, with their ids there, unknown, "
+    "another team's, nowhere and split upstreams are refused",
+    "[dispatch]") {
+  std::map<std::string, JobPlace> places;
+  auto add = [&](const std::string& id, const std::string& team, const std::string& cluster,
+                 const std::string& remote_id) {
+    JobPlace p;
+    p.job_id = id;
+    p.team = team;
+    p.cluster = cluster;
+    p.cluster_job_id = remote_id;
+    places[id] = p;
+  };
+  add("j-x1", "t1", "c1", "j-a1");
+  add("j-x2", "t1", "c1", "j-a2");
+  add("j-x3", "t1", "c2", "j-b3");
+  add("j-x4", "t2", "c1", "j-a4");
+  add("j-x5", "t1", "", "");  // withdrawn and taken nowhere
+  auto place_of = [&](const std::string& id) -> const JobPlace* {
+    auto it = places.find(id);
+    return it == places.end() ? nullptr : &it->second;
+  };
+  auto spec_after = [](std::vector<std::pair<std::string, std::string>> deps) {
+    troupe::pb::JobSpec s;
+    s.set_team("t1");
+    s.add_command("true");
+    for (const auto& [job, on] : deps) {
+      auto* d = s.add_depends_on();
+      d->set_job(job);
+      d->set_on(on);
+    }
+    return s;
+  };
+
+  // Two upstreams in c1 (one named twice): c1, their ids there, `on` kept.
+  auto s = spec_after({{"j-x1", "succeeded"}, {"j-x2", "finished"}, {"j-x1", "failed"}});
+  auto u = resolve_upstreams("t1", s, place_of);
+  CHECK(u.error.empty());
+  CHECK(u.cluster == "c1");
+  CHECK(u.upstreams == std::vector<std::string>{"j-x1", "j-x2"});
+  REQUIRE(s.depends_on_size() == 3);
+  CHECK(s.depends_on(0).job() == "j-a1");
+  CHECK(s.depends_on(1).job() == "j-a2");
+  CHECK(s.depends_on(1).on() == "finished");
+  CHECK(s.depends_on(2).job() == "j-a1");
+
+  // No entry naming a job: anywhere.
+  auto none = spec_after({});
+  CHECK(resolve_upstreams("t1", none, place_of).cluster.empty());
+
+  // Unknown, and another team's: the same text.
+  auto unknown = spec_after({{"j-x9", ""}});
+  auto uu = resolve_upstreams("t1", unknown, place_of);
+  CHECK(uu.code == "invalid_spec");
+  auto theirs = spec_after({{"j-x4", ""}});
+  auto ut = resolve_upstreams("t1", theirs, place_of);
+  CHECK(ut.code == "invalid_spec");
+  CHECK(ut.error ==
+        "depends_on: no job j-x4 in team t1 (a job of the same team, submitted "
+        "before and not yet forgotten)");
+  CHECK(uu.error.substr(uu.error.find(" in team")) == ut.error.substr(ut.error.find(" in team")));
+
+  // Nowhere, and in two clusters.
+  auto nowhere = spec_after({{"j-x5", ""}});
+  CHECK(resolve_upstreams("t1", nowhere, place_of).error.find("in no cluster") !=
+        std::string::npos);
+  auto split = spec_after({{"j-x1", ""}, {"j-x3", ""}});
+  auto us = resolve_upstreams("t1", split, place_of);
+  CHECK(us.code == "invalid_spec");
+  CHECK(us.cluster.empty());
+  CHECK(us.error.find("j-x1 (cluster c1) and j-x3 (cluster c2)") != std::string::npos);
+}
+
+TEST_CASE("dispatch: a pinned place keeps its pin through its stored JSON", "[dispatch]") {
+  JobPlace p;
+  p.job_id = "j-x1";
+  p.team = "t1";
+  p.cluster = "c1";
+  CHECK_FALSE(place_from_json(to_json(p))->pinned);
+  p.pinned = true;
+  CHECK(place_from_json(to_json(p))->pinned);
+}
+
+TEST_CASE("dispatch: a cluster's ids put back to the front door's, whole ids only, at any depth",
+          "[dispatch]") {
+  std::map<std::string, std::string> ids = {{"j-a1", "j-x1"}, {"j-a2", "j-x2"}};
+  nlohmann::json j = {{"depends_on", {{{"job", "j-a1"}, {"on", "finished"}}}},
+                      {"reason", "waiting for j-a1 (running) to succeed, j-a2 (queued) to finish"},
+                      {"other", "j-a10 j-a1x xj-a1 j-a1"},
+                      {"n", 5}};
+  put_back_ids(j, ids);
+  CHECK(j["depends_on"][0]["job"] == "j-x1");
+  CHECK(j["depends_on"][0]["on"] == "finished");
+  CHECK(j["reason"] == "waiting for j-x1 (running) to succeed, j-x2 (queued) to finish");
+  CHECK(j["other"] == "j-a10 j-a1x xj-a1 j-x1");
+  CHECK(j["n"] == 5);
 }
