@@ -102,7 +102,10 @@ struct Front::Impl {
   // that stays).
   std::set<std::string> moving;
   std::map<std::string, std::string> by_remote_id;  // cluster/id -> front id
-  std::map<std::string, Json> last_events;          // front id -> its last event mirrored
+  // A pipeline's idempotency key (team/pipeline/key) -> the cluster it went
+  // to: sent again, it goes there again (the cluster answers its first reply).
+  std::map<std::string, std::string> pipeline_keys;
+  std::map<std::string, Json> last_events;  // front id -> its last event mirrored
   // The ids of the jobs not known ended (sent or started), by team: what
   // choose_for, spill and redispatch look at, not every job ever sent (a
   // submission's quota check was linear in the front door's history).
@@ -521,13 +524,19 @@ struct Front::Impl {
     reply(in, error_json("the front door is busy: submit again", "unavailable"));
   }
 
+  // The subject's team; false (counted, answered) when it is no team's name.
+  bool team_of(const troupe::Inbound& in, std::string* team) {
+    *team = std::string(sj::token(in.subject, sj::kTeamToken));
+    if (names::valid_team(*team)) return true;
+    count("malformed");
+    reply(in, error_json("not a team: " + *team, "invalid_team"));
+    return false;
+  }
+
   void on_submit(troupe::Inbound&& in) {
     count("submitted");
-    std::string team(sj::token(in.subject, sj::kTeamToken));
-    if (!names::valid_team(team)) {
-      count("malformed");
-      return reply(in, error_json("not a team: " + team, "invalid_team"));
-    }
+    std::string team;
+    if (!team_of(in, &team)) return;
     // A FlatBuffers SubmitRequest (services, troupe-load) is answered in
     // FlatBuffers (a SubmitReply) and sent on as JSON; else JSON or YAML.
     const wire::Envelope* env = wire::submit_request(in.data);
@@ -604,7 +613,7 @@ struct Front::Impl {
             store(h);
           }
       for (const auto& r : remotes)
-        if (!ups.cluster.empty() && r->state.name != ups.cluster) elsewhere.insert(r->state.name);
+        if (!ups.cluster.empty() && r->entry.name != ups.cluster) elsewhere.insert(r->entry.name);
     }
     if (!ups.error.empty()) {
       count("refused");
@@ -649,6 +658,168 @@ struct Front::Impl {
     spdlog::info("dispatch: {} of team {} sent to cluster {} as {}", place->job_id, team,
                  place->cluster, place->cluster_job_id);
     answer(Json{{"job_id", place->job_id}, {"cluster", place->cluster}});
+  }
+
+  // troupe.<team>.pipeline: the whole pipeline goes to one cluster, the
+  // first (in the order its first job would go) that every member may go
+  // to, and the cluster of the jobs its `job:` entries name when there are
+  // any (their ids there). Atomic as on a cluster: the cluster makes every
+  // member or none. Each member gets a front-door id and a place, pinned
+  // (it waits for its siblings' copies there); the reply names them.
+  void on_pipeline(troupe::Inbound&& in) {
+    count("pipelines");
+    std::string team;
+    if (!team_of(in, &team)) return;
+    Json body = Json::parse(in.data.begin(), in.data.end(), nullptr, false);
+    if (!body.is_object() || !body.contains("jobs") || !body["jobs"].is_array() ||
+        body["jobs"].empty()) {
+      count("malformed");
+      return reply(in, error_json("a pipeline is a JSON object with a list of jobs", "malformed"));
+    }
+    // (the cluster holds it to its own bound; this one keeps the work here bounded)
+    const auto max_jobs = static_cast<size_t>(spec::Limits{}.max_pipeline_jobs);
+    if (body["jobs"].size() > max_jobs)
+      return reply(in, error_json("a pipeline has at most " + std::to_string(max_jobs) + " jobs",
+                                  "invalid_spec"));
+    // Each member as its cluster reads it; its `job:` entries resolved.
+    std::vector<pb::JobSpec> members;
+    Upstreams ups;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      auto place_of = [&](const std::string& id) -> const JobPlace* {
+        auto it = places.find(id);
+        return it == places.end() ? nullptr : &it->second.place;
+      };
+      for (size_t i = 0; i < body["jobs"].size(); ++i) {
+        Json& m = body["jobs"][i];
+        if (m.is_object() && !m.contains("team")) m["team"] = team;
+        auto parsed = spec::from_text(dump_json(m));
+        if (!parsed.ok)
+          return reply(
+              in, error_json("jobs[" + std::to_string(i) + "]: invalid job spec: " + parsed.error,
+                             "invalid_spec"));
+        auto u = resolve_upstreams(team, parsed.spec, place_of);
+        if (u.error.empty() && !u.cluster.empty() && !ups.cluster.empty() &&
+            u.cluster != ups.cluster)
+          u = Upstreams{"",
+                        {},
+                        "invalid_spec",
+                        "depends_on: jobs in clusters " + ups.cluster + " and " + u.cluster +
+                            "; through the front door a pipeline waits only for jobs of one "
+                            "cluster"};
+        if (!u.error.empty()) {
+          count("refused");
+          return reply(in, error_json("jobs[" + std::to_string(i) + "]: " + u.error, u.code));
+        }
+        if (!u.cluster.empty()) ups.cluster = u.cluster;
+        for (auto& id : u.upstreams) ups.upstreams.push_back(id);
+        // (the ids there, in the body sent on)
+        for (int d = 0;
+             d < parsed.spec.depends_on_size() && m.contains("depends_on") &&
+             m["depends_on"].is_array() && static_cast<size_t>(d) < m["depends_on"].size();
+             ++d)
+          if (!parsed.spec.depends_on(d).job().empty() && m["depends_on"][d].is_object())
+            m["depends_on"][d]["job"] = parsed.spec.depends_on(d).job();
+        m["dispatch"] = opts.config.name;
+        members.push_back(std::move(parsed.spec));
+      }
+      for (const auto& id : ups.upstreams)
+        if (moving.count(id))
+          return reply(in, error_json("depends_on: job " + id +
+                                          " is being moved to another cluster: submit again",
+                                      "unavailable"));
+      for (const auto& id : ups.upstreams)
+        if (auto& h = places[id]; !h.place.pinned) {
+          h.place.pinned = true;
+          store(h);
+        }
+    }
+    // Where: a retry (its idempotency key) where the first went; else the
+    // first cluster of the first member's order that every member may go to.
+    const std::string key = string_of(body, "idempotency_key").empty()
+                                ? ""
+                                : team + "/pipeline/" + string_of(body, "idempotency_key");
+    std::string target;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (auto k = pipeline_keys.find(key); !key.empty() && k != pipeline_keys.end())
+        target = k->second;
+    }
+    std::set<std::string> elsewhere;
+    for (const auto& r : remotes)
+      if (!ups.cluster.empty() && r->entry.name != ups.cluster) elsewhere.insert(r->entry.name);
+    if (target.empty()) {
+      std::vector<Choice> choices;
+      for (const auto& m : members) choices.push_back(choose_for(needs_of(team, m), elsewhere));
+      for (const auto& c : choices.front().order) {
+        bool all = true;
+        for (const auto& other : choices)
+          all = all && std::find(other.order.begin(), other.order.end(), c) != other.order.end();
+        if (all) {
+          target = c;
+          break;
+        }
+      }
+      if (target.empty()) {
+        count("refused");
+        std::string why;
+        std::string code = "no_cluster_for_pipeline";
+        for (size_t i = 0; i < choices.size() && why.empty(); ++i)
+          if (choices[i].order.empty()) {
+            why = "jobs[" + std::to_string(i) + "]: " + choices[i].error;
+            code = choices[i].code;
+          }
+        if (why.empty()) why = "no cluster may take every job of the pipeline";
+        if (!ups.cluster.empty())
+          why = "depends_on: its upstream jobs are in cluster " + ups.cluster + ": " + why;
+        return reply(in, error_json(why, code));
+      }
+    }
+    std::string err;
+    auto r = ask(target, sj::team_pipeline(team), body.dump(), &err);
+    if (!r) return reply(in, error_json(err, "unavailable"));
+    if (!r->contains("pipeline_id") || !(*r)["jobs"].is_array() ||
+        (*r)["jobs"].size() != members.size()) {
+      count("refused");
+      return reply(in, *r);
+    }
+    const std::string pipeline_id = string_of(*r, "pipeline_id");
+    std::lock_guard<std::mutex> lock(mu);
+    if (!key.empty()) pipeline_keys[key] = target;
+    for (auto& j : (*r)["jobs"]) {
+      const std::string remote = string_of(j, "job_id");
+      if (auto known = by_remote_id.find(remote_key(target, remote)); known != by_remote_id.end()) {
+        j["job_id"] = known->second;  // a retry: the job made the first time
+        continue;
+      }
+      // Its member: by name (members have distinct names).
+      const pb::JobSpec* spec = nullptr;
+      for (const auto& m : members)
+        if (m.name() == string_of(j, "name")) spec = &m;
+      if (spec == nullptr) continue;
+      Json stored = Json::parse(spec::to_json(*spec), nullptr, false);
+      stored["labels"][std::string(names::kPipelineLabel)] = pipeline_id;
+      Held h;
+      h.place.job_id = front_job_id(started_ms, ++next);
+      h.place.team = team;
+      h.place.cluster = target;
+      h.place.cluster_job_id = remote;
+      h.place.spec_json = dump_json(stored);
+      h.place.sent_ms = now_ms();
+      h.place.gpus = needs_of(team, *spec).gpus;
+      h.place.pinned = true;
+      store(h);
+      auto& placed = places[h.place.job_id];
+      placed = std::move(h);
+      add_live(placed.place);
+      learn(placed.place);
+      ++counters["sent"];
+      j["job_id"] = placed.place.job_id;
+      j["cluster_job_id"] = remote;
+    }
+    (*r)["cluster"] = target;
+    spdlog::info("dispatch: pipeline {} of team {} sent to cluster {}", pipeline_id, team, target);
+    reply(in, *r);
   }
 
   // An enqueued submission's outcome: acknowledged once sent (or found sent
@@ -1099,6 +1270,10 @@ std::unique_ptr<Front> Front::open(const FrontOptions& opts, std::string* error,
         self->guard(std::string(verb), true, [self, verb](troupe::Inbound&& in) {
           self->on_job_request(verb, std::move(in));
         })));
+  impl->subs.push_back(impl->front->subscribe(
+      sj::team_verb("*", sj::kPipeline),
+      self->guard("pipeline", true,
+                  [self](troupe::Inbound&& in) { self->on_pipeline(std::move(in)); })));
   impl->subs.push_back(impl->front->subscribe(
       sj::team_verb("*", sj::kJobs),
       self->guard("jobs", true, [self](troupe::Inbound&& in) { self->on_jobs(std::move(in)); })));

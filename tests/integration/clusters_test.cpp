@@ -12,6 +12,7 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -615,6 +616,105 @@ TEST_CASE(
   REQUIRE(wait_view(
       front, [](const Json&) { return true; }, 10s, &view));
   CHECK(view["counters"].value("spilled", 0) == 1);
+}
+
+TEST_CASE(
+    "a pipeline through the front door goes whole to the one cluster every member may use, its "
+    "jobs get front-door ids and run in order there, a retry gets the same ids, one no cluster "
+    "can take whole is refused with nothing made",
+    "[integration][clusters]") {
+  TwoClusters all;
+  Cluster &c1 = all.c1, &front = all.front();
+  auto dispatch =
+      start_dispatch(front, "clusters:\n" + linked_entry("c1", front) + linked_entry("c2", front) +
+                                "teams:\n  t1: {clusters: [c1, c2]}\npoll_ms: 200\n");
+  wait_clusters(front, 30s);
+  auto member = [](const std::string& name, const std::string& command, Json resources,
+                   Json depends_on = Json::array()) {
+    Json m = {{"name", name}, {"command", {"sh", "-c", command}}, {"resources", resources}};
+    m["resources"]["gpus"] = 1;
+    if (!depends_on.empty()) m["depends_on"] = depends_on;
+    return m;
+  };
+  // prep needs an a100 (only c1), train either type, eval after train.
+  Json pipeline = {{"name", "nightly"},
+                   {"idempotency_key", "nightly-1"},
+                   {"jobs",
+                    {member("prep", "echo prep-ok", {{"gpu_type", "a100"}}),
+                     member("train", "echo train-ok", {{"gpu_types", {"a100", "h100"}}},
+                            Json::array({Json{{"name", "prep"}}})),
+                     member("eval", "echo eval-ok", {{"gpu_type", "a100"}},
+                            Json::array({Json{{"name", "train"}, {"on", "finished"}}}))}}};
+  Json r = front.request(subjects::team_pipeline("t1"), pipeline);
+  INFO("pipeline through the front door: " << r.dump());
+  REQUIRE(r.contains("pipeline_id"));
+  CHECK(r.value("cluster", "") == "c1");
+  REQUIRE(r["jobs"].size() == 3);
+  std::map<std::string, std::string> ids, there;  // name -> front id, its id in c1
+  for (const auto& j : r["jobs"]) {
+    ids[j.value("name", "")] = j.value("job_id", "");
+    there[j.value("name", "")] = j.value("cluster_job_id", "");
+    CHECK(j.value("job_id", "").rfind("j-x", 0) == 0);
+  }
+  REQUIRE(ids.size() == 3);
+  for (const auto& [name, id] : ids) {
+    auto end = front.events().wait_state(id, names::is_terminal, 60s);
+    INFO(name << ": " << front.events().describe(id));
+    REQUIRE(end);
+    CHECK(end->state == names::kSucceeded);
+    CHECK(front.logs("t1", id).data.find(name + "-ok") != std::string::npos);
+    CHECK(front.status("t1", id).value("cluster", "") == "c1");
+  }
+  // In c1, each started after its upstream ended.
+  auto ended = [&](const std::string& n) {
+    return c1.events().wait_state(there[n], names::is_terminal, 10s);
+  };
+  auto started = [&](const std::string& n) {
+    return c1.events().wait_state(there[n], std::string(names::kStarting), 10s);
+  };
+  REQUIRE((ended("prep") && started("train") && ended("train") && started("eval")));
+  CHECK(started("train")->seq > ended("prep")->seq);
+  CHECK(started("eval")->seq > ended("train")->seq);
+  // Its jobs listed by the pipeline's id at the front door.
+  Json listed = front.request(subjects::team_jobs("t1"),
+                              Json{{"pipeline", r["pipeline_id"].get<std::string>()}});
+  INFO("jobs of the pipeline: " << listed.dump());
+  CHECK(listed.value("jobs", Json::array()).size() == 3);
+
+  // Sent again with its key: the same ids, nothing more made.
+  Json again = front.request(subjects::team_pipeline("t1"), pipeline);
+  INFO("the retry: " << again.dump());
+  REQUIRE(again.contains("jobs"));
+  for (const auto& j : again["jobs"]) CHECK(ids[j.value("name", "")] == j.value("job_id", ""));
+
+  // A pipeline whose member waits for a job by its front-door id: to that
+  // job's cluster (c2 is freer), with its id there; it runs.
+  Json later = {{"jobs",
+                 {member("post", "echo post-ok", {{"gpu_types", {"h100", "a100"}}},
+                         Json::array({Json{{"job", ids["eval"]}, {"on", "finished"}}}))}}};
+  Json later_reply = front.request(subjects::team_pipeline("t1"), later);
+  INFO("a pipeline after a front-door job: " << later_reply.dump());
+  REQUIRE(later_reply.contains("jobs"));
+  CHECK(later_reply.value("cluster", "") == "c1");
+  const std::string post = later_reply["jobs"][0].value("job_id", "");
+  auto post_end = front.events().wait_state(post, names::is_terminal, 60s);
+  REQUIRE(post_end);
+  CHECK(post_end->state == names::kSucceeded);
+
+  // No cluster has both types: refused, no job made; a malformed body too.
+  Json split = {
+      {"jobs",
+       {member("a", "true", {{"gpu_type", "a100"}}), member("h", "true", {{"gpu_type", "h100"}})}}};
+  Json refused = front.request(subjects::team_pipeline("t1"), split);
+  INFO("a pipeline no cluster can take whole: " << refused.dump());
+  CHECK(refused.value("code", "") == "no_cluster_for_pipeline");
+  CHECK_FALSE(refused.contains("pipeline_id"));
+  CHECK(front.request_text(subjects::team_pipeline("t1"), "{not json").contains("error"));
+  CHECK(front.request(subjects::team_pipeline("t1"), Json{{"jobs", Json::array()}})
+            .contains("error"));
+  Json after_all = front.request(subjects::team_jobs("t1"), Json::object());
+  CHECK(after_all.value("jobs", Json::array()).size() == 4);
+  CHECK(dispatch->running());
 }
 
 TEST_CASE(
