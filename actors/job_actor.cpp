@@ -135,7 +135,6 @@ void announce(Self self, bool write_ahead) {
 // The record's side of a state change (also for a job without an actor).
 void enter_record(pb::JobRecord& r, Phase phase, std::string reason, const std::string& cause,
                   int64_t now_ms) {
-  recovery::keep_earlier(r, now_ms);
   r.set_state(std::string(name_of(phase)));
   r.set_reason(std::move(reason));
   r.set_event_seq(r.event_seq() + 1);
@@ -145,6 +144,9 @@ void enter_record(pb::JobRecord& r, Phase phase, std::string reason, const std::
   r.set_event_cause(cause);
   if (phase == Phase::running) r.set_start_ms(r.event_ts_ms());
   if (terminal(phase)) r.set_end_ms(r.event_ts_ms());
+  // The event as announced, kept: what the record becomes later (the next
+  // attempt, its placement cleared) must not rewrite it if it is sent again.
+  recovery::remember_announced(r, now_ms);
 }
 
 // Every state change: record, snapshot, event (in that order). `write_ahead`:

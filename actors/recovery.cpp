@@ -331,15 +331,20 @@ std::vector<pb::JobEvent> unannounced(const State& s, int64_t since_ms) {
       return e.seq() > 0 && e.seq() <= r.event_seq() && e.ts_ms() >= since_ms &&
              !stored.count(e.seq());
     };
-    for (const auto& e : r.earlier())
+    bool last_kept = false;
+    for (const auto& e : r.earlier()) {
+      last_kept = last_kept || e.seq() == r.event_seq();
       if (missing(e)) out.push_back(e);
-    // The last event (seq = event_seq, at event_ts_ms), built only when missing.
-    if (r.event_ts_ms() >= since_ms && !stored.count(r.event_seq())) out.push_back(last_event(r));
+    }
+    // The last event (seq = event_seq, at event_ts_ms) without a copy: built
+    // from the record, only when missing.
+    if (!last_kept && r.event_ts_ms() >= since_ms && !stored.count(r.event_seq()))
+      out.push_back(last_event(r));
   }
   return out;
 }
 
-void keep_earlier(pb::JobRecord& r, int64_t now_ms) {
+void remember_announced(pb::JobRecord& r, int64_t now_ms) {
   auto* earlier = r.mutable_earlier();
   if (r.event_seq() > 0) *earlier->Add() = last_event(r);
   int keep_from = std::max(0, earlier->size() - kEarlierEventsMax);

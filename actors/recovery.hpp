@@ -8,8 +8,8 @@
 //                    that no snapshot knows yet (they become queued jobs).
 //   3. add_event:    job events newer than a job's snapshot (JobEvent.seq >
 //                    JobRecord.event_seq) bring its record forward.
-//   4. unannounced:  events a record holds (its last one, and the earlier ones
-//                    of keep_earlier) that are not in the stream (they were
+//   4. unannounced:  events a record holds (the copies remember_announced made
+//                    as each was announced) that are not in the stream (they were
 //                    awaiting their acknowledgement at the kill) go out again.
 //   5. derive_holds: node ledgers are rebuilt from the jobs — a committed,
 //                    launched hold for every worker of a starting or running
@@ -92,20 +92,23 @@ std::string durable_node_record(const std::string& bytes);
 // Events a record says were announced but that the stream read (from
 // `since_ms`, its start) does not hold: published by the killed scheduler but
 // never stored (their acknowledgement was still awaited, as after a
-// nats-server restart). The last one is rebuilt identical from the record,
-// earlier ones are kept in it (keep_earlier); to publish again (the stream
-// drops what it already has by Nats-Msg-Id). Only events at or after
+// nats-server restart). Each is the copy the record kept when it was
+// announced (remember_announced); a last one without a copy (a record written
+// before copies were kept) is rebuilt from the record. To publish again (the
+// stream drops what it already has by Nats-Msg-Id). Only events at or after
 // `since_ms`, oldest first.
 std::vector<pb::JobEvent> unannounced(const State& s, int64_t since_ms);
 
-// How long a record keeps the events before its last one. Longer than the
-// stream read's reach before the last flush (actors/shell/restore.cpp, 15 s).
+// How long a record keeps the events it announced. Longer than the stream
+// read's reach before the last flush (actors/shell/restore.cpp, 15 s).
 constexpr int64_t kEarlierEventsMs = 20000;
 constexpr int kEarlierEventsMax = 16;
-// Before a record announces its next event: its current last event joins
-// `earlier`, and those older than kEarlierEventsMs (or past the
-// kEarlierEventsMax newest) leave it.
-void keep_earlier(pb::JobRecord& r, int64_t now_ms);
+// Once a record's state changed (event_seq, event_ts_ms, state set): the
+// event it announces joins `earlier` as it is now, so that one announced
+// again after a kill is that event even when the record has moved on since
+// (a retry's next attempt clears the placement before its own event); those
+// older than kEarlierEventsMs (or past the kEarlierEventsMax newest) leave.
+void remember_announced(pb::JobRecord& r, int64_t now_ms);
 
 // Router state: idempotency keys as (team/key, job id) pairs, flattened.
 // A shard's part (actors/policy/shards.hpp): the jobs its pools' ids name

@@ -1,6 +1,7 @@
 // Unit tests for actors/recovery: rebuilding the scheduler's state from KV
 // snapshots, the intake stream and job events after a restart.
 #include <catch2/catch.hpp>
+#include <initializer_list>
 
 #include "actors/job_record.hpp"
 #include "actors/recovery.hpp"
@@ -313,45 +314,11 @@ TEST_CASE("recovery announces again a record's last event the stream does not ho
   CHECK(recovery::unannounced(s, 1000).empty());
 }
 
-TEST_CASE(
-    "a record keeps its recent earlier events, and recovery announces again those the "
-    "stream lacks",
-    "[recovery]") {
-  // A job's story, as its actor records it: each new event first moves the
-  // last one into `earlier`.
-  auto r = job("j1", "queued");
-  auto step = [&r](const std::string& state, int64_t at) {
-    recovery::keep_earlier(r, at);
-    r.set_state(state);
-    r.set_event_seq(r.event_seq() + 1);
-    r.set_event_ts_ms(at);
-  };
-  step("queued", 100000);    // seq 1
-  step("starting", 101000);  // seq 2
-  step("running", 102000);   // seq 3
-  step("queued", 110000);    // seq 4 (a retry)
-  step("starting", 111000);  // seq 5: lost (nats-server restarting)
-  step("running", 112000);   // seq 6
-  REQUIRE(r.earlier_size() == 5);
-  CHECK(r.earlier(4).seq() == 5);
-  CHECK(r.earlier(4).state() == "starting");
-  CHECK(r.earlier(4).ts_ms() == 111000);
-  // Past kEarlierEventsMs, older events leave the record; past
-  // kEarlierEventsMax, so do the oldest.
-  auto later = r;
-  recovery::keep_earlier(later, 102000 + recovery::kEarlierEventsMs + 1);
-  // (seq 6 joins; 1-3 leave, seq 3 at 102000 too old by 1 ms)
-  REQUIRE(later.earlier_size() == 3);
-  CHECK(later.earlier(0).seq() == 4);
-  CHECK(later.earlier(2).seq() == 6);
-  auto many = r;
-  for (int i = 0; i < 40; ++i) recovery::keep_earlier(many, 112000);
-  CHECK(many.earlier_size() == recovery::kEarlierEventsMax);
+namespace {
 
-  // The stream holds 1-4 and 6; 5 was never stored. Its snapshot says 6.
-  recovery::State s;
-  recovery::add_snapshot(s, "job.j1", bytes(r));
-  for (int64_t seq : {1, 2, 3, 4, 6}) {
+// Events of job j1 read from the stream, by their seq.
+void stored_events(recovery::State& s, std::initializer_list<int64_t> seqs) {
+  for (int64_t seq : seqs) {
     pb::JobEvent e;
     e.set_job_id("j1");
     e.set_team("t1");
@@ -359,6 +326,50 @@ TEST_CASE(
     e.set_seq(seq);
     recovery::add_event(s, spec::to_json(e));
   }
+}
+
+}  // namespace
+
+TEST_CASE(
+    "a record keeps its recent earlier events, and recovery announces again those the "
+    "stream lacks",
+    "[recovery]") {
+  // A job's story, as its actor records it: each event, once set, is kept
+  // in `earlier` as announced.
+  auto r = job("j1", "queued");
+  auto step = [](pb::JobRecord& rec, const std::string& state, int64_t at) {
+    rec.set_state(state);
+    rec.set_event_seq(rec.event_seq() + 1);
+    rec.set_event_ts_ms(at);
+    recovery::remember_announced(rec, at);
+  };
+  step(r, "queued", 100000);    // seq 1
+  step(r, "starting", 101000);  // seq 2
+  step(r, "running", 102000);   // seq 3
+  step(r, "queued", 110000);    // seq 4 (a retry)
+  step(r, "starting", 111000);  // seq 5: lost (nats-server restarting)
+  step(r, "running", 112000);   // seq 6
+  REQUIRE(r.earlier_size() == 6);
+  CHECK(r.earlier(4).seq() == 5);
+  CHECK(r.earlier(4).state() == "starting");
+  CHECK(r.earlier(4).ts_ms() == 111000);
+  CHECK(r.earlier(5).seq() == 6);
+  // Past kEarlierEventsMs, older events leave the record; past
+  // kEarlierEventsMax, so do the oldest.
+  auto later = r;
+  step(later, "succeeded", 102000 + recovery::kEarlierEventsMs + 1);
+  // (seq 7 joins; 1-3 leave, seq 3 at 102000 too old by 1 ms)
+  REQUIRE(later.earlier_size() == 4);
+  CHECK(later.earlier(0).seq() == 4);
+  CHECK(later.earlier(3).seq() == 7);
+  auto many = r;
+  for (int i = 0; i < 40; ++i) step(many, "running", 112000);
+  CHECK(many.earlier_size() == recovery::kEarlierEventsMax);
+
+  // The stream holds 1-4 and 6; 5 was never stored. Its snapshot says 6.
+  recovery::State s;
+  recovery::add_snapshot(s, "job.j1", bytes(r));
+  stored_events(s, {1, 2, 3, 4, 6});
   auto again = recovery::unannounced(s, 100500);
   REQUIRE(again.size() == 1);
   CHECK(again[0].seq() == 5);
@@ -367,6 +378,51 @@ TEST_CASE(
   CHECK(again[0].attempt() == r.earlier(4).attempt());
   // Older than the read's start: not judged (the stream read did not cover it).
   CHECK(recovery::unannounced(s, 111001).empty());
+}
+
+TEST_CASE(
+    "an event announced again after a kill is the one announced, not what its record became "
+    "after (a retry's next attempt, its placement cleared)",
+    "[recovery]") {
+  // Seen in the fault suite: attempt 1's `running` was never stored; the
+  // retry moved the record to attempt 2 without workers before its `queued`,
+  // and the copy rebuilt then said "attempt 2 running, no workers".
+  auto r = job("j1", "queued");
+  auto step = [&r](const std::string& state, int64_t at) {
+    r.set_state(state);
+    r.set_event_seq(r.event_seq() + 1);
+    r.set_event_ts_ms(at);
+    recovery::remember_announced(r, at);
+  };
+  step("queued", 100000);  // seq 1
+  auto* w = r.add_placement();
+  w->set_rank(0);
+  w->set_node("n1");
+  w->add_gpus(4);
+  step("starting", 101000);  // seq 2
+  step("running", 101005);   // seq 3: lost
+  r.set_attempt(2);
+  r.clear_placement();
+  step("queued", 103000);  // seq 4
+  recovery::State s;
+  recovery::add_snapshot(s, "job.j1", bytes(r));
+  stored_events(s, {1, 2, 4});
+  auto again = recovery::unannounced(s, 100000);
+  REQUIRE(again.size() == 1);
+  CHECK(again[0].seq() == 3);
+  CHECK(again[0].state() == "running");
+  CHECK(again[0].attempt() == 1);
+  REQUIRE(again[0].workers_size() == 1);
+  CHECK(again[0].workers(0).node() == "n1");
+  CHECK(again[0].ts_ms() == 101005);
+  // The last event, kept too, is not announced twice when missing.
+  recovery::State lost_last;
+  recovery::add_snapshot(lost_last, "job.j1", bytes(r));
+  stored_events(lost_last, {1, 2, 3});
+  auto last = recovery::unannounced(lost_last, 100000);
+  REQUIRE(last.size() == 1);
+  CHECK(last[0].seq() == 4);
+  CHECK(last[0].attempt() == 2);
 }
 
 TEST_CASE("recovery quarantines stored records that fail validation", "[recovery][security]") {
