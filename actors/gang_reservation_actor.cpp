@@ -1,7 +1,5 @@
 #include "actors/gang_reservation_actor.hpp"
 
-#include <chrono>
-
 #include "actors/policy/ledger.hpp"
 #include "messages/wire.hpp"
 
@@ -15,8 +13,9 @@ namespace {
 // ranks while the others are asked, so its lease is longer.
 constexpr int64_t kSingleLeaseMs = 2000;
 constexpr int64_t kGangLeaseMs = 5000;
-constexpr auto kSingleAskTimeout = std::chrono::seconds(5);
-constexpr auto kGangAskTimeout = std::chrono::seconds(4);
+// How long its answers may take, all of them (a gang: both phases).
+constexpr int64_t kSingleTimeoutMs = 5000;
+constexpr int64_t kGangTimeoutMs = 8000;
 
 // Where each rank's Reserve stands. An asked or held rank may hold something
 // (reserved, or its answer is still on its way or timed out): it is released
@@ -33,6 +32,9 @@ struct GangState {
   std::vector<Rank> ranks;
   size_t reserved = 0;
   size_t committed = 0;
+  // What it waits for, as its give-up reason when the supervisor says time
+  // is up (lease_atom); null: waiting for nothing.
+  const char* waiting = nullptr;
   static inline const char* name = "gang_reservation";
 };
 
@@ -44,10 +46,6 @@ bool single(const GangState& st) {
 
 int64_t lease_ms(const GangState& st) {
   return single(st) ? kSingleLeaseMs : kGangLeaseMs;
-}
-
-std::chrono::seconds ask_timeout(const GangState& st) {
-  return single(st) ? kSingleAskTimeout : kGangAskTimeout;
 }
 
 std::string id_of(const GangState& st, size_t rank) {
@@ -87,8 +85,10 @@ void placed(Self self) {
 
 void commit_all(Self self) {
   auto& st = self->state;
+  st.waiting = "a commit timed out";
   for (size_t rank = 0; rank < st.c.actors.size(); ++rank) {
-    self->request(st.c.actors[rank], ask_timeout(st), Envelope{wire::commit(id_of(st, rank))})
+    // (no timeout of its own: the supervisor's deadline, lease_atom)
+    self->request(st.c.actors[rank], caf::infinite, Envelope{wire::commit(id_of(st, rank))})
         .then(
             [=](const Envelope& answer) {
               auto* e = wire::open(answer.bytes);
@@ -101,7 +101,7 @@ void commit_all(Self self) {
               st.gpus[rank] = wire::ints(ok->gpu_indices());  // as allocated
               if (++st.committed == st.c.actors.size()) placed(self);
             },
-            [=](const caf::error&) { give_up(self, "a commit timed out"); });
+            [=](const caf::error&) { give_up(self, "a node is gone"); });
   }
 }
 
@@ -118,7 +118,8 @@ void ask_node(Self self, size_t rank, bool allocate, const char* timed_out, Acce
   Envelope req{wire::reserve(id_of(st, rank), st.t.job_id, st.t.job_id, st.t.team, ask,
                              lease_ms(st), static_cast<int>(rank), allocate)};
   st.ranks[rank] = Rank::asked;
-  self->request(st.c.actors[rank], ask_timeout(st), std::move(req))
+  st.waiting = timed_out;
+  self->request(st.c.actors[rank], caf::infinite, std::move(req))
       .then(
           [=](const Envelope& answer) {
             auto* e = wire::open(answer.bytes);
@@ -133,7 +134,7 @@ void ask_node(Self self, size_t rank, bool allocate, const char* timed_out, Acce
             self->state.ranks[rank] = Rank::held;
             accepted();
           },
-          [=](const caf::error&) { give_up(self, timed_out); });
+          [=](const caf::error&) { give_up(self, "a node is gone"); });
 }
 
 // A gang: every rank's Reserve at once, then, once all hold, the commits.
@@ -180,10 +181,17 @@ GangActor::behavior_type gang_behavior(Self self, JobTicket t, CandidateList c,
   begin(self);
   return {
       [=](crash_atom) { self->quit(caf::sec::runtime_error); },
+      [=](lease_atom) {
+        if (self->state.waiting) give_up(self, self->state.waiting);
+      },
   };
 }
 
 }  // namespace
+
+int64_t placement_timeout_ms(const CandidateList& c) {
+  return c.actors.size() == 1 ? kSingleTimeoutMs : kGangTimeoutMs;
+}
 
 GangActor spawn_gang_reservation(caf::local_actor* parent, JobTicket t, CandidateList c,
                                  TeamQueueActor queue, bool recovering) {

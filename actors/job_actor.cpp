@@ -28,10 +28,6 @@ using namespace troupe::atoms;
 
 namespace {
 
-// How long an ended job's actor lingers to answer late messages (Wiring::linger_ms).
-std::chrono::milliseconds linger(const Wiring& w) {
-  return std::chrono::milliseconds(w.linger_ms);
-}
 constexpr int kStopGraceS = 10;
 constexpr std::string_view kPreempted = "preempted";
 constexpr auto kStopResend = std::chrono::seconds(15);
@@ -107,6 +103,13 @@ using Self = JobActor::stateful_pointer<JobState>;
 
 bool has(const google::protobuf::RepeatedField<int32_t>& v, int x) {
   return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+// An ended job's actor lingers to answer late messages: its supervisor sends
+// it done_atom once Wiring::linger_ms passed (one sweep for every ended job,
+// not a timer each).
+void linger(Self self) {
+  self->send(self->state.w.jobs, done_atom_v, self->state.rec.job_id());
 }
 
 void save(Self self) {
@@ -224,7 +227,7 @@ void stop_all(Self self, const std::string& reason, int signal = SIGTERM,
 
 void finish(Self self, Phase phase, const std::string& cause) {
   enter(self, phase, self->state.rec.reason(), cause);
-  self->delayed_send(self, linger(self->state.w), done_atom_v);
+  linger(self);
 }
 
 // Records the attempt that just ended in the job's history.
@@ -605,7 +608,7 @@ JobActor::behavior_type job_behavior(Self self, Wiring w, OutboxPtr out, std::st
     else
       enqueue(self);
   } else if (terminal(st.phase)) {
-    self->delayed_send(self, linger(self->state.w), done_atom_v);
+    linger(self);
   } else if (!placed(st.phase)) {
     // Restored between an attempt's end and its requeue (e.g. "preempted"):
     // the attempt is over; the job goes back to its queue.

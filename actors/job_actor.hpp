@@ -21,8 +21,8 @@
 //   again, policy::judge_hold); (stored_atom, attempt, seq) once the events
 //   stream holds its `starting` event: only then do its Launches go (written
 //   ahead, docs/recovery.md); its timers: (retry_atom) back-off over,
-//   (restop_atom, attempt) an unanswered stop again every 15 s, (done_atom)
-//   linger over; (dispatch_atom, claim, granted, withdrawn, reason) its front
+//   (restop_atom, attempt) an unanswered stop again every 15 s; (done_atom)
+//   from its supervisor: linger over; (dispatch_atom, claim, granted, withdrawn, reason) its front
 //   door's verdict; (crash_atom) for supervision tests. Restarted in
 //   starting/running, it sends (sync_atom, node, id, attempt, rank) to the
 //   node supervisor for each rank and asks again for a stop it had asked for.

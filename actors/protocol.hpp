@@ -208,7 +208,7 @@ using Strings = std::vector<std::string>;
 // GangReservationActor (actors/gang_reservation_actor.hpp): it sends its
 // requests and reports; it accepts only the debug crash. The answers to its
 // requests (Accept|Reject Envelopes) come back as responses.
-using GangActor = caf::typed_actor<reacts_to<crash_atom>>;
+using GangActor = caf::typed_actor<reacts_to<crash_atom>, reacts_to<lease_atom>>;
 
 // NodeActor (actors/node_actor.hpp), one per machine.
 using NodeActor = caf::typed_actor<
@@ -290,6 +290,8 @@ using JobSupervisorActor = SupervisorActor::extend<
     reacts_to<crash_atom, std::string /*id*/>,
     reacts_to<tick_atom>,  // itself: forget jobs ended longer ago than the retention
     reacts_to<ended_atom, std::string /*job*/>,  // its jobs: the end event is stored
+    reacts_to<done_atom, std::string /*job*/>,   // its jobs: ended (it sends done_atom
+                                                 // back once Wiring::linger_ms passed)
     replies_to<deps_atom, std::string /*team*/, Strings /*jobs*/>::with<std::string>,  // router
     replies_to<state_atom, std::string /*job*/>::with<std::string>,  // schedule keeper
     replies_to<handoff_atom, std::string /*id*/, std::string /*record*/>::with<bool>>;  // router
@@ -314,8 +316,9 @@ using NodeSupervisorActor = SupervisorActor::extend<
 
 // Gang supervisor: GangReservationActors by job id/attempt.
 using GangSupervisorActor =
-    SupervisorActor::extend<reacts_to<spawn_atom, std::vector<Grant>>>;  // a pool arbiter: one
-                                                                         // round's grants
+    SupervisorActor::extend<reacts_to<spawn_atom, std::vector<Grant>>,  // a pool arbiter: one
+                                                                        // round's grants
+                            reacts_to<tick_atom>>;  // itself: the gangs past their deadline
 
 // ArbiterActor: the pool arbiters' interface. The scheduler's one arbiter
 // front (actors/arbiter_front.hpp) accepts it from the other actors and hands

@@ -24,6 +24,7 @@
 #include "actors/policy/admission.hpp"
 #include "actors/policy/arrays.hpp"
 #include "actors/policy/config.hpp"
+#include "actors/policy/deadlines.hpp"
 #include "actors/policy/dependencies.hpp"
 #include "actors/policy/ledger.hpp"
 #include "actors/policy/pages.hpp"
@@ -166,6 +167,10 @@ struct JobSupState : SupState<JobActor> {
   // forgotten retention_ms later (<= 0: never).
   int64_t retention_ms = 0;
   std::deque<std::pair<int64_t, std::string>> ended;
+  // Ended jobs whose actor lingers, until when: each is told done_atom then
+  // (one sweep for them all, not a timer each). An actor restarted while it
+  // lingered lingers anew: only its last time counts.
+  policy::Deadlines lingering;
   bool sweep_armed = false;
   StoredLogsPtr logs;  // an ended job's logs are read from TROUPE_LOGS_<team> (null: agents only)
   // Blocked jobs (depends_on) by an upstream job they wait for: judged again
@@ -186,12 +191,14 @@ struct JobSupState : SupState<JobActor> {
 };
 using JobSup = JobSupervisorActor::stateful_pointer<JobSupState>;
 
-// How often the job supervisor looks for ended jobs past their retention.
+// How often the job supervisor looks for ended jobs past their retention
+// and lingering actors past Wiring::linger_ms.
 constexpr auto kSweepEvery = std::chrono::seconds(1);
 
 void arm_sweep(JobSup self) {
   auto& st = self->state;
-  if (st.sweep_armed || st.ended.empty() || st.retention_ms <= 0) return;
+  bool forgets = !st.ended.empty() && st.retention_ms > 0;
+  if (st.sweep_armed || (!forgets && st.lingering.empty())) return;
   st.sweep_armed = true;
   self->delayed_send(self, kSweepEvery, tick_atom_v);
 }
@@ -635,7 +642,10 @@ void sweep(JobSup self) {
   auto& st = self->state;
   st.sweep_armed = false;
   int64_t now = st.w.now_ms();
-  while (!st.ended.empty() && st.ended.front().first + st.retention_ms <= now) {
+  for (const auto& id : st.lingering.take_due(now))
+    if (auto j = st.children.find(id)) self->send(j, done_atom_v);
+  while (st.retention_ms > 0 && !st.ended.empty() &&
+         st.ended.front().first + st.retention_ms <= now) {
     auto id = std::move(st.ended.front().second);
     st.ended.pop_front();
     forget_job(self, id);
@@ -957,6 +967,11 @@ JobSupervisorActor::behavior_type job_sup_behavior(JobSup self, OutboxPtr out,
       },
       [=](tick_atom) { sweep(self); },
       [=](ended_atom, const std::string& id) { upstream_ended(self, id); },
+      [=](done_atom, const std::string& id) {
+        auto& st = self->state;
+        st.lingering.set(id, st.w.now_ms() + st.w.linger_ms);
+        arm_sweep(self);
+      },
       [=](state_atom, const std::string& id) {
         pb::JobRecord rec;
         auto* snap = self->state.children.snapshot_of(id);
@@ -1205,9 +1220,22 @@ struct GangPlan {
 struct GangSupState : SupState<GangActor> {
   GangSupState() : SupState("gang", false) {}
   std::unordered_map<std::string, GangPlan> plans;
+  // Every live gang's deadline (placement_timeout_ms after its start), checked
+  // once a second while there are any: one timer, not one per request.
+  policy::Deadlines due;
+  bool tick_armed = false;
   static inline const char* name = "gang_supervisor";
 };
 using GangSup = GangSupervisorActor::stateful_pointer<GangSupState>;
+
+constexpr auto kGangCheckEvery = std::chrono::seconds(1);
+
+void arm_gang_check(GangSup self) {
+  auto& st = self->state;
+  if (st.tick_armed || st.due.empty()) return;
+  st.tick_armed = true;
+  self->delayed_send(self, kGangCheckEvery, tick_atom_v);
+}
 
 GangSupervisorActor::behavior_type gang_sup_behavior(GangSup self) {
   // A gang restarted after a crash reports unplaced at once (what it had
@@ -1217,7 +1245,11 @@ GangSupervisorActor::behavior_type gang_sup_behavior(GangSup self) {
     return spawn_gang_reservation(self, p.t, p.c, p.queue, true);
   };
   return supervise<GangSupervisorActor>(
-      self, recover, nothing, [=](const std::string& id) { self->state.plans.erase(id); },
+      self, recover, nothing,
+      [=](const std::string& id) {
+        self->state.plans.erase(id);
+        self->state.due.clear(id);
+      },
       [=](spawn_atom, std::vector<Grant>& grants) {
         // A round's grants, each of one worker or many (the one placement path).
         for (auto& g : grants) {
@@ -1232,11 +1264,20 @@ GangSupervisorActor::behavior_type gang_sup_behavior(GangSup self) {
           }
           auto& plan = self->state.plans[id] =
               GangPlan{std::move(g.ticket), std::move(g.nodes), std::move(g.queue)};
+          self->state.due.set(id, self->state.w.now_ms() + placement_timeout_ms(plan.c));
           self->state.children.start(
               self, id, {}, [=, &plan](const std::string&, const std::string&) {
                 return spawn_gang_reservation(self, plan.t, plan.c, plan.queue, false);
               });
         }
+        arm_gang_check(self);
+      },
+      [=](tick_atom) {
+        auto& st = self->state;
+        st.tick_armed = false;
+        for (const auto& id : st.due.take_due(st.w.now_ms()))
+          if (auto g = st.children.find(id)) self->send(g, lease_atom_v);
+        arm_gang_check(self);
       });
 }
 

@@ -43,8 +43,11 @@
 //   handed back to the router to read; (requeue_atom, team); (crash_atom, id);
 //   (stats_atom); (restore_atom, JobRecords); (ended_atom, id) from a job
 //   whose end event is stored: its blocked jobs are judged again;
+//   (done_atom, id) from a job that ended: it is sent done_atom (its actor
+//   goes) once Wiring::linger_ms passed, by the sweep below;
 //   (deps_atom, team, ids) -> error from the router: a submission's
-//   depends_on names jobs of its team it knows; (tick_atom), its own: a job
+//   depends_on names jobs of its team it knows; (tick_atom), its own, every
+//   second while there is something to sweep: a job
 //   ended longer than the retention ago is forgotten (its snapshot, its place
 //   in the lists, its KV key purged, its idempotency key at the router:
 //   purged_atom); status and history of a job it does not know go to the
@@ -64,9 +67,11 @@
 //   nodes only, has the bus listen to their agents (AgentWatch) and tells
 //   the router (heard_atom) of another pool's agent messages that reached it.
 // gang supervisor   — GangReservationActors by job id/attempt
-//                     (GangSupervisorActor).
-//   accepts: Wiring; (spawn_atom, JobTicket, CandidateList, TeamQueueActor);
-//   (stats_atom).
+//                     (GangSupervisorActor). Owns every live gang's
+//                     deadline (placement_timeout_ms after its start).
+//   accepts: Wiring; (spawn_atom, Grants) from a pool arbiter: one round's
+//   grants, a gang each; (stats_atom); (tick_atom), its own, every second
+//   while gangs live: a gang past its deadline is told (lease_atom) time is up.
 #pragma once
 
 #include "actors/node_actor.hpp"

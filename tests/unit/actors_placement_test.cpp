@@ -3,11 +3,13 @@
 // committed, and answered to the team queue placed or unplaced; what it may
 // hold is released when it gives up. Fake node actors answer its Reserve and
 // Commit as told. Runs on CAF's test coordinator: one thread, no waits (a
-// silent node's timeout is triggered, not waited for).
+// silent node's deadline, kept by the gang supervisor, is triggered on a
+// manual clock, not waited for).
 #include <catch2/catch.hpp>
 
 #include "actor_test_kit.hpp"
 #include "actors/gang_reservation_actor.hpp"
+#include "actors/supervisors.hpp"
 #include "messages/wire.hpp"
 
 using namespace troupe;
@@ -15,7 +17,7 @@ using namespace troupe::atoms;
 
 namespace {
 
-enum class Answer { accept, reject, silent };
+enum class Answer { accept, reject, silent, silent_commit };
 
 // A node actor's ledger, reduced to what the gang sees: it answers Reserve
 // and Commit as `answer` says (GPU 3 when it accepts) and records every body.
@@ -49,12 +51,15 @@ caf::behavior fake_node(FakeNode* self, std::string name, Answer answer) {
                            (x->if_unlaunched() ? " if unlaunched" : ""));
           return Envelope{};
         }
+        if (st.answer == Answer::silent_commit && e->body_as_Commit() == nullptr)
+          return Envelope{wire::accept(st.name, id, {3}, 0)};
         switch (st.answer) {
           case Answer::accept:
             return Envelope{wire::accept(st.name, id, {3}, 0)};
           case Answer::reject:
             return Envelope{wire::reject(st.name, id, "not enough free GPUs")};
           case Answer::silent:
+          case Answer::silent_commit:
             st.unanswered.push_back(self->make_response_promise());
             return caf::delegated<Envelope>{};
         }
@@ -98,6 +103,7 @@ using testing::state_of;
 struct Fixture : testing::TestSystem {
   caf::actor spawner, queue;
   std::vector<caf::actor> nodes;
+  GangSupervisorActor gangs;  // only for supervised()
 
   Fixture() {
     spawner = sys->spawn(parent);
@@ -106,18 +112,40 @@ struct Fixture : testing::TestSystem {
   }
   ~Fixture() {
     for (const auto& a : nodes) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+    if (gangs) caf::anon_send_exit(gangs, caf::exit_reason::user_shutdown);
     stop(spawner, queue);
   }
   // A grant of `job`, one worker on each named node (rank order), each node
   // answering as told.
   void grant(const std::vector<std::pair<std::string, Answer>>& on, bool recovering = false) {
+    caf::anon_send(spawner, ticket(on.size()), candidates(on),
+                   caf::actor_cast<TeamQueueActor>(queue), recovering);
+    sched->run();
+  }
+  // The same grant through the real gang supervisor, which keeps the gang's
+  // deadline on the returned clock.
+  std::shared_ptr<ManualClock> supervised(const std::vector<std::pair<std::string, Answer>>& on) {
+    auto clock = std::make_shared<ManualClock>(1'000'000);
+    gangs = spawn_gang_supervisor(*sys);
+    Wiring w;
+    w.clock = clock;
+    caf::anon_send(gangs, w);
+    Grant g{ticket(on.size()), candidates(on), caf::actor_cast<TeamQueueActor>(queue)};
+    caf::anon_send(gangs, spawn_atom_v, std::vector<Grant>{g});
+    sched->run();
+    return clock;
+  }
+  JobTicket ticket(size_t workers) {
     JobTicket t;
     t.job_id = "j1";
     t.team = "t";
     t.attempt = 2;
     t.req.gpus = 1;
-    t.req.workers = static_cast<int>(on.size());
+    t.req.workers = static_cast<int>(workers);
     t.req.pool = "p";
+    return t;
+  }
+  CandidateList candidates(const std::vector<std::pair<std::string, Answer>>& on) {
     CandidateList c;
     for (const auto& [name, answer] : on) {
       nodes.push_back(sys->spawn(fake_node, name, answer));
@@ -127,8 +155,7 @@ struct Fixture : testing::TestSystem {
       // through the real interfaces, as the gang sees them.
       c.actors.push_back(caf::actor_cast<NodeActor>(nodes.back()));
     }
-    caf::anon_send(spawner, t, c, caf::actor_cast<TeamQueueActor>(queue), recovering);
-    sched->run();
+    return c;
   }
   std::vector<std::string>& node_got(size_t rank) {
     return state_of<FakeNodeState>(nodes[rank]).got;
@@ -190,12 +217,40 @@ TEST_CASE_METHOD(Fixture, "a reject releases the ranks still being asked too, no
 
 TEST_CASE_METHOD(Fixture, "a node that does not answer in time is released too",
                  "[gang_reservation]") {
-  grant({{"n1", Answer::silent}});
+  auto clock = supervised({{"n1", Answer::silent}});
+  CHECK(node_got(0) == V{"Allocate j1/2/0"});
+  clock->advance(5000 - 1);
+  sched->trigger_timeouts();  // the supervisor's check: not yet
+  sched->run();
   CHECK(queue_got().empty());
-  sched->trigger_timeouts();
+  clock->advance(1);
+  sched->trigger_timeouts();  // now
   sched->run();
   CHECK(node_got(0) == V{"Allocate j1/2/0", "Release j1/2/0 if unlaunched"});
   CHECK(queue_got() == V{"unplaced j1: an allocation timed out"});
+}
+
+TEST_CASE_METHOD(Fixture, "a gang whose commit is not answered in time releases every rank",
+                 "[gang_reservation]") {
+  auto clock = supervised({{"n1", Answer::accept}, {"n2", Answer::silent_commit}});
+  CHECK(node_got(1) == V{"Reserve j1/2/1 5000", "Commit j1/2/1"});
+  clock->advance(8000);  // a gang's time: both phases
+  sched->trigger_timeouts();
+  sched->run();
+  CHECK(node_got(0) == V{"Reserve j1/2/0 5000", "Commit j1/2/0", "Release j1/2/0 if unlaunched"});
+  CHECK(node_got(1) == V{"Reserve j1/2/1 5000", "Commit j1/2/1", "Release j1/2/1 if unlaunched"});
+  CHECK(queue_got() == V{"unplaced j1: a commit timed out"});
+}
+
+TEST_CASE_METHOD(Fixture, "a gang placed in time is not told its time is up",
+                 "[gang_reservation]") {
+  auto clock = supervised({{"n1", Answer::accept}});
+  CHECK(queue_got() == V{"placed j1"});
+  clock->advance(60000);
+  sched->trigger_timeouts();
+  sched->run();
+  CHECK(node_got(0) == V{"Allocate j1/2/0"});
+  CHECK(queue_got() == V{"placed j1"});
 }
 
 TEST_CASE_METHOD(Fixture, "a gang reservation restarted after a crash reports unplaced at once",

@@ -391,6 +391,27 @@ TEST_CASE(
   CHECK(f.out->position(launch_of("n1", canceled)) == -1);
 }
 
+TEST_CASE("an ended job's actor lingers linger_ms on its supervisor's one sweep, then goes",
+          "[actors][supervision]") {
+  Fixture f;
+  f.register_node("n1", 8);
+  std::vector<std::string> ids;
+  for (int i = 0; i < 5; ++i) ids.push_back(f.submit(kJob));
+  size_t timers = f.sched->clock().schedule().size();
+  for (const auto& id : ids) f.agent_reports("n1", f.launched("n1", id), 0);
+  for (const auto& id : ids) REQUIRE(f.event(id, "succeeded"));
+  // Five actors linger on the supervisor's sweep (one timer), not on a timer each.
+  CHECK(f.sched->clock().schedule().size() <= timers + 1);
+  f.pass(f.w.linger_ms - 1000);
+  f.crash_job(ids[0]);  // still there: it crashes and is restarted (it lingers anew)
+  CHECK(f.restarts(f.w.jobs) == 1);
+  f.pass(2000);  // the others' linger is over, and the sweep has come
+  f.crash_job(ids[1]);
+  CHECK(f.restarts(f.w.jobs) == 1);  // gone: nothing to crash
+  f.crash_job(ids[0]);               // restarted later: still lingering
+  CHECK(f.restarts(f.w.jobs) == 2);
+}
+
 TEST_CASE("a crashed node actor is restarted and keeps placing", "[actors][supervision]") {
   Fixture f;
   auto hello = [](const Published& p) {
