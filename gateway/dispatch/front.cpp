@@ -8,6 +8,7 @@
 #include <cctype>
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <future>
 #include <map>
 #include <mutex>
@@ -87,6 +88,19 @@ struct Front::Impl {
   static constexpr size_t kMaxWaitingSubmits = 1024;
   std::vector<std::unique_ptr<bus::SerialQueue<troupe::Inbound>>> submit_lanes;
   std::atomic<uint64_t> next_lane{0};
+  // The requests that wait for a cluster's answer (status, cancel, logs,
+  // why, history, pipeline, jobs) are handled in lanes of their own too, so
+  // that a cluster slow to answer holds up one lane's requests, not every
+  // request of that verb (a subscription's delivery thread is one thread).
+  struct Request {
+    troupe::Inbound in;
+    const bus::Handler* handle = nullptr;  // one of request_handlers
+  };
+  static constexpr size_t kRequestLanes = 16;
+  static constexpr size_t kMaxWaitingRequests = 256;
+  std::vector<std::unique_ptr<bus::SerialQueue<Request>>> request_lanes;
+  std::atomic<uint64_t> next_request_lane{0};
+  std::deque<bus::Handler> request_handlers;  // (a deque: each stays put)
   std::set<std::string> sending_keys;
   std::condition_variable key_sent;
   std::map<std::string, std::map<std::string, int64_t>> in_flight;
@@ -522,6 +536,28 @@ struct Front::Impl {
     count("refused");
     if (in.stream_seq != 0) return;  // enqueued: delivered again after the ack wait
     reply(in, error_json("the front door is busy: submit again", "unavailable"));
+  }
+
+  // `handle` (a guard()ed handler), run on a request lane: what the
+  // subscription hands on. `by_team`: a team's requests always on the same
+  // lane, one after another (pipelines: a retry with the pipeline's key finds
+  // where the first went); else the next lane. A flood beyond what the lanes
+  // hold is refused at once (unavailable: ask again later).
+  bus::Handler laned(bus::Handler handle, bool by_team = false) {
+    const bus::Handler* h = &request_handlers.emplace_back(std::move(handle));
+    return [this, h, by_team](troupe::Inbound&& in) {
+      if (!serving()) {
+        count("not_serving");
+        return;
+      }
+      const size_t lane = by_team
+                              ? std::hash<std::string_view>{}(sj::token(in.subject, sj::kTeamToken))
+                              : static_cast<size_t>(next_request_lane++);
+      Request r{std::move(in), h};
+      if (request_lanes[lane % request_lanes.size()]->post(r)) return;
+      count("refused");
+      reply(r.in, error_json("the front door is busy: ask again", "unavailable"));
+    };
   }
 
   // The subject's team; false (counted, answered) when it is no team's name.
@@ -1262,21 +1298,26 @@ std::unique_ptr<Front> Front::open(const FrontOptions& opts, std::string* error,
         [self, handle = self->guard("submit", true, [self](troupe::Inbound&& in) {
           self->on_submit(std::move(in));
         })](troupe::Inbound& in) { handle(std::move(in)); }));
+  for (size_t i = 0; i < Impl::kRequestLanes; ++i)
+    impl->request_lanes.push_back(std::make_unique<bus::SerialQueue<Impl::Request>>(
+        Impl::kMaxWaitingRequests, [](Impl::Request& r) { (*r.handle)(std::move(r.in)); }));
   impl->subs.push_back(impl->front->subscribe(
       sj::kAllSubmit, [self](troupe::Inbound&& in) { self->post_submit(std::move(in)); }));
   for (auto verb : kForwarded)
     impl->subs.push_back(impl->front->subscribe(
         sj::team_verb("*", verb),
-        self->guard(std::string(verb), true, [self, verb](troupe::Inbound&& in) {
+        self->laned(self->guard(std::string(verb), true, [self, verb](troupe::Inbound&& in) {
           self->on_job_request(verb, std::move(in));
-        })));
+        }))));
   impl->subs.push_back(impl->front->subscribe(
       sj::team_verb("*", sj::kPipeline),
-      self->guard("pipeline", true,
-                  [self](troupe::Inbound&& in) { self->on_pipeline(std::move(in)); })));
+      self->laned(self->guard("pipeline", true,
+                              [self](troupe::Inbound&& in) { self->on_pipeline(std::move(in)); }),
+                  true)));
   impl->subs.push_back(impl->front->subscribe(
       sj::team_verb("*", sj::kJobs),
-      self->guard("jobs", true, [self](troupe::Inbound&& in) { self->on_jobs(std::move(in)); })));
+      self->laned(self->guard("jobs", true,
+                              [self](troupe::Inbound&& in) { self->on_jobs(std::move(in)); }))));
   impl->subs.push_back(impl->front->subscribe(
       sj::kSysClusters, self->guard("clusters", true, [self](troupe::Inbound&& in) {
         self->reply(in, self->clusters_view());
@@ -1303,6 +1344,7 @@ Front::~Front() {
   // then the submissions in hand finish (those still waiting are dropped).
   impl_->subs.clear();
   for (auto& lane : impl_->submit_lanes) lane->close();
+  for (auto& lane : impl_->request_lanes) lane->close();
   impl_->enqueued.reset();  // (after the lanes: they acknowledge)
   for (auto& r : impl_->remotes) {
     r->events.reset();

@@ -900,6 +900,52 @@ TEST_CASE(
   CHECK(front.status("t1", runs).value("state", "") == std::string(names::kRunning));
 }
 
+TEST_CASE("a cluster slow to answer holds up no request about another cluster's job",
+          "[integration][clusters]") {
+  TwoClusters all;
+  Cluster &c2 = all.c2, &front = all.front();
+  const std::string config =
+      "clusters:\n" + linked_entry("c1", front) + linked_entry("c2", front) + "poll_ms: 200\n";
+  auto dispatch = start_dispatch(front, config, "dispatch", {"--request-timeout-ms", "4000"});
+  wait_clusters(front, 30s);
+  const std::string a = front.submit_ok("t1", typed({"sleep", "120"}, 1, {{"gpu_type", "a100"}}));
+  const std::string b = front.submit_ok("t1", typed({"sleep", "120"}, 1, {{"gpu_type", "h100"}}));
+  REQUIRE(front.events().wait_state(a, std::string(names::kRunning), 30s));
+  REQUIRE(front.events().wait_state(b, std::string(names::kRunning), 30s));
+
+  // c2's scheduler stalls: each request about b waits a request timeout.
+  REQUIRE(c2.scheduler().signal(SIGSTOP));
+  std::mutex mu;
+  std::condition_variable cv;
+  int answered_b = 0;
+  const std::string inbox = front.conn().new_inbox();
+  auto sub = front.conn().subscribe(inbox, [&](Inbound&&) {
+    std::lock_guard<std::mutex> lock(mu);
+    ++answered_b;
+    cv.notify_all();
+  });
+  REQUIRE(sub);
+  const std::string about_b = Json{{"job_id", b}}.dump();
+  for (int i = 0; i < 3; ++i)  // on this connection before the request about a: heard first
+    REQUIRE(front.conn().publish(subjects::team_verb("t1", subjects::kStatus), about_b, inbox));
+  // The request about a (in c1) is answered while those about b still wait.
+  Json st = front.status("t1", a);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    INFO("status of a: " << st.dump());
+    CHECK(answered_b == 0);
+  }
+  CHECK(st.value("state", "") == std::string(names::kRunning));
+  CHECK(st.value("cluster", "") == "c1");
+  // Those about b end as the front door knows it (unreachable), not lost.
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    CHECK(cv.wait_for(lock, 20s, [&] { return answered_b == 3; }));
+  }
+  REQUIRE(c2.scheduler().signal(SIGCONT));
+  CHECK(front.status("t1", b).value("state", "") == std::string(names::kRunning));
+}
+
 TEST_CASE("troupe up --clusters 2: two clusters behind a front door, the demo passes",
           "[integration][clusters]") {
   TmpDir tmp("troupe-up-clusters");
