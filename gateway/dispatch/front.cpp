@@ -118,6 +118,8 @@ struct Front::Impl {
   std::map<std::string, std::string> by_remote_id;  // cluster/id -> front id
   // A pipeline's idempotency key (team/pipeline/key) -> the cluster it went
   // to: sent again, it goes there again (the cluster answers its first reply).
+  // Restored from its members' places (JobPlace::pipeline_key); forgotten
+  // with them.
   std::map<std::string, std::string> pipeline_keys;
   std::map<std::string, Json> last_events;  // front id -> its last event mirrored
   // The ids of the jobs not known ended (sent or started), by team: what
@@ -412,6 +414,7 @@ struct Front::Impl {
         if (!p.cluster.empty()) by_remote_id.erase(remote_key(p.cluster, p.cluster_job_id));
         for (const auto& w : p.withdrawn) withdrawn.erase(w);
         if (auto key = key_of(p); !key.empty()) keys.erase(key);
+        if (!p.pipeline_key.empty()) pipeline_keys.erase(p.pipeline_key);
         if (auto l = live.find(p.team); l != live.end()) l->second.erase(p.job_id);
         last_events.erase(p.job_id);
         purges.push_back({place_key(p.job_id), "", it->second.revision});
@@ -844,6 +847,7 @@ struct Front::Impl {
       h.place.sent_ms = now_ms();
       h.place.gpus = needs_of(team, *spec).gpus;
       h.place.pinned = true;
+      h.place.pipeline_key = key;
       store(h);
       auto& placed = places[h.place.job_id];
       placed = std::move(h);
@@ -1252,6 +1256,8 @@ struct Front::Impl {
       if (!p->cluster.empty()) by_remote_id[remote_key(p->cluster, p->cluster_job_id)] = p->job_id;
       for (const auto& w : p->withdrawn) withdrawn[w] = p->job_id;
       if (auto key = key_of(*p); !key.empty()) keys[key] = p->job_id;
+      if (!p->pipeline_key.empty() && !p->cluster.empty())
+        pipeline_keys[p->pipeline_key] = p->cluster;
     }
     spdlog::info("dispatch: {} jobs restored from {}", places.size(), sj::kDispatchBucket);
     return true;

@@ -281,6 +281,7 @@ std::string to_json(const JobPlace& p) {
   if (!p.last_state.empty()) j["last_state"] = p.last_state;
   if (p.ended_ms != 0) j["ended_ms"] = p.ended_ms;
   if (p.pinned) j["pinned"] = true;
+  if (!p.pipeline_key.empty()) j["pipeline_key"] = p.pipeline_key;
   return dump_json(j);
 }
 
@@ -390,6 +391,7 @@ std::optional<JobPlace> place_from_json(std::string_view json) {
     p.last_state = j.value("last_state", std::string());
     p.ended_ms = j.value("ended_ms", int64_t{0});
     p.pinned = j.value("pinned", false);
+    p.pipeline_key = j.value("pipeline_key", std::string());
     if (p.job_id.empty() || p.team.empty()) return std::nullopt;
     return p;
   } catch (const std::exception&) {

@@ -132,6 +132,9 @@ struct JobPlace {
   // its cluster, never spilled over or re-dispatched (its dependents there
   // wait for this copy).
   bool pinned = false;
+  // A pipeline member's: its pipeline's key (team/pipeline/<idempotency_key>;
+  // "" none). Restored, it sends a retry of the pipeline where the first went.
+  std::string pipeline_key;
 };
 std::string to_json(const JobPlace& p);
 

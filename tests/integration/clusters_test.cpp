@@ -625,9 +625,9 @@ TEST_CASE(
     "[integration][clusters]") {
   TwoClusters all;
   Cluster &c1 = all.c1, &front = all.front();
-  auto dispatch =
-      start_dispatch(front, "clusters:\n" + linked_entry("c1", front) + linked_entry("c2", front) +
-                                "teams:\n  t1: {clusters: [c1, c2]}\npoll_ms: 200\n");
+  const std::string config = "clusters:\n" + linked_entry("c1", front) + linked_entry("c2", front) +
+                             "teams:\n  t1: {clusters: [c1, c2]}\npoll_ms: 200\n";
+  auto dispatch = start_dispatch(front, config);
   wait_clusters(front, 30s);
   auto member = [](const std::string& name, const std::string& command, Json resources,
                    Json depends_on = Json::array()) {
@@ -714,6 +714,38 @@ TEST_CASE(
             .contains("error"));
   Json after_all = front.request(subjects::team_jobs("t1"), Json::object());
   CHECK(after_all.value("jobs", Json::array()).size() == 4);
+
+  // Its key outlives a front door restart: a retry goes where the first
+  // went (and gets the same ids), though that cluster is full now (the job
+  // takes both its GPUs) and the other free.
+  Json whole = member("hold", "sleep 120", {{"gpu_types", {"a100", "h100"}}});
+  whole["resources"]["gpus"] = 2;
+  Json held = {{"idempotency_key", "hold-1"}, {"jobs", {whole}}};
+  Json first = front.request(subjects::team_pipeline("t1"), held);
+  INFO("the held pipeline: " << first.dump());
+  REQUIRE(first.contains("jobs"));
+  const std::string where = first.value("cluster", "");
+  const std::string hold = first["jobs"][0].value("job_id", "");
+  REQUIRE(front.events().wait_state(hold, std::string(names::kRunning), 30s));
+  dispatch->stop();
+  dispatch = start_dispatch(front, config);
+  Json view;
+  REQUIRE(wait_view(
+      front,
+      [&](const Json& v) {
+        bool seen = v["clusters"].size() == 2;
+        for (const auto& c : v["clusters"])
+          seen = seen && c.value("state", "") == "reachable" &&
+                 c.value("gpus_free", -1) == (c.value("name", "") == where ? 0 : 2);
+        return seen;
+      },
+      30s, &view));
+  Json retry = front.request(subjects::team_pipeline("t1"), held);
+  INFO("its retry after a restart: " << retry.dump());
+  CHECK(retry.value("cluster", "") == where);
+  REQUIRE(retry.contains("jobs"));
+  CHECK(retry["jobs"][0].value("job_id", "") == hold);
+  front.cancel("t1", hold);
   CHECK(dispatch->running());
 }
 

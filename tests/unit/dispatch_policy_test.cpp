@@ -497,6 +497,9 @@ TEST_CASE("dispatch: a pinned place keeps its pin through its stored JSON", "[di
   CHECK_FALSE(place_from_json(to_json(p))->pinned);
   p.pinned = true;
   CHECK(place_from_json(to_json(p))->pinned);
+  CHECK(place_from_json(to_json(p))->pipeline_key.empty());
+  p.pipeline_key = "t1/pipeline/nightly-1";  // a pipeline member's: where a retry goes
+  CHECK(place_from_json(to_json(p))->pipeline_key == "t1/pipeline/nightly-1");
 }
 
 TEST_CASE("dispatch: a cluster's ids put back to the front door's, whole ids only, at any depth",
