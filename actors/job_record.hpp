@@ -10,6 +10,7 @@
 #include "actors/policy/placement.hpp"
 #include "actors/policy/queue_order.hpp"
 #include "job_spec.pb.h"
+#include "messages/event_json.hpp"
 #include "records.pb.h"
 
 namespace troupe {
@@ -29,8 +30,7 @@ policy::PlacementRequest placement_request(const pb::JobSpec& s);
 int worker_count(const pb::JobSpec& s);
 // Port for the rank-0 coordinator of a gang (stable per job).
 int coordinator_port(const std::string& job_id);
-// RFC 3339 UTC with milliseconds.
-std::string rfc3339(int64_t ms);
+using spec::rfc3339;  // (messages/event_json.hpp)
 
 // Arrays and sweeps (policy/arrays.hpp): the grid of a sweep spec (empty for
 // an array), and task `index` of an array's record as a new job's record

@@ -3,6 +3,7 @@
 // (spec::to_json) was a tenth of the scheduler's CPU under load.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -16,6 +17,10 @@ namespace troupe::spec {
 // defaults), strings escaped as protobuf escapes them (json_escaping).
 // tests/unit/messages_event_json_test.cpp holds the two to each other.
 std::string event_json(const pb::JobEvent& e);
+
+// RFC 3339 UTC with milliseconds ("2026-12-06T02:40:00.000Z"), as events'
+// `ts` and schedules' `next` say a time.
+std::string rfc3339(int64_t ms);
 
 // `s` as a JSON string literal the way protobuf's JSON printer writes it:
 // '"' and '\\' escaped, '<' '>' as \u003c \u003e, control characters (C0,
