@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "actors/policy/schedule_book.hpp"
 #include "bus/lease.hpp"
 #include "bus/serial_queue.hpp"
 #include "bus/subjects.hpp"
@@ -27,6 +28,7 @@ namespace {
 
 using Json = nlohmann::json;
 namespace sj = troupe::subjects;
+namespace sch = troupe::policy::schedule;
 
 int64_t now_ms() {
   using namespace std::chrono;
@@ -122,6 +124,13 @@ struct Front::Impl {
   // with them.
   std::map<std::string, std::string> pipeline_keys;
   std::map<std::string, Json> last_events;  // front id -> its last event mirrored
+  // Every team's schedules kept at the front door (troupe.<team>.schedule,
+  // the same requests as a cluster's): each tick's run is submitted here as
+  // any job is, so it goes to a cluster by the same rules. Stored in
+  // TROUPE_DISPATCH under sched.<team>.<name> (the record's bytes), with the
+  // revision each was last written at.
+  sch::Book schedules;
+  std::map<sch::Key, uint64_t> schedule_revisions;
   // The ids of the jobs not known ended (sent or started), by team: what
   // choose_for, spill and redispatch look at, not every job ever sent (a
   // submission's quota check was linear in the front door's history).
@@ -248,6 +257,127 @@ struct Front::Impl {
       return;
     }
     h.revision = rev;
+  }
+
+  // --- schedules --------------------------------------------------------------
+
+  static std::string schedule_kv_key(const sch::Key& k) {
+    return "sched." + k.first + "." + k.second;
+  }
+  // Writes a schedule's record over what it last wrote (over a deleted one's
+  // marker, for a name made again). Under `mu`.
+  void store_schedule(const pb::ScheduleRecord& r) {
+    const sch::Key k{r.team(), r.name()};
+    const std::string key = schedule_kv_key(k);
+    auto known = schedule_revisions.find(k);
+    uint64_t expected = known != schedule_revisions.end() ? known->second : kv->last_revision(key);
+    bool conflict = false;
+    std::string err;
+    auto rev = kv->update(key, r.SerializeAsString(), expected, &conflict, &err);
+    if (rev == 0) {
+      spdlog::error("dispatch: schedule {}/{} not stored ({})", k.first, k.second,
+                    conflict ? "another front door wrote it" : err);
+      return;
+    }
+    schedule_revisions[k] = rev;
+  }
+  void purge_schedule(const sch::Key& k) {
+    auto known = schedule_revisions.find(k);
+    uint64_t expected = known != schedule_revisions.end() ? known->second : 0;
+    schedule_revisions.erase(k);
+    auto done = kv->write_all({{schedule_kv_key(k), "", expected}}, opts.request_timeout_ms);
+    if (done.empty() || done.front().revision == 0)
+      spdlog::error("dispatch: schedule {}/{} not purged from {}", k.first, k.second,
+                    sj::kDispatchBucket);
+  }
+
+  void on_schedule(troupe::Inbound&& in) {
+    std::string team;
+    if (!team_of(in, &team)) return;
+    sch::Book::Answer a;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      a = schedules.request(team, std::string(in.data.begin(), in.data.end()), now_ms());
+      if (a.put) store_schedule(*a.put);
+      if (a.purged) purge_schedule(*a.purged);
+    }
+    if (a.fault != sch::Book::Fault::none) {
+      count("malformed");
+      return reply(in, error_json(a.error, a.fault == sch::Book::Fault::not_found ? "not_found"
+                                                                                  : "bad_request"));
+    }
+    reply(in, a.reply);
+  }
+
+  // Each tick: the schedules' due ticks. A run goes out as a submission of
+  // its team (its tick's idempotency key: fired again after a restart, it
+  // gets the same job); concurrency forbid/replace looks at the last run's
+  // place. The record is written once the run is.
+  void fire_schedules() {
+    const int64_t now = now_ms();
+    struct Run {
+      pb::ScheduleRecord r;
+      sch::Due d;
+      std::string cancel;  // replace: the last run, canceled first
+    };
+    std::vector<Run> runs;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      for (auto& [k, r] : schedules.records()) {
+        auto d = sch::due_now(r, now);
+        if (d.fire_tick_ms < 0) {
+          if (!r.suspended() && d.latest_tick_ms > r.last_tick_ms()) {
+            sch::pass_over(r, d, false);
+            store_schedule(r);
+          }
+          continue;
+        }
+        auto conc = sch::parse_concurrency(r.concurrency()).value_or(sch::Concurrency::allow);
+        auto last = places.find(r.last_run());
+        bool active = last != places.end() && is_live(last->second.place);
+        auto action = sch::on_tick(conc, active);
+        if (action == sch::Action::skip) {
+          sch::pass_over(r, d, true);
+          store_schedule(r);
+          continue;
+        }
+        runs.push_back(
+            {r, d, action == sch::Action::replace_then_start ? r.last_run() : std::string()});
+      }
+    }
+    for (auto& run : runs) {
+      const std::string& team = run.r.team();
+      if (!run.cancel.empty()) cancel_run(team, run.cancel);
+      pb::JobSpec job = sch::run_spec(run.r, run.d.fire_tick_ms);
+      Json res =
+          submit(team, job, spec::to_json(job),
+                 {{std::string(names::kScheduleLabel), run.r.name()},
+                  {std::string(names::kScheduleTickLabel), std::to_string(run.d.fire_tick_ms)}});
+      count("schedule_runs");
+      std::lock_guard<std::mutex> lock(mu);
+      auto* r = schedules.find({team, run.r.name()});
+      if (r == nullptr) continue;  // deleted meanwhile
+      sch::record_run(*r, run.d.fire_tick_ms, run.d.missed, string_of(res, "job_id"),
+                      string_of(res, "error"));
+      if (!string_of(res, "error").empty())
+        spdlog::warn("dispatch: schedule {}/{}: the run of tick {} was refused: {}", team,
+                     run.r.name(), run.d.fire_tick_ms, string_of(res, "error"));
+      store_schedule(*r);
+    }
+  }
+
+  // A schedule's last run canceled (concurrency replace) in its cluster.
+  void cancel_run(const std::string& team, const std::string& id) {
+    std::optional<JobPlace> p;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (auto it = places.find(id); it != places.end()) p = it->second.place;
+    }
+    if (!p || p->cluster.empty()) return;
+    std::string err;
+    if (!ask(p->cluster, sj::team_verb(team, sj::kCancel),
+             Json{{"job_id", p->cluster_job_id}}.dump(), &err))
+      spdlog::warn("dispatch: the last run {} of a schedule was not canceled: {}", id, err);
   }
 
   // A job's place learnt: its events from now on (and those that came
@@ -599,8 +729,16 @@ struct Front::Impl {
       text = spec::to_json(parsed.spec);
     }
     if (fb != nullptr || text.empty() || text.front() != '{') text = spec::to_json(parsed.spec);
-    const std::string key =
-        parsed.spec.idempotency_key().empty() ? "" : team + "/" + parsed.spec.idempotency_key();
+    answer(submit(team, parsed.spec, std::move(text)));
+  }
+
+  // A job spec of `team` (`text`: it as JSON) sent on to a cluster, as a
+  // submission is: the reply ({"job_id","cluster"} or an error).
+  // `view_labels` are added to the front door's view of it only (a
+  // schedule's run: the cluster refuses troupe.* labels at submit).
+  Json submit(const std::string& team, pb::JobSpec& job, std::string text,
+              const std::map<std::string, std::string>& view_labels = {}) {
+    const std::string key = job.idempotency_key().empty() ? "" : team + "/" + job.idempotency_key();
     if (!key.empty()) {
       std::unique_lock<std::mutex> lock(mu);
       key_sent.wait(lock, [&] { return sending_keys.count(key) == 0; });
@@ -608,9 +746,7 @@ struct Front::Impl {
         auto p = places.find(k->second);
         if (p != places.end()) {
           ++counters["duplicates"];
-          Json j{{"job_id", k->second}, {"cluster", p->second.place.cluster}};
-          lock.unlock();  // (answering an enqueued one may count)
-          return answer(j);
+          return Json{{"job_id", k->second}, {"cluster", p->second.place.cluster}};
         }
       }
       sending_keys.insert(key);
@@ -628,15 +764,15 @@ struct Front::Impl {
         self->key_sent.notify_all();
       }
     } key_done{this, key};
-    auto needs = needs_of(team, parsed.spec);
+    auto needs = needs_of(team, job);
     // depends_on: the job goes to the cluster of its upstream jobs, with
     // their ids there; they and it stay there (pinned: never moved, so it
     // waits for the copy that runs).
     Upstreams ups;
     std::set<std::string> elsewhere;  // the clusters it may not go to
-    if (parsed.spec.depends_on_size() > 0) {
+    if (job.depends_on_size() > 0) {
       std::lock_guard<std::mutex> lock(mu);
-      ups = resolve_upstreams(team, parsed.spec, [&](const std::string& id) -> const JobPlace* {
+      ups = resolve_upstreams(team, job, [&](const std::string& id) -> const JobPlace* {
         auto it = places.find(id);
         return it == places.end() ? nullptr : &it->second.place;
       });
@@ -656,9 +792,9 @@ struct Front::Impl {
     }
     if (!ups.error.empty()) {
       count("refused");
-      return answer(error_json(ups.error, ups.code));
+      return error_json(ups.error, ups.code);
     }
-    if (!ups.cluster.empty()) text = spec::to_json(parsed.spec);  // (their ids there)
+    if (!ups.cluster.empty()) text = spec::to_json(job);  // (their ids there)
     auto choice = choose_for(needs, elsewhere, true);
     if (choice.order.empty()) {
       count("refused");
@@ -666,18 +802,24 @@ struct Front::Impl {
         choice.error = "depends_on: its upstream jobs are in cluster " + ups.cluster +
                        (choice.error.empty() ? std::string(", which is not in the config")
                                              : ": " + choice.error);
-      return answer(error_json(choice.error, choice.code.empty() ? "invalid_spec" : choice.code));
+      return error_json(choice.error, choice.code.empty() ? "invalid_spec" : choice.code);
     }
     Json refusal;
     auto place = send(team, text, choice.order, &refusal);
     if (!place) {
       release(needs, choice.order);
       count("refused");
-      return answer(refusal);
+      return refusal;
     }
     place->job_id = front_job_id(started_ms, ++next);
     place->gpus = needs.gpus;
     place->pinned = !ups.cluster.empty();
+    if (!view_labels.empty()) {
+      Json view = Json::parse(place->spec_json, nullptr, false);
+      if (view.is_object())
+        for (const auto& [k, v] : view_labels) view["labels"][k] = v;
+      place->spec_json = dump_json(view);
+    }
     // Stored before anyone may know the job (its events wait as early ones,
     // a claim of it waits for learn()): the write needs no lock, so the
     // lanes' writes overlap.
@@ -696,7 +838,7 @@ struct Front::Impl {
     release(needs, choice.order);
     spdlog::info("dispatch: {} of team {} sent to cluster {} as {}", place->job_id, team,
                  place->cluster, place->cluster_job_id);
-    answer(Json{{"job_id", place->job_id}, {"cluster", place->cluster}});
+    return Json{{"job_id", place->job_id}, {"cluster", place->cluster}};
   }
 
   // troupe.<team>.pipeline: the whole pipeline goes to one cluster, the
@@ -1247,6 +1389,14 @@ struct Front::Impl {
     std::lock_guard<std::mutex> lock(mu);
     for (const auto& e : entries) {
       if (e.value.empty()) continue;
+      if (e.key.rfind("sched.", 0) == 0) {
+        pb::ScheduleRecord r;
+        if (r.ParseFromString(e.value) && schedules.restore(r))
+          schedule_revisions[{r.team(), r.name()}] = e.revision;
+        else
+          spdlog::warn("dispatch: an unreadable stored schedule ({}) was skipped", e.key);
+        continue;
+      }
       auto p = place_from_json(e.value);
       if (!p) continue;
       auto& h = places[p->job_id];
@@ -1259,7 +1409,8 @@ struct Front::Impl {
       if (!p->pipeline_key.empty() && !p->cluster.empty())
         pipeline_keys[p->pipeline_key] = p->cluster;
     }
-    spdlog::info("dispatch: {} jobs restored from {}", places.size(), sj::kDispatchBucket);
+    spdlog::info("dispatch: {} jobs and {} schedules restored from {}", places.size(),
+                 schedules.records().size(), sj::kDispatchBucket);
     return true;
   }
 };
@@ -1319,6 +1470,11 @@ std::unique_ptr<Front> Front::open(const FrontOptions& opts, std::string* error,
       sj::team_verb("*", sj::kPipeline),
       self->laned(self->guard("pipeline", true,
                               [self](troupe::Inbound&& in) { self->on_pipeline(std::move(in)); }),
+                  true)));
+  impl->subs.push_back(impl->front->subscribe(
+      sj::team_verb("*", sj::kSchedule),
+      self->laned(self->guard("schedule", true,
+                              [self](troupe::Inbound&& in) { self->on_schedule(std::move(in)); }),
                   true)));
   impl->subs.push_back(impl->front->subscribe(
       sj::team_verb("*", sj::kJobs),
@@ -1382,6 +1538,7 @@ bool Front::tick() {
   }
   for (auto& r : impl_->remotes) impl_->poll(*r);
   if (impl_->serving()) {
+    impl_->fire_schedules();
     impl_->spill();
     impl_->redispatch();
     impl_->forget_old();

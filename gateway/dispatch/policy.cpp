@@ -506,18 +506,22 @@ Json jobs_page(const std::vector<Json>& rows, const Json& request) {
       return bad("limit must be a whole number from 1 to 5000");
     limit = std::min<int64_t>(l->get<int64_t>(), 5000);
   }
-  for (const char* key : {"after", "state", "pipeline", "label"})
+  for (const char* key : {"after", "state", "pipeline", "schedule", "label"})
     if (request.contains(key) && !request[key].is_string())
       return bad(std::string(key) + " must be a string");
   const std::string after = string_of(request, "after");
   const std::string state = string_of(request, "state");
-  // A label key=value (a pipeline's: troupe.pipeline=ID), as on a cluster.
-  if (request.contains("pipeline") && request.contains("label"))
-    return bad("give pipeline or label, not both");
+  // A label key=value (a pipeline's: troupe.pipeline=ID; a schedule's runs:
+  // troupe.schedule=NAME), as on a cluster.
+  if (request.contains("pipeline") + request.contains("schedule") + request.contains("label") > 1)
+    return bad("give one of pipeline, schedule or label");
   std::string label_key, label_value;
   if (request.contains("pipeline")) {
     label_key = names::kPipelineLabel;
     label_value = string_of(request, "pipeline");
+  } else if (request.contains("schedule")) {
+    label_key = names::kScheduleLabel;
+    label_value = string_of(request, "schedule");
   } else if (request.contains("label")) {
     const std::string l = string_of(request, "label");
     const auto eq = l.find('=');

@@ -978,6 +978,71 @@ TEST_CASE("a cluster slow to answer holds up no request about another cluster's 
   CHECK(front.status("t1", b).value("state", "") == std::string(names::kRunning));
 }
 
+TEST_CASE(
+    "a schedule at the front door: each tick's run is a front-door job sent by its type, listed "
+    "by its schedule, and the schedule outlives a front door restart",
+    "[integration][clusters][schedules]") {
+  TwoClusters all;
+  Cluster& front = all.front();
+  const std::string config =
+      "clusters:\n" + linked_entry("c1", front) + linked_entry("c2", front) + "poll_ms: 200\n";
+  auto dispatch = start_dispatch(front, config);
+  wait_clusters(front, 30s);
+  const std::string subject = subjects::team_verb("t1", subjects::kSchedule);
+  Json made = front.request(
+      subject, Json{{"op", "create"},
+                    {"name", "tick"},
+                    {"cron", "@every 1s"},
+                    {"concurrency", "forbid"},
+                    {"spec", typed({"sh", "-c", "echo tick-ok"}, 1, {{"gpu_type", "h100"}})}});
+  INFO("created: " << made.dump());
+  REQUIRE(made.value("name", "") == "tick");
+  CHECK(front.request(subject, Json{{"op", "create"}, {"name", "bad"}, {"cron", "0 0 30 2 *"}})
+            .value("code", "") == "bad_request");
+  // Its runs: front-door jobs named after it, ended in c2 (h100).
+  auto runs_in = [](const std::vector<Event>& events) {
+    std::set<std::string> ids;
+    for (const auto& e : events)
+      if (e.json.value("name", "") == "tick" && e.state == names::kSucceeded) ids.insert(e.job_id);
+    return ids;
+  };
+  auto runs = [&] { return runs_in(front.events().all()); };
+  REQUIRE(front.events().wait_for(
+      [&](const std::vector<Event>& events) { return runs_in(events).size() >= 2; }, 30s));
+  for (const auto& id : runs()) {
+    CHECK(id.rfind("j-x", 0) == 0);
+    CHECK(front.status("t1", id).value("cluster", "") == "c2");
+  }
+  const std::string one = *runs().begin();
+  CHECK(front.logs("t1", one).data.find("tick-ok") != std::string::npos);
+  Json listed = front.request(subjects::team_jobs("t1"), Json{{"schedule", "tick"}});
+  INFO("its runs listed: " << listed.dump());
+  CHECK(listed.value("jobs", Json::array()).size() >= 2);
+  for (const auto& j : listed.value("jobs", Json::array()))
+    CHECK(j["labels"].value(std::string(names::kScheduleLabel), "") == "tick");
+  Json shown = front.request(subject, Json{{"op", "show"}, {"name", "tick"}});
+  CHECK(shown.value("runs", 0) >= 2);
+  CHECK(shown.value("last_run", "").rfind("j-x", 0) == 0);
+
+  // A new front door finds it and goes on firing it.
+  dispatch->stop();
+  const size_t before = runs().size();
+  dispatch = start_dispatch(front, config);
+  wait_clusters(front, 30s);
+  Json list = front.request(subject, Json{{"op", "list"}});
+  INFO("after a restart: " << list.dump());
+  REQUIRE(list.value("schedules", Json::array()).size() == 1);
+  CHECK(list["schedules"][0].value("name", "") == "tick");
+  CHECK(front.events().wait_for(
+      [&](const std::vector<Event>& events) { return runs_in(events).size() >= before + 2; }, 30s));
+  Json gone = front.request(subject, Json{{"op", "delete"}, {"name", "tick"}});
+  CHECK(gone.value("deleted", "") == "tick");
+  CHECK(front.request(subject, Json{{"op", "list"}}).value("schedules", Json::array()).empty());
+  CHECK(front.request(subject, Json{{"op", "show"}, {"name", "tick"}}).value("code", "") ==
+        "not_found");
+  CHECK(dispatch->running());
+}
+
 TEST_CASE("troupe up --clusters 2: two clusters behind a front door, the demo passes",
           "[integration][clusters]") {
   TmpDir tmp("troupe-up-clusters");
