@@ -1022,6 +1022,19 @@ TEST_CASE(
     CHECK(j["labels"].value(std::string(names::kScheduleLabel), "") == "tick");
   Json shown = front.request(subject, Json{{"op", "show"}, {"name", "tick"}});
   CHECK(shown.value("runs", 0) >= 2);
+  // Another team's request reads as none; a name that is no schedule name is refused.
+  const std::string theirs = subjects::team_verb("t2", subjects::kSchedule);
+  CHECK(front.request(theirs, Json{{"op", "show"}, {"name", "tick"}}).value("code", "") ==
+        "not_found");
+  CHECK(front.request(theirs, Json{{"op", "delete"}, {"name", "tick"}}).value("code", "") ==
+        "not_found");
+  CHECK(front.request_text(subject, "{not json").value("code", "") == "bad_request");
+  CHECK(front
+            .request(subject, Json{{"op", "create"},
+                                   {"name", "a.b>*"},
+                                   {"cron", "@daily"},
+                                   {"spec", typed({"true"}, 1, {})}})
+            .value("code", "") == "bad_request");
   CHECK(shown.value("last_run", "").rfind("j-x", 0) == 0);
 
   // A new front door finds it and goes on firing it.
