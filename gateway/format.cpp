@@ -7,6 +7,7 @@
 #include <ctime>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "gateway/replies.hpp"
 #include "messages/names.hpp"
@@ -230,6 +231,8 @@ std::string jobs_table(const pb::JobList& jobs, int64_t now_ms, const std::strin
     if (a->submit_ms() != b->submit_ms()) return a->submit_ms() < b->submit_ms();
     return a->job_id() < b->job_id();
   });
+  bool clusters = false;  // through a front door: a CLUSTER column before NODE(S)
+  for (const auto* j : sorted) clusters = clusters || !j->cluster().empty();
   std::vector<std::vector<std::string>> rows;
   for (const auto* j : sorted) {
     std::string st = j->state();
@@ -244,6 +247,8 @@ std::string jobs_table(const pb::JobList& jobs, int64_t now_ms, const std::strin
     rows.push_back({j->job_id(), j->team(), j->name().empty() ? "-" : j->name(), j->kind(), st,
                     gpus_text(*j), nodes_text(j->placement()),
                     j->submit_ms() > 0 ? format_age(now_ms - j->submit_ms()) : "-"});
+    if (clusters)
+      rows.back().insert(rows.back().begin() + 6, j->cluster().empty() ? "-" : j->cluster());
     if (wide)
       rows.back().insert(
           rows.back().end(),
@@ -251,6 +256,7 @@ std::string jobs_table(const pb::JobList& jobs, int64_t now_ms, const std::strin
            std::to_string(j->attempt()), placement_text(j->placement())});
   }
   std::vector<std::string> head = {"ID", "TEAM", "NAME", "KIND", "STATE", "GPUS", "NODE(S)", "AGE"};
+  if (clusters) head.insert(head.begin() + 6, "CLUSTER");
   if (wide) head.insert(head.end(), {"POOL", "PRIORITY", "ATTEMPT", "PLACEMENT"});
   return render_table(head, rows);
 }
@@ -300,9 +306,14 @@ std::string clusters_table(const std::string& reply_json, std::string* error) {
 
 std::string nodes_table(const pb::NodeList& nodes, int64_t now_ms, bool wide) {
   std::vector<const pb::NodeView*> sorted;
-  for (const auto& n : nodes.nodes()) sorted.push_back(&n);
-  std::stable_sort(sorted.begin(), sorted.end(),
-                   [](const auto* a, const auto* b) { return a->node() < b->node(); });
+  bool clusters = false;  // through a front door: a CLUSTER column first
+  for (const auto& n : nodes.nodes()) {
+    sorted.push_back(&n);
+    clusters = clusters || !n.cluster().empty();
+  }
+  std::stable_sort(sorted.begin(), sorted.end(), [](const auto* a, const auto* b) {
+    return std::tie(a->cluster(), a->node()) < std::tie(b->cluster(), b->node());
+  });
   std::vector<std::vector<std::string>> rows;
   for (const auto* n : sorted) {
     rows.push_back({n->node(), n->gpu_type().empty() ? "-" : n->gpu_type(),
@@ -322,11 +333,20 @@ std::string nodes_table(const pb::NodeList& nodes, int64_t now_ms, bool wide) {
                                       format_memory_mb(n->gpu_memory_shared_mb()) + " used, " +
                                       format_memory_mb(n->gpu_memory_stranded_mb()) + " left)"
                                 : "-"});
+    if (clusters)
+      rows.back().insert(rows.back().begin(), n->cluster().empty() ? "-" : n->cluster());
   }
   std::vector<std::string> head = {"NODE", "GPU TYPE", "GPUS",  "RESERVED",      "ALLOCATED",
                                    "CPUS", "MEMORY",   "STATE", "LAST HEARTBEAT"};
   if (wide) head.insert(head.end(), {"POOL", "RACK", "RUNTIME", "SHARED GPUS"});
-  return render_table(head, rows);
+  if (clusters) head.insert(head.begin(), "CLUSTER");
+  std::string out = render_table(head, rows);
+  if (!nodes.unanswered().empty()) {
+    std::string names;
+    for (const auto& n : nodes.unanswered()) names += (names.empty() ? "" : ", ") + n;
+    out += "not shown (unreachable): " + names + "\n";
+  }
+  return out;
 }
 
 std::string status_text(const pb::JobView& j, int64_t now_ms) {
@@ -339,6 +359,9 @@ std::string status_text(const pb::JobView& j, int64_t now_ms) {
   std::string state = j.state();
   if (j.attempt() > 0) state += " (attempt " + std::to_string(j.attempt()) + ")";
   add("state", state);
+  if (!j.cluster().empty())
+    add("cluster",
+        j.cluster() + (j.cluster_job_id().empty() ? "" : " (as " + j.cluster_job_id() + ")"));
   if (!j.priority().empty()) add("priority", j.priority());
   std::string gpus = std::to_string(j.gpus()) + " GPU" + (j.gpus() == 1 ? "" : "s") + " x " +
                      std::to_string(std::max(j.workers(), 1)) + " worker" +

@@ -77,6 +77,7 @@ std::string parse_queues(std::string_view body, QueuesView* out) {
     for (const auto& p : *it) {
       if (!p.is_object()) continue;
       PoolView v;
+      v.cluster = str(p, "cluster");
       v.pool = str(p, "pool");
       v.gpus_total = num32(p, "gpus_total", 0);
       v.gpus_free = num32(p, "gpus_free", 0);
@@ -97,6 +98,7 @@ std::string parse_queues(std::string_view body, QueuesView* out) {
       if (!t.is_object()) continue;
       TeamPoolView v;
       v.team = str(t, "team");
+      v.cluster = str(t, "cluster");
       v.pool = str(t, "pool");
       v.weight = num(t, "weight", 1.0);
       v.borrow = flag(t, "borrow");
@@ -119,6 +121,9 @@ std::string parse_queues(std::string_view body, QueuesView* out) {
   if (j.contains("retries") && j["retries"].is_object())
     for (const auto& [k, v] : j["retries"].items())
       if (v.is_number_integer()) q.retries[k] = v.get<int64_t>();
+  if (auto u = j.find("unanswered"); u != j.end() && u->is_array())
+    for (const auto& name : *u)
+      if (name.is_string()) q.unanswered.push_back(name.get<std::string>());
   *out = std::move(q);
   return {};
 }
@@ -153,16 +158,28 @@ std::string format_percent(double fraction) {
   return buf;
 }
 
+namespace {
+
+// A pool's name as shown: "c1/default" at a front door.
+template <typename Row>
+std::string pool_label(const Row& r) {
+  if (r.cluster.empty()) return r.pool;
+  return r.cluster + "/" + (r.pool.empty() ? "-" : r.pool);
+}
+
+}  // namespace
+
 std::string queues_text(const QueuesView& q, int64_t now_ms) {
   std::vector<const TeamPoolView*> rows;
   for (const auto& t : q.teams) rows.push_back(&t);
   std::stable_sort(rows.begin(), rows.end(), [](const auto* a, const auto* b) {
-    if (a->pool != b->pool) return a->pool < b->pool;
+    if (pool_label(*a) != pool_label(*b)) return pool_label(*a) < pool_label(*b);
     return a->team < b->team;
   });
   std::vector<std::vector<std::string>> cells;
   for (const auto* t : rows) {
-    cells.push_back({t->team, t->pool.empty() ? "-" : t->pool, format_weight(t->weight),
+    const std::string pool = pool_label(*t);
+    cells.push_back({t->team, pool.empty() ? "-" : pool, format_weight(t->weight),
                      std::to_string(t->guaranteed), t->limit < 0 ? "-" : std::to_string(t->limit),
                      std::to_string(t->in_use), std::to_string(t->borrowed),
                      std::to_string(t->pending_jobs), std::to_string(t->pending_gpus),
@@ -175,9 +192,9 @@ std::string queues_text(const QueuesView& q, int64_t now_ms) {
   std::vector<const PoolView*> pools;
   for (const auto& p : q.pools) pools.push_back(&p);
   std::stable_sort(pools.begin(), pools.end(),
-                   [](const auto* a, const auto* b) { return a->pool < b->pool; });
+                   [](const auto* a, const auto* b) { return pool_label(*a) < pool_label(*b); });
   for (const auto* p : pools) {
-    std::string line = "pool " + p->pool + ": " + std::to_string(p->gpus_total) + " GPUs, " +
+    std::string line = "pool " + pool_label(*p) + ": " + std::to_string(p->gpus_total) + " GPUs, " +
                        std::to_string(p->gpus_free) + " free";
     if (p->has_hold) {
       line += "; hold for " + p->hold.job_id;
@@ -209,6 +226,11 @@ std::string queues_text(const QueuesView& q, int64_t now_ms) {
     retries += (retries.empty() ? "" : ", ") + cause + " " + std::to_string(n);
   out += "retries by cause: " + (retries.empty() ? std::string("none") : retries) + '\n';
   if (!q.policy.empty() && q.policy != "troupe") out += "policy: " + q.policy + '\n';
+  if (!q.unanswered.empty()) {
+    std::string names;
+    for (const auto& n : q.unanswered) names += (names.empty() ? "" : ", ") + n;
+    out += "not shown (unreachable): " + names + '\n';
+  }
   return out;
 }
 

@@ -22,6 +22,7 @@ struct HoldView {
 };
 
 struct PoolView {
+  std::string cluster;  // at a front door (troupe-dispatch): whose pool; else ""
   std::string pool;
   int gpus_total = 0;
   int gpus_free = 0;
@@ -32,6 +33,7 @@ struct PoolView {
 // One team in one pool.
 struct TeamPoolView {
   std::string team;
+  std::string cluster;  // as PoolView::cluster
   std::string pool;
   double weight = 1.0;
   bool borrow = false;
@@ -54,6 +56,7 @@ struct QueuesView {
   int64_t preemptions = 0;                 // victim jobs asked to stop
   double gpu_seconds_lost = 0;             // their work since the last checkpoint x GPUs
   std::map<std::string, int64_t> retries;  // by "kind:cause" (user:exit_code, infra:node_lost, ...)
+  std::vector<std::string> unanswered;     // at a front door: clusters not shown (unreachable)
 };
 
 // Reads a troupe.sys.queues reply. Returns "" or what is wrong (including

@@ -1052,6 +1052,40 @@ struct Front::Impl {
     reply(in, page);
   }
 
+  // The clusters' last reports (troupe.sys.nodes, troupe.sys.queues).
+  std::vector<ClusterState> cluster_states() {
+    std::lock_guard<std::mutex> lock(mu);
+    std::vector<ClusterState> states;
+    for (const auto& r : remotes) states.push_back(r->state);
+    return states;
+  }
+
+  // troupe.sys.find (admin): the team of a job, and where it went.
+  void on_find(troupe::Inbound&& in) {
+    Json body = Json::parse(in.data.begin(), in.data.end(), nullptr, false);
+    if (!body.is_object()) {
+      count("malformed");
+      return reply(in, error_json("the request is not a JSON object", "malformed"));
+    }
+    const std::string id = string_of(body, "job_id");
+    Json row;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (auto it = places.find(id); it != places.end()) {
+        const auto& p = it->second.place;
+        const Remote* r = remote(p.cluster);
+        auto last = last_events.find(id);
+        row = job_view(p, last == last_events.end() ? Json() : last->second,
+                       r == nullptr || r->state.reachable);
+      }
+    }
+    if (row.is_null()) {
+      count("not_found");
+      return reply(in, error_json("no job " + id, "not_found"));
+    }
+    reply(in, find_reply(row));
+  }
+
   // --- requests about one job -----------------------------------------------
 
   // The job's cluster id put back to the front door's in a reply.
@@ -1484,6 +1518,17 @@ std::unique_ptr<Front> Front::open(const FrontOptions& opts, std::string* error,
       sj::kSysClusters, self->guard("clusters", true, [self](troupe::Inbound&& in) {
         self->reply(in, self->clusters_view());
       })));
+  impl->subs.push_back(impl->front->subscribe(
+      sj::kSysNodes, self->guard("nodes", true, [self](troupe::Inbound&& in) {
+        self->reply(in, merge_nodes(self->cluster_states()));
+      })));
+  impl->subs.push_back(impl->front->subscribe(
+      sj::kSysQueues, self->guard("queues", true, [self](troupe::Inbound&& in) {
+        self->reply(in, merge_queues(self->cluster_states()));
+      })));
+  impl->subs.push_back(impl->front->subscribe(
+      sj::kSysFind,
+      self->guard("find", true, [self](troupe::Inbound&& in) { self->on_find(std::move(in)); })));
   // What services enqueue with JetStream (troupe.<team>.enqueue): stored on
   // the front NATS and sent on like a submission. Without it (the stream
   // cannot be made, e.g. a scheduler's TROUPE_INTAKE holds the subjects on

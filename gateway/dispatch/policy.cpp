@@ -4,6 +4,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <tuple>
 
@@ -165,7 +166,107 @@ bool read_capacity(std::string_view nodes_json, std::string_view queues_json, Cl
   out->queued = 0;
   for (const auto& t : queues["teams"])
     if (t.is_object()) out->queued += num(t, "pending_jobs");
+  out->nodes_reply = std::move(nodes);
+  out->queues_reply = std::move(queues);
   return true;
+}
+
+namespace {
+
+// Each reachable cluster's rows of `list` in `reply_of(cluster)`, each with
+// its `cluster`; the others named in `unanswered`.
+template <typename ReplyOf>
+Json rows_of(const std::vector<ClusterState>& clusters, const char* list, ReplyOf reply_of,
+             Json& unanswered) {
+  Json rows = Json::array();
+  for (const auto& c : clusters) {
+    const Json& r = reply_of(c);
+    auto l = r.is_object() ? r.find(list) : r.end();
+    if (!c.reachable || !r.is_object() || l == r.end() || !l->is_array()) {
+      unanswered.push_back(c.name);
+      continue;
+    }
+    for (Json row : *l) {
+      if (!row.is_object()) continue;
+      row["cluster"] = c.name;
+      rows.push_back(std::move(row));
+    }
+  }
+  return rows;
+}
+
+Json with_unanswered(Json reply, Json unanswered) {
+  // (a cluster named twice, once per list, is named once)
+  std::vector<std::string> names;
+  for (const auto& n : unanswered)
+    if (n.is_string() && std::find(names.begin(), names.end(), n.get<std::string>()) == names.end())
+      names.push_back(n.get<std::string>());
+  if (!names.empty()) {
+    reply["partial"] = true;
+    reply["unanswered"] = names;
+  }
+  return reply;
+}
+
+}  // namespace
+
+Json merge_nodes(const std::vector<ClusterState>& clusters) {
+  Json unanswered = Json::array();
+  Json nodes = rows_of(
+      clusters, "nodes", [](const ClusterState& c) -> const Json& { return c.nodes_reply; },
+      unanswered);
+  return with_unanswered(Json{{"nodes", std::move(nodes)}}, std::move(unanswered));
+}
+
+Json merge_queues(const std::vector<ClusterState>& clusters) {
+  auto of = [](const ClusterState& c) -> const Json& { return c.queues_reply; };
+  Json unanswered = Json::array();
+  Json pools = rows_of(clusters, "pools", of, unanswered);
+  Json teams = rows_of(clusters, "teams", of, unanswered);
+  Json reply{{"pools", std::move(pools)}, {"teams", std::move(teams)}};
+  std::map<std::string, double> sums;  // (whole numbers stay whole below)
+  std::map<std::string, bool> fractional;
+  std::map<std::string, int64_t> retries;
+  std::set<std::string> policies;
+  for (const auto& c : clusters) {
+    const Json& q = c.queues_reply;
+    if (!c.reachable || !q.is_object()) continue;
+    for (const char* k :
+         {"grants", "preemptions", "reclaims", "gpu_seconds_lost", "reserved_idle_gpu_seconds"}) {
+      auto v = q.find(k);
+      if (v == q.end()) continue;
+      if (v->is_number()) {
+        sums[k] += v->get<double>();
+        if (v->is_number_float()) fractional[k] = true;
+      } else if (v->is_string()) {  // an int64 as protobuf's JSON writes it
+        const std::string text = v->get<std::string>();
+        char* end = nullptr;
+        const long long n = std::strtoll(text.c_str(), &end, 10);
+        if (!text.empty() && end != nullptr && *end == '\0') sums[k] += static_cast<double>(n);
+      }
+    }
+    if (auto r = q.find("retries"); r != q.end() && r->is_object())
+      for (const auto& [cause, n] : r->items())
+        if (n.is_number_integer()) retries[cause] += n.get<int64_t>();
+    if (auto p = q.find("policy"); p != q.end() && p->is_string())
+      policies.insert(p->get<std::string>());
+  }
+  for (const auto& [k, v] : sums) {
+    if (fractional[k])
+      reply[k] = v;
+    else
+      reply[k] = static_cast<int64_t>(v);
+  }
+  reply["retries"] = retries;
+  if (!policies.empty()) reply["policy"] = policies.size() == 1 ? *policies.begin() : "mixed";
+  return with_unanswered(std::move(reply), std::move(unanswered));
+}
+
+Json find_reply(const Json& row) {
+  Json r = Json::object();
+  for (const char* k : {"job_id", "team", "state", "cluster", "cluster_job_id"})
+    if (auto v = row.find(k); v != row.end()) r[k] = *v;
+  return r;
 }
 
 Needs needs_of(const std::string& team, const pb::JobSpec& s) {
@@ -459,6 +560,10 @@ Json job_view(const JobPlace& p, const Json& last, bool cluster_reachable) {
       last.is_object() && a != last.end() && a->is_number_integer())
     v["attempt"] = a->get<int64_t>();
   if (auto r = string_of(last, "reason"); !r.empty()) v["reason"] = r;
+  // Where it runs (or ran): its last event's workers, as its cluster said.
+  if (auto w = last.is_object() ? last.find("workers") : last.end();
+      last.is_object() && w != last.end() && w->is_array() && !w->empty())
+    v["placement"] = *w;
   if (auto l = spec.is_object() ? spec.find("labels") : spec.end();
       spec.is_object() && l != spec.end() && l->is_object())
     v["labels"] = *l;

@@ -72,9 +72,13 @@ struct ClusterState {
   std::map<std::string, TypeCapacity> types;  // alive nodes' GPUs by type
   int64_t queued = 0;                         // jobs waiting to start
   int64_t running = 0;                        // jobs running
+  // The replies themselves, as read (troupe.sys.nodes and troupe.sys.queues
+  // at the front door put them together: merge_nodes, merge_queues).
+  nlohmann::json nodes_reply, queues_reply;
 };
 // The capacity part of a state from the JSON replies of troupe.sys.nodes and
-// troupe.sys.queues; false and `error` when they do not read.
+// troupe.sys.queues (kept in nodes_reply and queues_reply); false and
+// `error` when they do not read.
 bool read_capacity(std::string_view nodes_json, std::string_view queues_json, ClusterState* out,
                    std::string* error);
 
@@ -169,7 +173,8 @@ std::string string_of(const nlohmann::json& j, const char* key);
 
 // A job's row: the JobView JSON fields its place and its last mirrored event
 // (`last`, null before any) give: job_id (the front door's), team, state,
-// kind, name, attempt, gpus, submit_ms, reason, cluster, cluster_job_id.
+// kind, name, attempt, gpus, submit_ms, reason, cluster, cluster_job_id, and
+// placement (the last event's workers, where it said any).
 // The state is the last event's; else what the place says (sent: queued,
 // started: running, withdrawn: canceled); `unreachable` while its cluster is
 // and it has not ended (as status says).
@@ -193,6 +198,21 @@ struct HistoryPart {
   std::optional<nlohmann::json> reply;
 };
 nlohmann::json merge_history(const std::string& job_id, const std::vector<HistoryPart>& parts);
+
+// troupe.sys.nodes and troupe.sys.queues at the front door: the last reply
+// of each reachable cluster (polled every poll_ms), every node, pool and
+// team row with its `cluster`. A cluster unreachable, or not heard from yet,
+// is named in "unanswered" with "partial": true, and none of its rows is
+// shown (its nodes may be fine; the front door cannot say). Queues: the
+// counters (grants, preemptions, GPU-seconds, retries by cause) are the sum
+// of the clusters', `policy` theirs when they agree, else "mixed".
+nlohmann::json merge_nodes(const std::vector<ClusterState>& clusters);
+nlohmann::json merge_queues(const std::vector<ClusterState>& clusters);
+
+// troupe.sys.find at the front door: {"job_id","team","state","cluster",
+// "cluster_job_id"} of a job it knows, as a cluster answers (plus where it
+// went); the job's row as job_view makes it.
+nlohmann::json find_reply(const nlohmann::json& job_row);
 
 inline std::string place_key(const std::string& job_id) {
   return "job." + job_id;

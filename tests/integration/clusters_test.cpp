@@ -211,6 +211,41 @@ TEST_CASE(
   CHECK(a_status.value("cluster", "") == "c1");
   CHECK(a_status.value("state", "") == "running");
 
+  // The whole picture through the front door: a job's team and cluster
+  // (troupe.sys.find), every cluster's nodes and queues, each row with its
+  // cluster.
+  Json found = front.request(subjects::kSysFind, Json{{"job_id", h}});
+  INFO("troupe.sys.find: " << found.dump());
+  CHECK(found.value("team", "") == "t1");
+  CHECK(found.value("cluster", "") == "c2");
+  CHECK(front.request(subjects::kSysFind, Json{{"job_id", "j-x0"}}).value("code", "") ==
+        "not_found");
+  CHECK(front.request_text(subjects::kSysFind, "[").value("code", "") == "malformed");
+  Json nodes = front.request(subjects::kSysNodes, Json::object());
+  INFO("troupe.sys.nodes: " << nodes.dump());
+  std::map<std::string, std::string> node_cluster;
+  for (const auto& n : nodes.value("nodes", Json::array()))
+    node_cluster[n.value("node", "")] = n.value("cluster", "");
+  CHECK(node_cluster == std::map<std::string, std::string>{{"a1", "c1"}, {"h1", "c2"}});
+  CHECK_FALSE(nodes.contains("partial"));
+  Json queues = front.request(subjects::kSysQueues, Json::object());
+  INFO("troupe.sys.queues: " << queues.dump());
+  std::set<std::string> pool_clusters;
+  for (const auto& p : queues.value("pools", Json::array()))
+    pool_clusters.insert(p.value("cluster", ""));
+  CHECK(pool_clusters == std::set<std::string>{"c1", "c2"});
+  // The CLI, unchanged: `troupe status ID` finds the job's team by itself;
+  // `troupe nodes` has a CLUSTER column.
+  RunResult st = front.run_cli({"status", a});
+  INFO("troupe status: " << describe(st));
+  CHECK(st.exit_code == 0);
+  CHECK(st.out.find("\ncluster ") != std::string::npos);
+  CHECK(st.out.find(" c1 (as j-") != std::string::npos);
+  RunResult nd = front.run_cli({"nodes"});
+  INFO("troupe nodes: " << describe(nd));
+  CHECK(nd.exit_code == 0);
+  CHECK(nd.out.rfind("CLUSTER  NODE", 0) == 0);
+
   // A job no cluster can run is refused by the front door with its reason.
   Json none = front.submit_json("t1", typed({"true"}, 1, {{"gpu_type", "v100"}}));
   CHECK(none.value("code", "") == "no_cluster_of_type");

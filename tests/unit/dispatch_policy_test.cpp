@@ -516,3 +516,92 @@ TEST_CASE("dispatch: a cluster's ids put back to the front door's, whole ids onl
   CHECK(j["other"] == "j-a10 j-a1x xj-a1 j-x1");
   CHECK(j["n"] == 5);
 }
+
+TEST_CASE(
+    "dispatch: nodes and queues at the front door are every reachable cluster's, each row "
+    "with its cluster",
+    "[dispatch]") {
+  ClusterState c1, c2, c3;
+  std::string err;
+  REQUIRE(read_capacity(
+      R"({"nodes":[{"node":"node-1","gpu_type":"a100","gpus_total":4,"gpus_free":4,"alive":true}]})",
+      R"({"pools":[{"pool":"default","gpus_total":4,"gpus_free":4}],
+          "teams":[{"team":"nlp","pool":"default","pending_jobs":1}],
+          "grants":3,"preemptions":1,"gpu_seconds_lost":1.5,"retries":{"infra:node_lost":2},
+          "policy":"troupe"})",
+      &c1, &err));
+  REQUIRE(read_capacity(
+      R"({"nodes":[{"node":"node-1","gpu_type":"h100","gpus_total":8,"gpus_free":2,"alive":true},
+                   "not a node"]})",
+      R"({"pools":[{"pool":"default","gpus_total":8,"gpus_free":2}],"teams":[],
+          "grants":"4","reclaims":"x","preemptions":2,"gpu_seconds_lost":2.0,"retries":{"infra:node_lost":1,
+          "user:exit_code":5},"policy":"fifo"})",
+      &c2, &err));
+  c1.name = "c1";
+  c2.name = "c2";
+  c3.name = "c3";  // never answered
+  c1.reachable = c2.reachable = true;
+
+  auto nodes = merge_nodes({c1, c2, c3});
+  REQUIRE(nodes["nodes"].size() == 2);  // the two node-1 told apart by cluster
+  CHECK(nodes["nodes"][0]["cluster"] == "c1");
+  CHECK(nodes["nodes"][0]["gpu_type"] == "a100");
+  CHECK(nodes["nodes"][1]["cluster"] == "c2");
+  CHECK(nodes["partial"] == true);
+  CHECK(nodes["unanswered"] == nlohmann::json::array({"c3"}));
+
+  // A cluster cut off since its last answer: its rows are not shown.
+  c2.reachable = false;
+  nodes = merge_nodes({c1, c2});
+  REQUIRE(nodes["nodes"].size() == 1);
+  CHECK(nodes["unanswered"] == nlohmann::json::array({"c2"}));
+  c2.reachable = true;
+  CHECK_FALSE(merge_nodes({c1, c2}).contains("partial"));
+
+  auto queues = merge_queues({c1, c2, c3});
+  REQUIRE(queues["pools"].size() == 2);
+  CHECK(queues["pools"][1]["cluster"] == "c2");
+  CHECK(queues["pools"][1]["gpus_free"] == 2);
+  REQUIRE(queues["teams"].size() == 1);
+  CHECK(queues["teams"][0]["cluster"] == "c1");
+  CHECK(queues["grants"] == 7);  // "4": an int64 as protobuf's JSON writes it
+  CHECK(queues["preemptions"] == 3);
+  CHECK(queues["preemptions"].is_number_integer());
+  CHECK(queues["gpu_seconds_lost"] == Approx(3.5));
+  CHECK(queues["retries"]["infra:node_lost"] == 3);
+  CHECK(queues["retries"]["user:exit_code"] == 5);
+  CHECK(queues["policy"] == "mixed");
+  CHECK_FALSE(queues.contains("reclaims"));                      // not a number: nothing added
+  CHECK(queues["unanswered"] == nlohmann::json::array({"c3"}));  // named once
+  CHECK(merge_queues({c1})["policy"] == "troupe");
+  // Nothing reachable: empty lists, every cluster named.
+  auto none = merge_queues({c3});
+  CHECK(none["pools"].empty());
+  CHECK(none["teams"].empty());
+  CHECK(none["partial"] == true);
+}
+
+TEST_CASE("dispatch: troupe.sys.find and a job's row at the front door say where it runs",
+          "[dispatch]") {
+  JobPlace p;
+  p.job_id = "j-x1";
+  p.team = "nlp";
+  p.cluster = "c2";
+  p.cluster_job_id = "j-abc";
+  p.state = "started";
+  nlohmann::json running{{"state", "running"},
+                         {"workers", {{{"rank", 0}, {"node", "node-1"}, {"gpus", {0, 1}}}}}};
+  auto row = job_view(p, running, true);
+  REQUIRE(row["placement"].size() == 1);
+  CHECK(row["placement"][0]["node"] == "node-1");
+  CHECK_FALSE(
+      job_view(p, nlohmann::json{{"state", "queued"}, {"workers", nlohmann::json::array()}}, true)
+          .contains("placement"));
+  CHECK_FALSE(job_view(p, nlohmann::json{{"workers", "node-1"}}, true).contains("placement"));
+  auto found = find_reply(row);
+  CHECK(found == nlohmann::json{{"job_id", "j-x1"},
+                                {"team", "nlp"},
+                                {"state", "running"},
+                                {"cluster", "c2"},
+                                {"cluster_job_id", "j-abc"}});
+}

@@ -244,8 +244,10 @@ TEST_CASE("gateway: the scheduler's UTC times are shown in the CLI's time zone, 
   CHECK(format_zone(ms).size() == 5);
 }
 
-TEST_CASE("gateway: wide tables add pool, priority and placement to jobs, pool, rack and shared GPUs to nodes",
-          "[gateway][format][output]") {
+TEST_CASE(
+    "gateway: wide tables add pool, priority and placement to jobs, pool, rack and shared GPUs to "
+    "nodes",
+    "[gateway][format][output]") {
   pb::JobList list;
   auto* j = list.add_jobs();
   *j = job("j-1", "nlp", "running", 1'000);
@@ -267,4 +269,40 @@ TEST_CASE("gateway: wide tables add pool, priority and placement to jobs, pool, 
   n->set_gpu_memory_stranded_mb(4000);
   std::string w = nodes_table(nodes, 0, true);
   CHECK_THAT(w, Catch::Contains("SHARED GPUS") && Catch::Contains("1 (11.7G used, 3.9G left)"));
+}
+
+TEST_CASE("gateway: through a front door, nodes and jobs show their cluster", "[gateway][format]") {
+  pb::NodeList nodes;
+  for (const char* cluster : {"c2", "c1"}) {
+    auto* n = nodes.add_nodes();
+    n->set_node("node-1");
+    n->set_cluster(cluster);
+    n->set_alive(true);
+    n->set_schedulable(true);
+  }
+  nodes.set_partial(true);
+  nodes.add_unanswered("c3");
+  std::string t = nodes_table(nodes, 10'000);
+  INFO(t);
+  CHECK(t.rfind("CLUSTER  NODE", 0) == 0);
+  CHECK(t.find("c1       node-1") < t.find("c2       node-1"));
+  CHECK_THAT(t, Catch::EndsWith("not shown (unreachable): c3\n"));
+  pb::NodeList one_cluster;  // on a cluster: no CLUSTER column
+  one_cluster.add_nodes()->set_node("node-1");
+  CHECK(nodes_table(one_cluster, 0).rfind("NODE", 0) == 0);
+
+  pb::JobList jobs;
+  auto j = job("j-x1", "nlp", "running", 1'000);
+  j.set_cluster("c2");
+  j.set_cluster_job_id("j-abc");
+  place(j, 0, "node-1", {0});
+  *jobs.add_jobs() = j;
+  *jobs.add_jobs() = job("j-x2", "nlp", "canceled", 2'000);  // taken nowhere
+  t = jobs_table(jobs, 3'000);
+  INFO(t);
+  CHECK_THAT(t, Catch::Contains("GPUS  CLUSTER  NODE(S)  AGE\n"));
+  CHECK_THAT(t, Catch::Contains("c2       node-1"));
+  CHECK_THAT(t, Catch::Contains("-        -"));
+  std::string s = status_text(j, 3'000);
+  CHECK_THAT(s, Catch::Contains("cluster    c2 (as j-abc)\n"));
 }

@@ -104,9 +104,9 @@ TEST_CASE("gateway: queues_text prints one row per team and pool, pool lines and
   INFO(text);
   auto lines = lines_of(text);
   REQUIRE(lines.size() >= 8);
-  CHECK(cells(lines[0]) == std::vector<std::string>{"TEAM", "POOL", "WEIGHT", "GUARANTEED",
-                                                    "LIMIT", "IN", "USE", "BORROWED", "PENDING",
-                                                    "PENDING", "GPUS", "SHARE"});
+  CHECK(cells(lines[0]) == std::vector<std::string>{"TEAM", "POOL", "WEIGHT", "GUARANTEED", "LIMIT",
+                                                    "IN", "USE", "BORROWED", "PENDING", "PENDING",
+                                                    "GPUS", "SHARE"});
   // Sorted by pool, then team.
   CHECK(cells(lines[1]) ==
         std::vector<std::string>{"nlp", "a100", "1", "8", "8", "8", "0", "3", "12", "25.0%"});
@@ -186,4 +186,25 @@ TEST_CASE("gateway: parse_why and why_text", "[gateway][policy]") {
   CHECK(parse_why(R"({"error":"no job j-9"})", &w) == "no job j-9");
   CHECK_THAT(parse_why(R"({"job_id":"j-1"})", &w), Catch::Contains("no code nor reason"));
   CHECK_THAT(parse_why("<html>", &w), Catch::Contains("unreadable why reply"));
+}
+
+TEST_CASE("gateway: queues_text through a front door names each pool by its cluster",
+          "[gateway][policy]") {
+  QueuesView q;
+  REQUIRE(parse_queues(R"({"pools":[{"cluster":"c2","pool":"default","gpus_total":8,"gpus_free":2},
+                                    {"cluster":"c1","pool":"default","gpus_total":4,"gpus_free":4}],
+                           "teams":[{"cluster":"c2","team":"nlp","pool":"default"}],
+                           "partial":true,"unanswered":["c3"]})",
+                       &q) == "");
+  REQUIRE(q.pools.size() == 2);
+  CHECK(q.pools[0].cluster == "c2");
+  CHECK(q.unanswered == std::vector<std::string>{"c3"});
+  auto text = queues_text(q, 0);
+  INFO(text);
+  auto lines = lines_of(text);
+  REQUIRE(lines.size() >= 5);
+  CHECK(cells(lines[1])[1] == "c2/default");
+  CHECK(lines[3] == "pool c1/default: 4 GPUs, 4 free; no hold");
+  CHECK(lines[4] == "pool c2/default: 8 GPUs, 2 free; no hold");
+  CHECK(lines.back() == "not shown (unreachable): c3");
 }
