@@ -1105,28 +1105,9 @@ void report_usage(Self self, const Inbound& in, const std::string& team, const j
     ++st.n.rejected;
     st.out->publish(in.reply, errors::error_json(errors::kBadRequest, why));
   };
-  constexpr int64_t kDayMs = 24LL * 3600 * 1000;
   policy::usage::Query q;
-  int64_t now = st.w.now_ms();
-  auto number = [&](const char* key, int64_t dflt, int64_t* out) {
-    auto it = req.find(key);
-    if (it == req.end() || it->is_null()) {
-      *out = dflt;
-      return true;
-    }
-    if (!it->is_number_integer()) return false;
-    *out = it->get<int64_t>();
-    return true;
-  };
-  if (!number("until_ms", now, &q.until_ms) ||
-      !number("since_ms", q.until_ms - 7 * kDayMs, &q.since_ms))
-    return refuse("since_ms and until_ms are milliseconds since the epoch");
-  if (q.since_ms >= q.until_ms) return refuse("since_ms must be before until_ms");
-  if (q.until_ms - q.since_ms > 366 * kDayMs)  // each event of the window is read
-    return refuse("the window is at most 366 days (since_ms .. until_ms)");
-  std::string by = req.contains("by") && req["by"].is_string() ? req["by"].get<std::string>()
-                                                               : std::string("team");
-  if (!policy::usage::parse_by(by, &q.by)) return refuse("by must be team, kind or day");
+  if (auto why = policy::usage::parse_query(req, st.w.now_ms(), &q); !why.empty())
+    return refuse(why);
   if (!st.opts.history) {
     st.out->publish(in.reply, errors::error_json(errors::kUnavailable,
                                                  "this scheduler does not read job events"));
@@ -1137,7 +1118,7 @@ void report_usage(Self self, const Inbound& in, const std::string& team, const j
                            ? std::string(subjects::kAllEvents)
                            : subjects::team_verb(team, subjects::kEvents) + ".>";
   st.opts.history->scan(
-      filter, std::max<int64_t>(1, q.since_ms - kDayMs),
+      filter, policy::usage::scan_from_ms(q),
       [counter](std::string_view event) {
         pb::JobEvent e;
         if (spec::read_event_json(event, &e)) counter->add(e);

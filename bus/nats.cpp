@@ -639,6 +639,21 @@ JetStream::~JetStream() {
   }
 }
 
+bool JetStream::ensure_stream_fitting(StreamConfig& cfg, bool shrink, int64_t min_bytes,
+                                      bool then_unbounded, std::string* error) {
+  for (;;) {
+    if (ensure_stream(cfg, error)) return true;
+    if (!shrink || cfg.max_bytes == 0 || error->find("insufficient storage") == std::string::npos)
+      return false;
+    if (cfg.max_bytes / 2 >= min_bytes)
+      cfg.max_bytes /= 2;
+    else if (then_unbounded)
+      cfg.max_bytes = 0;
+    else
+      return false;
+  }
+}
+
 bool JetStream::ensure_stream(const StreamConfig& cfg, std::string* error) {
   jsStreamConfig sc;
   jsStreamConfig_Init(&sc);

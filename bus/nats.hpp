@@ -178,6 +178,13 @@ class JetStream {
 
   // Creates the stream, or updates it when it exists.
   bool ensure_stream(const StreamConfig& cfg, std::string* error);
+  // As ensure_stream; where the server cannot reserve cfg.max_bytes
+  // ("insufficient storage") and `shrink` (a bound not given by the user),
+  // halves it, down to `min_bytes`; below that, `then_unbounded` makes the
+  // stream without a bound, else it is not made. cfg.max_bytes says the
+  // bound made (or last tried).
+  bool ensure_stream_fitting(StreamConfig& cfg, bool shrink, int64_t min_bytes, bool then_unbounded,
+                             std::string* error);
   // Gives an existing stream `replicas` copies (scaled up or down in place,
   // as nats-server 2.9 allows); true when it has them.
   bool set_replicas(const std::string& stream, int replicas, std::string* error);

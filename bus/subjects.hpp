@@ -306,6 +306,9 @@ inline constexpr const char* kHandoffConsumer = "troupe-handoff";    // durable,
 // stored, and its durable consumer of them.
 inline constexpr const char* kDispatchIntakeStream = "TROUPE_FRONT_INTAKE";
 inline constexpr const char* kDispatchConsumer = "troupe-dispatch";
+// ... and the events it publishes under its ids (troupe.*.events.>), kept for
+// troupe.<team>.usage at the front door.
+inline constexpr const char* kDispatchEventsStream = "TROUPE_FRONT_EVENTS";
 // KV buckets: actor snapshots (job.<id>, node.<name>, meta.flushed_ms, a
 // shard's meta.flushed_ms.<pool>) and the leases (key "leader"; a shard's
 // pool.<pool>).

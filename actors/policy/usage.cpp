@@ -55,6 +55,34 @@ bool parse_by(const std::string& text, By* by) {
   return true;
 }
 
+std::string parse_query(const nlohmann::json& req, int64_t now_ms, Query* q) {
+  if (!req.is_object()) return "the request is not a JSON object";
+  auto number = [&](const char* key, int64_t dflt, int64_t* out) {
+    auto it = req.find(key);
+    if (it == req.end() || it->is_null()) {
+      *out = dflt;
+      return true;
+    }
+    if (!it->is_number_integer() || it->get<int64_t>() < 0) return false;
+    *out = it->get<int64_t>();
+    return true;
+  };
+  if (!number("until_ms", now_ms, &q->until_ms) ||
+      !number("since_ms", q->until_ms - 7 * kDayMs, &q->since_ms))
+    return "since_ms and until_ms are milliseconds since the epoch";
+  if (q->since_ms >= q->until_ms) return "since_ms must be before until_ms";
+  if (q->until_ms - q->since_ms > 366 * kDayMs)  // each event of the window is read
+    return "the window is at most 366 days (since_ms .. until_ms)";
+  auto by = req.find("by");
+  if (!parse_by(by != req.end() && by->is_string() ? by->get<std::string>() : "team", &q->by))
+    return "by must be team, kind or day";
+  return {};
+}
+
+int64_t scan_from_ms(const Query& q) {
+  return std::max<int64_t>(1, q.since_ms - kDayMs);
+}
+
 std::string utc_day(int64_t ms) {
   std::time_t t = static_cast<std::time_t>(ms / 1000);
   std::tm tm{};

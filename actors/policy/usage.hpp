@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -25,6 +26,14 @@ struct Query {
   int64_t until_ms = 0;  // exclusive
   By by = By::team;
 };
+
+// A request {"since_ms","until_ms","by"} (each optional: the 7 days before
+// `now_ms`, by team; a window of at most 366 days) read into `q`: "" or why
+// it is refused.
+std::string parse_query(const nlohmann::json& request, int64_t now_ms, Query* q);
+// Where a scan of the events for `q` starts: a day before its window (an
+// attempt that started then still counts from since_ms on).
+int64_t scan_from_ms(const Query& q);
 
 // One group's figures.
 struct Figures {

@@ -287,18 +287,14 @@ std::unique_ptr<Bus> Bus::open(const Options& o, std::string* err) {
     bus::StreamConfig events{
         subjects::kEventsStream, {subjects::kAllEvents}, window, age, max_bytes};
     events.replicas = o.replicas;
-    if (b->js->ensure_stream(events, err)) break;
-    bool no_room = err->find("insufficient storage") != std::string::npos;
-    if (!no_room && !settled(false)) continue;  // forming: again
-    if (o.events_max_bytes != 0 || !no_room || max_bytes == 0) {
-      if (err->rfind("JetStream is required", 0) != 0)
-        *err = "JetStream is required (nats-server -js): " + *err;
-      return nullptr;
-    }
-    max_bytes = max_bytes / 2 >= kMinAutoBytes ? max_bytes / 2 : 0;
-    if (max_bytes == 0)
-      spdlog::warn("the JetStream server cannot reserve {} MiB for job events: no size bound",
-                   kMinAutoBytes / (1024 * 1024));
+    const bool ok =
+        b->js->ensure_stream_fitting(events, o.events_max_bytes == 0, kMinAutoBytes, true, err);
+    max_bytes = events.max_bytes;
+    if (ok) break;
+    if (!settled(false)) continue;  // forming: again
+    if (err->rfind("JetStream is required", 0) != 0)
+      *err = "JetStream is required (nats-server -js): " + *err;
+    return nullptr;
   }
   spdlog::info("job events kept {} s and at most {} (--events-max-age, --events-max-bytes)", age,
                max_bytes > 0 ? std::to_string(max_bytes / (1024 * 1024)) + " MiB" : "any size");
@@ -358,31 +354,20 @@ bool LogStreams::make(const std::string& team, const policy::LogLimits& l) {
   int64_t bytes = explicit_bound ? l.max_bytes : auto_bytes_;
   // The duplicate window may not outlast the output.
   const int64_t window = l.max_age_s > 0 ? std::min<int64_t>(120000, l.max_age_s * 1000) : 120000;
-  for (;;) {
-    std::string err;
-    if (js_.ensure_stream(bus::StreamConfig{name,
-                                            {subjects::team_log_chunks(team)},
-                                            window,
-                                            l.max_age_s,
-                                            bytes,
-                                            false,
-                                            replicas_},
-                          &err)) {
-      spdlog::info("team {}: workers' output kept in {} for {} s and at most {}", team, name,
-                   l.max_age_s,
-                   bytes > 0 ? std::to_string(bytes / 1024) + " KiB" : std::string("any size"));
-      return true;
-    }
-    bool no_room = err.find("insufficient storage") != std::string::npos;
-    if (explicit_bound || !no_room || bytes / 2 < kMinAutoBytes / 4) {
-      spdlog::warn(
-          "team {}: no logs stream ({}): logs of its ended jobs come from their agents "
-          "only",
-          team, err);
-      return false;
-    }
-    bytes /= 2;
+  bus::StreamConfig cfg{
+      name, {subjects::team_log_chunks(team)}, window, l.max_age_s, bytes, false, replicas_};
+  std::string err;
+  if (!js_.ensure_stream_fitting(cfg, !explicit_bound, kMinAutoBytes / 4, false, &err)) {
+    spdlog::warn(
+        "team {}: no logs stream ({}): logs of its ended jobs come from their agents "
+        "only",
+        team, err);
+    return false;
   }
+  spdlog::info(
+      "team {}: workers' output kept in {} for {} s and at most {}", team, name, l.max_age_s,
+      cfg.max_bytes > 0 ? std::to_string(cfg.max_bytes / 1024) + " KiB" : std::string("any size"));
+  return true;
 }
 
 Bus::~Bus() {

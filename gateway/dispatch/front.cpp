@@ -9,16 +9,20 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <filesystem>
 #include <future>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "actors/policy/config.hpp"
 #include "actors/policy/schedule_book.hpp"
+#include "actors/policy/usage.hpp"
 #include "bus/lease.hpp"
 #include "bus/serial_queue.hpp"
 #include "bus/subjects.hpp"
+#include "messages/event_json.hpp"
 #include "messages/names.hpp"
 #include "messages/spec.hpp"
 #include "messages/wire.hpp"
@@ -29,6 +33,7 @@ namespace {
 using Json = nlohmann::json;
 namespace sj = troupe::subjects;
 namespace sch = troupe::policy::schedule;
+namespace usage = troupe::policy::usage;
 
 int64_t now_ms() {
   using namespace std::chrono;
@@ -103,6 +108,12 @@ struct Front::Impl {
   std::vector<std::unique_ptr<bus::SerialQueue<Request>>> request_lanes;
   std::atomic<uint64_t> next_request_lane{0};
   std::deque<bus::Handler> request_handlers;  // (a deque: each stays put)
+  // troupe.<team>.usage: read off TROUPE_FRONT_EVENTS (false: it could not be
+  // made; usage is then not served) on a thread of its own, one
+  // report at a time; at most kMaxWaitingUsage wait, more are refused.
+  bool events_kept = false;
+  static constexpr size_t kMaxWaitingUsage = 16;
+  std::unique_ptr<bus::SerialQueue<troupe::Inbound>> usage_reads;
   std::set<std::string> sending_keys;
   std::condition_variable key_sent;
   std::map<std::string, std::map<std::string, int64_t>> in_flight;
@@ -1086,6 +1097,34 @@ struct Front::Impl {
     reply(in, find_reply(row));
   }
 
+  // troupe.<team>.usage (troupe.sys.usage: every team) at the front door: the
+  // report of policy/usage.hpp over the events it published under its ids,
+  // so a job that moved counts once, where it ran.
+  void on_usage(troupe::Inbound&& in) {
+    if (in.reply.empty()) return;
+    const std::string team(sj::token(in.subject, sj::kTeamToken));
+    Json body = in.data.empty() ? Json::object()
+                                : Json::parse(in.data.begin(), in.data.end(), nullptr, false);
+    usage::Query q;
+    if (auto why = usage::parse_query(body, now_ms(), &q); !why.empty()) {
+      count("malformed");
+      return reply(in, error_json(why, "bad_request"));
+    }
+    usage::Counter counter(q);
+    const std::string filter = team == names::kSysToken ? std::string(sj::kAllEvents)
+                                                        : sj::team_verb(team, sj::kEvents) + ".>";
+    pb::JobEvent e;
+    const bool complete =
+        js->read_each(sj::kDispatchEventsStream, filter, 5000, usage::scan_from_ms(q),
+                      [&](std::string_view, std::string_view data, uint64_t) {
+                        if (spec::read_event_json(data, &e)) counter.add(e);
+                      });
+    if (!complete)
+      return reply(in,
+                   error_json("the events stream did not answer in full; retry", "unavailable"));
+    front->publish(in.reply, counter.json());
+  }
+
   // --- requests about one job -----------------------------------------------
 
   // The job's cluster id put back to the front door's in a reply.
@@ -1541,6 +1580,48 @@ std::unique_ptr<Front> Front::open(const FrontOptions& opts, std::string* error,
         *impl->js, sj::kDispatchIntakeStream, sj::kDispatchConsumer, sj::kAllEnqueue,
         [self](troupe::Inbound&& in) { self->post_submit(std::move(in)); }, &why);
   if (!impl->enqueued) spdlog::error("dispatch: troupe.<team>.enqueue not served: {}", why);
+  // The events it publishes, kept for troupe usage (bounded as a scheduler's
+  // events stream). Without it (e.g. a scheduler's TROUPE_EVENTS holds the
+  // subjects on this NATS) usage is answered unavailable.
+  {
+    const auto& cfg = opts.config;
+    int64_t bytes = cfg.events_max_bytes;
+    if (bytes == 0) {
+      std::error_code ec;
+      auto space = std::filesystem::space(".", ec);
+      bytes = policy::events_bytes_for(impl->js->storage_limit(),
+                                       ec ? 0 : static_cast<int64_t>(space.available));
+    }
+    const int64_t age = cfg.events_max_age_s;
+    bus::StreamConfig events{sj::kDispatchEventsStream,
+                             {sj::kAllEvents},
+                             age > 0 ? std::min<int64_t>(120000, age * 1000) : 120000,
+                             age,
+                             bytes};
+    events.replicas = opts.replicas;
+    impl->events_kept = impl->js->ensure_stream_fitting(events, cfg.events_max_bytes == 0,
+                                                        64LL * 1024 * 1024, true, &why);
+    if (impl->events_kept)
+      spdlog::info("dispatch: events kept {} s and at most {} in {}", age,
+                   events.max_bytes > 0 ? std::to_string(events.max_bytes >> 20) + " MiB"
+                                        : std::string("any size"),
+                   sj::kDispatchEventsStream);
+    else
+      spdlog::error("dispatch: troupe.<team>.usage not served: {}", why);
+  }
+  impl->usage_reads = std::make_unique<bus::SerialQueue<troupe::Inbound>>(
+      Impl::kMaxWaitingUsage,
+      [self, handle = self->guard("usage", true, [self](troupe::Inbound&& in) {
+        self->on_usage(std::move(in));
+      })](troupe::Inbound& in) { handle(std::move(in)); });
+  if (impl->events_kept)  // (else a scheduler on this NATS may answer: not twice)
+    impl->subs.push_back(
+        impl->front->subscribe(sj::team_verb("*", sj::kUsage), [self](troupe::Inbound&& in) {
+          if (!self->serving()) return self->count("not_serving");
+          if (self->usage_reads->post(in)) return;
+          self->count("refused");
+          self->reply(in, error_json("too many usage reports waiting; retry", "unavailable"));
+        }));
   return std::make_unique<Front>(std::move(impl));
 }
 
@@ -1552,6 +1633,7 @@ Front::~Front() {
   impl_->subs.clear();
   for (auto& lane : impl_->submit_lanes) lane->close();
   for (auto& lane : impl_->request_lanes) lane->close();
+  impl_->usage_reads->close();
   impl_->enqueued.reset();  // (after the lanes: they acknowledge)
   for (auto& r : impl_->remotes) {
     r->events.reset();

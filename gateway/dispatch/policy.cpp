@@ -129,7 +129,10 @@ std::optional<Config> parse_config(std::string_view text, std::string* error) {
         !read_number(root, "poll_ms", 100, 60000, &cfg.poll_ms, error) ||
         !read_number(root, "unreachable_after_ms", 500, 600000, &cfg.unreachable_after_ms, error) ||
         !read_number(root, "job_retention_s", 0, 10LL * 365 * 24 * 3600, &cfg.job_retention_s,
-                     error))
+                     error) ||
+        !read_number(root, "events_max_age_s", 0, 10LL * 365 * 24 * 3600, &cfg.events_max_age_s,
+                     error) ||
+        !read_number(root, "events_max_bytes", 0, 1LL << 50, &cfg.events_max_bytes, error))
       return std::nullopt;
   } catch (const std::exception& e) {
     fail(error, std::string("the dispatch config does not read: ") + e.what());

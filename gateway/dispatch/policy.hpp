@@ -54,6 +54,11 @@ struct Config {
   // A job ended (or withdrawn and taken nowhere) this long ago is forgotten:
   // its place leaves memory and TROUPE_DISPATCH (0: kept forever).
   int64_t job_retention_s = 7 * 24 * 3600;
+  // The events it publishes (under its ids) are kept this long in
+  // TROUPE_FRONT_EVENTS, and at most this many bytes (0: sized to the
+  // server's storage, as a scheduler's events stream), for troupe usage.
+  int64_t events_max_age_s = 7 * 24 * 3600;
+  int64_t events_max_bytes = 0;
 };
 
 // YAML or JSON text; nullopt and `error` when it is not a valid config.

@@ -472,6 +472,38 @@ TEST_CASE(
     CHECK(taken + over == 6);
   }
 
+  // Usage through the front door, from the events it published: each job
+  // once, by its end there (the any-type job that moved counts once, as
+  // succeeded; its copy withdrawn from the first cluster is no cancel).
+  {
+    std::map<std::string, std::string> ended;  // t1's jobs by final state, from the events
+    for (const auto& e : front.events().all())
+      if (e.subject.rfind("troupe.t1.", 0) == 0 && names::is_terminal(e.state))
+        ended[e.job_id] = e.state;
+    std::map<std::string, int64_t> by_state;
+    for (const auto& [id, state] : ended) ++by_state[state];
+    REQUIRE(ended.count(x) == 1);
+    Json usage = front.request(subjects::team_verb("t1", subjects::kUsage), Json{{"by", "none"}});
+    INFO("troupe.t1.usage at the front door: " << usage.dump());
+    REQUIRE(usage.contains("total"));
+    std::map<std::string, int64_t> counted;
+    const Json jobs = usage["total"].value("jobs", Json::object());
+    for (const auto& [state, n] : jobs.items()) counted[state] = n.get<int64_t>();
+    CHECK(counted == by_state);
+    CHECK(usage["total"].value("gpu_hours", 0.0) > 0);
+    // Another team's report has none of t1's jobs; a bad window is refused.
+    Json t2 = front.request(subjects::team_verb("t2", subjects::kUsage), Json::object());
+    INFO("troupe.t2.usage at the front door: " << t2.dump());
+    REQUIRE(t2.contains("total"));
+    CHECK(t2["total"].value("ended", -1) == 0);
+    CHECK(front.request(subjects::team_verb("t1", subjects::kUsage), Json{{"since_ms", "x"}})
+              .value("code", "") == "bad_request");
+    RunResult u = front.run_cli({"usage", "--team", "t1"});
+    INFO("troupe usage: " << describe(u));
+    CHECK(u.exit_code == 0);
+    CHECK(u.out.find("t1") != std::string::npos);
+  }
+
   // troupe clusters: a row per cluster.
   auto cli = front.run_cli({"clusters"});
   INFO("troupe clusters: " << cli.out << cli.err);

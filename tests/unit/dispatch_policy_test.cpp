@@ -67,6 +67,15 @@ TEST_CASE("dispatch config: clusters, teams, bounds and clear errors", "[dispatc
   REQUIRE(kept);
   CHECK(kept->job_retention_s == 0);
   CHECK_FALSE(parse_config("clusters: [{name: c1, nats: x}]\njob_retention_s: -5", &err));
+  CHECK(kept->events_max_age_s == 7 * 24 * 3600);  // the defaults
+  CHECK(kept->events_max_bytes == 0);
+  auto events = parse_config(
+      "clusters: [{name: c1, nats: x}]\nevents_max_age_s: 3600\nevents_max_bytes: 1048576", &err);
+  REQUIRE(events);
+  CHECK(events->events_max_age_s == 3600);
+  CHECK(events->events_max_bytes == 1048576);
+  CHECK_FALSE(parse_config("clusters: [{name: c1, nats: x}]\nevents_max_bytes: -1", &err));
+  CHECK(err.find("events_max_bytes") != std::string::npos);
   CHECK_FALSE(parse_config("clusters: []", &err));
   CHECK(err.find("at least one") != std::string::npos);
   CHECK_FALSE(parse_config("clusters: [{name: c1}]", &err));

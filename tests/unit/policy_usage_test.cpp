@@ -125,3 +125,33 @@ TEST_CASE("usage: by kind, and by day with an attempt across midnight split",
   CHECK(by == By::day);
   CHECK_FALSE(parse_by("pool?", &by));
 }
+
+TEST_CASE("usage: a request is read into a window and a grouping, or refused with why",
+          "[unit][policy][usage]") {
+  using troupe::policy::usage::By;
+  using troupe::policy::usage::parse_query;
+  using troupe::policy::usage::Query;
+  constexpr int64_t kDay = 24LL * 3600 * 1000;
+  const int64_t now = 400 * kDay;
+  Query q;
+  REQUIRE(parse_query(nlohmann::json::object(), now, &q).empty());
+  CHECK(q.until_ms == now);
+  CHECK(q.since_ms == now - 7 * kDay);
+  CHECK(q.by == By::team);
+  CHECK(troupe::policy::usage::scan_from_ms(q) == now - 8 * kDay);
+  REQUIRE(
+      parse_query({{"since_ms", kDay}, {"until_ms", 2 * kDay}, {"by", "day"}}, now, &q).empty());
+  CHECK(q.since_ms == kDay);
+  CHECK(q.by == By::day);
+  CHECK(troupe::policy::usage::scan_from_ms(q) == 1);  // not before the epoch
+  REQUIRE(parse_query({{"by", "none"}}, now, &q).empty());
+  CHECK(q.by == By::none);
+  CHECK_THAT(parse_query({{"since_ms", "yesterday"}}, now, &q), Catch::Contains("milliseconds"));
+  CHECK_THAT(parse_query({{"until_ms", -5}}, now, &q), Catch::Contains("milliseconds"));
+  CHECK_THAT(parse_query({{"since_ms", 2 * kDay}, {"until_ms", kDay}}, now, &q),
+             Catch::Contains("before"));
+  CHECK_THAT(parse_query({{"since_ms", 0}, {"until_ms", 367 * kDay}}, now, &q),
+             Catch::Contains("366 days"));
+  CHECK_THAT(parse_query({{"by", "pool"}}, now, &q), Catch::Contains("team, kind or day"));
+  CHECK_FALSE(parse_query(nlohmann::json::array(), now, &q).empty());
+}
