@@ -298,20 +298,25 @@ std::string Client::clusters(std::string* raw_json) {
 }
 
 std::string Client::node_op(const std::string& op, const std::string& node, std::string* state,
-                            const std::string& reason) {
+                            const std::string& reason, const std::string& cluster) {
   if (auto err = subjects::check_token(node); !err.empty()) return "node: " + err;
+  if (!cluster.empty())
+    if (auto err = subjects::check_token(cluster); !err.empty()) return "cluster: " + err;
   const char* subject = op == "drain"      ? subjects::kSysDrain
                         : op == "uncordon" ? subjects::kSysUncordon
                                            : subjects::kSysCordon;
   std::string reply;
   nlohmann::json req{{"node", node}};
   if (!reason.empty()) req["reason"] = reason;
+  if (!cluster.empty()) req["cluster"] = cluster;
   if (auto err = call(subject, req.dump(), &reply); !err.empty()) return err;
   auto j = nlohmann::json::parse(reply, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return "unreadable reply: " + reply;
   if (j.contains("error")) return j["error"].is_string() ? j["error"].get<std::string>() : reply;
   *state =
       j.value("state", std::string()) + " (" + std::to_string(j.value("running", 0)) + " running)";
+  if (auto c = j.find("cluster"); c != j.end() && c->is_string())
+    *state += " in cluster " + c->get<std::string>();
   return {};
 }
 

@@ -93,8 +93,9 @@ class Client {
   // troupe.sys.cordon|uncordon|drain: `op` is one of those verbs; `state` is
   // what the node is now (cordoned, schedulable, draining, drained).
   // `reason`: why (cordon, drain), shown by troupe nodes.
+  // `cluster`: at a front door, the node's cluster ("": the one that has it).
   std::string node_op(const std::string& op, const std::string& node, std::string* state,
-                      const std::string& reason = {});
+                      const std::string& reason = {}, const std::string& cluster = {});
   // The job's events as stored in the TROUPE_EVENTS stream (raw JSON, stream
   // order), through troupe.<team>.history (the scheduler reads the stream).
   // No events is not an error here (`raw` stays empty). `code` (optional)

@@ -531,11 +531,11 @@ int run_history(const std::string& url, const std::string& job_id, const std::st
 }
 
 int run_node_op(const std::string& url, const std::string& op, const std::string& node,
-                const std::string& reason) {
+                const std::string& reason, const std::string& cluster) {
   auto c = open_client(url);
   if (!c) return kUnreachableExit;
   std::string state;
-  if (auto err = c->node_op(op, node, &state, reason); !err.empty())
+  if (auto err = c->node_op(op, node, &state, reason, cluster); !err.empty())
     return fail(op + " " + node + ": " + err);
   std::cout << node << ": " << state << "\n";
   return 0;

@@ -49,9 +49,10 @@ int run_clusters(const std::string& url, bool json);
 // `troupe queues`: per team and pool quota, use, pending work and share.
 int run_queues(const std::string& url, bool json);
 // `troupe cordon|uncordon|drain NODE`.
-// `reason` (cordon, drain): why, shown by troupe nodes.
+// `reason` (cordon, drain): why, shown by troupe nodes. `cluster`: at a
+// front door, the node's cluster ("": the one that has it).
 int run_node_op(const std::string& url, const std::string& op, const std::string& node,
-                const std::string& reason = {});
+                const std::string& reason = {}, const std::string& cluster = {});
 
 // `troupe pipeline submit FILE`: the pipeline file (YAML or JSON) on
 // troupe.<team>.pipeline (team: `team`, else the file's, else its first

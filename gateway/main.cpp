@@ -176,9 +176,13 @@ int main(int argc, char** argv) {
   auto* drain =
       app.add_subcommand("drain", "Let a node's running jobs finish and take no new ones");
   drain->add_option("node", node_name, "node name")->required();
-  std::string node_reason;
+  std::string node_reason, node_cluster;
   for (auto* sc : {cordon, drain})
     sc->add_option("--reason", node_reason, "why (shown by troupe nodes)");
+  for (auto* sc : {cordon, uncordon, drain})
+    sc->add_option(
+        "--cluster", node_cluster,
+        "at a front door: the node's cluster (needed when two have a node of that name)");
 
   // why
   auto* why = app.add_subcommand("why", "Say why a job is not running now");
@@ -667,8 +671,8 @@ int main(int argc, char** argv) {
   if (why->parsed()) return listing([&] { return gw::run_why(url, job_id, job_team, json); });
   if (history->parsed())
     return listing([&] { return gw::run_history(url, job_id, job_team, json); });
-  if (cordon->parsed()) return gw::run_node_op(url, "cordon", node_name, node_reason);
-  if (uncordon->parsed()) return gw::run_node_op(url, "uncordon", node_name);
-  if (drain->parsed()) return gw::run_node_op(url, "drain", node_name, node_reason);
+  if (cordon->parsed()) return gw::run_node_op(url, "cordon", node_name, node_reason, node_cluster);
+  if (uncordon->parsed()) return gw::run_node_op(url, "uncordon", node_name, {}, node_cluster);
+  if (drain->parsed()) return gw::run_node_op(url, "drain", node_name, node_reason, node_cluster);
   return 2;
 }

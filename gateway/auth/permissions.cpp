@@ -108,7 +108,10 @@ Permissions gateway_permissions() {
 Permissions dispatch_permissions() {
   Permissions p;
   add_team_verbs_but_enqueue(p);
-  for (const char* s : {sj::kSysNodes, sj::kSysQueues}) p.pub_allow.emplace_back(s);
+  // (cordon, uncordon and drain: an admin's at the front door, handed on)
+  for (const char* s :
+       {sj::kSysNodes, sj::kSysQueues, sj::kSysCordon, sj::kSysUncordon, sj::kSysDrain})
+    p.pub_allow.emplace_back(s);
   // Its answers to claims, whose reply subjects are made for it (not
   // allow_responses: a leaf node link carries only what its permissions list).
   p.pub_allow.push_back(std::string(sj::kSysDispatchAnswer) + ".*");

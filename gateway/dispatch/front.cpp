@@ -1071,6 +1071,59 @@ struct Front::Impl {
     return states;
   }
 
+  // troupe.sys.cordon|uncordon|drain (admin): handed on to the node's
+  // cluster, the one named ("cluster") or the one that has it.
+  void on_node_op(const char* subject, troupe::Inbound&& in) {
+    Json body = Json::parse(in.data.begin(), in.data.end(), nullptr, false);
+    if (!body.is_object()) {
+      count("malformed");
+      return reply(in, error_json("the request is not a JSON object", "malformed"));
+    }
+    const std::string node = string_of(body, "node");
+    std::string cluster = string_of(body, "cluster");
+    if (node.empty()) {
+      count("malformed");
+      return reply(in, error_json("node (a string) is required", "bad_request"));
+    }
+    if (cluster.empty()) {
+      auto where = clusters_with_node(cluster_states(), node);
+      if (where.empty()) {
+        count("not_found");
+        return reply(in, error_json("no node " + node + " in any reachable cluster", "not_found"));
+      }
+      if (where.size() > 1) {
+        std::string names;
+        for (const auto& c : where) names += (names.empty() ? "" : ", ") + c;
+        count("malformed");
+        return reply(in, error_json("node " + node + " is in clusters " + names +
+                                        ": name its cluster (\"cluster\", troupe " +
+                                        std::string(sj::token(in.subject, 2)) + " --cluster)",
+                                    "bad_request"));
+      }
+      cluster = where.front();
+    } else {
+      bool known = false;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        known = remote(cluster) != nullptr;
+      }
+      if (!known) {
+        count("not_found");
+        return reply(in, error_json("no cluster " + cluster, "not_found"));
+      }
+    }
+    body.erase("cluster");
+    std::string err;
+    auto r = ask(cluster, subject, body.dump(), &err);
+    if (!r) {
+      count("unreachable");
+      return reply(in, error_json(err, "unavailable"));
+    }
+    if (r->is_object()) (*r)["cluster"] = cluster;
+    count("forwarded");
+    reply(in, *r);
+  }
+
   // troupe.sys.find (admin): the team of a job, and where it went.
   void on_find(troupe::Inbound&& in) {
     Json body = Json::parse(in.data.begin(), in.data.end(), nullptr, false);
@@ -1565,6 +1618,11 @@ std::unique_ptr<Front> Front::open(const FrontOptions& opts, std::string* error,
       sj::kSysQueues, self->guard("queues", true, [self](troupe::Inbound&& in) {
         self->reply(in, merge_queues(self->cluster_states()));
       })));
+  for (const char* subject : {sj::kSysCordon, sj::kSysUncordon, sj::kSysDrain})
+    impl->subs.push_back(impl->front->subscribe(
+        subject, self->laned(self->guard(subject, true, [self, subject](troupe::Inbound&& in) {
+          self->on_node_op(subject, std::move(in));
+        }))));
   impl->subs.push_back(impl->front->subscribe(
       sj::kSysFind,
       self->guard("find", true, [self](troupe::Inbound&& in) { self->on_find(std::move(in)); })));

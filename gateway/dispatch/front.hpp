@@ -9,7 +9,8 @@
 // troupe.<team>.status|cancel|logs| why|history (sent to the job's cluster, its ids put back to the
 // front door's), troupe.sys.clusters (each cluster's capacity and state), troupe.sys.nodes and
 // troupe.sys.queues (every cluster's, as last polled, each row with its cluster), troupe.sys.find
-// (a job's team and cluster). From each cluster:
+// (a job's team and cluster), troupe.sys.cordon|uncordon|drain (handed on to the node's cluster),
+// troupe.<team>.usage (from TROUPE_FRONT_EVENTS, the events it publishes). From each cluster:
 // troupe.<team>.events.<id> of the jobs it sent, published again on the front NATS under the front
 // door's id. Each tick asks every cluster for its capacity and moves a job queued too long to
 // another cluster (spill-over: withdrawn with a conditional cancel, if_queued, before it is sent

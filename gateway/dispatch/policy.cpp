@@ -265,6 +265,22 @@ Json merge_queues(const std::vector<ClusterState>& clusters) {
   return with_unanswered(std::move(reply), std::move(unanswered));
 }
 
+std::vector<std::string> clusters_with_node(const std::vector<ClusterState>& clusters,
+                                            const std::string& node) {
+  std::vector<std::string> found;
+  for (const auto& c : clusters) {
+    auto l = c.nodes_reply.is_object() ? c.nodes_reply.find("nodes") : c.nodes_reply.end();
+    if (!c.reachable || !c.nodes_reply.is_object() || l == c.nodes_reply.end() || !l->is_array())
+      continue;
+    for (const auto& n : *l)
+      if (n.is_object() && string_of(n, "node") == node) {
+        found.push_back(c.name);
+        break;
+      }
+  }
+  return found;
+}
+
 Json find_reply(const Json& row) {
   Json r = Json::object();
   for (const char* k : {"job_id", "team", "state", "cluster", "cluster_job_id"})

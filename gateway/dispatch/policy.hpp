@@ -214,6 +214,12 @@ nlohmann::json merge_history(const std::string& job_id, const std::vector<Histor
 nlohmann::json merge_nodes(const std::vector<ClusterState>& clusters);
 nlohmann::json merge_queues(const std::vector<ClusterState>& clusters);
 
+// Cordon, uncordon, drain at the front door: the clusters whose last
+// troupe.sys.nodes reply (reachable now) lists `node`. The request goes to
+// the one; where several have a node of that name it must name its cluster.
+std::vector<std::string> clusters_with_node(const std::vector<ClusterState>& clusters,
+                                            const std::string& node);
+
 // troupe.sys.find at the front door: {"job_id","team","state","cluster",
 // "cluster_job_id"} of a job it knows, as a cluster answers (plus where it
 // went); the job's row as job_view makes it.

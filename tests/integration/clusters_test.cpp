@@ -245,6 +245,28 @@ TEST_CASE(
   INFO("troupe nodes: " << describe(nd));
   CHECK(nd.exit_code == 0);
   CHECK(nd.out.rfind("CLUSTER  NODE", 0) == 0);
+  // Cordon and uncordon through the front door: handed on to the node's
+  // cluster; an unknown node or cluster is not found.
+  RunResult cordoned = front.run_cli({"cordon", "a1", "--reason", "maintenance"});
+  INFO("troupe cordon: " << describe(cordoned));
+  CHECK(cordoned.exit_code == 0);
+  CHECK(cordoned.out.find("cordoned") != std::string::npos);
+  CHECK(cordoned.out.find("in cluster c1") != std::string::npos);
+  auto a1_view = [&c1] {
+    for (const auto& n :
+         c1.request(subjects::kSysNodes, Json::object()).value("nodes", Json::array()))
+      if (n.value("node", "") == "a1") return n;
+    return Json();
+  };
+  CHECK(a1_view().value("schedulable", true) == false);
+  CHECK(a1_view().value("reason", "") == "maintenance");
+  CHECK(front.request(subjects::kSysUncordon, Json{{"node", "a1"}, {"cluster", "c1"}})
+            .value("cluster", "") == "c1");
+  CHECK(a1_view().value("schedulable", false) == true);
+  CHECK(front.request(subjects::kSysCordon, Json{{"node", "a9"}}).value("code", "") == "not_found");
+  CHECK(front.request(subjects::kSysCordon, Json{{"node", "a1"}, {"cluster", "c9"}})
+            .value("code", "") == "not_found");
+  CHECK(front.request(subjects::kSysDrain, Json::object()).value("code", "") == "bad_request");
 
   // A job no cluster can run is refused by the front door with its reason.
   Json none = front.submit_json("t1", typed({"true"}, 1, {{"gpu_type", "v100"}}));

@@ -567,6 +567,14 @@ TEST_CASE(
   c2.reachable = true;
   CHECK_FALSE(merge_nodes({c1, c2}).contains("partial"));
 
+  // Cordon at the front door: node-1 is in two clusters (name one), none
+  // has node-9; a cluster cut off is not asked.
+  CHECK(clusters_with_node({c1, c2, c3}, "node-1") == std::vector<std::string>{"c1", "c2"});
+  CHECK(clusters_with_node({c1, c2}, "node-9").empty());
+  c2.reachable = false;
+  CHECK(clusters_with_node({c1, c2}, "node-1") == std::vector<std::string>{"c1"});
+  c2.reachable = true;
+
   auto queues = merge_queues({c1, c2, c3});
   REQUIRE(queues["pools"].size() == 2);
   CHECK(queues["pools"][1]["cluster"] == "c2");

@@ -515,9 +515,13 @@ TEST_CASE(
   auto p = dispatch_permissions();
   for (const char* s :
        {"troupe.*.submit", "troupe.*.status", "troupe.*.cancel", "troupe.*.logs", "troupe.*.why",
-        "troupe.*.history", "troupe.sys.nodes", "troupe.sys.queues"})
+        "troupe.*.history", "troupe.*.usage", "troupe.sys.nodes", "troupe.sys.queues",
+        "troupe.sys.cordon", "troupe.sys.uncordon", "troupe.sys.drain"})
     CHECK(has(p.pub_allow, s));
   CHECK_FALSE(has(p.pub_allow, "troupe.*.enqueue"));
+  // Nothing an operator does beyond nodes (no crash, no stats, no find).
+  for (const char* s : {"troupe.sys.debug.crash", "troupe.sys.stats", "troupe.sys.find"})
+    CHECK_FALSE(has(p.pub_allow, s));
   CHECK(has(p.pub_allow, "troupe.sys.dispatch.answer.*"));
   for (const auto& s : p.pub_allow) {
     INFO(s);
