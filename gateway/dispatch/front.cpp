@@ -648,20 +648,32 @@ struct Front::Impl {
   Choice choose_for(const Needs& needs, const std::set<std::string>& exclude, bool hold = false) {
     std::lock_guard<std::mutex> lock(mu);
     std::vector<ClusterState> states;
-    for (const auto& r : remotes) states.push_back(r->state);
-    std::vector<const JobPlace*> team_places;
-    each_live(&needs.team, [&](Held& h) { team_places.push_back(&h.place); });
-    auto used = team_use(team_places);
-    if (auto held = in_flight.find(needs.team); held != in_flight.end())
-      for (const auto& [cluster, gpus] : held->second) used[cluster] += gpus;
+    std::map<std::string, int64_t> used;
+    team_view(needs.team, &states, &used);
     auto choice = choose(opts.config, states, needs, used, exclude);
     if (hold && !choice.order.empty())
       for (const auto& c : choice.order) in_flight[needs.team][c] += needs.gpus;
     return choice;
   }
 
+  // The clusters' last reports, and the GPUs `team` uses in each: its
+  // unended jobs' and those of its submissions being sent. Under `mu`.
+  void team_view(const std::string& team, std::vector<ClusterState>* states,
+                 std::map<std::string, int64_t>* used) {
+    for (const auto& r : remotes) states->push_back(r->state);
+    std::vector<const JobPlace*> team_places;
+    each_live(&team, [&](Held& h) { team_places.push_back(&h.place); });
+    *used = team_use(team_places);
+    if (auto held = in_flight.find(team); held != in_flight.end())
+      for (const auto& [cluster, gpus] : held->second) (*used)[cluster] += gpus;
+  }
+
   void release(const Needs& needs, const std::vector<std::string>& order) {
     std::lock_guard<std::mutex> lock(mu);
+    release_held(needs, order);
+  }
+  // (under `mu`)
+  void release_held(const Needs& needs, const std::vector<std::string>& order) {
     auto& held = in_flight[needs.team];
     for (const auto& c : order)
       if ((held[c] -= needs.gpus) <= 0) held.erase(c);
@@ -940,43 +952,50 @@ struct Front::Impl {
     std::set<std::string> elsewhere;
     for (const auto& r : remotes)
       if (!ups.cluster.empty() && r->entry.name != ups.cluster) elsewhere.insert(r->entry.name);
+    // All its GPUs are held against the team's quota there while it is sent
+    // (as a submission's), until its members' places count them.
+    Needs held;
+    held.team = team;
     if (target.empty()) {
-      std::vector<Choice> choices;
-      for (const auto& m : members) choices.push_back(choose_for(needs_of(team, m), elsewhere));
-      for (const auto& c : choices.front().order) {
-        bool all = true;
-        for (const auto& other : choices)
-          all = all && std::find(other.order.begin(), other.order.end(), c) != other.order.end();
-        if (all) {
-          target = c;
-          break;
-        }
+      std::vector<Needs> needs;
+      for (const auto& m : members) {
+        needs.push_back(needs_of(team, m));
+        held.gpus += needs.back().gpus;
       }
-      if (target.empty()) {
+      Choice pick;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        std::vector<ClusterState> states;
+        std::map<std::string, int64_t> used;
+        team_view(team, &states, &used);
+        pick = choose_for_pipeline(opts.config, states, needs, used, elsewhere);
+        if (!pick.order.empty()) in_flight[team][pick.order.front()] += held.gpus;
+      }
+      if (pick.order.empty()) {
         count("refused");
-        std::string why;
-        std::string code = "no_cluster_for_pipeline";
-        for (size_t i = 0; i < choices.size() && why.empty(); ++i)
-          if (choices[i].order.empty()) {
-            why = "jobs[" + std::to_string(i) + "]: " + choices[i].error;
-            code = choices[i].code;
-          }
-        if (why.empty()) why = "no cluster may take every job of the pipeline";
+        std::string why = pick.error;
         if (!ups.cluster.empty())
           why = "depends_on: its upstream jobs are in cluster " + ups.cluster + ": " + why;
-        return reply(in, error_json(why, code));
+        return reply(in, error_json(why, pick.code));
       }
+      target = pick.order.front();
     }
+    const std::vector<std::string> held_in = {target};  // (held.gpus 0 for a retry: nothing)
     std::string err;
     auto r = ask(target, sj::team_pipeline(team), body.dump(), &err);
-    if (!r) return reply(in, error_json(err, "unavailable"));
+    if (!r) {
+      release(held, held_in);
+      return reply(in, error_json(err, "unavailable"));
+    }
     if (!r->contains("pipeline_id") || !(*r)["jobs"].is_array() ||
         (*r)["jobs"].size() != members.size()) {
+      release(held, held_in);
       count("refused");
       return reply(in, *r);
     }
     const std::string pipeline_id = string_of(*r, "pipeline_id");
     std::lock_guard<std::mutex> lock(mu);
+    release_held(held, held_in);  // (its members' places count them from here)
     if (!key.empty()) pipeline_keys[key] = target;
     for (auto& j : (*r)["jobs"]) {
       const std::string remote = string_of(j, "job_id");

@@ -381,6 +381,58 @@ Choice choose(const Config& cfg, const std::vector<ClusterState>& clusters, cons
   return c;
 }
 
+Choice choose_for_pipeline(const Config& cfg, const std::vector<ClusterState>& clusters,
+                           const std::vector<Needs>& members,
+                           const std::map<std::string, int64_t>& used,
+                           const std::set<std::string>& exclude) {
+  Choice out;
+  if (members.empty()) {
+    out.code = "no_cluster_for_pipeline";
+    out.error = "a pipeline has at least one job";
+    return out;
+  }
+  std::vector<Choice> choices;
+  int64_t gpus = 0;
+  for (const auto& m : members) {
+    choices.push_back(choose(cfg, clusters, m, used, exclude));
+    gpus += m.gpus;
+  }
+  for (size_t i = 0; i < choices.size(); ++i)
+    if (choices[i].order.empty()) {
+      out.code = choices[i].code;
+      out.error = "jobs[" + std::to_string(i) + "]: " + choices[i].error;
+      return out;
+    }
+  const std::string& team = members.front().team;
+  for (const auto& c : choices.front().order) {
+    bool all = true;
+    for (const auto& other : choices)
+      all = all && std::find(other.order.begin(), other.order.end(), c) != other.order.end();
+    if (!all) continue;
+    const int64_t quota = quota_of(cfg, team, c);
+    auto u = used.find(c);
+    const int64_t in_use = u == used.end() ? 0 : u->second;
+    if (quota >= 0 && in_use + gpus > quota) {
+      if (out.code.empty()) {
+        out.code = "over_cluster_quota";
+        out.error = "team " + team + " has " + std::to_string(in_use) + "/" +
+                    std::to_string(quota) + " GPUs in cluster " + c + ", the pipeline needs " +
+                    std::to_string(gpus);
+      }
+      continue;
+    }
+    out.order = {c};
+    out.code.clear();
+    out.error.clear();
+    return out;
+  }
+  if (out.code.empty()) {
+    out.code = "no_cluster_for_pipeline";
+    out.error = "no cluster may take every job of the pipeline";
+  }
+  return out;
+}
+
 bool should_spill(const Config& cfg, int64_t sent_ms, int64_t now_ms) {
   return cfg.spill_after_s > 0 && now_ms - sent_ms >= cfg.spill_after_s * 1000;
 }

@@ -111,6 +111,17 @@ struct Choice {
 Choice choose(const Config& cfg, const std::vector<ClusterState>& clusters, const Needs& needs,
               const std::map<std::string, int64_t>& used, const std::set<std::string>& exclude);
 
+// Where a whole pipeline goes: the first cluster of the first member's order
+// that every member may go to and where the team's quota holds all the
+// members' GPUs together (`used` as for choose). Empty `order` and the
+// reason when none: the first member no cluster takes (`jobs[i]: ...`, its
+// code), over_cluster_quota, else no_cluster_for_pipeline. One cluster in
+// `order` otherwise.
+Choice choose_for_pipeline(const Config& cfg, const std::vector<ClusterState>& clusters,
+                           const std::vector<Needs>& members,
+                           const std::map<std::string, int64_t>& used,
+                           const std::set<std::string>& exclude);
+
 // Whether a job sent to a cluster at `sent_ms` and not started there should
 // go elsewhere at `now_ms`.
 bool should_spill(const Config& cfg, int64_t sent_ms, int64_t now_ms);

@@ -715,7 +715,8 @@ TEST_CASE(
   TwoClusters all;
   Cluster &c1 = all.c1, &front = all.front();
   const std::string config = "clusters:\n" + linked_entry("c1", front) + linked_entry("c2", front) +
-                             "teams:\n  t1: {clusters: [c1, c2]}\npoll_ms: 200\n";
+                             "teams:\n  t1: {clusters: [c1, c2]}\n  t4: {quota: {c2: 1}}\n"
+                             "poll_ms: 200\n";
   auto dispatch = start_dispatch(front, config);
   wait_clusters(front, 30s);
   auto member = [](const std::string& name, const std::string& command, Json resources,
@@ -801,6 +802,23 @@ TEST_CASE(
   CHECK(front.request_text(subjects::team_pipeline("t1"), "{not json").contains("error"));
   CHECK(front.request(subjects::team_pipeline("t1"), Json{{"jobs", Json::array()}})
             .contains("error"));
+  // The team's quota in a cluster holds the whole pipeline: t4 may have 1
+  // GPU in c2, the only h100 cluster; each of two 1-GPU h100 jobs fits
+  // alone, the two together do not: refused, nothing made. One alone goes.
+  Json pair = {{"jobs",
+                {member("h1", "true", {{"gpu_type", "h100"}}),
+                 member("h2", "true", {{"gpu_type", "h100"}})}}};
+  Json over = front.request(subjects::team_pipeline("t4"), pair);
+  INFO("a pipeline over the team's quota: " << over.dump());
+  CHECK(over.value("code", "") == "over_cluster_quota");
+  CHECK_FALSE(over.contains("pipeline_id"));
+  CHECK(front.request(subjects::team_jobs("t4"), Json::object())
+            .value("jobs", Json::array())
+            .empty());
+  pair["jobs"].erase(1);
+  Json one = front.request(subjects::team_pipeline("t4"), pair);
+  INFO("a pipeline within it: " << one.dump());
+  CHECK(one.value("cluster", "") == "c2");
   Json after_all = front.request(subjects::team_jobs("t1"), Json::object());
   CHECK(after_all.value("jobs", Json::array()).size() == 4);
 

@@ -622,3 +622,39 @@ TEST_CASE("dispatch: troupe.sys.find and a job's row at the front door say where
                                 {"cluster", "c2"},
                                 {"cluster_job_id", "j-abc"}});
 }
+
+TEST_CASE("dispatch: a pipeline goes whole to one cluster where the team's quota holds all of it",
+          "[dispatch]") {
+  auto cfg = config();  // nlp: at most 4 GPUs in c2
+  std::vector<ClusterState> cs = {cluster("c1", "east", "a100", 16, 0, 50),
+                                  cluster("c2", "west", "a100", 16, 16)};
+  const char* three = R"({"command":["x"],"resources":{"gpus":3}})";
+  const char* two = R"({"command":["x"],"resources":{"gpus":2}})";
+  // c2 (free) first; alone each member fits nlp's 4 GPUs there, together
+  // (5) they do not: the pipeline goes to c1.
+  CHECK(choose(cfg, cs, needs(three, "nlp"), {}, {}).order.front() == "c2");
+  auto p = choose_for_pipeline(cfg, cs, {needs(three, "nlp"), needs(two, "nlp")}, {}, {});
+  CHECK(p.order == std::vector<std::string>{"c1"});
+  // Another team (no quota) goes to c2.
+  CHECK(choose_for_pipeline(cfg, cs, {needs(three), needs(two)}, {}, {}).order ==
+        std::vector<std::string>{"c2"});
+  // With what nlp already uses (or sends) in c2 counted: 2 + 2 fits, 3 + 2 does not.
+  CHECK(choose_for_pipeline(cfg, cs, {needs(two, "nlp")}, {{"c2", 2}}, {}).order.front() == "c2");
+  CHECK(choose_for_pipeline(cfg, cs, {needs(two, "nlp")}, {{"c2", 3}}, {}).order.front() == "c1");
+  // Nowhere: the quota's reason when that was all that stood in the way ...
+  auto over = choose_for_pipeline(cfg, cs, {needs(three, "nlp"), needs(two, "nlp")}, {}, {"c1"});
+  CHECK(over.order.empty());
+  CHECK(over.code == "over_cluster_quota");
+  CHECK(over.error.find("the pipeline needs 5") != std::string::npos);
+  // ... else the first member no cluster takes, or that no one cluster takes them all.
+  const char* h100 = R"({"command":["x"],"resources":{"gpus":1,"gpu_type":"h100"}})";
+  auto none = choose_for_pipeline(cfg, cs, {needs(two), needs(h100)}, {}, {});
+  CHECK(none.code == "no_cluster_of_type");
+  CHECK(none.error.rfind("jobs[1]: ", 0) == 0);
+  std::vector<ClusterState> split = {cluster("c1", "east", "a100", 16, 16),
+                                     cluster("c2", "west", "h100", 16, 16)};
+  const char* a100 = R"({"command":["x"],"resources":{"gpus":1,"gpu_type":"a100"}})";
+  CHECK(choose_for_pipeline(cfg, split, {needs(a100), needs(h100)}, {}, {}).code ==
+        "no_cluster_for_pipeline");
+  CHECK(choose_for_pipeline(cfg, split, {}, {}, {}).order.empty());
+}
