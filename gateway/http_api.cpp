@@ -155,15 +155,25 @@ std::string queues_view(const std::string& json, const std::string& team) {
   if (j.is_discarded() || !j.is_object()) return json;
   auto tit = j.find("teams");
   if (tit == j.end() || !tit->is_array()) return json;
-  std::map<std::string, double> weights;  // per pool, every team's
+  // Per pool, every team's weight; at a front door (troupe-dispatch) each
+  // row names its cluster too, and each cluster's pools are its own.
+  auto pool_of = [](const nlohmann::json& t) {
+    auto text = [&t](const char* k) {
+      auto v = t.find(k);
+      return v != t.end() && v->is_string() ? v->get<std::string>() : std::string();
+    };
+    const std::string cluster = text("cluster");
+    return cluster.empty() ? text("pool") : cluster + "/" + text("pool");
+  };
+  std::map<std::string, double> weights;
   for (const auto& t : *tit)
     if (t.is_object() && t.contains("weight") && t["weight"].is_number())
-      weights[t.value("pool", std::string())] += t["weight"].get<double>();
+      weights[pool_of(t)] += t["weight"].get<double>();
   nlohmann::json teams = nlohmann::json::array();
   for (auto t : *tit) {
     if (!t.is_object()) continue;
     if (!team.empty() && t.value("team", std::string()) != team) continue;
-    double sum = weights[t.value("pool", std::string())];
+    double sum = weights[pool_of(t)];
     double w = t.contains("weight") && t["weight"].is_number() ? t["weight"].get<double>() : 0;
     t["fair_share"] = sum > 0 ? w / sum : 0.0;
     teams.push_back(std::move(t));

@@ -416,10 +416,17 @@
     return r && r.at > since ? r : null;
   }
 
+  // A node's (or pool's) name as shown: at a front door (troupe-dispatch)
+  // nodes, pools and jobs carry their cluster, and two clusters may each
+  // have a node or pool of one name: "c1/node-1".
+  function inCluster(cluster, name) {
+    return cluster ? `${cluster}/${name}` : String(name);
+  }
+
   // Gives a job's GPUs back on the node cards, until a refresh says so.
-  function releaseGpus(placement) {
+  function releaseGpus(placement, cluster) {
     for (const p of placement || []) {
-      const n = app.nodes.find((x) => x.node === p.node);
+      const n = app.nodes.find((x) => inCluster(x.cluster, x.node) === inCluster(cluster, p.node));
       const k = (p.gpus || []).length;
       if (!n || !k) continue;
       n.gpus_allocated = Math.max(0, (n.gpus_allocated || 0) - k);
@@ -436,10 +443,11 @@
       const prev = app.active.get(e.job_id) || {};
       app.active.set(e.job_id, Object.assign({}, prev, {
         job_id: e.job_id, team: e.team, name: e.name, kind: e.kind,
-        state: e.state, attempt: e.attempt, placement: e.workers,
+        state: e.state, attempt: e.attempt, placement: e.workers, cluster: e.cluster,
       }));
     } else if (!HOLDING.includes(e.state) && app.active.has(e.job_id)) {
-      releaseGpus(app.active.get(e.job_id).placement);
+      const gone = app.active.get(e.job_id);
+      releaseGpus(gone.placement, gone.cluster);
       app.active.delete(e.job_id);
     }
     const row = app.jobs.find((j) => j.job_id === e.job_id);
@@ -527,7 +535,7 @@
     for (const j of lists.flat()) {
       const r = newerEvent(j.job_id, since);
       if (r && !HOLDING.includes(r.state)) {
-        releaseGpus(j.placement);  // ended meanwhile
+        releaseGpus(j.placement, j.cluster);  // ended meanwhile
         continue;
       }
       if (r) j.state = r.state;
@@ -583,15 +591,16 @@
     const teams = new Set();
     for (const job of app.active.values()) {
       for (const p of job.placement || []) {
-        for (const g of p.gpus || []) cells.set(`${p.node}/${g}`, job);
+        for (const g of p.gpus || []) cells.set(`${inCluster(job.cluster, p.node)}/${g}`, job);
       }
     }
     let total = 0;
     let free = 0;
     const nodes = app.nodes.slice().sort((a, b) =>
       String(a.pool || '').localeCompare(String(b.pool || '')) ||
-      String(a.node).localeCompare(String(b.node), undefined, {numeric: true}));
+      inCluster(a.cluster, a.node).localeCompare(inCluster(b.cluster, b.node), undefined, {numeric: true}));
     const cards = nodes.map((n) => {
+      const name = inCluster(n.cluster, n.node);
       // False fields may be left out: a node without "alive" is down, one
       // without "schedulable" is cordoned.
       const alive = Boolean(n.alive);
@@ -600,18 +609,18 @@
       total += alive ? gpus : 0;
       free += alive ? (n.gpus_free || 0) : 0;
       let attributed = 0;
-      for (let i = 0; i < gpus; i++) if (cells.has(`${n.node}/${i}`)) attributed++;
+      for (let i = 0; i < gpus; i++) if (cells.has(`${name}/${i}`)) attributed++;
       // GPUs busy but not on a job this session can see: allocated ones are
       // someone else's, then the reserved ones (being placed).
       let otherLeft = Math.max(0, (n.gpus_allocated || 0) - attributed);
       let reservedLeft = Math.max(0, (n.gpus_reserved || 0) - Math.max(0, attributed - (n.gpus_allocated || 0)));
       const row = [];
       for (let i = 0; i < gpus; i++) {
-        const job = cells.get(`${n.node}/${i}`);
-        const base = {'data-node': n.node, 'data-gpu': i};
+        const job = cells.get(`${name}/${i}`);
+        const base = {'data-node': name, 'data-gpu': i};
         if (job) {
           teams.add(job.team);
-          const label = `${n.node} GPU ${i}: ${job.name || job.job_id} (${job.job_id}), team ${job.team}, ${job.state}`;
+          const label = `${name} GPU ${i}: ${job.name || job.job_id} (${job.job_id}), team ${job.team}, ${job.state}`;
           row.push(h('a', Object.assign(base, {
             class: `gpu gpu-job gpu-${job.state}`,
             href: `#/jobs/${enc(job.job_id)}`,
@@ -636,7 +645,7 @@
           text = 'reserved';
         }
         if (!alive) { kind += ' gpu-dead'; text += ', node down'; }
-        const label = `${n.node} GPU ${i}: ${text}`;
+        const label = `${name} GPU ${i}: ${text}`;
         row.push(h('span', Object.assign(base, {
           class: `gpu gpu-${kind}`, role: 'img', title: label, 'aria-label': label,
         }), h('span', {class: 'gpu-index', 'aria-hidden': 'true'}, i)));
@@ -656,12 +665,12 @@
       else if (cordoned) classes.push('node-cordoned');
       const meta = [n.gpu_type, n.pool && n.pool !== n.gpu_type ? `pool ${n.pool}` : '', n.host]
         .filter(Boolean).join(' · ');
-      return h('article', {class: classes.join(' '), 'data-node': n.node, 'aria-label': `Node ${n.node}`},
+      return h('article', {class: classes.join(' '), 'data-node': name, 'aria-label': `Node ${name}`},
         h('header', {class: 'node-head'},
-          h('h3', {class: 'node-name'}, n.node),
+          h('h3', {class: 'node-name'}, name),
           badges),
         h('p', {class: 'node-meta muted small'}, meta),
-        h('div', {class: 'gpu-row', role: 'group', 'aria-label': `GPUs of ${n.node}`}, row),
+        h('div', {class: 'gpu-row', role: 'group', 'aria-label': `GPUs of ${name}`}, row),
         h('p', {class: 'node-foot muted small'},
           `${n.gpus_free || 0} of ${gpus} free`,
           n.gpus_reserved ? ` · ${n.gpus_reserved} reserved` : '',
@@ -866,12 +875,13 @@
   function renderQueues() {
     const q = app.queues || {};
     const pools = new Map();
-    for (const p of q.pools || []) pools.set(p.pool, {pool: p, teams: []});
+    for (const p of q.pools || []) pools.set(inCluster(p.cluster, p.pool), {pool: p, teams: []});
     for (const t of q.teams || []) {
-      if (!pools.has(t.pool)) pools.set(t.pool, {pool: {pool: t.pool}, teams: []});
-      pools.get(t.pool).teams.push(t);
+      const key = inCluster(t.cluster, t.pool);
+      if (!pools.has(key)) pools.set(key, {pool: {pool: t.pool, cluster: t.cluster}, teams: []});
+      pools.get(key).teams.push(t);
     }
-    const sections = [...pools.values()].sort((a, b) => String(a.pool.pool).localeCompare(String(b.pool.pool))).map(({pool, teams}) => {
+    const sections = [...pools.entries()].sort((a, b) => a[0].localeCompare(b[0])).map(([name, {pool, teams}]) => {
       const weights = teams.reduce((s, t) => s + Number(t.weight || 0), 0);
       const total = pool.gpus_total || 0;
       const hold = pool.hold && typeof pool.hold === 'object' && Object.keys(pool.hold).length
@@ -891,7 +901,7 @@
         if (limit >= 0) marks.push({kind: 'limit', at: limit, title: `limit ${limit}`});
         const usage = `${inUse} in use, ${guaranteed} guaranteed, limit ${limit >= 0 ? limit : 'none'}`;
         const share = `share ${pct(dominant)} of the pool, fair share ${pct(fair)}, weighted share ${Number(t.weighted_share || 0).toFixed(2)}`;
-        return h('tr', {'data-team': t.team, 'data-pool': t.pool},
+        return h('tr', {'data-team': t.team, 'data-pool': name},
           h('th', {scope: 'row'}, teamChip(t.team)),
           h('td', {class: 'num'}, t.weight ?? ''),
           h('td', {class: 'bar-cell'},
@@ -905,8 +915,8 @@
             h('span', {class: 'small'}, `${pct(dominant)} used · fair ${pct(fair)} · weighted ${Number(t.weighted_share || 0).toFixed(2)}`,
               dominant > fair + 1e-9 ? h('span', {class: 'over'}, ' above fair share') : '')));
       });
-      return h('section', {class: 'pool', 'data-pool': pool.pool},
-        h('h3', null, `Pool ${pool.pool}`,
+      return h('section', {class: 'pool', 'data-pool': name},
+        h('h3', null, `Pool ${name}`,
           h('span', {class: 'muted small'}, total ? ` · ${pool.gpus_free || 0} of ${total} GPUs free` : ''),
           hold ? h('span', {class: 'badge badge-info', title: 'A hold keeps GPUs for a waiting job'}, `hold: ${hold}`) : ''),
         rows.length

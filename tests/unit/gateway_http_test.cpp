@@ -120,6 +120,16 @@ TEST_CASE("http: queues get fair shares, a team's token sees its own rows and no
   CHECK_FALSE(mine["pools"][0].contains("hold"));
   CHECK(mine["grants"] == 5);
   CHECK(queues_view("not json", "nlp") == "not json");
+  // Through a front door each cluster's pools are its own: c1's default and
+  // c2's default are shared by different teams.
+  Json front = {{"teams",
+                 {{{"team", "nlp"}, {"cluster", "c1"}, {"pool", "default"}, {"weight", 1.0}},
+                  {{"team", "vision"}, {"cluster", "c2"}, {"pool", "default"}, {"weight", 3.0}},
+                  {{"team", "nlp"}, {"cluster", "c2"}, {"pool", "default"}, {"weight", 1.0}}}}};
+  Json shares = Json::parse(queues_view(front.dump(), ""));
+  CHECK(shares["teams"][0]["fair_share"].get<double>() == Approx(1.0));
+  CHECK(shares["teams"][1]["fair_share"].get<double>() == Approx(0.75));
+  CHECK(shares["teams"][2]["fair_share"].get<double>() == Approx(0.25));
 }
 
 TEST_CASE("http: tokens are random, stored by their SHA-256, with a team or admin grant",
