@@ -61,9 +61,13 @@ int main(int argc, char** argv) {
       spdlog::info("holding the leader lease (epoch {}); restoring", lead.epoch());
     auto start = restore(*bus, lead, o, &err);
     if (!start) return spdlog::error("{}", err), 1;
-    // A shard that took more pools stops its actors (its leases kept) and
-    // starts them again from the store, with the new pools' jobs and nodes.
-    if (int rc = serve(*bus, lead, *start, o, signals, *view, front); rc != Leadership::kMorePools)
+    // A shard that took more pools, or is asked to hand one back, stops its
+    // actors (its leases kept) and starts them again from the store, with its
+    // pools now: a pool handed back is given up only once its actors stopped.
+    if (int rc = serve(*bus, lead, *start, o, signals, *view, front);
+        rc != Leadership::kPoolsChanged)
       return rc;
+    lead.hand_back();
+    if (lead.pools().empty() && !lead.acquire(signals)) return 0;
   }
 }

@@ -319,6 +319,12 @@ inline constexpr const char* kLeaderKey = "leader";
 inline std::string pool_lease_key(std::string_view pool) {
   return "pool." + std::string(pool);
 }
+// A shard that names a pool another shard holds asks for it back here
+// ("<holder> <wall-clock ms>", written every ttl/3 while it waits); the
+// holder hands it back (docs/recovery.md "Shards").
+inline std::string pool_want_key(std::string_view pool) {
+  return "want." + std::string(pool);
+}
 // The HTTP API's bearer tokens, by SHA-256 (gateway/auth/tokens.hpp): written
 // by `troupe auth add-token`, read by every troupe-gateway.
 inline constexpr const char* kTokenBucket = "TROUPE_TOKENS";

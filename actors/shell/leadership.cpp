@@ -8,6 +8,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 
 #include "bus/subjects.hpp"
 
@@ -93,14 +94,67 @@ Leadership::~Leadership() {
 }
 
 bool Leadership::take_pools() {
-  const bool grace_over = LeaseGate::steady_ms() - started_ms_ >= kFreeGraceTtls * int64_t{ttl_ms_};
+  const int64_t now = LeaseGate::steady_ms();
+  const bool grace_over = now - started_ms_ >= kFreeGraceTtls * int64_t{ttl_ms_};
   bool took = false;
   for (auto& p : pools_) {
-    if (p.held || !p.lease->try_acquire(p.named || grace_over)) continue;
+    const bool handed = p.handed_ms >= 0 && now - p.handed_ms < kHandBackTtls * int64_t{ttl_ms_};
+    if (p.held || !p.lease->try_acquire(p.named || (grace_over && !handed))) continue;
     p.held = took = true;
     spdlog::info("shard: took pool {} (epoch {})", p.name, p.lease->epoch());
   }
   return took;
+}
+
+namespace {
+int64_t wall_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
+
+void Leadership::want_named() {
+  const int64_t now = LeaseGate::steady_ms();
+  if (wanted_ms_ >= 0 && now - wanted_ms_ < ttl_ms_ / 3) return;
+  wanted_ms_ = now;
+  for (auto& p : pools_) {
+    if (!p.named || p.held) continue;
+    const std::string key = subjects::pool_want_key(p.name);
+    bool failed = false;
+    const uint64_t rev = bus_.leader_kv->last_revision(key, &failed);
+    bool conflict = false;  // (another asker wrote first: asked all the same)
+    if (!failed)
+      bus_.leader_kv->update(key, lease_.holder() + " " + std::to_string(wall_ms()), rev,
+                             &conflict);
+  }
+}
+
+bool Leadership::asked_back() {
+  bool any = false;
+  for (auto& p : pools_) {
+    if (!p.held || p.named) continue;
+    auto e = bus_.leader_kv->get(subjects::pool_want_key(p.name));
+    if (!e) continue;
+    const auto space = e->value.rfind(' ');
+    if (space == std::string::npos || e->value.substr(0, space) == lease_.holder()) continue;
+    char* end = nullptr;
+    const long long at = std::strtoll(e->value.c_str() + space + 1, &end, 10);
+    if (end == nullptr || *end != '\0' || std::llabs(wall_ms() - at) > 2LL * ttl_ms_) continue;
+    spdlog::info("shard: pool {} asked back by {}", p.name, e->value.substr(0, space));
+    p.hand_back = any = true;
+  }
+  return any;
+}
+
+void Leadership::hand_back() {
+  for (auto& p : pools_) {
+    if (!p.hand_back) continue;
+    p.lease->release();
+    p.held = p.hand_back = false;
+    p.handed_ms = LeaseGate::steady_ms();
+    spdlog::info("shard: handed pool {} back", p.name);
+  }
 }
 
 std::vector<std::string> Leadership::pools() const {
@@ -132,6 +186,7 @@ bool Leadership::acquire(const StopSignals& signals) {
       gate_.extend(asked + ttl_ms_);
       return true;
     }
+    if (sharded_) want_named();
     if (!told)
       spdlog::info(sharded_ ? "shard: every pool is held by another shard; waiting"
                             : "standby: another scheduler holds the leader lease");
@@ -171,8 +226,12 @@ int Leadership::serve(const StopSignals& signals, const std::function<void()>& r
           if (pr != LeaderLease::Renewal::renewed && r != LeaderLease::Renewal::lost) r = pr;
         }
         if (r == LeaderLease::Renewal::renewed) gate_.extend(asked + ttl_ms_);
-        // A shard takes the pools whose holder went silent.
-        if (r == LeaderLease::Renewal::renewed && sharded_ && take_pools()) return kMorePools;
+        // A shard takes the pools whose holder went silent, asks for those it
+        // names that another holds, and hands back those asked for.
+        if (r == LeaderLease::Renewal::renewed && sharded_) {
+          want_named();
+          if (asked_back() || take_pools()) return kPoolsChanged;
+        }
         if (r != LeaderLease::Renewal::lost) continue;
       }
       // Deposed: another scheduler leads. Stop acting at once (no clean

@@ -72,7 +72,10 @@ class LeaseGate {
 // other pool whose holder went silent for the ttl, or that nobody held
 // since 10 ttl after this process started (its own shard did not come). Its
 // epoch is the newest revision it took: a pool's agents only ever hear its
-// owner, and any newer owner of a pool took it at a newer revision.
+// owner, and any newer owner of a pool took it at a newer revision. A pool
+// it took that another shard names goes back to that shard once it asks
+// (it came back): its actors stop first, then the lease is given up, and it
+// is not taken again while free for kHandBackTtls ttl.
 class Leadership {
  public:
   Leadership(Bus& bus, int ttl_ms, const Options& o);
@@ -80,15 +83,22 @@ class Leadership {
   // Waits as a standby until this process leads (a shard: holds a pool);
   // false when told to stop first.
   bool acquire(const StopSignals& signals);
-  // What serve() returns when this shard took more pools: its actors are
-  // restored again, with them.
-  static constexpr int kMorePools = -1;
+  // What serve() returns when this shard took more pools, or is asked to
+  // hand some back: its actors are stopped, then (hand_back()) restored
+  // again with its pools now.
+  static constexpr int kPoolsChanged = -1;
+  // A pool handed back is not taken again while free for this many ttl
+  // (its shard takes it within a fraction of one).
+  static constexpr int kHandBackTtls = 3;
+  // After serve() returned kPoolsChanged (its actors stopped): gives up the
+  // leases of the pools asked back. Then the shard may hold none: acquire().
+  void hand_back();
   // A pool nobody holds is taken this many ttl after the start (its own
   // shard, started a little later, takes it first).
   static constexpr int kFreeGraceTtls = 10;
   // Serves while leading: renews the lease(s) every ttl/3, says hello again
   // after `bus` reconnected, runs `reload` on SIGHUP. Returns on SIGTERM or
-  // SIGINT (0), or kMorePools. A lost lease, or a snapshot write that found another
+  // SIGINT (0), or kPoolsChanged. A lost lease, or a snapshot write that found another
   // scheduler's revision (SIGUSR2), ends the process at once with code 3.
   int serve(const StopSignals& signals, const std::function<void()>& reload);
   // troupe.sys.hello: agents that started before us register again and
@@ -105,6 +115,11 @@ class Leadership {
  private:
   // A shard: one attempt at every pool not held; true when it took one.
   bool take_pools();
+  // A shard: asks for each pool it names and another holds (every ttl/3).
+  void want_named();
+  // A shard: marks the pools it holds, does not name, and their shard asked
+  // for within 2 ttl; true when any.
+  bool asked_back();
   Bus& bus_;
   int ttl_ms_;
   bool sharded_;
@@ -114,8 +129,11 @@ class Leadership {
   struct Pool {
     std::string name;
     bool named = false, held = false;
+    bool hand_back = false;  // asked back: given up after the actors stopped
+    int64_t handed_ms = -1;  // when it was handed back (steady clock)
     std::unique_ptr<LeaderLease> lease;
   };
+  int64_t wanted_ms_ = -1;  // the last want_named() writes
   std::vector<Pool> pools_;
   int64_t started_ms_;
   LeaseGate gate_;
