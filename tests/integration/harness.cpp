@@ -640,6 +640,31 @@ bool Cluster::wait_streams_current(Clock::duration timeout, std::string* why) {
   return false;
 }
 
+std::vector<std::string> Cluster::step_down_lagging_streams() {
+  std::vector<std::string> asked;
+  std::string err;
+  auto r = conn_->request("$JS.API.STREAM.NAMES", std::string("{}"), 2000, &err);
+  Json names = r ? Json::parse(r->begin(), r->end(), nullptr, false) : Json();
+  if (!names.is_object() || !names.contains("streams") || !names["streams"].is_array())
+    return asked;
+  for (const auto& name : names["streams"]) {
+    if (!name.is_string()) continue;
+    const std::string stream = name.get<std::string>();
+    auto info = conn_->request("$JS.API.STREAM.INFO." + stream, std::string(), 2000, &err);
+    Json j = info ? Json::parse(info->begin(), info->end(), nullptr, false) : Json();
+    if (!j.is_object() || !j.contains("cluster") || !j.contains("config")) continue;
+    const Json& cl = j["cluster"];
+    int current = 0;
+    if (cl.contains("replicas") && cl["replicas"].is_array())
+      for (const auto& rep : cl["replicas"])
+        if (rep.value("current", false) && !rep.value("offline", false)) ++current;
+    if (current >= j["config"].value("num_replicas", 1) - 1) continue;
+    conn_->request("$JS.API.STREAM.LEADER.STEPDOWN." + stream, std::string(), 2000, &err);
+    asked.push_back(stream);
+  }
+  return asked;
+}
+
 void Cluster::start_scheduler(const ClusterOptions& opts) {
   std::vector<std::string> argv = {bin_dir() + "/troupe-scheduler", "--nats", url_};
   for (auto& a : identity_args(std::string(subjects::kSchedulerIdentity))) argv.push_back(a);

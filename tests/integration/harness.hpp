@@ -379,6 +379,12 @@ class Cluster {
   // replicas is current: a cluster that lost no copy. False at the deadline
   // (`why` says which stream was not).
   bool wait_streams_current(Clock::duration timeout, std::string* why = nullptr);
+  // Asks the leader of every stream with a replica behind to step down (what
+  // an operator does: `nats stream cluster step-down`). On nats-server 2.9 a
+  // replica of an idle stream (no write since) may stay behind after its
+  // server restarted until the stream's next write or leader change. Returns
+  // the streams asked.
+  std::vector<std::string> step_down_lagging_streams();
   // The client URL of server `i`.
   std::string nats_url(size_t i) const;
   // Server `i`'s process (to kill it without a restart).
