@@ -189,12 +189,23 @@ Wait connect_nats(const bus::ConnectOptions& id, SignalWatch& sig, Cluster& clus
   return Wait::timeout;
 }
 
+// What a Troupe process gets to connect as an identity of `auth_dir`
+// (`tls_ca`: its CA); nothing with --insecure.
+using IdentityArgs = std::function<std::vector<std::string>(const std::string&)>;
+IdentityArgs identity_args_in(bool insecure, const std::string& auth_dir,
+                              const std::string& tls_ca) {
+  return [=](const std::string& identity) {
+    if (insecure) return std::vector<std::string>{};
+    return std::vector<std::string>{"--creds", auth::creds_path(auth_dir, identity), "--tls-ca",
+                                    tls_ca};
+  };
+}
+
 // Starts troupe-gateway on 127.0.0.1:o.http_port (0: a free port it picks)
 // and waits until it listens (its --port-file); `url_out` is its base URL.
 Wait start_gateway(const UpOptions& o, const std::string& binary, const std::string& nats_url,
-                   const std::string& home,
-                   const std::function<std::vector<std::string>(const std::string&)>& identity,
-                   SignalWatch& sig, Cluster& cluster, std::string* url_out, std::string* err) {
+                   const std::string& home, const IdentityArgs& identity, SignalWatch& sig,
+                   Cluster& cluster, std::string* url_out, std::string* err) {
   std::string why;
   if (o.http_port != 0 && !port_free(o.http_port, &why)) {
     *err = "port " + std::to_string(o.http_port) + " is in use (" + why +
@@ -547,13 +558,7 @@ int run_up(const UpOptions& o) {
     admin.creds_file = auth::creds_path(auth_dir, "admin-admin");
     admin.tls_ca = auth_dir + "/" + auth::kCaCertFile;
   }
-  // What every Troupe process gets to connect as `identity`.
-  auto identity_args = [&](const std::string& identity) {
-    std::vector<std::string> a;
-    if (o.insecure) return a;
-    return std::vector<std::string>{"--creds", auth::creds_path(auth_dir, identity), "--tls-ca",
-                                    admin.tls_ca};
-  };
+  const IdentityArgs identity_args = identity_args_in(o.insecure, auth_dir, admin.tls_ca);
 
   std::cout << "Starting a local Troupe cluster in " << home
             << (o.insecure ? " (INSECURE: no identities, no TLS)"
@@ -835,8 +840,10 @@ int run_up_clusters(const UpOptions& o) {
       find_binary("nats-server", {"/usr/sbin", "/usr/local/sbin", "/usr/local/bin", "/usr/bin"});
   const std::string dispatch = find_binary("troupe-dispatch");
   const std::string self = self_dir() + "/troupe";
-  if (nats.empty() || dispatch.empty()) {
-    std::cerr << "troupe up: nats-server or troupe-dispatch not found; build the whole project\n";
+  const std::string gateway = o.http ? find_binary("troupe-gateway") : std::string();
+  if (nats.empty() || dispatch.empty() || (o.http && gateway.empty())) {
+    std::cerr << "troupe up: nats-server, troupe-dispatch or troupe-gateway not found; build the "
+                 "whole project\n";
     return 1;
   }
   std::string why;
@@ -856,6 +863,7 @@ int run_up_clusters(const UpOptions& o) {
     for (const char* team : kUpTeams)
       if (aerr.empty()) aerr = auth::add_team(auth_dir, team);
     if (aerr.empty()) aerr = auth::add_admin(auth_dir, "admin");
+    if (aerr.empty() && o.http) aerr = auth::add_gateway(auth_dir);
     // A link account per cluster: its leaf node link is bound to it.
     for (size_t i = 1; i <= n && aerr.empty(); ++i)
       aerr = auth::add_link(auth_dir, "c" + std::to_string(i), false, nullptr,
@@ -961,18 +969,32 @@ int run_up_clusters(const UpOptions& o) {
   }
   std::vector<std::string> dargv = {dispatch, "--config", home + "/dispatch.yaml", "--nats",
                                     admin.url};
-  if (o.insecure) {
-    dargv.emplace_back("--insecure");
-  } else {
-    dargv.insert(dargv.end(),
-                 {"--creds", auth::creds_path(auth_dir, std::string(subjects::kSchedulerIdentity)),
-                  "--tls-ca", admin.tls_ca});
-  }
+  if (o.insecure) dargv.emplace_back("--insecure");
+  for (auto& a : identity_args_in(o.insecure, auth_dir,
+                                  admin.tls_ca)(std::string(subjects::kSchedulerIdentity)))
+    dargv.push_back(a);
   if (!procs.start("dispatch", dargv, logs)) return failed("cannot start troupe-dispatch");
   std::string last;
   if (auto w = wait_for_clusters(*front, n, sig, procs, &last); w != Wait::ok)
     return ended(w, "the front door did not see every cluster (" + last + "); see " + logs +
                         "/dispatch.log");
+  // The HTTP API and the web console over the front door, as over one
+  // cluster (docs/clusters.md "HTTP API and console").
+  if (o.http) {
+    std::string console_url;
+    if (auto w = start_gateway(o, gateway, admin.url, home,
+                               identity_args_in(o.insecure, auth_dir, admin.tls_ca), sig, procs,
+                               &console_url, &err);
+        w != Wait::ok)
+      return ended(w, "troupe-gateway did not start: " + err + "; see " + logs + "/gateway.log");
+    std::string token;
+    if (auto terr = make_token(admin.url, home, std::string(), "console", &token); terr.empty())
+      std::cout << "Console and HTTP API (every cluster): " << console_url
+                << "  (log in with the token " << token << ")\n";
+    else
+      std::cout << "Console and HTTP API (every cluster): " << console_url
+                << "  (no token was made: " << terr << ")\n";
+  }
   std::string raw;
   if (front->clusters(&raw).empty()) std::cout << "\n" << clusters_table(raw, &err);
   int rc = o.demo ? run_clusters_demo(*front, n, sig) : 0;

@@ -698,9 +698,13 @@
     const jobs = app.jobs
       .filter((j) => !text || String(j.name || '').toLowerCase().includes(text) || j.job_id.toLowerCase().includes(text))
       .sort((a, b) => (ms(b.submit_ms) || 0) - (ms(a.submit_ms) || 0) || String(b.job_id).localeCompare(String(a.job_id)));
+    // At a front door (troupe-dispatch) each job says its cluster: a column for it.
+    const clustered = app.jobs.some((j) => j.cluster);
+    $('jobs-cluster-col').hidden = !clustered;
     const rows = jobs.map((j) => h('tr', {'data-job': j.job_id, 'data-state': j.state},
       h('td', null, h('a', {class: 'mono', href: `#/jobs/${enc(j.job_id)}`, 'data-testid': 'job-link', 'data-job': j.job_id}, j.job_id)),
       h('td', {class: 'name'}, j.name || ''),
+      clustered ? h('td', {'data-testid': 'job-cluster'}, j.cluster || '') : null,
       h('td', null, teamChip(j.team)),
       h('td', null, stateBadge(j.state, {'data-testid': 'job-state'}),
         j.attempt > 1 ? h('span', {class: 'muted small'}, ` attempt ${j.attempt}`) : ''),
@@ -1019,6 +1023,7 @@
     const end = ms(job.end_ms);
     const items = [
       ['Team', teamChip(job.team)],
+      ['Cluster', job.cluster ? `${job.cluster}${job.cluster_job_id ? ` (as ${job.cluster_job_id})` : ''}` : ''],
       ['Kind', job.kind],
       ['State', job.state],
       ['Attempt', job.attempt],
@@ -1041,7 +1046,7 @@
       ? h('table', {class: 'placement'},
         h('thead', null, h('tr', null, h('th', {scope: 'col', class: 'num'}, 'Rank'), h('th', {scope: 'col'}, 'Node'), h('th', {scope: 'col'}, 'GPUs'))),
         h('tbody', null, placement.map((p) => h('tr', {'data-rank': p.rank || 0},
-          h('td', {class: 'num'}, p.rank || 0), h('td', {class: 'mono'}, p.node), h('td', {class: 'mono'}, (p.gpus || []).join(', '))))))
+          h('td', {class: 'num'}, p.rank || 0), h('td', {class: 'mono'}, inCluster(job.cluster, p.node)), h('td', {class: 'mono'}, (p.gpus || []).join(', '))))))
       : h('p', {class: 'muted'}, TERMINAL.has(job.state) ? 'No GPUs are held.' : 'Not placed yet.'));
 
     renderRanks(Math.max(job.workers || 1, placement.length));

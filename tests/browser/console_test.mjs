@@ -14,7 +14,10 @@
 // success; 1 with a message naming the failed step otherwise.
 //
 // Options: --chromium PATH (default /usr/lib/chromium/chromium, or
-// $TROUPE_CHROMIUM), --timeout-s N (per wait, default 30), --headed.
+// $TROUPE_CHROMIUM), --timeout-s N (per wait, default 30), --headed,
+// --clusters c1,c2 (the gateway serves a front door, troupe-dispatch, over
+// these clusters: the GPU map shows each one's nodes as "c1/NODE", and a
+// job's row, map cells and page name its cluster).
 
 import {chromium} from 'playwright-core';
 import fs from 'node:fs';
@@ -32,6 +35,7 @@ function parseArgs(argv) {
         default: process.env.TROUPE_CHROMIUM || '/usr/lib/chromium/chromium'},
       'timeout-s': {type: 'string', default: '30'},
       'headed': {type: 'boolean', default: false},
+      'clusters': {type: 'string', default: ''},
       'help': {type: 'boolean', short: 'h'},
     }}));
   } catch (e) {
@@ -39,7 +43,8 @@ function parseArgs(argv) {
   }
   if (v.help) usage('', 0);
   const opts = {url: v.url, token: v.token, out: v.out, chromium: v.chromium,
-    timeoutS: Number(v['timeout-s']), headed: v.headed};
+    timeoutS: Number(v['timeout-s']), headed: v.headed,
+    clusters: v.clusters.split(',').map((c) => c.trim()).filter((c) => c)};
   if (!opts.url) usage('--url is required');
   if (!opts.token) usage('--token is required');
   if (!(opts.timeoutS > 0)) usage('--timeout-s must be a positive number');
@@ -50,7 +55,7 @@ function parseArgs(argv) {
 function usage(msg, code = 2) {
   if (msg) console.error(`console_test: ${msg}`);
   console.error('usage: node console_test.mjs --url http://127.0.0.1:PORT --token TOKEN --out DIR ' +
-    '[--chromium PATH] [--timeout-s N] [--headed]');
+    '[--chromium PATH] [--timeout-s N] [--headed] [--clusters c1,c2]');
   process.exit(code);
 }
 
@@ -216,6 +221,17 @@ async function main() {
     const cells = await page.$$eval('#gpu-map .gpu[data-node][data-gpu]', (els) => els.length);
     if (cells < 2) fail(`the GPU map shows ${cells} GPU cells, expected 2 or more`);
     log(`GPU map: ${await page.$$eval('#gpu-map .node-card', (els) => els.length)} node(s), ${cells} GPU cell(s)`);
+    // At a front door: every cluster's nodes, each named with its cluster.
+    for (const c of opts.clusters) {
+      await waitFor(page, `a GPU cell of a node of cluster ${c} on the map`,
+        (c) => [...document.querySelectorAll('#gpu-map .gpu[data-node]')].some((el) => el.dataset.node.startsWith(`${c}/`)), c);
+    }
+    if (opts.clusters.length) {
+      const named = await page.$$eval('#gpu-map .gpu[data-node]', (els) => [...new Set(els.map((el) => el.dataset.node))]);
+      const stray = named.filter((n) => !opts.clusters.some((c) => n.startsWith(`${c}/`)));
+      if (stray.length) fail(`GPU map nodes not named with a cluster of ${opts.clusters.join(',')}: ${stray.join(', ')}`);
+      log(`GPU map nodes: ${named.join(', ')}`);
+    }
     const cookies = await ctx.cookies();
     if (cookies.some((c) => c.name === 'troupe_session' && !c.httpOnly)) fail('the session cookie is not HttpOnly');
     // The token must not be kept by the page.
@@ -257,6 +273,20 @@ async function main() {
     })).catch(() => null);
     if (cell) log(`map cell: node ${cell.node} GPU ${cell.gpu} team ${cell.team} ("${cell.title}")`);
     await waitSelector(page, `job ${shortId} in the job list`, `#job-rows tr[data-job="${shortId}"]`);
+    // At a front door: the job's cluster in its row, and its map cell on a node of that cluster.
+    let shortCluster = '';
+    if (opts.clusters.length) {
+      const sel = `#job-rows tr[data-job="${shortId}"] [data-testid="job-cluster"]`;
+      await waitFor(page, `the cluster of job ${shortId} in its row`, (sel) => {
+        const el = document.querySelector(sel);
+        return el && el.textContent.trim() !== '';
+      }, sel);
+      shortCluster = (await page.textContent(sel)).trim();
+      if (!opts.clusters.includes(shortCluster)) fail(`job ${shortId}'s row names cluster "${shortCluster}", not one of ${opts.clusters.join(',')}`);
+      if (cell && !cell.node.startsWith(`${shortCluster}/`)) fail(`job ${shortId} runs in ${shortCluster} but its map cell is on ${cell.node}`);
+      if (!(await page.isVisible('#jobs-cluster-col'))) fail('the job list has no Cluster column at a front door');
+      log(`short job's cluster: ${shortCluster}`);
+    }
 
     step('the short job reaches succeeded');
     await waitRowState(page, shortId, 'succeeded');
@@ -284,6 +314,11 @@ async function main() {
     const states = await page.$$eval('#job-history li[data-state]', (els) => els.map((e) => e.dataset.state));
     log(`timeline: ${states.join(' → ')}`);
     if (!states.includes('succeeded')) fail(`the timeline has no "succeeded" event: ${states.join(', ')}`);
+    if (shortCluster) {
+      const shown = (await page.textContent('#job-summary dd[data-field="cluster"]').catch(() => '') || '').trim();
+      if (!shown.startsWith(shortCluster)) fail(`the job page names cluster "${shown}", expected ${shortCluster}`);
+      log(`job page cluster: ${shown}`);
+    }
     if (await page.isVisible('#job-cancel')) fail('the cancel button is shown for an ended job');
 
     // ---- a long job, submitted through the console's form, canceled with its button

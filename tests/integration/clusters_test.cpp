@@ -7,6 +7,8 @@
 // has room (withdrawn with a conditional cancel, so it never runs in two);
 // status, cancel, logs and history work through the front door, and the
 // front door publishes each job's events under its own id.
+#include <httplib.h>
+
 #include <catch2/catch.hpp>
 #include <condition_variable>
 #include <csignal>
@@ -142,10 +144,11 @@ Json wait_clusters(Cluster& front, Clock::duration timeout) {
 // scheduler: troupe-dispatch serves it) with a leaf node link to each, the
 // one to c1 through a TCP proxy the test can cut.
 // `advertise`: the address its leaf node links reconnect to ("" its own).
+// `simulate`: its agent runs `command: ["simulated"]` jobs without a process.
 ClusterOptions member(const std::string& node, const std::string& type,
-                      const std::string& advertise = {}) {
+                      const std::string& advertise = {}, bool simulate = false) {
   ClusterOptions o;
-  o.node(node, 2, false, type);
+  o.node(node, 2, simulate, type);
   o.leaf_listen = true;
   o.leaf_advertise = advertise;
   return o;
@@ -157,10 +160,12 @@ struct TwoClusters {
   // The front NATS's leaf node link to c1; c1 tells the link to reconnect
   // to the proxy, not past it (else a cut lasts until its first reconnect).
   TcpProxy link;
-  Cluster c1{member("a1", "a100", "127.0.0.1:" + std::to_string(link.port()))};
-  Cluster c2{member("h1", "h100")};
+  Cluster c1;
+  Cluster c2;
   std::unique_ptr<Cluster> front_;
-  TwoClusters() {
+  explicit TwoClusters(bool simulate = false)
+      : c1(member("a1", "a100", "127.0.0.1:" + std::to_string(link.port()), simulate)),
+        c2(member("h1", "h100", {}, simulate)) {
     link.set_target(port_of(c1.leaf_url()));
     REQUIRE(c1.wait_nodes_alive(1, 20s));
     REQUIRE(c2.wait_nodes_alive(1, 20s));
@@ -1163,6 +1168,101 @@ TEST_CASE(
   CHECK(dispatch->running());
 }
 
+TEST_CASE(
+    "the HTTP API and the web console over a front door: both clusters' nodes, a job's cluster, "
+    "log and end, cancel, another team's job hidden, and the console in headless chromium",
+    "[integration][clusters][http][browser]") {
+  TwoClusters all(true);
+  Cluster& front = all.front();
+  auto dispatch = start_dispatch(front, "clusters:\n" + linked_entry("c1", front) +
+                                            linked_entry("c2", front) + "poll_ms: 200\n");
+  wait_clusters(front, 30s);
+  const std::string url = front.start_gateway();
+  const std::string token = front.add_token("t1");
+  httplib::Client http(url);
+  http.set_read_timeout(30, 0);
+  const httplib::Headers t1{{"Authorization", "Bearer " + token}};
+  const httplib::Headers t2{{"Authorization", "Bearer " + front.add_token("t2")}};
+  auto said = [](const httplib::Result& r) {
+    return r ? std::to_string(r->status) + " " + r->body.substr(0, 800)
+             : "no response: " + httplib::to_string(r.error());
+  };
+  auto json_of = [&](const httplib::Result& r, int status) {
+    INFO(said(r));
+    REQUIRE(r);
+    CHECK(r->status == status);
+    Json j = Json::parse(r->body, nullptr, false);
+    REQUIRE(j.is_object());
+    return j;
+  };
+
+  // Every cluster's nodes, each row with its cluster.
+  Json nodes = json_of(http.Get("/v1/nodes", t1), 200);
+  std::map<std::string, std::string> node_cluster;
+  for (const auto& n : nodes.value("nodes", Json::array()))
+    node_cluster[n.value("node", "")] = n.value("cluster", "");
+  CHECK(node_cluster == std::map<std::string, std::string>{{"a1", "c1"}, {"h1", "c2"}});
+
+  // An h100 job through the HTTP API: it goes to c2; its log, followed,
+  // ends with it; its view names its cluster and its id there.
+  const std::string spec =
+      R"({"name":"via-front","command":["simulated"],"env":{"TROUPE_SIM_DURATION_S":"1"},)"
+      R"("resources":{"gpus":1,"gpu_type":"h100"}})";
+  Json made = json_of(http.Post("/v1/jobs", t1, spec, "application/json"), 201);
+  const std::string id = made.value("job_id", "");
+  REQUIRE_FALSE(id.empty());
+  auto followed = http.Get("/v1/jobs/" + id + "/logs?follow=1", t1);
+  INFO("followed log: " << said(followed));
+  REQUIRE(followed);
+  CHECK(followed->status == 200);
+  CHECK_FALSE(followed->body.empty());
+  INFO("front events: " << front.events().describe());
+  REQUIRE(front.events().wait_state(id, std::string(names::kSucceeded), 30s));
+  Json view = json_of(http.Get("/v1/jobs/" + id, t1), 200);
+  CHECK(view.value("state", "") == "succeeded");
+  CHECK(view.value("cluster", "") == "c2");
+  CHECK(view.value("cluster_job_id", "").rfind("j-", 0) == 0);
+  Json listed = json_of(http.Get("/v1/jobs?state=succeeded", t1), 200);
+  bool in_list = false;
+  for (const auto& j : listed.value("jobs", Json::array()))
+    in_list = in_list || (j.value("job_id", "") == id && j.value("cluster", "") == "c2");
+  CHECK(in_list);
+
+  // Another team's token: the job is not there for it, and it cannot cancel it.
+  CHECK(json_of(http.Get("/v1/jobs/" + id, t2), 404).value("code", "") == "not_found");
+  // A long a100 job: canceled through the HTTP API, in c1.
+  Json long_job =
+      json_of(http.Post("/v1/jobs", t1,
+                        R"({"command":["simulated"],"env":{"TROUPE_SIM_DURATION_S":"300"},)"
+                        R"("resources":{"gpus":1,"gpu_type":"a100"}})",
+                        "application/json"),
+              201);
+  const std::string long_id = long_job.value("job_id", "");
+  REQUIRE(front.events().wait_state(long_id, std::string(names::kRunning), 30s));
+  CHECK(json_of(http.Delete("/v1/jobs/" + long_id, t2), 404).value("code", "") == "not_found");
+  CHECK(json_of(http.Get("/v1/jobs/" + long_id, t1), 200).value("cluster", "") == "c1");
+  {
+    auto canceled = http.Delete("/v1/jobs/" + long_id, t1);
+    INFO(said(canceled));
+    REQUIRE(canceled);
+    CHECK(canceled->status / 100 == 2);
+  }
+  CHECK(front.events().wait_state(long_id, std::string(names::kCanceled), 30s));
+  CHECK(all.c1.events().wait_state(
+      json_of(http.Get("/v1/jobs/" + long_id, t1), 200).value("cluster_job_id", ""),
+      std::string(names::kCanceled), 10s));
+
+  // The console, in a real browser, over both clusters.
+  const std::string out = std::string(TROUPE_ARTIFACT_DIR) + "/front-door";
+  std::filesystem::create_directories(out);
+  const std::string script = std::string(TROUPE_SOURCE_DIR) + "/tests/browser/console_test.mjs";
+  RunResult r = run_program({"/usr/bin/env", "node", script, "--url", url, "--token", token,
+                             "--out", out, "--clusters", "c1,c2"},
+                            front.dir(), "browser", 180s, &front.dump());
+  INFO(describe(r));
+  CHECK(r.exit_code == 0);
+}
+
 TEST_CASE("troupe up --clusters 2: two clusters behind a front door, the demo passes",
           "[integration][clusters]") {
   TmpDir tmp("troupe-up-clusters");
@@ -1176,7 +1276,7 @@ TEST_CASE("troupe up --clusters 2: two clusters behind a front door, the demo pa
   }
   REQUIRE(port > 0);
   RunResult r = run_program({troupe, "up", "--clusters", "2", "--exit-after-demo", "--home", home,
-                             "--port", std::to_string(port)},
+                             "--port", std::to_string(port), "--http-port", "0"},
                             tmp.path(), "troupe-up", 180s, nullptr);
   const std::string out = read_file(tmp.file("troupe-up.out"));
   INFO("troupe up: rc=" << r.exit_code << " timed out=" << r.timed_out << "\nstdout:\n"
@@ -1190,6 +1290,9 @@ TEST_CASE("troupe up --clusters 2: two clusters behind a front door, the demo pa
   CHECK(out.find("c1") != std::string::npos);
   CHECK(out.find("a100") != std::string::npos);
   CHECK(out.find("h100") != std::string::npos);
+  // The console and HTTP API over the front door, with a token to sign in.
+  CHECK(out.find("Console and HTTP API (every cluster): http://127.0.0.1:") != std::string::npos);
+  CHECK(out.find("(log in with the token trp_") != std::string::npos);
   CHECK(std::filesystem::is_regular_file(home + "/dispatch.yaml"));
   CHECK(std::filesystem::is_directory(home + "/c2/nats"));
 }
