@@ -15,6 +15,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <thread>
 
 #include "actors/policy/config.hpp"
 #include "actors/policy/schedule_book.hpp"
@@ -122,6 +123,7 @@ struct Front::Impl {
   struct Held {
     JobPlace place;
     uint64_t revision = 0;
+    TeamUse::Counted counted;  // what it counts in `use` now: recount()
   };
   std::map<std::string, Held> places;  // front id -> where it is
   // Jobs being spilled over or re-dispatched now: a submission that waits
@@ -146,23 +148,29 @@ struct Front::Impl {
   // choose_for, spill and redispatch look at, not every job ever sent (a
   // submission's quota check was linear in the front door's history).
   // Pruned as their jobs end. Under `mu`.
-  std::map<std::string, std::set<std::string>> live;
+  // Each points into `places` (a std::map: it stays put until erased, and
+  // forget_old erases it here too), so a walk looks nothing up.
+  std::map<std::string, std::map<std::string, Held*>> live;
 
-  static bool is_live(const JobPlace& p) { return p.state == "sent" || p.state == "started"; }
-  void add_live(const JobPlace& p) {
-    if (is_live(p)) live[p.team].insert(p.job_id);
+  void add_live(Held& h) {
+    if (is_live(h.place)) live[h.place.team][h.place.job_id] = &h;
+    recount(h);
   }
+  // The GPUs of the live jobs, by team and cluster. Under `mu`.
+  TeamUse use;
+  // Under `mu`: after a change of a place's state or cluster, and before it
+  // is erased (`gone`).
+  void recount(Held& h, bool gone = false) { use.recount(h.place, &h.counted, gone); }
   // f(Held&) for each live job of `team` (every team's when null). Under `mu`.
   template <class F>
   void each_live(const std::string* team, F f) {
-    auto visit = [&](std::set<std::string>& ids) {
+    auto visit = [&](std::map<std::string, Held*>& ids) {
       for (auto it = ids.begin(); it != ids.end();) {
-        auto h = places.find(*it);
-        if (h == places.end() || !is_live(h->second.place)) {
+        if (!is_live(it->second->place)) {
           it = ids.erase(it);
           continue;
         }
-        f(h->second);
+        f(*it->second);
         ++it;
       }
     };
@@ -256,18 +264,75 @@ struct Front::Impl {
     return j;
   }
 
-  // Stores a place (compare-and-set on its revision); under `mu`.
-  // Under `mu`, unless `h` is known to no other thread yet.
-  void store(Held& h) {
-    bool conflict = false;
-    std::string err;
-    auto rev = kv->update(place_key(h.place.job_id), to_json(h.place), h.revision, &conflict, &err);
-    if (rev == 0) {
-      spdlog::error("dispatch: {} not stored ({})", h.place.job_id,
-                    conflict ? "another front door wrote it" : err);
-      return;
+  // Places are written behind their changes: store() marks a place dirty
+  // and the writer thread writes every dirty place's newest record, many at
+  // once (KeyValue::write_all, compare-and-set on the revision it last
+  // wrote), so no KV round trip is made under `mu` and the lanes' writes
+  // share their round trips. A place's writes are in order (one batch at a
+  // time; a place changed while its write is out is written again after).
+  // Under `mu`: the dirty places, each with what to call once written (with
+  // the revision written, 0: not), and those being written now.
+  using Written = std::function<void(uint64_t revision)>;
+  std::map<std::string, std::vector<Written>> dirty;  // front id ->
+  std::set<std::string> writing;
+  std::condition_variable dirty_cv;
+  bool writer_stop = false;
+  std::thread writer;
+  static constexpr size_t kWriteBatch = 512;
+
+  // Under `mu`: `h` (in `places`) is written behind; `done`, if any, is
+  // called under `mu` once it is.
+  void store(const Held& h, Written done = {}) {
+    auto& d = dirty[h.place.job_id];
+    if (done) d.push_back(std::move(done));
+    dirty_cv.notify_one();
+  }
+  // Under `mu`: the same, and the revision written (0: not) to wait for once
+  // `mu` is released (an acknowledged submission is stored).
+  std::future<uint64_t> store_waited(const Held& h) {
+    auto written = std::make_shared<std::promise<uint64_t>>();
+    auto f = written->get_future();
+    store(h, [written](uint64_t rev) { written->set_value(rev); });
+    return f;
+  }
+
+  // The writer thread: until stopped and nothing is dirty.
+  void write_places() {
+    std::unique_lock<std::mutex> lock(mu);
+    for (;;) {
+      dirty_cv.wait(lock, [this] { return writer_stop || !dirty.empty(); });
+      if (dirty.empty()) return;  // (stopped)
+      std::vector<std::string> ids;
+      std::vector<bus::KeyValue::Write> writes;
+      std::vector<std::vector<Written>> dones;
+      for (auto it = dirty.begin(); it != dirty.end() && writes.size() < kWriteBatch;) {
+        auto p = places.find(it->first);
+        if (p == places.end()) {  // forgotten meanwhile: nothing to write
+          for (auto& done : it->second) done(0);
+          it = dirty.erase(it);
+          continue;
+        }
+        ids.push_back(it->first);
+        writes.push_back({place_key(it->first), to_json(p->second.place), p->second.revision});
+        dones.push_back(std::move(it->second));
+        writing.insert(it->first);
+        it = dirty.erase(it);
+      }
+      if (writes.empty()) continue;
+      lock.unlock();
+      auto results = kv->write_all(writes, opts.request_timeout_ms);
+      lock.lock();
+      for (size_t i = 0; i < ids.size(); ++i) {
+        writing.erase(ids[i]);
+        const auto r = i < results.size() ? results[i] : bus::KeyValue::Result{};
+        if (r.revision == 0)
+          spdlog::error("dispatch: {} not stored ({})", ids[i],
+                        r.conflict ? "another front door wrote it" : r.error);
+        else if (auto p = places.find(ids[i]); p != places.end())
+          p->second.revision = r.revision;
+        for (auto& done : dones[i]) done(r.revision);
+      }
     }
-    h.revision = rev;
   }
 
   // --- schedules --------------------------------------------------------------
@@ -425,6 +490,8 @@ struct Front::Impl {
     if (it == places.end()) return;
     auto& h = it->second;
     if (!state.empty() && h.place.state != "ended") h.place.last_state = state;
+    if (state == names::kRunning)
+      if (int64_t at = event_ms(e); at > 0) h.place.started_ms = at;
     last_events[p.job_id] = std::move(e);
     std::string next = h.place.state;
     if (names::is_terminal(state))
@@ -434,6 +501,7 @@ struct Front::Impl {
     if (next != h.place.state && h.place.state != "ended") {
       h.place.state = next;
       if (next == "ended") h.place.ended_ms = now_ms();
+      recount(h);
       store(h);
     }
   }
@@ -470,23 +538,29 @@ struct Front::Impl {
                           submitted_ms > 0 ? now_ms() - submitted_ms : -1,
                           opts.config.job_retention_s * 1000);
     if (a.granted && h->place.state == "sent") {
+      // Granted once the grant is stored: not stored, not granted (asked again later).
       h->place.state = "started";
-      uint64_t before = h->revision;
-      store(*h);
-      if (h->revision == before) {  // not stored: not granted (asked again later)
-        h->place.state = "sent";
-        a.granted = false;
-        a.reason = "the front door could not store the grant";
-      }
+      store(*h, [this, cluster, reply, a, job_id = h->place.job_id](uint64_t rev) mutable {
+        if (rev == 0) {
+          if (auto p = places.find(job_id); p != places.end() && p->second.place.state == "started")
+            p->second.place.state = "sent";
+          a.granted = false;
+          a.reason = "the front door could not store the grant";
+        }
+        answered(cluster, reply, a);
+      });
+      return;
     }
+    answered(cluster, reply, a);
+  }
+  // (under `mu`)
+  void answered(const std::string& cluster, const std::string& reply, const ClaimAnswer& a) {
     ++counters[a.granted ? "claims_granted" : a.withdrawn ? "claims_withdrawn" : "claims_refused"];
-    if (!reply.empty()) {
-      auto c = remote(cluster)->conn;
-      if (c)
-        c->publish(reply,
-                   dump_json(Json{
-                       {"granted", a.granted}, {"withdrawn", a.withdrawn}, {"reason", a.reason}}));
-    }
+    if (reply.empty()) return;
+    if (auto c = remote(cluster)->conn)
+      c->publish(reply,
+                 dump_json(Json{
+                     {"granted", a.granted}, {"withdrawn", a.withdrawn}, {"reason", a.reason}}));
   }
 
   // The job's copy in its cluster is left behind for `moved` (sent
@@ -502,7 +576,7 @@ struct Front::Impl {
     h.place.cluster_job_id = moved.cluster_job_id;
     h.place.sent_ms = moved.sent_ms;
     h.place.state = "sent";
-    add_live(h.place);
+    add_live(h);
     store(h);
     learn(h.place);
   }
@@ -548,7 +622,8 @@ struct Front::Impl {
       std::lock_guard<std::mutex> lock(mu);
       for (auto it = places.begin(); it != places.end() && purges.size() < kPurgeBatch;) {
         const JobPlace& p = it->second.place;
-        if (!past_retention(p, now, retention_ms)) {
+        if (!past_retention(p, now, retention_ms) || dirty.count(p.job_id) ||
+            writing.count(p.job_id)) {  // (one being written: at a later pass)
           ++it;
           continue;
         }
@@ -557,6 +632,7 @@ struct Front::Impl {
         if (auto key = key_of(p); !key.empty()) keys.erase(key);
         if (!p.pipeline_key.empty()) pipeline_keys.erase(p.pipeline_key);
         if (auto l = live.find(p.team); l != live.end()) l->second.erase(p.job_id);
+        recount(it->second, true);
         last_events.erase(p.job_id);
         purges.push_back({place_key(p.job_id), "", it->second.revision});
         it = places.erase(it);
@@ -661,9 +737,7 @@ struct Front::Impl {
   void team_view(const std::string& team, std::vector<ClusterState>* states,
                  std::map<std::string, int64_t>* used) {
     for (const auto& r : remotes) states->push_back(r->state);
-    std::vector<const JobPlace*> team_places;
-    each_live(&team, [&](Held& h) { team_places.push_back(&h.place); });
-    *used = team_use(team_places);
+    *used = use.of(team);
     if (auto held = in_flight.find(team); held != in_flight.end())
       for (const auto& [cluster, gpus] : held->second) (*used)[cluster] += gpus;
   }
@@ -843,21 +917,20 @@ struct Front::Impl {
         for (const auto& [k, v] : view_labels) view["labels"][k] = v;
       place->spec_json = dump_json(view);
     }
-    // Stored before anyone may know the job (its events wait as early ones,
-    // a claim of it waits for learn()): the write needs no lock, so the
-    // lanes' writes overlap.
-    Held fresh;
-    fresh.place = *place;
-    store(fresh);
+    // Answered once stored (written behind, with other lanes' writes; its
+    // claim's grant, written after it, waits for it too).
+    std::future<uint64_t> stored;
     {
       std::lock_guard<std::mutex> lock(mu);
       auto& h = places[place->job_id];
-      h = std::move(fresh);
-      add_live(h.place);
+      h.place = *place;
+      add_live(h);
       if (!key.empty()) keys[key] = place->job_id;
       learn(h.place);
       ++counters["sent"];
+      stored = store_waited(h);
     }
+    stored.wait();
     release(needs, choice.order);
     spdlog::info("dispatch: {} of team {} sent to cluster {} as {}", place->job_id, team,
                  place->cluster, place->cluster_job_id);
@@ -994,7 +1067,8 @@ struct Front::Impl {
       return reply(in, *r);
     }
     const std::string pipeline_id = string_of(*r, "pipeline_id");
-    std::lock_guard<std::mutex> lock(mu);
+    std::vector<std::future<uint64_t>> written;  // (answered once its members are stored)
+    std::unique_lock<std::mutex> lock(mu);
     release_held(held, held_in);  // (its members' places count them from here)
     if (!key.empty()) pipeline_keys[key] = target;
     for (auto& j : (*r)["jobs"]) {
@@ -1020,15 +1094,17 @@ struct Front::Impl {
       h.place.gpus = needs_of(team, *spec).gpus;
       h.place.pinned = true;
       h.place.pipeline_key = key;
-      store(h);
       auto& placed = places[h.place.job_id];
       placed = std::move(h);
-      add_live(placed.place);
+      add_live(placed);
       learn(placed.place);
       ++counters["sent"];
+      written.push_back(store_waited(placed));
       j["job_id"] = placed.place.job_id;
       j["cluster_job_id"] = remote;
     }
+    lock.unlock();
+    for (auto& f : written) f.wait();
     (*r)["cluster"] = target;
     spdlog::info("dispatch: pipeline {} of team {} sent to cluster {}", pipeline_id, team, target);
     reply(in, *r);
@@ -1454,6 +1530,7 @@ struct Front::Impl {
       h.place.state = "withdrawn";
       h.place.ended_ms = now_ms();
       h.place.cluster.clear();
+      recount(h);
       store(h);
       return;
     }
@@ -1547,7 +1624,7 @@ struct Front::Impl {
       auto& h = places[p->job_id];
       h.place = *p;
       h.revision = e.revision;
-      add_live(h.place);
+      add_live(h);
       if (!p->cluster.empty()) by_remote_id[remote_key(p->cluster, p->cluster_job_id)] = p->job_id;
       for (const auto& w : p->withdrawn) withdrawn[w] = p->job_id;
       if (auto key = key_of(*p); !key.empty()) keys[key] = p->job_id;
@@ -1584,6 +1661,7 @@ std::unique_ptr<Front> Front::open(const FrontOptions& opts, std::string* error,
   }
   spdlog::info("dispatch: serving (lease epoch {})", impl->lease->epoch());
   if (!impl->restore(error)) return nullptr;
+  impl->writer = std::thread([self = impl.get()] { self->write_places(); });
   for (const auto& c : opts.config.clusters) {
     auto r = std::make_unique<Remote>();
     r->entry = c;
@@ -1716,6 +1794,13 @@ Front::~Front() {
     r->events.reset();
     r->claims.reset();
   }
+  // Every place changed so far is written before the lease goes.
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->writer_stop = true;
+  }
+  impl_->dirty_cv.notify_all();
+  if (impl_->writer.joinable()) impl_->writer.join();
   impl_->valid_until = 0;
   impl_->lease->release();  // a clean stop: a standby takes over at once
 }

@@ -4,6 +4,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <tuple>
@@ -169,21 +170,21 @@ bool read_capacity(std::string_view nodes_json, std::string_view queues_json, Cl
   out->queued = 0;
   for (const auto& t : queues["teams"])
     if (t.is_object()) out->queued += num(t, "pending_jobs");
-  out->nodes_reply = std::move(nodes);
-  out->queues_reply = std::move(queues);
+  out->nodes_reply = std::make_shared<const Json>(std::move(nodes));
+  out->queues_reply = std::make_shared<const Json>(std::move(queues));
   return true;
 }
 
 namespace {
 
-// Each reachable cluster's rows of `list` in `reply_of(cluster)`, each with
+// Each reachable cluster's rows of `list` in `reply_in(cluster)`, each with
 // its `cluster`; the others named in `unanswered`.
 template <typename ReplyOf>
-Json rows_of(const std::vector<ClusterState>& clusters, const char* list, ReplyOf reply_of,
+Json rows_of(const std::vector<ClusterState>& clusters, const char* list, ReplyOf reply_in,
              Json& unanswered) {
   Json rows = Json::array();
   for (const auto& c : clusters) {
-    const Json& r = reply_of(c);
+    const Json& r = reply_in(c);
     auto l = r.is_object() ? r.find(list) : r.end();
     if (!c.reachable || !r.is_object() || l == r.end() || !l->is_array()) {
       unanswered.push_back(c.name);
@@ -211,18 +212,23 @@ Json with_unanswered(Json reply, Json unanswered) {
   return reply;
 }
 
+const Json& reply_of(const std::shared_ptr<const Json>& reply) {
+  static const Json kNone;  // (const: no state)
+  return reply ? *reply : kNone;
+}
+
 }  // namespace
 
 Json merge_nodes(const std::vector<ClusterState>& clusters) {
   Json unanswered = Json::array();
   Json nodes = rows_of(
-      clusters, "nodes", [](const ClusterState& c) -> const Json& { return c.nodes_reply; },
-      unanswered);
+      clusters, "nodes",
+      [](const ClusterState& c) -> const Json& { return reply_of(c.nodes_reply); }, unanswered);
   return with_unanswered(Json{{"nodes", std::move(nodes)}}, std::move(unanswered));
 }
 
 Json merge_queues(const std::vector<ClusterState>& clusters) {
-  auto of = [](const ClusterState& c) -> const Json& { return c.queues_reply; };
+  auto of = [](const ClusterState& c) -> const Json& { return reply_of(c.queues_reply); };
   Json unanswered = Json::array();
   Json pools = rows_of(clusters, "pools", of, unanswered);
   Json teams = rows_of(clusters, "teams", of, unanswered);
@@ -232,7 +238,7 @@ Json merge_queues(const std::vector<ClusterState>& clusters) {
   std::map<std::string, int64_t> retries;
   std::set<std::string> policies;
   for (const auto& c : clusters) {
-    const Json& q = c.queues_reply;
+    const Json& q = reply_of(c.queues_reply);
     if (!c.reachable || !q.is_object()) continue;
     for (const char* k :
          {"grants", "preemptions", "reclaims", "gpu_seconds_lost", "reserved_idle_gpu_seconds"}) {
@@ -269,9 +275,9 @@ std::vector<std::string> clusters_with_node(const std::vector<ClusterState>& clu
                                             const std::string& node) {
   std::vector<std::string> found;
   for (const auto& c : clusters) {
-    auto l = c.nodes_reply.is_object() ? c.nodes_reply.find("nodes") : c.nodes_reply.end();
-    if (!c.reachable || !c.nodes_reply.is_object() || l == c.nodes_reply.end() || !l->is_array())
-      continue;
+    const Json& r = reply_of(c.nodes_reply);
+    auto l = r.is_object() ? r.find("nodes") : r.end();
+    if (!c.reachable || !r.is_object() || l == r.end() || !l->is_array()) continue;
     for (const auto& n : *l)
       if (n.is_object() && string_of(n, "node") == node) {
         found.push_back(c.name);
@@ -452,6 +458,7 @@ std::string to_json(const JobPlace& p) {
          {"tried", p.tried},     {"withdrawn", p.withdrawn}};
   if (!p.last_state.empty()) j["last_state"] = p.last_state;
   if (p.ended_ms != 0) j["ended_ms"] = p.ended_ms;
+  if (p.started_ms != 0) j["started_ms"] = p.started_ms;
   if (p.pinned) j["pinned"] = true;
   if (!p.pipeline_key.empty()) j["pipeline_key"] = p.pipeline_key;
   return dump_json(j);
@@ -562,6 +569,7 @@ std::optional<JobPlace> place_from_json(std::string_view json) {
     p.withdrawn = j.value("withdrawn", std::vector<std::string>());
     p.last_state = j.value("last_state", std::string());
     p.ended_ms = j.value("ended_ms", int64_t{0});
+    p.started_ms = j.value("started_ms", int64_t{0});
     p.pinned = j.value("pinned", false);
     p.pipeline_key = j.value("pipeline_key", std::string());
     if (p.job_id.empty() || p.team.empty()) return std::nullopt;
@@ -603,11 +611,39 @@ ClaimAnswer answer_claim(const JobPlace* p, const std::string& cluster, const st
   return a;
 }
 
-std::map<std::string, int64_t> team_use(const std::vector<const JobPlace*>& places) {
-  std::map<std::string, int64_t> use;
-  for (const auto* p : places)
-    if (p->state == "sent" || p->state == "started") use[p->cluster] += p->gpus;
-  return use;
+bool is_live(const JobPlace& p) {
+  return p.state == "sent" || p.state == "started";
+}
+
+void TeamUse::recount(const JobPlace& p, Counted* counted, bool gone) {
+  if (!counted->cluster.empty()) {
+    if (auto t = use_.find(p.team); t != use_.end()) {
+      if (auto c = t->second.find(counted->cluster);
+          c != t->second.end() && (c->second -= counted->gpus) <= 0)
+        t->second.erase(c);
+      if (t->second.empty()) use_.erase(t);
+    }
+    *counted = Counted{};
+  }
+  if (gone || !is_live(p) || p.cluster.empty()) return;
+  use_[p.team][p.cluster] += p.gpus;
+  *counted = Counted{p.cluster, p.gpus};
+}
+
+std::map<std::string, int64_t> TeamUse::of(const std::string& team) const {
+  auto t = use_.find(team);
+  return t == use_.end() ? std::map<std::string, int64_t>{} : t->second;
+}
+
+int64_t event_ms(const Json& event) {
+  auto t = event.is_object() ? event.find("ts_ms") : event.end();
+  if (!event.is_object() || t == event.end()) return 0;
+  if (t->is_number_integer()) return t->get<int64_t>();
+  if (!t->is_string()) return 0;
+  const std::string& s = t->get_ref<const std::string&>();
+  int64_t ms = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), ms);
+  return ec == std::errc() && end == s.data() + s.size() && ms > 0 ? ms : 0;
 }
 
 Json job_view(const JobPlace& p, const Json& last, bool cluster_reachable) {
@@ -631,6 +667,23 @@ Json job_view(const JobPlace& p, const Json& last, bool cluster_reachable) {
       last.is_object() && a != last.end() && a->is_number_integer())
     v["attempt"] = a->get<int64_t>();
   if (auto r = string_of(last, "reason"); !r.empty()) v["reason"] = r;
+  // As a cluster's row: when it started and ended, its exit code, and what
+  // it asked for (its spec).
+  if (p.started_ms > 0) v["start_ms"] = p.started_ms;
+  if (names::is_terminal(state)) {
+    if (int64_t end = event_ms(last); end > 0 || p.ended_ms > 0)
+      v["end_ms"] = end > 0 ? end : p.ended_ms;
+    if (auto x = last.is_object() ? last.find("exit_code") : last.end();
+        last.is_object() && x != last.end() && x->is_number_integer())
+      v["exit_code"] = x->get<int64_t>();
+  }
+  if (auto w = spec.is_object() ? spec.find("workers") : spec.end();
+      spec.is_object() && w != spec.end() && w->is_number_integer())
+    v["workers"] = w->get<int64_t>();
+  if (auto pr = string_of(spec, "priority"); !pr.empty()) v["priority"] = pr;
+  if (auto r = spec.is_object() ? spec.find("resources") : spec.end();
+      spec.is_object() && r != spec.end() && r->is_object())
+    if (auto t = string_of(*r, "gpu_type"); !t.empty()) v["gpu_type"] = t;
   // Where it runs (or ran): its last event's workers, as its cluster said.
   if (auto w = last.is_object() ? last.find("workers") : last.end();
       last.is_object() && w != last.end() && w->is_array() && !w->empty())

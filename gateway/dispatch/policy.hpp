@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
@@ -78,8 +79,10 @@ struct ClusterState {
   int64_t queued = 0;                         // jobs waiting to start
   int64_t running = 0;                        // jobs running
   // The replies themselves, as read (troupe.sys.nodes and troupe.sys.queues
-  // at the front door put them together: merge_nodes, merge_queues).
-  nlohmann::json nodes_reply, queues_reply;
+  // at the front door put them together: merge_nodes, merge_queues); null
+  // before any. Shared, so that a copy of a state (one per submission's
+  // choice) does not copy every node.
+  std::shared_ptr<const nlohmann::json> nodes_reply, queues_reply;
 };
 // The capacity part of a state from the JSON replies of troupe.sys.nodes and
 // troupe.sys.queues (kept in nodes_reply and queues_reply); false and
@@ -148,6 +151,9 @@ struct JobPlace {
   // stored when `state` changes, so an ended job keeps how it ended.
   std::string last_state;
   int64_t ended_ms = 0;  // when it ended or was withdrawn for good (0: not yet, or not known)
+  // When its last attempt began running, as its cluster's event said (0: not
+  // yet, or not known).
+  int64_t started_ms = 0;
   // In a dependency (it waits for jobs, or jobs wait for it): it stays in
   // its cluster, never spilled over or re-dispatched (its dependents there
   // wait for this copy).
@@ -189,12 +195,17 @@ std::string string_of(const nlohmann::json& j, const char* key);
 
 // A job's row: the JobView JSON fields its place and its last mirrored event
 // (`last`, null before any) give: job_id (the front door's), team, state,
-// kind, name, attempt, gpus, submit_ms, reason, cluster, cluster_job_id, and
-// placement (the last event's workers, where it said any).
+// kind, name, attempt, gpus, submit_ms, reason, cluster, cluster_job_id,
+// placement (the last event's workers, where it said any), start_ms (the
+// place's started_ms), end_ms and exit_code (once ended: its last event's),
+// and the spec's workers, priority and gpu_type.
 // The state is the last event's; else what the place says (sent: queued,
 // started: running, withdrawn: canceled); `unreachable` while its cluster is
 // and it has not ended (as status says).
 nlohmann::json job_view(const JobPlace& p, const nlohmann::json& last, bool cluster_reachable);
+// An event's `ts_ms` (a number, or its decimal string as protobuf's JSON
+// writes int64); 0 when it has none or it is not a positive number.
+int64_t event_ms(const nlohmann::json& event);
 
 // One page of a team's jobs from their rows in submit order (the front
 // door's ids sort so), for a request {"limit","after","state"} as
@@ -257,7 +268,28 @@ struct ClaimAnswer {
 ClaimAnswer answer_claim(const JobPlace* p, const std::string& cluster, const std::string& id,
                          int64_t copy_age_ms = -1, int64_t retention_ms = 0);
 
-// The GPUs a team's unended jobs ask for, per cluster.
-std::map<std::string, int64_t> team_use(const std::vector<const JobPlace*>& places);
+// A place not known ended: sent, or started (its GPUs count against its
+// team's quota in its cluster).
+bool is_live(const JobPlace& p);
+
+// The GPUs the front door's live jobs ask for, by team and cluster, kept as
+// their places change (a submission's choice reads it, not every job).
+class TeamUse {
+ public:
+  // What a place counts now (its cluster and GPUs while live; kept with it).
+  struct Counted {
+    std::string cluster;  // "" counts nothing
+    int64_t gpus = 0;
+  };
+  // After a change of `p`'s state, cluster or GPUs, and before it is
+  // forgotten (`gone`): takes back what `counted` says it counted and
+  // counts it as it is now.
+  void recount(const JobPlace& p, Counted* counted, bool gone = false);
+  // The team's GPUs per cluster (empty: none).
+  std::map<std::string, int64_t> of(const std::string& team) const;
+
+ private:
+  std::map<std::string, std::map<std::string, int64_t>> use_;
+};
 
 }  // namespace troupe::dispatch

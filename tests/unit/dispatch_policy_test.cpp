@@ -238,9 +238,31 @@ TEST_CASE("dispatch: spill-over timing, ids, records and a team's use", "[dispat
   JobPlace other = p;
   other.cluster = "c1";
   other.state = "started";
-  auto use = team_use({&p, &ended, &other});
-  CHECK(use.at("c2") == 3);
-  CHECK(use.at("c1") == 3);
+  TeamUse use;
+  TeamUse::Counted cp, cended, cother;
+  use.recount(p, &cp);
+  use.recount(ended, &cended);
+  use.recount(other, &cother);
+  CHECK(use.of("t1") == std::map<std::string, int64_t>{{"c1", 3}, {"c2", 3}});
+  CHECK(use.of("t2").empty());
+  // A place counts as it is now: moved to another cluster, ended, forgotten;
+  // counted twice in a row, once.
+  p.cluster = "c1";
+  use.recount(p, &cp);
+  use.recount(p, &cp);
+  CHECK(use.of("t1") == std::map<std::string, int64_t>{{"c1", 6}});
+  other.state = "ended";
+  use.recount(other, &cother);
+  CHECK(use.of("t1") == std::map<std::string, int64_t>{{"c1", 3}});
+  use.recount(p, &cp, true);
+  CHECK(use.of("t1").empty());
+  CHECK(cp.cluster.empty());
+  // A withdrawn place (taken nowhere: no cluster) counts nothing.
+  JobPlace nowhere = p;
+  nowhere.cluster.clear();
+  TeamUse::Counted cn;
+  use.recount(nowhere, &cn);
+  CHECK(use.of("t1").empty());
 }
 
 TEST_CASE("dispatch: a claim is granted to the copy the place names, withdrawn for one left behind",
@@ -320,6 +342,56 @@ TEST_CASE("dispatch: the front door's jobs list, from each job's place and last 
   CHECK(back->last_state == "failed");
   // A hostile last event (wrong types) does not throw.
   REQUIRE_NOTHROW(job_view(p, nlohmann::json{{"state", 5}, {"attempt", "x"}}, true));
+  REQUIRE_NOTHROW(job_view(p, nlohmann::json{{"state", "failed"}, {"ts_ms", "x"}}, true));
+}
+
+TEST_CASE(
+    "dispatch: a job's row at the front door has its start, end, exit code and what it "
+    "asked for, as a cluster's",
+    "[dispatch]") {
+  JobPlace p;
+  p.job_id = "j-x1";
+  p.team = "t1";
+  p.cluster = "c1";
+  p.spec_json =
+      R"({"command":["x"],"workers":2,"priority":"high","resources":{"gpus":1,"gpu_type":"a100"}})";
+  p.state = "started";
+  auto v = job_view(p, nlohmann::json{{"state", "running"}, {"ts_ms", "1000"}}, true);
+  CHECK_FALSE(v.contains("start_ms"));  // (the place's, set as the running event is mirrored)
+  CHECK_FALSE(v.contains("end_ms"));
+  CHECK(v["workers"] == 2);
+  CHECK(v["priority"] == "high");
+  CHECK(v["gpu_type"] == "a100");
+  p.started_ms = 1000;
+  nlohmann::json failed{{"state", "failed"}, {"ts_ms", "5000"}, {"exit_code", 3}};
+  v = job_view(p, failed, true);
+  CHECK(v["start_ms"] == 1000);
+  CHECK(v["end_ms"] == 5000);
+  CHECK(v["exit_code"] == 3);
+  // After a restart (no event in memory): the stored end.
+  p.state = "ended";
+  p.last_state = "failed";
+  p.ended_ms = 5100;
+  v = job_view(p, nlohmann::json(), true);
+  CHECK(v["end_ms"] == 5100);
+  CHECK_FALSE(v.contains("exit_code"));
+  auto back = place_from_json(to_json(p));
+  REQUIRE(back);
+  CHECK(back->started_ms == 1000);
+  // ts_ms as protobuf's JSON writes it, or a number; anything else is none.
+  CHECK(event_ms(nlohmann::json{{"ts_ms", "1796546385264"}}) == 1796546385264);
+  CHECK(event_ms(nlohmann::json{{"ts_ms", 7}}) == 7);
+  CHECK(event_ms(nlohmann::json{{"ts_ms", "7x"}}) == 0);
+  CHECK(event_ms(nlohmann::json{{"ts_ms", "-7"}}) == 0);
+  CHECK(event_ms(nlohmann::json{{"ts_ms", nullptr}}) == 0);
+  CHECK(event_ms(nlohmann::json::array()) == 0);
+}
+
+TEST_CASE("dispatch: the front door's jobs list pages", "[dispatch]") {
+  JobPlace p;
+  p.job_id = "j-xaaaaaaaa00001";
+  p.team = "t1";
+  p.cluster = "c1";
 
   std::vector<nlohmann::json> rows;
   for (int i = 1; i <= 5; ++i)
@@ -357,7 +429,7 @@ TEST_CASE("dispatch: the front door's jobs list, from each job's place and last 
   // A view carries its spec's labels.
   JobPlace lp = p;
   lp.spec_json = R"({"command":["x"],"labels":{"exp":"a"}})";
-  CHECK(job_view(lp, running, true)["labels"]["exp"] == "a");
+  CHECK(job_view(lp, nlohmann::json{{"state", "running"}}, true)["labels"]["exp"] == "a");
   for (const auto& bad : {nlohmann::json{{"after", "j-nope"}}, nlohmann::json{{"limit", 0}},
                           nlohmann::json{{"limit", "5"}}, nlohmann::json{{"pipeline", 1}},
                           nlohmann::json{{"label", "ab"}}, nlohmann::json{{"label", "=b"}},
