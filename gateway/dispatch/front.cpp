@@ -537,8 +537,12 @@ struct Front::Impl {
     auto a = answer_claim(h ? &h->place : nullptr, cluster, id,
                           submitted_ms > 0 ? now_ms() - submitted_ms : -1,
                           opts.config.job_retention_s * 1000);
-    if (a.granted && h->place.state == "sent") {
-      // Granted once the grant is stored: not stored, not granted (asked again later).
+    // Granted once the grant is stored: not stored, not granted (asked again
+    // later). A claim asked again while its grant is still being written
+    // waits for that write too (not granted before it is stored).
+    const std::string& job = h != nullptr ? h->place.job_id : id;
+    if (a.granted &&
+        (h->place.state == "sent" || dirty.count(job) != 0 || writing.count(job) != 0)) {
       h->place.state = "started";
       store(*h, [this, cluster, reply, a, job_id = h->place.job_id](uint64_t rev) mutable {
         if (rev == 0) {
