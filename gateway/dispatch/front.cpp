@@ -92,8 +92,12 @@ struct Front::Impl {
   // the idempotency keys being sent (a second submission with one waits for
   // the first: then it is a duplicate) and the GPUs of submissions being
   // sent, per team and cluster, held against the team's quota meanwhile.
-  static constexpr size_t kSubmitLanes = 32;
-  static constexpr size_t kMaxWaitingSubmits = 1024;
+  // (128: a cluster answers a submission once its intake stream stored it,
+  // which it batches, so each answer takes a while but many may be out; 32
+  // lanes gave about 970 submissions/s, 128 about 1,400 on the 2-core VM,
+  // docs/performance.md "The front door". At most 32,768 wait in all.)
+  static constexpr size_t kSubmitLanes = 128;
+  static constexpr size_t kMaxWaitingSubmits = 32768 / kSubmitLanes;
   std::vector<std::unique_ptr<bus::SerialQueue<troupe::Inbound>>> submit_lanes;
   std::atomic<uint64_t> next_lane{0};
   // The requests that wait for a cluster's answer (status, cancel, logs,
