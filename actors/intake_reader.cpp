@@ -2,13 +2,16 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
+#include <limits>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "actors/policy/admission.hpp"
 #include "actors/policy/config.hpp"
+#include "actors/policy/shards.hpp"
 #include "actors/submission.hpp"
 #include "bus/subjects.hpp"
 
@@ -35,6 +38,10 @@ struct ReaderState {
   std::string shard_id;
   std::unordered_map<std::string, double> taken;
   bool reporting = false;  // a report is due (a tick_atom is on its way)
+  // A shard: every pool's room as last told (its own pools' by their
+  // arbiters, the others' by their shards' reports), each job sent to a
+  // pool counted there until the next report.
+  policy::PoolRooms rooms;
   static inline const char* name = "intake_reader";
 };
 
@@ -84,6 +91,38 @@ void report_rate(Self self) {
   st.out->publish(subjects::kShardRate, submission::shard_report(r));
 }
 
+// A room not told again within this long counts for nothing (its shard may
+// be gone): reports come every second at least.
+constexpr int64_t kRoomStaleMs = 2500;
+constexpr int64_t kOwnRoom = std::numeric_limits<int64_t>::max() / 4;
+
+// A shard: an any-type job whose candidates are not all its own goes to the
+// shard of the pool with room for it now (policy::pick_pool), the first
+// candidate when none has; handed over, to the pool it was handed for. That
+// pool becomes its first candidate (it waits there, counted; a guest in the
+// others' lines). A job with an idempotency key keeps its first candidate:
+// the key is then held by one shard, whenever it is asked again.
+void pick_pool(ReaderState& st, const Inbound& in, submission::Checked& c) {
+  auto& pools = c.adm.pools;
+  if (!st.shards.sharded() || !c.verdict.ok() || pools.size() < 2) return;
+  size_t i = 0;
+  if (auto handed = subjects::shard_submit_pool(in.subject); !handed.empty()) {
+    i = static_cast<size_t>(std::find(pools.begin(), pools.end(), handed) - pools.begin());
+  } else {
+    if (!c.spec.idempotency_key().empty() ||
+        std::all_of(pools.begin(), pools.end(),
+                    [&](const std::string& p) { return st.shards.owns_pool(p); }))
+      return;
+    const int workers = std::max(c.spec.workers(), 1), gpus = c.spec.resources().gpus();
+    i = policy::pick_pool(st.rooms, pools, workers, gpus, st.clock->now_ms(), kRoomStaleMs);
+    if (auto it = st.rooms.find(pools[i]); it != st.rooms.end() && i != 0)
+      it->second.pending_gpus += workers * gpus;  // until its owner tells again
+  }
+  if (i == 0 || i >= pools.size()) return;
+  policy::put_first(pools, i);
+  c.adm.pool = pools.front();
+}
+
 // The stateless checks of submission::open and read (or read_handed), with
 // the team's rate before the parse (a shard's: after it, for its own pools).
 void check(Self self, Inbound& in, submission::Checked& c) {
@@ -120,6 +159,7 @@ void check(Self self, Inbound& in, submission::Checked& c) {
     c.spec = std::move(read.spec);
     c.adm = std::move(read.adm);
   }
+  pick_pool(st, in, c);
   if (rate_after && c.verdict.ok() && (handed || st.shards.owns_submission(st.cfg, c.adm.pool)))
     take_rate(self, c);
 }
@@ -157,6 +197,17 @@ IntakeReaderActor::behavior_type reader_behavior(Self self, RouterActor router, 
                              now);
       },
       [=](tick_atom) { report_rate(self); },
+      [=](room_atom, const std::string& pool, int32_t free, int32_t largest, int32_t waiting) {
+        auto& st = self->state;
+        if (!st.cfg.pool(pool)) return;  // a report of no pool of ours: kept nowhere
+        auto& r = st.rooms[pool];
+        r.free_gpus = free;
+        r.largest_free = largest;
+        r.pending_gpus = waiting;
+        // Its own pools' arbiters tell every change: never stale. Another
+        // shard's pool is told again every second while its shard lives.
+        r.at_ms = st.shards.owns_pool(pool) ? kOwnRoom : st.clock->now_ms();
+      },
   };
 }
 

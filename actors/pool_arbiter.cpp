@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -18,6 +19,7 @@
 #include "actors/policy/overlay.hpp"
 #include "actors/policy/preemption.hpp"
 #include "actors/policy/round.hpp"
+#include "actors/policy/shards.hpp"
 #include "actors/shrink.hpp"
 #include "actors/views.hpp"
 #include "job_spec.pb.h"
@@ -120,6 +122,8 @@ struct ArbiterState {
   // Rounds at most one per round_gap, on CAF's clock (the timers' clock).
   std::chrono::microseconds round_gap{0};
   std::optional<caf::actor_clock::time_point> last_round;
+  policy::PoolRoom told_room;  // what the router last heard of this pool's room
+  bool room_told = false;
   static inline const char* name = "pool_arbiter";
 };
 
@@ -439,6 +443,28 @@ void reply(Self self, const std::string& to, const std::string& json) {
 // This pool's part of what troupe.sys.queues shows (the front puts the
 // pools' parts together; actors/views.hpp builds the JSON): its row and its
 // teams' rows, when the config names the pool.
+// The pool's room, to the router when it changed (a shard tells the others:
+// policy::pick_pool): free GPUs less those granted and not yet counted by
+// the nodes, and the GPUs waiting in the queues' lines here.
+void tell_room(Self self) {
+  auto& st = self->state;
+  if (!st.w.router || !st.cfg.pool(st.pool)) return;
+  int64_t waiting = 0;
+  for (const auto& [team, td] : st.teams) {
+    waiting += td.pending_gpus;
+    for (const auto& [id, g] : td.inflight)
+      waiting += int64_t{std::max(g.ticket.req.workers, 1)} * g.ticket.req.gpus;
+  }
+  auto room = policy::room_of(
+      st.caps, st.pool,
+      static_cast<int32_t>(std::min<int64_t>(waiting, std::numeric_limits<int32_t>::max())));
+  if (st.room_told && room == st.told_room) return;
+  st.told_room = room;
+  st.room_told = true;
+  self->send(st.w.router, room_atom_v, st.pool, room.free_gpus, room.largest_free,
+             room.pending_gpus);
+}
+
 views::Queues queues_view(const ArbiterState& st) {
   views::Queues v;
   std::set<std::string> pool_names;
@@ -672,6 +698,7 @@ ArbiterActor::behavior_type arbiter_behavior(Self self, OutboxPtr out, policy::B
           it = still_wanted(st, it->second.team, it->first) ? std::next(it)
                                                             : st.left_to_preferred.erase(it);
         schedule_round(self);
+        tell_room(self);
         self->delayed_send(self, kTick, tick_atom_v);
       },
       [=](why_atom, const std::string& job_id, const std::string& team,

@@ -127,6 +127,10 @@ CAF_ADD_ATOM(troupe, troupe::atoms, dispatch_atom, "dispatch")
 // (debit_atom, team, tokens): submissions of the team another shard admitted
 // (troupe.sys.shard.rate; router -> intake reader).
 CAF_ADD_ATOM(troupe, troupe::atoms, debit_atom, "debit")
+// (room_atom, pool, free GPUs, largest free on a node, GPUs waiting): a
+// pool's room (policy::PoolRoom; pool arbiter -> router when it changed,
+// router -> intake readers, a shard's own pools and the others' reports).
+CAF_ADD_ATOM(troupe, troupe::atoms, room_atom, "room")
 
 namespace troupe {
 
@@ -388,6 +392,8 @@ using RouterActor = caf::typed_actor<
     reacts_to<distrust_atom, std::string /*what*/>,                     // node supervisor, nodes
     reacts_to<heard_atom, int64_t /*other pools' agent messages*/>,     // node supervisor
     reacts_to<tick_atom>,  // itself, a shard: its queued jobs reported to the others
+    reacts_to<room_atom, std::string /*pool*/, int32_t /*free*/, int32_t /*largest free*/,
+              int32_t /*waiting*/>,  // pool arbiters: their pool's room (a shard reports it)
     reacts_to<why_atom, std::string /*reply*/, std::string /*body*/>,  // team queues
     reacts_to<history_atom, std::string /*id*/, std::string /*team*/,
               std::string /*reply*/>,  // job supervisor
@@ -421,6 +427,9 @@ using IntakeReaderActor =
     caf::typed_actor<reacts_to<Inbound>,  // a troupe.<team>.submit|enqueue, from the router
                      reacts_to<config_atom, std::string /*text*/>,                    // the router
                      reacts_to<debit_atom, std::string /*team*/, double /*tokens*/>,  // router
+                     // a pool's room, here or in another shard (router)
+                     reacts_to<room_atom, std::string /*pool*/, int32_t /*free*/,
+                               int32_t /*largest free*/, int32_t /*waiting*/>,
                      reacts_to<tick_atom>>;  // itself (a shard: reports what it took)
 
 // The pool arbiter's answer to a candidate search: the granted node per rank.

@@ -104,6 +104,9 @@ struct RouterState {
   policy::PeerQueued peers;
   std::unordered_map<std::string, int64_t> reported_queued;
   int ticks_since_report = 0;
+  // A shard: its own pools' rooms (from their arbiters), and what it last
+  // reported of them.
+  std::map<std::string, policy::PoolRoom> rooms, reported_rooms;
   // Schedule runs being submitted (fire_atom), by their internal reply token:
   // (team, name, tick); the schedule keeper hears the job id or the refusal.
   std::unordered_map<std::string, std::tuple<std::string, std::string, int64_t>> fires;
@@ -216,6 +219,13 @@ struct ConsumerAck {
 // which sends it back read and checked (submit below).
 const IntakeReaderActor& reader_of(const RouterState& st, const std::string& team) {
   return st.readers[std::hash<std::string>{}(team) % st.readers.size()];
+}
+
+// A pool's room (its arbiter's, or another shard's report) to every intake
+// reader: they pick the pool of an any-type job (policy::pick_pool).
+void tell_readers_room(RouterState& st, const std::string& pool, const policy::PoolRoom& r) {
+  for (const auto& reader : st.readers)
+    caf::anon_send(reader, room_atom_v, pool, r.free_gpus, r.largest_free, r.pending_gpus);
 }
 void to_reader(Self self, const std::string& team, const Inbound& in) {
   self->send(reader_of(self->state, team), in);
@@ -815,22 +825,27 @@ void on_shard_rate(Self self, const Inbound& in) {
   if (r.shard == st.opts.shard_id) return;  // its own
   for (const auto& [team, n] : r.taken) self->send(reader_of(st, team), debit_atom_v, team, n);
   if (r.has_queued) policy::peer_reported(st.peers, r.shard, r.queued, st.w.now_ms(), kPeerStaleMs);
+  for (const auto& [pool, room] : r.rooms)
+    if (!st.opts.shards.owns_pool(pool)) tell_readers_room(st, pool, room);
 }
 
-// A shard's own count of queued jobs, to the others: when it changed (every
-// tick, 250 ms), and every fourth tick while any are queued (so that the
-// others do not take it for gone).
+// A shard's own count of queued jobs and its pools' rooms, to the others:
+// when they changed (every tick, 250 ms), and every fourth tick while any
+// are queued or any room is known (so that the others do not take them for
+// gone).
 void report_queued(Self self) {
   auto& st = self->state;
   ++st.ticks_since_report;
-  const bool changed = st.queued != st.reported_queued;
-  if (!changed && (st.queued.empty() || st.ticks_since_report < 4)) return;
+  const bool changed = st.queued != st.reported_queued || st.rooms != st.reported_rooms;
+  if (!changed && ((st.queued.empty() && st.rooms.empty()) || st.ticks_since_report < 4)) return;
   submission::ShardReport r;
   r.shard = st.opts.shard_id;
   r.has_queued = true;
   r.queued.assign(st.queued.begin(), st.queued.end());
+  r.rooms.assign(st.rooms.begin(), st.rooms.end());
   st.out->publish(subjects::kShardRate, submission::shard_report(r));
   st.reported_queued = st.queued;
+  st.reported_rooms = st.rooms;
   st.ticks_since_report = 0;
 }
 
@@ -1231,6 +1246,16 @@ RouterActor::behavior_type router_behavior(Self self, OutboxPtr out, IntakePtr i
         self->delayed_send(self, kShardReportEvery, tick_atom_v);
       },
       [=](heard_atom, int64_t other_pools) { self->state.n.other_pool_agent = other_pools; },
+      [=](room_atom, const std::string& pool, int32_t free, int32_t largest, int32_t waiting) {
+        auto& st = self->state;
+        if (!st.opts.shards.sharded() || !st.opts.shards.owns_pool(pool)) return;
+        policy::PoolRoom r;
+        r.free_gpus = free;
+        r.largest_free = largest;
+        r.pending_gpus = waiting;
+        st.rooms[pool] = r;
+        tell_readers_room(st, pool, r);
+      },
       [=](why_atom, const std::string& reply, const std::string& body) {
         if (!reply.empty()) self->state.out->publish(reply, body);
       },

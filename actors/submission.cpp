@@ -125,6 +125,12 @@ std::string shard_report(const ShardReport& r) {
   m.set_has_queued(r.has_queued);
   for (const auto& [team, n] : r.queued)
     if (n > 0) (*m.mutable_queued())[team] = n;
+  for (const auto& [pool, room] : r.rooms) {
+    auto& out = (*m.mutable_rooms())[pool];
+    out.set_free_gpus(room.free_gpus);
+    out.set_largest_free(room.largest_free);
+    out.set_pending_gpus(room.pending_gpus);
+  }
   return m.SerializeAsString();
 }
 
@@ -141,6 +147,14 @@ bool read_shard_report(const std::vector<uint8_t>& data, ShardReport* r) {
   for (const auto& [team, n] : m.queued())
     if (r->queued.size() < kMaxTeams && subjects::valid_team(team) && n > 0)
       r->queued.emplace_back(team, n);
+  for (const auto& [pool, room] : m.rooms())
+    if (r->rooms.size() < kMaxTeams && subjects::check_token(pool).empty()) {
+      policy::PoolRoom p;
+      p.free_gpus = std::max(room.free_gpus(), 0);
+      p.largest_free = std::max(room.largest_free(), 0);
+      p.pending_gpus = std::max(room.pending_gpus(), 0);
+      r->rooms.emplace_back(pool, p);
+    }
   return true;
 }
 

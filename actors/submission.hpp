@@ -15,6 +15,7 @@
 
 #include "actors/policy/admission.hpp"
 #include "actors/policy/config.hpp"
+#include "actors/policy/shards.hpp"
 #include "messages/spec.hpp"
 #include "messages/wire.hpp"
 #include "records.pb.h"
@@ -74,12 +75,15 @@ std::string hand_over(const pb::JobSpec& spec, bool flatbuffers,
 // admitted per team since its last report, or (has_queued) its whole count
 // of the teams' queued jobs. Read back: false for bytes that are not one; a
 // team whose name is not allowed, or a count that is not a positive number,
-// is left out; 4096 teams at most each.
+// is left out; 4096 teams at most each. Its pools' rooms (a pool name that
+// is not a subject token is left out, a negative figure read as 0; 4096 at
+// most).
 struct ShardReport {
   std::string shard;
   std::vector<std::pair<std::string, double>> taken;
   bool has_queued = false;
   std::vector<std::pair<std::string, int64_t>> queued;
+  std::vector<std::pair<std::string, policy::PoolRoom>> rooms;
 };
 std::string shard_report(const ShardReport& r);
 bool read_shard_report(const std::vector<uint8_t>& data, ShardReport* r);

@@ -220,6 +220,17 @@ inline std::string_view shard_submit_team(std::string_view subject) {
 inline bool is_shard_read(std::string_view subject) {
   return !team_after(kShardReadPrefix, subject).empty();
 }
+// The pool of a submission handed over by another shard, either way ("" for
+// any other subject).
+inline std::string_view shard_submit_pool(std::string_view subject) {
+  for (std::string_view prefix :
+       {std::string_view(kShardSubmitPrefix), std::string_view(kShardReadPrefix)})
+    if (!team_after(prefix, subject).empty()) {
+      auto rest = subject.substr(prefix.size() + 1);
+      return rest.substr(0, rest.find('.'));
+    }
+  return {};
+}
 inline constexpr const char* kSysDebugCrash = "troupe.sys.debug.crash";
 // The front door (troupe-dispatch, docs/clusters.md): each cluster behind it,
 // its GPUs by type, queue depth and state.

@@ -110,4 +110,38 @@ int64_t peers_queued(const PeerQueued& p, const std::string& team, int64_t now_m
   return sum;
 }
 
+PoolRoom room_of(const std::vector<NodeCapacity>& caps, std::string_view pool, int32_t waiting) {
+  PoolRoom r;
+  r.pending_gpus = std::max(waiting, 0);
+  for (const auto& c : caps) {
+    if (c.pool != pool || !c.alive || !c.schedulable) continue;
+    const int free = std::max(0, c.gpus_total - c.gpus_reserved - c.gpus_allocated);
+    r.free_gpus += free;
+    r.largest_free = std::max(r.largest_free, free);
+  }
+  return r;
+}
+
+bool has_room(const PoolRoom& r, int workers, int gpus) {
+  if (gpus <= 0) return true;
+  const int64_t job = int64_t{std::max(workers, 1)} * gpus;
+  return r.largest_free >= gpus && int64_t{r.free_gpus} - std::max(r.pending_gpus, 0) >= job;
+}
+
+size_t pick_pool(const PoolRooms& rooms, const std::vector<std::string>& pools, int workers,
+                 int gpus, int64_t now_ms, int64_t stale_ms) {
+  for (size_t i = 0; i < pools.size(); ++i) {
+    auto it = rooms.find(pools[i]);
+    if (it == rooms.end() || now_ms - it->second.at_ms > stale_ms) continue;
+    if (has_room(it->second, workers, gpus)) return i;
+  }
+  return 0;
+}
+
+void put_first(std::vector<std::string>& pools, size_t i) {
+  if (i == 0 || i >= pools.size()) return;
+  std::rotate(pools.begin(), pools.begin() + static_cast<std::ptrdiff_t>(i),
+              pools.begin() + static_cast<std::ptrdiff_t>(i) + 1);
+}
+
 }  // namespace troupe::policy

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "actors/policy/config.hpp"
+#include "actors/policy/placement.hpp"
 
 namespace troupe::policy {
 
@@ -76,5 +77,38 @@ void peer_reported(PeerQueued& p, const std::string& shard,
                    int64_t stale_ms);
 int64_t peers_queued(const PeerQueued& p, const std::string& team, int64_t now_ms,
                      int64_t stale_ms);
+
+// An any-type job (several candidate pools) whose pools have different
+// owners goes to the shard of the pool that can take it now: each shard
+// tells the others its pools' room with its reports (troupe.sys.shard.rate),
+// and the shard that reads a submission picks (docs/recovery.md "Shards").
+struct PoolRoom {
+  int32_t free_gpus = 0;     // free on the pool's live, schedulable nodes
+  int32_t largest_free = 0;  // the most free on one of them
+  int32_t pending_gpus = 0;  // GPUs of the jobs waiting for the pool
+  int64_t at_ms = 0;         // when heard (the hearing process's clock)
+  bool operator==(const PoolRoom& o) const {
+    return free_gpus == o.free_gpus && largest_free == o.largest_free &&
+           pending_gpus == o.pending_gpus;
+  }
+  bool operator!=(const PoolRoom& o) const { return !(*this == o); }
+};
+using PoolRooms = std::unordered_map<std::string, PoolRoom>;  // by pool
+
+// A pool's room from its nodes' capacity (the live, schedulable nodes of
+// `pool`; what each has free, less its reserved GPUs) and the GPUs waiting
+// for it (at_ms left 0).
+PoolRoom room_of(const std::vector<NodeCapacity>& caps, std::string_view pool, int32_t waiting);
+// Room for one more job of `workers` x `gpus` (per worker) after the GPUs
+// already waiting there: a node with `gpus` free, and the whole job free
+// beyond what waits. A job of no GPUs always has room.
+bool has_room(const PoolRoom& r, int workers, int gpus);
+// The candidate (an index into `pools`, the spec's order of preference) an
+// any-type job goes to: the first whose room, heard within `stale_ms`, takes
+// it now; when none does, 0 (it waits for its first choice).
+size_t pick_pool(const PoolRooms& rooms, const std::vector<std::string>& pools, int workers,
+                 int gpus, int64_t now_ms, int64_t stale_ms);
+// `pools` with pools[i] first and the others in their order.
+void put_first(std::vector<std::string>& pools, size_t i);
 
 }  // namespace troupe::policy

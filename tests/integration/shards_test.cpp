@@ -89,6 +89,15 @@ Json submit_until_served(Cluster& c, Json spec, Clock::time_point until) {
   return r;
 }
 
+// Starts the h100 shard beside the a100 one and waits until each serves
+// its pool (each pool's first submission gets a job id).
+void two_shards_serving(Cluster& c) {
+  c.add_scheduler({{"--pools", "h100"}});
+  REQUIRE(c.wait_scheduler_serving(30s));
+  REQUIRE(submit_until_served(c, sim_typed("a100", "0.1"), Clock::now() + 30s).contains("job_id"));
+  REQUIRE(submit_until_served(c, sim_typed("h100", "0.1"), Clock::now() + 30s).contains("job_id"));
+}
+
 }  // namespace
 
 TEST_CASE(
@@ -446,10 +455,7 @@ TEST_CASE(
     "submit and POST /v1/jobs of a spec naming its pool address it",
     "[integration][shards]") {
   Cluster c(two_shard_pools("{}", 8));
-  c.add_scheduler({{"--pools", "h100"}});
-  REQUIRE(c.wait_scheduler_serving(30s));
-  REQUIRE(submit_until_served(c, sim_typed("a100", "0.1"), Clock::now() + 30s).contains("job_id"));
-  REQUIRE(submit_until_served(c, sim_typed("h100", "0.1"), Clock::now() + 30s).contains("job_id"));
+  two_shards_serving(c);
 
   // Every hand-over between the shards (troupe.sys.shard.read.<pool>.<team>).
   std::mutex mu;
@@ -549,4 +555,91 @@ TEST_CASE(
     REQUIRE(end);
     CHECK(end->state == names::kSucceeded);
   }
+}
+
+namespace {
+
+// Counts the shards' reports (troupe.sys.shard.rate) that said a pool's free
+// GPUs were `free`, from when it is made.
+class RoomWatch {
+ public:
+  explicit RoomWatch(Cluster& c) {
+    sub_ = c.conn().subscribe(subjects::kShardRate, [this](Inbound&& in) {
+      pb::ShardRate r;
+      if (!r.ParseFromArray(in.data.data(), static_cast<int>(in.data.size()))) return;
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const auto& [pool, room] : r.rooms()) ++said_[{pool, room.free_gpus()}];
+      cv_.notify_all();
+    });
+    REQUIRE(sub_);
+  }
+  void reset() {
+    std::lock_guard<std::mutex> lock(mu_);
+    said_.clear();
+  }
+  // Two reports (so that the shards have heard the first one well before)
+  // saying `pool` has `free` GPUs free.
+  bool wait(const std::string& pool, int free, Clock::duration timeout) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, timeout, [&] { return said_[{pool, free}] >= 2; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::pair<std::string, int>, int> said_;
+  std::unique_ptr<bus::Subscription> sub_;
+};
+
+}  // namespace
+
+TEST_CASE(
+    "two shards: an any-type job goes to the shard of a candidate pool with room for it now, its "
+    "first candidate when none has room",
+    "[integration][shards]") {
+  Cluster c(two_shard_pools("{}", 2));
+  two_shards_serving(c);
+  RoomWatch rooms(c);
+
+  // a100 full; h100 empty, as both shards have said.
+  Json fill = typed({"simulated-work"}, 2, "a100");
+  fill["env"] = {{"TROUPE_SIM_DURATION_S", "300"}};
+  const std::string filler = c.submit_ok("ml", fill);
+  REQUIRE(c.events().wait_state(filler, std::string(names::kRunning), 30s));
+  rooms.reset();
+  REQUIRE(rooms.wait("a100", 0, 15s));
+  REQUIRE(rooms.wait("h100", 2, 15s));
+
+  // Any-type jobs that prefer a100 go to h100 (the shard of the queue group
+  // that reads each either hands it over or takes it): their ids name h100
+  // and they run there.
+  auto any_type = [](const char* key) {
+    Json j = job_spec("ml", {"simulated-work"}, 1);
+    j["resources"]["gpu_types"] = {"a100", "h100"};
+    j["env"] = {{"TROUPE_SIM_DURATION_S", "300"}};
+    if (key != nullptr) j["idempotency_key"] = key;
+    return j;
+  };
+  std::vector<std::string> moved;
+  for (int i = 0; i < 2; ++i) moved.push_back(c.submit_ok("ml", any_type(nullptr)));
+  for (const auto& id : moved) {
+    INFO(id);
+    CHECK(id.rfind("j-h100-", 0) == 0);
+    auto run = c.events().wait_state(id, std::string(names::kRunning), 30s);
+    REQUIRE(run);
+  }
+  CHECK(c.status("ml", moved[0]).value("state", "") == names::kRunning);
+
+  // One with an idempotency key stays with its first candidate's shard (the
+  // key is held there, whenever it is asked again) and waits for a100.
+  const std::string keyed = c.submit_ok("ml", any_type("stays-in-a100"));
+  CHECK(keyed.rfind("j-a100-", 0) == 0);
+  CHECK(c.submit_ok("ml", any_type("stays-in-a100")) == keyed);
+
+  // Both full, as both shards have said: the first candidate.
+  rooms.reset();
+  REQUIRE(rooms.wait("h100", 0, 15s));
+  const std::string waits = c.submit_ok("ml", any_type(nullptr));
+  CHECK(waits.rfind("j-a100-", 0) == 0);
+  CHECK(c.status("ml", waits).value("state", "") == names::kQueued);
 }

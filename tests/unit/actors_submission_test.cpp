@@ -203,6 +203,7 @@ TEST_CASE("submission: a shard's report reads back, bad teams and counts left ou
                 {"t4", std::numeric_limits<double>::infinity()}};
   sent.has_queued = true;
   sent.queued = {{"t1", 7}, {"t2", 0}, {"bad.team", 3}};
+  sent.rooms = {{"h100", {16, 8, 4, 0}}, {"bad.pool", {1, 1, 0, 0}}, {"a100", {-3, 2, -1, 0}}};
   const auto body = submission::shard_report(sent);
   submission::ShardReport got;
   REQUIRE(submission::read_shard_report(std::vector<uint8_t>(body.begin(), body.end()), &got));
@@ -212,6 +213,10 @@ TEST_CASE("submission: a shard's report reads back, bad teams and counts left ou
   CHECK(got.has_queued);
   CHECK(std::map<std::string, int64_t>(got.queued.begin(), got.queued.end()) ==
         std::map<std::string, int64_t>{{"t1", 7}});
+  std::map<std::string, policy::PoolRoom> rooms(got.rooms.begin(), got.rooms.end());
+  REQUIRE(rooms.size() == 2);  // a pool name that is no subject token is left out
+  CHECK(rooms["h100"] == policy::PoolRoom{16, 8, 4, 0});
+  CHECK(rooms["a100"] == policy::PoolRoom{0, 2, 0, 0});  // negative figures read as 0
   const std::string junk = "\xff\xff\xff\x01garbage";
   CHECK_FALSE(submission::read_shard_report(std::vector<uint8_t>(junk.begin(), junk.end()), &got));
 }

@@ -125,3 +125,74 @@ TEST_CASE(
   CHECK(p.peers.empty());
   CHECK(peers_queued(p, "ml", 4400, stale) == 0);
 }
+
+TEST_CASE("an any-type job goes to the first candidate pool with room for it now", "[shards]") {
+  PoolRooms rooms;
+  rooms["a100"] = {0, 0, 0, 1000};    // full
+  rooms["h100"] = {16, 8, 0, 1000};   // two empty nodes
+  rooms["v100"] = {16, 8, 13, 1000};  // free, but 13 GPUs wait there
+  const std::vector<std::string> ah{"a100", "h100"};
+  CHECK(pick_pool(rooms, ah, 1, 1, 1500, 2000) == 1);
+  CHECK(pick_pool(rooms, ah, 2, 8, 1500, 2000) == 1);  // both nodes
+  CHECK(pick_pool(rooms, ah, 3, 8, 1500, 2000) == 0);  // too big for either now: its first
+  CHECK(pick_pool(rooms, ah, 1, 9, 1500, 2000) == 0);  // no node with 9 free
+  // What waits in a pool counts before a newcomer.
+  CHECK(pick_pool(rooms, {"v100", "h100"}, 1, 4, 1500, 2000) == 1);
+  rooms["v100"].pending_gpus = 8;
+  CHECK(pick_pool(rooms, {"v100", "h100"}, 1, 4, 1500, 2000) == 0);
+  // The first in the spec's order wins when both have room.
+  CHECK(pick_pool(rooms, {"h100", "v100"}, 1, 1, 1500, 2000) == 0);
+  // A room not heard lately, or never, counts for nothing.
+  CHECK(pick_pool(rooms, ah, 1, 1, 3001, 2000) == 0);
+  CHECK(pick_pool(rooms, {"a100", "t4"}, 1, 1, 1500, 2000) == 0);
+  CHECK(pick_pool(rooms, {}, 1, 1, 1500, 2000) == 0);
+  // A job of no GPUs fits anywhere: its first choice.
+  CHECK(pick_pool(rooms, ah, 1, 0, 1500, 2000) == 0);
+}
+
+TEST_CASE("room: a node with the GPUs of one worker, and the whole job beyond what waits",
+          "[shards]") {
+  CHECK(has_room({8, 8, 0, 0}, 1, 8));
+  CHECK_FALSE(has_room({6, 4, 0, 0}, 2, 4));  // not 8 free
+  CHECK(has_room({8, 4, 0, 0}, 2, 4));        // (two nodes of 4 may hold it)
+  CHECK_FALSE(has_room({8, 3, 0, 0}, 1, 4));  // no node with 4 free
+  CHECK_FALSE(has_room({8, 8, 1, 0}, 1, 8));
+  CHECK(has_room({8, 8, -5, 0}, 1, 8));  // a bad report's negative wait counts as none
+  CHECK(has_room({0, 0, 0, 0}, 4, 0));
+}
+
+TEST_CASE("put_first moves one candidate to the front, the rest in their order", "[shards]") {
+  std::vector<std::string> p{"a", "b", "c", "d"};
+  put_first(p, 2);
+  CHECK(p == std::vector<std::string>{"c", "a", "b", "d"});
+  put_first(p, 0);
+  CHECK(p == std::vector<std::string>{"c", "a", "b", "d"});
+  put_first(p, 9);  // out of range: unchanged
+  CHECK(p == std::vector<std::string>{"c", "a", "b", "d"});
+  put_first(p, 3);
+  CHECK(p == std::vector<std::string>{"d", "c", "a", "b"});
+}
+
+TEST_CASE("a pool's room counts its live, schedulable nodes only", "[shards]") {
+  std::vector<NodeCapacity> caps(4);
+  caps[0].pool = "h100";
+  caps[0].gpus_total = 8;
+  caps[0].gpus_allocated = 2;
+  caps[0].gpus_reserved = 1;
+  caps[1].pool = "h100";
+  caps[1].gpus_total = 8;
+  caps[1].schedulable = false;  // cordoned
+  caps[2].pool = "h100";
+  caps[2].gpus_total = 4;
+  caps[3].pool = "a100";
+  caps[3].gpus_total = 8;
+  auto r = room_of(caps, "h100", 3);
+  CHECK(r.free_gpus == 9);
+  CHECK(r.largest_free == 5);
+  CHECK(r.pending_gpus == 3);
+  caps[2].alive = false;
+  r = room_of(caps, "h100", -1);
+  CHECK(r.free_gpus == 5);
+  CHECK(r.pending_gpus == 0);
+  CHECK(room_of(caps, "v100", 0) == PoolRoom{});
+}
