@@ -100,8 +100,8 @@ constexpr int64_t kOwnRoom = std::numeric_limits<int64_t>::max() / 4;
 // shard of the pool with room for it now (policy::pick_pool), the first
 // candidate when none has; handed over, to the pool it was handed for. That
 // pool becomes its first candidate (it waits there, counted; a guest in the
-// others' lines). A job with an idempotency key keeps its first candidate:
-// the key is then held by one shard, whenever it is asked again.
+// others' lines). Its idempotency key holds across the shards: the router
+// asks the other candidates' owners before it records one (key_ask).
 void pick_pool(ReaderState& st, const Inbound& in, submission::Checked& c) {
   auto& pools = c.adm.pools;
   if (!st.shards.sharded() || !c.verdict.ok() || pools.size() < 2) return;
@@ -109,8 +109,7 @@ void pick_pool(ReaderState& st, const Inbound& in, submission::Checked& c) {
   if (auto handed = subjects::shard_submit_pool(in.subject); !handed.empty()) {
     i = static_cast<size_t>(std::find(pools.begin(), pools.end(), handed) - pools.begin());
   } else {
-    if (!c.spec.idempotency_key().empty() ||
-        std::all_of(pools.begin(), pools.end(),
+    if (std::all_of(pools.begin(), pools.end(),
                     [&](const std::string& p) { return st.shards.owns_pool(p); }))
       return;
     const int workers = std::max(c.spec.workers(), 1), gpus = c.spec.resources().gpus();

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <tuple>
 #include <unordered_map>
 
@@ -39,6 +40,10 @@ namespace {
 // changed); a shard not heard for kPeerStaleMs counts nothing (it died: its
 // pools' new owner counts their jobs).
 constexpr auto kShardReportEvery = std::chrono::milliseconds(250);
+// How long a keyed any-type submission waits for the other shards to say
+// whether they hold its key.
+constexpr int64_t kKeyAskMs = 1000;
+constexpr size_t kMaxKeyAsks = 8192;  // waiting at once; more are refused unavailable
 constexpr int64_t kPeerStaleMs = 3000;
 
 struct Waiter {
@@ -75,6 +80,16 @@ struct PendingPipeline {
 
 using Counters = views::Counters;  // troupe.sys.stats (actors/views.hpp)
 
+// A keyed any-type submission of a shard, asked about in the other
+// candidates' shards: the first one, any more with the same key meanwhile,
+// the pools not answered yet, what was found, and until when it waits.
+struct KeyAsk {
+  std::vector<ReadSubmission> subs;
+  std::set<std::string> waiting;
+  std::string job_id, fingerprint;  // found in another shard
+  int64_t until_ms = 0;
+};
+
 struct RouterState {
   Wiring w;
   OutboxPtr out;
@@ -107,6 +122,12 @@ struct RouterState {
   // A shard: its own pools' rooms (from their arbiters), and what it last
   // reported of them.
   std::map<std::string, policy::PoolRoom> rooms, reported_rooms;
+  // A shard: keyed any-type submissions waiting for the owners of their
+  // other candidate pools to say whether they hold the key (key_ask below),
+  // by ask number; the keys being asked about, to their ask.
+  std::map<uint64_t, KeyAsk> key_asks;
+  std::unordered_map<std::string, uint64_t> asking_keys;
+  uint64_t next_ask = 0;
   // Schedule runs being submitted (fire_atom), by their internal reply token:
   // (team, name, tick); the schedule keeper hears the job id or the refusal.
   std::unordered_map<std::string, std::tuple<std::string, std::string, int64_t>> fires;
@@ -240,7 +261,11 @@ void report_usage(Self self, const Inbound& in, const std::string& team, const j
 // A submission its intake reader read: the checks that need the router's
 // state (idempotency keys, the team's GPUs and queued jobs, the registered
 // nodes), then the record to the intake stream.
-void submit(Self self, const ReadSubmission& r) {
+bool ask_keys_elsewhere(Self self, const ReadSubmission& r, const std::string& key,
+                        ConsumerAck& consumer);
+void on_key_answer(Self self, uint64_t n, const Inbound& in);
+
+void submit(Self self, const ReadSubmission& r, bool keys_asked = false) {
   using policy::Refusal;
   auto& st = self->state;
   if (!r.checked) return;  // only readers send it, always with a result
@@ -338,6 +363,7 @@ void submit(Self self, const ReadSubmission& r) {
       pend.waiters.push_back(w);
       return;
     }
+    if (!keys_asked && ask_keys_elsewhere(self, r, key, consumer)) return;
   }
   if (auto v = policy::check_job_gpus(lim, team, s.workers(), s.resources().gpus()); !v.ok()) {
     reject(self, w, v.code, v.error, team);
@@ -792,11 +818,17 @@ void shard_part(Self self, const Inbound& in) {
 // (its idempotency key makes one job of it).
 void on_shard_answer(Self self, const Inbound& in) {
   auto& st = self->state;
-  const auto last = in.subject.substr(in.subject.rfind('.') + 1);
+  auto last = std::string_view(in.subject).substr(in.subject.rfind('.') + 1);
+  const bool key_answer = !last.empty() && last[0] == 'k';
+  if (key_answer) last.remove_prefix(1);
   uint64_t seq = 0;
   auto [end, ec] = std::from_chars(last.data(), last.data() + last.size(), seq);
   if (ec != std::errc() || end != last.data() + last.size() || seq == 0) {
     log_bad("shard answer on " + in.subject + ": no stream sequence", ++st.n.malformed);
+    return;
+  }
+  if (key_answer) {
+    on_key_answer(self, seq, in);
     return;
   }
   auto j = json::parse(in.data.begin(), in.data.end(), nullptr, false);
@@ -811,6 +843,141 @@ void on_shard_answer(Self self, const Inbound& in) {
                seq,
                j.is_discarded() ? std::string("unreadable")
                                 : j.dump(-1, ' ', false, json::error_handler_t::replace));
+}
+
+// A shard's keyed any-type submission may have been taken before by the
+// shard of another of its candidates (each goes to the pool with room:
+// intake_reader.cpp): before it is recorded here, the owners of those
+// pools are asked whether they hold the key (troupe.sys.shard.key.<pool>.
+// <team>, answered to this shard's answers subject, "k<ask>"). False when
+// there is nobody to ask (it is recorded now).
+bool ask_keys_elsewhere(Self self, const ReadSubmission& r, const std::string& key,
+                        ConsumerAck& consumer) {
+  auto& st = self->state;
+  const auto& answers = st.opts.shard_answers;
+  const auto& pools = r.checked->adm.pools;
+  if (!st.opts.shards.sharded() || answers.empty() || pools.size() < 2) return false;
+  if (auto it = st.asking_keys.find(key); it != st.asking_keys.end()) {
+    st.key_asks[it->second].subs.push_back(r);  // the same key, asked already
+    consumer.handed_on = true;
+    return true;
+  }
+  if (st.key_asks.size() >= kMaxKeyAsks) {
+    reject(self, Waiter{r.in.reply, r.checked->flatbuffers}, policy::Refusal::unavailable,
+           "too many keyed submissions are waiting for the other shards' answers; retry",
+           r.checked->team);
+    consumer.handed_on = true;  // an enqueued one: not acknowledged, delivered again later
+    return true;
+  }
+  KeyAsk ask;
+  for (const auto& p : pools)
+    if (!st.opts.shards.owns_pool(p)) ask.waiting.insert(p);
+  if (ask.waiting.empty()) return false;
+  const uint64_t n = ++st.next_ask;
+  const json body = {{"idempotency_key", r.checked->spec.idempotency_key()}};
+  for (const auto& p : ask.waiting)
+    st.out->publish(subjects::shard_key(p, r.checked->team), body.dump(),
+                    answers + ".k" + std::to_string(n));
+  ++st.n.key_asks;
+  ask.until_ms = st.w.now_ms() + kKeyAskMs;
+  ask.subs.push_back(r);
+  st.key_asks.emplace(n, std::move(ask));
+  st.asking_keys[key] = n;
+  consumer.handed_on = true;  // acknowledged once recorded
+  return true;
+}
+
+// An ask answered by every pool asked, or timed out: the job another shard
+// holds under the key (a spec that differs: idempotency_conflict), else
+// recorded here.
+void finish_key_ask(Self self, uint64_t n) {
+  auto& st = self->state;
+  auto it = st.key_asks.find(n);
+  if (it == st.key_asks.end()) return;
+  KeyAsk ask = std::move(it->second);
+  st.key_asks.erase(it);
+  for (auto k = st.asking_keys.begin(); k != st.asking_keys.end();)
+    k = k->second == n ? st.asking_keys.erase(k) : std::next(k);
+  for (const auto& r : ask.subs) {
+    if (ask.job_id.empty()) {
+      submit(self, r, true);
+      continue;
+    }
+    ConsumerAck consumer{*st.intake, r.in.stream_seq};
+    const auto& c = *r.checked;
+    Waiter w{r.in.reply, c.flatbuffers};
+    if (auto v = policy::check_idempotency(c.spec.idempotency_key(), ask.fingerprint,
+                                           spec::fingerprint(c.spec));
+        !v.ok()) {
+      reject(self, w, v.code, v.error, c.team);
+      continue;
+    }
+    ++st.n.duplicates;
+    reply_submit(self, w, ask.job_id, {});
+  }
+}
+
+// An owner's answer to an ask: {"pool", "job_id"?, "fingerprint"?}.
+void on_key_answer(Self self, uint64_t n, const Inbound& in) {
+  auto& st = self->state;
+  auto it = st.key_asks.find(n);
+  if (it == st.key_asks.end()) return;  // timed out meanwhile
+  auto j = json::parse(in.data.begin(), in.data.end(), nullptr, false);
+  if (!j.is_object() || !j.contains("pool") || !j["pool"].is_string()) {
+    log_bad("shard key answer on " + in.subject + ": no pool", ++st.n.malformed);
+    return;
+  }
+  auto& ask = it->second;
+  if (ask.waiting.erase(j["pool"].get<std::string>()) == 0) return;
+  if (j.contains("job_id") && j["job_id"].is_string() && ask.job_id.empty()) {
+    ask.job_id = j["job_id"].get<std::string>();
+    if (j.contains("fingerprint") && j["fingerprint"].is_string())
+      ask.fingerprint = j["fingerprint"].get<std::string>();
+  }
+  if (ask.waiting.empty() || !ask.job_id.empty()) finish_key_ask(self, n);
+}
+
+// Asks whose owners did not all answer in time (one dead, its pool not
+// taken over yet): recorded here with what is known (the intake stream's
+// duplicate window still holds the key for 2 minutes).
+void sweep_key_asks(Self self) {
+  auto& st = self->state;
+  const int64_t now = st.w.now_ms();
+  std::vector<uint64_t> late;
+  for (const auto& [n, ask] : st.key_asks)
+    if (now >= ask.until_ms) late.push_back(n);
+  for (uint64_t n : late) {
+    ++st.n.key_ask_timeouts;
+    finish_key_ask(self, n);
+  }
+}
+
+// Another shard asks whether this one holds a team's key (the owner of the
+// pool in the subject answers; the job may still be being recorded).
+void answer_key_ask(Self self, const Inbound& in) {
+  auto& st = self->state;
+  const std::string pool(subjects::shard_key_pool(in.subject));
+  const std::string team(subjects::team_after(subjects::kShardKeyPrefix, in.subject));
+  if (in.reply.empty() || pool.empty() || !st.opts.shards.owns_pool(pool)) return;
+  auto j = json::parse(in.data.begin(), in.data.end(), nullptr, false);
+  if (!j.is_object() || !j.contains("idempotency_key") || !j["idempotency_key"].is_string()) {
+    log_bad("shard key ask on " + in.subject + ": no idempotency_key", ++st.n.malformed);
+    return;
+  }
+  const std::string key = team + "/" + j["idempotency_key"].get<std::string>();
+  json out = {{"pool", pool}};
+  std::string job;
+  if (auto k = st.keys.find(key); k != st.keys.end()) {
+    job = k->second;
+    if (auto f = st.fingerprints.find(key); f != st.fingerprints.end())
+      out["fingerprint"] = f->second;
+  } else if (auto p = st.pending_keys.find(key); p != st.pending_keys.end()) {
+    job = p->second;
+    if (auto pend = st.pending.find(job); pend != st.pending.end())
+      out["fingerprint"] = pend->second.fingerprint;
+  }
+  if (!job.empty()) out["job_id"] = job;
+  st.out->publish(in.reply, out.dump());
 }
 
 // Another shard's report: what it admitted (each team's reader debits it),
@@ -871,6 +1038,10 @@ void on_inbound(Self self, const Inbound& in) {
     }
     if (in.subject == subjects::kShardRate) {
       on_shard_rate(self, in);
+      return;
+    }
+    if (!subjects::team_after(subjects::kShardKeyPrefix, in.subject).empty()) {
+      answer_key_ask(self, in);
       return;
     }
     if (verb == "agent") {
@@ -1243,6 +1414,7 @@ RouterActor::behavior_type router_behavior(Self self, OutboxPtr out, IntakePtr i
       [=](distrust_atom, const std::string& what) { ++self->state.n.distrusted[what]; },
       [=](tick_atom) {
         report_queued(self);
+        sweep_key_asks(self);
         self->delayed_send(self, kShardReportEvery, tick_atom_v);
       },
       [=](heard_atom, int64_t other_pools) { self->state.n.other_pool_agent = other_pools; },

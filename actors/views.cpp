@@ -101,6 +101,8 @@ std::string stats_json(const Counters& n, int64_t bus_out,
          {"bus_messages_in", n.bus_in},
          {"other_shard", n.other_shard},
          {"handed_over", n.handed_over},
+         {"key_asks", n.key_asks},
+         {"key_ask_timeouts", n.key_ask_timeouts},
          {"other_pool_agent_messages", n.other_pool_agent},
          {"bus_messages_out", bus_out},
          {"restarts", n.restarts}};

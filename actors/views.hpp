@@ -86,6 +86,9 @@ struct Counters {
   // shard that owns their pool or job.
   int64_t other_shard = 0;
   int64_t handed_over = 0;  // submissions of another shard's pool handed to it
+  // Keyed any-type submissions asked about in the other candidates' shards
+  // (troupe.sys.shard.key), and of them those not all answered in time.
+  int64_t key_asks = 0, key_ask_timeouts = 0;
   // Agents' messages (not registers) of nodes in another shard's pool that
   // reached this shard: 0 while it listens to its own nodes only.
   int64_t other_pool_agent = 0;

@@ -198,6 +198,14 @@ inline constexpr const char* kShardAnswerPrefix = "troupe.sys.shard.answer";
 inline std::string shard_answers(std::string_view reader) {
   return std::string(kShardAnswerPrefix) + "." + std::string(reader);
 }
+// Shards: a keyed any-type submission one shard is about to record asks
+// the owner of each of its other candidate pools whether it holds the key
+// ({"idempotency_key"} -> {"pool", "job_id"?, "fingerprint"?}), on
+// troupe.sys.shard.key.<pool>.<team>.
+inline constexpr const char* kShardKeyPrefix = "troupe.sys.shard.key";
+inline std::string shard_key(std::string_view pool, std::string_view team) {
+  return std::string(kShardKeyPrefix) + "." + std::string(pool) + "." + std::string(team);
+}
 // Every shard reports here what it admitted per rate-limited team
 // (pb::ShardRate); every shard listens and debits the others' tokens.
 inline constexpr const char* kShardRate = "troupe.sys.shard.rate";
@@ -220,16 +228,21 @@ inline std::string_view shard_submit_team(std::string_view subject) {
 inline bool is_shard_read(std::string_view subject) {
   return !team_after(kShardReadPrefix, subject).empty();
 }
+// The pool of a <prefix>.<pool>.<team> subject ("" for any other).
+inline std::string_view pool_after(std::string_view prefix, std::string_view subject) {
+  if (team_after(prefix, subject).empty()) return {};
+  auto rest = subject.substr(prefix.size() + 1);
+  return rest.substr(0, rest.find('.'));
+}
 // The pool of a submission handed over by another shard, either way ("" for
 // any other subject).
 inline std::string_view shard_submit_pool(std::string_view subject) {
-  for (std::string_view prefix :
-       {std::string_view(kShardSubmitPrefix), std::string_view(kShardReadPrefix)})
-    if (!team_after(prefix, subject).empty()) {
-      auto rest = subject.substr(prefix.size() + 1);
-      return rest.substr(0, rest.find('.'));
-    }
-  return {};
+  auto pool = pool_after(kShardSubmitPrefix, subject);
+  return pool.empty() ? pool_after(kShardReadPrefix, subject) : pool;
+}
+// The pool of a troupe.sys.shard.key.<pool>.<team> ask ("" for any other).
+inline std::string_view shard_key_pool(std::string_view subject) {
+  return pool_after(kShardKeyPrefix, subject);
 }
 inline constexpr const char* kSysDebugCrash = "troupe.sys.debug.crash";
 // The front door (troupe-dispatch, docs/clusters.md): each cluster behind it,

@@ -97,7 +97,7 @@ int serve(Bus& bus, Leadership& lead, Restore& start, Options& o, const StopSign
     for (const auto& pool : o.scheduler.shards.pools)
       for (const auto& subject :
            {subjects::shard_submit(pool, "*"), subjects::shard_read(pool, "*"),
-            subjects::team_submit_to("*", pool)})
+            subjects::team_submit_to("*", pool), subjects::shard_key(pool, "*")})
         own.push_back(subject);
     if (!sharded) own = {subjects::kAllPoolSubmit};
     for (const auto& subject : own) {

@@ -620,8 +620,10 @@ TEST_CASE(
     if (key != nullptr) j["idempotency_key"] = key;
     return j;
   };
+  // (The second with an idempotency key: keys hold across the shards.)
   std::vector<std::string> moved;
-  for (int i = 0; i < 2; ++i) moved.push_back(c.submit_ok("ml", any_type(nullptr)));
+  moved.push_back(c.submit_ok("ml", any_type(nullptr)));
+  moved.push_back(c.submit_ok("ml", any_type("any-type-key")));
   for (const auto& id : moved) {
     INFO(id);
     CHECK(id.rfind("j-h100-", 0) == 0);
@@ -629,12 +631,14 @@ TEST_CASE(
     REQUIRE(run);
   }
   CHECK(c.status("ml", moved[0]).value("state", "") == names::kRunning);
-
-  // One with an idempotency key stays with its first candidate's shard (the
-  // key is held there, whenever it is asked again) and waits for a100.
-  const std::string keyed = c.submit_ok("ml", any_type("stays-in-a100"));
-  CHECK(keyed.rfind("j-a100-", 0) == 0);
-  CHECK(c.submit_ok("ml", any_type("stays-in-a100")) == keyed);
+  // The h100 shard answers for the key: it holds its job.
+  Json asked = c.request(subjects::shard_key("h100", "ml"), {{"idempotency_key", "any-type-key"}});
+  CHECK(asked.value("pool", "") == "h100");
+  CHECK(asked.value("job_id", "") == moved[1]);
+  CHECK(asked.value("fingerprint", "") != "");
+  Json unknown = c.request(subjects::shard_key("h100", "ml"), {{"idempotency_key", "never-used"}});
+  CHECK(unknown.value("pool", "") == "h100");
+  CHECK_FALSE(unknown.contains("job_id"));
 
   // Both full, as both shards have said: the first candidate.
   rooms.reset();
@@ -642,4 +646,24 @@ TEST_CASE(
   const std::string waits = c.submit_ok("ml", any_type(nullptr));
   CHECK(waits.rfind("j-a100-", 0) == 0);
   CHECK(c.status("ml", waits).value("state", "") == names::kQueued);
+
+  // a100 has room again (the filler cancelled, the waiting job placed): the
+  // key, now read for a100, is still the h100 job. The a100 shard asked the
+  // h100 one before recording it (troupe.sys.shard.key.h100.ml); a spec that
+  // differs under the key is a conflict.
+  c.cancel("ml", filler);
+  REQUIRE(c.events().wait_state(waits, std::string(names::kRunning), 30s));
+  rooms.reset();
+  REQUIRE(rooms.wait("a100", 1, 15s));
+  for (int i = 0; i < 3; ++i) CHECK(c.submit_ok("ml", any_type("any-type-key")) == moved[1]);
+  Json other = any_type("any-type-key");
+  other["env"]["TROUPE_SIM_DURATION_S"] = "5";
+  CHECK(c.submit_json("ml", other).value("code", "") == "idempotency_conflict");
+  Json stats = c.request(subjects::kSysStats, Json::object());  // the a100 shard's
+  CHECK(stats.value("key_asks", 0) >= 3);
+  CHECK(stats.value("key_ask_timeouts", -1) == 0);
+  // And a job without a key goes to a100 now.
+  const std::string last = c.submit_ok("ml", any_type(nullptr));
+  CHECK(last.rfind("j-a100-", 0) == 0);
+  CHECK(c.events().wait_state(last, std::string(names::kRunning), 30s));
 }
