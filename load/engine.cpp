@@ -51,12 +51,15 @@ bool Engine::open_lane(Lane& lane, const bus::ConnectOptions& base, const std::s
                                               [this](Inbound&& in) { on_reply(std::move(in)); });
   lane.event_sub =
       lane.event_conn->subscribe(events, [this](Inbound&& in) { on_event(std::move(in)); });
-  if (!lane.reply_sub || !lane.event_sub) {
+  lane.pool_inbox = lane.pub->new_inbox();
+  lane.pool_sub = lane.pub->subscribe(lane.pool_inbox + ".*",
+                                      [this](Inbound&& in) { on_reply(std::move(in)); });
+  if (!lane.reply_sub || !lane.event_sub || !lane.pool_sub) {
     if (error != nullptr) *error = "cannot subscribe on " + url;
     return false;
   }
   // The subscriptions must be in place on the server before the first submit.
-  if (!lane.reply_conn->flush(5000) || !lane.event_conn->flush(5000)) {
+  if (!lane.reply_conn->flush(5000) || !lane.event_conn->flush(5000) || !lane.pub->flush(5000)) {
     if (error != nullptr) *error = "cannot flush the subscriptions to " + url;
     return false;
   }
@@ -155,6 +158,7 @@ Engine::~Engine() {
   for (auto& l : lanes_) {
     l.event_sub.reset();
     l.reply_sub.reset();
+    l.pool_sub.reset();
   }
 }
 
@@ -165,7 +169,8 @@ int64_t Engine::now_ns() const {
 int64_t Engine::dropped() const {
   int64_t n = 0;
   for (const auto& l : lanes_)
-    n += (l.reply_sub ? l.reply_sub->dropped() : 0) + (l.event_sub ? l.event_sub->dropped() : 0);
+    n += (l.reply_sub ? l.reply_sub->dropped() : 0) + (l.event_sub ? l.event_sub->dropped() : 0) +
+         (l.pool_sub ? l.pool_sub->dropped() : 0);
   return n;
 }
 
@@ -180,18 +185,15 @@ size_t Engine::submit(const std::string& team, const std::string& body, int gpus
     r.gpus = gpus;
     r.sent_ns = now_ns();
     jobs_.push_back(std::move(r));
+    if (!pool.empty()) pool_bodies_.emplace(index, body);
   }
   // lane_of_ and lanes_ do not change after open(): no lock needed.
-  const Lane* lane = nullptr;
-  if (!per_team_) {
-    lane = &lanes_[0];
-  } else if (auto l = lane_of_.find(team); l != lane_of_.end()) {
-    lane = &lanes_[l->second];
-  }
+  const Lane* lane = lane_for(team);
   bool sent =
-      lane != nullptr && lane->pub->publish(pool.empty() ? subjects::team_submit(team)
-                                                         : subjects::team_submit_to(team, pool),
-                                            body, lane->inbox + "." + std::to_string(index));
+      lane != nullptr &&
+      lane->pub->publish(
+          pool.empty() ? subjects::team_submit(team) : subjects::team_submit_to(team, pool), body,
+          (pool.empty() ? lane->inbox : lane->pool_inbox) + "." + std::to_string(index));
   if (!sent) {
     std::lock_guard<std::mutex> lock(mu_);
     jobs_[index].error = lane == nullptr ? "no identity for team " + team + " (not in --teams)"
@@ -205,6 +207,17 @@ size_t Engine::submit(const std::string& team, const std::string& body, int gpus
   return index;
 }
 
+int64_t Engine::rerouted() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return rerouted_;
+}
+
+const Engine::Lane* Engine::lane_for(const std::string& team) const {
+  if (!per_team_) return &lanes_[0];
+  auto l = lane_of_.find(team);
+  return l == lane_of_.end() ? nullptr : &lanes_[l->second];
+}
+
 void Engine::on_reply(Inbound&& in) {
   int64_t t = now_ns();
   std::string_view tok = last_token(in.subject);
@@ -215,10 +228,23 @@ void Engine::on_reply(Inbound&& in) {
   }
   std::string_view body(reinterpret_cast<const char*>(in.data.data()), in.data.size());
   std::string_view id = json_string_field(body, "job_id");
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   if (index >= jobs_.size()) return;
   JobResult& r = jobs_[index];
   if (r.acked_ns >= 0 || !r.error.empty()) return;  // answered already
+  if (auto b = pool_bodies_.find(index); b != pool_bodies_.end()) {
+    std::string again = std::move(b->second);
+    pool_bodies_.erase(b);
+    if (in.data.empty()) {  // no responders for the pool: to any scheduler
+      ++rerouted_;
+      const std::string team = r.team;
+      lock.unlock();
+      const Lane* lane = lane_for(team);
+      if (lane != nullptr && lane->pub->publish(subjects::team_submit(team), again, in.subject))
+        return;
+      lock.lock();
+    }
+  }
   ++answered_;
   if (id.empty()) {
     std::string_view err = json_string_field(body, "error");

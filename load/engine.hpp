@@ -109,6 +109,10 @@ class Engine {
   // "none", "one identity" (`creds` or none) or "one per team".
   const char* identity_mode() const;
   int64_t dropped() const;
+  // Submissions addressed to a pool (--pool) that no scheduler listened for
+  // (no responders: no shard owns the pool, or one scheduler of an older
+  // version) and were sent again on troupe.<team>.submit.
+  int64_t rerouted() const;
 
  private:
   struct EventTimes {
@@ -125,6 +129,11 @@ class Engine {
     // The subscriptions, declared after their connections, go first.
     std::unique_ptr<bus::Connection> pub, reply_conn, event_conn;
     bus::SubscriptionPtr reply_sub, event_sub;
+    // The replies to submissions addressed to a pool come on the publishing
+    // connection: nats-server says "no responders" (an empty reply) only to
+    // a subscription of the connection that published.
+    std::string pool_inbox;
+    bus::SubscriptionPtr pool_sub;
   };
   Engine() = default;
   // Opens `lane` as base.creds_file ("" none), subscribes to its replies and
@@ -132,6 +141,8 @@ class Engine {
   bool open_lane(Lane& lane, const bus::ConnectOptions& base, const std::string& label,
                  const std::string& events, std::string* error);
   void on_reply(Inbound&& in);
+  // The lane that submits as `team` (nullptr: none).
+  const Lane* lane_for(const std::string& team) const;
   void on_event(Inbound&& in);
   bool done_locked() const;
 
@@ -144,6 +155,10 @@ class Engine {
   std::unordered_map<std::string, size_t> by_id_;  // acknowledged job id -> index
   std::unordered_map<std::string, EventTimes> events_;
   size_t answered_ = 0, rejected_ = 0, placed_ = 0, terminal_ = 0;
+  // A pool-addressed submission's body until it is answered (sent again on
+  // troupe.<team>.submit when nobody listened for the pool), by index.
+  std::unordered_map<size_t, std::string> pool_bodies_;
+  int64_t rerouted_ = 0;
   std::string refused_;
 
   // Declared last: closed first, so no callback runs into freed state.

@@ -231,6 +231,7 @@ int replay_once(const ReplayOptions& opt, const Plan& plan, const std::string& u
   if (host != nullptr) sched_pid = host->scheduler_pid();
   info.scheduler = memory_of(sched_pid, "troupe-scheduler");
   info.dropped = engine->dropped();
+  info.rerouted = engine->rerouted();
   for (auto& f : fleet) f->stop();
   if (host != nullptr && !host->scheduler_running())
     err << "troupe-load: troupe-scheduler (" << policy << ") exited during the replay; its log:\n"

@@ -72,6 +72,7 @@ void common(const std::vector<JobResult>& jobs, const RunInfo& info, Json& r) {
   r["total_s"] = round3(info.total_s);
   r["scheduler"] = scheduler_json(info);
   r["nats_dropped"] = info.dropped;
+  r["rerouted"] = info.rerouted;
 }
 
 int64_t first_sent(const std::vector<JobResult>& jobs) {

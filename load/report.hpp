@@ -22,7 +22,8 @@ struct RunInfo {
   double total_s = 0;     // from the first submission to the end of the wait
   bool complete = false;  // every job answered and terminal before the deadline
   std::optional<ProcMemory> scheduler;
-  int64_t dropped = 0;  // messages the NATS client dropped (slow consumer)
+  int64_t dropped = 0;   // messages the NATS client dropped (slow consumer)
+  int64_t rerouted = 0;  // --pool submissions nobody listened for, sent to any scheduler
   // Replays: jobs preempted during the run (troupe.sys.queues "preemptions",
   // end minus start); nullopt when the scheduler did not say.
   std::optional<long long> preemptions;

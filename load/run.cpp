@@ -101,6 +101,7 @@ int run_load(const LoadOptions& opt, std::ostream& out, std::ostream& err) {
   info.total_s = seconds_since(start);
   info.scheduler = memory_of(opt.scheduler_pid, "troupe-scheduler");
   info.dropped = engine->dropped();
+  info.rerouted = engine->rerouted();
   std::vector<JobResult> results = engine->results();
 
   info.config = Json{{"nats", opt.nats},

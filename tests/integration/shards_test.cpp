@@ -667,3 +667,36 @@ TEST_CASE(
   CHECK(last.rfind("j-a100-", 0) == 0);
   CHECK(c.events().wait_state(last, std::string(names::kRunning), 30s));
 }
+
+TEST_CASE(
+    "two shards: troupe-load --pool sends a submission nobody listens for (no such pool) again on "
+    "troupe.<team>.submit, where it is refused with why",
+    "[integration][shards][load]") {
+  Cluster c(two_shard_pools("{}", 2));
+  two_shards_serving(c);
+  RunResult r = run_program(
+      {bin_dir() + "/troupe-load", "--nats", c.url(), "--jobs", "3", "--teams", "ml", "--pool",
+       "v100", "--duration-s", "0.05", "--deadline-s", "20", "--json", "--no-progress"},
+      c.dir(), "troupe-load-pool", 60s, &c.dump(), c.client_env());
+  INFO(describe(r));
+  REQUIRE_FALSE(r.timed_out);
+  Json j = Json::parse(r.out, nullptr, false);
+  REQUIRE(j.is_object());
+  CHECK(j.value("rerouted", -1) == 3);
+  CHECK(j.value("rejected", -1) == 3);
+  CHECK(j.value("unanswered", -1) == 0);
+  CHECK_THAT(j["errors"].dump(), Catch::Contains("v100"));
+
+  // Addressed to a pool its shard serves: read there, nothing sent again.
+  r = run_program({bin_dir() + "/troupe-load", "--nats", c.url(), "--jobs", "3", "--teams", "ml",
+                   "--pool", "h100", "--gpu-type", "h100", "--mix", "1gpu", "--duration-s", "0.05",
+                   "--deadline-s", "30", "--json", "--no-progress"},
+                  c.dir(), "troupe-load-h100", 60s, &c.dump(), c.client_env());
+  INFO(describe(r));
+  REQUIRE_FALSE(r.timed_out);
+  j = Json::parse(r.out, nullptr, false);
+  REQUIRE(j.is_object());
+  CHECK(j.value("rerouted", -1) == 0);
+  CHECK(j.value("acknowledged", -1) == 3);
+  CHECK(j.value("terminal", -1) == 3);
+}
