@@ -131,6 +131,9 @@ CAF_ADD_ATOM(troupe, troupe::atoms, debit_atom, "debit")
 // pool's room (policy::PoolRoom; pool arbiter -> router when it changed,
 // router -> intake readers, a shard's own pools and the others' reports).
 CAF_ADD_ATOM(troupe, troupe::atoms, room_atom, "room")
+// (report_atom): a shard's router reports its queued jobs at once, a team
+// with max_queued_jobs having queued more (router -> itself).
+CAF_ADD_ATOM(troupe, troupe::atoms, report_atom, "report")
 
 namespace troupe {
 
@@ -391,7 +394,8 @@ using RouterActor = caf::typed_actor<
     reacts_to<stats_atom, std::string /*kind*/, int64_t /*restarts*/>,  // supervisors
     reacts_to<distrust_atom, std::string /*what*/>,                     // node supervisor, nodes
     reacts_to<heard_atom, int64_t /*other pools' agent messages*/>,     // node supervisor
-    reacts_to<tick_atom>,  // itself, a shard: its queued jobs reported to the others
+    reacts_to<tick_atom>,    // itself, a shard: its queued jobs reported to the others
+    reacts_to<report_atom>,  // itself, a shard: the same soon after a limited team queued more
     reacts_to<room_atom, std::string /*pool*/, int32_t /*free*/, int32_t /*largest free*/,
               int32_t /*waiting*/>,  // pool arbiters: their pool's room (a shard reports it)
     reacts_to<why_atom, std::string /*reply*/, std::string /*body*/>,  // team queues

@@ -40,6 +40,7 @@ namespace {
 // changed); a shard not heard for kPeerStaleMs counts nothing (it died: its
 // pools' new owner counts their jobs).
 constexpr auto kShardReportEvery = std::chrono::milliseconds(250);
+constexpr auto kEarlyReport = std::chrono::milliseconds(20);
 // How long a keyed any-type submission waits for the other shards to say
 // whether they hold its key.
 constexpr int64_t kKeyAskMs = 1000;
@@ -119,6 +120,7 @@ struct RouterState {
   policy::PeerQueued peers;
   std::unordered_map<std::string, int64_t> reported_queued;
   int ticks_since_report = 0;
+  bool report_due = false;  // a report_atom is on its way
   // A shard: its own pools' rooms (from their arbiters), and what it last
   // reported of them.
   std::map<std::string, policy::PoolRoom> rooms, reported_rooms;
@@ -201,6 +203,20 @@ const std::vector<policy::NodeShape>& shapes(RouterState& st) {
     st.shapes_stale = false;
   }
   return st.shapes;
+}
+
+// A team queued `n` more jobs here. A shard tells the others soon (within
+// kEarlyReport, not at the next tick) when the team has a max_queued_jobs,
+// so that what a team submitting to several shards at once can queue past
+// its limit is what it submits in that time.
+void queue_more(Self self, const std::string& team, int64_t n) {
+  auto& st = self->state;
+  st.queued[team] += n;
+  if (st.report_due || !st.opts.shards.sharded() || st.opts.shard_id.empty() ||
+      st.cfg.limits_of(team).max_queued_jobs < 0)
+    return;
+  st.report_due = true;
+  self->delayed_send(self, kEarlyReport, report_atom_v);
 }
 
 void unqueue(RouterState& st, const std::string& team, int64_t n = 1) {
@@ -408,7 +424,7 @@ void record(Self self, const Inbound& in, const Waiter& w, const std::string& te
   Pending pend;
   pend.slots = slots_of(s);
   // Until the job (each task) first leaves `queued` (unqueued_atom) or is not recorded.
-  st.queued[team] += pend.slots;
+  queue_more(self, team, pend.slots);
   auto job_id = new_job_id(self, adm.pool);
   {
     auto rec = submission::make_record(std::move(s), adm, st.cfg, st.opts.checkpoint_root, job_id,
@@ -615,7 +631,7 @@ void record_pipeline(Self self, const Inbound& in, const Waiter& w, const std::s
                                    pend.jobs[i].second, seqs[i], st.w.now_ms());
     pend.records.emplace_back(rec->SerializeAsString());
   }
-  st.queued[team] += static_cast<int64_t>(p.members.size());  // until each leaves `queued`
+  queue_more(self, team, static_cast<int64_t>(p.members.size()));  // until each leaves `queued`
   std::string bytes = record.SerializeAsString();
   std::string msg_id = submission::intake_msg_id(team, pend.key, in.reply, in.data, pid);
   if (!pend.key.empty()) st.pipeline_keys[pend.key] = pid;
@@ -703,7 +719,7 @@ void take_handoff(Self self, const Inbound& in) {
         auto& st = self->state;
         if (taken) {
           ++st.n.handed_off;
-          st.queued[team] += slots_of(rec.spec());  // until each first leaves `queued`
+          queue_more(self, team, slots_of(rec.spec()));  // until each first leaves `queued`
           if (!key.empty() && st.keys.count(key) == 0) {
             st.keys[key] = rec.job_id();
             st.fingerprints[key] = fp;
@@ -1412,6 +1428,10 @@ RouterActor::behavior_type router_behavior(Self self, OutboxPtr out, IntakePtr i
         self->state.n.restarts[kind] = restarts;
       },
       [=](distrust_atom, const std::string& what) { ++self->state.n.distrusted[what]; },
+      [=](report_atom) {
+        self->state.report_due = false;
+        report_queued(self);
+      },
       [=](tick_atom) {
         report_queued(self);
         sweep_key_asks(self);
