@@ -97,8 +97,8 @@ constexpr int64_t kRoomStaleMs = 2500;
 constexpr int64_t kOwnRoom = std::numeric_limits<int64_t>::max() / 4;
 
 // A shard: an any-type job whose candidates are not all its own goes to the
-// shard of the pool with room for it now (policy::pick_pool), the first
-// candidate when none has; handed over, to the pool it was handed for. That
+// shard of the pool with room for it now, else of the one where it would
+// wait least (policy::pick_pool); handed over, to the pool it was handed for. That
 // pool becomes its first candidate (it waits there, counted; a guest in the
 // others' lines). Its idempotency key holds across the shards: the router
 // asks the other candidates' owners before it records one (key_ask).
@@ -196,13 +196,15 @@ IntakeReaderActor::behavior_type reader_behavior(Self self, RouterActor router, 
                              now);
       },
       [=](tick_atom) { report_rate(self); },
-      [=](room_atom, const std::string& pool, int32_t free, int32_t largest, int32_t waiting) {
+      [=](room_atom, const std::string& pool, int32_t free, int32_t largest, int32_t waiting,
+          int32_t total) {
         auto& st = self->state;
         if (!st.cfg.pool(pool)) return;  // a report of no pool of ours: kept nowhere
         auto& r = st.rooms[pool];
         r.free_gpus = free;
         r.largest_free = largest;
         r.pending_gpus = waiting;
+        r.total_gpus = total;
         // Its own pools' arbiters tell every change: never stale. Another
         // shard's pool is told again every second while its shard lives.
         r.at_ms = st.shards.owns_pool(pool) ? kOwnRoom : st.clock->now_ms();

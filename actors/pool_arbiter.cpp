@@ -462,7 +462,7 @@ void tell_room(Self self) {
   st.told_room = room;
   st.room_told = true;
   self->send(st.w.router, room_atom_v, st.pool, room.free_gpus, room.largest_free,
-             room.pending_gpus);
+             room.pending_gpus, room.total_gpus);
 }
 
 views::Queues queues_view(const ArbiterState& st) {

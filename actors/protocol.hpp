@@ -127,7 +127,7 @@ CAF_ADD_ATOM(troupe, troupe::atoms, dispatch_atom, "dispatch")
 // (debit_atom, team, tokens): submissions of the team another shard admitted
 // (troupe.sys.shard.rate; router -> intake reader).
 CAF_ADD_ATOM(troupe, troupe::atoms, debit_atom, "debit")
-// (room_atom, pool, free GPUs, largest free on a node, GPUs waiting): a
+// (room_atom, pool, free GPUs, largest free on a node, GPUs waiting, GPUs): a
 // pool's room (policy::PoolRoom; pool arbiter -> router when it changed,
 // router -> intake readers, a shard's own pools and the others' reports).
 CAF_ADD_ATOM(troupe, troupe::atoms, room_atom, "room")
@@ -397,7 +397,8 @@ using RouterActor = caf::typed_actor<
     reacts_to<tick_atom>,    // itself, a shard: its queued jobs reported to the others
     reacts_to<report_atom>,  // itself, a shard: the same soon after a limited team queued more
     reacts_to<room_atom, std::string /*pool*/, int32_t /*free*/, int32_t /*largest free*/,
-              int32_t /*waiting*/>,  // pool arbiters: their pool's room (a shard reports it)
+              int32_t /*waiting*/, int32_t /*total*/>,  // pool arbiters: their pool's room (a shard
+                                                        // reports it)
     reacts_to<why_atom, std::string /*reply*/, std::string /*body*/>,  // team queues
     reacts_to<history_atom, std::string /*id*/, std::string /*team*/,
               std::string /*reply*/>,  // job supervisor
@@ -433,7 +434,7 @@ using IntakeReaderActor =
                      reacts_to<debit_atom, std::string /*team*/, double /*tokens*/>,  // router
                      // a pool's room, here or in another shard (router)
                      reacts_to<room_atom, std::string /*pool*/, int32_t /*free*/,
-                               int32_t /*largest free*/, int32_t /*waiting*/>,
+                               int32_t /*largest free*/, int32_t /*waiting*/, int32_t /*total*/>,
                      reacts_to<tick_atom>>;  // itself (a shard: reports what it took)
 
 // The pool arbiter's answer to a candidate search: the granted node per rank.

@@ -262,7 +262,8 @@ const IntakeReaderActor& reader_of(const RouterState& st, const std::string& tea
 // reader: they pick the pool of an any-type job (policy::pick_pool).
 void tell_readers_room(RouterState& st, const std::string& pool, const policy::PoolRoom& r) {
   for (const auto& reader : st.readers)
-    caf::anon_send(reader, room_atom_v, pool, r.free_gpus, r.largest_free, r.pending_gpus);
+    caf::anon_send(reader, room_atom_v, pool, r.free_gpus, r.largest_free, r.pending_gpus,
+                   r.total_gpus);
 }
 void to_reader(Self self, const std::string& team, const Inbound& in) {
   self->send(reader_of(self->state, team), in);
@@ -1008,8 +1009,8 @@ void on_shard_rate(Self self, const Inbound& in) {
   if (r.shard == st.opts.shard_id) return;  // its own
   for (const auto& [team, n] : r.taken) self->send(reader_of(st, team), debit_atom_v, team, n);
   if (r.has_queued) policy::peer_reported(st.peers, r.shard, r.queued, st.w.now_ms(), kPeerStaleMs);
-  for (const auto& [pool, room] : r.rooms)
-    if (!st.opts.shards.owns_pool(pool)) tell_readers_room(st, pool, room);
+  for (const auto& [pool, room] : r.rooms)  // another's pools of the config only
+    if (!st.opts.shards.owns_pool(pool) && st.cfg.pool(pool)) tell_readers_room(st, pool, room);
 }
 
 // A shard's own count of queued jobs and its pools' rooms, to the others:
@@ -1438,13 +1439,15 @@ RouterActor::behavior_type router_behavior(Self self, OutboxPtr out, IntakePtr i
         self->delayed_send(self, kShardReportEvery, tick_atom_v);
       },
       [=](heard_atom, int64_t other_pools) { self->state.n.other_pool_agent = other_pools; },
-      [=](room_atom, const std::string& pool, int32_t free, int32_t largest, int32_t waiting) {
+      [=](room_atom, const std::string& pool, int32_t free, int32_t largest, int32_t waiting,
+          int32_t total) {
         auto& st = self->state;
         if (!st.opts.shards.sharded() || !st.opts.shards.owns_pool(pool)) return;
         policy::PoolRoom r;
         r.free_gpus = free;
         r.largest_free = largest;
         r.pending_gpus = waiting;
+        r.total_gpus = total;
         st.rooms[pool] = r;
         tell_readers_room(st, pool, r);
       },

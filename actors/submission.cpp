@@ -130,6 +130,7 @@ std::string shard_report(const ShardReport& r) {
     out.set_free_gpus(room.free_gpus);
     out.set_largest_free(room.largest_free);
     out.set_pending_gpus(room.pending_gpus);
+    out.set_total_gpus(room.total_gpus);
   }
   return m.SerializeAsString();
 }
@@ -153,6 +154,7 @@ bool read_shard_report(const std::vector<uint8_t>& data, ShardReport* r) {
       p.free_gpus = std::max(room.free_gpus(), 0);
       p.largest_free = std::max(room.largest_free(), 0);
       p.pending_gpus = std::max(room.pending_gpus(), 0);
+      p.total_gpus = std::max(room.total_gpus(), 0);
       r->rooms.emplace_back(pool, p);
     }
   return true;

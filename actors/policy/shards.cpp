@@ -118,6 +118,7 @@ PoolRoom room_of(const std::vector<NodeCapacity>& caps, std::string_view pool, i
     const int free = std::max(0, c.gpus_total - c.gpus_reserved - c.gpus_allocated);
     r.free_gpus += free;
     r.largest_free = std::max(r.largest_free, free);
+    r.total_gpus += std::max(0, c.gpus_total);
   }
   return r;
 }
@@ -130,12 +131,24 @@ bool has_room(const PoolRoom& r, int workers, int gpus) {
 
 size_t pick_pool(const PoolRooms& rooms, const std::vector<std::string>& pools, int workers,
                  int gpus, int64_t now_ms, int64_t stale_ms) {
+  const int64_t job = int64_t{std::max(workers, 1)} * std::max(gpus, 0);
+  size_t best = 0;
+  double least = -1;  // GPUs short per GPU of the pool; -1: none heard yet
   for (size_t i = 0; i < pools.size(); ++i) {
     auto it = rooms.find(pools[i]);
     if (it == rooms.end() || now_ms - it->second.at_ms > stale_ms) continue;
-    if (has_room(it->second, workers, gpus)) return i;
+    const auto& r = it->second;
+    if (has_room(r, workers, gpus)) return i;
+    if (r.total_gpus <= 0) continue;  // no node to wait for there
+    const int64_t short_by =
+        std::max<int64_t>(0, int64_t{std::max(r.pending_gpus, 0)} + job - r.free_gpus);
+    const double per_gpu = static_cast<double>(short_by) / r.total_gpus;
+    if (least < 0 || per_gpu < least) {
+      least = per_gpu;
+      best = i;
+    }
   }
-  return 0;
+  return best;
 }
 
 void put_first(std::vector<std::string>& pools, size_t i) {

@@ -87,9 +87,10 @@ struct PoolRoom {
   int32_t largest_free = 0;  // the most free on one of them
   int32_t pending_gpus = 0;  // GPUs of the jobs waiting for the pool
   int64_t at_ms = 0;         // when heard (the hearing process's clock)
+  int32_t total_gpus = 0;    // on its live, schedulable nodes
   bool operator==(const PoolRoom& o) const {
     return free_gpus == o.free_gpus && largest_free == o.largest_free &&
-           pending_gpus == o.pending_gpus;
+           pending_gpus == o.pending_gpus && total_gpus == o.total_gpus;
   }
   bool operator!=(const PoolRoom& o) const { return !(*this == o); }
 };
@@ -105,7 +106,11 @@ PoolRoom room_of(const std::vector<NodeCapacity>& caps, std::string_view pool, i
 bool has_room(const PoolRoom& r, int workers, int gpus);
 // The candidate (an index into `pools`, the spec's order of preference) an
 // any-type job goes to: the first whose room, heard within `stale_ms`, takes
-// it now; when none does, 0 (it waits for its first choice).
+// it now. When none does, the one where it would wait least: the fewest
+// GPUs short (what waits there and the job, less what is free) for each
+// GPU of the pool, the earlier on a tie (as Slurm starts a job sent to
+// several partitions in the one where it can start first). 0 when no room
+// of a candidate with GPUs was heard.
 size_t pick_pool(const PoolRooms& rooms, const std::vector<std::string>& pools, int workers,
                  int gpus, int64_t now_ms, int64_t stale_ms);
 // `pools` with pools[i] first and the others in their order.

@@ -568,7 +568,10 @@ class RoomWatch {
       pb::ShardRate r;
       if (!r.ParseFromArray(in.data.data(), static_cast<int>(in.data.size()))) return;
       std::lock_guard<std::mutex> lock(mu_);
-      for (const auto& [pool, room] : r.rooms()) ++said_[{pool, room.free_gpus()}];
+      for (const auto& [pool, room] : r.rooms()) {
+        ++said_[{pool, room.free_gpus()}];
+        ++waiting_[{pool, room.pending_gpus()}];
+      }
       cv_.notify_all();
     });
     REQUIRE(sub_);
@@ -576,6 +579,7 @@ class RoomWatch {
   void reset() {
     std::lock_guard<std::mutex> lock(mu_);
     said_.clear();
+    waiting_.clear();
   }
   // Two reports (so that the shards have heard the first one well before)
   // saying `pool` has `free` GPUs free.
@@ -583,19 +587,24 @@ class RoomWatch {
     std::unique_lock<std::mutex> lock(mu_);
     return cv_.wait_for(lock, timeout, [&] { return said_[{pool, free}] >= 2; });
   }
+  // The same for the GPUs waiting in `pool`.
+  bool wait_waiting(const std::string& pool, int gpus, Clock::duration timeout) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, timeout, [&] { return waiting_[{pool, gpus}] >= 2; });
+  }
 
  private:
   std::mutex mu_;
   std::condition_variable cv_;
-  std::map<std::pair<std::string, int>, int> said_;
+  std::map<std::pair<std::string, int>, int> said_, waiting_;
   std::unique_ptr<bus::Subscription> sub_;
 };
 
 }  // namespace
 
 TEST_CASE(
-    "two shards: an any-type job goes to the shard of a candidate pool with room for it now, its "
-    "first candidate when none has room",
+    "two shards: an any-type job goes to the shard of a candidate pool with room for it now, where "
+    "it would wait least when none has, and its idempotency key holds across the shards",
     "[integration][shards]") {
   Cluster c(two_shard_pools("{}", 2));
   two_shards_serving(c);
@@ -640,12 +649,20 @@ TEST_CASE(
   CHECK(unknown.value("pool", "") == "h100");
   CHECK_FALSE(unknown.contains("job_id"));
 
-  // Both full, as both shards have said: the first candidate.
+  // Both full, as both shards have said, nothing waiting: the first
+  // candidate (as short of room as the other, per GPU).
   rooms.reset();
   REQUIRE(rooms.wait("h100", 0, 15s));
   const std::string waits = c.submit_ok("ml", any_type(nullptr));
   CHECK(waits.rfind("j-a100-", 0) == 0);
   CHECK(c.status("ml", waits).value("state", "") == names::kQueued);
+  // Now a GPU waits in a100: the next waits in h100, where it would wait
+  // least.
+  rooms.reset();
+  REQUIRE(rooms.wait_waiting("a100", 1, 15s));
+  const std::string waits_h = c.submit_ok("ml", any_type(nullptr));
+  CHECK(waits_h.rfind("j-h100-", 0) == 0);
+  CHECK(c.status("ml", waits_h).value("state", "") == names::kQueued);
 
   // a100 has room again (the filler cancelled, the waiting job placed): the
   // key, now read for a100, is still the h100 job. The a100 shard asked the

@@ -203,7 +203,8 @@ TEST_CASE("submission: a shard's report reads back, bad teams and counts left ou
                 {"t4", std::numeric_limits<double>::infinity()}};
   sent.has_queued = true;
   sent.queued = {{"t1", 7}, {"t2", 0}, {"bad.team", 3}};
-  sent.rooms = {{"h100", {16, 8, 4, 0}}, {"bad.pool", {1, 1, 0, 0}}, {"a100", {-3, 2, -1, 0}}};
+  sent.rooms = {
+      {"h100", {16, 8, 4, 0, 32}}, {"bad.pool", {1, 1, 0, 0, 1}}, {"a100", {-3, 2, -1, 0, -8}}};
   const auto body = submission::shard_report(sent);
   submission::ShardReport got;
   REQUIRE(submission::read_shard_report(std::vector<uint8_t>(body.begin(), body.end()), &got));
@@ -215,8 +216,8 @@ TEST_CASE("submission: a shard's report reads back, bad teams and counts left ou
         std::map<std::string, int64_t>{{"t1", 7}});
   std::map<std::string, policy::PoolRoom> rooms(got.rooms.begin(), got.rooms.end());
   REQUIRE(rooms.size() == 2);  // a pool name that is no subject token is left out
-  CHECK(rooms["h100"] == policy::PoolRoom{16, 8, 4, 0});
-  CHECK(rooms["a100"] == policy::PoolRoom{0, 2, 0, 0});  // negative figures read as 0
+  CHECK(rooms["h100"] == policy::PoolRoom{16, 8, 4, 0, 32});
+  CHECK(rooms["a100"] == policy::PoolRoom{0, 2, 0, 0, 0});  // negative figures read as 0
   const std::string junk = "\xff\xff\xff\x01garbage";
   CHECK_FALSE(submission::read_shard_report(std::vector<uint8_t>(junk.begin(), junk.end()), &got));
 }

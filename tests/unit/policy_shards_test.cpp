@@ -190,9 +190,34 @@ TEST_CASE("a pool's room counts its live, schedulable nodes only", "[shards]") {
   CHECK(r.free_gpus == 9);
   CHECK(r.largest_free == 5);
   CHECK(r.pending_gpus == 3);
+  CHECK(r.total_gpus == 12);
   caps[2].alive = false;
   r = room_of(caps, "h100", -1);
   CHECK(r.free_gpus == 5);
   CHECK(r.pending_gpus == 0);
+  CHECK(r.total_gpus == 8);
   CHECK(room_of(caps, "v100", 0) == PoolRoom{});
+}
+
+TEST_CASE("an any-type job no candidate has room for goes where it would wait least", "[shards]") {
+  PoolRooms rooms;
+  // {free, largest free, waiting, heard at, total}
+  rooms["a100"] = {0, 0, 64, 1000, 64};  // a whole pool's worth waits
+  rooms["h100"] = {0, 0, 8, 1000, 64};   // an eighth of one
+  rooms["t4"] = {2, 2, 0, 1000, 8};      // 2 free, but the job needs 4 on one node
+  const std::vector<std::string> ah{"a100", "h100"};
+  CHECK(pick_pool(rooms, ah, 1, 4, 1500, 2000) == 1);
+  CHECK(pick_pool(rooms, {"h100", "a100"}, 1, 4, 1500, 2000) == 0);
+  // Per GPU of the pool: 2 short of 8 (t4) is more than 12 short of 64.
+  CHECK(pick_pool(rooms, {"t4", "h100"}, 1, 4, 1500, 2000) == 1);
+  // A tie: the earlier.
+  rooms["v100"] = {0, 0, 8, 1000, 64};
+  CHECK(pick_pool(rooms, {"v100", "h100"}, 1, 4, 1500, 2000) == 0);
+  CHECK(pick_pool(rooms, {"h100", "v100"}, 1, 4, 1500, 2000) == 0);
+  // A pool with no GPUs heard, or a room not heard lately: not waited for.
+  rooms["empty"] = {0, 0, 0, 1000, 0};
+  CHECK(pick_pool(rooms, {"a100", "empty"}, 1, 4, 1500, 2000) == 0);
+  rooms["h100"].at_ms = 0;
+  CHECK(pick_pool(rooms, {"a100", "h100"}, 1, 4, 2500, 2000) == 0);
+  CHECK(pick_pool(rooms, {"h100", "a100"}, 1, 4, 2500, 2000) == 1);
 }
