@@ -337,7 +337,7 @@ void submit(Self self, const ReadSubmission& r, bool keys_asked = false) {
     ++st.n.other_shard;
     return;
   }
-  ++st.n.submitted;
+  if (!keys_asked) ++st.n.submitted;                // (asked about in other shards: counted then)
   ConsumerAck consumer{*st.intake, in.stream_seq};  // also a refused enqueued one: for good
   const std::string& team = checked.team;
   Waiter w{in.reply, checked.flatbuffers};
