@@ -44,6 +44,7 @@ int main(int argc, char** argv) {
   auto bus = Bus::open(o, &err);
   if (!bus) return spdlog::error("{}", err), 1;
   auto view = std::make_shared<LocalView>();  // the metrics' in-process view of the actors
+  err.clear();
   auto metrics = start_metrics(o, view, &err);
   if (!err.empty()) return spdlog::error("{}", err), 1;
   // Submissions are recorded while no leader answers (shell/standby.hpp):
