@@ -142,7 +142,8 @@ namespace troupe {
 // Inbound (bus/inbound.hpp): one message from the bus (or an actor).
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, Inbound& x) {
-  return f(caf::meta::type_name("Inbound"), x.subject, x.reply, x.data, x.msg_id, x.stream_seq);
+  return f(caf::meta::type_name("Inbound"), x.subject, x.reply, x.data, x.msg_id, x.stream_seq,
+           x.no_responders);
 }
 
 // A FlatBuffers Envelope passed between actors inside the scheduler.

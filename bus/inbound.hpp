@@ -21,6 +21,9 @@ struct Inbound {
   std::vector<uint8_t> data;
   std::string msg_id;       // Nats-Msg-Id header (JetStream publishers)
   uint64_t stream_seq = 0;  // from a JetStream consumer: acknowledge via Intake::ack
+  // The server's "no responders" status (503) to a request sent with this
+  // message's subject as its reply subject (bus::Requester).
+  bool no_responders = false;
 };
 
 }  // namespace troupe

@@ -41,6 +41,7 @@ void on_message(natsConnection*, natsSubscription*, natsMsg* msg, void* closure)
   if (const char* r = natsMsg_GetReply(msg)) in.reply = r;
   const auto* d = reinterpret_cast<const uint8_t*>(natsMsg_GetData(msg));
   in.data.assign(d, d + natsMsg_GetDataLength(msg));
+  in.no_responders = natsMsg_IsNoResponders(msg);
   natsMsg_Destroy(msg);
   (*handler)(std::move(in));
 }
@@ -308,16 +309,21 @@ bool Connection::publish(const std::string& subject, const void* data, size_t si
 
 constexpr std::chrono::milliseconds kNoRespondersPause{100};
 
-// Why a request on `subject` got no answer, as a user reads it. A request
-// the server refused to carry (no permission to publish the subject or to
-// receive on the reply subject) looks like a timeout: `last_async` (the
-// connection's last asynchronous error) says why.
+std::string request_failure(const std::string& subject, bool no_responders,
+                            const std::string& last_async) {
+  if (no_responders) return "no responders on " + subject;
+  std::string e = "request on " + subject + " timed out";
+  if (last_async.find("ermission") != std::string::npos) e += " (" + last_async + ")";
+  return e;
+}
+
+// Why a request on `subject` got no answer, as a user reads it (see
+// request_failure).
 std::string request_error(const std::string& subject, natsStatus s, const std::string& last_async) {
-  std::string e = s == NATS_NO_RESPONDERS ? "no responders on " + subject
-                  : s == NATS_TIMEOUT     ? "request on " + subject + " timed out"
-                                          : "request on " + subject + ": " + status_text(s);
-  if ((s == NATS_TIMEOUT || s == NATS_NOT_PERMITTED) &&
-      last_async.find("ermission") != std::string::npos)
+  if (s == NATS_NO_RESPONDERS || s == NATS_TIMEOUT)
+    return request_failure(subject, s == NATS_NO_RESPONDERS, last_async);
+  std::string e = "request on " + subject + ": " + status_text(s);
+  if (s == NATS_NOT_PERMITTED && last_async.find("ermission") != std::string::npos)
     e += " (" + last_async + ")";
   return e;
 }

@@ -84,6 +84,14 @@ struct ConnectOptions {
   std::function<void(const std::string&)> on_error;
 };
 
+// Why a request on `subject` got no answer, as a user reads it: no
+// responders, or a timeout. A request the server refused to carry (no
+// permission to publish the subject or to receive on the reply subject)
+// looks like a timeout: `last_async` (the connection's last asynchronous
+// error) says why.
+std::string request_failure(const std::string& subject, bool no_responders,
+                            const std::string& last_async);
+
 // `url` with any user:password@ replaced by "***@" (for logs and errors).
 std::string redact_url(const std::string& url);
 // The NATS user name in a .creds file's JWT ("" and `error` when unreadable).

@@ -21,6 +21,7 @@
 #include "actors/policy/schedule_book.hpp"
 #include "actors/policy/usage.hpp"
 #include "bus/lease.hpp"
+#include "bus/requester.hpp"
 #include "bus/serial_queue.hpp"
 #include "bus/subjects.hpp"
 #include "messages/event_json.hpp"
@@ -66,6 +67,9 @@ constexpr std::string_view kForwarded[] = {sj::kStatus, sj::kCancel, sj::kLogs, 
 struct Remote {
   ClusterEntry entry;
   std::shared_ptr<bus::Connection> conn;  // null until it could be opened (under Impl::mu)
+  // Submissions' requests to it, many out at once (with `conn`; under
+  // Impl::mu; declared after it: it goes first).
+  std::shared_ptr<bus::Requester> requests;
   bus::SubscriptionPtr events;
   bus::SubscriptionPtr claims;
   ClusterState state;
@@ -87,17 +91,21 @@ struct Front::Impl {
   std::vector<std::unique_ptr<Remote>> remotes;
   int64_t started_ms = now_ms();
   std::atomic<uint64_t> next{0};
-  // Submissions are handled in kSubmitLanes lanes, each a thread of its own,
-  // so that several wait for their clusters' answers at once. Under `mu`:
-  // the idempotency keys being sent (a second submission with one waits for
-  // the first: then it is a duplicate) and the GPUs of submissions being
-  // sent, per team and cluster, held against the team's quota meanwhile.
-  // (128: a cluster answers a submission once its intake stream stored it,
-  // which it batches, so each answer takes a while but many may be out; 32
-  // lanes gave about 970 submissions/s, 128 about 1,400 on the 2-core VM,
-  // docs/performance.md "The front door". At most 32,768 wait in all.)
-  static constexpr size_t kSubmitLanes = 128;
+  // Submissions are parsed, checked and sent on in kSubmitLanes lanes (a
+  // thread each, round robin); none waits there for its cluster's answer
+  // (bus::Requester): up to kMaxOut are out at once, then a lane waits for
+  // one to end. Under `mu`: the GPUs of submissions being sent, per team and
+  // cluster, held against the team's quota meanwhile. (Until 2026-12-06
+  // each of 128 lanes waited for its submission's answer: about 1,400
+  // submissions/s on the 2-core VM, docs/performance.md "The front door".
+  // At most 32,768 wait in the lanes in all.)
+  static constexpr size_t kSubmitLanes = 4;
   static constexpr size_t kMaxWaitingSubmits = 32768 / kSubmitLanes;
+  static constexpr size_t kMaxOut = 8192;
+  std::mutex out_mu;  // out, closing
+  std::condition_variable out_cv;
+  size_t out = 0;
+  bool closing = false;
   std::vector<std::unique_ptr<bus::SerialQueue<troupe::Inbound>>> submit_lanes;
   std::atomic<uint64_t> next_lane{0};
   // The requests that wait for a cluster's answer (status, cancel, logs,
@@ -119,8 +127,11 @@ struct Front::Impl {
   bool events_kept = false;
   static constexpr size_t kMaxWaitingUsage = 16;
   std::unique_ptr<bus::SerialQueue<troupe::Inbound>> usage_reads;
+  // Idempotency keys of submissions being sent (under `mu`): a second
+  // submission with one waits in key_waiters until the first is recorded or
+  // refused (then it is a duplicate, or sent).
   std::set<std::string> sending_keys;
-  std::condition_variable key_sent;
+  std::map<std::string, std::vector<std::function<void()>>> key_waiters;
   std::map<std::string, std::map<std::string, int64_t>> in_flight;
 
   std::mutex mu;  // everything below
@@ -247,15 +258,21 @@ struct Front::Impl {
     return r != nullptr && r->state.reachable ? r->conn : nullptr;
   }
 
-  // A JSON request to a cluster; nullopt (and `error`) when none answered.
-  std::optional<Json> ask(const std::string& cluster, const std::string& subject,
-                          const std::string& body, std::string* error) {
-    auto c = conn_of(cluster);
-    if (!c) {
-      *error = "cluster " + cluster + " is unreachable";
-      return std::nullopt;
-    }
-    auto r = c->request(subject, body, opts.request_timeout_ms, error);
+  std::shared_ptr<bus::Requester> requester_of(const std::string& cluster) {
+    std::lock_guard<std::mutex> lock(mu);
+    auto* r = remote(cluster);
+    return r != nullptr && r->state.reachable ? r->requests : nullptr;
+  }
+
+  static std::string unreachable(const std::string& cluster) {
+    return "cluster " + cluster + " is unreachable";
+  }
+
+  // A cluster's answer as JSON; nullopt (and `error`) when none came or it
+  // is not JSON.
+  static std::optional<Json> answer_of(const std::string& cluster,
+                                       const std::optional<std::vector<uint8_t>>& r,
+                                       std::string* error) {
     if (!r) {
       *error = "cluster " + cluster + ": " + *error;
       return std::nullopt;
@@ -266,6 +283,17 @@ struct Front::Impl {
       return std::nullopt;
     }
     return j;
+  }
+
+  // A JSON request to a cluster; nullopt (and `error`) when none answered.
+  std::optional<Json> ask(const std::string& cluster, const std::string& subject,
+                          const std::string& body, std::string* error) {
+    auto c = conn_of(cluster);
+    if (!c) {
+      *error = unreachable(cluster);
+      return std::nullopt;
+    }
+    return answer_of(cluster, c->request(subject, body, opts.request_timeout_ms, error), error);
   }
 
   // Places are written behind their changes: store() marks a place dirty
@@ -280,6 +308,8 @@ struct Front::Impl {
   std::map<std::string, std::vector<Written>> dirty;  // front id ->
   std::set<std::string> writing;
   std::condition_variable dirty_cv;
+  // What a `done` left to run once `mu` is released (the writer runs them).
+  std::vector<std::function<void()>> after_write;
   bool writer_stop = false;
   std::thread writer;
   static constexpr size_t kWriteBatch = 512;
@@ -322,7 +352,10 @@ struct Front::Impl {
         writing.insert(it->first);
         it = dirty.erase(it);
       }
-      if (writes.empty()) continue;
+      if (writes.empty()) {
+        run_after_write(lock);
+        continue;
+      }
       lock.unlock();
       auto results = kv->write_all(writes, opts.request_timeout_ms);
       lock.lock();
@@ -336,7 +369,16 @@ struct Front::Impl {
           p->second.revision = r.revision;
         for (auto& done : dones[i]) done(r.revision);
       }
+      run_after_write(lock);
     }
+  }
+  void run_after_write(std::unique_lock<std::mutex>& lock) {
+    if (after_write.empty()) return;
+    auto due = std::move(after_write);
+    after_write.clear();
+    lock.unlock();
+    for (auto& f : due) f();
+    lock.lock();
   }
 
   // --- schedules --------------------------------------------------------------
@@ -683,48 +725,103 @@ struct Front::Impl {
   // --- submissions --------------------------------------------------------
 
   // Sends the spec to the clusters of `order` in turn until one takes it (a
-  // cluster that refuses it for good ends the search); the place, or an error
-  // reply.
-  std::optional<JobPlace> send(const std::string& team, const std::string& text,
-                               const std::vector<std::string>& order, Json* refusal) {
-    *refusal = error_json("no cluster took the job", "unavailable");
+  // cluster that refuses it for good ends the search): `done` gets the
+  // place, or nullopt and the error reply, once, on a NATS thread (or this
+  // one, when no cluster could be asked). Nothing waits meanwhile: many
+  // submissions are out at once (bus::Requester).
+  using Sent = std::function<void(std::optional<JobPlace>, const Json& refusal)>;
+  struct Sending {
+    std::string team, text, body, pool;
+    std::vector<std::string> order;
+    size_t at = 0;        // the cluster of `order` asked now
+    bool to_pool = true;  // asked on the pool's subject there (else the team's)
+    Json refusal = error_json("no cluster took the job", "unavailable");
+    Sent done;
+  };
+  void send(const std::string& team, const std::string& text, std::vector<std::string> order,
+            Sent done) {
+    auto s = std::make_shared<Sending>();
     // Its cluster starts it only once this front door grants it (on_claim).
     Json spec = Json::parse(text, nullptr, false);
-    if (!spec.is_object()) {
-      *refusal = error_json("the job spec is not a JSON object", "invalid_spec");
-      return std::nullopt;
-    }
+    if (!spec.is_object())
+      return done(std::nullopt, error_json("the job spec is not a JSON object", "invalid_spec"));
     spec["dispatch"] = opts.config.name;
-    const std::string body = spec.dump();
+    s->team = team;
+    s->text = text;
+    s->body = spec.dump();
     // A spec naming its pool goes to the pool's subject (read by the shard
     // that owns the pool, nothing handed over), or to the team's where no
     // scheduler listens there; as `troupe submit` sends it (Client::submit).
     // A pool that is no subject token is the cluster's to refuse.
-    const std::string pool = string_of(spec, "pool");
-    const bool to_pool = !pool.empty() && sj::check_token(pool).empty();
-    for (const auto& cluster : order) {
-      std::string err;
-      std::optional<Json> r;
-      if (to_pool) r = ask(cluster, sj::team_submit_to(team, pool), body, &err);
-      if (!to_pool || (!r && err.find("no responders") != std::string::npos))
-        r = ask(cluster, sj::team_submit(team), body, &err);
-      if (!r) {
-        *refusal = error_json(err, "unavailable");
+    s->pool = string_of(spec, "pool");
+    s->order = std::move(order);
+    s->done = std::move(done);
+    send_next(std::move(s));
+  }
+  void send_next(std::shared_ptr<Sending> s) {
+    for (; s->at < s->order.size(); ++s->at, s->to_pool = true) {
+      const std::string& cluster = s->order[s->at];
+      auto requests = requester_of(cluster);
+      if (!requests) {
+        s->refusal = error_json(unreachable(cluster), "unavailable");
         continue;
       }
-      if (r->contains("job_id") && (*r)["job_id"].is_string()) {
-        JobPlace p;
-        p.team = team;
-        p.cluster = cluster;
-        p.cluster_job_id = (*r)["job_id"].get<std::string>();
-        p.spec_json = text;
-        p.sent_ms = now_ms();
-        return p;
-      }
-      *refusal = r->is_object() ? *r : error_json("cluster " + cluster + " refused", "unavailable");
-      if (string_of(*r, "code") != "unavailable") break;
+      const bool to_pool = s->to_pool && !s->pool.empty() && sj::check_token(s->pool).empty();
+      s->to_pool = to_pool;
+      requests->request(to_pool ? sj::team_submit_to(s->team, s->pool) : sj::team_submit(s->team),
+                        s->body, static_cast<int>(opts.request_timeout_ms),
+                        [this, s](std::optional<std::vector<uint8_t>> reply, std::string error) {
+                          on_sent(s, reply, &error);
+                        });
+      return;
     }
-    return std::nullopt;
+    s->done(std::nullopt, s->refusal);
+  }
+  void on_sent(const std::shared_ptr<Sending>& s, const std::optional<std::vector<uint8_t>>& reply,
+               std::string* error) {
+    const std::string& cluster = s->order[s->at];
+    if (!reply && s->to_pool && error->find("no responders") != std::string::npos) {
+      s->to_pool = false;  // no shard listens on the pool's subject: the team's, there
+      auto requests = requester_of(cluster);
+      if (requests) {
+        requests->request(
+            sj::team_submit(s->team), s->body, static_cast<int>(opts.request_timeout_ms),
+            [this, s](std::optional<std::vector<uint8_t>> r, std::string e) { on_sent(s, r, &e); });
+        return;
+      }
+      *error = unreachable(cluster);
+    }
+    auto r = answer_of(cluster, reply, error);
+    if (!r) {
+      s->refusal = error_json(*error, "unavailable");
+    } else if (r->contains("job_id") && (*r)["job_id"].is_string()) {
+      JobPlace p;
+      p.team = s->team;
+      p.cluster = cluster;
+      p.cluster_job_id = (*r)["job_id"].get<std::string>();
+      p.spec_json = s->text;
+      p.sent_ms = now_ms();
+      return s->done(std::move(p), Json());
+    } else {
+      s->refusal =
+          r->is_object() ? *r : error_json("cluster " + cluster + " refused", "unavailable");
+      if (string_of(*r, "code") != "unavailable") return s->done(std::nullopt, s->refusal);
+    }
+    ++s->at;
+    s->to_pool = true;
+    send_next(s);
+  }
+  // The same, waited for (spill-over and re-dispatch, on the ticks' thread).
+  std::optional<JobPlace> send(const std::string& team, const std::string& text,
+                               const std::vector<std::string>& order, Json* refusal) {
+    std::promise<std::pair<std::optional<JobPlace>, Json>> sent;
+    auto f = sent.get_future();
+    send(team, text, order, [&sent](std::optional<JobPlace> place, const Json& r) {
+      sent.set_value({std::move(place), r});
+    });
+    auto [place, r] = f.get();
+    *refusal = std::move(r);
+    return place;
   }
 
   // `hold`: the job's GPUs are held against the team's quota in every
@@ -807,6 +904,9 @@ struct Front::Impl {
     return false;
   }
 
+  // A lane's submission: parsed, checked and sent on; answered when its
+  // cluster took it and its place is stored (or refused). The lane takes the
+  // next meanwhile; at most kMaxOut are out at once (a lane waits for one).
   void on_submit(troupe::Inbound&& in) {
     count("submitted");
     std::string team;
@@ -814,61 +914,88 @@ struct Front::Impl {
     // A FlatBuffers SubmitRequest (services, troupe-load) is answered in
     // FlatBuffers (a SubmitReply) and sent on as JSON; else JSON or YAML.
     const wire::Envelope* env = wire::submit_request(in.data);
-    const wire::SubmitRequest* fb = env != nullptr ? env->body_as_SubmitRequest() : nullptr;
-    auto answer = [&](const Json& j) {
+    const bool fb = env != nullptr && env->body_as_SubmitRequest() != nullptr;
+    std::string text(in.data.begin(), in.data.end());
+    auto parsed =
+        fb ? spec::from_wire(env->body_as_SubmitRequest()->spec()) : spec::from_text(text);
+    // Enqueued: the Nats-Msg-Id header is the idempotency key unless the spec has one.
+    if (parsed.ok && in.stream_seq != 0 && parsed.spec.idempotency_key().empty() &&
+        !in.msg_id.empty()) {
+      parsed.spec.set_idempotency_key(in.msg_id);
+      text = spec::to_json(parsed.spec);
+    }
+    {
+      std::unique_lock<std::mutex> lock(out_mu);
+      out_cv.wait(lock, [this] { return out < kMaxOut || closing; });
+      if (closing) return;
+      ++out;
+    }
+    std::vector<uint8_t>().swap(in.data);  // (read: not kept while it is out)
+    auto answer = [this, in = std::move(in), fb](const Json& j) {
+      {
+        std::lock_guard<std::mutex> lock(out_mu);
+        --out;
+      }
+      out_cv.notify_one();
       if (in.stream_seq != 0) return enqueue_done(in, j);
-      if (fb == nullptr) return reply(in, j);
+      if (!fb) return reply(in, j);
       if (in.reply.empty()) return;
       front->publish(in.reply, wire::submit_reply(string_of(j, "job_id"), string_of(j, "error"),
                                                   string_of(j, "code")));
     };
-    std::string text(in.data.begin(), in.data.end());
-    auto parsed = fb != nullptr ? spec::from_wire(fb->spec()) : spec::from_text(text);
     if (!parsed.ok) {
       count("malformed");
       return answer(error_json("invalid job spec: " + parsed.error, "invalid_spec"));
     }
-    // Enqueued: the Nats-Msg-Id header is the idempotency key unless the spec has one.
-    if (in.stream_seq != 0 && parsed.spec.idempotency_key().empty() && !in.msg_id.empty()) {
-      parsed.spec.set_idempotency_key(in.msg_id);
-      text = spec::to_json(parsed.spec);
-    }
-    if (fb != nullptr || text.empty() || text.front() != '{') text = spec::to_json(parsed.spec);
-    answer(submit(team, parsed.spec, std::move(text)));
+    if (fb || text.empty() || text.front() != '{') text = spec::to_json(parsed.spec);
+    submit(team, std::move(parsed.spec), std::move(text), {}, std::move(answer));
   }
 
   // A job spec of `team` (`text`: it as JSON) sent on to a cluster, as a
-  // submission is: the reply ({"job_id","cluster"} or an error).
+  // submission is: `answer` gets the reply ({"job_id","cluster"} or an
+  // error), once, on whichever thread ends it, never under `mu`.
   // `view_labels` are added to the front door's view of it only (a
   // schedule's run: the cluster refuses troupe.* labels at submit).
-  Json submit(const std::string& team, pb::JobSpec& job, std::string text,
-              const std::map<std::string, std::string>& view_labels = {}) {
+  using Answer = std::function<void(const Json&)>;
+  void submit(const std::string& team, pb::JobSpec job, std::string text,
+              std::map<std::string, std::string> view_labels, Answer answer) {
     const std::string key = job.idempotency_key().empty() ? "" : team + "/" + job.idempotency_key();
     if (!key.empty()) {
       std::unique_lock<std::mutex> lock(mu);
-      key_sent.wait(lock, [&] { return sending_keys.count(key) == 0; });
+      if (sending_keys.count(key) != 0) {  // sent again once the first is recorded or refused
+        key_waiters[key].push_back([this, team, job = std::move(job), text = std::move(text),
+                                    view_labels = std::move(view_labels),
+                                    answer = std::move(answer)]() mutable {
+          submit(team, std::move(job), std::move(text), std::move(view_labels), std::move(answer));
+        });
+        return;
+      }
       if (auto k = keys.find(key); k != keys.end()) {
         auto p = places.find(k->second);
         if (p != places.end()) {
           ++counters["duplicates"];
-          return Json{{"job_id", k->second}, {"cluster", p->second.place.cluster}};
+          Json j{{"job_id", k->second}, {"cluster", p->second.place.cluster}};
+          lock.unlock();
+          return answer(j);
         }
       }
       sending_keys.insert(key);
     }
-    // (the key is free again once this submission is recorded or refused)
-    struct KeyDone {
-      Impl* self;
-      const std::string& key;
-      ~KeyDone() {
-        if (key.empty()) return;
-        {
-          std::lock_guard<std::mutex> lock(self->mu);
-          self->sending_keys.erase(key);
+    // The key is free again once this submission is recorded or refused:
+    // the submissions that waited for it go on then.
+    auto finish = [this, key, answer = std::move(answer)](const Json& j) {
+      std::vector<std::function<void()>> waited;
+      if (!key.empty()) {
+        std::lock_guard<std::mutex> lock(mu);
+        sending_keys.erase(key);
+        if (auto w = key_waiters.find(key); w != key_waiters.end()) {
+          waited = std::move(w->second);
+          key_waiters.erase(w);
         }
-        self->key_sent.notify_all();
       }
-    } key_done{this, key};
+      answer(j);
+      for (auto& w : waited) w();
+    };
     auto needs = needs_of(team, job);
     // depends_on: the job goes to the cluster of its upstream jobs, with
     // their ids there; they and it stay there (pinned: never moved, so it
@@ -897,7 +1024,7 @@ struct Front::Impl {
     }
     if (!ups.error.empty()) {
       count("refused");
-      return error_json(ups.error, ups.code);
+      return finish(error_json(ups.error, ups.code));
     }
     if (!ups.cluster.empty()) text = spec::to_json(job);  // (their ids there)
     auto choice = choose_for(needs, elsewhere, true);
@@ -907,42 +1034,55 @@ struct Front::Impl {
         choice.error = "depends_on: its upstream jobs are in cluster " + ups.cluster +
                        (choice.error.empty() ? std::string(", which is not in the config")
                                              : ": " + choice.error);
-      return error_json(choice.error, choice.code.empty() ? "invalid_spec" : choice.code);
+      return finish(error_json(choice.error, choice.code.empty() ? "invalid_spec" : choice.code));
     }
-    Json refusal;
-    auto place = send(team, text, choice.order, &refusal);
-    if (!place) {
-      release(needs, choice.order);
-      count("refused");
-      return refusal;
-    }
-    place->job_id = front_job_id(started_ms, ++next);
-    place->gpus = needs.gpus;
-    place->pinned = !ups.cluster.empty();
-    if (!view_labels.empty()) {
-      Json view = Json::parse(place->spec_json, nullptr, false);
-      if (view.is_object())
-        for (const auto& [k, v] : view_labels) view["labels"][k] = v;
-      place->spec_json = dump_json(view);
-    }
-    // Answered once stored (written behind, with other lanes' writes; its
-    // claim's grant, written after it, waits for it too).
-    std::future<uint64_t> stored;
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      auto& h = places[place->job_id];
-      h.place = *place;
-      add_live(h);
-      if (!key.empty()) keys[key] = place->job_id;
-      learn(h.place);
-      ++counters["sent"];
-      stored = store_waited(h);
-    }
-    stored.wait();
-    release(needs, choice.order);
-    spdlog::info("dispatch: {} of team {} sent to cluster {} as {}", place->job_id, team,
-                 place->cluster, place->cluster_job_id);
-    return Json{{"job_id", place->job_id}, {"cluster", place->cluster}};
+    const bool pinned = !ups.cluster.empty();
+    auto order = choice.order;
+    send(team, text, std::move(order),
+         [this, team, needs, order = choice.order, pinned, view_labels = std::move(view_labels),
+          key, finish = std::move(finish)](std::optional<JobPlace> place, const Json& refusal) {
+           if (!place) {
+             release(needs, order);
+             count("refused");
+             return finish(refusal);
+           }
+           place->job_id = front_job_id(started_ms, ++next);
+           place->gpus = needs.gpus;
+           place->pinned = pinned;
+           if (!view_labels.empty()) {
+             Json view = Json::parse(place->spec_json, nullptr, false);
+             if (view.is_object())
+               for (const auto& [k, v] : view_labels) view["labels"][k] = v;
+             place->spec_json = dump_json(view);
+           }
+           // Answered once stored (written behind, with other submissions'
+           // writes; its claim's grant, written after it, waits for it too).
+           std::lock_guard<std::mutex> lock(mu);
+           auto& h = places[place->job_id];
+           h.place = *place;
+           add_live(h);
+           if (!key.empty()) keys[key] = place->job_id;
+           learn(h.place);
+           ++counters["sent"];
+           store(h, [this, needs, order, id = place->job_id, cluster = place->cluster,
+                     remote_id = place->cluster_job_id, team, finish](uint64_t) {
+             release_held(needs, order);  // (under `mu`, in the writer)
+             after_write.push_back([id, cluster, remote_id, team, finish] {
+               spdlog::info("dispatch: {} of team {} sent to cluster {} as {}", id, team, cluster,
+                            remote_id);
+               finish(Json{{"job_id", id}, {"cluster", cluster}});
+             });
+           });
+         });
+  }
+  // The same, waited for (a schedule's run, on the ticks' thread).
+  Json submit(const std::string& team, pb::JobSpec job, std::string text,
+              std::map<std::string, std::string> view_labels) {
+    std::promise<Json> answered;
+    auto f = answered.get_future();
+    submit(team, std::move(job), std::move(text), std::move(view_labels),
+           [&answered](const Json& j) { answered.set_value(j); });
+    return f.get();
   }
 
   // troupe.<team>.pipeline: the whole pipeline goes to one cluster, the
@@ -1433,10 +1573,16 @@ struct Front::Impl {
         sj::kSysDispatchClaim, guard(name + " claims", false, [this, name](troupe::Inbound&& in) {
           on_claim(name, std::move(in));
         }));
+    std::shared_ptr<bus::Requester> requests = bus::Requester::open(*conn, &err);
+    if (!requests) {
+      spdlog::warn("dispatch: cluster {} not reachable: {}", r.entry.name, err);
+      return;
+    }
     std::lock_guard<std::mutex> lock(mu);
     r.events = std::move(sub);
     r.claims = std::move(claims);
     r.conn = std::move(conn);
+    r.requests = std::move(requests);
   }
 
   void poll(Remote& r) {
@@ -1794,13 +1940,25 @@ Front::~Front() {
   // Subscriptions first: no handler may run into a half-destroyed Impl;
   // then the submissions in hand finish (those still waiting are dropped).
   impl_->subs.clear();
+  {
+    std::lock_guard<std::mutex> lock(impl_->out_mu);
+    impl_->closing = true;
+  }
+  impl_->out_cv.notify_all();
   for (auto& lane : impl_->submit_lanes) lane->close();
   for (auto& lane : impl_->request_lanes) lane->close();
   impl_->usage_reads->close();
   impl_->enqueued.reset();  // (after the lanes: they acknowledge)
+  // Submissions out are dropped (their clusters' answers are not waited for).
   for (auto& r : impl_->remotes) {
     r->events.reset();
     r->claims.reset();
+    std::shared_ptr<bus::Requester> requests;
+    {
+      std::lock_guard<std::mutex> lock(impl_->mu);
+      requests = std::move(r->requests);
+    }
+    requests.reset();
   }
   // Every place changed so far is written before the lease goes.
   {

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "bus/nats.hpp"
+#include "bus/requester.hpp"
 #include "bus/subjects.hpp"
 #include "harness.hpp"
 #include "messages/names.hpp"
@@ -1004,6 +1005,68 @@ TEST_CASE(
   INFO("jobs in c1: " << in_c1.size());
   CHECK(in_c1.size() == 1);
   CHECK(second->running());
+}
+
+TEST_CASE(
+    "through the front door, 300 submissions out at once each get a job of their own, and 20 "
+    "at once with one idempotency key get one job",
+    "[integration][clusters]") {
+  TwoClusters all;
+  Cluster& front = all.front();
+  auto dispatch = start_dispatch(front, "clusters:\n" + linked_entry("c1", front) +
+                                            linked_entry("c2", front) + "poll_ms: 200\n");
+  wait_clusters(front, 30s);
+  std::string err;
+  auto requester = bus::Requester::open(front.conn(), &err);
+  INFO(err);
+  REQUIRE(requester);
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<Json> distinct, keyed;
+  auto on = [&](std::vector<Json>* into) {
+    return [&, into](std::optional<std::vector<uint8_t>> r, const std::string& e) {
+      std::lock_guard<std::mutex> lock(mu);
+      into->push_back(r ? Json::parse(r->begin(), r->end(), nullptr, false) : Json{{"error", e}});
+      cv.notify_all();
+    };
+  };
+  const std::string subject = subjects::team_submit("t1");
+  // Sent all at once: the keyed ones between the others.
+  for (int i = 0; i < 300; ++i) {
+    Json spec = typed({"sleep", "60"}, 1, {{"gpu_type", i % 2 == 0 ? "a100" : "h100"}});
+    spec["name"] = "many-" + std::to_string(i);
+    requester->request(subject, spec.dump(), 30000, on(&distinct));
+    if (i % 15 == 0) {
+      Json k = typed({"sleep", "60"}, 1, {{"gpu_type", "a100"}});
+      k["idempotency_key"] = "once-through-the-front";
+      requester->request(subject, k.dump(), 30000, on(&keyed));
+    }
+  }
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    REQUIRE(cv.wait_for(lock, 60s, [&] { return distinct.size() == 300 && keyed.size() == 20; }));
+  }
+  std::set<std::string> ids, clusters;
+  for (const auto& r : distinct) {
+    INFO(r.dump());
+    REQUIRE(r.contains("job_id"));
+    ids.insert(r.value("job_id", ""));
+    clusters.insert(r.value("cluster", ""));
+  }
+  CHECK(ids.size() == 300);
+  CHECK(clusters == std::set<std::string>{"c1", "c2"});
+  std::set<std::string> keyed_ids;
+  for (const auto& r : keyed) {
+    INFO(r.dump());
+    REQUIRE(r.contains("job_id"));
+    keyed_ids.insert(r.value("job_id", ""));
+  }
+  REQUIRE(keyed_ids.size() == 1);
+  CHECK(ids.count(*keyed_ids.begin()) == 0);
+  Json view;
+  REQUIRE(wait_view(
+      front, [](const Json& v) { return v["counters"].value("duplicates", 0) >= 19; }, 10s, &view));
+  CHECK(view["counters"].value("sent", 0) == 301);
 }
 
 TEST_CASE(
