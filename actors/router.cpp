@@ -191,6 +191,18 @@ void reject(Self self, const Waiter& w, policy::Refusal code, const std::string&
   reply_submit(self, w, {}, error, code);
 }
 
+// A keyed submission whose key names `job` already (`held`: the fingerprint
+// of that job's spec): its id, or idempotency_conflict when the spec differs.
+void answer_duplicate(Self self, const Waiter& w, const std::string& team, const pb::JobSpec& s,
+                      const std::string& held, const std::string& fp, const std::string& job) {
+  if (auto v = policy::check_idempotency(s.idempotency_key(), held, fp); !v.ok()) {
+    reject(self, w, v.code, v.error, team);
+    return;
+  }
+  ++self->state.n.duplicates;
+  reply_submit(self, w, job, {});
+}
+
 // The registered nodes' shapes with their pools resolved by the current config.
 const std::vector<policy::NodeShape>& shapes(RouterState& st) {
   if (st.shapes_stale) {
@@ -360,14 +372,8 @@ void submit(Self self, const ReadSubmission& r, bool keys_asked = false) {
   if (!key.empty()) {
     if (auto it = st.keys.find(key); it != st.keys.end()) {
       auto f = st.fingerprints.find(key);
-      if (auto v = policy::check_idempotency(s.idempotency_key(),
-                                             f == st.fingerprints.end() ? "" : f->second, fp);
-          !v.ok()) {
-        reject(self, w, v.code, v.error, team);
-        return;
-      }
-      ++st.n.duplicates;
-      reply_submit(self, w, it->second, {});
+      answer_duplicate(self, w, team, s, f == st.fingerprints.end() ? "" : f->second, fp,
+                       it->second);
       return;
     }
     if (auto it = st.pending_keys.find(key); it != st.pending_keys.end()) {
@@ -922,15 +928,8 @@ void finish_key_ask(Self self, uint64_t n) {
     }
     ConsumerAck consumer{*st.intake, r.in.stream_seq};
     const auto& c = *r.checked;
-    Waiter w{r.in.reply, c.flatbuffers};
-    if (auto v = policy::check_idempotency(c.spec.idempotency_key(), ask.fingerprint,
-                                           spec::fingerprint(c.spec));
-        !v.ok()) {
-      reject(self, w, v.code, v.error, c.team);
-      continue;
-    }
-    ++st.n.duplicates;
-    reply_submit(self, w, ask.job_id, {});
+    answer_duplicate(self, Waiter{r.in.reply, c.flatbuffers}, c.team, c.spec, ask.fingerprint,
+                     spec::fingerprint(c.spec), ask.job_id);
   }
 }
 

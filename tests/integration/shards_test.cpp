@@ -648,6 +648,29 @@ TEST_CASE(
   Json unknown = c.request(subjects::shard_key("h100", "ml"), {{"idempotency_key", "never-used"}});
   CHECK(unknown.value("pool", "") == "h100");
   CHECK_FALSE(unknown.contains("job_id"));
+  // Hostile asks: a team may not ask at all (the server refuses its
+  // publish); a malformed ask gets no answer and is counted malformed by the
+  // shard asked, which keeps answering.
+  {
+    std::string err;
+    auto team = c.connect_as("team-ml", &err);
+    INFO(err);
+    REQUIRE(team);
+    const std::string subject = subjects::shard_key("h100", "ml");
+    team->publish(subject, Json{{"idempotency_key", "any-type-key"}}.dump());
+    team->flush(2000);
+    CHECK(team->wait_async_error("Permissions Violation for Publish to \"" + subject, 3000));
+    const int64_t before = c.request(subjects::kSysStats, Json::object()).value("malformed", 0);
+    for (const char* bad : {"not json", R"({"idempotency_key": 5})", "[]"})
+      for (const char* pool : {"a100", "h100"}) {
+        INFO(pool << ": " << bad);
+        CHECK_FALSE(c.conn().request(subjects::shard_key(pool, "ml"), bad, 500, &err));
+      }
+    // (each shard counted its own 3; troupe.sys.stats is one shard's)
+    CHECK(c.request(subjects::kSysStats, Json::object()).value("malformed", 0) >= before + 3);
+    CHECK(c.request(subject, {{"idempotency_key", "any-type-key"}}).value("job_id", "") ==
+          moved[1]);
+  }
 
   // Both full, as both shards have said, nothing waiting: the first
   // candidate (as short of room as the other, per GPU).
