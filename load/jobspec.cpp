@@ -39,7 +39,8 @@ std::string sim_job_json(const SimJob& job) {
       {"name", job.name},
       {"team", job.team},
       {"kind", "training"},
-      {"command", {"troupe-sim", job.name}},
+      {"command", job.command.empty() ? nlohmann::json{"troupe-sim", job.name}
+                                      : nlohmann::json{"sh", "-c", job.command}},
       {"env", {{"TROUPE_SIM_DURATION_S", duration_text(job.duration_s)}}},
       {"max_runtime_s",
        std::to_string(job.max_runtime_s > 0 ? job.max_runtime_s

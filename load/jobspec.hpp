@@ -17,6 +17,10 @@ struct SimJob {
   std::string gpu_type;         // empty: any
   std::string pool;             // empty: the pool of gpu_type
   std::string priority;         // priority class (high, normal, low); empty: the default
+  // What the job runs. Empty: `troupe-sim <name>`, which a --simulate agent
+  // "runs" for duration_s and real agents cannot execute (exit 127); else
+  // `sh -c <command>` (real agents; TROUPE_SIM_DURATION_S is in its env).
+  std::string command;
 };
 
 // A max_runtime_s that a healthy simulated run never reaches, but that stops

@@ -152,6 +152,10 @@ Command parse_command_line(int argc, const char* const* argv, const Environment&
   app.add_option("--duration-s", l.duration_s, "simulated run time of each job (s)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--command", l.command,
+                 "run this with sh -c in each job (real agents: `troupe up`) instead of the "
+                 "simulated run a --simulate agent makes; TROUPE_SIM_DURATION_S is in its "
+                 "environment (e.g. 'sleep $TROUPE_SIM_DURATION_S')");
   app.add_option("--deadline-s", l.deadline_s,
                  "wait at most this long after the last submission for every job to end")
       ->capture_default_str()

@@ -53,7 +53,8 @@ struct LoadOptions {
   size_t max_inflight = 2000;  // submissions awaiting their reply at once
   unsigned long long seed = 1;
   std::string gpu_type;
-  std::string pool;  // --pool: the spec's pool, and submissions addressed to it
+  std::string pool;     // --pool: the spec's pool, and submissions addressed to it
+  std::string command;  // --command: what each job runs (sh -c), for real agents
   bool json = false;
   std::optional<int> scheduler_pid;
   bool progress = true;  // still only when stderr is a TTY

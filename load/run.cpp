@@ -49,6 +49,7 @@ void submit_all(const LoadOptions& opt, Engine& engine, Clock::time_point start,
     job.duration_s = opt.duration_s;
     job.gpu_type = opt.gpu_type;
     job.pool = opt.pool;
+    job.command = opt.command;
     engine.submit(job.team, sim_job_json(job), shape.total_gpus(), nullptr, opt.pool);
   }
 }

@@ -114,8 +114,10 @@ RunResult run_load(Cluster& c, int jobs, const std::string& teams, const std::st
   return run_program(argv, c.dir(), name, timeout, &c.dump(), c.client_env());
 }
 
-TEST_CASE("troupe-load: jobs that fail (a simulated job on a real agent) fail the run, with why",
-          "[integration][load]") {
+TEST_CASE(
+    "troupe-load: jobs that fail (a simulated job on a real agent) fail the run, with why, and "
+    "--command runs a real command there instead",
+    "[integration][load]") {
   Cluster c(ClusterOptions{}.node("real", 4, false));
   REQUIRE(c.wait_nodes_alive(1, 30s));
   RunResult r = run_load(c, 4, "la", "0.05", 40, 60s, "troupe-load-failing");
@@ -126,6 +128,15 @@ TEST_CASE("troupe-load: jobs that fail (a simulated job on a real agent) fail th
   Json report = Json::parse(r.out, nullptr, false);
   REQUIRE(report.is_object());
   CHECK(report.value("complete", false));  // they all ended, and that is not enough
+
+  // The same jobs running `sh -c 'sleep $TROUPE_SIM_DURATION_S'`: all succeed.
+  r = run_load(c, 4, "la", "0.05", 40, 60s, "troupe-load-command",
+               {"--command", "sleep $TROUPE_SIM_DURATION_S"});
+  INFO(describe(r));
+  CHECK(r.exit_code == 0);
+  report = Json::parse(r.out, nullptr, false);
+  REQUIRE(report.is_object());
+  CHECK(report["states"].value("succeeded", 0) == 4);
 }
 
 TEST_CASE("troupe-load: 300 jobs on a 20-node simulated fleet all end, report complete",

@@ -167,7 +167,10 @@ TEST_CASE("load jobspec: simulated job JSON", "[load][jobspec]") {
   CHECK_FALSE(spec.contains("pool"));
   CHECK(spec["env"]["TROUPE_SIM_DURATION_S"] == "0.25");
   CHECK(spec["max_runtime_s"] == "61");
-  CHECK(spec["command"].is_array());
+  CHECK(spec["command"] == nlohmann::json{"troupe-sim", "load-7"});
+  j.command = "sleep $TROUPE_SIM_DURATION_S";
+  CHECK(nlohmann::json::parse(sim_job_json(j))["command"] ==
+        nlohmann::json{"sh", "-c", "sleep $TROUPE_SIM_DURATION_S"});
   SimJob cpu;
   cpu.team = "t";
   cpu.duration_s = 100;
