@@ -936,7 +936,7 @@ struct Front::Impl {
         std::lock_guard<std::mutex> lock(out_mu);
         --out;
       }
-      out_cv.notify_one();
+      out_cv.notify_all();  // (a lane waiting for room, or the destructor)
       if (in.stream_seq != 0) return enqueue_done(in, j);
       if (!fb) return reply(in, j);
       if (in.reply.empty()) return;
@@ -1947,9 +1947,17 @@ Front::~Front() {
   impl_->out_cv.notify_all();
   for (auto& lane : impl_->submit_lanes) lane->close();
   for (auto& lane : impl_->request_lanes) lane->close();
+  // The submissions out finish (their clusters answer, their places are
+  // written, their clients answered), for a cluster's request time at most.
+  {
+    std::unique_lock<std::mutex> lock(impl_->out_mu);
+    impl_->out_cv.wait_for(lock, std::chrono::milliseconds(impl_->opts.request_timeout_ms + 1000),
+                           [&] { return impl_->out == 0; });
+  }
   impl_->usage_reads->close();
   impl_->enqueued.reset();  // (after the lanes: they acknowledge)
-  // Submissions out are dropped (their clusters' answers are not waited for).
+  // Submissions still out are dropped: a copy a cluster took is unknown
+  // here, its claim refused (it never starts).
   for (auto& r : impl_->remotes) {
     r->events.reset();
     r->claims.reset();
