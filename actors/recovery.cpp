@@ -163,7 +163,7 @@ bool add_intake(State& s, std::string_view bytes, std::string_view subject) {
   }
   std::string why = check_job(r);
   if (why.empty() && !subject.empty() && subject != subjects::intake(r.spec().team()) &&
-      subject != subjects::handoff(r.spec().team()))
+      !subjects::is_handoff(subject, r.spec().team()))
     why = "its team is not the one of its subject";
   if (why.empty() && (!r.state().empty() || r.placement_size() != 0))
     why = "an intake record is a new job (no state or placement)";
@@ -173,7 +173,7 @@ bool add_intake(State& s, std::string_view bytes, std::string_view subject) {
     return false;
   }
   if (s.jobs.count(r.job_id()) || s.purged.count(r.job_id())) return false;
-  if (!subject.empty() && subject == subjects::handoff(r.spec().team()))
+  if (!subject.empty() && subjects::is_handoff(subject, r.spec().team()))
     s.handed_off.push_back(r.job_id());
   s.changed.insert(r.job_id());
   s.jobs[r.job_id()] = std::move(r);  // state "": its actor starts it as a new job

@@ -46,6 +46,11 @@ constexpr auto kEarlyReport = std::chrono::milliseconds(20);
 constexpr int64_t kKeyAskMs = 1000;
 constexpr size_t kMaxKeyAsks = 8192;  // waiting at once; more are refused unavailable
 constexpr int64_t kPeerStaleMs = 3000;
+// How long a submission handed to another pool's owner waits for its answer
+// before this shard records it for that owner, and how many wait at once
+// (more are handed with the client's own reply subject, unwatched).
+constexpr int64_t kHandMs = 3000;
+constexpr size_t kMaxHanding = 16384;
 
 struct Waiter {
   std::string reply;
@@ -61,6 +66,9 @@ struct Pending {
   std::string team;
   std::string fingerprint;  // of the spec, when it has a key (spec::fingerprint)
   int64_t slots = 1;        // of the team's max_queued_jobs: an array's tasks
+  // Recorded for another shard's pool (record_for_owner): its owner spawns
+  // it; nothing of it is this shard's.
+  bool for_owner = false;
 };
 
 // What a job holds of its team's max_queued_jobs while none of it started:
@@ -88,6 +96,19 @@ struct KeyAsk {
   std::vector<ReadSubmission> subs;
   std::set<std::string> waiting;
   std::string job_id, fingerprint;  // found in another shard
+  int64_t until_ms = 0;
+};
+
+// A submission of another shard's pool handed to its owner, until the owner
+// answers (forwarded to the client) or does not (record_for_owner).
+struct Handing {
+  std::string reply;     // the client's
+  std::string asked_as;  // the reply subject the owner saw (this shard's answers)
+  bool flatbuffers = false;
+  std::string team, pool;
+  pb::JobSpec spec;
+  policy::Admission adm;
+  std::string handed;  // what the owner was sent
   int64_t until_ms = 0;
 };
 
@@ -130,6 +151,9 @@ struct RouterState {
   std::map<uint64_t, KeyAsk> key_asks;
   std::unordered_map<std::string, uint64_t> asking_keys;
   uint64_t next_ask = 0;
+  // A shard: submissions handed to their pool's owner, by hand number.
+  std::map<uint64_t, Handing> handing;
+  uint64_t next_hand = 0;
   // Schedule runs being submitted (fire_atom), by their internal reply token:
   // (team, name, tick); the schedule keeper hears the job id or the refusal.
   std::unordered_map<std::string, std::tuple<std::string, std::string, int64_t>> fires;
@@ -294,6 +318,9 @@ bool ask_keys_elsewhere(Self self, const ReadSubmission& r, const std::string& k
                         ConsumerAck& consumer);
 void on_key_answer(Self self, uint64_t n, const Inbound& in);
 
+std::string watch_hand(Self self, const submission::Checked& c, const std::string& reply,
+                       const std::string& pool, const std::string& body);
+
 void submit(Self self, const ReadSubmission& r, bool keys_asked = false) {
   using policy::Refusal;
   auto& st = self->state;
@@ -331,12 +358,13 @@ void submit(Self self, const ReadSubmission& r, bool keys_asked = false) {
       return;
     if (queued_read || enqueued) {  // as read: its owner does not parse it again
       const auto& answers = st.opts.shard_answers;
-      st.out->publish(
-          subjects::shard_read(pool, checked.team),
-          submission::hand_over(checked.spec, checked.flatbuffers && !enqueued, in.data),
-          !enqueued         ? in.reply
-          : answers.empty() ? std::string()
-                            : answers + "." + std::to_string(in.stream_seq));
+      auto body = submission::hand_over(checked.spec, checked.flatbuffers && !enqueued, in.data);
+      std::string reply;
+      if (!enqueued)
+        reply = watch_hand(self, checked, in.reply, pool, body);
+      else if (!answers.empty())
+        reply = answers + "." + std::to_string(in.stream_seq);
+      st.out->publish(subjects::shard_read(pool, checked.team), body, reply);
       ++st.n.handed_over;
       if (enqueued && answers.empty()) st.intake->ack(in.stream_seq);  // nobody hears an answer
       return;
@@ -512,6 +540,11 @@ void on_intake(Self self, const std::string& job_id, bool ok, bool duplicate,
     for (const auto& w : pend.waiters)
       reject(self, w, policy::Refusal::unavailable,
              "submission not recorded (intake stream: " + error + "); retry", pend.team);
+    return;
+  }
+  if (pend.for_owner) {  // its owner spawns it (its handoff consumer)
+    ++st.n.recorded_for_owner;
+    for (const auto& w : pend.waiters) reply_submit(self, w, job_id, {});
     return;
   }
   ++st.n.accepted;
@@ -692,7 +725,8 @@ void on_pipeline_intake(Self self, PendingPipeline pend, bool ok, bool duplicate
 }
 
 // A record a standby wrote to the intake stream while no leader answered
-// (troupe.sys.intake.<team>.handoff, from the handoff consumer). Its job is
+// (troupe.sys.intake.<team>.handoff, from the handoff consumer), or another
+// shard for one of this shard's pools (….handoff.<pool>, record_for_owner). Its job is
 // spawned unless the job supervisor knows it already (restored, or taken
 // before a redelivery); acknowledged once it has answered. A record that does
 // not read as a new job of its subject's team is dropped, counted as
@@ -710,10 +744,18 @@ void take_handoff(Self self, const Inbound& in) {
     why = "its team is not the one of its subject";
   else if (!rec.state().empty() || rec.placement_size() != 0)
     why = "not a new job";
+  else if (auto pool = subjects::token(in.subject, 5); !pool.empty() && rec.pool() != pool)
+    why = "its pool is not the one of its subject";
   uint64_t seq = in.stream_seq;
   if (!why.empty()) {
     log_bad("handoff record on " + in.subject + ": " + why, ++st.n.malformed);
     st.intake->ack_handoff(seq);
+    return;
+  }
+  if (st.opts.shards.sharded() && !st.opts.shards.owns_pool(rec.pool())) {
+    // (its pool's consumer is opened by its owner only: left to it)
+    spdlog::warn("handoff record {} of pool {}: not this shard's pool; left to its owner",
+                 rec.job_id(), rec.pool());
     return;
   }
   rec.set_seq(++st.next_seq);  // its place in the submit order: now
@@ -839,19 +881,25 @@ void shard_part(Self self, const Inbound& in) {
 // id) or refused for good: acknowledged in the stream. Unavailable (its pool
 // moving) or unreadable: left to be delivered again, and handed over again
 // (its idempotency key makes one job of it).
+void on_hand_answer(Self self, uint64_t n, const Inbound& in);
+
 void on_shard_answer(Self self, const Inbound& in) {
   auto& st = self->state;
   auto last = std::string_view(in.subject).substr(in.subject.rfind('.') + 1);
-  const bool key_answer = !last.empty() && last[0] == 'k';
-  if (key_answer) last.remove_prefix(1);
+  const char kind = !last.empty() && (last[0] == 'k' || last[0] == 'h') ? last[0] : '\0';
+  if (kind != '\0') last.remove_prefix(1);
   uint64_t seq = 0;
   auto [end, ec] = std::from_chars(last.data(), last.data() + last.size(), seq);
   if (ec != std::errc() || end != last.data() + last.size() || seq == 0) {
     log_bad("shard answer on " + in.subject + ": no stream sequence", ++st.n.malformed);
     return;
   }
-  if (key_answer) {
+  if (kind == 'k') {
     on_key_answer(self, seq, in);
+    return;
+  }
+  if (kind == 'h') {
+    on_hand_answer(self, seq, in);
     return;
   }
   auto j = json::parse(in.data.begin(), in.data.end(), nullptr, false);
@@ -968,6 +1016,99 @@ void sweep_key_asks(Self self) {
   }
 }
 
+// --- submissions handed to another shard's pool -------------------------------
+
+// A submission this shard read for another shard's pool goes to that pool's
+// owner with this shard's answers subject ("h<n>") as its reply, so that
+// this shard hears when nobody answers: the owner died, or is restoring
+// after it took a pool. The reply subject to give the owner: the client's
+// own when nothing can be watched (no reply, too many out at once).
+std::string watch_hand(Self self, const submission::Checked& c, const std::string& reply,
+                       const std::string& pool, const std::string& body) {
+  auto& st = self->state;
+  const auto& answers = st.opts.shard_answers;
+  if (answers.empty() || reply.empty() || st.handing.size() >= kMaxHanding) return reply;
+  const uint64_t n = ++st.next_hand;
+  Handing h;
+  h.reply = reply;
+  h.asked_as = answers + ".h" + std::to_string(n);
+  h.flatbuffers = c.flatbuffers;
+  h.team = c.team;
+  h.pool = pool;
+  h.spec = c.spec;
+  h.adm = c.adm;
+  h.handed = body;
+  h.until_ms = st.w.now_ms() + kHandMs;
+  std::string asked_as = h.asked_as;
+  st.handing.emplace(n, std::move(h));
+  return asked_as;
+}
+
+// Nobody answered for the pool's owner: this shard records the submission
+// for it (troupe.sys.intake.<team>.handoff.<pool>), under the message id the
+// owner would have used (the reply subject it saw and the bytes it was
+// sent; else the key), so that one the owner did record is one job; and
+// answers the client with the job id. The pool's owner, this one's
+// successor or itself once restored, spawns the job (its handoff consumer
+// of the pool, or its restore). Checked as read (the spec, the team, the
+// pool); not against the owner's state (the team's rate, max_queued_jobs,
+// older idempotency keys), as a standby's front door does.
+void record_for_owner(Self self, Handing h) {
+  auto& st = self->state;
+  Pending pend;
+  pend.for_owner = true;
+  pend.slots = 0;  // none of this shard's queued jobs
+  pend.team = h.team;
+  const std::string key = submission::key_of(h.team, h.spec);
+  auto job_id = new_job_id(self, h.pool);
+  {
+    auto rec = submission::make_record(std::move(h.spec), h.adm, st.cfg, st.opts.checkpoint_root,
+                                       job_id, st.next_seq, st.w.now_ms());
+    pend.idempotency_key = rec.spec().idempotency_key();
+    if (!key.empty()) pend.fingerprint = spec::fingerprint(rec.spec());
+    rec.SerializeToString(&pend.record);
+  }
+  pend.waiters.push_back(Waiter{h.reply, h.flatbuffers});
+  std::vector<uint8_t> bytes(pend.record.begin(), pend.record.end());
+  const std::vector<uint8_t> handed(h.handed.begin(), h.handed.end());
+  st.pending.emplace(job_id, std::move(pend));
+  RouterActor me{self};
+  st.intake->append(subjects::handoff(h.team, h.pool), std::move(bytes),
+                    submission::intake_msg_id(h.team, key, h.asked_as, handed, job_id),
+                    [me, job_id](Intake::Appended a) {
+                      caf::anon_send(me, intake_atom_v, job_id, a.ok, a.duplicate,
+                                     std::move(a.error), std::move(a.original));
+                    });
+}
+
+// The owner's answer (as it gave it, to the client), or the server's "no
+// responders" (nobody hears the pool's subject now).
+void on_hand_answer(Self self, uint64_t n, const Inbound& in) {
+  auto& st = self->state;
+  auto it = st.handing.find(n);
+  if (it == st.handing.end()) return;  // recorded here meanwhile (no answer in time)
+  Handing h = std::move(it->second);
+  st.handing.erase(it);
+  if (in.no_responders) {
+    record_for_owner(self, std::move(h));
+    return;
+  }
+  st.out->publish(h.reply, in.data);
+}
+
+// Handed submissions whose owner did not answer in time (hung, or cut off):
+// recorded here for it.
+void sweep_handing(Self self) {
+  auto& st = self->state;
+  const int64_t now = st.w.now_ms();
+  while (!st.handing.empty() && st.handing.begin()->second.until_ms <= now) {
+    Handing h = std::move(st.handing.begin()->second);
+    st.handing.erase(st.handing.begin());
+    ++st.n.hand_timeouts;
+    record_for_owner(self, std::move(h));
+  }
+}
+
 // Another shard asks whether this one holds a team's key (the owner of the
 // pool in the subject answers; the job may still be being recorded).
 void answer_key_ask(Self self, const Inbound& in) {
@@ -1043,7 +1184,7 @@ void on_inbound(Self self, const Inbound& in) {
   auto team_tok = subjects::token(in.subject, subjects::kTeamToken);
   auto verb = subjects::token(in.subject, 2);
   if (team_tok == names::kSysToken) {
-    if (in.stream_seq != 0 && in.subject == subjects::handoff(subjects::token(in.subject, 3))) {
+    if (in.stream_seq != 0 && subjects::is_handoff(in.subject, subjects::token(in.subject, 3))) {
       take_handoff(self, in);
       return;
     }
@@ -1435,6 +1576,7 @@ RouterActor::behavior_type router_behavior(Self self, OutboxPtr out, IntakePtr i
       [=](tick_atom) {
         report_queued(self);
         sweep_key_asks(self);
+        sweep_handing(self);
         self->delayed_send(self, kShardReportEvery, tick_atom_v);
       },
       [=](heard_atom, int64_t other_pools) { self->state.n.other_pool_agent = other_pools; },

@@ -86,6 +86,9 @@ struct Counters {
   // shard that owns their pool or job.
   int64_t other_shard = 0;
   int64_t handed_over = 0;  // submissions of another shard's pool handed to it
+  // ... of those, recorded here for it (nobody answered for the pool), and
+  // how many of them because no answer came in time.
+  int64_t recorded_for_owner = 0, hand_timeouts = 0;
   // Keyed any-type submissions asked about in the other candidates' shards
   // (troupe.sys.shard.key), and of them those not all answered in time.
   int64_t key_asks = 0, key_ask_timeouts = 0;

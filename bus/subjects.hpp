@@ -145,6 +145,12 @@ inline constexpr std::string_view kHandoff = "handoff";
 inline std::string handoff(std::string_view team) {
   return intake(team) + "." + std::string(kHandoff);
 }
+// A shard's record of a submission for another shard's pool whose owner did
+// not answer (dead, or restoring): taken by the pool's owner, through its
+// durable consumer of that pool's (pool_handoff_consumer).
+inline std::string handoff(std::string_view team, std::string_view pool) {
+  return handoff(team) + "." + std::string(pool);
+}
 // An accepted pipeline: one record (pb::PipelineRecord) for all its jobs.
 inline std::string intake_pipeline(std::string_view team) {
   return intake(team) + "." + std::string(kPipeline);
@@ -282,6 +288,16 @@ inline std::string_view token(std::string_view subject, int i) {
                         end == std::string_view::npos ? std::string_view::npos : end - start);
 }
 
+// troupe.sys.intake.<team>.handoff[.<pool>] of `team`: a record a standby
+// or a shard made for the job's owner.
+inline bool is_handoff(std::string_view subject, std::string_view team) {
+  const std::string one = handoff(team);
+  if (subject.substr(0, one.size()) != one) return false;
+  if (subject.size() == one.size()) return true;
+  auto pool = subject.substr(one.size());
+  return pool.size() > 1 && pool[0] == '.' && pool.find('.', 1) == std::string_view::npos;
+}
+
 // troupe.sys.logs.<node>.<team>.<job>.<attempt>.<rank>: one worker's output,
 // shipped by the agent of <node> (only it may publish there).
 inline std::string log_chunks(std::string_view node, std::string_view team, std::string_view job,
@@ -326,6 +342,14 @@ inline std::string logs_stream(std::string_view team) {
 }
 inline constexpr const char* kEnqueueConsumer = "troupe-scheduler";  // durable, on kAllEnqueue
 inline constexpr const char* kHandoffConsumer = "troupe-handoff";    // durable, on kAllHandoff
+// A shard's, one per pool it holds: on handoff(*, pool), named after the pool
+// (a pool name is a subject token, so a valid durable name).
+inline std::string pool_handoff_consumer(std::string_view pool) {
+  return std::string(kHandoffConsumer) + "-" + std::string(pool);
+}
+inline std::string pool_handoffs(std::string_view pool) {
+  return std::string(kAllHandoff) + "." + std::string(pool);
+}
 // The front door's (troupe-dispatch) on the front NATS: troupe.*.enqueue
 // stored, and its durable consumer of them.
 inline constexpr const char* kDispatchIntakeStream = "TROUPE_FRONT_INTAKE";

@@ -139,6 +139,9 @@ while IFS= read -r name; do
       { grep -qx "$k" <<<"$kinds" || grep -qx "$k" <<<"$verbs"; } && ok=1 || ok=0 ;;
     troupe.sys.intake.\<team\>) ok=1 ;;
     troupe.sys.intake.\<team\>.handoff) grep -qF 'std::string handoff(' "$hpp" && ok=1 || ok=0 ;;
+    troupe.sys.intake.\<team\>.handoff.\<pool\>)
+      grep -qF 'std::string handoff(std::string_view team, std::string_view pool)' "$hpp" && ok=1 || ok=0 ;;
+    troupe-handoff-\<pool\>) grep -qF 'std::string pool_handoff_consumer(' "$hpp" && ok=1 || ok=0 ;;
     troupe.sys.intake.\<team\>.pipeline) grep -qF 'std::string intake_pipeline(' "$hpp" && ok=1 || ok=0 ;;
     troupe.sys.logs.\<node\>.*) grep -qF 'std::string log_chunks(' "$hpp" && ok=1 || ok=0 ;;
     troupe.sys.*) { grep -qxF "$name" <<<"$fixed" || grep -qx "${name#troupe.sys.}" <<<"$verbs"; } && ok=1 || ok=0 ;;

@@ -55,15 +55,25 @@ class StreamIntake : public Intake {
   void ack(uint64_t stream_seq) override {
     if (auto* c = consumer.load()) c->ack(stream_seq);
   }
+  // (Each consumer acknowledges only the messages it delivered.)
   void ack_handoff(uint64_t stream_seq) override {
-    if (auto* c = handoff.load()) c->ack(stream_seq);
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto* c : handoffs_) c->ack(stream_seq);
   }
   std::atomic<bus::Consumer*> consumer{nullptr};  // troupe.<team>.enqueue
-  std::atomic<bus::Consumer*> handoff{nullptr};   // troupe.sys.intake.<team>.handoff
+  // troupe.sys.intake.<team>.handoff, or a shard's of each pool it holds
+  // (troupe.sys.intake.<team>.handoff.<pool>); none (empty) before serving
+  // and after.
+  void set_handoffs(std::vector<bus::Consumer*> consumers) {
+    std::lock_guard<std::mutex> lock(mu_);
+    handoffs_ = std::move(consumers);
+  }
 
  private:
   bus::JetStream& js_;
   LeaseGate& gate_;
+  std::mutex mu_;
+  std::vector<bus::Consumer*> handoffs_;
 };
 
 // troupe.<team>.history: a job's events read from TROUPE_EVENTS (only the

@@ -109,8 +109,10 @@ int serve(Bus& bus, Leadership& lead, Restore& start, Options& o, const StopSign
       subs.push_back(std::move(sub));
     }
     if (agents) subs.push_back(agents->registers(*bus.in));
+    // (On the connection the router publishes on: the server tells "no
+    // responders" only to a reply subject its publisher subscribed to.)
     if (!o.scheduler.shard_answers.empty())
-      subs.push_back(bus::subscribe_actor(*bus.in, o.scheduler.shard_answers + ".*", w.router));
+      subs.push_back(bus::subscribe_actor(*bus.out, o.scheduler.shard_answers + ".*", w.router));
     // Shards: what the others admitted per rate-limited team (intake readers).
     if (sharded) subs.push_back(bus::subscribe_actor(*bus.in, subjects::kShardRate, w.router));
     for (const char* s : kRouterSubjects) {
@@ -153,7 +155,7 @@ int serve(Bus& bus, Leadership& lead, Restore& start, Options& o, const StopSign
     // A durable consumer of the intake stream handing what it delivers to the router.
     // A NATS cluster's JetStream may not answer in time just after its
     // servers started or one was lost (a timeout): asked again for up to 30 s.
-    auto open_consumer = [&](const char* durable, const char* filter) {
+    auto open_consumer = [&](const std::string& durable, const std::string& filter) {
       std::string err;
       bus::ConsumerPtr c;
       const auto since = std::chrono::steady_clock::now();
@@ -180,13 +182,27 @@ int serve(Bus& bus, Leadership& lead, Restore& start, Options& o, const StopSign
     // while no leader answered (shell/standby.hpp), this process's own front
     // door's among them.
     // Shards share the enqueue consumer (each message to one of them, which
-    // hands one of another's pool over); a standby's records are not a
-    // shard's (docs/recovery.md "Shards" says what is left).
-    bus::ConsumerPtr consumer, handoff;
+    // hands one of another's pool over). A shard takes, for each pool it
+    // holds, the records another shard made for that pool while it did not
+    // answer (router.cpp, hand_over); a standby's records are not a shard's
+    // (docs/recovery.md "Shards" says what is left).
+    bus::ConsumerPtr consumer;
+    std::vector<bus::ConsumerPtr> handoffs;
     consumer = open_consumer(subjects::kEnqueueConsumer, subjects::kAllEnqueue);
-    if (!lead.sharded()) handoff = open_consumer(subjects::kHandoffConsumer, subjects::kAllHandoff);
+    if (!lead.sharded()) {
+      handoffs.push_back(open_consumer(subjects::kHandoffConsumer, subjects::kAllHandoff));
+    } else {
+      for (const auto& pool : lead.pools())
+        handoffs.push_back(
+            open_consumer(subjects::pool_handoff_consumer(pool), subjects::pool_handoffs(pool)));
+    }
     intake->consumer = consumer.get();
-    intake->handoff = handoff.get();
+    {
+      std::vector<bus::Consumer*> taken;
+      for (const auto& c : handoffs)
+        if (c) taken.push_back(c.get());
+      intake->set_handoffs(std::move(taken));
+    }
     bus.in->flush();
     lead.hello();  // agents that started before us register again (and learn our epoch)
     spdlog::info("serving on {}", bus::redact_url(o.url));
@@ -194,9 +210,9 @@ int serve(Bus& bus, Leadership& lead, Restore& start, Options& o, const StopSign
     if (rc == 0) rc = lead.serve(signals, [&] { reload(w, o, bus.logs.get()); });
     local.serve({});
     intake->consumer = nullptr;
-    intake->handoff = nullptr;
+    intake->set_handoffs({});
     consumer.reset();
-    handoff.reset();
+    handoffs.clear();
     views.reset();
     subs.clear();
     stop_scheduler(w);

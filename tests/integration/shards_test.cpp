@@ -73,15 +73,35 @@ std::string holder_of(Cluster& c, const std::string& pool) {
   return e ? e->value : std::string();
 }
 
-// Submits until a shard answers (none does for a pool whose shard is gone
-// and not yet taken over): the reply with a job id, or the last one.
+// The intake stream's last sequence (`subject` empty), or that of its last
+// message on `subject`; 0 when none.
+uint64_t intake_seq(Cluster& c, const std::string& subject = {}) {
+  std::string err;
+  const std::string stream = subjects::kIntakeStream;
+  auto r = subject.empty()
+               ? c.conn().request("$JS.API.STREAM.INFO." + stream, std::string("{}"), 5000, &err)
+               : c.conn().request("$JS.API.STREAM.MSG.GET." + stream,
+                                  Json{{"last_by_subj", subject}}.dump(), 5000, &err);
+  Json j = r ? Json::parse(r->begin(), r->end(), nullptr, false) : Json();
+  INFO("intake stream: " << err << j.dump());
+  if (!j.is_object()) return 0;
+  if (subject.empty()) return j.contains("state") ? j["state"].value("last_seq", uint64_t{0}) : 0;
+  return j.contains("message") ? j["message"].value("seq", uint64_t{0}) : 0;
+}
+
+// Submits until the owner of the spec's pool (its GPU type here) answers:
+// addressed to the pool (troupe.ml.submit.<pool>), which only its owner
+// hears (on troupe.ml.submit another shard would record it for a pool
+// nobody serves yet). The reply with a job id, or the last one.
 Json submit_until_served(Cluster& c, Json spec, Clock::time_point until) {
   spec["idempotency_key"] = "served-" + std::to_string(Clock::now().time_since_epoch().count());
+  const std::string pool = spec["resources"].value("gpu_type", "");
+  spec["pool"] = pool;
   const std::string body = spec.dump();
   Json r;
   while (Clock::now() < until) {
     std::string err;
-    auto raw = c.request_raw(subjects::team_submit("ml"),
+    auto raw = c.request_raw(subjects::team_submit_to("ml", pool),
                              std::vector<uint8_t>(body.begin(), body.end()), 500ms, &err);
     r = raw ? Json::parse(raw->begin(), raw->end(), nullptr, false) : Json{{"error", err}};
     if (r.is_object() && r.contains("job_id")) break;
@@ -266,21 +286,34 @@ TEST_CASE(
     CHECK(stats.value("malformed", int64_t{-1}) == 0);
   }
 
-  // The h100 shard dies. Its pool is served again within 5 s.
+  // The h100 shard dies. A submission for its pool at once is not refused:
+  // the a100 shard, which now reads every submission, hands it to the
+  // pool's owner, hears that nobody answers, and records it for the pool
+  // (troupe.sys.intake.ml.handoff.h100). Its pool is served again within
+  // 5 s: taken over, and the job recorded for it runs.
   const std::string old_holder = holder_of(c, "h100");
+  const uint64_t intake_before = intake_seq(c);
+  REQUIRE(intake_before > 0);
   h_shard->kill_now();
   const auto killed = Clock::now();
-  Json r = submit_until_served(c, typed({"sleep", "300"}, 4, "h100"), killed + 5s);
-  const auto served_ms =
-      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - killed).count();
-  INFO("h100 served again after " << served_ms << " ms: " << r.dump());
+  Json spec = typed({"sleep", "300"}, 4, "h100");
+  spec["idempotency_key"] = "while-nobody-owns-h100";
+  Json r = c.request(subjects::team_submit("ml"), spec, 10s);
+  INFO("submitted to the dead shard's pool: " << r.dump());
   REQUIRE(r.contains("job_id"));
-  CHECK(served_ms <= 5000);
   const std::string after = r["job_id"];
   CHECK(after.rfind("j-h100-", 0) == 0);
+  // (asked again with its key while the pool has no owner: the same job)
+  CHECK(c.request(subjects::team_submit("ml"), spec, 10s).value("job_id", "") == after);
+  REQUIRE(c.events().wait_state(after, std::string(names::kRunning), 30s));
+  const auto served_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - killed).count();
+  INFO("h100 served again after " << served_ms << " ms");
+  CHECK(served_ms <= 5000);
   CHECK(holder_of(c, "h100") == holder_of(c, "a100"));
   CHECK(holder_of(c, "h100") != old_holder);
-  REQUIRE(c.events().wait_state(after, std::string(names::kRunning), 30s));
+  // (recorded by the a100 shard for the h100 pool after the kill)
+  CHECK(intake_seq(c, subjects::handoff("ml", "h100")) > intake_before);
 
   // The h100 job that ran before the kill runs on, adopted: the same
   // attempt, never stopped or placed again.

@@ -103,3 +103,21 @@ TEST_CASE("subjects: a submission handed between shards names its pool and team"
     CHECK(subjects::shard_submit_team(other).empty());
   }
 }
+
+TEST_CASE(
+    "subjects: a record made for a job's owner is a handoff record of its team, with or "
+    "without its pool",
+    "[messages][subjects]") {
+  CHECK(subjects::handoff("ml", "h100") == "troupe.sys.intake.ml.handoff.h100");
+  CHECK(subjects::is_handoff(subjects::handoff("ml"), "ml"));
+  CHECK(subjects::is_handoff(subjects::handoff("ml", "h100"), "ml"));
+  CHECK(subjects::pool_handoff_consumer("h100") == "troupe-handoff-h100");
+  CHECK(subjects::pool_handoffs("h100") == "troupe.sys.intake.*.handoff.h100");
+  for (const char* other :
+       {"troupe.sys.intake.ml", "troupe.sys.intake.ml.handoff.", "troupe.sys.intake.ml.handoffx",
+        "troupe.sys.intake.ml.handoff.h100.x", "troupe.sys.intake.mlx.handoff",
+        "troupe.sys.intake.cv.handoff.h100", "troupe.sys.intake.ml.pipeline"}) {
+    INFO(other);
+    CHECK_FALSE(subjects::is_handoff(other, "ml"));
+  }
+}
