@@ -758,6 +758,8 @@ struct Front::Impl {
     s->done = std::move(done);
     send_next(std::move(s));
   }
+  // Asks cluster `order[at]` (on the pool's subject unless `to_pool` was
+  // cleared), or the next one reachable.
   void send_next(std::shared_ptr<Sending> s) {
     for (; s->at < s->order.size(); ++s->at, s->to_pool = true) {
       const std::string& cluster = s->order[s->at];
@@ -782,14 +784,7 @@ struct Front::Impl {
     const std::string& cluster = s->order[s->at];
     if (!reply && s->to_pool && error->find("no responders") != std::string::npos) {
       s->to_pool = false;  // no shard listens on the pool's subject: the team's, there
-      auto requests = requester_of(cluster);
-      if (requests) {
-        requests->request(
-            sj::team_submit(s->team), s->body, static_cast<int>(opts.request_timeout_ms),
-            [this, s](std::optional<std::vector<uint8_t>> r, std::string e) { on_sent(s, r, &e); });
-        return;
-      }
-      *error = unreachable(cluster);
+      return send_next(s);
     }
     auto r = answer_of(cluster, reply, error);
     if (!r) {
