@@ -80,6 +80,9 @@ class Intake {
   // A submission that came from a JetStream consumer (Inbound::stream_seq) is
   // done with (recorded, or refused for good): it is not redelivered.
   virtual void ack(uint64_t /*stream_seq*/) {}
+  // ... or has it delivered again (to any scheduler reading it) `delay_ms`
+  // from now, rather than after the consumer's ack wait.
+  virtual void retry(uint64_t /*stream_seq*/, int64_t /*delay_ms*/) {}
   // The same for a record a standby handed off (troupe.sys.intake.<team>.handoff),
   // once the job supervisor has its job.
   virtual void ack_handoff(uint64_t /*stream_seq*/) {}

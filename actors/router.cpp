@@ -51,6 +51,9 @@ constexpr int64_t kPeerStaleMs = 3000;
 // (more are handed with the client's own reply subject, unwatched).
 constexpr int64_t kHandMs = 3000;
 constexpr size_t kMaxHanding = 16384;
+// An enqueued submission whose pool nobody serves is delivered again this
+// much later.
+constexpr int64_t kEnqueuedRetryMs = 1000;
 
 struct Waiter {
   std::string reply;
@@ -66,9 +69,6 @@ struct Pending {
   std::string team;
   std::string fingerprint;  // of the spec, when it has a key (spec::fingerprint)
   int64_t slots = 1;        // of the team's max_queued_jobs: an array's tasks
-  // Recorded for another shard's pool (record_for_owner): its owner spawns
-  // it; nothing of it is this shard's.
-  bool for_owner = false;
 };
 
 // What a job holds of its team's max_queued_jobs while none of it started:
@@ -542,11 +542,6 @@ void on_intake(Self self, const std::string& job_id, bool ok, bool duplicate,
              "submission not recorded (intake stream: " + error + "); retry", pend.team);
     return;
   }
-  if (pend.for_owner) {  // its owner spawns it (its handoff consumer)
-    ++st.n.recorded_for_owner;
-    for (const auto& w : pend.waiters) reply_submit(self, w, job_id, {});
-    return;
-  }
   ++st.n.accepted;
   if (pend.stream_seq != 0) st.intake->ack(pend.stream_seq);
   if (!pend.key.empty()) {
@@ -880,7 +875,8 @@ void shard_part(Self self, const Inbound& in) {
 // one handed it (troupe.sys.shard.answer.<this>.<stream seq>). Taken (a job
 // id) or refused for good: acknowledged in the stream. Unavailable (its pool
 // moving) or unreadable: left to be delivered again, and handed over again
-// (its idempotency key makes one job of it).
+// (its idempotency key makes one job of it); nobody there (no responders):
+// delivered again a second later.
 void on_hand_answer(Self self, uint64_t n, const Inbound& in);
 
 void on_shard_answer(Self self, const Inbound& in) {
@@ -900,6 +896,15 @@ void on_shard_answer(Self self, const Inbound& in) {
   }
   if (kind == 'h') {
     on_hand_answer(self, seq, in);
+    return;
+  }
+  if (in.no_responders) {
+    // Nobody serves its pool now (its owner died, or is restoring): asked
+    // again in a second, not after the consumer's ack wait; handed over
+    // again by whichever shard reads it then, the pool's new owner
+    // included.
+    ++st.n.enqueued_retried;
+    st.intake->retry(seq, kEnqueuedRetryMs);
     return;
   }
   auto j = json::parse(in.data.begin(), in.data.end(), nullptr, false);
@@ -1055,30 +1060,38 @@ std::string watch_hand(Self self, const submission::Checked& c, const std::strin
 // older idempotency keys), as a standby's front door does.
 void record_for_owner(Self self, Handing h) {
   auto& st = self->state;
-  Pending pend;
-  pend.for_owner = true;
-  pend.slots = 0;  // none of this shard's queued jobs
-  pend.team = h.team;
+  ++st.n.recorded_for_owner;
   const std::string key = submission::key_of(h.team, h.spec);
+  const std::string fp = key.empty() ? std::string() : spec::fingerprint(h.spec);
+  const std::string idem = h.spec.idempotency_key();
   auto job_id = new_job_id(self, h.pool);
-  {
-    auto rec = submission::make_record(std::move(h.spec), h.adm, st.cfg, st.opts.checkpoint_root,
-                                       job_id, st.next_seq, st.w.now_ms());
-    pend.idempotency_key = rec.spec().idempotency_key();
-    if (!key.empty()) pend.fingerprint = spec::fingerprint(rec.spec());
-    rec.SerializeToString(&pend.record);
-  }
-  pend.waiters.push_back(Waiter{h.reply, h.flatbuffers});
-  std::vector<uint8_t> bytes(pend.record.begin(), pend.record.end());
+  std::string record;
+  submission::make_record(std::move(h.spec), h.adm, st.cfg, st.opts.checkpoint_root, job_id,
+                          st.next_seq, st.w.now_ms())
+      .SerializeToString(&record);
   const std::vector<uint8_t> handed(h.handed.begin(), h.handed.end());
-  st.pending.emplace(job_id, std::move(pend));
-  RouterActor me{self};
-  st.intake->append(subjects::handoff(h.team, h.pool), std::move(bytes),
-                    submission::intake_msg_id(h.team, key, h.asked_as, handed, job_id),
-                    [me, job_id](Intake::Appended a) {
-                      caf::anon_send(me, intake_atom_v, job_id, a.ok, a.duplicate,
-                                     std::move(a.error), std::move(a.original));
-                    });
+  // Answered from the append's thread: nothing here waits for it, and it is
+  // answered even when this actor has stopped meanwhile.
+  st.intake->append(
+      subjects::handoff(h.team, h.pool), std::vector<uint8_t>(record.begin(), record.end()),
+      submission::intake_msg_id(h.team, key, h.asked_as, handed, job_id),
+      [out = st.out, reply = std::move(h.reply), fb = h.flatbuffers, job_id, idem,
+       fp](Intake::Appended a) {
+        out->publish(reply, submission::appended_reply(fb, job_id, a.ok, a.duplicate, a.error,
+                                                       a.original, idem, fp));
+      });
+}
+
+// Stopping (this shard's pools changed, or the process ends): the handed
+// submissions not answered yet are recorded for their owners now, not left
+// unanswered (one the owner recorded is the same job: the message id).
+void record_all_handing(Self self) {
+  auto& st = self->state;
+  while (!st.handing.empty()) {
+    Handing h = std::move(st.handing.begin()->second);
+    st.handing.erase(st.handing.begin());
+    record_for_owner(self, std::move(h));
+  }
 }
 
 // The owner's answer (as it gave it, to the client), or the server's "no
@@ -1486,6 +1499,13 @@ RouterActor::behavior_type router_behavior(Self self, OutboxPtr out, IntakePtr i
     st.readers.push_back(spawn_intake_reader(self, RouterActor{self}, st.opts.clock, st.opts.shards,
                                              reports ? st.out : nullptr,
                                              reports ? st.opts.shard_id : std::string()));
+  // As CAF's default (a normal exit of a linked actor is ignored), and first
+  // the handed submissions not answered yet are recorded for their owners.
+  self->set_exit_handler([=](caf::exit_msg& m) {
+    if (!m.reason) return;
+    record_all_handing(self);
+    self->quit(std::move(m.reason));
+  });
   return {
       [=](const Wiring& w) { self->state.w = w; },
       [=](const Inbound& in) {

@@ -264,6 +264,20 @@ std::vector<uint8_t> reply(bool flatbuffers, const std::string& job_id, const st
   return std::vector<uint8_t>(j.begin(), j.end());
 }
 
+std::vector<uint8_t> appended_reply(bool flatbuffers, const std::string& job_id, bool ok,
+                                    bool duplicate, const std::string& error,
+                                    const std::string& original, const std::string& key,
+                                    const std::string& fingerprint) {
+  if (!ok)
+    return reply(flatbuffers, {}, "submission not recorded (intake stream: " + error + "); retry",
+                 Refusal::unavailable);
+  if (!duplicate) return reply(flatbuffers, job_id, {});
+  auto a = answer_duplicate(original, key, fingerprint);
+  if (a.job_id.empty() || !a.verdict.ok())
+    return reply(flatbuffers, {}, a.verdict.error, a.verdict.code);
+  return reply(flatbuffers, a.job_id, {});
+}
+
 PipelineRead read_pipeline(const Opened& o, const std::vector<uint8_t>& data,
                            const policy::ClusterConfig& cfg, const spec::Limits& limits) {
   PipelineRead r;

@@ -158,4 +158,14 @@ DuplicateAnswer answer_duplicate(const std::string& original, const std::string&
 std::vector<uint8_t> reply(bool flatbuffers, const std::string& job_id, const std::string& error,
                            policy::Refusal code = policy::Refusal::none);
 
+// The reply once a record appended without an actor (a standby's front door,
+// a shard recording for another's pool) is stored or not: its job id; when
+// the stream held a record under its message id, that one's (a spec that
+// differs under the same key: idempotency_conflict); not stored:
+// unavailable, to retry. `key`/`fingerprint` as for answer_duplicate.
+std::vector<uint8_t> appended_reply(bool flatbuffers, const std::string& job_id, bool ok,
+                                    bool duplicate, const std::string& error,
+                                    const std::string& original, const std::string& key,
+                                    const std::string& fingerprint);
+
 }  // namespace troupe::submission

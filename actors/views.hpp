@@ -89,6 +89,8 @@ struct Counters {
   // ... of those, recorded here for it (nobody answered for the pool), and
   // how many of them because no answer came in time.
   int64_t recorded_for_owner = 0, hand_timeouts = 0;
+  // Enqueued submissions handed over to nobody (no responders): asked again.
+  int64_t enqueued_retried = 0;
   // Keyed any-type submissions asked about in the other candidates' shards
   // (troupe.sys.shard.key), and of them those not all answered in time.
   int64_t key_asks = 0, key_ask_timeouts = 0;

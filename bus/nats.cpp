@@ -1305,17 +1305,27 @@ Consumer::~Consumer() {
   if (impl_->sub != nullptr) natsSubscription_Destroy(impl_->sub);
 }
 
+natsMsg* Consumer::take(uint64_t stream_seq) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  auto it = impl_->unacked.find(stream_seq);
+  if (it == impl_->unacked.end()) return nullptr;
+  natsMsg* msg = it->second;
+  impl_->unacked.erase(it);
+  return msg;
+}
+
 void Consumer::ack(uint64_t stream_seq) {
-  natsMsg* msg = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(impl_->mu);
-    auto it = impl_->unacked.find(stream_seq);
-    if (it == impl_->unacked.end()) return;
-    msg = it->second;
-    impl_->unacked.erase(it);
+  if (natsMsg* msg = take(stream_seq)) {
+    natsMsg_Ack(msg, nullptr);
+    natsMsg_Destroy(msg);
   }
-  natsMsg_Ack(msg, nullptr);
-  natsMsg_Destroy(msg);
+}
+
+void Consumer::nak(uint64_t stream_seq, int64_t delay_ms) {
+  if (natsMsg* msg = take(stream_seq)) {
+    natsMsg_NakWithDelay(msg, delay_ms, nullptr);
+    natsMsg_Destroy(msg);
+  }
 }
 
 }  // namespace troupe::bus

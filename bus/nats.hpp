@@ -345,10 +345,14 @@ class Consumer {
   Consumer& operator=(const Consumer&) = delete;
   // Thread-safe.
   void ack(uint64_t stream_seq);
+  // Delivered again (to any member of the consumer) `delay_ms` from now,
+  // not after the ack wait. Thread-safe.
+  void nak(uint64_t stream_seq, int64_t delay_ms);
 
  private:
   struct Impl;
   Consumer() = default;
+  __natsMsg* take(uint64_t stream_seq);  // out of the unacknowledged, null when not there
   std::unique_ptr<Impl> impl_;
 };
 using ConsumerPtr = std::unique_ptr<Consumer>;

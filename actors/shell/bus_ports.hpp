@@ -55,6 +55,9 @@ class StreamIntake : public Intake {
   void ack(uint64_t stream_seq) override {
     if (auto* c = consumer.load()) c->ack(stream_seq);
   }
+  void retry(uint64_t stream_seq, int64_t delay_ms) override {
+    if (auto* c = consumer.load()) c->nak(stream_seq, delay_ms);
+  }
   // (Each consumer acknowledges only the messages it delivered.)
   void ack_handoff(uint64_t stream_seq) override {
     std::lock_guard<std::mutex> lock(mu_);

@@ -143,22 +143,11 @@ struct StandbyFront::Impl : std::enable_shared_from_this<StandbyFront::Impl> {
         submission::intake_msg_id(team, key, in.reply, in.data, job_id),
         [self = shared_from_this(), reply = in.reply, fb, job_id, idem,
          fp](bus::JetStream::Unique u) {
-          if (!u.ok) {
-            self->answer(reply, fb, {},
-                         "submission not recorded (intake stream: " + u.error + "); retry",
-                         policy::Refusal::unavailable);
-            return;
-          }
-          if (!u.duplicate) {
-            self->answer(reply, fb, job_id, {});
-            return;
-          }
-          auto a = submission::answer_duplicate(std::string(u.original.begin(), u.original.end()),
-                                                idem, fp);
-          if (a.job_id.empty() || !a.verdict.ok())
-            self->answer(reply, fb, {}, a.verdict.error, a.verdict.code);
-          else
-            self->answer(reply, fb, a.job_id, {});
+          if (!reply.empty())
+            self->bus.out->publish(
+                reply, submission::appended_reply(fb, job_id, u.ok, u.duplicate, u.error,
+                                                  std::string(u.original.begin(), u.original.end()),
+                                                  idem, fp));
         });
     if (++recorded == 1 || recorded % 1000 == 0)
       spdlog::warn("standby: no leader answers; {} submission(s) recorded for the next one",

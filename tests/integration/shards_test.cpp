@@ -296,6 +296,19 @@ TEST_CASE(
   REQUIRE(intake_before > 0);
   h_shard->kill_now();
   const auto killed = Clock::now();
+  // One enqueued for the pool now (JetStream) is handed to nobody: the
+  // server's "no responders" has it delivered again a second later (not
+  // after the consumer's 30 s ack wait), until the pool's new owner takes it.
+  {
+    std::string err;
+    auto js = bus::JetStream::open(c.conn(), &err);
+    REQUIRE(js);
+    Json enq = typed({"true"}, 1, "h100");
+    enq["name"] = "enqueued-while-nobody-owns-h100";
+    const std::string body = enq.dump();
+    REQUIRE(js->publish(subjects::team_verb("ml", subjects::kEnqueue), body.data(), body.size(),
+                        "enq-while-dead") == "");
+  }
   Json spec = typed({"sleep", "300"}, 4, "h100");
   spec["idempotency_key"] = "while-nobody-owns-h100";
   Json r = c.request(subjects::team_submit("ml"), spec, 10s);
@@ -314,6 +327,17 @@ TEST_CASE(
   CHECK(holder_of(c, "h100") != old_holder);
   // (recorded by the a100 shard for the h100 pool after the kill)
   CHECK(intake_seq(c, subjects::handoff("ml", "h100")) > intake_before);
+  const bool enqueued_taken = c.events().wait_for(
+      [](const std::vector<Event>& events) {
+        for (const auto& e : events)
+          if (e.json.value("name", "") == "enqueued-while-nobody-owns-h100") return true;
+        return false;
+      },
+      killed + 15s - Clock::now());
+  INFO("the enqueued one's job appeared "
+       << std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - killed).count()
+       << " ms after the kill");
+  CHECK(enqueued_taken);
 
   // The h100 job that ran before the kill runs on, adopted: the same
   // attempt, never stopped or placed again.

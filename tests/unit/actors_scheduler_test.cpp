@@ -106,13 +106,17 @@ class FakeOutbox : public Outbox {
 // drops a record whose msg_id it holds and answers with the one it holds.
 class InstantIntake : public Intake {
  public:
-  void append(const std::string&, std::vector<uint8_t> bytes, const std::string& msg_id,
+  void append(const std::string& subject, std::vector<uint8_t> bytes, const std::string& msg_id,
               Done done) override {
+    subjects.push_back(subject);
     auto [it, added] = stored_.emplace(msg_id, std::string(bytes.begin(), bytes.end()));
     done({true, !added, {}, added ? std::string() : it->second});
   }
   void ack(uint64_t stream_seq) override { acked.push_back(stream_seq); }
-  std::vector<uint64_t> acked;  // enqueued submissions acknowledged, in order
+  void retry(uint64_t stream_seq, int64_t) override { retried.push_back(stream_seq); }
+  std::vector<uint64_t> acked;        // enqueued submissions acknowledged, in order
+  std::vector<uint64_t> retried;      // ... and to be delivered again soon
+  std::vector<std::string> subjects;  // where each append went
 
  private:
   std::map<std::string, std::string> stored_;  // by msg_id
@@ -1043,19 +1047,27 @@ TEST_CASE(
   CHECK(answer("_INBOX.a.3").value("code", "") == "rate_limited");
 }
 
-TEST_CASE(
-    "a shard hands an enqueued submission of another's pool over and acknowledges it once its "
-    "owner took it",
-    "[actors][input][shards]") {
+// A shard holding pool a100 of two (two_pools), its answers subject "me".
+SchedulerOptions shard_of_a100() {
   SchedulerOptions opts;
   opts.shards.pools = {"a100"};
   opts.shard_answers = subjects::shard_answers("me");
-  auto intake = std::make_shared<InstantIntake>();
-  Fixture f(opts, intake);
+  return opts;
+}
+void two_pools(Fixture& f) {
   apply_config(f.w,
                "pools: [{name: a100, gpu_type: a100}, {name: h100, gpu_type: h100}]\n"
                "teams: [{name: r, borrow: true}]\n");
   f.settle();
+}
+
+TEST_CASE(
+    "a shard hands an enqueued submission of another's pool over and acknowledges it once its "
+    "owner took it",
+    "[actors][input][shards]") {
+  auto intake = std::make_shared<InstantIntake>();
+  Fixture f(shard_of_a100(), intake);
+  two_pools(f);
   f.register_node("n1", 8);
   auto enqueue = [&](const std::string& type, uint64_t seq) {
     std::string s = R"({"command":["true"],"resources":{"gpus":1,"gpu_type":")" + type + "\"}}";
@@ -1094,6 +1106,71 @@ TEST_CASE(
   // No sequence there: malformed, nothing acknowledged.
   f.inbound(subjects::shard_answers("me") + ".x", bytes_of(R"({"job_id":"j-1"})"));
   CHECK(intake->acked.size() == 3);
+}
+
+TEST_CASE(
+    "a shard hands a submission of another's pool over with its own reply subject, passes the "
+    "owner's answer on, and records it for the owner when nobody serves the pool",
+    "[actors][input][shards]") {
+  SchedulerOptions opts = shard_of_a100();
+  opts.shard_id = "me";  // (its timer sweeps what was not answered in time)
+  auto intake = std::make_shared<InstantIntake>();
+  Fixture f(opts, intake);
+  two_pools(f);
+  const std::string spec = R"({"command":["true"],"resources":{"gpus":1,"gpu_type":"h100"}})";
+  auto handed_with = [&](const std::string& reply) {
+    const size_t before = f.out->count([](const Published&) { return true; });
+    f.inbound(subjects::team_submit("r"), bytes_of(spec), reply);
+    std::string asked_as;  // the last one handed over
+    f.out->count([&](const Published& p) {
+      if (p.subject == subjects::shard_read("h100", "r")) asked_as = p.reply;
+      return false;
+    });
+    CHECK(f.out->count([](const Published&) { return true; }) == before + 1);
+    return asked_as;
+  };
+  // The owner answers: passed on to the client as it came.
+  const std::string first = handed_with("_INBOX.c.1");
+  CHECK(first == subjects::shard_answers("me") + ".h1");
+  f.inbound(first, bytes_of(R"({"job_id":"j-h100-owner1"})"));
+  REQUIRE(f.out->find(reply_to("_INBOX.c.1")));
+  CHECK(f.out->find(reply_to("_INBOX.c.1"))->text() == R"({"job_id":"j-h100-owner1"})");
+  // Nobody listens for the pool (the server's "no responders"): recorded here
+  // for the owner, and the client gets its id.
+  const std::string second = handed_with("_INBOX.c.2");
+  CHECK(second == subjects::shard_answers("me") + ".h2");
+  Inbound none{second, {}, {}};
+  none.no_responders = true;
+  caf::anon_send(f.w.router, std::move(none));
+  f.settle();
+  REQUIRE(f.out->find(reply_to("_INBOX.c.2")));
+  const json answered = json::parse(f.out->find(reply_to("_INBOX.c.2"))->text());
+  INFO(answered.dump());
+  CHECK(answered.value("job_id", "").rfind("j-h100-", 0) == 0);
+  CHECK(intake->subjects == std::vector<std::string>{subjects::handoff("r", "h100")});
+  // A late answer for either is dropped (the client was answered).
+  const size_t published = f.out->count([](const Published&) { return true; });
+  f.inbound(second, bytes_of(R"({"job_id":"j-h100-late"})"));
+  f.inbound(first, bytes_of(R"({"job_id":"j-h100-late"})"));
+  CHECK(f.out->count([](const Published&) { return true; }) == published);
+  // No answer within 3 s (a hung owner): recorded for it too.
+  handed_with("_INBOX.c.3");
+  f.pass(3500);
+  REQUIRE(f.out->find(reply_to("_INBOX.c.3")));
+  CHECK(json::parse(f.out->find(reply_to("_INBOX.c.3"))->text()).contains("job_id"));
+  CHECK(intake->subjects.size() == 2);
+  // An enqueued one handed to nobody is delivered again soon.
+  std::string enq = spec;
+  Inbound e{subjects::team_verb("r", subjects::kEnqueue), {}, bytes_of(enq)};
+  e.stream_seq = 12;
+  caf::anon_send(f.w.router, std::move(e));
+  f.settle();
+  Inbound gone{subjects::shard_answers("me") + ".12", {}, {}};
+  gone.no_responders = true;
+  caf::anon_send(f.w.router, std::move(gone));
+  f.settle();
+  CHECK(intake->retried == std::vector<uint64_t>{12});
+  CHECK(intake->acked.empty());
 }
 
 TEST_CASE("status takes job_id, and jobId as protobuf's JSON spells it", "[actors][input]") {
