@@ -991,6 +991,9 @@ void on_key_answer(Self self, uint64_t n, const Inbound& in) {
   auto& st = self->state;
   auto it = st.key_asks.find(n);
   if (it == st.key_asks.end()) return;  // timed out meanwhile
+  // The server's "no responders": one of the pools asked has no owner now
+  // (which one, it does not say); the ask's deadline settles it.
+  if (in.no_responders) return;
   auto j = json::parse(in.data.begin(), in.data.end(), nullptr, false);
   if (!j.is_object() || !j.contains("pool") || !j["pool"].is_string()) {
     log_bad("shard key answer on " + in.subject + ": no pool", ++st.n.malformed);

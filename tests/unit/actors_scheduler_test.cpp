@@ -1171,6 +1171,35 @@ TEST_CASE(
   f.settle();
   CHECK(intake->retried == std::vector<uint64_t>{12});
   CHECK(intake->acked.empty());
+  // A keyed any-type job, picked for a100 here: h100's owner is asked
+  // whether it holds the key. The server's "no responders" to that ask is
+  // no bad input; the ask's deadline settles it, and the job is recorded.
+  f.register_node("n1", 8);
+  f.inbound(subjects::team_submit("r"),
+            bytes_of(R"({"command":["true"],"idempotency_key":"k1",)"
+                     R"("resources":{"gpus":1,"gpu_types":["a100","h100"]}})"),
+            "_INBOX.c.4");
+  std::string asked;
+  f.out->count([&](const Published& p) {
+    if (p.subject == subjects::shard_key("h100", "r")) asked = p.reply;
+    return false;
+  });
+  REQUIRE_FALSE(asked.empty());
+  CHECK_FALSE(f.out->find(reply_to("_INBOX.c.4")));
+  Inbound no_owner{asked, {}, {}};
+  no_owner.no_responders = true;
+  caf::anon_send(f.w.router, std::move(no_owner));
+  f.settle();
+  f.pass(1500);
+  REQUIRE(f.out->find(reply_to("_INBOX.c.4")));
+  CHECK(json::parse(f.out->find(reply_to("_INBOX.c.4"))->text()).contains("job_id"));
+  f.inbound(subjects::kSysStats, bytes_of("{}"), "_INBOX.stats");
+  REQUIRE(f.out->find(reply_to("_INBOX.stats")));
+  const json stats = json::parse(f.out->find(reply_to("_INBOX.stats"))->text());
+  CHECK(stats.value("malformed", -1) == 0);
+  CHECK(stats.value("key_ask_timeouts", -1) == 1);
+  CHECK(stats.value("recorded_for_owner", -1) == 2);
+  CHECK(stats.value("enqueued_retried", -1) == 1);
 }
 
 TEST_CASE("status takes job_id, and jobId as protobuf's JSON spells it", "[actors][input]") {
