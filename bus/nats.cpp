@@ -1297,6 +1297,10 @@ std::unique_ptr<Consumer> Consumer::open(JetStream& js, const std::string& strea
   return c;
 }
 
+void Consumer::stop_soon() {
+  if (impl_) impl_->stop = true;
+}
+
 Consumer::~Consumer() {
   if (!impl_) return;
   impl_->stop = true;

@@ -211,6 +211,11 @@ int serve(Bus& bus, Leadership& lead, Restore& start, Options& o, const StopSign
     local.serve({});
     intake->consumer = nullptr;
     intake->set_handoffs({});
+    // (all told at once: a shard holds one per pool, and its leases are not
+    // renewed while it stops)
+    if (consumer) consumer->stop_soon();
+    for (auto& c : handoffs)
+      if (c) c->stop_soon();
     consumer.reset();
     handoffs.clear();
     views.reset();
