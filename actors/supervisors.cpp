@@ -474,6 +474,18 @@ void upstream_ended(JobSup self, const std::string& id) {
 // A new job (the router: accepted, or handed off by a standby): queued and
 // announced, without an actor until its placement comes; blocked first when
 // it depends on other jobs.
+// A new job's record (state ""): an array gets a byte per task; one that
+// depends on other jobs enters blocked (true), to be judged once its
+// upstream jobs' records are here.
+bool enter_new(JobSup self, pb::JobRecord& rec) {
+  if (spec::is_array(rec.spec()) && rec.array_tasks().empty())
+    rec.set_array_tasks(
+        std::string(static_cast<size_t>(spec::array_tasks(rec.spec())), arr::kPending));
+  if (rec.spec().depends_on_size() == 0) return false;
+  enter_blocked(rec, self->state.w.now_ms());
+  return true;
+}
+
 void new_job(JobSup self, const std::string& id, const std::string& record) {
   auto& st = self->state;
   pb::JobRecord rec;
@@ -481,11 +493,7 @@ void new_job(JobSup self, const std::string& id, const std::string& record) {
     st.start(self, id, record);  // (not a new job: its actor takes it up)
     return;
   }
-  if (spec::is_array(rec.spec()) && rec.array_tasks().empty())
-    rec.set_array_tasks(
-        std::string(static_cast<size_t>(spec::array_tasks(rec.spec())), arr::kPending));
-  if (rec.spec().depends_on_size() > 0) {
-    enter_blocked(rec, st.w.now_ms());
+  if (enter_new(self, rec)) {
     st.index(rec);
     st.track(rec);
     keep_announced(self, rec);
@@ -764,7 +772,16 @@ JobSupervisorActor::behavior_type job_sup_behavior(JobSup self, OutboxPtr out,
           if (!rec.ParseFromString(bytes) || rec.job_id().empty()) continue;
           self->state.index(rec);
           self->state.track(rec);  // the router's count: actors/main.cpp tells it
-          if (names::is_terminal(rec.state())) {
+          if (rec.state().empty() && enter_new(self, rec)) {
+            // Known from the intake alone (no event of it stored): a new job,
+            // as new_job makes one. Blocked: judged below like the others.
+            blocked.push_back(rec.job_id());
+            keep_announced(self, rec);
+          } else if (rec.state().empty() && !spec::is_array(rec.spec())) {
+            // (queued with its record here: a blocked job judges it known)
+            enter_first_queued(rec, self->state.w.now_ms());
+            keep_asleep(self, rec);
+          } else if (names::is_terminal(rec.state())) {
             // (a record without its end time counts from now)
             ended.emplace_back(rec.end_ms() > 0 ? rec.end_ms() : self->state.w.now_ms(),
                                rec.job_id());

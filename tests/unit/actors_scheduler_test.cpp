@@ -22,6 +22,7 @@
 
 #include "actor_test_kit.hpp"
 #include "actors/policy/ledger.hpp"
+#include "actors/recovery.hpp"
 #include "actors/scheduler.hpp"
 #include "bus/subjects.hpp"
 #include "messages/wire.hpp"
@@ -109,6 +110,7 @@ class InstantIntake : public Intake {
   void append(const std::string& subject, std::vector<uint8_t> bytes, const std::string& msg_id,
               Done done) override {
     subjects.push_back(subject);
+    appended.emplace_back(subject, std::string(bytes.begin(), bytes.end()));
     auto [it, added] = stored_.emplace(msg_id, std::string(bytes.begin(), bytes.end()));
     done({true, !added, {}, added ? std::string() : it->second});
   }
@@ -117,6 +119,7 @@ class InstantIntake : public Intake {
   std::vector<uint64_t> acked;        // enqueued submissions acknowledged, in order
   std::vector<uint64_t> retried;      // ... and to be delivered again soon
   std::vector<std::string> subjects;  // where each append went
+  std::vector<std::pair<std::string, std::string>> appended;  // (subject, bytes), in order
 
  private:
   std::map<std::string, std::string> stored_;  // by msg_id
@@ -1448,6 +1451,45 @@ TEST_CASE("a pipeline is accepted whole: ids upstream first, names resolved, one
   auto list = json::parse(f.out->find(reply_to(reply))->text());
   REQUIRE(list["jobs"].size() == 4);
   for (size_t i = 0; i < 4; ++i) CHECK(list["jobs"][i].value("job_id", "") == ids[i]);
+}
+
+TEST_CASE(
+    "a pipeline known from its intake record alone is restored blocked: each job waits for "
+    "its upstream jobs' ends",
+    "[actors][pipeline][recovery]") {
+  // The first scheduler accepts it and dies before any event is stored.
+  auto intake = std::make_shared<InstantIntake>();
+  std::vector<std::string> ids;
+  {
+    Fixture first(SchedulerOptions{}, intake);
+    auto r = pipeline_reply(first, fan_in());
+    INFO(r.dump());
+    REQUIRE(r["jobs"].size() == 4);
+    for (const auto& j : r["jobs"]) ids.push_back(j["job_id"]);
+  }
+  recovery::State s;
+  for (const auto& [subject, bytes] : intake->appended) recovery::add_intake(s, bytes, subject);
+  REQUIRE(s.jobs.size() == 4);
+  // eval's blocked event was stored; the others' were not.
+  s.jobs.at(ids[3]).set_state("blocked");
+  s.jobs.at(ids[3]).set_attempt(0);
+  std::vector<std::string> records;
+  for (const auto& [id, rec] : s.jobs) records.push_back(rec.SerializeAsString());
+
+  Fixture f;
+  f.register_node("n1", 4);
+  caf::anon_send(f.w.jobs, restore_atom_v, std::move(records));
+  f.settle();
+  for (size_t i = 1; i < 3; ++i) CHECK(f.event(ids[i], "blocked"));
+  CHECK(f.out->position(launch_of("n1", ids[1])) == -1);
+  CHECK(f.out->position(launch_of("n1", ids[3])) == -1);
+  f.agent_reports("n1", f.launched("n1", ids[0]), 0);     // prep
+  f.agent_reports("n1", f.launched("n1", ids[1]), 0);     // a
+  CHECK(f.out->position(launch_of("n1", ids[3])) == -1);  // b has not run yet
+  f.agent_reports("n1", f.launched("n1", ids[2]), 0);
+  f.agent_reports("n1", f.launched("n1", ids[3]), 0);
+  CHECK(f.event(ids[3], "succeeded"));
+  CHECK(f.out->position(event_of(ids[2], "succeeded")) < f.out->position(launch_of("n1", ids[3])));
 }
 
 TEST_CASE("a pipeline with one bad member, a cycle or an unknown name creates no job",
