@@ -538,8 +538,7 @@ void on_intake(Self self, const std::string& job_id, bool ok, bool duplicate,
     ++st.n.intake_errors;  // a consumer-delivered one is redelivered (not acknowledged)
     unqueue(st, pend.team, pend.slots);
     for (const auto& w : pend.waiters)
-      reject(self, w, policy::Refusal::unavailable,
-             "submission not recorded (intake stream: " + error + "); retry", pend.team);
+      reject(self, w, policy::Refusal::unavailable, submission::not_recorded(error), pend.team);
     return;
   }
   ++st.n.accepted;
@@ -1085,14 +1084,20 @@ void record_for_owner(Self self, Handing h) {
       });
 }
 
-// Stopping (this shard's pools changed, or the process ends): the handed
-// submissions not answered yet are recorded for their owners now, not left
+// Handed submissions whose owner did not answer in time (hung, or cut off),
+// or with `all` (stopping: this shard's pools changed, or the process ends)
+// every one not answered yet: recorded here for their owners, not left
 // unanswered (one the owner recorded is the same job: the message id).
-void record_all_handing(Self self) {
+void record_handing(Self self, bool all) {
   auto& st = self->state;
-  while (!st.handing.empty()) {
-    Handing h = std::move(st.handing.begin()->second);
-    st.handing.erase(st.handing.begin());
+  const int64_t now = st.w.now_ms();
+  while (!st.handing.empty()) {  // (in order of their deadlines)
+    auto it = st.handing.begin();
+    const bool late = it->second.until_ms <= now;
+    if (!late && !all) return;
+    Handing h = std::move(it->second);
+    st.handing.erase(it);
+    if (late) ++st.n.hand_timeouts;
     record_for_owner(self, std::move(h));
   }
 }
@@ -1110,19 +1115,6 @@ void on_hand_answer(Self self, uint64_t n, const Inbound& in) {
     return;
   }
   st.out->publish(h.reply, in.data);
-}
-
-// Handed submissions whose owner did not answer in time (hung, or cut off):
-// recorded here for it.
-void sweep_handing(Self self) {
-  auto& st = self->state;
-  const int64_t now = st.w.now_ms();
-  while (!st.handing.empty() && st.handing.begin()->second.until_ms <= now) {
-    Handing h = std::move(st.handing.begin()->second);
-    st.handing.erase(st.handing.begin());
-    ++st.n.hand_timeouts;
-    record_for_owner(self, std::move(h));
-  }
 }
 
 // Another shard asks whether this one holds a team's key (the owner of the
@@ -1506,7 +1498,7 @@ RouterActor::behavior_type router_behavior(Self self, OutboxPtr out, IntakePtr i
   // the handed submissions not answered yet are recorded for their owners.
   self->set_exit_handler([=](caf::exit_msg& m) {
     if (!m.reason) return;
-    record_all_handing(self);
+    record_handing(self, true);
     self->quit(std::move(m.reason));
   });
   return {
@@ -1599,7 +1591,7 @@ RouterActor::behavior_type router_behavior(Self self, OutboxPtr out, IntakePtr i
       [=](tick_atom) {
         report_queued(self);
         sweep_key_asks(self);
-        sweep_handing(self);
+        record_handing(self, false);
         self->delayed_send(self, kShardReportEvery, tick_atom_v);
       },
       [=](heard_atom, int64_t other_pools) { self->state.n.other_pool_agent = other_pools; },

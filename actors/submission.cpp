@@ -264,13 +264,15 @@ std::vector<uint8_t> reply(bool flatbuffers, const std::string& job_id, const st
   return std::vector<uint8_t>(j.begin(), j.end());
 }
 
+std::string not_recorded(const std::string& error) {
+  return "submission not recorded (intake stream: " + error + "); retry";
+}
+
 std::vector<uint8_t> appended_reply(bool flatbuffers, const std::string& job_id, bool ok,
                                     bool duplicate, const std::string& error,
                                     const std::string& original, const std::string& key,
                                     const std::string& fingerprint) {
-  if (!ok)
-    return reply(flatbuffers, {}, "submission not recorded (intake stream: " + error + "); retry",
-                 Refusal::unavailable);
+  if (!ok) return reply(flatbuffers, {}, not_recorded(error), Refusal::unavailable);
   if (!duplicate) return reply(flatbuffers, job_id, {});
   auto a = answer_duplicate(original, key, fingerprint);
   if (a.job_id.empty() || !a.verdict.ok())

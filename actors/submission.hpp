@@ -158,6 +158,10 @@ DuplicateAnswer answer_duplicate(const std::string& original, const std::string&
 std::vector<uint8_t> reply(bool flatbuffers, const std::string& job_id, const std::string& error,
                            policy::Refusal code = policy::Refusal::none);
 
+// The refusal text of a submission the intake stream did not store (`error`:
+// the stream's): unavailable, the client retries.
+std::string not_recorded(const std::string& error);
+
 // The reply once a record appended without an actor (a standby's front door,
 // a shard recording for another's pool) is stored or not: its job id; when
 // the stream held a record under its message id, that one's (a spec that

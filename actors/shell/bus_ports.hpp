@@ -58,9 +58,12 @@ class StreamIntake : public Intake {
   void retry(uint64_t stream_seq, int64_t delay_ms) override {
     if (auto* c = consumer.load()) c->nak(stream_seq, delay_ms);
   }
-  // (Each consumer acknowledges only the messages it delivered.)
+  // (Each consumer acknowledges only the messages it delivered.) One taken
+  // before the consumers are set (they deliver as soon as they open) is
+  // acknowledged when they are, not redelivered after the ack wait.
   void ack_handoff(uint64_t stream_seq) override {
     std::lock_guard<std::mutex> lock(mu_);
+    if (handoffs_.empty() && early_.size() < kMaxEarly) early_.push_back(stream_seq);
     for (auto* c : handoffs_) c->ack(stream_seq);
   }
   std::atomic<bus::Consumer*> consumer{nullptr};  // troupe.<team>.enqueue
@@ -70,13 +73,18 @@ class StreamIntake : public Intake {
   void set_handoffs(std::vector<bus::Consumer*> consumers) {
     std::lock_guard<std::mutex> lock(mu_);
     handoffs_ = std::move(consumers);
+    for (auto* c : handoffs_)
+      for (auto seq : early_) c->ack(seq);
+    early_.clear();
   }
 
  private:
+  static constexpr size_t kMaxEarly = 4096;
   bus::JetStream& js_;
   LeaseGate& gate_;
   std::mutex mu_;
   std::vector<bus::Consumer*> handoffs_;
+  std::vector<uint64_t> early_;  // acknowledged while no consumer was set
 };
 
 // troupe.<team>.history: a job's events read from TROUPE_EVENTS (only the
