@@ -404,6 +404,34 @@ AuditReport audit(const std::vector<JobEvent>& events,
                                 " of 1.." + std::to_string(t.max_seq) + " not in the stream"});
   }
 
+  // 5. Dependencies: each start of a dependent comes after (in the order
+  // decided) the first `succeeded` of every upstream job.
+  std::map<std::string, size_t> succeeded_at;  // job -> index of its first succeeded
+  for (size_t i = 0; i < events.size(); ++i)
+    if (events[i].state == names::kSucceeded) succeeded_at.emplace(events[i].job_id, i);
+  std::map<std::string, std::pair<size_t, uint64_t>> first_start;  // job -> (index, seq)
+  for (size_t i = 0; i < events.size(); ++i)
+    if (holds(events[i].state))
+      first_start.emplace(events[i].job_id, std::make_pair(i, events[i].seq));
+  for (const auto& [id, info] : acknowledged) {
+    if (info.after.empty()) continue;
+    ++r.dependents;
+    auto start = first_start.find(id);
+    if (start == first_start.end()) continue;  // never started
+    std::string why;
+    for (const auto& up : info.after) {
+      auto ok = succeeded_at.find(up);
+      if (ok == succeeded_at.end())
+        why += (why.empty() ? "" : "; ") + ("its upstream " + up + " never succeeded");
+      else if (ok->second > start->second.first)
+        why += (why.empty() ? "" : "; ") + ("its upstream " + up + " succeeded only at #" +
+                                            std::to_string(events[ok->second].seq));
+    }
+    if (why.empty()) continue;
+    ++r.early_dependents;
+    if (r.early.size() < 1000) r.early.push_back({id, start->second.second, "started, but " + why});
+  }
+
   // Figure 3 details: say whether the holder's attempt ever ended.
   r.gpus_clashed = clashed.size();
   for (const auto& c : clashes) {
@@ -457,6 +485,7 @@ std::string AuditReport::figures() const {
     << " | GPU held by two jobs at a time: " << gpu_clashes
     << " | gangs run partially: " << partial_gangs << "/" << gangs;
   if (partial_singles > 0) s << " (+" << partial_singles << " single jobs started unplaced)";
+  s << " | jobs started before their upstream succeeded: " << early_dependents << "/" << dependents;
   if (malformed > 0) s << " | malformed events: " << malformed;
   return s.str();
 }
@@ -472,6 +501,8 @@ std::string AuditReport::describe(size_t max_each) const {
   s << "  4. gangs that ran partially: " << partial_gangs << " of " << gangs << " gangs";
   if (partial_singles > 0) s << " (and " << partial_singles << " single jobs)";
   s << "\n";
+  s << "  5. jobs started before each of their upstream jobs succeeded: " << early_dependents
+    << " of " << dependents << " jobs with upstream jobs\n";
   s << "  events: " << events << " (";
   bool first = true;
   for (const auto& [state, n] : by_state) {
@@ -500,6 +531,7 @@ std::string AuditReport::describe(size_t max_each) const {
   list("overlapping attempts", overlaps);
   list("GPU clashes", clashes);
   list("partial gangs", partials);
+  list("dependents started early", early);
   list("event-number issues (context)", seq_issues);
   if (!problems.empty()) {
     s << "  malformed events (" << problems.size() << "):\n";

@@ -3,13 +3,16 @@
 // Pure code (no NATS, no processes): it takes the job events as they are
 // stored in the TROUPE_EVENTS stream (JSON JobEvent, messages/job_spec.proto,
 // in stream order), the acknowledged job ids with their worker counts, and
-// returns four figures with the offending details:
+// returns five figures with the offending details:
 //
 //  1. terminal:  every acknowledged job reached exactly one terminal state
 //                (succeeded, failed or canceled; names::is_terminal).
 //  2. attempts:  no job ran two attempts at once.
 //  3. gpus:      no (node, GPU index) was held by two jobs at a time.
 //  4. gangs:     no gang ran partially.
+//  5. dependencies: no job with upstream jobs (JobInfo::after, depends_on with
+//                the default `on`: succeeded) started before each of them
+//                succeeded; one whose upstream never succeeded never started.
 //
 // Holding, from events alone: attempt k of a job holds the (node, gpu) pairs
 // of its workers from its first `starting` or `running` event until the
@@ -47,6 +50,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace troupe::fault {
@@ -79,8 +83,11 @@ std::optional<JobEvent> parse_event(const std::string& json, uint64_t seq, std::
 
 // What the submitter knows about an acknowledged job.
 struct JobInfo {
-  int workers = 1;          // W: 1 for a single job, > 1 for a gang
-  int gpus_per_worker = 0;  // 0: not checked
+  JobInfo(int w = 1, int g = 0, std::vector<std::string> up = {})
+      : workers(w), gpus_per_worker(g), after(std::move(up)) {}
+  int workers;                     // W: 1 for a single job, > 1 for a gang
+  int gpus_per_worker;             // 0: not checked
+  std::vector<std::string> after;  // upstream jobs that must succeed before it starts
 };
 
 struct Violation {
@@ -108,6 +115,11 @@ struct AuditReport {
   size_t partial_gangs = 0;
   size_t partial_singles = 0;
   std::vector<Violation> partials;
+  // Figure 5: acknowledged jobs with upstream jobs that started before each
+  // of them succeeded, of all such jobs.
+  size_t dependents = 0;
+  size_t early_dependents = 0;
+  std::vector<Violation> early;
 
   // Context.
   size_t events = 0;
@@ -129,12 +141,12 @@ struct AuditReport {
   std::vector<std::string> problems;              // malformed input, one line each
 
   size_t terminal_violations() const { return acknowledged - terminal_once; }
-  // All four properties hold (and every event could be read).
+  // All five properties hold (and every event could be read).
   bool ok() const {
     return terminal_once == acknowledged && overlapping_jobs == 0 && gpu_clashes == 0 &&
-           partial_gangs == 0 && partial_singles == 0 && malformed == 0;
+           partial_gangs == 0 && partial_singles == 0 && early_dependents == 0 && malformed == 0;
   }
-  // The four figures on one line.
+  // The five figures on one line.
   std::string figures() const;
   // Figures, context and up to `max_each` offending details per property.
   std::string describe(size_t max_each = 20) const;

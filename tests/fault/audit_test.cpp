@@ -288,6 +288,48 @@ TEST_CASE("fault audit: figure 4 fails when a gang runs partially", "[audit]") {
   }
 }
 
+TEST_CASE("fault audit: figure 5 fails when a job starts before its upstream job succeeded",
+          "[audit]") {
+  const W n2 = {{0, "n2", {0}}};
+  // d waits for u and starts after u's end; f's upstream failed and f never
+  // started (canceled, dependency_failed); e started while u2 still ran; g
+  // started though its upstream failed.
+  auto evs = cat({life("u", kN1G0),
+                  life("d", n2),
+                  life("bad", kN1G0, "failed"),
+                  {{"f", "blocked", 0, {}}, {"f", "canceled", 0, {}}},
+                  {{"u2", "queued", 1, {}}, {"u2", "starting", 1, kN1G0}},
+                  life("e", n2),
+                  {{"u2", "running", 1, kN1G0}, {"u2", "succeeded", 1, kN1G0, 0}},
+                  life("g", {{0, "n3", {0}}})});
+  for (size_t i = 0; i < evs.size(); ++i) evs[i].ts += static_cast<long long>(i);
+  auto after = [](std::vector<std::string> up) { return JobInfo{1, 1, std::move(up)}; };
+  std::map<std::string, JobInfo> acked = {
+      {"u", {1, 1}},         {"bad", {1, 1}},           {"u2", {1, 1}},       {"d", after({"u"})},
+      {"f", after({"bad"})}, {"e", after({"u", "u2"})}, {"g", after({"bad"})}};
+  auto r = run(evs, acked);
+  INFO(r.describe());
+  CHECK_FALSE(r.ok());
+  CHECK(r.dependents == 4);
+  CHECK(r.early_dependents == 2);
+  REQUIRE(r.early.size() == 2);
+  CHECK(r.early[0].job_id == "e");
+  CHECK_THAT(r.early[0].what, Contains("u2 succeeded only at"));
+  CHECK(r.early[1].job_id == "g");
+  CHECK_THAT(r.early[1].what, Contains("bad never succeeded"));
+  CHECK_THAT(r.figures(), Contains("jobs started before their upstream succeeded: 2/4"));
+  // The same history without e and g passes.
+  acked.erase("e");
+  acked.erase("g");
+  acked["e"] = {1, 1};
+  acked["g"] = {1, 1};
+  auto clean = run(evs, acked);
+  INFO(clean.describe());
+  CHECK(clean.early_dependents == 0);
+  CHECK(clean.dependents == 2);
+  CHECK(clean.ok());
+}
+
 TEST_CASE("fault audit: stored events are parsed as protobuf JSON, malformed ones fail the audit",
           "[audit]") {
   std::string err;

@@ -4,8 +4,10 @@
 // audit over the TROUPE_EVENTS stream (tests/fault/audit.hpp), not the
 // scheduler's own word, must show: every acknowledged job reached exactly one
 // terminal state; no job ran two attempts at once; no GPU index was held by
-// two jobs at a time; no gang ran partially. The four figures are printed and
-// written to fault-report.txt (or $TROUPE_FAULT_REPORT).
+// two jobs at a time; no gang ran partially; no job started before its
+// upstream job succeeded (every 10th submission is a two-job pipeline). The
+// five figures are printed and written to fault-report.txt (or
+// $TROUPE_FAULT_REPORT).
 //
 // Faults are paced by progress (acknowledged submissions), not by time.
 // Tuning through the environment (defaults in brackets): TROUPE_FAULT_JOBS
@@ -249,13 +251,30 @@ StreamRead read_stream_by_seq(troupe::bus::Connection& conn, const std::string& 
 
 struct PlannedJob {
   std::string team;
-  Json spec;
+  Json spec;  // a job's, or (pipeline) a pipeline's: its upstream job, then its dependent
   int workers = 1;
   int gpus = 1;
+  bool pipeline = false;
 };
+
+// A simulated job of the mix: `name`, `gpus` x `workers`, for `dur` seconds;
+// `fails`: exit 3, one retry.
+Json sim_job(const std::string& team, const std::string& name, int gpus, int workers,
+             const char* dur, bool fails) {
+  Json spec = job_spec(team, {"sleep", dur}, gpus, workers);
+  spec["name"] = name;
+  spec["env"] = Json{{"TROUPE_SIM_DURATION_S", dur}};
+  if (fails) {
+    spec["env"]["TROUPE_SIM_EXIT"] = "3";
+    spec["max_retries"] = 1;
+  }
+  return spec;
+}
 
 // The mix: mostly 1-GPU jobs, a fifth gangs of 2-4 workers with 1-2 GPUs
 // each, every 31st job fails (exit 3, one retry), simulated for 0.3-2.5 s.
+// Every 10th is a pipeline of two 1-GPU jobs, the second after the first
+// (depends_on): the audit's figure 5.
 std::vector<PlannedJob> plan_jobs(size_t n, uint32_t seed, const std::vector<std::string>& teams) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<double> unit(0.0, 1.0);
@@ -269,14 +288,19 @@ std::vector<PlannedJob> plan_jobs(size_t n, uint32_t seed, const std::vector<std
     double dur = gang ? 0.5 + 2.0 * unit(rng) : 0.3 + 1.7 * unit(rng);
     char buf[16];
     std::snprintf(buf, sizeof buf, "%.2f", dur);
-    p.spec = job_spec(p.team, {"sleep", buf}, p.gpus, p.workers);
-    p.spec["name"] = "fault-" + std::to_string(i);
-    p.spec["idempotency_key"] = "fault-" + std::to_string(seed) + "-" + std::to_string(i);
-    p.spec["env"] = Json{{"TROUPE_SIM_DURATION_S", buf}};
-    if (i % 31 == 30) {
-      p.spec["env"]["TROUPE_SIM_EXIT"] = "3";
-      p.spec["max_retries"] = 1;
+    const std::string name = "fault-" + std::to_string(i);
+    const bool fails = i % 31 == 30;
+    p.pipeline = i % 10 == 5;
+    if (p.pipeline) {
+      p.workers = p.gpus = 1;
+      Json down = sim_job(p.team, name + "-down", 1, 1, buf, false);
+      down["depends_on"] = Json::array({Json{{"name", name + "-up"}}});
+      p.spec = Json{{"name", name},
+                    {"jobs", Json::array({sim_job(p.team, name + "-up", 1, 1, buf, fails), down})}};
+    } else {
+      p.spec = sim_job(p.team, name, p.gpus, p.workers, buf, fails);
     }
+    p.spec["idempotency_key"] = "fault-" + std::to_string(seed) + "-" + std::to_string(i);
     jobs.push_back(std::move(p));
   }
   return jobs;
@@ -307,14 +331,20 @@ void submit_loop(Cluster& c, LiveView& live, const std::vector<PlannedJob>& plan
     if (!unpaced && !live.wait_room(window, Clock::now() + 20s)) unpaced = true;
     const auto& p = plan[i];
     std::string body = p.spec.dump();
-    std::string id;
-    while (id.empty() && Clock::now() < deadline && !k.stop) {
+    std::vector<std::string> ids;  // a pipeline's: upstream first
+    while (ids.empty() && Clock::now() < deadline && !k.stop) {
       std::string err;
-      auto reply = c.conn().request(subjects::team_submit(p.team), body, 2000, &err);
+      auto reply = c.conn().request(
+          p.pipeline ? subjects::team_pipeline(p.team) : subjects::team_submit(p.team), body, 2000,
+          &err);
       if (reply) {
         Json r = Json::parse(reply->begin(), reply->end(), nullptr, false);
         if (r.is_object() && r.contains("job_id") && r["job_id"].is_string()) {
-          id = r["job_id"].get<std::string>();
+          ids.push_back(r["job_id"].get<std::string>());
+          break;
+        }
+        if (r.is_object() && r.contains("jobs") && r["jobs"].is_array() && r["jobs"].size() == 2) {
+          for (const auto& j : r["jobs"]) ids.push_back(j.value("job_id", ""));
           break;
         }
         std::string e = r.is_object() && r.contains("error") ? r["error"].dump() : r.dump();
@@ -328,21 +358,27 @@ void submit_loop(Cluster& c, LiveView& live, const std::vector<PlannedJob>& plan
       // Back-off between tries while the scheduler or nats-server is down.
       std::this_thread::sleep_for(100ms);
     }
-    if (id.empty()) continue;
+    if (ids.empty()) continue;
     {
       std::lock_guard<std::mutex> lock(k.mu);
-      if (k.acknowledged.count(id) != 0)
-        k.errors.push_back("job id " + id + " acknowledged for two submissions (" +
-                           std::to_string(k.index_of[id]) + " and " + std::to_string(i) + ")");
-      k.acknowledged[id] = fault::JobInfo{p.workers, p.gpus};
-      k.index_of[id] = i;
-      live.acknowledged(id);
+      for (size_t m = 0; m < ids.size(); ++m) {
+        const auto& id = ids[m];
+        if (k.acknowledged.count(id) != 0)
+          k.errors.push_back("job id " + id + " acknowledged for two submissions (" +
+                             std::to_string(k.index_of[id]) + " and " + std::to_string(i) + ")");
+        std::vector<std::string> after;
+        if (m > 0) after.push_back(ids[m - 1]);
+        k.acknowledged[id] = fault::JobInfo{p.workers, p.gpus, std::move(after)};
+        k.index_of[id] = i;
+        live.acknowledged(id);
+      }
       ++k.acked;  // under k.mu: waiters on k.cv miss no wake-up
     }
     k.cv.notify_all();
-    // A few cancels, best effort (lost when the scheduler is down).
+    // A few cancels, best effort (lost when the scheduler is down); a
+    // pipeline's upstream job (its dependent then ends dependency_failed).
     if (i % 97 == 50) {
-      std::string err, req = Json{{"job_id", id}}.dump();
+      std::string err, req = Json{{"job_id", ids.front()}}.dump();
       if (c.conn().request(subjects::team_cancel(p.team), req, 2000, &err)) ++k.cancels;
     }
   }
@@ -383,8 +419,11 @@ TEST_CASE("fault injection: mixed jobs and gangs survive scheduler, agent, nats 
   LiveView live(c.conn());
 
   auto plan = plan_jobs(n_jobs, seed, teams);
-  size_t planned_gangs = 0;
-  for (const auto& p : plan) planned_gangs += p.workers > 1 ? 1 : 0;
+  size_t planned_gangs = 0, planned_jobs = 0;  // (a pipeline is two jobs)
+  for (const auto& p : plan) {
+    planned_gangs += p.workers > 1 ? 1 : 0;
+    planned_jobs += p.pipeline ? 2 : 1;
+  }
 
   Counters k;
   std::atomic<size_t> next{0};
@@ -655,9 +694,10 @@ TEST_CASE("fault injection: mixed jobs and gangs survive scheduler, agent, nats 
   std::ostringstream out;
   out << "==== fault-injection audit (seed " << seed << ", " << seconds_since(t0) << " s) ====\n"
       << "FIGURES: " << report.figures() << "\n"
-      << "jobs planned " << plan.size() << " (gangs " << planned_gangs << "), acknowledged "
-      << acked.size() << " (gangs " << report.gangs << "), submit retries "
-      << k.submit_retries.load() << ", cancels sent " << k.cancels.load() << "\n"
+      << "jobs planned " << planned_jobs << " (gangs " << planned_gangs << ", dependents "
+      << planned_jobs - plan.size() << "), acknowledged " << acked.size() << " (gangs "
+      << report.gangs << "), submit retries " << k.submit_retries.load() << ", cancels sent "
+      << k.cancels.load() << "\n"
       << "faults: scheduler kill -9 " << sched_kills_done << ", node agent kill -9 "
       << agent_kills_done << ", nats-server restarts " << nats_restarts_done << " (of "
       << c.nats_servers() << " server(s)), rolling restarts " << rolling_done << ", actor crashes "
@@ -695,7 +735,8 @@ TEST_CASE("fault injection: mixed jobs and gangs survive scheduler, agent, nats 
 
   CHECK(k.errors.empty());
   CHECK(fault_problems.empty());
-  CHECK(acked.size() == plan.size());
+  CHECK(k.acked == plan.size());
+  CHECK(acked.size() == planned_jobs);
   CHECK(sched_kills_done == scheduler_kills);
   CHECK(agent_kills_done == agent_kills);
   CHECK(nats_restarts_done == nats_restarts);
@@ -710,5 +751,7 @@ TEST_CASE("fault injection: mixed jobs and gangs survive scheduler, agent, nats 
   CHECK(report.gpu_clashes == 0);
   CHECK(report.partial_gangs == 0);
   CHECK(report.partial_singles == 0);
+  CHECK(report.dependents == planned_jobs - plan.size());
+  CHECK(report.early_dependents == 0);
   CHECK(seconds_since(t0) < 300);
 }
