@@ -772,15 +772,22 @@ JobSupervisorActor::behavior_type job_sup_behavior(JobSup self, OutboxPtr out,
           if (!rec.ParseFromString(bytes) || rec.job_id().empty()) continue;
           self->state.index(rec);
           self->state.track(rec);  // the router's count: actors/main.cpp tells it
-          if (rec.state().empty() && enter_new(self, rec)) {
+          if (rec.state().empty()) {
             // Known from the intake alone (no event of it stored): a new job,
-            // as new_job makes one. Blocked: judged below like the others.
-            blocked.push_back(rec.job_id());
-            keep_announced(self, rec);
-          } else if (rec.state().empty() && !spec::is_array(rec.spec())) {
-            // (queued with its record here: a blocked job judges it known)
-            enter_first_queued(rec, self->state.w.now_ms());
-            keep_asleep(self, rec);
+            // as new_job makes one, its record here (a blocked job judges it
+            // known) and its event out; judged (blocked), or its tasks
+            // caught up (an array), below like the others.
+            if (enter_new(self, rec)) {
+              blocked.push_back(rec.job_id());
+              keep_announced(self, rec);
+            } else if (spec::is_array(rec.spec())) {
+              enter_first_queued(rec, self->state.w.now_ms());
+              arrays.push_back(rec.job_id());
+              keep_announced(self, rec);
+            } else {
+              enter_first_queued(rec, self->state.w.now_ms());
+              keep_asleep(self, rec);
+            }
           } else if (names::is_terminal(rec.state())) {
             // (a record without its end time counts from now)
             ended.emplace_back(rec.end_ms() > 0 ? rec.end_ms() : self->state.w.now_ms(),

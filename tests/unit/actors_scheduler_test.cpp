@@ -1453,6 +1453,24 @@ TEST_CASE("a pipeline is accepted whole: ids upstream first, names resolved, one
   for (size_t i = 0; i < 4; ++i) CHECK(list["jobs"][i].value("job_id", "") == ids[i]);
 }
 
+namespace {
+// What a restore reads from the intake records `intake` holds (no snapshot,
+// no event), as the job supervisor gets it.
+recovery::State read_intake(const InstantIntake& intake) {
+  recovery::State s;
+  for (const auto& [subject, bytes] : intake.appended) recovery::add_intake(s, bytes, subject);
+  return s;
+}
+// A fixture with node n1 (4 GPUs) whose job supervisor restored `s`.
+void restore(Fixture& f, const recovery::State& s) {
+  std::vector<std::string> records;
+  for (const auto& [id, rec] : s.jobs) records.push_back(rec.SerializeAsString());
+  f.register_node("n1", 4);
+  caf::anon_send(f.w.jobs, restore_atom_v, std::move(records));
+  f.settle();
+}
+}  // namespace
+
 TEST_CASE(
     "a pipeline known from its intake record alone is restored blocked: each job waits for "
     "its upstream jobs' ends",
@@ -1467,19 +1485,13 @@ TEST_CASE(
     REQUIRE(r["jobs"].size() == 4);
     for (const auto& j : r["jobs"]) ids.push_back(j["job_id"]);
   }
-  recovery::State s;
-  for (const auto& [subject, bytes] : intake->appended) recovery::add_intake(s, bytes, subject);
+  auto s = read_intake(*intake);
   REQUIRE(s.jobs.size() == 4);
   // eval's blocked event was stored; the others' were not.
   s.jobs.at(ids[3]).set_state("blocked");
   s.jobs.at(ids[3]).set_attempt(0);
-  std::vector<std::string> records;
-  for (const auto& [id, rec] : s.jobs) records.push_back(rec.SerializeAsString());
-
   Fixture f;
-  f.register_node("n1", 4);
-  caf::anon_send(f.w.jobs, restore_atom_v, std::move(records));
-  f.settle();
+  restore(f, s);
   for (size_t i = 1; i < 3; ++i) CHECK(f.event(ids[i], "blocked"));
   CHECK(f.out->position(launch_of("n1", ids[1])) == -1);
   CHECK(f.out->position(launch_of("n1", ids[3])) == -1);
@@ -1490,6 +1502,34 @@ TEST_CASE(
   f.agent_reports("n1", f.launched("n1", ids[3]), 0);
   CHECK(f.event(ids[3], "succeeded"));
   CHECK(f.out->position(event_of(ids[2], "succeeded")) < f.out->position(launch_of("n1", ids[3])));
+}
+
+TEST_CASE(
+    "restore of an array and its dependent from their intake records alone: the array queued "
+    "and announced, the dependent blocked until every task succeeded",
+    "[actors][array][deps][recovery]") {
+  auto intake = std::make_shared<InstantIntake>();
+  std::string arr, dep;
+  {
+    Fixture first(SchedulerOptions{}, intake);  // no node; dies before any event is stored
+    arr = first.submit(
+        R"({"command":["true"],"resources":{"gpus":1},"array":{"count":2,"parallelism":2}})");
+    dep = first.submit(after(arr));
+  }
+  auto s = read_intake(*intake);
+  REQUIRE(s.jobs.size() == 2);
+  Fixture f;
+  restore(f, s);
+  CHECK(f.event(arr, "queued"));
+  CHECK(f.event(dep, "blocked"));
+  CHECK_FALSE(f.event(dep, "canceled"));
+  CHECK(ask(f, subjects::team_status("t"), arr).value("state", "") == "queued");
+  f.agent_reports("n1", f.launched("n1", arr + "-0"), 0);
+  CHECK(f.out->position(launch_of("n1", dep)) == -1);
+  f.agent_reports("n1", f.launched("n1", arr + "-1"), 0);
+  REQUIRE(f.event(arr, "succeeded"));
+  f.agent_reports("n1", f.launched("n1", dep), 0);
+  CHECK(f.event(dep, "succeeded"));
 }
 
 TEST_CASE("a pipeline with one bad member, a cycle or an unknown name creates no job",
