@@ -471,9 +471,6 @@ void upstream_ended(JobSup self, const std::string& id) {
   }
 }
 
-// A new job (the router: accepted, or handed off by a standby): queued and
-// announced, without an actor until its placement comes; blocked first when
-// it depends on other jobs.
 // A new job's record (state ""): an array gets a byte per task; one that
 // depends on other jobs enters blocked (true), to be judged once its
 // upstream jobs' records are here.
@@ -486,6 +483,9 @@ bool enter_new(JobSup self, pb::JobRecord& rec) {
   return true;
 }
 
+// A new job (the router: accepted, or handed off by a standby): queued and
+// announced, without an actor until its placement comes; blocked first when
+// it depends on other jobs.
 void new_job(JobSup self, const std::string& id, const std::string& record) {
   auto& st = self->state;
   pb::JobRecord rec;
