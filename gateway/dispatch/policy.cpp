@@ -323,8 +323,16 @@ Choice choose(const Config& cfg, const std::vector<ClusterState>& clusters, cons
     c.code = std::move(code);
     c.error = std::move(why);
   };
-  // (locality missed, fits now, queued per GPU, name): smallest first.
-  std::vector<std::tuple<bool, bool, double, std::string>> ranked;
+  // (locality missed, fits now, the rank of the first acceptable type it
+  // fits in now, queued per GPU, the rank of its first acceptable type,
+  // name): smallest first. So the job goes where it starts now, the type
+  // it lists first on a tie (as a cluster's any-type job goes to its first
+  // candidate pool where it fits now), else where it would wait least.
+  std::vector<std::tuple<bool, bool, size_t, double, size_t, std::string>> ranked;
+  auto rank_of = [&](const std::string& type) {
+    return static_cast<size_t>(std::find(needs.types.begin(), needs.types.end(), type) -
+                               needs.types.begin());
+  };
   for (const auto& st : clusters) {
     if (exclude.count(st.name)) continue;
     if (!allowed(cfg, needs.team, st.name)) {
@@ -346,13 +354,15 @@ Choice choose(const Config& cfg, const std::vector<ClusterState>& clusters, cons
     }
     // Its GPUs of an acceptable type: the job must fit the cluster at all.
     int64_t total = 0, free = 0, largest = 0;
+    size_t first_rank = needs.types.size(), now_rank = needs.types.size();
     for (const auto& [type, cap] : st.types) {
-      if (!needs.types.empty() &&
-          std::find(needs.types.begin(), needs.types.end(), type) == needs.types.end())
-        continue;
+      const size_t rank = needs.types.empty() ? 0 : rank_of(type);
+      if (rank == needs.types.size() && !needs.types.empty()) continue;
       total += cap.total;
       free += cap.free;
       largest = std::max(largest, cap.total);
+      if (cap.total >= needs.gpus_per_worker) first_rank = std::min(first_rank, rank);
+      if (cap.free >= needs.gpus) now_rank = std::min(now_rank, rank);
     }
     if ((needs.gpus > 0 && largest < needs.gpus_per_worker) || (needs.gpus > 0 && total == 0)) {
       std::string types;
@@ -373,10 +383,11 @@ Choice choose(const Config& cfg, const std::vector<ClusterState>& clusters, cons
     }
     double depth =
         static_cast<double>(st.queued) / static_cast<double>(std::max<int64_t>(1, total));
-    ranked.emplace_back(!in_place, free < needs.gpus, depth, st.name);
+    const bool fits = free >= needs.gpus;
+    ranked.emplace_back(!in_place, !fits, fits ? now_rank : 0, depth, first_rank, st.name);
   }
   std::sort(ranked.begin(), ranked.end());
-  for (const auto& r : ranked) c.order.push_back(std::get<3>(r));
+  for (const auto& r : ranked) c.order.push_back(std::get<5>(r));
   if (!c.order.empty()) {
     c.code.clear();
     c.error.clear();

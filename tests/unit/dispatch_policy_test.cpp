@@ -127,6 +127,26 @@ TEST_CASE("dispatch: jobs go to a cluster of their GPU type, the freest and shor
   cs[0].types["a100"].free = 8;
   cs[1].queued = 20;
   CHECK(choose(cfg, cs, needs(any), {}, {}).order == std::vector<std::string>{"c1", "c2"});
+  // Where it fits now in both, the type it lists first wins (not the name,
+  // not the queue); where it fits in neither, the shorter queue, then the
+  // type it lists first.
+  cs[1].queued = 0;
+  const char* h100_first =
+      R"({"command":["x"],"resources":{"gpus":4,"gpu_types":["h100","a100"]}})";
+  CHECK(choose(cfg, cs, needs(h100_first), {}, {}).order == std::vector<std::string>{"c2", "c1"});
+  cs[0].queued = 0;
+  cs[1].queued = 5;
+  CHECK(choose(cfg, cs, needs(h100_first), {}, {}).order == std::vector<std::string>{"c2", "c1"});
+  CHECK(choose(cfg, cs, needs(any), {}, {}).order == std::vector<std::string>{"c1", "c2"});
+  cs[1].types["h100"].free = 2;  // h100 full: a100 where it starts now
+  CHECK(choose(cfg, cs, needs(h100_first), {}, {}).order == std::vector<std::string>{"c1", "c2"});
+  cs[0].types["a100"].free = 0;  // both full: the shorter queue (c1), then the type
+  CHECK(choose(cfg, cs, needs(h100_first), {}, {}).order == std::vector<std::string>{"c1", "c2"});
+  cs[0].queued = 5;
+  CHECK(choose(cfg, cs, needs(h100_first), {}, {}).order == std::vector<std::string>{"c2", "c1"});
+  cs[0].types["a100"].free = 8;
+  cs[1].types["h100"].free = 8;
+  cs[1].queued = 20;
   // A type no cluster has.
   auto none = choose(
       cfg, cs, needs(R"({"command":["x"],"resources":{"gpus":1,"gpu_type":"v100"}})"), {}, {});
