@@ -293,8 +293,15 @@ std::string Client::queues(QueuesView* out, std::string* raw_json) {
   return parse_queues(reply, out);
 }
 
-std::string Client::clusters(std::string* raw_json) {
-  return call(subjects::kSysClusters, "{}", raw_json);
+std::string Client::clusters(std::string* raw_json, bool* no_front_door) {
+  std::string err = call(subjects::kSysClusters, "{}", raw_json);
+  const bool none = err.rfind("no responders", 0) == 0;
+  if (no_front_door != nullptr) *no_front_door = none;
+  if (none)
+    err =
+        "no front door answers on this NATS (troupe clusters lists the clusters behind a "
+        "troupe-dispatch; this NATS serves one cluster: troupe nodes, troupe queues)";
+  return err;
 }
 
 std::string Client::node_op(const std::string& op, const std::string& node, std::string* state,

@@ -86,7 +86,9 @@ class Client {
                   std::string* raw_json = nullptr);
   std::string queues(QueuesView* out, std::string* raw_json = nullptr);
   // troupe.sys.clusters (a front door, troupe-dispatch): the raw reply.
-  std::string clusters(std::string* raw_json);
+  // Nobody answers on a cluster's own NATS (no front door): that error, and
+  // *no_front_door set when given.
+  std::string clusters(std::string* raw_json, bool* no_front_door = nullptr);
   // troupe.<team>.usage (troupe.sys.usage when `team` is empty): the report
   // JSON for `request` (gateway/usage_report.hpp).
   std::string usage(const std::string& team, const std::string& request, std::string* raw_json);

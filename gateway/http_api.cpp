@@ -23,6 +23,7 @@ const std::vector<Route>& routes() {
       {"GET", "/v1/jobs/{id}/history", "a job's stored events"},
       {"GET", "/v1/queues", "pools and teams: use, quota, pending work, share"},
       {"GET", "/v1/nodes", "every node"},
+      {"GET", "/v1/clusters", "behind a front door: each cluster's GPUs, queue and state"},
       {"GET", "/v1/events", "job events as Server-Sent Events"},
   };
   return kRoutes;

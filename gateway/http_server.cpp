@@ -650,6 +650,18 @@ void Server::Impl::install() {
            authed([this](const Caller&, const httplib::Request&, httplib::Response& res) {
              forward(subjects::kSysNodes, "{}", res);
            }));
+  http.Get("/v1/clusters",
+           authed([this](const Caller&, const httplib::Request&, httplib::Response& res) {
+             std::string reply;
+             bool no_front_door = false;
+             if (auto err = client->clusters(&reply, &no_front_door); !err.empty()) {
+               if (!no_front_door) nats_errors->Increment();
+               send_problem(res, no_front_door ? 404 : 503,
+                            no_front_door ? "not_found" : "unavailable", err);
+               return;
+             }
+             res.set_content(reply, kJsonType);
+           }));
   http.Get("/v1/events", authed([this](const Caller& c, const httplib::Request& req,
                                        httplib::Response& res) { events(c, req, res); }));
 

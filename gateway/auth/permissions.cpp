@@ -92,7 +92,8 @@ Permissions admin_permissions(std::string_view name) {
 Permissions gateway_permissions() {
   Permissions p;
   add_team_verbs_but_enqueue(p);
-  for (const char* s : {sj::kSysNodes, sj::kSysQueues, sj::kSysFind}) p.pub_allow.emplace_back(s);
+  for (const char* s : {sj::kSysNodes, sj::kSysQueues, sj::kSysFind, sj::kSysClusters})
+    p.pub_allow.emplace_back(s);
   // Read-only on the token bucket: the stream's info (binding to the bucket)
   // and getting one message, direct or through the stream API. Nothing else of
   // JetStream: an unlisted subject is denied.

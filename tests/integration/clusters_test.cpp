@@ -1233,8 +1233,9 @@ TEST_CASE(
 
 TEST_CASE(
     "the HTTP API and the web console over a front door: both clusters' nodes, a job's cluster, "
-    "log and end, cancel, another team's job hidden, and the console in headless chromium",
-    "[integration][clusters][http][browser]") {
+    "log and end, cancel, another team's job hidden, its clusters (openapi), and the console in "
+    "headless chromium",
+    "[integration][clusters][http][browser][openapi]") {
   TwoClusters all(true);
   Cluster& front = all.front();
   auto dispatch = start_dispatch(front, "clusters:\n" + linked_entry("c1", front) +
@@ -1265,6 +1266,27 @@ TEST_CASE(
   for (const auto& n : nodes.value("nodes", Json::array()))
     node_cluster[n.value("node", "")] = n.value("cluster", "");
   CHECK(node_cluster == std::map<std::string, std::string>{{"a1", "c1"}, {"h1", "c2"}});
+  // Every cluster, as troupe clusters --json: its GPU type and state.
+  Json clusters = json_of(http.Get("/v1/clusters", t1), 200);
+  std::map<std::string, std::string> cluster_types;
+  for (const auto& cl : clusters.value("clusters", Json::array())) {
+    CHECK(cl.value("state", "") == "reachable");
+    const Json types = cl.value("gpu_types", Json::object());
+    for (auto t = types.begin(); t != types.end(); ++t)
+      cluster_types[cl.value("name", "")] += t.key();
+  }
+  CHECK(cluster_types == std::map<std::string, std::string>{{"c1", "a100"}, {"c2", "h100"}});
+  // And its replies match docs/openapi.yaml (ajv), as for one cluster's.
+  {
+    RunResult r = run_program(
+        {"/usr/bin/env", "node",
+         std::string(TROUPE_SOURCE_DIR) + "/tests/browser/api_schema_test.mjs", "--url", url,
+         "--team-token", token, "--admin-token", front.add_token("ops", true), "--front-door"},
+        front.dir(), "openapi", 60s, &front.dump());
+    INFO(describe(r));
+    CHECK(r.exit_code == 0);
+    CHECK(r.out.find("checks passed") != std::string::npos);
+  }
 
   // An h100 job through the HTTP API: it goes to c2; its log, followed,
   // ends with it; its view names its cluster and its id there.

@@ -110,6 +110,8 @@ TEST_CASE(
                 "unauthorized");
   CHECK(body_of(nlp.get("/v1/whoami")) == Json{{"team", "nlp"}, {"name", "nlp"}});
   CHECK(body_of(admin.get("/v1/whoami")).value("admin", false));
+  // One cluster's own NATS has no front door: its clusters are not found.
+  check_problem(nlp.get("/v1/clusters"), 404, "not_found");
 
   // Submit (team from the token), status, list, logs, why, history.
   const std::string done =

@@ -173,6 +173,7 @@ TEST_CASE("http: the gateway identity may forward team verbs and read only the t
   CHECK(has(p.pub_allow, "troupe.*.submit"));
   CHECK_FALSE(has(p.pub_allow, "troupe.*.enqueue"));
   CHECK(has(p.pub_allow, "troupe.sys.nodes"));
+  CHECK(has(p.pub_allow, "troupe.sys.clusters"));  // GET /v1/clusters at a front door
   CHECK_FALSE(has(p.pub_allow, "troupe.sys.cordon"));
   CHECK(has(p.pub_allow, "$JS.API.STREAM.INFO.KV_TROUPE_TOKENS"));
   for (const auto& s : p.pub_allow) {
