@@ -40,6 +40,8 @@
     jobs: [],              // the job list as loaded (all pages so far)
     jobsNext: null,        // cursor for "Load more"
     queues: null,
+    clusters: null,        // /v1/clusters at a front door; null on one cluster
+    oneCluster: false,     // /v1/clusters said 404: not asked again
     view: null,            // 'dashboard' | 'job'
     jobId: null,           // the job page's job
     job: null,
@@ -335,11 +337,15 @@
     app.jobs = [];
     app.jobsNext = null;
     app.queues = null;
+    app.clusters = null;
+    app.oneCluster = false;
+    $('clusters-section').hidden = true;
     app.job = null;
     app.jobId = null;
     app.view = null;
     for (const id of ['gpu-map', 'map-legend', 'job-rows', 'queues', 'job-summary', 'job-placement',
-      'job-history', 'log-pane', 'whoami', 'map-summary', 'submit-result']) $(id).textContent = '';
+      'job-history', 'log-pane', 'whoami', 'map-summary', 'submit-result', 'cluster-rows',
+      'clusters-summary']) $(id).textContent = '';
     if (was || message !== undefined) showLogin(message);
   }
 
@@ -507,13 +513,14 @@
     app.job = null;
     setView('dashboard');
     document.title = 'Troupe console';
+    renderClusters();
     renderMap();
     renderJobs();
     refreshDashboard();
   }
 
   const refreshDashboard = singleFlight(async () => {
-    const results = await Promise.allSettled([loadMap(), loadJobs(false), loadQueues()]);
+    const results = await Promise.allSettled([loadClusters(), loadMap(), loadJobs(false), loadQueues()]);
     if (!app.signedIn || app.view !== 'dashboard') return;
     const failed = results.find((r) => r.status === 'rejected' && r.reason && r.reason.status !== 401);
     showBanner('dashboard-error', failed ? `Could not refresh: ${failed.reason.detail || failed.reason.message}` : '');
@@ -580,6 +587,43 @@
       renderQueues();
       fillTeamFilter();
     }
+  }
+
+  // -- clusters (behind a front door)
+
+  async function loadClusters() {
+    if (app.oneCluster) return;
+    try {
+      app.clusters = await api('/v1/clusters');
+    } catch (e) {
+      if (e.status !== 404) throw e;
+      app.oneCluster = true;  // one cluster's gateway: no front door to ask
+      app.clusters = null;
+    }
+    if (app.view === 'dashboard') renderClusters();
+  }
+
+  function renderClusters() {
+    const list = (app.clusters && app.clusters.clusters) || [];
+    $('clusters-section').hidden = !app.clusters;
+    const rows = list.slice().sort((a, b) => String(a.name).localeCompare(String(b.name))).map((c) => {
+      const reachable = c.state === 'reachable';
+      const types = Object.entries(c.gpu_types || {}).sort((a, b) => a[0].localeCompare(b[0]))
+        .map(([t, cap]) => `${t} ${cap.free ?? 0}/${cap.total ?? 0}`).join(', ');
+      return h('tr', {'data-cluster': c.name, 'data-state': c.state},
+        h('th', {scope: 'row'}, c.name, c.region ? h('span', {class: 'muted small'}, ` · ${c.region}`) : ''),
+        h('td', null, types || '—'),
+        h('td', {class: 'num'}, `${c.gpus_free ?? 0} / ${c.gpus_total ?? 0}`),
+        h('td', {class: 'num'}, String(c.queued ?? 0)),
+        h('td', {class: 'num'}, String(c.running ?? 0)),
+        h('td', null, h('span', {class: reachable ? 'badge badge-info' : 'badge badge-dead',
+          title: reachable ? 'answering the front door' : 'not answering the front door: its running jobs show unreachable'},
+        c.state || 'unknown')));
+    });
+    $('cluster-rows').replaceChildren(...rows);
+    const down = list.filter((c) => c.state !== 'reachable').length;
+    $('clusters-summary').textContent = list.length
+      ? `${plural(list.length, 'cluster')} behind the front door${down ? `, ${down} unreachable` : ''}` : '';
   }
 
   // -- GPU map

@@ -16,7 +16,8 @@
 // Options: --chromium PATH (default /usr/lib/chromium/chromium, or
 // $TROUPE_CHROMIUM), --timeout-s N (per wait, default 30), --headed,
 // --clusters c1,c2 (the gateway serves a front door, troupe-dispatch, over
-// these clusters: the GPU map shows each one's nodes as "c1/NODE", and a
+// these clusters: the clusters panel has a reachable row for each, the GPU
+// map shows each one's nodes as "c1/NODE", and a
 // job's row, map cells and page name its cluster).
 
 import {chromium} from 'playwright-core';
@@ -231,6 +232,18 @@ async function main() {
       const stray = named.filter((n) => !opts.clusters.some((c) => n.startsWith(`${c}/`)));
       if (stray.length) fail(`GPU map nodes not named with a cluster of ${opts.clusters.join(',')}: ${stray.join(', ')}`);
       log(`GPU map nodes: ${named.join(', ')}`);
+    }
+    // At a front door, a row per cluster, each reachable; on one cluster no
+    // clusters panel at all.
+    if (opts.clusters.length) {
+      for (const c of opts.clusters) {
+        await waitFor(page, `cluster ${c}'s row, reachable, in the clusters panel`,
+          (c) => !document.getElementById('clusters-section').hidden &&
+            document.querySelector(`#cluster-rows tr[data-cluster="${c}"][data-state="reachable"]`) !== null, c);
+      }
+      log(`clusters panel: ${(await page.textContent('#clusters-summary')).trim()}`);
+    } else if (await page.isVisible('#clusters-section')) {
+      fail('the clusters panel is shown on a cluster without a front door');
     }
     const cookies = await ctx.cookies();
     if (cookies.some((c) => c.name === 'troupe_session' && !c.httpOnly)) fail('the session cookie is not HttpOnly');
