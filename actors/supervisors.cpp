@@ -910,10 +910,18 @@ JobSupervisorActor::behavior_type job_sup_behavior(JobSup self, OutboxPtr out,
           self->state.out->publish(to_agent, q.dump(), reply);
           return;
         }
-        self->state.out->publish(
-            reply, errors::error_json(errors::kNoRank,
-                                      "job " + id + " has no rank " + std::to_string(rank) +
-                                          " placed (state " + rec.state() + "); no logs yet"));
+        // An array's workers are its tasks', each a job of its own; a job
+        // that ended unplaced never wrote any.
+        std::string why = "job " + id + " has no rank " + std::to_string(rank) + " placed (state " +
+                          rec.state() + "); ";
+        if (spec::is_array(rec.spec()))
+          why += "it is an array of " + std::to_string(spec::array_tasks(rec.spec())) +
+                 " tasks, each with its own log: troupe logs " + id + "-0 (task 0)";
+        else if (names::is_terminal(rec.state()) && rec.placement().empty())
+          why += "it ended with no worker placed, so there is no log to show";
+        else
+          why += "no logs yet";
+        self->state.out->publish(reply, errors::error_json(errors::kNoRank, why));
       },
       [=](list_atom, const std::string& team, int64_t limit, const std::string& after,
           const std::string& state, const std::string& label, const std::string& reply) {

@@ -140,6 +140,11 @@ TEST_CASE(
   INFO(describe(status));
   CHECK(status.out.find("20 tasks: 20 succeeded") != std::string::npos);
   CHECK(status.out.find(array + "-19") != std::string::npos);
+  // Its logs are its tasks': the array's own names them.
+  Json whose = c.request(subjects::team_logs("nlp"), Json{{"job_id", array}});
+  INFO(whose.dump());
+  CHECK(whose.value("code", "") == "no_rank");
+  CHECK(whose.value("error", "").find("troupe logs " + array + "-0") != std::string::npos);
 
   // Cancel: the running tasks end canceled, the others never start.
   Json slow = job_spec("nlp", {"sleep", "60"}, 1);
