@@ -200,7 +200,7 @@ std::string Client::logs(const std::string& team, const std::string& job_id, int
 
 std::string Client::jobs_page(const std::string& team, int64_t limit, const std::string& after,
                               const std::string& state, pb::JobList* out, std::string* next) {
-  return jobs_page(team, limit, after, JobsFilter{state, {}, {}, {}}, out, next);
+  return jobs_page(team, limit, after, JobsFilter{state, {}, {}, {}, {}}, out, next);
 }
 
 std::string Client::jobs_page(const std::string& team, int64_t limit, const std::string& after,
@@ -222,7 +222,7 @@ std::string Client::jobs_page(const std::string& team, int64_t limit, const std:
 
 std::string Client::jobs(const std::string& team, pb::JobList* out, const std::string& state,
                          int64_t max_jobs, const std::string& after, std::string* next) {
-  return jobs(team, out, JobsFilter{state, {}, {}, {}}, max_jobs, after, next);
+  return jobs(team, out, JobsFilter{state, {}, {}, {}, {}}, max_jobs, after, next);
 }
 
 std::string Client::jobs(const std::string& team, pb::JobList* out, const JobsFilter& filter,

@@ -180,14 +180,15 @@ int run_status(const std::string& url, const std::string& job_id, const std::str
 
 int run_jobs(const std::string& url, const std::string& team, const std::string& state, bool json,
              int64_t limit, const std::string& after, bool wide, const std::string& pipeline,
-             const std::string& label) {
+             const std::string& label, const std::string& cluster) {
   auto c = open_client(url);
   if (!c) return kUnreachableExit;
   pb::JobList list;
   std::string next;
   // The scheduler filters (state, pipeline, label) and pages; every page
   // until `limit`.
-  if (auto err = c->jobs(team, &list, JobsFilter{state, pipeline, label, {}}, limit, after, &next);
+  if (auto err = c->jobs(team, &list, JobsFilter{state, pipeline, label, {}, cluster}, limit, after,
+                         &next);
       !err.empty())
     return fail("jobs: " + err);
   if (json) {
@@ -283,7 +284,8 @@ namespace {
 std::string pipeline_jobs(Client& c, const std::string& pipeline_id, const std::string& team,
                           std::vector<pb::JobView>* jobs) {
   pb::JobList list;
-  if (auto err = c.jobs(team, &list, JobsFilter{{}, pipeline_id, {}, {}}); !err.empty()) return err;
+  if (auto err = c.jobs(team, &list, JobsFilter{{}, pipeline_id, {}, {}, {}}); !err.empty())
+    return err;
   *jobs = pipeline_members(list, pipeline_id);
   if (jobs->empty()) return "no pipeline " + pipeline_id + (team.empty() ? "" : " in team " + team);
   return {};

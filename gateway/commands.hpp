@@ -24,9 +24,11 @@ int run_status(const std::string& url, const std::string& job_id, const std::str
 // remain.
 // `pipeline` / `label` (troupe jobs --pipeline ID / --label KEY=VALUE): only
 // that pipeline's jobs / the jobs with that label (the scheduler filters).
+// `cluster` (--cluster NAME, at a front door): only the jobs in that cluster.
 int run_jobs(const std::string& url, const std::string& team, const std::string& state, bool json,
              int64_t limit = 0, const std::string& after = {}, bool wide = false,
-             const std::string& pipeline = {}, const std::string& label = {});
+             const std::string& pipeline = {}, const std::string& label = {},
+             const std::string& cluster = {});
 int run_cancel(const std::string& url, const std::string& job_id, const std::string& team);
 // `troupe cancel --state S [--team T]`: every job of T (of every team when
 // T is "") in state S, each printed with its new state ("<id> <state>").

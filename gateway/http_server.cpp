@@ -619,7 +619,8 @@ void Server::Impl::install() {
                      jobs_filter_request(
                          limit, req.get_param_value("after"),
                          JobsFilter{req.get_param_value("state"), req.get_param_value("pipeline"),
-                                    whole_param(req, "label"), req.get_param_value("schedule")}),
+                                    whole_param(req, "label"), req.get_param_value("schedule"),
+                                    req.get_param_value("cluster")}),
                      res);
            }));
   // The verbs of one job: its team found (job_team), then one request.

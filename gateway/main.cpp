@@ -114,6 +114,9 @@ int main(int argc, char** argv) {
   std::string jobs_schedule;
   jobs->add_option("--schedule", jobs_schedule,
                    "only this schedule's runs (the label troupe.schedule=NAME)");
+  std::string jobs_cluster;
+  jobs->add_option("--cluster", jobs_cluster,
+                   "at a front door (troupe-dispatch): only the jobs in this cluster");
   jobs->add_flag("--json", json, "print the JobList JSON");
   jobs->add_option("-o,--output", output, "table | wide | json | yaml");
 
@@ -606,7 +609,7 @@ int main(int argc, char** argv) {
     }
     return listing([&] {
       return gw::run_jobs(url, job_team, state, json, jobs_limit, jobs_after, wide, jobs_pipeline,
-                          jobs_label);
+                          jobs_label, jobs_cluster);
     });
   }
   if (pipeline_submit->parsed()) {

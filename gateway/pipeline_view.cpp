@@ -97,8 +97,9 @@ std::string pipeline_submit_text(const PipelineReply& r) {
 
 std::string jobs_filter_request(int64_t limit, const std::string& after, const JobsFilter& f) {
   std::string base = jobs_request(limit, after, f.state);
-  if (f.pipeline.empty() && f.label.empty() && f.schedule.empty()) return base;
+  if (f.pipeline.empty() && f.label.empty() && f.schedule.empty() && f.cluster.empty()) return base;
   auto j = json::parse(base);
+  if (!f.cluster.empty()) j["cluster"] = f.cluster;
   if (!f.pipeline.empty()) j["pipeline"] = f.pipeline;
   if (!f.label.empty()) j["label"] = f.label;
   if (!f.schedule.empty()) j["schedule"] = f.schedule;

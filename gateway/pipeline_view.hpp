@@ -58,6 +58,7 @@ struct JobsFilter {
   std::string pipeline;
   std::string label;
   std::string schedule;  // its runs (the scheduler reads it as a label)
+  std::string cluster;   // at a front door: only its jobs in this cluster
 };
 // `{"limit","after","state","pipeline","label","schedule"}` (limit 0 and
 // empty fields left out: the scheduler's defaults; it refuses more than one

@@ -70,6 +70,12 @@ inline std::string parse_page_request(const nlohmann::json& req, PageRequest* ou
       if (!p.label.empty() && p.label != v) return "give one of label, pipeline and schedule";
       p.label = std::move(v);
     }
+  // Which cluster a job is in is a front door's question (troupe-dispatch):
+  // a scheduler serves one cluster, and does not list all of it as if it
+  // were the one asked for.
+  if (auto it = req.find("cluster"); it != req.end() && !it->is_null())
+    return "cluster: this NATS serves one cluster; the cluster filter is a front door's "
+           "(troupe-dispatch)";
   *out = std::move(p);
   return {};
 }

@@ -1283,6 +1283,16 @@ struct Front::Impl {
     Json body = in.data.empty() ? Json::object()
                                 : Json::parse(in.data.begin(), in.data.end(), nullptr, false);
     std::vector<Json> rows;
+    const std::string only = body.is_object() ? string_of(body, "cluster") : std::string();
+    bool unknown = false;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      unknown = !only.empty() && remote(only) == nullptr;
+    }
+    if (unknown) {  // (a cluster filter: troupe jobs --cluster)
+      count("not_found");
+      return reply(in, error_json("no cluster " + only, "not_found"));
+    }
     {
       std::lock_guard<std::mutex> lock(mu);
       std::set<std::string> unreachable;

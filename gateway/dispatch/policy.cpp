@@ -746,11 +746,12 @@ Json jobs_page(const std::vector<Json>& rows, const Json& request) {
       return bad("limit must be a whole number from 1 to 5000");
     limit = std::min<int64_t>(l->get<int64_t>(), 5000);
   }
-  for (const char* key : {"after", "state", "pipeline", "schedule", "label"})
+  for (const char* key : {"after", "state", "pipeline", "schedule", "label", "cluster"})
     if (request.contains(key) && !request[key].is_string())
       return bad(std::string(key) + " must be a string");
   const std::string after = string_of(request, "after");
   const std::string state = string_of(request, "state");
+  const std::string cluster = string_of(request, "cluster");
   // A label key=value (a pipeline's: troupe.pipeline=ID; a schedule's runs:
   // troupe.schedule=NAME), as on a cluster.
   if (request.contains("pipeline") + request.contains("schedule") + request.contains("label") > 1)
@@ -771,6 +772,7 @@ Json jobs_page(const std::vector<Json>& rows, const Json& request) {
   }
   auto passes = [&](const Json& row) {
     if (!state.empty() && string_of(row, "state") != state) return false;
+    if (!cluster.empty() && string_of(row, "cluster") != cluster) return false;
     if (label_key.empty()) return true;
     auto l = row.find("labels");
     if (l == row.end() || !l->is_object()) return false;

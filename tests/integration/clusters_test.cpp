@@ -467,6 +467,15 @@ TEST_CASE(
     INFO("troupe jobs through the front door: " << listed.out << listed.err);
     CHECK(listed.exit_code == 0);
     CHECK(listed.out.find(x) != std::string::npos);
+    // One cluster's jobs (troupe jobs --cluster, ?cluster=): the h100 job in
+    // c2, not the a100 one in c1; a cluster the front door does not know.
+    auto in_c2 = front.run_cli({"jobs", "--team", "t1", "--cluster", "c2", "-o", "json"});
+    INFO("troupe jobs --cluster c2: " << in_c2.out << in_c2.err);
+    CHECK(in_c2.exit_code == 0);
+    CHECK(in_c2.out.find(h) != std::string::npos);
+    CHECK(in_c2.out.find(a) == std::string::npos);
+    Json nowhere = front.request(subjects::team_jobs("t1"), Json{{"cluster", "c9"}});
+    CHECK(nowhere.value("code", "") == "not_found");
   }
 
   // A team's quota holds while its submissions are sent at once (the front

@@ -431,6 +431,15 @@ TEST_CASE("dispatch: the front door's jobs list pages", "[dispatch]") {
   CHECK_FALSE(page.contains("next"));
   page = jobs_page(rows, {{"state", "queued"}, {"limit", 1}});
   CHECK(page["next"] == "j-x2");
+  // By cluster (troupe jobs --cluster), with the other filters.
+  for (int i = 0; i < 5; ++i) rows[static_cast<size_t>(i)]["cluster"] = i < 3 ? "c1" : "c2";
+  page = jobs_page(rows, {{"cluster", "c2"}});
+  REQUIRE(page["jobs"].size() == 2);
+  CHECK(page["jobs"][0]["job_id"] == "j-x4");
+  page = jobs_page(rows, {{"cluster", "c1"}, {"state", "queued"}});
+  REQUIRE(page["jobs"].size() == 1);
+  CHECK(page["jobs"][0]["job_id"] == "j-x2");
+  CHECK(jobs_page(rows, {{"cluster", 2}}).value("code", "") == "bad_request");
   CHECK(jobs_page(rows, nlohmann::json::object())["jobs"].size() == 5);
   // By label (a pipeline's is troupe.pipeline), as on a cluster.
   rows[1]["labels"] = {{"troupe.pipeline", "p-1"}, {"exp", "a"}};

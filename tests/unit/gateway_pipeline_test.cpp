@@ -146,14 +146,17 @@ TEST_CASE("pipeline: the jobs request passes the pipeline and label filters on",
   auto plain = nlohmann::json::parse(jobs_filter_request(0, "", JobsFilter{}));
   CHECK(plain == nlohmann::json::object());
   auto all = nlohmann::json::parse(
-      jobs_filter_request(50, "j-3", JobsFilter{"running", "p-1", "troupe.pipeline=p-1", {}}));
+      jobs_filter_request(50, "j-3", JobsFilter{"running", "p-1", "troupe.pipeline=p-1", {}, {}}));
   CHECK(all["limit"] == 50);
   CHECK(all["after"] == "j-3");
   CHECK(all["state"] == "running");
   CHECK(all["pipeline"] == "p-1");
   CHECK(all["label"] == "troupe.pipeline=p-1");
-  auto runs = nlohmann::json::parse(jobs_filter_request(0, "", JobsFilter{{}, {}, {}, "nightly"}));
+  auto runs =
+      nlohmann::json::parse(jobs_filter_request(0, "", JobsFilter{{}, {}, {}, "nightly", {}}));
   CHECK(runs == nlohmann::json{{"schedule", "nightly"}});
+  auto in_c2 = nlohmann::json::parse(jobs_filter_request(0, "", JobsFilter{{}, {}, {}, {}, "c2"}));
+  CHECK(in_c2 == nlohmann::json{{"cluster", "c2"}});  // (a front door's filter)
 
   CHECK(check_label_filter("team=vision").empty());
   CHECK(check_label_filter("k=").empty());

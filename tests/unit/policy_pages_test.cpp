@@ -73,9 +73,10 @@ TEST_CASE("pages: a jobs request's limit, after and state", "[pages]") {
   REQUIRE(parse_page_request(json{{"limit", 1000000}}, &p).empty());
   CHECK(p.limit == kMaxPageLimit);  // lowered, not refused
 
-  for (const auto& bad : {json{{"limit", 0}}, json{{"limit", -3}}, json{{"limit", "ten"}},
-                          json{{"limit", 1.5}}, json{{"after", 7}}, json{{"after", "j-1.>"}},
-                          json{{"state", "dreaming"}}, json{{"state", 1}}}) {
+  for (const auto& bad :
+       {json{{"limit", 0}}, json{{"limit", -3}}, json{{"limit", "ten"}}, json{{"limit", 1.5}},
+        json{{"after", 7}}, json{{"after", "j-1.>"}}, json{{"state", "dreaming"}},
+        json{{"state", 1}}, json{{"cluster", "c1"}}}) {
     PageRequest q;
     q.limit = 42;
     INFO(bad.dump());
