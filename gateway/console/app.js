@@ -340,6 +340,8 @@
     app.clusters = null;
     app.oneCluster = false;
     $('clusters-section').hidden = true;
+    $('filter-cluster-field').hidden = true;
+    $('filter-cluster').replaceChildren(h('option', {value: ''}, 'All clusters'));
     app.job = null;
     app.jobId = null;
     app.view = null;
@@ -555,8 +557,10 @@
     const q = new URLSearchParams();
     const team = $('filter-team').value;
     const state = $('filter-state').value;
+    const cluster = app.clusters ? $('filter-cluster').value : '';
     if (team && app.me && app.me.admin) q.set('team', team);
     if (state) q.set('state', state);
+    if (cluster) q.set('cluster', cluster);
     // A refresh reloads as many jobs as are on screen.
     q.set('limit', String(after ? PAGE_SIZE : Math.min(1000, Math.max(PAGE_SIZE, app.jobs.length))));
     if (after) q.set('after', after);
@@ -621,6 +625,7 @@
         c.state || 'unknown')));
     });
     $('cluster-rows').replaceChildren(...rows);
+    fillClusterFilter(list.map((c) => String(c.name)));
     const down = list.filter((c) => c.state !== 'reachable').length;
     $('clusters-summary').textContent = list.length
       ? `${plural(list.length, 'cluster')} behind the front door${down ? `, ${down} unreachable` : ''}` : '';
@@ -797,6 +802,18 @@
       if (button) button.disabled = false;
     }
     scheduleRefresh();
+  }
+
+  // The job list's cluster filter: shown at a front door, one option per cluster.
+  function fillClusterFilter(names) {
+    $('filter-cluster-field').hidden = !app.clusters;
+    const select = $('filter-cluster');
+    const current = select.value;
+    const want = [...new Set(current ? [...names, current] : names)].sort();
+    const have = [...select.options].slice(1).map((o) => o.value).join('\n');
+    if (have === want.join('\n')) return;
+    select.replaceChildren(h('option', {value: ''}, 'All clusters'), ...want.map((c) => h('option', {value: c}, c)));
+    select.value = current;
   }
 
   function fillTeamFilter() {
@@ -1263,6 +1280,7 @@
     $('job-filters').addEventListener('submit', (ev) => ev.preventDefault());
     $('filter-state').addEventListener('change', () => { app.jobs = []; refreshDashboard(); });
     $('filter-team').addEventListener('change', () => { app.jobs = []; refreshDashboard(); });
+    $('filter-cluster').addEventListener('change', () => { app.jobs = []; refreshDashboard(); });
     $('filter-name').addEventListener('input', () => {
       clearTimeout(app.nameFilterTimer);
       app.nameFilterTimer = setTimeout(renderJobs, 120);

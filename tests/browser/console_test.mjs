@@ -306,6 +306,29 @@ async function main() {
     await waitFor(page, `job ${shortId} to leave the GPU map once it ended`,
       (id) => !document.querySelector(`#gpu-map .gpu[data-job="${id}"]`), shortId);
 
+    // At a front door: the job list's cluster filter (GET /v1/jobs?cluster=)
+    // keeps one cluster's jobs: another cluster's hides the short job, its own
+    // shows it again.
+    if (shortCluster) {
+      step('the job list\'s cluster filter');
+      if (!(await page.isVisible('#filter-cluster'))) fail('no cluster filter at a front door');
+      const other = opts.clusters.find((c) => c !== shortCluster);
+      if (other) {
+        await page.selectOption('#filter-cluster', other);
+        await waitFor(page, `job ${shortId} (in ${shortCluster}) to leave the list filtered to ${other}`,
+          (id) => !document.querySelector(`#job-rows tr[data-job="${id}"]`), shortId);
+        const shown = await page.$$eval('#job-rows [data-testid="job-cluster"]', (els) => els.map((e) => e.textContent.trim()));
+        const stray = shown.filter((c) => c !== other);
+        if (stray.length) fail(`the list filtered to ${other} shows jobs of ${stray.join(', ')}`);
+        log(`filtered to ${other}: ${shown.length} job(s)`);
+      }
+      await page.selectOption('#filter-cluster', shortCluster);
+      await waitSelector(page, `job ${shortId} in the list filtered to ${shortCluster}`, `#job-rows tr[data-job="${shortId}"]`);
+      await page.selectOption('#filter-cluster', '');
+    } else if (await page.isVisible('#filter-cluster')) {
+      fail('a cluster filter is shown on a cluster without a front door');
+    }
+
     step('the short job\'s page shows its log and timeline');
     await page.click(`#job-rows tr[data-job="${shortId}"] a[data-testid="job-link"]`);
     await waitFor(page, `the job page of ${shortId}`, (id) => {
