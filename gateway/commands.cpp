@@ -399,11 +399,13 @@ int run_logs(const std::string& url, const std::string& job_id, const std::strin
   }
 }
 
-int run_nodes(const std::string& url, bool json, bool wide) {
+int run_nodes(const std::string& url, bool json, bool wide, const std::string& cluster) {
   auto c = open_client(url);
   if (!c) return kUnreachableExit;
   pb::NodeList list;
   if (auto err = c->nodes(&list); !err.empty()) return fail(err);
+  if (!cluster.empty())
+    if (auto err = keep_cluster_nodes(list, cluster); !err.empty()) return fail(err);
   if (json)
     std::cout << spec::view_json(list) << "\n";
   else

@@ -45,7 +45,8 @@ int run_wait(const std::string& url, const std::vector<std::string>& ids, const 
 // run_wait.
 int run_logs(const std::string& url, const std::string& job_id, const std::string& team, int rank,
              bool follow, bool all_ranks = false);
-int run_nodes(const std::string& url, bool json, bool wide = false);
+int run_nodes(const std::string& url, bool json, bool wide = false,
+              const std::string& cluster = {});
 // `troupe clusters`: the clusters behind a front door (troupe-dispatch).
 int run_clusters(const std::string& url, bool json);
 // `troupe queues`: per team and pool quota, use, pending work and share.

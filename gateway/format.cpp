@@ -304,6 +304,23 @@ std::string clusters_table(const std::string& reply_json, std::string* error) {
   return render_table({"NAME", "GPU TYPES", "GPUS", "QUEUED", "RUNNING", "STATE"}, rows);
 }
 
+std::string keep_cluster_nodes(pb::NodeList& nodes, const std::string& cluster) {
+  const auto& all = nodes.nodes();
+  if (!all.empty() && std::all_of(all.begin(), all.end(),
+                                  [](const pb::NodeView& n) { return n.cluster().empty(); }))
+    return "--cluster: this NATS serves one cluster (no front door)";
+  pb::NodeList kept;
+  for (const auto& n : all)
+    if (n.cluster() == cluster) *kept.add_nodes() = n;
+  const bool unanswered = std::find(nodes.unanswered().begin(), nodes.unanswered().end(),
+                                    cluster) != nodes.unanswered().end();
+  if (unanswered) kept.add_unanswered(cluster);
+  if (kept.nodes().empty() && !unanswered)
+    return "no node of cluster " + cluster + " (troupe clusters lists the clusters)";
+  nodes = std::move(kept);
+  return {};
+}
+
 std::string nodes_table(const pb::NodeList& nodes, int64_t now_ms, bool wide) {
   std::vector<const pb::NodeView*> sorted;
   bool clusters = false;  // through a front door: a CLUSTER column first

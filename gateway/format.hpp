@@ -44,6 +44,11 @@ std::string jobs_table(const pb::JobList& jobs, int64_t now_ms, const std::strin
 // HEARTBEAT.
 // `wide`: also POOL, RACK, RUNTIME and the shared GPUs' memory.
 std::string nodes_table(const pb::NodeList& nodes, int64_t now_ms, bool wide = false);
+// `troupe nodes --cluster NAME` (a front door's list): keeps the nodes of that
+// cluster. "" or why not: a list whose nodes name no cluster (one cluster's
+// own NATS), or a cluster none of them is in (unknown, or unreachable: the
+// list's `unanswered` names it).
+std::string keep_cluster_nodes(pb::NodeList& nodes, const std::string& cluster);
 // `troupe clusters`: the troupe.sys.clusters reply of a front door
 // (troupe-dispatch) as NAME GPU TYPES GPUS (free/total) QUEUED RUNNING STATE;
 // "" and `error` when the reply does not read.

@@ -158,6 +158,9 @@ int main(int argc, char** argv) {
   auto* nodes = app.add_subcommand("nodes", "List the cluster's nodes");
   nodes->add_flag("--json", json, "print the NodeList JSON");
   nodes->add_option("-o,--output", output, "table | wide | json | yaml");
+  std::string nodes_cluster;
+  nodes->add_option("--cluster", nodes_cluster,
+                    "at a front door (troupe-dispatch): only the nodes of this cluster");
 
   // clusters (a front door)
   auto* clusters = app.add_subcommand(
@@ -666,7 +669,8 @@ int main(int argc, char** argv) {
     return gw::run_wait(url, wait_ids, job_team, timeout_s);
   }
   if (logs->parsed()) return gw::run_logs(url, job_id, job_team, rank, follow, all_ranks);
-  if (nodes->parsed()) return listing([&] { return gw::run_nodes(url, json, wide); });
+  if (nodes->parsed())
+    return listing([&] { return gw::run_nodes(url, json, wide, nodes_cluster); });
   if (queues->parsed()) return listing([&] { return gw::run_queues(url, json); });
   if (clusters->parsed()) return gw::run_clusters(url, json);
   if (usage_cmd->parsed())

@@ -476,6 +476,11 @@ TEST_CASE(
     CHECK(in_c2.out.find(a) == std::string::npos);
     Json nowhere = front.request(subjects::team_jobs("t1"), Json{{"cluster", "c9"}});
     CHECK(nowhere.value("code", "") == "not_found");
+    auto nodes_c2 = front.run_cli({"nodes", "--cluster", "c2"});
+    INFO("troupe nodes --cluster c2: " << nodes_c2.out << nodes_c2.err);
+    CHECK(nodes_c2.exit_code == 0);
+    CHECK(nodes_c2.out.find("h1") != std::string::npos);
+    CHECK(nodes_c2.out.find("a1") == std::string::npos);
   }
 
   // A team's quota holds while its submissions are sent at once (the front

@@ -306,3 +306,29 @@ TEST_CASE("gateway: through a front door, nodes and jobs show their cluster", "[
   std::string s = status_text(j, 3'000);
   CHECK_THAT(s, Catch::Contains("cluster    c2 (as j-abc)\n"));
 }
+
+TEST_CASE("gateway: troupe nodes --cluster keeps one cluster's nodes of a front door's list",
+          "[gateway][format]") {
+  pb::NodeList list;
+  for (auto [node, cluster] : {std::pair{"a1", "c1"}, {"a2", "c1"}, {"h1", "c2"}}) {
+    auto* n = list.add_nodes();
+    n->set_node(node);
+    n->set_cluster(cluster);
+  }
+  list.add_unanswered("c3");
+  pb::NodeList c1 = list;
+  REQUIRE(keep_cluster_nodes(c1, "c1").empty());
+  REQUIRE(c1.nodes_size() == 2);
+  CHECK(c1.nodes(1).node() == "a2");
+  CHECK(c1.unanswered().empty());
+  pb::NodeList c3 = list;  // unreachable: none shown, and said so
+  REQUIRE(keep_cluster_nodes(c3, "c3").empty());
+  CHECK(c3.nodes().empty());
+  CHECK_THAT(nodes_table(c3, 0), Catch::Contains("not shown (unreachable): c3"));
+  pb::NodeList c9 = list;
+  CHECK_THAT(keep_cluster_nodes(c9, "c9"), Catch::Contains("no node of cluster c9"));
+  CHECK(c9.nodes_size() == 3);  // left as it was
+  pb::NodeList one;             // one cluster's own NATS: its nodes name no cluster
+  one.add_nodes()->set_node("node-1");
+  CHECK_THAT(keep_cluster_nodes(one, "c1"), Catch::Contains("one cluster"));
+}
