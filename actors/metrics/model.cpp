@@ -169,6 +169,60 @@ const std::vector<SeriesInfo>& node_series() {
   return table;
 }
 
+const std::vector<SeriesInfo>& dispatch_series() {
+  static const std::vector<SeriesInfo> table = {
+      gauge("troupe_dispatch_cluster_up", {"cluster"},
+            "1 while the cluster answers the front door's polls, 0 once it has not for "
+            "unreachable_after_ms (its running jobs then show unreachable)."),
+      gauge("troupe_dispatch_cluster_gpus", {"cluster", "gpu_type"},
+            "GPUs of the cluster's alive nodes, by type, as last reported."),
+      gauge("troupe_dispatch_cluster_gpus_free", {"cluster", "gpu_type"},
+            "Free GPUs of the cluster's alive nodes, by type, as last reported."),
+      gauge("troupe_dispatch_cluster_jobs", {"cluster", "state"},
+            "The cluster's jobs waiting to start (state=queued) and running, as last reported."),
+      counter("troupe_dispatch_actions_total", {"action"},
+              "What the front door did, by kind (the counters of troupe.sys.clusters: sent, "
+              "spilled, redispatched, duplicates, claims_granted, claims_refused, "
+              "claims_withdrawn, events_mirrored, malformed, ...)."),
+  };
+  return table;
+}
+
+DispatchSample dispatch_sample(const Json& view) {
+  DispatchSample out;
+  if (!view.is_object()) return out;
+  auto text = [](const Json& j, const char* key) {
+    auto it = j.find(key);
+    return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
+  if (auto cs = view.find("clusters"); cs != view.end() && cs->is_array()) {
+    for (const auto& c : *cs) {
+      if (!c.is_object()) continue;
+      const std::string name = text(c, "name");
+      if (name.empty()) continue;
+      out.gauges.push_back({"troupe_dispatch_cluster_up",
+                            {{"cluster", name}},
+                            text(c, "state") == "reachable" ? 1.0 : 0.0});
+      if (auto ts = c.find("gpu_types"); ts != c.end() && ts->is_object())
+        for (auto t = ts->begin(); t != ts->end(); ++t) {
+          if (!t->is_object()) continue;
+          const std::map<std::string, std::string> l{{"cluster", name}, {"gpu_type", t.key()}};
+          out.gauges.push_back({"troupe_dispatch_cluster_gpus", l, num(*t, "total")});
+          out.gauges.push_back({"troupe_dispatch_cluster_gpus_free", l, num(*t, "free")});
+        }
+      for (const char* state : {"queued", "running"})
+        out.gauges.push_back(
+            {"troupe_dispatch_cluster_jobs", {{"cluster", name}, {"state", state}}, num(c, state)});
+    }
+  }
+  if (auto ns = view.find("counters"); ns != view.end() && ns->is_object())
+    for (auto n = ns->begin(); n != ns->end(); ++n)
+      if (n->is_number())
+        out.counters.push_back(
+            {"troupe_dispatch_actions_total", {{"action", n.key()}}, n->get<double>()});
+  return out;
+}
+
 std::vector<std::string> sample_names(const SeriesInfo& s) {
   if (s.type != Type::kHistogram) return {s.name};
   return {s.name + "_bucket", s.name + "_sum", s.name + "_count"};

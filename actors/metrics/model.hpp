@@ -40,6 +40,9 @@ struct SeriesInfo {
 const std::vector<SeriesInfo>& scheduler_series();
 // The series a node agent exports (node/metrics.cpp).
 const std::vector<SeriesInfo>& node_series();
+// The series a front door exports (troupe-dispatch --metrics,
+// gateway/dispatch/dispatch_main.cpp).
+const std::vector<SeriesInfo>& dispatch_series();
 // The sample names a family produces: histograms give name_bucket, _sum, _count.
 std::vector<std::string> sample_names(const SeriesInfo& s);
 // nullptr when `name` is not a family of `table`.
@@ -151,6 +154,17 @@ class HistogramMirror {
 // The guarantee_restore increments of every team row (mirrors by team/pool).
 std::vector<HistogramIncrement> restore_increments(const Json& queues,
                                                    std::map<std::string, HistogramMirror>& seen);
+
+// A front door's troupe.sys.clusters view ({"clusters":[{"name","state",
+// "gpu_types":{type:{"total","free"}},"queued","running"}],"counters":{...}})
+// as dispatch_series() rows: per cluster whether it answers, its GPUs by type
+// and its jobs; and the front door's counters, cumulative (through a
+// CounterMirror each). Rows of a malformed part are left out.
+struct DispatchSample {
+  std::vector<Cumulative> gauges;
+  std::vector<Cumulative> counters;
+};
+DispatchSample dispatch_sample(const Json& clusters_view);
 
 // ---- replies -> rows --------------------------------------------------------
 

@@ -1,13 +1,17 @@
 // troupe-dispatch's entry point: the front door in front of several clusters
 // (docs/clusters.md). Parses flags and the dispatch config, finds its
 // identity on the front NATS (the scheduler's of a `troupe up` home unless
-// given), then ticks (capacity, spill-over) until SIGTERM/SIGINT.
+// given), then ticks (capacity, spill-over) until SIGTERM/SIGINT. With
+// --metrics HOST:PORT it serves /metrics (actors/metrics: dispatch_series).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <sstream>
 
+#include "actors/metrics/exporter.hpp"
+#include "actors/metrics/model.hpp"
 #include "bus/lease.hpp"
 #include "bus/log.hpp"
 #include "bus/nats.hpp"
@@ -16,6 +20,44 @@
 #include "gateway/client.hpp"
 #include "gateway/dispatch/front.hpp"
 #include "gateway/process.hpp"
+
+namespace {
+
+// troupe-dispatch --metrics: the front door's clusters and counters
+// (metrics::dispatch_sample of its troupe.sys.clusters view) every `every`.
+std::unique_ptr<troupe::metrics::Exporter> start_metrics(const std::string& bind,
+                                                         troupe::dispatch::Front& front,
+                                                         std::chrono::milliseconds every,
+                                                         std::string* error) {
+  namespace m = troupe::metrics;
+  auto ex = m::Exporter::start(bind, 1, error);
+  if (!ex) return nullptr;
+  std::map<std::string, prometheus::Family<prometheus::Gauge>*> gauges;
+  std::map<std::string, prometheus::Family<prometheus::Counter>*> counters;
+  for (const auto& s : m::dispatch_series()) {
+    if (s.type == m::Type::kGauge) gauges[s.name] = &ex->gauge(s);
+    if (s.type == m::Type::kCounter) counters[s.name] = &ex->counter(s);
+  }
+  auto mirrors = std::make_shared<std::map<std::string, m::CounterMirror>>();
+  ex->poll_every(every, [&front, gauges, counters, mirrors](m::GaugeRows& rows) {
+    auto sample = m::dispatch_sample(front.clusters_view());
+    for (const auto& g : sample.gauges) {
+      auto f = gauges.find(g.series);
+      if (f != gauges.end()) rows.set(*f->second, {g.labels.begin(), g.labels.end()}, g.value);
+    }
+    for (const auto& c : sample.counters) {
+      auto f = counters.find(c.series);
+      if (f == counters.end()) continue;
+      std::string key = c.series;
+      for (const auto& [k, v] : c.labels) key += "," + k + "=" + v;
+      f->second->Add({c.labels.begin(), c.labels.end()}).Increment((*mirrors)[key].delta(c.value));
+    }
+    return true;
+  });
+  return ex;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   namespace gw = troupe::gateway;
@@ -52,6 +94,10 @@ int main(int argc, char** argv) {
                                  "without a renewal (at least 3 x the config's poll_ms; "
                                  "default 3000, or 3 x poll_ms when that is more)")
                       ->check(CLI::Range(300, 600000));
+  std::string metrics_addr;
+  app.add_option("--metrics", metrics_addr,
+                 "serve Prometheus metrics on HOST:PORT (/metrics; port 0: a free one)")
+      ->envname("TROUPE_DISPATCH_METRICS");
   std::string log_level = "info";
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error|critical|off")
       ->capture_default_str();
@@ -112,8 +158,20 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::cout << "troupe-dispatch: serving " << cfg->clusters.size() << " clusters" << std::endl;
+  std::unique_ptr<troupe::metrics::Exporter> metrics;
+  if (!metrics_addr.empty()) {
+    metrics =
+        start_metrics(metrics_addr, *front,
+                      std::chrono::milliseconds(std::max<int64_t>(cfg->poll_ms, 1000)), &error);
+    if (!metrics) {
+      std::cerr << "troupe-dispatch: --metrics " << metrics_addr << ": " << error << "\n";
+      return 2;
+    }
+    std::cout << "troupe-dispatch: metrics on " << metrics->url() << std::endl;
+  }
   while (signals.wait(std::chrono::milliseconds(cfg->poll_ms)) == 0)
     if (!front->tick()) return 3;  // deposed: exits without giving the lease up
+  metrics.reset();                 // (its sampler reads the front door)
   front.reset();
   return 0;
 }

@@ -1984,6 +1984,10 @@ Front::~Front() {
   impl_->lease->release();  // a clean stop: a standby takes over at once
 }
 
+nlohmann::json Front::clusters_view() {
+  return impl_->clusters_view();
+}
+
 bool Front::tick() {
   const int64_t asked = bus::steady_ms();
   switch (impl_->lease->renew()) {

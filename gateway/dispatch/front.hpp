@@ -22,6 +22,7 @@
 
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "bus/nats.hpp"
@@ -57,6 +58,10 @@ class Front {
   // One round: the lease renewed, every cluster's capacity asked for, jobs
   // due moved on. False once the lease is another's (the process ends).
   bool tick();
+
+  // What troupe.sys.clusters answers now: {"clusters":[...],"counters":{...}}
+  // (thread-safe; troupe-dispatch --metrics samples it).
+  nlohmann::json clusters_view();
 
   struct Impl;
   explicit Front(std::unique_ptr<Impl> impl);  // by open()

@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <regex>
 #include <set>
 #include <string>
 #include <thread>
@@ -192,9 +193,11 @@ TEST_CASE(
 
   // c1 through the front NATS's leaf node link, c2 straight (both work).
   auto dispatch = start_dispatch(
-      front, "clusters:\n" + linked_entry("c1", front) + direct_entry("c2", c2) +
-                 "teams:\n  t1: {clusters: [c1, c2]}\n  t3: {clusters: [c1], quota: {c1: 2}}\n"
-                 "spill_after_s: 1\npoll_ms: 200\n");
+      front,
+      "clusters:\n" + linked_entry("c1", front) + direct_entry("c2", c2) +
+          "teams:\n  t1: {clusters: [c1, c2]}\n  t3: {clusters: [c1], quota: {c1: 2}}\n"
+          "spill_after_s: 1\npoll_ms: 200\n",
+      "dispatch", {"--metrics", "127.0.0.1:0"});
   wait_clusters(front, 30s);
 
   // By type: an a100 job goes to c1, an h100 job to c2; both fill their cluster.
@@ -313,6 +316,37 @@ TEST_CASE(
   CHECK(withdrawn);
   // The front door's stream of the job never shows the withdrawal.
   for (const auto& e : front.events().of_job(x)) CHECK(e.state != names::kCanceled);
+
+  // Its /metrics (troupe-dispatch --metrics): both clusters up with their
+  // GPUs, and the spill-over counted.
+  {
+    const std::string out = front.file("dispatch.out");
+    REQUIRE(wait_file_contains(out, "metrics on http://", 10s));
+    std::smatch m;
+    const std::string text = read_file(out);
+    REQUIRE(
+        std::regex_search(text, m, std::regex(R"(metrics on (http://[0-9.]+:[0-9]+)/metrics)")));
+    httplib::Client scraper(m[1].str());
+    std::string body;
+    auto value_of = [&body](const std::string& sample) {
+      auto at = body.find("\n" + sample + " ");
+      return at == std::string::npos ? -1.0 : std::stod(body.substr(at + sample.size() + 2));
+    };
+    const std::string spilled = R"(troupe_dispatch_actions_total{action="spilled"})";
+    for (auto deadline = Clock::now() + 10s; Clock::now() < deadline;) {
+      auto r = scraper.Get("/metrics");
+      body = r && r->status == 200 ? r->body : std::string();
+      if (value_of(spilled) >= 1) break;
+      std::this_thread::sleep_for(200ms);  // the exporter samples every second
+    }
+    INFO("troupe-dispatch /metrics:\n" << body);
+    CHECK(value_of(spilled) >= 1);
+    CHECK(value_of(R"(troupe_dispatch_cluster_up{cluster="c1"})") == 1);
+    CHECK(value_of(R"(troupe_dispatch_cluster_up{cluster="c2"})") == 1);
+    CHECK(value_of(R"(troupe_dispatch_cluster_gpus{cluster="c1",gpu_type="a100"})") == 2);
+    CHECK(value_of(R"(troupe_dispatch_cluster_gpus{cluster="c2",gpu_type="h100"})") == 2);
+    CHECK(value_of(R"(troupe_dispatch_actions_total{action="sent"})") >= 3);
+  }
 
   // Logs and history through the front door.
   auto log = front.logs("t1", x);

@@ -17,6 +17,7 @@
 
 namespace {
 
+using troupe::metrics::dispatch_series;
 using troupe::metrics::node_series;
 using troupe::metrics::sample_names;
 using troupe::metrics::scheduler_series;
@@ -59,7 +60,7 @@ struct Checked {
 // Names every troupe_* identifier and label of a PromQL expression.
 Checked check_expr(const std::string& expr) {
   std::map<std::string, const SeriesInfo*> samples;
-  for (const auto* table : {&scheduler_series(), &node_series()})
+  for (const auto* table : {&scheduler_series(), &node_series(), &dispatch_series()})
     for (const auto& s : *table)
       for (const auto& n : sample_names(s)) samples[n] = &s;
 
@@ -293,7 +294,7 @@ TEST_CASE("dashboard shows GPU utilization against allocation", "[metrics][dashb
 TEST_CASE("docs/metrics.md documents every exported series", "[metrics][dashboard]") {
   auto doc = slurp(repo_root() + "/docs/metrics.md");
   REQUIRE_FALSE(doc.empty());
-  for (const auto* table : {&scheduler_series(), &node_series()})
+  for (const auto* table : {&scheduler_series(), &node_series(), &dispatch_series()})
     for (const auto& s : *table) {
       INFO(s.name);
       CHECK(doc.find("`" + s.name + "`") != std::string::npos);
@@ -302,7 +303,7 @@ TEST_CASE("docs/metrics.md documents every exported series", "[metrics][dashboar
 
 TEST_CASE("series names follow Prometheus conventions", "[metrics]") {
   std::set<std::string> names;
-  for (const auto* table : {&scheduler_series(), &node_series()})
+  for (const auto* table : {&scheduler_series(), &node_series(), &dispatch_series()})
     for (const auto& s : *table) {
       INFO(s.name);
       CHECK(s.name.rfind("troupe_", 0) == 0);

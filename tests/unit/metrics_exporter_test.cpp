@@ -70,7 +70,7 @@ TEST_CASE("exporter: a scrape holds Troupe's series only, and no NaN", "[metrics
   REQUIRE(ex);
   // Every family both daemons export, each with one row; histograms and
   // counters left at zero, as before the first observation.
-  for (const auto* table : {&scheduler_series(), &node_series()})
+  for (const auto* table : {&scheduler_series(), &node_series(), &dispatch_series()})
     for (const auto& s : *table) {
       prometheus::Labels l;
       for (const auto& name : s.labels) l[name] = "x";

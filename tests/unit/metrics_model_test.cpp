@@ -361,3 +361,32 @@ TEST_CASE(
   CHECK(got[0].buckets[2] == 3);  // stays in its own bucket
   CHECK(got[0].buckets[10] == 7);
 }
+
+TEST_CASE("metrics: a front door's clusters view as rows (troupe-dispatch --metrics)",
+          "[metrics]") {
+  Json view = Json::parse(R"({"clusters":[
+      {"name":"c1","state":"reachable","gpu_types":{"a100":{"total":8,"free":3}},"queued":2,"running":5},
+      {"name":"c2","state":"unreachable","gpu_types":{},"queued":0,"running":1},
+      {"state":"reachable"}, 7],
+    "counters":{"sent":12,"spilled":1,"bogus":"x"}})");
+  auto s = dispatch_sample(view);
+  std::map<std::string, double> g;
+  for (const auto& r : s.gauges) {
+    REQUIRE(find_series(dispatch_series(), r.series) != nullptr);
+    std::string key = r.series;
+    for (const auto& [k, v] : r.labels) key += "," + k + "=" + v;
+    g[key] = r.value;
+  }
+  CHECK(g.at("troupe_dispatch_cluster_up,cluster=c1") == 1);
+  CHECK(g.at("troupe_dispatch_cluster_up,cluster=c2") == 0);  // unreachable
+  CHECK(g.at("troupe_dispatch_cluster_gpus,cluster=c1,gpu_type=a100") == 8);
+  CHECK(g.at("troupe_dispatch_cluster_gpus_free,cluster=c1,gpu_type=a100") == 3);
+  CHECK(g.at("troupe_dispatch_cluster_jobs,cluster=c1,state=queued") == 2);
+  CHECK(g.at("troupe_dispatch_cluster_jobs,cluster=c2,state=running") == 1);
+  CHECK(g.size() == 8);  // a cluster without a name, and a non-object, give none
+  REQUIRE(s.counters.size() == 2);  // a counter that is not a number is left out
+  CHECK(s.counters[0].labels.at("action") == "sent");
+  CHECK(s.counters[0].value == 12);
+  CHECK(dispatch_sample(Json::array()).gauges.empty());
+  CHECK(dispatch_sample(Json::parse(R"({"clusters":7,"counters":[]})")).counters.empty());
+}
