@@ -383,7 +383,7 @@ TEST_CASE("metrics: a front door's clusters view as rows (troupe-dispatch --metr
   CHECK(g.at("troupe_dispatch_cluster_gpus_free,cluster=c1,gpu_type=a100") == 3);
   CHECK(g.at("troupe_dispatch_cluster_jobs,cluster=c1,state=queued") == 2);
   CHECK(g.at("troupe_dispatch_cluster_jobs,cluster=c2,state=running") == 1);
-  CHECK(g.size() == 8);  // a cluster without a name, and a non-object, give none
+  CHECK(g.size() == 8);             // a cluster without a name, and a non-object, give none
   REQUIRE(s.counters.size() == 2);  // a counter that is not a number is left out
   CHECK(s.counters[0].labels.at("action") == "sent");
   CHECK(s.counters[0].value == 12);
