@@ -1291,7 +1291,7 @@ struct Front::Impl {
     }
     if (unknown) {  // (a cluster filter: troupe jobs --cluster)
       count("not_found");
-      return reply(in, error_json("no cluster " + only, "not_found"));
+      return reply(in, error_json("no cluster " + only.substr(0, 128), "not_found"));
     }
     {
       std::lock_guard<std::mutex> lock(mu);
