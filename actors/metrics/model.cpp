@@ -188,6 +188,12 @@ const std::vector<SeriesInfo>& dispatch_series() {
   return table;
 }
 
+std::string key_of(const Cumulative& c) {
+  std::string key = c.series;
+  for (const auto& [k, v] : c.labels) key += "," + k + "=" + v;
+  return key;
+}
+
 DispatchSample dispatch_sample(const Json& view) {
   DispatchSample out;
   if (!view.is_object()) return out;

@@ -132,6 +132,8 @@ struct Cumulative {
   double value = 0;
 };
 std::vector<Cumulative> cumulative_values(const Json& stats, const Json& queues);
+// A row's series and labels as one key ("series,k=v,..."): its CounterMirror's.
+std::string key_of(const Cumulative& c);
 
 // A histogram the scheduler keeps (troupe.sys.queues teams[].guarantee_restore:
 // observations per bucket, then +Inf, their sum and count), as increments

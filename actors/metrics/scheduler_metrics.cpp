@@ -144,9 +144,7 @@ struct MetricsCollector::Impl {
     if (stats && queues) {
       std::lock_guard<std::mutex> l(mu);
       for (const auto& c : cumulative_values(*stats, *queues)) {
-        std::string key = c.series;
-        for (const auto& [k, v] : c.labels) key += "," + k + "=" + v;
-        double d = mirrors[key].delta(c.value);
+        double d = mirrors[key_of(c)].delta(c.value);
         counters.at(c.series)->Add(c.labels).Increment(d);
       }
     }

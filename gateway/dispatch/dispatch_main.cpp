@@ -43,14 +43,12 @@ std::unique_ptr<troupe::metrics::Exporter> start_metrics(const std::string& bind
     auto sample = m::dispatch_sample(front.clusters_view());
     for (const auto& g : sample.gauges) {
       auto f = gauges.find(g.series);
-      if (f != gauges.end()) rows.set(*f->second, {g.labels.begin(), g.labels.end()}, g.value);
+      if (f != gauges.end()) rows.set(*f->second, g.labels, g.value);
     }
     for (const auto& c : sample.counters) {
       auto f = counters.find(c.series);
       if (f == counters.end()) continue;
-      std::string key = c.series;
-      for (const auto& [k, v] : c.labels) key += "," + k + "=" + v;
-      f->second->Add({c.labels.begin(), c.labels.end()}).Increment((*mirrors)[key].delta(c.value));
+      f->second->Add(c.labels).Increment((*mirrors)[m::key_of(c)].delta(c.value));
     }
     return true;
   });

@@ -373,9 +373,7 @@ TEST_CASE("metrics: a front door's clusters view as rows (troupe-dispatch --metr
   std::map<std::string, double> g;
   for (const auto& r : s.gauges) {
     REQUIRE(find_series(dispatch_series(), r.series) != nullptr);
-    std::string key = r.series;
-    for (const auto& [k, v] : r.labels) key += "," + k + "=" + v;
-    g[key] = r.value;
+    g[key_of(r)] = r.value;
   }
   CHECK(g.at("troupe_dispatch_cluster_up,cluster=c1") == 1);
   CHECK(g.at("troupe_dispatch_cluster_up,cluster=c2") == 0);  // unreachable
