@@ -135,7 +135,7 @@ TEST_CASE("api: another team's job is answered like no job at all, with stable c
 }
 
 TEST_CASE("api: 100,000 queued jobs: paged lists stay small and status stays quick",
-          "[integration][api][api-100k]") {
+          "[integration][api][api-100k][alone]") {
   constexpr size_t kJobs = 100000;
   constexpr size_t kInFlight = 4000;
   constexpr size_t kMaxReply = 1024 * 1024;

@@ -1283,7 +1283,7 @@ TEST_CASE(
     "the HTTP API and the web console over a front door: both clusters' nodes, a job's cluster, "
     "log and end, cancel, another team's job hidden, its clusters (openapi), and the console in "
     "headless chromium",
-    "[integration][clusters][http][browser][openapi]") {
+    "[integration][clusters][http][browser][openapi][alone]") {
   TwoClusters all(true);
   Cluster& front = all.front();
   auto dispatch = start_dispatch(front, "clusters:\n" + linked_entry("c1", front) +

@@ -14,7 +14,7 @@ using namespace troupe::it;
 TEST_CASE(
     "console: in headless chromium, sign in, watch a job on the GPU map to its end, read "
     "its log, cancel another",
-    "[integration][console][browser]") {
+    "[integration][console][browser][alone]") {
   Cluster c(ClusterOptions{}.node("n1", 2, true));
   REQUIRE(c.wait_nodes_alive(1, 20s));
   const std::string url = c.start_gateway();

@@ -184,7 +184,7 @@ TEST_CASE("troupe-load: 300 jobs on a 20-node simulated fleet all end, report co
 // The throughput issue's acceptance, CI-sized: 5,000 jobs of the default mix
 // (1-GPU, 8-GPU and 2x4 gangs) on 200 nodes x 8 GPUs, 4 teams, all terminal.
 TEST_CASE("troupe-load: 5,000 mixed jobs on 200 simulated nodes all end, grants all placed",
-          "[integration][load]") {
+          "[integration][load][alone]") {
   Cluster c(fleet_of("fleet", 200));
   REQUIRE(c.wait_nodes_alive(200, 60s));
 
@@ -368,7 +368,7 @@ TEST_CASE("troupe-load replay: 30 tiresias jobs on its own fleet, fast-forwarded
 }
 
 TEST_CASE("troupe-load acceptance: 20,000 jobs on 1,000 simulated nodes x 8 GPUs all end",
-          "[integration][load][acceptance]") {
+          "[integration][load][acceptance][alone]") {
   Cluster c(fleet_of("big", 1000));
   REQUIRE(c.wait_nodes_alive(1000, 60s));
 
@@ -554,11 +554,14 @@ struct LasDemo {
 }  // namespace
 
 TEST_CASE(
-    "troupe-load replay: order las shortens average JCT against fifo on a long-then-short trace",
-    "[integration][load][las]") {
+    "troupe-load replay: order las shortens average JCT against fifo on a long-then-short trace, "
+    "and simulate agrees within 10 %",
+    "[integration][load][las][simulate]") {
   // Under fifo the short jobs wait for the long one; under las the long one
   // crosses 3 GPU-seconds, is preempted for them (a simulated worker stops
-  // at once), and runs again after them.
+  // at once), and runs again after them. The simulation of the same pure
+  // policy in virtual time (same trace, fleet and configs) must agree with
+  // each real replay (scheduler, fleet, NATS).
   LasDemo demo;
   Json fifo = demo.replay("fifo");
   Json las = demo.replay("las");
@@ -573,6 +576,18 @@ TEST_CASE(
   // ones: a simulated job has no checkpoint), give or take a round and a
   // report.
   CHECK(l < 0.7 * f);
+  for (const auto& [order, real] : {std::pair<const char*, const Json&>{"fifo", fifo},
+                                    std::pair<const char*, const Json&>{"las", las}}) {
+    INFO(order);
+    Json sim = demo.simulate(order);
+    double r = real["jct"]["avg_trace_s"].get<double>();
+    double s = sim["jct"]["avg_trace_s"].get<double>();
+    WARN(order << ": avg trace JCT replay " << r << " s, simulate " << s << " s");
+    CHECK(s == Approx(r).epsilon(0.10));
+    CHECK(sim["preemptions"] == real["preemptions"]);
+    // The replay counts the preempted attempts from the job events.
+    CHECK(sim["preemption_loss"]["attempts"] == real["preemption_loss"]["attempts"]);
+  }
 }
 
 TEST_CASE("troupe-load replay: order sjf starts the short declared work first, and simulate agrees",
@@ -595,26 +610,6 @@ TEST_CASE("troupe-load replay: order sjf starts the short declared work first, a
   Json sim = demo.simulate("sjf");
   CHECK(sim["jct"]["avg_trace_s"].get<double>() == Approx(5.6));
   CHECK(sim["jct"]["avg_trace_s"].get<double>() == Approx(j).epsilon(0.10));
-}
-
-TEST_CASE("troupe-load simulate agrees with the real replay within 10 % on the las trace",
-          "[integration][load][simulate]") {
-  // The same trace, fleet and configs as [las]: the real replay (scheduler,
-  // fleet, NATS) and the simulation of the same pure policy in virtual time.
-  // Average trace JCT, by hand: fifo 17.2 s, las 8.2 s (see [las]).
-  LasDemo demo;
-  for (const char* order : {"fifo", "las"}) {
-    INFO(order);
-    Json real = demo.replay(order);
-    Json sim = demo.simulate(order);
-    double r = real["jct"]["avg_trace_s"].get<double>();
-    double s = sim["jct"]["avg_trace_s"].get<double>();
-    WARN(order << ": avg trace JCT replay " << r << " s, simulate " << s << " s");
-    CHECK(s == Approx(r).epsilon(0.10));
-    CHECK(sim["preemptions"] == real["preemptions"]);
-    // The replay counts the preempted attempts from the job events.
-    CHECK(sim["preemption_loss"]["attempts"] == real["preemption_loss"]["attempts"]);
-  }
 }
 
 TEST_CASE("troupe-load replay --policy fifo-backfill: the EASY baseline plans the replay",

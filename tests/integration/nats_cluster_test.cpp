@@ -76,7 +76,7 @@ std::set<std::string> terminal_states(Cluster& c, const std::string& id) {
 TEST_CASE(
     "a 3-server NATS cluster: every stream and bucket has 3 replicas, and a kill -9 of the "
     "server leading the intake stream loses no submission, runs nothing twice",
-    "[integration][nats-cluster]") {
+    "[integration][nats-cluster][alone]") {
   Cluster c(ClusterOptions{}.nats_cluster(3).node("n1", 4, true).node("n2", 4, true));
   REQUIRE(c.nats_servers() == 3);
   REQUIRE(c.wait_nodes_alive(2, 30s));
@@ -133,7 +133,7 @@ TEST_CASE(
 TEST_CASE(
     "a 3-server NATS cluster: a JetStream publish while its stream elects a new leader is sent "
     "again and stored, not refused",
-    "[integration][nats-cluster]") {
+    "[integration][nats-cluster][alone]") {
   ClusterOptions o;
   o.nats_servers = 3;
   o.scheduler = false;  // bus::JetStream alone
@@ -200,7 +200,7 @@ TEST_CASE(
 TEST_CASE(
     "a 3-server NATS cluster: losing the server that leads the leader lease's bucket does not "
     "depose the scheduler, and a running job is not run twice",
-    "[integration][nats-cluster]") {
+    "[integration][nats-cluster][alone]") {
   Cluster c(ClusterOptions{}.nats_cluster(3).node("n1", 2, true));
   REQUIRE(c.wait_nodes_alive(1, 30s));
   std::string why;
@@ -232,7 +232,7 @@ TEST_CASE(
 }
 
 TEST_CASE("troupe up --nats-cluster 3 runs three nats-servers as one cluster, and its demo",
-          "[integration][nats-cluster]") {
+          "[integration][nats-cluster][alone]") {
   TmpDir tmp("troupe-up-cluster");
   const std::string troupe = bin_dir() + "/troupe";
   REQUIRE(::access(troupe.c_str(), X_OK) == 0);
