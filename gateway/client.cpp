@@ -286,11 +286,13 @@ std::string Client::usage(const std::string& team, const std::string& request,
   return {};
 }
 
-std::string Client::queues(QueuesView* out, std::string* raw_json) {
+std::string Client::queues(QueuesView* out, std::string* raw_json, const std::string& cluster) {
   std::string reply;
-  if (auto err = call(subjects::kSysQueues, "{}", &reply); !err.empty()) return err;
+  if (auto err = call(subjects::kSysQueues, queues_request(cluster), &reply); !err.empty())
+    return err;
   if (raw_json != nullptr) *raw_json = reply;
-  return parse_queues(reply, out);
+  if (auto err = parse_queues(reply, out); !err.empty()) return err;
+  return check_queues_cluster(*out, cluster);
 }
 
 std::string Client::clusters(std::string* raw_json, bool* no_front_door) {

@@ -84,7 +84,9 @@ class Client {
   // troupe.<team>.why and troupe.sys.queues (docs/contract.md, "Scheduling policy").
   std::string why(const std::string& team, const std::string& job_id, WhyView* out,
                   std::string* raw_json = nullptr);
-  std::string queues(QueuesView* out, std::string* raw_json = nullptr);
+  // `cluster`: at a front door, that cluster's alone (check_queues_cluster).
+  std::string queues(QueuesView* out, std::string* raw_json = nullptr,
+                     const std::string& cluster = {});
   // troupe.sys.clusters (a front door, troupe-dispatch): the raw reply.
   // Nobody answers on a cluster's own NATS (no front door): that error, and
   // *no_front_door set when given.

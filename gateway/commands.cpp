@@ -428,12 +428,12 @@ int run_clusters(const std::string& url, bool json) {
   return 0;
 }
 
-int run_queues(const std::string& url, bool json) {
+int run_queues(const std::string& url, bool json, const std::string& cluster) {
   auto c = open_client(url);
   if (!c) return kUnreachableExit;
   QueuesView q;
   std::string raw;
-  if (auto err = c->queues(&q, &raw); !err.empty()) return fail(err);
+  if (auto err = c->queues(&q, &raw, cluster); !err.empty()) return fail(err);
   if (json)
     std::cout << raw << "\n";
   else

@@ -50,7 +50,7 @@ int run_nodes(const std::string& url, bool json, bool wide = false,
 // `troupe clusters`: the clusters behind a front door (troupe-dispatch).
 int run_clusters(const std::string& url, bool json);
 // `troupe queues`: per team and pool quota, use, pending work and share.
-int run_queues(const std::string& url, bool json);
+int run_queues(const std::string& url, bool json, const std::string& cluster = {});
 // `troupe cordon|uncordon|drain NODE`.
 // `reason` (cordon, drain): why, shown by troupe nodes. `cluster`: at a
 // front door, the node's cluster ("": the one that has it).

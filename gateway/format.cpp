@@ -308,7 +308,7 @@ std::string keep_cluster_nodes(pb::NodeList& nodes, const std::string& cluster) 
   const auto& all = nodes.nodes();
   if (!all.empty() && std::all_of(all.begin(), all.end(),
                                   [](const pb::NodeView& n) { return n.cluster().empty(); }))
-    return "--cluster: this NATS serves one cluster (no front door)";
+    return kNoFrontDoorFilter;
   pb::NodeList kept;
   for (const auto& n : all)
     if (n.cluster() == cluster) *kept.add_nodes() = n;

@@ -48,6 +48,9 @@ std::string nodes_table(const pb::NodeList& nodes, int64_t now_ms, bool wide = f
 // cluster. "" or why not: a list whose nodes name no cluster (one cluster's
 // own NATS), or a cluster none of them is in (unknown, or unreachable: the
 // list's `unanswered` names it).
+// What a --cluster filter says where there is no front door to filter.
+inline constexpr const char* kNoFrontDoorFilter =
+    "--cluster: this NATS serves one cluster (no front door)";
 std::string keep_cluster_nodes(pb::NodeList& nodes, const std::string& cluster);
 // `troupe clusters`: the troupe.sys.clusters reply of a front door
 // (troupe-dispatch) as NAME GPU TYPES GPUS (free/total) QUEUED RUNNING STATE;

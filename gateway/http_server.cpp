@@ -27,6 +27,7 @@
 #include "gateway/console_assets.hpp"
 #include "gateway/http_api.hpp"
 #include "gateway/pipeline_view.hpp"
+#include "gateway/policy_view.hpp"
 #include "gateway/replies.hpp"
 #include "messages/names.hpp"
 
@@ -642,10 +643,19 @@ void Server::Impl::install() {
              logs(c, req, res);
            }));
   http.Get("/v1/queues",
-           authed([this](const Caller& c, const httplib::Request&, httplib::Response& res) {
+           authed([this](const Caller& c, const httplib::Request& req, httplib::Response& res) {
+             // ?cluster=: at a front door, that cluster's alone (troupe queues --cluster).
+             const std::string cluster = req.get_param_value("cluster");
              std::string reply;
-             if (forward(subjects::kSysQueues, "{}", res, &reply))
-               res.set_content(queues_view(reply, c.admin ? std::string() : c.team), kJsonType);
+             if (!forward(subjects::kSysQueues, queues_request(cluster), res, &reply)) return;
+             QueuesView q;
+             if (!cluster.empty() && parse_queues(reply, &q).empty())
+               if (auto err = check_queues_cluster(q, cluster); !err.empty()) {
+                 bad_requests->Increment();
+                 send_problem(res, 400, "bad_request", err);
+                 return;
+               }
+             res.set_content(queues_view(reply, c.admin ? std::string() : c.team), kJsonType);
            }));
   http.Get("/v1/nodes",
            authed([this](const Caller&, const httplib::Request&, httplib::Response& res) {

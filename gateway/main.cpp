@@ -172,6 +172,10 @@ int main(int argc, char** argv) {
       "queues", "Per team and pool: quota, GPUs in use and borrowed, pending work, share");
   queues->add_flag("--json", json, "print the raw troupe.sys.queues reply");
   queues->add_option("-o,--output", output, "table | wide | json | yaml");
+  std::string queues_cluster;
+  queues->add_option("--cluster", queues_cluster,
+                     "at a front door (troupe-dispatch): only this cluster's pools, teams and "
+                     "counters");
 
   // cordon / uncordon / drain
   std::string node_name;
@@ -671,7 +675,7 @@ int main(int argc, char** argv) {
   if (logs->parsed()) return gw::run_logs(url, job_id, job_team, rank, follow, all_ranks);
   if (nodes->parsed())
     return listing([&] { return gw::run_nodes(url, json, wide, nodes_cluster); });
-  if (queues->parsed()) return listing([&] { return gw::run_queues(url, json); });
+  if (queues->parsed()) return listing([&] { return gw::run_queues(url, json, queues_cluster); });
   if (clusters->parsed()) return gw::run_clusters(url, json);
   if (usage_cmd->parsed())
     return gw::run_usage(url, job_team, usage_since, usage_until, usage_by, usage_output);

@@ -121,11 +121,22 @@ std::string parse_queues(std::string_view body, QueuesView* out) {
   if (j.contains("retries") && j["retries"].is_object())
     for (const auto& [k, v] : j["retries"].items())
       if (v.is_number_integer()) q.retries[k] = v.get<int64_t>();
+  if (auto c = j.find("cluster"); c != j.end() && c->is_string()) q.cluster = c->get<std::string>();
   if (auto u = j.find("unanswered"); u != j.end() && u->is_array())
     for (const auto& name : *u)
       if (name.is_string()) q.unanswered.push_back(name.get<std::string>());
   *out = std::move(q);
   return {};
+}
+
+std::string queues_request(const std::string& cluster) {
+  return cluster.empty() ? std::string("{}") : json{{"cluster", cluster}}.dump();
+}
+
+std::string check_queues_cluster(const QueuesView& q, const std::string& cluster) {
+  if (cluster.empty() || q.cluster == cluster) return {};
+  if (q.cluster.empty()) return kNoFrontDoorFilter;
+  return "the front door answered for cluster " + q.cluster + ", not " + cluster;
 }
 
 std::string parse_why(std::string_view body, WhyView* out) {
@@ -216,6 +227,7 @@ std::string queues_text(const QueuesView& q, int64_t now_ms) {
     }
     out += line + '\n';
   }
+  if (!q.cluster.empty()) out += "cluster: " + q.cluster + " (its own counters below)\n";
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.1f", q.reserved_idle_gpu_seconds);
   out += std::string("reserved-idle GPU-seconds: ") + buf + '\n';

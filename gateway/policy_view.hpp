@@ -57,12 +57,19 @@ struct QueuesView {
   double gpu_seconds_lost = 0;             // their work since the last checkpoint x GPUs
   std::map<std::string, int64_t> retries;  // by "kind:cause" (user:exit_code, infra:node_lost, ...)
   std::vector<std::string> unanswered;     // at a front door: clusters not shown (unreachable)
+  std::string cluster;  // at a front door asked for one cluster: it (its own counters, not a sum)
 };
 
 // Reads a troupe.sys.queues reply. Returns "" or what is wrong (including
 // the scheduler's own {"error"} text). Unknown fields are ignored; missing
 // ones keep their defaults.
 std::string parse_queues(std::string_view body, QueuesView* out);
+// `troupe queues --cluster NAME` (GET /v1/queues?cluster=): the request
+// body ({} for every cluster), and the check of a reply read: a front door
+// names the cluster it answered for; a cluster's own scheduler (no front
+// door) does not, so its whole view is never shown as that cluster's.
+std::string queues_request(const std::string& cluster);
+std::string check_queues_cluster(const QueuesView& q, const std::string& cluster);
 
 struct WhyView {
   std::string job_id;

@@ -1872,7 +1872,12 @@ std::unique_ptr<Front> Front::open(const FrontOptions& opts, std::string* error,
       })));
   impl->subs.push_back(impl->front->subscribe(
       sj::kSysQueues, self->guard("queues", true, [self](troupe::Inbound&& in) {
-        self->reply(in, merge_queues(self->cluster_states()));
+        std::string code;
+        Json reply = queues_reply(
+            self->cluster_states(),
+            std::string_view(reinterpret_cast<const char*>(in.data.data()), in.data.size()), &code);
+        if (!code.empty()) self->count(code == "not_found" ? code : "malformed");
+        self->reply(in, reply);
       })));
   for (const char* subject : {sj::kSysCordon, sj::kSysUncordon, sj::kSysDrain})
     impl->subs.push_back(impl->front->subscribe(

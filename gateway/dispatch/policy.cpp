@@ -271,6 +271,30 @@ Json merge_queues(const std::vector<ClusterState>& clusters) {
   return with_unanswered(std::move(reply), std::move(unanswered));
 }
 
+Json queues_reply(const std::vector<ClusterState>& clusters, std::string_view body,
+                  std::string* code) {
+  auto refuse = [code](std::string c, std::string error) {
+    *code = c;
+    return Json{{"error", std::move(error)}, {"code", std::move(c)}};
+  };
+  code->clear();
+  Json req = body.empty() ? Json::object() : Json::parse(body, nullptr, false);
+  if (!req.is_object())
+    return refuse("bad_request", "troupe.sys.queues: the body is not a JSON object");
+  auto c = req.find("cluster");
+  if (c == req.end() || (c->is_string() && c->get_ref<const std::string&>().empty()))
+    return merge_queues(clusters);
+  if (!c->is_string()) return refuse("bad_request", "troupe.sys.queues: cluster must be a string");
+  const std::string& name = c->get_ref<const std::string&>();
+  for (const auto& cs : clusters)
+    if (cs.name == name) {
+      Json reply = merge_queues({cs});
+      reply["cluster"] = name;
+      return reply;
+    }
+  return refuse("not_found", "no cluster " + name.substr(0, 128));
+}
+
 std::vector<std::string> clusters_with_node(const std::vector<ClusterState>& clusters,
                                             const std::string& node) {
   std::vector<std::string> found;

@@ -235,6 +235,16 @@ nlohmann::json merge_history(const std::string& job_id, const std::vector<Histor
 // of the clusters', `policy` theirs when they agree, else "mixed".
 nlohmann::json merge_nodes(const std::vector<ClusterState>& clusters);
 nlohmann::json merge_queues(const std::vector<ClusterState>& clusters);
+// troupe.sys.queues at the front door, its request body read: {} (or
+// none) is every cluster's (merge_queues); {"cluster": NAME} is that
+// cluster's alone, its own counters (not the sum), the reply naming it in
+// "cluster" (troupe queues --cluster: a cluster's scheduler leaves the key
+// out, so a client tells the front door's answer from one cluster's).
+// An error sets `code`: "bad_request" (not an object, a cluster that is
+// not a string) or "not_found" (no cluster of that name; echoed at most
+// 128 characters), and the reply is {"error", "code"}.
+nlohmann::json queues_reply(const std::vector<ClusterState>& clusters, std::string_view body,
+                            std::string* code);
 
 // Cordon, uncordon, drain at the front door: the clusters whose last
 // troupe.sys.nodes reply (reachable now) lists `node`. The request goes to

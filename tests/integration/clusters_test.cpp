@@ -515,6 +515,17 @@ TEST_CASE(
     CHECK(nodes_c2.exit_code == 0);
     CHECK(nodes_c2.out.find("h1") != std::string::npos);
     CHECK(nodes_c2.out.find("a1") == std::string::npos);
+    // One cluster's queues: c2's pools and its own counters, not the sum.
+    auto queues_c2 = front.run_cli({"queues", "--cluster", "c2", "--json"});
+    INFO("troupe queues --cluster c2: " << queues_c2.out << queues_c2.err);
+    REQUIRE(queues_c2.exit_code == 0);
+    Json q2 = Json::parse(queues_c2.out, nullptr, false);
+    CHECK(q2.value("cluster", "") == "c2");
+    REQUIRE_FALSE(q2.value("pools", Json::array()).empty());
+    for (const auto& p : q2["pools"]) CHECK(p.value("cluster", "") == "c2");
+    auto queues_c9 = front.run_cli({"queues", "--cluster", "c9"});
+    CHECK(queues_c9.exit_code != 0);
+    CHECK(queues_c9.err.find("no cluster c9") != std::string::npos);
   }
 
   // A team's quota holds while its submissions are sent at once (the front
@@ -1324,6 +1335,13 @@ TEST_CASE(
       cluster_types[cl.value("name", "")] += t.key();
   }
   CHECK(cluster_types == std::map<std::string, std::string>{{"c1", "a100"}, {"c2", "h100"}});
+  // One cluster's queues (?cluster=, troupe queues --cluster): its pools
+  // alone, named; a cluster the front door does not know.
+  Json c2_queues = json_of(http.Get("/v1/queues?cluster=c2", t1), 200);
+  CHECK(c2_queues.value("cluster", "") == "c2");
+  REQUIRE_FALSE(c2_queues.value("pools", Json::array()).empty());
+  for (const auto& p : c2_queues["pools"]) CHECK(p.value("cluster", "") == "c2");
+  CHECK(json_of(http.Get("/v1/queues?cluster=c9", t1), 404).value("code", "") == "not_found");
   // And its replies match docs/openapi.yaml (ajv), as for one cluster's.
   {
     RunResult r = run_program(

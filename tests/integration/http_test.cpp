@@ -112,6 +112,8 @@ TEST_CASE(
   CHECK(body_of(admin.get("/v1/whoami")).value("admin", false));
   // One cluster's own NATS has no front door: its clusters are not found.
   check_problem(nlp.get("/v1/clusters"), 404, "not_found");
+  // Nor one cluster's queues to pick: its whole view is not shown as c1's.
+  check_problem(nlp.get("/v1/queues?cluster=c1"), 400, "bad_request");
 
   // Submit (team from the token), status, list, logs, why, history.
   const std::string done =

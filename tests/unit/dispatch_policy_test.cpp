@@ -697,6 +697,36 @@ TEST_CASE(
   CHECK(none["pools"].empty());
   CHECK(none["teams"].empty());
   CHECK(none["partial"] == true);
+
+  // troupe queues --cluster: one cluster's rows and its own counters, named.
+  std::string code;
+  CHECK(queues_reply({c1, c2, c3}, "", &code) == queues);
+  CHECK(code.empty());
+  CHECK(queues_reply({c1, c2, c3}, R"({"cluster":""})", &code) == queues);
+  auto only = queues_reply({c1, c2, c3}, R"({"cluster":"c2"})", &code);
+  CHECK(code.empty());
+  CHECK(only["cluster"] == "c2");
+  REQUIRE(only["pools"].size() == 1);
+  CHECK(only["pools"][0]["cluster"] == "c2");
+  CHECK(only["teams"].empty());
+  CHECK(only["grants"] == 4);  // c2's, not the sum
+  CHECK(only["policy"] == "fifo");
+  CHECK_FALSE(only.contains("partial"));
+  // A cluster not heard from: named unanswered, no rows.
+  auto silent = queues_reply({c1, c2, c3}, R"({"cluster":"c3"})", &code);
+  CHECK(code.empty());
+  CHECK(silent["cluster"] == "c3");
+  CHECK(silent["unanswered"] == nlohmann::json::array({"c3"}));
+  // Refused: an unknown cluster (echoed at most 128 characters), a cluster
+  // that is not a string, a body that is not an object.
+  auto unknown = queues_reply({c1, c2}, R"({"cluster":")" + std::string(300, 'x') + R"("})", &code);
+  CHECK(code == "not_found");
+  CHECK(unknown["code"] == "not_found");
+  CHECK(unknown["error"].get<std::string>().size() == std::string("no cluster ").size() + 128);
+  CHECK(queues_reply({c1}, R"({"cluster":7})", &code)["code"] == "bad_request");
+  CHECK(code == "bad_request");
+  CHECK(queues_reply({c1}, "[1]", &code)["code"] == "bad_request");
+  CHECK(queues_reply({c1}, "{not json", &code)["code"] == "bad_request");
 }
 
 TEST_CASE("dispatch: troupe.sys.find and a job's row at the front door say where it runs",

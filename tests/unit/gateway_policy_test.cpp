@@ -1,5 +1,6 @@
 // gateway/policy_view: reading and printing `troupe queues` and `troupe why`.
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -207,4 +208,29 @@ TEST_CASE("gateway: queues_text through a front door names each pool by its clus
   CHECK(lines[3] == "pool c1/default: 4 GPUs, 4 free; no hold");
   CHECK(lines[4] == "pool c2/default: 8 GPUs, 2 free; no hold");
   CHECK(lines.back() == "not shown (unreachable): c3");
+}
+
+TEST_CASE("gateway: troupe queues --cluster asks for one cluster and tells a front door's answer",
+          "[gateway][policy]") {
+  CHECK(queues_request("") == "{}");
+  CHECK(nlohmann::json::parse(queues_request("c2")) == nlohmann::json{{"cluster", "c2"}});
+  // A front door's answer for c2: its rows and its own counters.
+  QueuesView q;
+  REQUIRE(parse_queues(R"({"pools":[{"cluster":"c2","pool":"default","gpus_total":8,"gpus_free":2}],
+                           "teams":[],"grants":4,"cluster":"c2"})",
+                       &q) == "");
+  CHECK(q.cluster == "c2");
+  CHECK(check_queues_cluster(q, "c2") == "");
+  CHECK(check_queues_cluster(q, "") == "");
+  CHECK(check_queues_cluster(q, "c1").find("c2") != std::string::npos);
+  CHECK(queues_text(q, 0).find("\ncluster: c2 (its own counters below)\n") != std::string::npos);
+  // One cluster's scheduler leaves the key out: its whole view is never
+  // shown as the cluster asked for.
+  QueuesView one;
+  REQUIRE(parse_queues(R"({"pools":[{"pool":"default","gpus_total":8,"gpus_free":8}],"teams":[]})",
+                       &one) == "");
+  CHECK(check_queues_cluster(one, "") == "");
+  CHECK(check_queues_cluster(one, "c2") == kNoFrontDoorFilter);
+  // The front door's refusal of an unknown cluster is its error.
+  CHECK(parse_queues(R"({"error":"no cluster c9","code":"not_found"})", &q) == "no cluster c9");
 }
