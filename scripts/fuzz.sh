@@ -37,7 +37,7 @@ jobs=${TROUPE_FUZZ_JOBS:-2}
 run_one() {  # run_one TARGET: fuzzes it; prints its report into $work/$t.report; exit code 0/1
   local t=$1 dict=() rc execs corpus repro log
   case "$t" in
-    spec_json | spec_yaml | submit) dict=(-dict=tests/fuzz/spec.dict) ;;
+    spec_json | spec_yaml | submit | dispatch) dict=(-dict=tests/fuzz/spec.dict) ;;
     config) dict=(-dict=tests/fuzz/config.dict) ;;
     schedule) dict=(-dict=tests/fuzz/schedule.dict) ;;
   esac

@@ -5,8 +5,11 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 #include <tuple>
 
 #include "messages/ids.hpp"
@@ -17,6 +20,30 @@ namespace troupe::dispatch {
 namespace {
 
 using Json = nlohmann::json;
+
+// What a cluster reports is summed here: a hostile or broken one's numbers
+// saturate rather than overflow (undefined behaviour).
+int64_t add_sat(int64_t a, int64_t b) {
+  int64_t sum = 0;
+  if (!__builtin_add_overflow(a, b, &sum)) return sum;
+  return b > 0 ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int64_t>::min();
+}
+
+// A JSON number as a whole int64: an integer (a larger unsigned one
+// clamped), or a finite float within range (truncated); else nullopt (a
+// float's cast out of range is undefined behaviour).
+std::optional<int64_t> whole(const Json& v) {
+  if (v.is_number_unsigned())
+    return static_cast<int64_t>(
+        std::min<uint64_t>(v.get<uint64_t>(), std::numeric_limits<int64_t>::max()));
+  if (v.is_number_integer()) return v.get<int64_t>();
+  if (!v.is_number_float()) return std::nullopt;
+  const double d = v.get<double>();
+  // (2^63 is exact as a double; every double below it converts)
+  if (!std::isfinite(d) || d >= 9223372036854775808.0 || d < -9223372036854775808.0)
+    return std::nullopt;
+  return static_cast<int64_t>(d);
+}
 
 bool fail(std::string* error, std::string text) {
   if (error) *error = std::move(text);
@@ -152,24 +179,29 @@ bool read_capacity(std::string_view nodes_json, std::string_view queues_json, Cl
     return fail(error, "troupe.sys.queues answered without a teams list");
   out->types.clear();
   out->running = 0;
+  // A count (GPUs, jobs): never below 0; an int64 as protobuf's JSON writes
+  // it is read too (strtoll saturates).
   auto num = [](const Json& j, const char* k) -> int64_t {
     if (!j.contains(k)) return 0;
     const auto& v = j[k];
-    if (v.is_number_integer()) return v.get<int64_t>();
-    if (v.is_string()) return std::strtoll(v.get<std::string>().c_str(), nullptr, 10);
-    return 0;
+    int64_t n = 0;
+    if (v.is_number_integer())
+      n = whole(v).value_or(0);
+    else if (v.is_string())
+      n = std::strtoll(v.get<std::string>().c_str(), nullptr, 10);
+    return std::max<int64_t>(0, n);
   };
   for (const auto& n : nodes["nodes"]) {
     if (!n.is_object()) continue;
-    out->running += num(n, "running");
+    out->running = add_sat(out->running, num(n, "running"));
     if (auto a = n.find("alive"); a == n.end() || !a->is_boolean() || !a->get<bool>()) continue;
     auto& t = out->types[string_of(n, "gpu_type")];
-    t.total += num(n, "gpus_total");
-    t.free += num(n, "gpus_free");
+    t.total = add_sat(t.total, num(n, "gpus_total"));
+    t.free = add_sat(t.free, num(n, "gpus_free"));
   }
   out->queued = 0;
   for (const auto& t : queues["teams"])
-    if (t.is_object()) out->queued += num(t, "pending_jobs");
+    if (t.is_object()) out->queued = add_sat(out->queued, num(t, "pending_jobs"));
   out->nodes_reply = std::make_shared<const Json>(std::move(nodes));
   out->queues_reply = std::make_shared<const Json>(std::move(queues));
   return true;
@@ -256,15 +288,16 @@ Json merge_queues(const std::vector<ClusterState>& clusters) {
     }
     if (auto r = q.find("retries"); r != q.end() && r->is_object())
       for (const auto& [cause, n] : r->items())
-        if (n.is_number_integer()) retries[cause] += n.get<int64_t>();
+        if (n.is_number_integer()) retries[cause] = add_sat(retries[cause], *whole(n));
     if (auto p = q.find("policy"); p != q.end() && p->is_string())
       policies.insert(p->get<std::string>());
   }
   for (const auto& [k, v] : sums) {
     if (fractional[k])
       reply[k] = v;
-    else
-      reply[k] = static_cast<int64_t>(v);
+    else  // (a double sum of int64s may be out of range)
+      reply[k] = whole(Json(v)).value_or(v > 0 ? std::numeric_limits<int64_t>::max()
+                                               : std::numeric_limits<int64_t>::min());
   }
   reply["retries"] = retries;
   if (!policies.empty()) reply["policy"] = policies.size() == 1 ? *policies.begin() : "mixed";
@@ -598,13 +631,20 @@ std::optional<JobPlace> place_from_json(std::string_view json) {
     p.cluster_job_id = j.value("cluster_job_id", std::string());
     p.state = j.value("state", std::string("sent"));
     p.spec_json = j.value("spec", std::string());
-    p.sent_ms = j.value("sent_ms", int64_t{0});
-    p.gpus = j.value("gpus", int64_t{0});
+    // A number that is not a whole int64 (a damaged value): not a place.
+    auto number = [&j](const char* key) -> int64_t {
+      auto v = j.find(key);
+      if (v == j.end()) return 0;
+      if (auto n = whole(*v)) return *n;
+      throw std::invalid_argument(std::string(key) + " is not a whole number");
+    };
+    p.sent_ms = number("sent_ms");
+    p.gpus = number("gpus");
     p.tried = j.value("tried", std::vector<std::string>());
     p.withdrawn = j.value("withdrawn", std::vector<std::string>());
     p.last_state = j.value("last_state", std::string());
-    p.ended_ms = j.value("ended_ms", int64_t{0});
-    p.started_ms = j.value("started_ms", int64_t{0});
+    p.ended_ms = number("ended_ms");
+    p.started_ms = number("started_ms");
     p.pinned = j.value("pinned", false);
     p.pipeline_key = j.value("pipeline_key", std::string());
     if (p.job_id.empty() || p.team.empty()) return std::nullopt;

@@ -2,6 +2,7 @@
 // clusters' capacity from their replies, where a job may go and in what
 // order, spill-over timing, its ids and records.
 #include <catch2/catch.hpp>
+#include <limits>
 #include <map>
 #include <string>
 #include <utility>
@@ -788,4 +789,38 @@ TEST_CASE("dispatch: a pipeline goes whole to one cluster where the team's quota
   CHECK(choose_for_pipeline(cfg, split, {needs(a100), needs(h100)}, {}, {}).code ==
         "no_cluster_for_pipeline");
   CHECK(choose_for_pipeline(cfg, split, {}, {}, {}).order.empty());
+}
+
+TEST_CASE(
+    "dispatch: numbers out of range from a cluster or a damaged place are no undefined behaviour",
+    "[dispatch]") {
+  // (found by tests/fuzz/fuzz_dispatch.cpp: a float's cast out of range)
+  const std::string base = R"({"job_id":"j-x1","team":"nlp","sent_ms":)";
+  CHECK_FALSE(place_from_json(base + "1.79e31}").has_value());
+  CHECK_FALSE(place_from_json(base + "\"12\"}").has_value());
+  auto p = place_from_json(base + "5.0,\"gpus\":18446744073709551615}");
+  REQUIRE(p);
+  CHECK(p->sent_ms == 5);
+  CHECK(p->gpus == std::numeric_limits<int64_t>::max());
+  // A cluster's counts: never below 0, summed without overflow.
+  ClusterState c;
+  std::string err;
+  REQUIRE(read_capacity(
+      R"({"nodes":[{"node":"a","gpu_type":"a100","alive":true,"gpus_total":9223372036854775807,"gpus_free":-4},
+                   {"node":"b","gpu_type":"a100","alive":true,"gpus_total":9223372036854775807,"gpus_free":2,
+                    "running":"-3"}]})",
+      R"({"teams":[{"pending_jobs":9223372036854775807},{"pending_jobs":9223372036854775807}],
+          "grants":9223372036854775807,"retries":{"x":9223372036854775807}})",
+      &c, &err));
+  CHECK(c.types["a100"].total == std::numeric_limits<int64_t>::max());
+  CHECK(c.types["a100"].free == 2);
+  CHECK(c.running == 0);
+  CHECK(c.queued == std::numeric_limits<int64_t>::max());
+  c.name = "c1";
+  c.reachable = true;
+  ClusterState c2 = c;
+  c2.name = "c2";
+  auto q = merge_queues({c, c2});
+  CHECK(q["grants"] == std::numeric_limits<int64_t>::max());
+  CHECK(q["retries"]["x"] == std::numeric_limits<int64_t>::max());
 }
