@@ -24,6 +24,7 @@
 #include "actors/views.hpp"
 #include "bus/subjects.hpp"
 #include "messages/event_json.hpp"
+#include "messages/log_chunks.hpp"
 #include "messages/names.hpp"
 #include "messages/spec.hpp"
 #include "messages/wire.hpp"
@@ -1394,10 +1395,16 @@ void on_inbound(Self self, const Inbound& in) {
     bool if_queued = it != req.end() && it->is_boolean() && it->get<bool>();
     self->send(st.w.jobs, cancel_atom_v, id, team, in.reply, if_queued);
   } else if (verb == subjects::kLogs) {
-    int32_t rank = req.value("rank", 0);
-    int64_t offset = req.value("offset", int64_t{0});
-    int64_t max_bytes = req.value("max_bytes", int64_t{65536});
-    self->send(st.w.jobs, logs_atom_v, id, team, rank, offset, max_bytes, in.reply);
+    // (as the agent reads it: a float's cast to an integer out of range
+    // is undefined behaviour, so only integers are taken)
+    logchunks::PageRequest page;
+    if (auto err = logchunks::read_page_request(req, &page); !err.empty()) {
+      ++st.n.rejected;
+      if (!in.reply.empty())
+        st.out->publish(in.reply, errors::error_json(errors::kBadRequest, err));
+      return;
+    }
+    self->send(st.w.jobs, logs_atom_v, id, team, page.rank, page.offset, page.max_bytes, in.reply);
   } else if (verb == subjects::kHistory) {
     // The job supervisor checks the job is the team's, then hands it back
     // (history_atom below) to be read.

@@ -70,6 +70,32 @@ std::string reply_json(std::string data, int64_t offset, int64_t size, bool stor
   return reply.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+std::string read_page_request(const nlohmann::json& req, PageRequest* out) {
+  constexpr int64_t kMaxIndex = int64_t{1} << 30;
+  PageRequest p;
+  // (a float is refused: its cast to an integer out of range is undefined)
+  auto field = [&req](const char* name, int64_t* v) {
+    auto it = req.find(name);
+    if (it == req.end() || it->is_null()) return true;
+    if (!it->is_number_integer()) return false;
+    *v = it->is_number_unsigned()
+             ? static_cast<int64_t>(std::min<uint64_t>(it->get<uint64_t>(), INT64_MAX))
+             : it->get<int64_t>();
+    return true;
+  };
+  int64_t rank = 0, attempt = -1, max_bytes = 0;
+  if (!field("attempt", &attempt) || !field("rank", &rank) || !field("offset", &p.offset) ||
+      !field("max_bytes", &max_bytes))
+    return "attempt, rank, offset and max_bytes must be integers";
+  if (rank < 0 || rank > kMaxIndex) return "rank must be from 0 to 1073741824";
+  if (p.offset < 0) return "offset must be >= 0";
+  p.rank = static_cast<int32_t>(rank);
+  p.attempt = attempt >= 0 && attempt <= kMaxIndex ? static_cast<int32_t>(attempt) : -1;
+  p.max_bytes = max_bytes <= 0 ? kDefaultPageBytes : std::min(max_bytes, kMaxPageBytes);
+  *out = p;
+  return {};
+}
+
 std::string page_json(const std::string& log, int64_t offset, int64_t max_bytes) {
   if (max_bytes <= 0) max_bytes = kDefaultPageBytes;  // as an agent reads a page
   max_bytes = std::min(max_bytes, kMaxPageBytes);

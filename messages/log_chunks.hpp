@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <string_view>
 
@@ -53,5 +54,19 @@ std::string reply_json(std::string data, int64_t offset, int64_t size, bool stor
 // `log`, as an agent answers it: {"data","offset","eof","size","stored":true}
 // (`data` cut at a whole UTF-8 character, invalid bytes replaced).
 std::string page_json(const std::string& log, int64_t offset, int64_t max_bytes);
+
+// The numbers of a troupe.<team>.logs request, read alike by the scheduler's
+// router (from a team) and the agent (from the scheduler): each optional and
+// an integer when given. `rank` 0..2^30 (default 0), `offset` >= 0 (default
+// 0), `max_bytes` (absent or <= 0: kDefaultPageBytes; at most
+// kMaxPageBytes), `attempt` (-1: absent or out of 0..2^30, the latest).
+struct PageRequest {
+  int32_t rank = 0;
+  int64_t offset = 0;
+  int64_t max_bytes = kDefaultPageBytes;
+  int32_t attempt = -1;
+};
+// "" or why the request is bad; `req` is a JSON object.
+std::string read_page_request(const nlohmann::json& req, PageRequest* out);
 
 }  // namespace troupe::logchunks

@@ -21,15 +21,6 @@ std::string error_reply(const std::string& msg) {
   return json{{"error", msg}}.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-// Reads an optional integer field; false when present but not an integer.
-bool int_field(const json& req, const char* name, std::optional<long long>* out) {
-  auto it = req.find(name);
-  if (it == req.end() || it->is_null()) return true;
-  if (!it->is_number_integer()) return false;
-  *out = it->get<long long>();
-  return true;
-}
-
 // Highest attempt with a log for `rank`, or nullopt.
 std::optional<int> latest_attempt(const std::string& state_dir, const std::string& job_id,
                                   int rank) {
@@ -64,33 +55,27 @@ std::string handle_logs_request(const std::string& state_dir, const std::string&
   if (auto why = subjects::check_token(job_id); !why.empty())
     return error_reply("no log for job " + job_id + ": job_id " + why);
 
-  std::optional<long long> attempt, rank, offset, max_bytes;
-  if (!int_field(req, "attempt", &attempt) || !int_field(req, "rank", &rank) ||
-      !int_field(req, "offset", &offset) || !int_field(req, "max_bytes", &max_bytes))
-    return error_reply("attempt, rank, offset and max_bytes must be integers");
-  long long r = rank.value_or(0);
-  if (r < 0 || r > (1LL << 30)) return error_reply("rank must be >= 0");
-  if (offset.value_or(0) < 0) return error_reply("offset must be >= 0");
-  long long max = max_bytes.value_or(kDefaultLogBytes);
-  if (max <= 0) max = kDefaultLogBytes;
-  if (max > kMaxLogBytes) max = kMaxLogBytes;
+  logchunks::PageRequest page;
+  if (auto err = logchunks::read_page_request(req, &page); !err.empty()) return error_reply(err);
+  const int r = page.rank;
+  const long long max = page.max_bytes;
 
   std::optional<int> a;
-  if (attempt && *attempt >= 0 && *attempt <= (1LL << 30))
-    a = static_cast<int>(*attempt);
+  if (page.attempt >= 0)
+    a = page.attempt;
   else
-    a = latest_attempt(state_dir, job_id, static_cast<int>(r));
+    a = latest_attempt(state_dir, job_id, r);
   const std::string where = "no log for job " + job_id + " rank " + std::to_string(r) +
                             (a ? " attempt " + std::to_string(*a) : std::string()) +
                             " on this node";
   if (!a) return error_reply(where);
-  std::string path = log_path(state_dir, WorkerKey{job_id, *a, static_cast<int>(r)});
+  std::string path = log_path(state_dir, WorkerKey{job_id, *a, r});
   std::ifstream f(path, std::ios::binary);
   if (!f) return error_reply(where);
   f.seekg(0, std::ios::end);
   long long size = static_cast<long long>(f.tellg());
   if (size < 0) return error_reply("cannot read the log of job " + job_id);
-  long long off = std::min(offset.value_or(0), size);
+  long long off = std::min<long long>(page.offset, size);
   long long want = std::min(max, size - off);
   std::string data(static_cast<size_t>(want), '\0');
   f.seekg(off);

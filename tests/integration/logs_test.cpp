@@ -51,6 +51,15 @@ TEST_CASE(
   CHECK(page.value("offset", 0) == 11);
   CHECK(page.value("stored", false));
   CHECK(page.value("size", 0) == static_cast<int64_t>(before.data.size()));
+  // Numbers that are not integers are refused, not cast (a float out of an
+  // integer's range would be undefined behaviour in the scheduler).
+  for (const Json& bad :
+       {Json{{"job_id", id}, {"rank", 1e300}}, Json{{"job_id", id}, {"offset", -1e30}},
+        Json{{"job_id", id}, {"max_bytes", "all"}}}) {
+    Json refused = c.request(subjects::team_logs("nlp"), bad);
+    INFO(bad.dump() << " -> " << refused.dump());
+    CHECK(refused.value("code", "") == "bad_request");
+  }
   // Still another team's job for anyone else.
   Json other = c.request(subjects::team_logs("vision"), Json{{"job_id", id}});
   CHECK(other.value("code", "") == "not_found");

@@ -1,14 +1,16 @@
 // Unit tests of the node agent's logs request handler (files in a temp dir).
 #include <catch2/catch.hpp>
+#include <cstdint>
 #include <nlohmann/json.hpp>
 
+#include "messages/log_chunks.hpp"
 #include "node/launch_spec.hpp"
 #include "node/logs.hpp"
 #include "node/test_support.hpp"
 
 using namespace troupe::node;
-using troupe::node::test::TempDir;
 using nlohmann::json;
+using troupe::node::test::TempDir;
 
 namespace {
 json ask(const std::string& dir, const json& req) {
@@ -75,15 +77,49 @@ TEST_CASE("node logs: errors", "[node][logs]") {
   CHECK(json::parse(handle_logs_request(tmp.path(), "")).contains("error"));
 }
 
+TEST_CASE("logs request: the numbers the router and the agent read alike", "[node][logs]") {
+  using troupe::logchunks::PageRequest;
+  using troupe::logchunks::read_page_request;
+  PageRequest p;
+  REQUIRE(read_page_request(json::object(), &p) == "");
+  CHECK(p.rank == 0);
+  CHECK(p.offset == 0);
+  CHECK(p.max_bytes == troupe::logchunks::kDefaultPageBytes);
+  CHECK(p.attempt == -1);
+  REQUIRE(read_page_request({{"rank", 3}, {"offset", 10}, {"max_bytes", 1 << 30}, {"attempt", 2}},
+                            &p) == "");
+  CHECK(p.rank == 3);
+  CHECK(p.offset == 10);
+  CHECK(p.max_bytes == troupe::logchunks::kMaxPageBytes);
+  CHECK(p.attempt == 2);
+  REQUIRE(read_page_request({{"max_bytes", -5}, {"attempt", int64_t{1} << 40}}, &p) == "");
+  CHECK(p.max_bytes == troupe::logchunks::kDefaultPageBytes);
+  CHECK(p.attempt == -1);
+  REQUIRE(read_page_request({{"offset", 18446744073709551615ull}}, &p) == "");
+  CHECK(p.offset == INT64_MAX);
+  // Refused: a float (1e300 cast to an integer would be undefined
+  // behaviour), a string, a negative offset, a rank out of range.
+  for (const json& bad :
+       {json{{"rank", 1e300}}, json{{"offset", 0.5}}, json{{"max_bytes", "9"}},
+        json{{"offset", -1}}, json{{"rank", -1}}, json{{"rank", int64_t{1} << 31}}}) {
+    INFO(bad.dump());
+    CHECK_FALSE(read_page_request(bad, &p).empty());
+  }
+}
+
 TEST_CASE("node logs: invalid UTF-8 and split characters", "[node][logs]") {
   TempDir tmp;
   // "a", an invalid byte, "b", then a euro sign (3 bytes).
-  test::write_file(log_path(tmp.path(), WorkerKey{"j-u", 0, 0}), "a\xff" "b\xe2\x82\xac");
+  test::write_file(log_path(tmp.path(), WorkerKey{"j-u", 0, 0}),
+                   "a\xff"
+                   "b\xe2\x82\xac");
   std::string raw = handle_logs_request(tmp.path(), R"({"job_id":"j-u","attempt":0})");
   auto r = json::parse(raw);  // valid JSON despite the 0xff
   CHECK(r["size"] == 6);
   CHECK(r["offset"] == 6);
-  CHECK(r["data"] == "a\xef\xbf\xbd" "b\xe2\x82\xac");
+  CHECK(r["data"] ==
+        "a\xef\xbf\xbd"
+        "b\xe2\x82\xac");
 
   // A read that would end inside the euro sign stops before it.
   r = ask(tmp.path(), {{"job_id", "j-u"}, {"attempt", 0}, {"max_bytes", 4}});
