@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "messages/json_number.hpp"
+
 namespace troupe::gateway {
 
 using nlohmann::json;
@@ -42,8 +44,7 @@ std::string short_body(std::string_view body) {
 }
 
 int64_t as_int(const json& v) {
-  if (v.is_number_integer()) return v.get<int64_t>();
-  if (v.is_number()) return static_cast<int64_t>(v.get<double>());
+  if (v.is_number()) return json_number::whole(v).value_or(0);
   if (v.is_string()) {  // protobuf JSON prints int64 as a string
     try {
       return std::stoll(v.get<std::string>());

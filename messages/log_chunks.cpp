@@ -5,6 +5,8 @@
 #include <charconv>
 #include <nlohmann/json.hpp>
 
+#include "messages/json_number.hpp"
+
 namespace troupe::logchunks {
 
 std::string encode(int64_t offset, std::string_view data) {
@@ -77,11 +79,9 @@ std::string read_page_request(const nlohmann::json& req, PageRequest* out) {
   auto field = [&req](const char* name, int64_t* v) {
     auto it = req.find(name);
     if (it == req.end() || it->is_null()) return true;
-    if (!it->is_number_integer()) return false;
-    *v = it->is_number_unsigned()
-             ? static_cast<int64_t>(std::min<uint64_t>(it->get<uint64_t>(), INT64_MAX))
-             : it->get<int64_t>();
-    return true;
+    auto n = json_number::integer(*it);
+    if (n) *v = *n;
+    return n.has_value();
   };
   int64_t rank = 0, attempt = -1, max_bytes = 0;
   if (!field("attempt", &attempt) || !field("rank", &rank) || !field("offset", &p.offset) ||

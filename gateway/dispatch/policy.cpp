@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <charconv>
-#include <cmath>
 #include <cstdlib>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -13,6 +12,7 @@
 #include <tuple>
 
 #include "messages/ids.hpp"
+#include "messages/json_number.hpp"
 #include "messages/names.hpp"
 #include "messages/spec.hpp"
 
@@ -29,21 +29,7 @@ int64_t add_sat(int64_t a, int64_t b) {
   return b > 0 ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int64_t>::min();
 }
 
-// A JSON number as a whole int64: an integer (a larger unsigned one
-// clamped), or a finite float within range (truncated); else nullopt (a
-// float's cast out of range is undefined behaviour).
-std::optional<int64_t> whole(const Json& v) {
-  if (v.is_number_unsigned())
-    return static_cast<int64_t>(
-        std::min<uint64_t>(v.get<uint64_t>(), std::numeric_limits<int64_t>::max()));
-  if (v.is_number_integer()) return v.get<int64_t>();
-  if (!v.is_number_float()) return std::nullopt;
-  const double d = v.get<double>();
-  // (2^63 is exact as a double; every double below it converts)
-  if (!std::isfinite(d) || d >= 9223372036854775808.0 || d < -9223372036854775808.0)
-    return std::nullopt;
-  return static_cast<int64_t>(d);
-}
+using json_number::whole;
 
 bool fail(std::string* error, std::string text) {
   if (error) *error = std::move(text);

@@ -2,11 +2,15 @@
 #include <google/protobuf/util/message_differencer.h>
 
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <functional>
+#include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "messages/json_number.hpp"
 #include "messages/log_chunks.hpp"
 #include "messages/spec.hpp"
 
@@ -777,4 +781,25 @@ sweep:
   }
   big += "}}}";
   CHECK(refused(big.c_str()).find("max_array_tasks") != std::string::npos);
+}
+
+TEST_CASE("json_number: whole numbers from JSON others sent, never a cast out of range",
+          "[messages][json]") {
+  using troupe::json_number::integer;
+  using troupe::json_number::whole;
+  using J = nlohmann::json;
+  CHECK(whole(J(5)) == 5);
+  CHECK(whole(J(-5)) == -5);
+  CHECK(whole(J(5.9)) == 5);
+  CHECK(whole(J(-5.9)) == -5);
+  CHECK(whole(J(18446744073709551615ull)) == std::numeric_limits<int64_t>::max());
+  CHECK(whole(J(9223372036854775808.0)) == std::nullopt);         // 2^63: out of range
+  CHECK(whole(J(9223372036854774784.0)) == 9223372036854774784);  // the largest below it
+  CHECK(whole(J(-9.2233720368547758e18)) == std::numeric_limits<int64_t>::min());
+  CHECK(whole(J(1e300)) == std::nullopt);
+  CHECK(whole(J(std::nan(""))) == std::nullopt);
+  CHECK(whole(J("12")) == std::nullopt);
+  CHECK(whole(J()) == std::nullopt);
+  CHECK(integer(J(7)) == 7);
+  CHECK(integer(J(7.0)) == std::nullopt);
 }
