@@ -18,6 +18,10 @@ namespace troupe::spec {
 
 namespace {
 
+// How deep a spec's YAML may nest. A job spec is a few levels deep; protobuf's
+// JSON parser stops at 100.
+constexpr int kMaxYamlDepth = 64;
+
 // How long the JSON of a YAML text may grow: quoting and escaping make it at
 // most 8 times longer; only aliases make it longer still, and a few hundred
 // bytes of nested aliases name billions of nodes ("billion laughs").
@@ -90,11 +94,16 @@ Schema element_of(const google::protobuf::FieldDescriptor* f) {
 // string, whatever it looks like (`--epochs, 3`, `.001`, `010`, `yes`);
 // elsewhere plain scalars that read as numbers or booleans stay bare. A
 // scalar where the schema has a list is refused (ShapeError), never read as
-// a list of one. Throws once `out` passes `limit`.
+// a list of one. Throws once `out` passes `limit`, or past kMaxYamlDepth
+// levels: an alias inside its own anchor (`&a [*a]`) is a node that holds
+// itself, and a deep one would end the process on its stack.
 void yaml_to_json(const YAML::Node& n, std::string& out, size_t limit, Schema schema,
-                  bool element = false) {
+                  bool element = false, int depth = 0) {
   if (out.size() > limit)
     throw YAML::Exception(YAML::Mark::null_mark(), "aliases expand the document too far");
+  if (depth > kMaxYamlDepth)
+    throw YAML::Exception(n.Mark(), "nested more than " + std::to_string(kMaxYamlDepth) +
+                                        " levels deep (or an alias inside its own anchor)");
   const auto* f = schema.field;
   switch (n.Type()) {
     case YAML::NodeType::Null:
@@ -107,7 +116,7 @@ void yaml_to_json(const YAML::Node& n, std::string& out, size_t limit, Schema sc
       for (const auto& item : n) {
         if (!first) out += ',';
         first = false;
-        yaml_to_json(item, out, limit, element_of(f), true);
+        yaml_to_json(item, out, limit, element_of(f), true, depth + 1);
       }
       out += ']';
       return;
@@ -133,7 +142,7 @@ void yaml_to_json(const YAML::Node& n, std::string& out, size_t limit, Schema sc
                     ? Schema{field->message_type(), field}
                     : Schema{nullptr, field};
         }
-        yaml_to_json(kv.second, out, limit, sub);
+        yaml_to_json(kv.second, out, limit, sub, false, depth + 1);
       }
       out += '}';
       return;

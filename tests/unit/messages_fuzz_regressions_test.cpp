@@ -61,6 +61,38 @@ TEST_CASE("spec: YAML aliases within bounds and long alias-free files still pars
   CHECK(b.spec.command(119999) == "arg119999");
 }
 
+TEST_CASE("spec: YAML that holds itself, or nests too deep, is refused (no stack overflow)",
+          "[messages][spec][fuzz]") {
+  // fuzz_spec_yaml (CI, 2026-12-07): an alias inside its own anchor is a node
+  // that contains itself; yaml_to_json recursed once per level, one byte of
+  // JSON each, and ran out of stack long before the length bound.
+  for (std::string text :
+       {std::string("command: [x]\nenv: &a [*a]\n"), std::string("command: &c [a, *c]\n"),
+        std::string("x: &m {k: *m}\ncommand: [x]\n")}) {
+    INFO(text);
+    auto p = spec::from_yaml(text);
+    CHECK_FALSE(p.ok);
+    CHECK_THAT(p.error, Catch::Contains("levels deep"));
+    pb::JobSpec s;
+    CHECK_THAT(spec::parse_text(text, s), Catch::Contains("levels deep"));
+    CHECK_FALSE(spec::from_text(text).ok);
+  }
+  // Plain nesting past the bound (yaml-cpp itself refuses only far more).
+  std::string deep = "command: [x]\nenv: ";
+  for (int i = 0; i < 100; ++i) deep += "[";
+  for (int i = 0; i < 100; ++i) deep += "]";
+  auto d = spec::from_yaml(deep + "\n");
+  CHECK_FALSE(d.ok);
+  CHECK_THAT(d.error, Catch::Contains("levels deep"));
+  // Nesting within it reads, and fails only for what the schema says.
+  std::string ok = "command: [x]\nlabels: {a: ";
+  for (int i = 0; i < 20; ++i) ok += "[";
+  for (int i = 0; i < 20; ++i) ok += "]";
+  auto o = spec::from_yaml(ok + "}\n");
+  CHECK_FALSE(o.ok);
+  CHECK_THAT(o.error, !Catch::Contains("levels deep"));
+}
+
 TEST_CASE("a YAML key with a quote in it stays one key (it cannot inject JSON fields)",
           "[messages][spec][fuzz]") {
   // Unescaped, this key would read as: "name": "n", "team": "x", "kind": "training".
