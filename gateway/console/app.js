@@ -580,8 +580,11 @@
     if (app.view === 'dashboard') renderJobs();
   }
 
+  // At a front door the cluster filter keeps the queues to that cluster's
+  // pools too (GET /v1/queues?cluster=).
   async function loadQueues() {
-    app.queues = await api('/v1/queues');
+    const cluster = app.clusters ? $('filter-cluster').value : '';
+    app.queues = await api(cluster ? `/v1/queues?cluster=${encodeURIComponent(cluster)}` : '/v1/queues');
     const recolored = setPaletteTeams(((app.queues && app.queues.teams) || []).map((t) => t.team));
     if (app.view === 'dashboard') {
       if (recolored) {
@@ -804,7 +807,8 @@
     scheduleRefresh();
   }
 
-  // The job list's cluster filter: shown at a front door, one option per cluster.
+  // The cluster filter (the job list's and the queues'): shown at a front
+  // door, one option per cluster.
   function fillClusterFilter(names) {
     $('filter-cluster-field').hidden = !app.clusters;
     const select = $('filter-cluster');
@@ -996,6 +1000,8 @@
           : h('p', {class: 'muted'}, 'No teams in this pool.'));
     });
     $('queues').replaceChildren(...sections);
+    $('queues').dataset.cluster = q.cluster || '';
+    if (q.cluster) $('queues').prepend(h('p', {class: 'muted small', 'data-testid': 'queues-cluster'}, `Cluster ${q.cluster} only (the cluster filter below).`));
     if (!sections.length) $('queues').append(h('p', {class: 'muted empty'}, 'No queues.'));
   }
 

@@ -321,10 +321,22 @@ async function main() {
         const stray = shown.filter((c) => c !== other);
         if (stray.length) fail(`the list filtered to ${other} shows jobs of ${stray.join(', ')}`);
         log(`filtered to ${other}: ${shown.length} job(s)`);
+        // The queues panel follows the filter: only that cluster's pools,
+        // as its front door named them (GET /v1/queues?cluster=).
+        await waitFor(page, `the queues panel to show only ${other}'s pools`, (c) => {
+          const q = document.getElementById('queues');
+          const pools = [...q.querySelectorAll('section[data-pool]')].map((el) => el.dataset.pool);
+          return q.dataset.cluster === c && pools.length > 0 && pools.every((p) => p.startsWith(`${c}/`));
+        }, other);
       }
       await page.selectOption('#filter-cluster', shortCluster);
       await waitSelector(page, `job ${shortId} in the list filtered to ${shortCluster}`, `#job-rows tr[data-job="${shortId}"]`);
       await page.selectOption('#filter-cluster', '');
+      await waitFor(page, 'the queues panel to show every cluster\'s pools again', (cs) => {
+        const q = document.getElementById('queues');
+        const pools = [...q.querySelectorAll('section[data-pool]')].map((el) => el.dataset.pool);
+        return q.dataset.cluster === '' && cs.every((c) => pools.some((p) => p.startsWith(`${c}/`)));
+      }, opts.clusters);
     } else if (await page.isVisible('#filter-cluster')) {
       fail('a cluster filter is shown on a cluster without a front door');
     }
