@@ -24,6 +24,7 @@
 #include "actors/views.hpp"
 #include "bus/subjects.hpp"
 #include "messages/event_json.hpp"
+#include "messages/json_text.hpp"
 #include "messages/log_chunks.hpp"
 #include "messages/names.hpp"
 #include "messages/spec.hpp"
@@ -782,7 +783,7 @@ bool answers_for_all(Self self) {
 }
 
 bool parse_request(Self self, const Inbound& in, json& out) {
-  out = json::parse(in.data.begin(), in.data.end(), nullptr, false);
+  out = json_text::parse<json>(in.data.begin(), in.data.end());
   if (in.data.empty()) out = json::object();
   if (out.is_discarded() || !out.is_object()) {
     if (!answers_for_all(self)) return false;
@@ -835,7 +836,7 @@ void list_jobs(Self self, const Inbound& in, const std::string& team, const json
 // pool's rows), a jobs list only of the jobs whose id names the pool.
 void shard_part(Self self, const Inbound& in) {
   auto& st = self->state;
-  json req = json::parse(in.data.begin(), in.data.end(), nullptr, false);
+  json req = json_text::parse<json>(in.data.begin(), in.data.end());
   if (!req.is_object() || !req.contains("pool") || !req["pool"].is_string() ||
       !req.contains("subject") || !req["subject"].is_string()) {
     log_bad("bad shard part request", ++st.n.malformed);
@@ -907,7 +908,7 @@ void on_shard_answer(Self self, const Inbound& in) {
     st.intake->retry(seq, kEnqueuedRetryMs);
     return;
   }
-  auto j = json::parse(in.data.begin(), in.data.end(), nullptr, false);
+  auto j = json_text::parse<json>(in.data.begin(), in.data.end());
   const bool taken = j.is_object() && j.contains("job_id");
   const bool refused = j.is_object() && j.contains("code") && j["code"].is_string() &&
                        j["code"].get<std::string>() != errors::kUnavailable;
@@ -994,7 +995,7 @@ void on_key_answer(Self self, uint64_t n, const Inbound& in) {
   // The server's "no responders": one of the pools asked has no owner now
   // (which one, it does not say); the ask's deadline settles it.
   if (in.no_responders) return;
-  auto j = json::parse(in.data.begin(), in.data.end(), nullptr, false);
+  auto j = json_text::parse<json>(in.data.begin(), in.data.end());
   if (!j.is_object() || !j.contains("pool") || !j["pool"].is_string()) {
     log_bad("shard key answer on " + in.subject + ": no pool", ++st.n.malformed);
     return;
@@ -1125,7 +1126,7 @@ void answer_key_ask(Self self, const Inbound& in) {
   const std::string pool(subjects::shard_key_pool(in.subject));
   const std::string team(subjects::team_after(subjects::kShardKeyPrefix, in.subject));
   if (in.reply.empty() || pool.empty() || !st.opts.shards.owns_pool(pool)) return;
-  auto j = json::parse(in.data.begin(), in.data.end(), nullptr, false);
+  auto j = json_text::parse<json>(in.data.begin(), in.data.end());
   if (!j.is_object() || !j.contains("idempotency_key") || !j["idempotency_key"].is_string()) {
     log_bad("shard key ask on " + in.subject + ": no idempotency_key", ++st.n.malformed);
     return;
@@ -1310,7 +1311,7 @@ void on_inbound(Self self, const Inbound& in) {
       std::string extra = st.opts.extra_stats ? st.opts.extra_stats() : std::string();
       if (st.opts.shards.sharded()) {
         // A shard: the other shards' queued jobs per team, as last reported.
-        json j = extra.empty() ? json::object() : json::parse(extra, nullptr, false);
+        json j = extra.empty() ? json::object() : json_text::parse<json>(extra);
         if (!j.is_object()) j = json::object();
         json others = json::object();
         for (const auto& [shard, peer] : st.peers.peers)

@@ -7,6 +7,7 @@
 
 #include "actors/job_record.hpp"
 #include "actors/policy/sjf.hpp"
+#include "messages/json_text.hpp"
 
 namespace troupe::views {
 
@@ -120,7 +121,7 @@ std::string stats_json(const Counters& n, int64_t bus_out,
        {"node_not_in_roster", "register_capacity_change", "agent_message_not_from_node"})
     if (!j["distrusted"].contains(k)) j["distrusted"][k] = 0;
   if (!extra.empty()) {
-    auto more = json::parse(extra, nullptr, false);
+    auto more = json_text::parse<json>(extra);
     if (more.is_object()) j.update(more);
   }
   return j.dump();

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "bus/subjects.hpp"
+#include "messages/json_text.hpp"
 #include "messages/names.hpp"
 #include "messages/spec.hpp"
 
@@ -280,7 +281,7 @@ std::string Client::usage(const std::string& team, const std::string& request,
   const std::string subject =
       subjects::team_verb(team.empty() ? std::string(names::kSysToken) : team, subjects::kUsage);
   if (auto err = call(subject, request, raw_json); !err.empty()) return err;
-  auto j = nlohmann::json::parse(*raw_json, nullptr, false);
+  auto j = json_text::parse(*raw_json);
   if (!j.is_object()) return "usage: the reply is not JSON";
   if (j.contains("error")) return j.value("error", std::string("usage refused"));
   return {};
@@ -319,7 +320,7 @@ std::string Client::node_op(const std::string& op, const std::string& node, std:
   if (!reason.empty()) req["reason"] = reason;
   if (!cluster.empty()) req["cluster"] = cluster;
   if (auto err = call(subject, req.dump(), &reply); !err.empty()) return err;
-  auto j = nlohmann::json::parse(reply, nullptr, false);
+  auto j = json_text::parse(reply);
   if (j.is_discarded() || !j.is_object()) return "unreadable reply: " + reply;
   if (j.contains("error")) return j["error"].is_string() ? j["error"].get<std::string>() : reply;
   *state =
@@ -352,7 +353,7 @@ std::string Client::find_team(const std::string& job_id, std::string* team, std:
     if (code != nullptr) *code = e->code;
     return *reply_error(reply);
   }
-  auto j = nlohmann::json::parse(reply, nullptr, false);
+  auto j = json_text::parse(reply);
   if (j.is_discarded() || !j.is_object() || !j.contains("team") || !j["team"].is_string() ||
       j["team"].get<std::string>().empty())
     return "cannot look up the job's team: unreadable reply: " + reply.substr(0, 200) +

@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "gateway/replies.hpp"
+#include "messages/json_text.hpp"
 #include "messages/names.hpp"
 
 namespace troupe::gateway {
@@ -282,7 +283,7 @@ std::string node_state(const pb::NodeView& n) {
 }
 
 std::string clusters_table(const std::string& reply_json, std::string* error) {
-  auto j = nlohmann::json::parse(reply_json, nullptr, false);
+  auto j = json_text::parse(reply_json);
   if (!j.is_object() || !j.contains("clusters") || !j["clusters"].is_array()) {
     *error = "unreadable troupe.sys.clusters reply: " + reply_json;
     return {};
@@ -508,7 +509,7 @@ std::string history_json(const std::vector<std::string>& raw) {
   std::string out = "[";
   bool first = true;
   for (const auto& text : raw) {
-    auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    auto j = json_text::parse(text);
     if (j.is_discarded() || !j.is_object()) continue;
     auto begin = text.find_first_not_of(" \t\r\n");
     auto end = text.find_last_not_of(" \t\r\n");

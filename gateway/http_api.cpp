@@ -4,6 +4,8 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "messages/json_text.hpp"
+
 namespace troupe::gateway::http {
 
 const std::vector<Route>& routes() {
@@ -152,7 +154,7 @@ std::optional<std::string> scope_team(const Caller& c, std::string_view asked, s
 }
 
 std::string queues_view(const std::string& json, const std::string& team) {
-  auto j = nlohmann::json::parse(json, nullptr, false);
+  auto j = json_text::parse(json);
   if (j.is_discarded() || !j.is_object()) return json;
   auto tit = j.find("teams");
   if (tit == j.end() || !tit->is_array()) return json;

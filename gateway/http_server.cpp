@@ -29,6 +29,7 @@
 #include "gateway/pipeline_view.hpp"
 #include "gateway/policy_view.hpp"
 #include "gateway/replies.hpp"
+#include "messages/json_text.hpp"
 #include "messages/names.hpp"
 
 namespace troupe::gateway::http {
@@ -246,7 +247,7 @@ bool Server::Impl::job_team(const Caller& c, const httplib::Request& req, const 
   }
   std::string reply;  // (the caller's own request replaces this reply's content)
   if (!forward(subjects::kSysFind, job_request(id), res, &reply)) return false;
-  auto j = Json::parse(reply, nullptr, false);
+  auto j = json_text::parse<Json>(reply);
   if (j.is_discarded() || !j.is_object() || !j.contains("team") || !j["team"].is_string()) {
     send_problem(res, 503, "unavailable", "unreadable reply from troupe.sys.find");
     return false;
@@ -355,7 +356,7 @@ void Server::Impl::logs(const Caller& c, const httplib::Request& req, httplib::R
           // Nothing new (or no rank yet, or a failover): done once the job is.
           std::string status;
           if (client->forward(subjects::team_status(team), job_request(id), &status).empty()) {
-            auto j = Json::parse(status, nullptr, false);
+            auto j = json_text::parse<Json>(status);
             if (j.is_object() && names::is_terminal(j.value("state", std::string())) &&
                 (eof || !j.contains("placement"))) {
               sink.done();
@@ -518,7 +519,7 @@ void Server::Impl::install() {
   });
 
   http.Post("/v1/session", [this](const httplib::Request& req, httplib::Response& res) {
-    auto j = Json::parse(req.body, nullptr, false);
+    auto j = json_text::parse<Json>(req.body);
     std::string token = j.is_object() && j.contains("token") && j["token"].is_string()
                             ? j["token"].get<std::string>()
                             : std::string();
@@ -555,7 +556,7 @@ void Server::Impl::install() {
   http.Post(
       "/v1/jobs",
       authed([this](const Caller& c, const httplib::Request& req, httplib::Response& res) {
-        auto spec = Json::parse(req.body, nullptr, false);
+        auto spec = json_text::parse<Json>(req.body);
         if (spec.is_discarded() || !spec.is_object()) {
           bad_requests->Increment();
           send_problem(res, 400, "malformed", "the body is not a JSON job spec");
@@ -594,7 +595,7 @@ void Server::Impl::install() {
         }
         std::string reply;
         if (!forward(subject, spec.dump(), res, &reply, 201, fallback)) return;
-        auto r = Json::parse(reply, nullptr, false);
+        auto r = json_text::parse<Json>(reply);
         if (r.is_object() && r.contains("job_id") && r["job_id"].is_string())
           res.set_header("Location", "/v1/jobs/" + r["job_id"].get<std::string>());
       }));

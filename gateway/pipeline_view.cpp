@@ -7,6 +7,7 @@
 
 #include "gateway/format.hpp"
 #include "gateway/replies.hpp"
+#include "messages/json_text.hpp"
 #include "messages/names.hpp"
 #include "messages/spec.hpp"
 
@@ -68,7 +69,7 @@ PipelineReply parse_pipeline_reply(std::string_view body) {
     r.error = *reply_error(body);
     return r;
   }
-  auto j = json::parse(body.begin(), body.end(), nullptr, false);
+  auto j = json_text::parse<json>(body.begin(), body.end());
   if (j.is_discarded() || !j.is_object() || !j.contains("pipeline_id") ||
       !j["pipeline_id"].is_string() || j["pipeline_id"].get<std::string>().empty()) {
     r.error = "unreadable reply: " + std::string(body.substr(0, 200));

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gateway/format.hpp"
+#include "messages/json_text.hpp"
 
 namespace troupe::gateway {
 
@@ -22,7 +23,7 @@ std::string short_body(std::string_view body) {
 
 // An object, or the reason it is not one (including the server's {"error"}).
 std::string object_of(std::string_view body, const char* what, json* out) {
-  json j = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
+  json j = json_text::parse<json>(body.begin(), body.end());
   if (j.is_discarded() || !j.is_object())
     return std::string("unreadable ") + what + " reply: " + short_body(body);
   if (auto it = j.find("error"); it != j.end())

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "messages/json_number.hpp"
+#include "messages/json_text.hpp"
 
 namespace troupe::gateway {
 
@@ -32,7 +33,7 @@ namespace {
 
 // Parses `body` as a JSON object; nullopt when it is not one.
 std::optional<json> object(std::string_view body) {
-  json j = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
+  json j = json_text::parse<json>(body.begin(), body.end());
   if (j.is_discarded() || !j.is_object()) return std::nullopt;
   return j;
 }
@@ -84,7 +85,7 @@ std::string parse_history_reply(std::string_view body, std::vector<std::string>*
                                 bool* truncated) {
   if (auto err = reply_error(body)) return *err;
   // ordered_json: each event is printed back with its fields in stored order.
-  auto j = nlohmann::ordered_json::parse(body.begin(), body.end(), nullptr, false);
+  auto j = json_text::parse<nlohmann::ordered_json>(body.begin(), body.end());
   if (j.is_discarded() || !j.is_object() || !j.contains("events") || !j["events"].is_array())
     return "unreadable history reply: " + short_body(body);
   for (const auto& e : j["events"]) events->push_back(e.dump());

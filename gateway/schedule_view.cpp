@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "gateway/format.hpp"
+#include "messages/json_text.hpp"
 
 namespace troupe::gateway {
 
@@ -18,7 +19,7 @@ std::string schedule_request(const std::string& op, const ScheduleArgs& a) {
     if (!a.tz.empty()) r["tz"] = a.tz;
     if (!a.concurrency.empty()) r["concurrency"] = a.concurrency;
     if (!a.missed.empty()) r["missed"] = a.missed;
-    r["spec"] = json::parse(a.spec_json, nullptr, false);
+    r["spec"] = json_text::parse<json>(a.spec_json);
   }
   return r.dump();
 }
@@ -47,7 +48,7 @@ std::string state_of(const json& v) {
 
 std::string schedule_text(const std::string& op, const std::string& reply, int64_t now_ms,
                           std::string* out) {
-  json v = json::parse(reply, nullptr, false);
+  json v = json_text::parse<json>(reply);
   if (!v.is_object()) return "unreadable reply: " + reply.substr(0, 200);
   if (v.contains("error")) return str(v, "error");
   if (op == "delete") {

@@ -28,6 +28,7 @@
 #include "gateway/format.hpp"
 #include "gateway/pipeline_view.hpp"
 #include "gateway/process.hpp"
+#include "messages/json_text.hpp"
 #include "messages/names.hpp"
 #include "messages/spec.hpp"
 
@@ -146,7 +147,7 @@ void show_isolation(const std::string& auth_dir, const bus::ConnectOptions& admi
   }
   if (auto r = nlp->request(subjects::team_status("nlp"), body, 3000, &err)) {
     std::string reply(r->begin(), r->end());
-    auto j = nlohmann::json::parse(reply, nullptr, false);
+    auto j = json_text::parse(reply);
     if (j.is_object() && j.contains("error"))
       std::cout << "  on troupe.nlp.status:    " << j.value("code", "") << " ("
                 << j["error"].get<std::string>() << ")\n";
@@ -746,7 +747,7 @@ Wait wait_for_clusters(Client& front, size_t want, SignalWatch& sig, Cluster& pr
     *last = front.clusters(&raw);
     if (last->empty()) {
       *last = raw;
-      auto j = nlohmann::json::parse(raw, nullptr, false);
+      auto j = json_text::parse(raw);
       size_t ready = 0;
       if (j.is_object() && j.contains("clusters") && j["clusters"].is_array())
         for (const auto& c : j["clusters"])
@@ -803,7 +804,7 @@ int run_clusters_demo(Client& front, size_t clusters, SignalWatch& sig) {
       std::string raw;
       if (!id.empty() && ended.count(id) == 0 && front.status("demo", id, &v, &raw).empty() &&
           names::is_terminal(v.state())) {
-        auto j = nlohmann::json::parse(raw, nullptr, false);
+        auto j = json_text::parse(raw);
         ended[id] = {v.state(), j.is_object() ? j.value("cluster", "?") : "?"};
       }
     }

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "messages/json_text.hpp"
 #include "messages/names.hpp"
 
 namespace troupe::gateway {
@@ -278,7 +279,7 @@ void emit(YAML::Emitter& out, const nlohmann::json& j) {
 }  // namespace
 
 std::string json_to_yaml(const std::string& json) {
-  auto j = nlohmann::json::parse(json, nullptr, false);
+  auto j = json_text::parse(json);
   if (j.is_discarded()) return {};
   YAML::Emitter out;
   emit(out, j);

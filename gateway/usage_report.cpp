@@ -8,6 +8,7 @@
 
 #include "gateway/format.hpp"
 #include "gateway/usage.hpp"
+#include "messages/json_text.hpp"
 
 namespace troupe::gateway {
 
@@ -68,7 +69,7 @@ std::string usage_request(int64_t since_ms, int64_t until_ms, const std::string&
 }
 
 std::string usage_text(const std::string& report, bool csv) {
-  auto j = nlohmann::json::parse(report, nullptr, false);
+  auto j = json_text::parse(report);
   if (!j.is_object() || !j.contains("total")) return {};
   std::string by = j.value("by", std::string("none"));
   if (by == "none") by = "group";

@@ -14,19 +14,21 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
 
-#include <nlohmann/json.hpp>
-
 #include "bus/nats.hpp"
+#include "messages/json_text.hpp"
 
 namespace troupe::load {
 
 namespace {
 using Clock = std::chrono::steady_clock;
 
-bool executable(const std::string& p) { return !p.empty() && ::access(p.c_str(), X_OK) == 0; }
+bool executable(const std::string& p) {
+  return !p.empty() && ::access(p.c_str(), X_OK) == 0;
+}
 }  // namespace
 
 int free_loopback_port() {
@@ -111,10 +113,10 @@ std::unique_ptr<SelfHost> SelfHost::start(const HostOptions& opt, std::string* e
     if (port == 0) continue;
     std::string store = dir + "/nats-" + std::to_string(attempt);
     std::filesystem::create_directories(store);
-    h->nats_ = std::make_unique<Child>(
-        std::vector<std::string>{nats, "-js", "-a", "127.0.0.1", "-p", std::to_string(port),
-                                 "-sd", store},
-        dir + "/nats-server.log");
+    h->nats_ =
+        std::make_unique<Child>(std::vector<std::string>{nats, "-js", "-a", "127.0.0.1", "-p",
+                                                         std::to_string(port), "-sd", store},
+                                dir + "/nats-server.log");
     if (h->nats_->pid() == 0) return fail(h->nats_->error());
     bus::ConnectOptions o;
     o.url = "nats://127.0.0.1:" + std::to_string(port);
@@ -128,10 +130,12 @@ std::unique_ptr<SelfHost> SelfHost::start(const HostOptions& opt, std::string* e
       h->nats_->stop(std::chrono::seconds(2));
   }
   if (h->url_.empty())
-    return fail("nats-server did not start (" + last + "); log: " + tail_of(dir + "/nats-server.log"));
+    return fail("nats-server did not start (" + last +
+                "); log: " + tail_of(dir + "/nats-server.log"));
 
-  std::vector<std::string> argv = {scheduler,          "--nats",   h->url_, "--policy", opt.policy,
-                                   "--checkpoint-root", dir + "/checkpoints"};
+  std::vector<std::string> argv = {scheduler,           "--nats",   h->url_,
+                                   "--policy",          opt.policy, "--checkpoint-root",
+                                   dir + "/checkpoints"};
   if (!opt.config.empty()) argv.insert(argv.end(), {"--config", opt.config});
   h->scheduler_ = std::make_unique<Child>(argv, dir + "/scheduler.log");
   if (h->scheduler_->pid() == 0) return fail(h->scheduler_->error());
@@ -147,7 +151,7 @@ std::unique_ptr<SelfHost> SelfHost::start(const HostOptions& opt, std::string* e
     if (!h->scheduler_->running())
       return fail("troupe-scheduler exited at start; its log:\n" + tail_of(dir + "/scheduler.log"));
     if (auto r = conn->request("troupe.sys.queues", std::string("{}"), 1000)) {
-      auto j = nlohmann::json::parse(r->begin(), r->end(), nullptr, false);
+      auto j = json_text::parse(r->begin(), r->end());
       if (j.is_object() && j.contains("policy") && j["policy"].is_string()) {
         h->reported_policy_ = j["policy"].get<std::string>();
         break;
@@ -161,7 +165,9 @@ std::unique_ptr<SelfHost> SelfHost::start(const HostOptions& opt, std::string* e
   return h;
 }
 
-SelfHost::~SelfHost() { stop(); }
+SelfHost::~SelfHost() {
+  stop();
+}
 
 void SelfHost::stop() {
   if (scheduler_) scheduler_->stop(std::chrono::seconds(10));

@@ -21,6 +21,7 @@
 #include "load/report.hpp"
 #include "load/run.hpp"
 #include "load/trace.hpp"
+#include "messages/json_text.hpp"
 
 namespace troupe::load {
 
@@ -38,7 +39,7 @@ Clock::duration secs(double s) {
 std::optional<Json> request_json(bus::Connection& conn, const char* subject, int timeout_ms) {
   auto reply = conn.request(subject, std::string("{}"), timeout_ms);
   if (!reply) return std::nullopt;
-  Json j = Json::parse(reply->begin(), reply->end(), nullptr, false);
+  Json j = json_text::parse<Json>(reply->begin(), reply->end());
   if (j.is_discarded() || !j.is_object()) return std::nullopt;
   return j;
 }

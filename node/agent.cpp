@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bus/subjects.hpp"
+#include "messages/json_text.hpp"
 #include "messages/log_chunks.hpp"
 #include "node/agent_messages.hpp"
 #include "node/logs.hpp"
@@ -245,7 +246,7 @@ void Agent::on_message(const Inbound& in) {
   try {
     if (in.subject == subjects::kSysHello) {
       // {"epoch": N} from a scheduler that took the leader lease.
-      auto j = nlohmann::json::parse(in.data.begin(), in.data.end(), nullptr, false);
+      auto j = json_text::parse(in.data.begin(), in.data.end());
       if (j.is_object() && j.contains("epoch") && j["epoch"].is_number_unsigned() &&
           j["epoch"].get<uint64_t>() > 0)
         fenced(j["epoch"].get<uint64_t>(), "nothing");  // records the newer epoch

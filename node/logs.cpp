@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "bus/subjects.hpp"
+#include "messages/json_text.hpp"
 #include "messages/log_chunks.hpp"
 #include "node/launch_spec.hpp"
 
@@ -46,7 +47,7 @@ std::optional<int> latest_attempt(const std::string& state_dir, const std::strin
 }  // namespace
 
 std::string handle_logs_request(const std::string& state_dir, const std::string& body) {
-  json req = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  json req = json_text::parse<json>(body);
   if (req.is_discarded() || !req.is_object())
     return error_reply("logs request must be a JSON object");
   auto jid = req.find("job_id");

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <set>
 
+#include "messages/json_text.hpp"
 #include "messages/names.hpp"
 
 namespace troupe::metrics {
@@ -285,7 +286,7 @@ double num(const Json& j, const char* key, double def) {
 }
 
 std::optional<JobEvent> parse_event(std::string_view body) {
-  Json j = Json::parse(body.begin(), body.end(), nullptr, false);
+  Json j = json_text::parse<Json>(body.begin(), body.end());
   if (j.is_discarded() || !j.is_object()) return std::nullopt;
   JobEvent e;
   e.job_id = str_of(j, "job_id");

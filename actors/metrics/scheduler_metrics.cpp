@@ -13,6 +13,7 @@
 #include "actors/metrics/exporter.hpp"
 #include "actors/metrics/model.hpp"
 #include "bus/subjects.hpp"
+#include "messages/json_text.hpp"
 #include "messages/names.hpp"
 
 namespace troupe::metrics {
@@ -117,7 +118,7 @@ struct MetricsCollector::Impl {
   std::optional<Json> ask(const std::string& subject, const char* label) {
     auto reply = opts.source ? opts.source->ask(subject, opts.request_timeout_ms) : std::nullopt;
     if (reply) {
-      Json j = Json::parse(reply->begin(), reply->end(), nullptr, false);
+      Json j = json_text::parse<Json>(reply->begin(), reply->end());
       if (!j.is_discarded() && j.is_object() && !j.contains("error")) return j;
     }
     counter("troupe_metrics_poll_errors_total", {{"subject", label}}).Increment();

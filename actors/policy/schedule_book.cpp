@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "messages/event_json.hpp"
+#include "messages/json_text.hpp"
 #include "messages/names.hpp"
 #include "messages/spec.hpp"
 
@@ -72,7 +73,7 @@ json view_of(const pb::ScheduleRecord& r, int64_t now_ms) {
          {"missed_ticks", r.missed_ticks()},
          {"skipped_ticks", r.skipped_ticks()},
          {"created_ms", r.created_ms()},
-         {"spec", json::parse(spec::view_json(r.spec()), nullptr, false)}};
+         {"spec", json_text::parse<json>(spec::view_json(r.spec()))}};
   if (!r.last_run().empty()) v["last_run"] = r.last_run();
   if (r.last_tick_ms() > r.anchor_ms()) v["last_tick_ms"] = r.last_tick_ms();
   if (!r.last_error().empty()) v["last_error"] = r.last_error();
@@ -133,7 +134,7 @@ Book::Answer Book::request(const std::string& team, const std::string& body, int
     a.error = std::move(why);
     return a;
   };
-  json req = json::parse(body, nullptr, false);
+  json req = json_text::parse<json>(body);
   if (!req.is_object())
     return fail(Fault::bad_request, "a schedule request is a JSON object with an op");
   std::string op = req.contains("op") && req["op"].is_string() ? req["op"].get<std::string>() : "";

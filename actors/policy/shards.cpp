@@ -4,6 +4,8 @@
 #include <iterator>
 #include <nlohmann/json.hpp>
 
+#include "messages/json_text.hpp"
+
 namespace troupe::policy {
 
 bool ShardScope::owns_pool(std::string_view pool) const {
@@ -56,7 +58,7 @@ std::string merge_pool_parts(const std::vector<std::string>& keys,
   for (const auto& k : keys) out[k] = json::array();
   bool first = true;
   for (const auto& [pool, text] : parts) {
-    json j = json::parse(text, nullptr, false);
+    json j = json_text::parse<json>(text);
     if (!j.is_object()) continue;
     for (auto it = j.begin(); it != j.end(); ++it) {
       if (std::find(keys.begin(), keys.end(), it.key()) == keys.end()) {

@@ -17,6 +17,7 @@
 #include "actors/policy/shards.hpp"
 #include "bus/log.hpp"
 #include "bus/subjects.hpp"
+#include "messages/json_text.hpp"
 #include "messages/wire.hpp"
 
 namespace troupe::shell {
@@ -45,7 +46,7 @@ void drop_legacy_logs(bus::Connection& conn) {
                  subjects::kLegacyLogsStream, err);
     return;
   }
-  auto j = nlohmann::json::parse(reply->begin(), reply->end(), nullptr, false);
+  auto j = json_text::parse(reply->begin(), reply->end());
   if (j.is_object() && j.value("success", false))
     spdlog::warn(
         "deleted the stream {} of an older version (every team's output in one stream; "

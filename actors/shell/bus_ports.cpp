@@ -7,6 +7,7 @@
 
 #include "actors/bridge.hpp"
 #include "bus/subjects.hpp"
+#include "messages/json_text.hpp"
 #include "messages/log_chunks.hpp"
 
 namespace troupe::shell {
@@ -112,7 +113,7 @@ void BusDispatchGate::run(Claim& c) {
     c.done({false, false, err.empty() ? "no answer" : err});
     return;
   }
-  auto j = nlohmann::json::parse(reply->begin(), reply->end(), nullptr, false);
+  auto j = json_text::parse(reply->begin(), reply->end());
   if (!j.is_object() || !j.contains("granted") || !j["granted"].is_boolean()) {
     spdlog::warn("front door {}: unreadable answer to the claim of job {}", c.dispatch, c.job_id);
     c.done({false, false, "unreadable answer"});

@@ -8,6 +8,7 @@
 #include "actors/policy/pages.hpp"
 #include "actors/policy/shards.hpp"
 #include "bus/subjects.hpp"
+#include "messages/json_text.hpp"
 
 namespace troupe::shell {
 
@@ -39,7 +40,7 @@ ShardViews::~ShardViews() {
 std::string ShardViews::part(const std::string& subject, const std::string& pool,
                              const std::string& request) {
   json body{{"subject", subject}, {"pool", pool}};
-  body["request"] = json::parse(request.empty() ? std::string("{}") : request, nullptr, false);
+  body["request"] = json_text::parse<json>(request.empty() ? std::string("{}") : request);
   std::string err;
   auto r = out_.request(subjects::kSysShardPart, body.dump(), part_timeout_ms_, &err);
   return r ? std::string(r->begin(), r->end()) : std::string();
@@ -66,7 +67,7 @@ void ShardViews::run(Inbound& in) {
   // A jobs list: the jobs of no pool's id first, then each pool's, each in
   // submit order; "after" names the job the page starts after, so the
   // pages go on from its pool.
-  json req = json::parse(request.empty() ? std::string("{}") : request, nullptr, false);
+  json req = json_text::parse<json>(request.empty() ? std::string("{}") : request);
   policy::PageRequest page;
   std::string err = req.is_object() ? policy::parse_page_request(req, &page)
                                     : std::string("request is not a JSON object");
@@ -95,7 +96,7 @@ void ShardViews::run(Inbound& in) {
     sub["limit"] = left;
     sub["after"] = i == from ? page.after : std::string();
     auto text = part(in.subject, order[i], sub.dump());
-    json j = json::parse(text, nullptr, false);
+    json j = json_text::parse<json>(text);
     if (!j.is_object()) {
       if (!order[i].empty()) missing.push_back(order[i]);
       continue;

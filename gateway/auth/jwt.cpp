@@ -4,6 +4,8 @@
 #include <chrono>
 #include <sstream>
 
+#include "messages/json_text.hpp"
+
 namespace troupe::auth {
 namespace {
 
@@ -57,8 +59,8 @@ std::optional<nlohmann::json> decode_jwt(std::string_view jwt, std::string& erro
     error = "JWT is not base64url";
     return std::nullopt;
   }
-  json h = json::parse(*header, nullptr, false);
-  json c = json::parse(*payload, nullptr, false);
+  json h = json_text::parse<json>(*header);
+  json c = json_text::parse<json>(*payload);
   if (!h.is_object() || !c.is_object()) {
     error = "JWT header or claims are not JSON objects";
     return std::nullopt;

@@ -9,6 +9,7 @@
 
 #include "bus/subjects.hpp"
 #include "gateway/auth/nkeys.hpp"
+#include "messages/json_text.hpp"
 
 namespace troupe::auth {
 
@@ -59,7 +60,7 @@ std::string grant_json(const TokenGrant& g) {
 }
 
 std::optional<TokenGrant> parse_grant(std::string_view json) {
-  auto j = nlohmann::json::parse(json, nullptr, false);
+  auto j = json_text::parse(json);
   if (j.is_discarded() || !j.is_object()) return std::nullopt;
   TokenGrant g;
   if (auto it = j.find("name"); it != j.end() && it->is_string()) g.name = it->get<std::string>();

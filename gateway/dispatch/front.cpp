@@ -25,6 +25,7 @@
 #include "bus/serial_queue.hpp"
 #include "bus/subjects.hpp"
 #include "messages/event_json.hpp"
+#include "messages/json_text.hpp"
 #include "messages/names.hpp"
 #include "messages/spec.hpp"
 #include "messages/wire.hpp"
@@ -277,7 +278,7 @@ struct Front::Impl {
       *error = "cluster " + cluster + ": " + *error;
       return std::nullopt;
     }
-    Json j = Json::parse(r->begin(), r->end(), nullptr, false);
+    Json j = json_text::parse<Json>(r->begin(), r->end());
     if (j.is_discarded()) {
       *error = "cluster " + cluster + " answered with something not JSON";
       return std::nullopt;
@@ -522,7 +523,7 @@ struct Front::Impl {
   // An event of a cluster's job, published on the front NATS under the
   // front door's id; the place follows the job's state. Under `mu`.
   void mirror(const JobPlace& p, const std::string& json) {
-    Json e = Json::parse(json, nullptr, false);
+    Json e = json_text::parse<Json>(json);
     if (!e.is_object()) {
       ++counters["malformed_events"];
       return;
@@ -556,7 +557,7 @@ struct Front::Impl {
   // only to the copy the job's place names, once; a copy left behind is
   // answered withdrawn (policy::answer_claim).
   void on_claim(const std::string& cluster, troupe::Inbound&& in) {
-    Json body = Json::parse(in.data.begin(), in.data.end(), nullptr, false);
+    Json body = json_text::parse<Json>(in.data.begin(), in.data.end());
     std::string id = string_of(body, "job_id");
     int64_t submitted_ms = 0;
     if (auto s = body.is_object() ? body.find("submitted_ms") : body.end();
@@ -742,7 +743,7 @@ struct Front::Impl {
             Sent done) {
     auto s = std::make_shared<Sending>();
     // Its cluster starts it only once this front door grants it (on_claim).
-    Json spec = Json::parse(text, nullptr, false);
+    Json spec = json_text::parse<Json>(text);
     if (!spec.is_object())
       return done(std::nullopt, error_json("the job spec is not a JSON object", "invalid_spec"));
     spec["dispatch"] = opts.config.name;
@@ -1045,7 +1046,7 @@ struct Front::Impl {
            place->gpus = needs.gpus;
            place->pinned = pinned;
            if (!view_labels.empty()) {
-             Json view = Json::parse(place->spec_json, nullptr, false);
+             Json view = json_text::parse<Json>(place->spec_json);
              if (view.is_object())
                for (const auto& [k, v] : view_labels) view["labels"][k] = v;
              place->spec_json = dump_json(view);
@@ -1090,7 +1091,7 @@ struct Front::Impl {
     count("pipelines");
     std::string team;
     if (!team_of(in, &team)) return;
-    Json body = Json::parse(in.data.begin(), in.data.end(), nullptr, false);
+    Json body = json_text::parse<Json>(in.data.begin(), in.data.end());
     if (!body.is_object() || !body.contains("jobs") || !body["jobs"].is_array() ||
         body["jobs"].empty()) {
       count("malformed");
@@ -1225,7 +1226,7 @@ struct Front::Impl {
       for (const auto& m : members)
         if (m.name() == string_of(j, "name")) spec = &m;
       if (spec == nullptr) continue;
-      Json stored = Json::parse(spec::to_json(*spec), nullptr, false);
+      Json stored = json_text::parse<Json>(spec::to_json(*spec));
       stored["labels"][std::string(names::kPipelineLabel)] = pipeline_id;
       Held h;
       h.place.job_id = front_job_id(started_ms, ++next);
@@ -1280,8 +1281,8 @@ struct Front::Impl {
   // job_view, jobs_page), without asking the clusters.
   void on_jobs(troupe::Inbound&& in) {
     std::string team(sj::token(in.subject, sj::kTeamToken));
-    Json body = in.data.empty() ? Json::object()
-                                : Json::parse(in.data.begin(), in.data.end(), nullptr, false);
+    Json body =
+        in.data.empty() ? Json::object() : json_text::parse<Json>(in.data.begin(), in.data.end());
     std::vector<Json> rows;
     const std::string only = body.is_object() ? string_of(body, "cluster") : std::string();
     bool unknown = false;
@@ -1322,7 +1323,7 @@ struct Front::Impl {
   // troupe.sys.cordon|uncordon|drain (admin): handed on to the node's
   // cluster, the one named ("cluster") or the one that has it.
   void on_node_op(const char* subject, troupe::Inbound&& in) {
-    Json body = Json::parse(in.data.begin(), in.data.end(), nullptr, false);
+    Json body = json_text::parse<Json>(in.data.begin(), in.data.end());
     if (!body.is_object()) {
       count("malformed");
       return reply(in, error_json("the request is not a JSON object", "malformed"));
@@ -1374,7 +1375,7 @@ struct Front::Impl {
 
   // troupe.sys.find (admin): the team of a job, and where it went.
   void on_find(troupe::Inbound&& in) {
-    Json body = Json::parse(in.data.begin(), in.data.end(), nullptr, false);
+    Json body = json_text::parse<Json>(in.data.begin(), in.data.end());
     if (!body.is_object()) {
       count("malformed");
       return reply(in, error_json("the request is not a JSON object", "malformed"));
@@ -1404,8 +1405,8 @@ struct Front::Impl {
   void on_usage(troupe::Inbound&& in) {
     if (in.reply.empty()) return;
     const std::string team(sj::token(in.subject, sj::kTeamToken));
-    Json body = in.data.empty() ? Json::object()
-                                : Json::parse(in.data.begin(), in.data.end(), nullptr, false);
+    Json body =
+        in.data.empty() ? Json::object() : json_text::parse<Json>(in.data.begin(), in.data.end());
     usage::Query q;
     if (auto why = usage::parse_query(body, now_ms(), &q); !why.empty()) {
       count("malformed");
@@ -1459,7 +1460,7 @@ struct Front::Impl {
 
   void on_job_request(std::string_view verb, troupe::Inbound&& in) {
     std::string team(sj::token(in.subject, sj::kTeamToken));
-    Json body = Json::parse(in.data.begin(), in.data.end(), nullptr, false);
+    Json body = json_text::parse<Json>(in.data.begin(), in.data.end());
     if (!body.is_object()) {
       count("malformed");
       return reply(in, error_json("the request is not a JSON object", "malformed"));

@@ -13,6 +13,7 @@
 
 #include "messages/ids.hpp"
 #include "messages/json_number.hpp"
+#include "messages/json_text.hpp"
 #include "messages/names.hpp"
 #include "messages/spec.hpp"
 
@@ -157,8 +158,8 @@ std::optional<Config> parse_config(std::string_view text, std::string* error) {
 
 bool read_capacity(std::string_view nodes_json, std::string_view queues_json, ClusterState* out,
                    std::string* error) {
-  Json nodes = Json::parse(nodes_json, nullptr, false);
-  Json queues = Json::parse(queues_json, nullptr, false);
+  Json nodes = json_text::parse<Json>(nodes_json);
+  Json queues = json_text::parse<Json>(queues_json);
   if (!nodes.is_object() || !nodes.contains("nodes") || !nodes["nodes"].is_array())
     return fail(error, "troupe.sys.nodes answered without a nodes list");
   if (!queues.is_object() || !queues.contains("teams") || !queues["teams"].is_array())
@@ -297,7 +298,7 @@ Json queues_reply(const std::vector<ClusterState>& clusters, std::string_view bo
     return Json{{"error", std::move(error)}, {"code", std::move(c)}};
   };
   code->clear();
-  Json req = body.empty() ? Json::object() : Json::parse(body, nullptr, false);
+  Json req = body.empty() ? Json::object() : json_text::parse<Json>(body);
   if (!req.is_object())
     return refuse("bad_request", "troupe.sys.queues: the body is not a JSON object");
   auto c = req.find("cluster");
@@ -607,7 +608,7 @@ std::string dump_json(const nlohmann::json& j) {
 }
 
 std::optional<JobPlace> place_from_json(std::string_view json) {
-  Json j = Json::parse(json, nullptr, false);
+  Json j = json_text::parse<Json>(json);
   if (!j.is_object()) return std::nullopt;
   try {
     JobPlace p;
@@ -716,7 +717,7 @@ Json job_view(const JobPlace& p, const Json& last, bool cluster_reachable) {
                                      : std::string(names::kQueued);
   if (p.state == "withdrawn") state = names::kCanceled;
   if (!cluster_reachable && !names::is_terminal(state)) state = "unreachable";
-  Json spec = Json::parse(p.spec_json, nullptr, false);
+  Json spec = json_text::parse<Json>(p.spec_json);
   auto from = [&](const char* key) {
     std::string v = string_of(last, key);
     return v.empty() ? string_of(spec, key) : v;

@@ -5,18 +5,18 @@
 //   troupe-node-e2e --nats nats://127.0.0.1:14222 --node e2e --agent-pid <pid of troupe-node>
 #include <signal.h>
 
+#include <CLI/CLI.hpp>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <iostream>
 #include <mutex>
-#include <thread>
-
-#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "bus/nats.hpp"
 #include "bus/subjects.hpp"
+#include "messages/json_text.hpp"
 #include "messages/wire.hpp"
 
 using namespace troupe;
@@ -61,11 +61,12 @@ wire::Bytes launch(const std::string& job, std::vector<std::string> cmd, std::ve
   std::vector<flatbuffers::Offset<flatbuffers::String>> c;
   for (auto& s : cmd) c.push_back(fbb.CreateString(s));
   std::vector<flatbuffers::Offset<wire::KeyValue>> e;
-  for (auto& [k, v] : env) e.push_back(wire::CreateKeyValue(fbb, fbb.CreateString(k), fbb.CreateString(v)));
-  return wire::seal(fbb, wire::CreateLaunch(fbb, fbb.CreateString(job), fbb.CreateString("t"), 0, 0,
-                                            1, fbb.CreateString("127.0.0.1:29500"),
-                                            fbb.CreateVector(gpus), fbb.CreateVector(c),
-                                            fbb.CreateVector(e), 0, 10, 0, 1));
+  for (auto& [k, v] : env)
+    e.push_back(wire::CreateKeyValue(fbb, fbb.CreateString(k), fbb.CreateString(v)));
+  return wire::seal(fbb,
+                    wire::CreateLaunch(fbb, fbb.CreateString(job), fbb.CreateString("t"), 0, 0, 1,
+                                       fbb.CreateString("127.0.0.1:29500"), fbb.CreateVector(gpus),
+                                       fbb.CreateVector(c), fbb.CreateVector(e), 0, 10, 0, 1));
 }
 
 wire::Bytes stop(const std::string& job, int grace) {
@@ -102,7 +103,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   Inbox inbox;
-  auto s = sub->subscribe("troupe.sys.agent." + node + ".>", [&](Inbound&& in) { inbox.push(std::move(in)); });
+  auto s = sub->subscribe("troupe.sys.agent." + node + ".>",
+                          [&](Inbound&& in) { inbox.push(std::move(in)); });
   sub->flush();
   auto to = [&](std::string_view kind) { return subjects::scheduler_to_agent(node, kind); };
 
@@ -115,11 +117,14 @@ int main(int argc, char** argv) {
   }
   check(r != nullptr && wire::str(r->node()) == node, "hello -> NodeRegister");
   if (r)
-    std::cout << "     gpus=" << (r->gpus() ? r->gpus()->size() : 0) << " type=" << wire::str(r->gpu_type())
-              << " cpus=" << r->cpus() << " mem=" << r->memory_mb() << " sim=" << r->simulate() << "\n";
+    std::cout << "     gpus=" << (r->gpus() ? r->gpus()->size() : 0)
+              << " type=" << wire::str(r->gpu_type()) << " cpus=" << r->cpus()
+              << " mem=" << r->memory_mb() << " sim=" << r->simulate() << "\n";
   check(inbox.next("heartbeat", 3s).has_value(), "heartbeat");
 
-  pub->publish(to("launch"), launch("j-e2e1", {"/bin/sh", "-c", "echo hi gpus=$CUDA_VISIBLE_DEVICES; exit 3"}, {0, 1}));
+  pub->publish(
+      to("launch"),
+      launch("j-e2e1", {"/bin/sh", "-c", "echo hi gpus=$CUDA_VISIBLE_DEVICES; exit 3"}, {0, 1}));
   auto st = inbox.next("started", 5s);
   check(st && wire::open(st->data) && wire::open(st->data)->body_as_Started(), "Started");
   auto ex = exited_of(inbox.next("exited", 5s));
@@ -129,13 +134,14 @@ int main(int argc, char** argv) {
   auto reply = pub->request(to("logs"), R"({"job_id":"j-e2e1","attempt":0,"rank":0})", 2000, &err);
   check(reply.has_value(), "logs reply " + err);
   if (reply) {
-    auto j = nlohmann::json::parse(std::string(reply->begin(), reply->end()), nullptr, false);
+    auto j = json_text::parse(std::string(reply->begin(), reply->end()));
     std::cout << "     " << j.dump() << "\n";
     check(!j.is_discarded() && j.value("data", "") == "hi gpus=0,1\n" && j.value("eof", false),
           "logs content");
   }
   reply = pub->request(to("logs"), R"({"job_id":"j-nope"})", 2000, &err);
-  check(reply && std::string(reply->begin(), reply->end()).find("no log for job") != std::string::npos,
+  check(reply &&
+            std::string(reply->begin(), reply->end()).find("no log for job") != std::string::npos,
         "logs of an unknown job");
 
   // Garbage must not kill the agent.

@@ -421,6 +421,27 @@ TEST_CASE("malformed input gets errors and the scheduler keeps serving", "[integ
                     bytes_of(R"({"node":"x","seq":1})")));
   REQUIRE(c.publish(subjects::agent_to_scheduler("x", subjects::kHeartbeat), {}));
 
+  // JSON nested 100,000 deep (200 KB) to every team verb: a value that deep
+  // ends a process on its stack once copied or printed, so it is refused as
+  // malformed where it is read (messages/json_text.hpp).
+  {
+    const std::string deep = R"({"team":"t","command":["true"],"x":)" + std::string(100000, '[') +
+                             std::string(100000, ']') + "}";
+    for (auto verb : {subjects::kSubmit, subjects::kPipeline, subjects::kStatus, subjects::kCancel,
+                      subjects::kLogs, subjects::kJobs, subjects::kWhy, subjects::kHistory,
+                      subjects::kUsage, subjects::kSchedule}) {
+      std::string err;
+      auto reply = c.request_raw(subjects::team_verb("t", verb), bytes_of(deep), 10s, &err);
+      INFO("deep JSON to " << verb << ": " << err);
+      REQUIRE(reply);
+      std::string text;
+      bool is_error = is_submit_error(*reply, &text);
+      INFO("reply: " << text.substr(0, 300));
+      CHECK(is_error);
+      CHECK(c.scheduler().running());
+    }
+  }
+
   // ... and the scheduler keeps serving: a normal job still succeeds.
   auto id = c.submit_ok("t", job_spec("t", {"sh", "-c", "echo still-fine"}));
   auto done = c.wait_terminal(id, 30s);

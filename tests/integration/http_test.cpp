@@ -186,6 +186,14 @@ TEST_CASE(
 
   // The scheduler's refusals keep their codes; bad requests are the gateway's.
   check_problem(nlp.post("/v1/jobs", "{not json"), 400, "malformed");
+  // Nested 100,000 deep (200 KB): printing it on to the scheduler would end
+  // the gateway on its stack, so it is malformed here (messages/json_text.hpp).
+  check_problem(nlp.post("/v1/jobs", R"({"command":["true"],"x":)" + std::string(100000, '[') +
+                                         std::string(100000, ']') + "}"),
+                400, "malformed");
+  check_problem(nlp.post("/v1/session", std::string(100000, '[') + std::string(100000, ']')), 401,
+                "unauthorized");
+  CHECK(body_of(nlp.get("/v1/whoami")).value("team", "") == "nlp");
   check_problem(
       nlp.post(
           "/v1/jobs",

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "messages/json_number.hpp"
+#include "messages/json_text.hpp"
 #include "messages/log_chunks.hpp"
 #include "messages/spec.hpp"
 
@@ -802,4 +803,36 @@ TEST_CASE("json_number: whole numbers from JSON others sent, never a cast out of
   CHECK(whole(J()) == std::nullopt);
   CHECK(integer(J(7)) == 7);
   CHECK(integer(J(7.0)) == std::nullopt);
+}
+
+TEST_CASE("json_text: JSON others sent nests at most kMaxDepth deep, else it reads as discarded",
+          "[messages][json]") {
+  using troupe::json_text::kMaxDepth;
+  using troupe::json_text::nesting_within;
+  using troupe::json_text::parse;
+  auto nested = [](int depth) {
+    return std::string(static_cast<size_t>(depth), '[') +
+           std::string(static_cast<size_t>(depth), ']');
+  };
+  CHECK(nesting_within(std::string_view(nested(kMaxDepth)).begin(),
+                       std::string_view(nested(kMaxDepth)).end()));
+  CHECK(parse(nested(kMaxDepth)).is_array());
+  CHECK(parse(nested(kMaxDepth + 1)).is_discarded());
+  // 100,000 deep: copying or printing it would overflow the stack.
+  CHECK(parse(nested(100000)).is_discarded());
+  CHECK(parse("{\"a\":" + nested(kMaxDepth + 1) + "}").is_discarded());
+  // Brackets inside strings (escaped quotes too) do not count.
+  const std::string in_strings =
+      "{\"a\":\"" + std::string(1000, '[') + "\\\"" + std::string(1000, '{') + "\",\"b\":[1]}";
+  auto j = parse(in_strings);
+  REQUIRE(j.is_object());
+  CHECK(j["b"] == nlohmann::json::array({1}));
+  // Bytes (a NATS message's data) and ordered objects read the same.
+  const std::string obj = R"({"z":1,"a":[2]})";
+  std::vector<uint8_t> bytes(obj.begin(), obj.end());
+  CHECK(parse(bytes.begin(), bytes.end())["a"][0] == 2);
+  CHECK(parse<nlohmann::ordered_json>(obj).begin().key() == "z");
+  // Not JSON is discarded as before.
+  CHECK(parse("{\"a\":").is_discarded());
+  CHECK(parse("").is_discarded());
 }
