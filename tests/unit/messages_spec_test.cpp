@@ -814,8 +814,9 @@ TEST_CASE("json_text: JSON others sent nests at most kMaxDepth deep, else it rea
     return std::string(static_cast<size_t>(depth), '[') +
            std::string(static_cast<size_t>(depth), ']');
   };
-  CHECK(nesting_within(std::string_view(nested(kMaxDepth)).begin(),
-                       std::string_view(nested(kMaxDepth)).end()));
+  const std::string at_bound = nested(kMaxDepth);
+  CHECK(nesting_within(at_bound.begin(), at_bound.end()));
+  CHECK_FALSE(nesting_within(at_bound.begin(), at_bound.end(), kMaxDepth - 1));
   CHECK(parse(nested(kMaxDepth)).is_array());
   CHECK(parse(nested(kMaxDepth + 1)).is_discarded());
   // 100,000 deep: copying or printing it would overflow the stack.
