@@ -56,9 +56,19 @@ int main(int argc, char** argv) {
                  "how long a token's grant is trusted before it is read again")
       ->capture_default_str()
       ->check(CLI::Range(0, 600000));
+  gw::http::ServerOptions o;
+  app.add_option("--max-streams-per-team", o.max_streams_per_team,
+                 "event streams and followed logs one team (or admin token) may hold open; "
+                 "more get 429")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  app.add_option("--max-streams", o.max_streams,
+                 "event streams and followed logs open at once in all (each holds one of the "
+                 "gateway's 128 threads); more get 429")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 120));
   CLI11_PARSE(app, argc, argv);
 
-  gw::http::ServerOptions o;
   if (!parse_listen(listen, &o.host, &o.port)) {
     std::cerr << "troupe-gateway: --listen " << listen << " is not HOST:PORT\n";
     return 2;

@@ -17,6 +17,7 @@
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -29,6 +30,7 @@
 #include "gateway/pipeline_view.hpp"
 #include "gateway/policy_view.hpp"
 #include "gateway/replies.hpp"
+#include "gateway/streams.hpp"
 #include "messages/json_text.hpp"
 #include "messages/names.hpp"
 
@@ -68,7 +70,9 @@ constexpr std::size_t kMaxLogBytes = 64u << 20;
 constexpr auto kFollowPoll = std::chrono::milliseconds(300);
 constexpr auto kKeepalive = std::chrono::seconds(15);
 constexpr std::size_t kMaxQueuedEvents = 4096;
-constexpr std::size_t kHttpThreads = 128;  // per SSE client; beyond: dropped, said
+// A thread per connection being served: SSE clients and followed logs each
+// hold one while open (ServerOptions::max_streams of them at most).
+constexpr std::size_t kHttpThreads = 128;
 
 void send_problem(httplib::Response& res, int status, const std::string& code,
                   const std::string& detail) {
@@ -110,8 +114,13 @@ struct Server::Impl {
   prometheus::Counter* bad_requests = nullptr;
   prometheus::Counter* nats_errors = nullptr;
   prometheus::Counter* events_dropped = nullptr;
+  prometheus::Counter* streams_refused = nullptr;
+  std::optional<StreamSlots> streams;  // from opts, in install()
 
   void install();
+  // A place for one more long-lived response of the caller (an event stream,
+  // a followed log), or nullptr with its 429 problem sent.
+  std::shared_ptr<const StreamSlots::Slot> take_stream(const Caller& c, httplib::Response& res);
 
   // The grant of `token`, nullopt when it is none (or the bucket cannot be
   // read: `*unavailable` then).
@@ -329,13 +338,16 @@ void Server::Impl::logs(const Caller& c, const httplib::Request& req, httplib::R
     return;
   }
   // Follow: chunked, until the job is terminal and its log read to the end.
+  auto slot = take_stream(c, res);
+  if (!slot) return;
   auto offset = std::make_shared<int64_t>(0);
   res.status = 200;
   // Not text/plain: httplib compresses text for a client that accepts it,
   // and its compressor holds a chunked stream back until the end.
   res.set_header("X-Content-Type-Options", "nosniff");
   res.set_chunked_content_provider(
-      "application/octet-stream", [this, team, id, rank, offset](size_t, httplib::DataSink& sink) {
+      "application/octet-stream",
+      [this, team, id, rank, offset, slot](size_t, httplib::DataSink& sink) {
         while (!stopping.load()) {
           if (!sink.is_writable()) return false;
           std::string reply;
@@ -370,9 +382,24 @@ void Server::Impl::logs(const Caller& c, const httplib::Request& req, httplib::R
       });
 }
 
+std::shared_ptr<const StreamSlots::Slot> Server::Impl::take_stream(const Caller& c,
+                                                                   httplib::Response& res) {
+  const std::string key = c.admin ? "admin " + c.name : c.team;
+  std::string why;
+  auto slot = streams->take(key, &why);
+  if (!slot) {
+    streams_refused->Increment();
+    res.set_header("Retry-After", "5");
+    send_problem(res, 429, "too_many_streams", (c.admin ? key : "team " + key) + ": " + why);
+  }
+  return slot;
+}
+
 void Server::Impl::events(const Caller& c, const httplib::Request& req, httplib::Response& res) {
   std::string team;
   if (!list_team(c, req, res, &team)) return;
+  auto slot = take_stream(c, res);
+  if (!slot) return;
   const std::string subject =
       team.empty() ? subjects::kAllEvents : subjects::team_verb(team, subjects::kEvents) + ".>";
   auto q = std::make_shared<EventQueue>();
@@ -391,7 +418,7 @@ void Server::Impl::events(const Caller& c, const httplib::Request& req, httplib:
   res.set_header("Cache-Control", "no-store");
   res.set_header("X-Accel-Buffering", "no");
   auto dropped_counter = events_dropped;
-  res.set_chunked_content_provider("text/event-stream", [this, q, sub, dropped_counter,
+  res.set_chunked_content_provider("text/event-stream", [this, q, sub, dropped_counter, slot,
                                                          first = std::make_shared<bool>(true)](
                                                             size_t, httplib::DataSink& sink) {
     if (*first) {
@@ -445,6 +472,8 @@ void Server::Impl::install() {
   forbidden = &other.Add({{"reason", "forbidden"}});
   bad_requests = &other.Add({{"reason", "bad_request"}});
   nats_errors = &other.Add({{"reason", "unavailable"}});
+  streams_refused = &other.Add({{"reason", "too_many_streams"}});
+  streams.emplace(opts.max_streams_per_team, opts.max_streams);
   events_dropped = &prometheus::BuildCounter()
                         .Name("troupe_gateway_events_dropped_total")
                         .Help("job events not sent to a slow SSE client")

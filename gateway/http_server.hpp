@@ -24,6 +24,12 @@ struct ServerOptions {
   int token_cache_ms = 10000;
   // Largest request body (a job spec): bigger ones get 413.
   std::size_t max_body_bytes = 1 << 20;
+  // Event streams (/v1/events) and followed logs open at once: per team (an
+  // admin token counts as its own), and in all; each holds one of the
+  // server's 128 threads, so the whole stays below them and every other
+  // request still gets one. Past either: 429 too_many_streams.
+  int max_streams_per_team = 32;
+  int max_streams = 96;
 };
 
 class Server {

@@ -84,6 +84,48 @@ std::string submit(const Http& h, const Json& spec) {
   return id;
 }
 
+// A long-lived response (an SSE stream, a followed log) read on its own
+// thread: its status, what came so far, and whether it ended. `stop`: let it
+// go at its next bytes.
+struct Stream {
+  std::mutex m;
+  std::condition_variable cv;
+  std::string text;
+  int status = 0;
+  bool ended = false;
+  std::atomic<bool> stop{false};
+  bool wait_for(const std::string& needle, Clock::duration timeout) {
+    std::unique_lock<std::mutex> lock(m);
+    return cv.wait_for(lock, timeout, [&] { return text.find(needle) != std::string::npos; });
+  }
+  bool wait_end(Clock::duration timeout) {
+    std::unique_lock<std::mutex> lock(m);
+    return cv.wait_for(lock, timeout, [&] { return ended; });
+  }
+};
+
+std::thread open_stream(const Http& h, const std::string& path, Stream& s) {
+  return std::thread([&h, path, &s] {
+    auto cl = h.client();
+    cl.Get(
+        path, h.headers(),
+        [&](const httplib::Response& r) {
+          std::lock_guard<std::mutex> lock(s.m);
+          s.status = r.status;
+          return true;
+        },
+        [&](const char* data, size_t n) {
+          std::lock_guard<std::mutex> lock(s.m);
+          s.text.append(data, n);
+          s.cv.notify_all();
+          return !s.stop.load();
+        });
+    std::lock_guard<std::mutex> lock(s.m);
+    s.ended = true;
+    s.cv.notify_all();
+  });
+}
+
 }  // namespace
 
 TEST_CASE(
@@ -299,31 +341,12 @@ TEST_CASE("http: Server-Sent Events carry a job's events, a followed log ends wh
   Http vision{base, c.add_token("vision"), "", ""};
 
   // Two SSE clients: nlp's sees its job's events, vision's sees none of them.
-  struct Stream {
-    std::mutex m;
-    std::condition_variable cv;
-    std::string text;
-    std::atomic<bool> stop{false};
-  };
-  auto listen = [](const Http& h, Stream& s) {
-    auto cl = h.client();
-    cl.Get("/v1/events", h.headers(), [&](const char* data, size_t n) {
-      std::lock_guard<std::mutex> lock(s.m);
-      s.text.append(data, n);
-      s.cv.notify_all();
-      return !s.stop.load();
-    });
-  };
   Stream mine, theirs;
-  std::thread t1([&] { listen(nlp, mine); });
-  std::thread t2([&] { listen(vision, theirs); });
-  auto wait_text = [](Stream& s, const std::string& needle, Clock::duration timeout) {
-    std::unique_lock<std::mutex> lock(s.m);
-    return s.cv.wait_for(lock, timeout, [&] { return s.text.find(needle) != std::string::npos; });
-  };
+  std::thread t1 = open_stream(nlp, "/v1/events", mine);
+  std::thread t2 = open_stream(vision, "/v1/events", theirs);
   // Both streams are open (their first bytes came) before the job exists.
-  REQUIRE(wait_text(mine, ": troupe events", 10s));
-  REQUIRE(wait_text(theirs, ": troupe events", 10s));
+  REQUIRE(mine.wait_for(": troupe events", 10s));
+  REQUIRE(theirs.wait_for(": troupe events", 10s));
 
   const std::string id =
       submit(nlp, Json{{"name", "follow-me"},
@@ -359,7 +382,7 @@ TEST_CASE("http: Server-Sent Events carry a job's events, a followed log ends wh
 
   const std::string terminal = "\"job_id\":\"" + id + "\",\"team\":\"nlp\",\"state\":\"succeeded\"";
   INFO("nlp's stream:\n" << mine.text);
-  CHECK(wait_text(mine, terminal, 20s));
+  CHECK(mine.wait_for(terminal, 20s));
   {
     std::lock_guard<std::mutex> lock(mine.m);
     CHECK(mine.text.find("event: job\ndata: {") != std::string::npos);
@@ -368,7 +391,7 @@ TEST_CASE("http: Server-Sent Events carry a job's events, a followed log ends wh
   // vision's stream had the same time and carried none of nlp's events; an
   // event of its own shows it was live all along.
   const std::string own = submit(vision, Json{{"command", {"true"}}, {"resources", {{"gpus", 1}}}});
-  CHECK(wait_text(theirs, "\"job_id\":\"" + own + "\"", 20s));
+  CHECK(theirs.wait_for("\"job_id\":\"" + own + "\"", 20s));
   {
     std::lock_guard<std::mutex> lock(theirs.m);
     CHECK(theirs.text.find(id) == std::string::npos);
@@ -383,4 +406,86 @@ TEST_CASE("http: Server-Sent Events carry a job's events, a followed log ends wh
   submit(vision, Json{{"command", {"true"}}, {"resources", {{"gpus", 1}}}});
   t1.join();
   t2.join();
+}
+
+TEST_CASE(
+    "http: event streams and followed logs are bounded per team and in all (429), and a "
+    "place comes back when its stream ends",
+    "[integration][http]") {
+  Cluster c(ClusterOptions{}.node("n1", 2));
+  REQUIRE(c.wait_nodes_alive(1, 20s));
+  const std::string base = c.start_gateway({"--max-streams-per-team", "2", "--max-streams", "3"});
+  Http nlp{base, c.add_token("nlp"), "", ""};
+  Http vision{base, c.add_token("vision"), "", ""};
+
+  // The status a new stream would get (200: it opened, then is let go).
+  auto probe = [](const Http& h, const std::string& path) {
+    int status = 0;
+    auto r = h.client().Get(
+        path, h.headers(),
+        [&](const httplib::Response& resp) {
+          status = resp.status;
+          return resp.status != 200;  // a stream: let it go; a problem: read it
+        },
+        [&](const char*, size_t) { return true; });
+    return std::make_pair(status, r ? r->body : std::string());
+  };
+
+  // nlp holds its two: an event stream, and a followed log of a job that
+  // prints, then runs 4 s more.
+  Stream events, log, theirs;
+  std::thread t1 = open_stream(nlp, "/v1/events", events);
+  REQUIRE(events.wait_for(": troupe events", 10s));
+  const std::string id = submit(
+      nlp, Json{{"command", {"sh", "-c", "echo up; sleep 4"}}, {"resources", {{"gpus", 1}}}});
+  std::thread t2 = open_stream(nlp, "/v1/jobs/" + id + "/logs?follow=1", log);
+  REQUIRE(log.wait_for("up\n", 20s));
+
+  // A third of nlp's: refused, 429 with Retry-After, saying the team's bound.
+  auto third = nlp.get("/v1/events");
+  check_problem(third, 429, "too_many_streams");
+  REQUIRE(third);
+  CHECK(third->get_header_value("Retry-After") == "5");
+  CHECK_THAT(third->body, Catch::Contains("team nlp"));
+  // vision takes the gateway's last place; its second is refused for the whole.
+  std::thread t3 = open_stream(vision, "/v1/events", theirs);
+  REQUIRE(theirs.wait_for(": troupe events", 10s));
+  auto full = vision.get("/v1/events");
+  check_problem(full, 429, "too_many_streams");
+  REQUIRE(full);
+  CHECK_THAT(full->body, Catch::Contains("the gateway holds 3"));
+  // Every other request is still served, for both teams.
+  CHECK(body_of(nlp.get("/v1/whoami")).value("team", "") == "nlp");
+  CHECK(body_of(vision.get("/v1/whoami")).value("team", "") == "vision");
+  CHECK(body_of(nlp.get("/v1/jobs/" + id)).value("job_id", "") == id);
+  auto metrics = httplib::Client(base).Get("/metrics");
+  REQUIRE(metrics);
+  CHECK_THAT(metrics->body,
+             Catch::Contains("troupe_gateway_refused_total{reason=\"too_many_streams\"} 2"));
+
+  // The followed log ends with its job, and gives its place back: nlp opens
+  // a stream again.
+  REQUIRE(log.wait_end(30s));
+  {
+    std::lock_guard<std::mutex> lock(log.m);
+    CHECK(log.status == 200);
+  }
+  auto deadline = Clock::now() + 20s;
+  std::pair<int, std::string> again{0, ""};
+  while (Clock::now() < deadline) {
+    again = probe(nlp, "/v1/events");
+    if (again.first == 200) break;
+    std::this_thread::sleep_for(200ms);
+  }
+  INFO("nlp's stream after its log ended: " << again.first << " " << again.second);
+  CHECK(again.first == 200);
+
+  // Let the streams go: each ends at its next write (an event of its team).
+  events.stop = true;
+  theirs.stop = true;
+  submit(nlp, Json{{"command", {"true"}}, {"resources", {{"gpus", 1}}}});
+  submit(vision, Json{{"command", {"true"}}, {"resources", {{"gpus", 1}}}});
+  t1.join();
+  t2.join();
+  t3.join();
 }

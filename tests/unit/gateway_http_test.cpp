@@ -11,6 +11,7 @@
 #include "gateway/auth/permissions.hpp"
 #include "gateway/auth/tokens.hpp"
 #include "gateway/http_api.hpp"
+#include "gateway/streams.hpp"
 
 using namespace troupe::gateway::http;
 namespace ta = troupe::auth;
@@ -183,4 +184,43 @@ TEST_CASE("http: the gateway identity may forward team verbs and read only the t
     CHECK(s != "$JS.API.>");
   }
   CHECK(has(p.sub_allow, "_INBOX_gateway.>"));
+}
+
+TEST_CASE("http: long-lived responses are bounded per team and in all, and given back",
+          "[gateway][http]") {
+  StreamSlots slots(2, 3);
+  std::string why;
+  auto a1 = slots.take("nlp", &why);
+  auto a2 = slots.take("nlp", &why);
+  REQUIRE(a1);
+  REQUIRE(a2);
+  // The team's third: refused, saying the team's bound.
+  CHECK_FALSE(slots.take("nlp", &why));
+  CHECK_THAT(why, Catch::Contains("2 event streams") && Catch::Contains("one team"));
+  CHECK(slots.open("nlp") == 2);
+  // Another team gets the last place of the whole; then nobody does.
+  auto b1 = slots.take("vision", &why);
+  REQUIRE(b1);
+  CHECK_FALSE(slots.take("vision", &why));
+  CHECK_THAT(why, Catch::Contains("the gateway holds 3"));
+  CHECK_FALSE(slots.take("audio", &why));
+  CHECK(slots.open("audio") == 0);  // a refusal holds nothing
+  CHECK(slots.open() == 3);
+  // A place comes back when the last copy of its slot goes.
+  auto copy = a1;
+  a1.reset();
+  CHECK(slots.open("nlp") == 2);
+  copy.reset();
+  CHECK(slots.open("nlp") == 1);
+  CHECK(slots.open() == 2);
+  auto a3 = slots.take("nlp", &why);
+  CHECK(a3);
+  // A slot outlives the object it came from.
+  std::shared_ptr<const StreamSlots::Slot> kept;
+  {
+    StreamSlots other(1, 1);
+    kept = other.take("x", &why);
+    REQUIRE(kept);
+  }
+  kept.reset();
 }
