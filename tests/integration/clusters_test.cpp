@@ -230,6 +230,20 @@ TEST_CASE(
   CHECK(front.request(subjects::kSysFind, Json{{"job_id", "j-x0"}}).value("code", "") ==
         "not_found");
   CHECK(front.request_text(subjects::kSysFind, "[").value("code", "") == "malformed");
+  // JSON nested 100,000 deep (200 KB): refused where the front door reads it
+  // (messages/json_text.hpp), and it keeps serving (what follows).
+  {
+    const std::string deep = R"({"command":["true"],"job_id":"j-x0","x":)" +
+                             std::string(100000, '[') + std::string(100000, ']') + "}";
+    for (const std::string& subject :
+         {subjects::team_submit("t1"), subjects::team_status("t1"), subjects::team_jobs("t1"),
+          subjects::team_cancel("t1"), std::string(subjects::kSysFind)}) {
+      Json r = front.request_text(subject, deep);
+      INFO("deep JSON on " << subject << ": " << r.dump().substr(0, 300));
+      CHECK(r.contains("error"));
+      CHECK_FALSE(r.contains("job_id"));
+    }
+  }
   Json nodes = front.request(subjects::kSysNodes, Json::object());
   INFO("troupe.sys.nodes: " << nodes.dump());
   std::map<std::string, std::string> node_cluster;
