@@ -2,7 +2,9 @@
 //   ordering 10,000 queued jobs of 50 teams, placing one job against 1,000
 //   or 10,000 nodes (best fit, gang fit: by a scan, and by the capacity
 //   index), and a whole planning round (on a copy, and in place on the live
-//   capacity with its index, as the pool arbiter plans).
+//   capacity with its index, as the pool arbiter plans); and the cost of the
+//   depth bound on JSON from others (json_text::parse against nlohmann's
+//   parse alone) on a job spec and on a 1,000-row jobs reply.
 // Run: build/bin/troupe-policy-bench   (figures in docs/performance.md)
 #include <benchmark/benchmark.h>
 
@@ -13,6 +15,7 @@
 #include "actors/policy/fit.hpp"
 #include "actors/policy/queue_order.hpp"
 #include "actors/policy/round.hpp"
+#include "messages/json_text.hpp"
 
 using namespace troupe::policy;
 
@@ -155,6 +158,37 @@ void BM_PlanRoundLive(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * 50);
 }
 BENCHMARK(BM_PlanRoundLive)->Arg(1000)->Arg(10000)->Unit(benchmark::kMicrosecond);
+
+// A submission's JSON (263 bytes), or a jobs reply of `rows` rows (110 bytes each).
+std::string json_of(int64_t rows) {
+  const std::string spec =
+      R"({"team":"nlp","name":"train-7","kind":"training","command":["python","train.py","--lr","0.001"],)"
+      R"("resources":{"gpus":8,"gpu_type":"a100","workers":2},"env":{"A":"1","B":"two"},)"
+      R"("labels":{"project":"llm","stage":"pretrain"},"max_retries":2,"idempotency_key":"k-123"})";
+  if (rows == 0) return spec;
+  std::string out = R"({"jobs":[)";
+  for (int64_t i = 0; i < rows; ++i) {
+    if (i > 0) out += ',';
+    out +=
+        R"({"job_id":"j-mz0000)" + std::to_string(i) +
+        R"(","team":"nlp","state":"running","gpus":8,"placement":[{"node":"n1","gpus":[0,1,2,3]}]})";
+  }
+  return out + R"(],"next":"j-x"})";
+}
+
+void BM_JsonParse(benchmark::State& state) {
+  const std::string text = json_of(state.range(0));
+  for (auto _ : state) benchmark::DoNotOptimize(nlohmann::json::parse(text, nullptr, false).size());
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * text.size()));
+}
+BENCHMARK(BM_JsonParse)->Arg(0)->Arg(1000)->Unit(benchmark::kMicrosecond);
+
+void BM_JsonTextParse(benchmark::State& state) {
+  const std::string text = json_of(state.range(0));
+  for (auto _ : state) benchmark::DoNotOptimize(troupe::json_text::parse(text).size());
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * text.size()));
+}
+BENCHMARK(BM_JsonTextParse)->Arg(0)->Arg(1000)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 
