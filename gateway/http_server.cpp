@@ -65,7 +65,8 @@ using Json = nlohmann::json;
 constexpr const char* kJsonType = "application/json";
 constexpr int kLogPageBytes = 256 * 1024;
 // The whole log of a plain (not followed) read is capped: a bigger one is
-// read with follow or in pages through the NATS API.
+// read with follow or in pages through the NATS API. A plain read holds one
+// page at a time (kLogPageBytes), not the log: it is sent page by page.
 constexpr std::size_t kMaxLogBytes = 64u << 20;
 constexpr auto kFollowPoll = std::chrono::milliseconds(300);
 constexpr auto kKeepalive = std::chrono::seconds(15);
@@ -143,6 +144,10 @@ struct Server::Impl {
                  std::string* team);
 
   void logs(const Caller& c, const httplib::Request& req, httplib::Response& res);
+  // One page of a worker's log from `offset`; false when it cannot be read,
+  // with the problem's code ("unavailable": NATS) and text where asked.
+  bool log_page(const std::string& team, const std::string& id, int rank, int64_t offset,
+                LogChunk* out, std::string* code, std::string* text);
   void events(const Caller& c, const httplib::Request& req, httplib::Response& res);
 };
 
@@ -283,6 +288,25 @@ bool Server::Impl::list_team(const Caller& c, const httplib::Request& req, httpl
   return true;
 }
 
+bool Server::Impl::log_page(const std::string& team, const std::string& id, int rank,
+                            int64_t offset, LogChunk* out, std::string* code, std::string* text) {
+  std::string reply;
+  if (auto err = client->forward(subjects::team_logs(team),
+                                 logs_request(id, rank, offset, kLogPageBytes), &reply);
+      !err.empty()) {
+    if (code) *code = "unavailable";
+    if (text) *text = err;
+    return false;
+  }
+  if (auto e = reply_error_of(reply)) {
+    if (code) *code = e->code.empty() ? "error" : e->code;
+    if (text) *text = e->text;
+    return false;
+  }
+  *out = parse_log_reply(reply, offset);
+  return true;
+}
+
 void Server::Impl::logs(const Caller& c, const httplib::Request& req, httplib::Response& res) {
   const std::string id = req.matches[1];
   std::string team;
@@ -312,29 +336,56 @@ void Server::Impl::logs(const Caller& c, const httplib::Request& req, httplib::R
   res.body.clear();
   res.headers.erase("Content-Type");
   if (!follow_on) {
-    std::string text;
-    int64_t offset = 0;
-    for (;;) {
-      std::string reply;
-      if (auto err = client->forward(subjects::team_logs(team),
-                                     logs_request(id, rank, offset, kLogPageBytes), &reply);
-          !err.empty()) {
-        nats_errors->Increment();
-        send_problem(res, 503, "unavailable", err);
-        return;
-      }
-      if (auto e = reply_error_of(reply)) {
-        std::string code = e->code.empty() ? "error" : e->code;
-        send_problem(res, code == "error" ? 503 : problem_status(code), code, e->text);
-        return;
-      }
-      auto chunk = parse_log_reply(reply, offset);
-      text += chunk.data;
-      if (chunk.eof || chunk.next_offset <= offset || text.size() >= kMaxLogBytes) break;
-      offset = chunk.next_offset;
+    // The first page is read here, so that an error is still the status.
+    LogChunk first;
+    std::string problem_code, problem_text;
+    if (!log_page(team, id, rank, 0, &first, &problem_code, &problem_text)) {
+      if (problem_code == "unavailable") nats_errors->Increment();
+      send_problem(res,
+                   problem_code == "unavailable" || problem_code == "error"
+                       ? 503
+                       : problem_status(problem_code),
+                   problem_code, problem_text);
+      return;
     }
+    if (first.eof || first.next_offset <= 0) {
+      res.status = 200;
+      res.set_content(std::move(first.data), "text/plain; charset=utf-8");
+      return;
+    }
+    // A longer log goes out page by page: one page in memory, not the log.
+    // A page that cannot be read then cuts the response off (the client
+    // sees a transfer that did not end), rather than end it as if whole.
+    struct Plain {
+      std::string pending;
+      int64_t offset = 0;
+      std::size_t sent = 0;
+      bool last = false;
+    };
+    auto st = std::make_shared<Plain>();
+    st->pending = std::move(first.data);
+    st->offset = first.next_offset;
     res.status = 200;
-    res.set_content(std::move(text), "text/plain; charset=utf-8");
+    res.set_chunked_content_provider(
+        "text/plain; charset=utf-8", [this, team, id, rank, st](size_t, httplib::DataSink& sink) {
+          while (st->pending.empty() && !st->last && st->sent < kMaxLogBytes) {
+            if (stopping.load()) return false;
+            LogChunk page;
+            if (!log_page(team, id, rank, st->offset, &page, nullptr, nullptr)) return false;
+            st->last = page.eof || page.next_offset <= st->offset;
+            st->offset = page.next_offset;
+            st->pending = std::move(page.data);
+          }
+          if (st->pending.empty()) {
+            sink.done();
+            return true;
+          }
+          if (!sink.write(st->pending.data(), st->pending.size())) return false;
+          st->sent += st->pending.size();
+          st->pending.clear();
+          if (st->sent >= kMaxLogBytes) st->last = true;
+          return true;
+        });
     return;
   }
   // Follow: chunked, until the job is terminal and its log read to the end.
@@ -350,14 +401,8 @@ void Server::Impl::logs(const Caller& c, const httplib::Request& req, httplib::R
       [this, team, id, rank, offset, slot](size_t, httplib::DataSink& sink) {
         while (!stopping.load()) {
           if (!sink.is_writable()) return false;
-          std::string reply;
           bool eof = false;
-          if (client
-                  ->forward(subjects::team_logs(team),
-                            logs_request(id, rank, *offset, kLogPageBytes), &reply)
-                  .empty() &&
-              !reply_error_of(reply)) {
-            auto chunk = parse_log_reply(reply, *offset);
+          if (LogChunk chunk; log_page(team, id, rank, *offset, &chunk, nullptr, nullptr)) {
             if (!chunk.data.empty()) {
               if (!sink.write(chunk.data.data(), chunk.data.size())) return false;
               *offset = chunk.next_offset;

@@ -179,6 +179,24 @@ TEST_CASE(
   CHECK(log->status == 200);
   CHECK(log->body == "hello over http\nline two\n");
   check_problem(nlp.get("/v1/jobs/" + done + "/logs?rank=x"), 400, "bad_request");
+  {
+    // A log of several pages (256 KiB each) reads whole, sent page by page
+    // (chunked): the gateway holds a page, not the log.
+    const std::string longer =
+        submit(nlp, Json{{"command", {"seq", "1", "150000"}}, {"resources", {{"gpus", 1}}}});
+    auto long_ended = c.wait_terminal(longer, 30s);
+    REQUIRE(long_ended);
+    REQUIRE(long_ended->state == names::kSucceeded);
+    std::string expected;
+    for (int i = 1; i <= 150000; ++i) expected += std::to_string(i) + "\n";
+    auto whole = nlp.get("/v1/jobs/" + longer + "/logs");
+    REQUIRE(whole);
+    CHECK(whole->status == 200);
+    CHECK(whole->get_header_value("Transfer-Encoding") == "chunked");
+    CHECK(whole->get_header_value("Content-Type").rfind("text/plain", 0) == 0);
+    CHECK(whole->body.size() == expected.size());
+    CHECK((whole->body == expected));
+  }
   check_problem(nlp.get("/v1/jobs/" + done + "/logs?rank=3"), 404, "no_rank");
   Json why = body_of(nlp.get("/v1/jobs/" + done + "/why"));
   CHECK(why.value("pending", true) == false);
@@ -223,7 +241,8 @@ TEST_CASE(
 
   // The admin finds any team's job without naming the team, and lists all.
   CHECK(body_of(admin.get("/v1/jobs/" + running)).value("team", "") == "nlp");
-  CHECK(body_of(admin.get("/v1/jobs")).value("jobs", Json::array()).size() == 2);
+  // nlp's three: hello, the long log, long.
+  CHECK(body_of(admin.get("/v1/jobs")).value("jobs", Json::array()).size() == 3);
   check_problem(admin.post("/v1/jobs", Json{{"command", {"true"}}}.dump()), 400, "bad_request");
 
   // The scheduler's refusals keep their codes; bad requests are the gateway's.
