@@ -116,7 +116,8 @@ nlohmann::json user_nats_claims(const Permissions& perms) {
   // No list at all (the scheduler): no permissions section, so nats-server
   // checks nothing per message for that user (a list, even ">", costs a
   // lookup for every new subject, and replies go to a new inbox each time).
-  json n = {{"subs", -1}, {"data", -1}, {"payload", -1}, {"type", "user"}, {"version", 2}};
+  json n = {
+      {"subs", perms.max_subs}, {"data", -1}, {"payload", -1}, {"type", "user"}, {"version", 2}};
   if (!perms.pub_allow.empty() || !perms.pub_deny.empty())
     n["pub"] = permission(perms.pub_allow, perms.pub_deny);
   if (!perms.sub_allow.empty() || !perms.sub_deny.empty())

@@ -39,6 +39,7 @@ Permissions team_permissions(std::string_view team) {
   // Only these two may be subscribed to; a deny list would add a check on
   // every message delivered to those wildcards, for nothing they could match.
   p.sub_allow = {sj::inbox_prefix(identity(sj::kTeamIdentityPrefix, team)) + ".>", events};
+  p.max_subs = kTeamMaxSubs;
   return p;
 }
 

@@ -17,7 +17,16 @@ struct Permissions {
   // subject, once per request: jwt ResponsePermission {max: 1, ttl: 0}).
   bool allow_responses = false;
   int responses_max = 1;
+  // Subscriptions one connection of the identity may hold (jwt "subs"; -1:
+  // no limit). nats-server refuses one more with "maximum subscriptions
+  // exceeded"; the connection and its other subscriptions stay.
+  int max_subs = -1;
 };
+
+// A team's connection holds at most this many subscriptions: a client needs
+// a few (its reply inbox, a wildcard on its events), and each one costs the
+// server memory every team shares.
+inline constexpr int kTeamMaxSubs = 1000;
 
 // team-<team>: requests troupe.<team>.<verb> (every verb in
 // subjects::kTeamVerbs); reads its own reply inbox _INBOX_<team>.> and its

@@ -14,6 +14,7 @@
 
 #include "bus/nats.hpp"
 #include "bus/subjects.hpp"
+#include "gateway/auth/permissions.hpp"
 #include "harness.hpp"
 #include "messages/wire.hpp"
 #include "records.pb.h"
@@ -173,6 +174,38 @@ TEST_CASE("a team identity reaches only its own subjects", "[integration][securi
     auto own = a->subscribe("troupe.teama.events.>", [](Inbound&&) {});
     REQUIRE(a->flush(2000));
     CHECK_FALSE(a->wait_async_error("Subscription to \"troupe.teama.events", 500));
+  }
+
+  SECTION("one connection of it holds a bounded number of subscriptions") {
+    // Its own events only, subject by subject: all allowed, each one more
+    // of the server's memory that every team shares.
+    auto own_event = [](int i) { return "troupe.teama.events.limit-" + std::to_string(i); };
+    std::vector<bus::SubscriptionPtr> held;
+    std::atomic<int> heard{0};
+    for (int i = 0; i < auth::kTeamMaxSubs - 10; ++i)
+      held.push_back(a->subscribe(own_event(i), [&heard](Inbound&&) { ++heard; }));
+    REQUIRE(a->flush(5000));
+    CHECK_FALSE(a->wait_async_error("subscriptions exceeded", 200));
+    // Those are live: a message to the first comes.
+    c.conn().publish(own_event(0), "{}");
+    c.conn().flush(2000);
+    for (auto deadline = Clock::now() + 5s; heard.load() == 0 && Clock::now() < deadline;)
+      std::this_thread::sleep_for(10ms);  // polls the handler's count, with a deadline
+    CHECK(heard.load() == 1);
+    // Past the bound the server refuses (the C client then closes the
+    // connection, as it does on any -ERR but a permissions violation).
+    for (int i = auth::kTeamMaxSubs - 10; i < auth::kTeamMaxSubs + 10; ++i)
+      held.push_back(a->subscribe(own_event(i), [](Inbound&&) {}));
+    a->flush(2000);
+    bool refused = a->wait_async_error("subscriptions exceeded", kDeniedWaitMs);
+    for (auto deadline = Clock::now() + 5s; !refused && Clock::now() < deadline;) {
+      refused = !a->connected();
+      std::this_thread::sleep_for(10ms);
+    }
+    INFO("last async error: " << a->last_async_error());
+    CHECK(refused);
+    // The cluster is as it was: the other team's job runs.
+    CHECK(c.status("teamb", b_job).value("state", "") == "running");
   }
 
   SECTION("it cannot reach the agents, the scheduler's subjects or the stored state") {

@@ -237,6 +237,7 @@ TEST_CASE("auth: operator, system account and user claims", "[auth]") {
 
   auto t = user_nats_claims(team_permissions("vision"));
   CHECK_FALSE(t.contains("resp"));
+  CHECK(t["subs"] == kTeamMaxSubs);  // a team's connection: bounded subscriptions
   CHECK(t["pub"]["deny"].size() == 4);
 }
 
