@@ -179,11 +179,13 @@ bool Agent::fenced(uint64_t epoch, const std::string& what) {
 }
 
 void Agent::ship_log_locked(Worker& w, int64_t budget) {
-  if (!cfg_.ship_logs || w.log_shipped >= kMaxShippedLogBytes) return;
+  int64_t cap = kMaxShippedLogBytes;
+  if (cfg_.log_max_bytes > 0 && !w.log_cut) cap = std::min<int64_t>(cap, cfg_.log_max_bytes);
+  if (!cfg_.ship_logs || w.log_shipped >= cap) return;
   std::ifstream f(log_path(cfg_.state_dir, w.launch.key), std::ios::binary);
   if (!f) return;
   f.seekg(w.log_shipped);
-  budget = std::min(budget, kMaxShippedLogBytes - w.log_shipped);
+  budget = std::min(budget, cap - w.log_shipped);
   const std::string subject = subjects::log_chunks(cfg_.name, w.launch.team, w.launch.key.job_id,
                                                    w.launch.key.attempt, w.launch.key.rank);
   std::string buf(static_cast<size_t>(logchunks::kMaxChunkBytes), '\0');
@@ -199,10 +201,38 @@ void Agent::ship_log_locked(Worker& w, int64_t budget) {
   }
 }
 
+void Agent::check_log_limit_locked(Worker& w) {
+  if (cfg_.log_max_bytes <= 0 || w.pid == 0 || w.cause != EndCause::natural) return;
+  struct stat st {};
+  if (::stat(log_path(cfg_.state_dir, w.launch.key).c_str(), &st) != 0 ||
+      st.st_size <= cfg_.log_max_bytes)
+    return;
+  spdlog::warn("{} (pid {}): its output passed {} MiB ({} bytes): killed", to_string(w.launch.key),
+               w.pid, cfg_.log_max_bytes / (1024 * 1024), static_cast<long long>(st.st_size));
+  StopPlan plan;
+  plan.signal = SIGKILL;  // a grace period would let it write on at disk speed
+  stop_worker(w, EndCause::log_limit, plan);
+}
+
+void Agent::cut_log_locked(Worker& w) {
+  w.log_cut = true;
+  const std::string path = log_path(cfg_.state_dir, w.launch.key);
+  if (::truncate(path.c_str(), cfg_.log_max_bytes) != 0) {
+    spdlog::warn("cannot cut {} to {} bytes: {}", path, cfg_.log_max_bytes, std::strerror(errno));
+    return;
+  }
+  std::ofstream f(path, std::ios::binary | std::ios::app);
+  f << "\n[troupe-node: output cut at " << cfg_.log_max_bytes / (1024 * 1024)
+    << " MiB, the node's --job-log-max-mb]\n";
+}
+
 void Agent::on_heartbeat() {
   std::lock_guard<std::mutex> lock(mu_);
   if (shut_down_) return;
-  for (auto& [key, w] : running_) ship_log_locked(w, kShipBytesPerBeat);
+  for (auto& [key, w] : running_) {
+    check_log_limit_locked(w);
+    ship_log_locked(w, kShipBytesPerBeat);
+  }
   send(heartbeat_subject_, make_heartbeat(cfg_.name, ++heartbeat_seq_, running_locked()));
   timers_->after(std::chrono::milliseconds(cfg_.heartbeat_ms), [this] { on_heartbeat(); });
 }
@@ -654,6 +684,12 @@ void Agent::on_child_exit(pid_t pid, std::optional<int> status) {
   // the scheduler knows it when it decides on the next attempt.
   poll_checkpoint(it->second);
   ExitInfo e = status ? classify_wait_status(*status, cause) : classify(-1, 0, cause);
+  if (cause == EndCause::log_limit) {
+    cut_log_locked(it->second);
+    e.reason = "log_limit: its output passed " +
+               std::to_string(cfg_.log_max_bytes / (1024 * 1024)) +
+               " MiB, the node's --job-log-max-mb";
+  }
   if (ooms > 0 && cause == EndCause::natural)
     e.reason = "oom_killed: the memory limit of " +
                std::to_string(it->second.cgroup->memory_limit() / (1024 * 1024)) +

@@ -44,6 +44,10 @@ struct AgentConfig {
   bool simulate = false;
   int grace_s = 10;  // Stop without grace_s, and shutdown
   int heartbeat_ms = 1000;
+  // A worker's output (its log file here) past this is killed at the next
+  // heartbeat, its attempt ends "log_limit: ..." and its log is cut to it;
+  // 0: no limit.
+  long long log_max_bytes = 0;
   Inventory inventory;
   // The environment a worker starts from when isolation is off (the agent's
   // PATH, locale and the like, "K=V"). With isolation on it starts from
@@ -141,6 +145,9 @@ class Agent {
     std::chrono::steady_clock::time_point kill_at = std::chrono::steady_clock::time_point::max();
     // Bytes of its log shipped to TROUPE_LOGS_<team> so far.
     int64_t log_shipped = 0;
+    // Its log was cut to cfg.log_max_bytes (cut_log_locked): until then no
+    // more than that is shipped, then the rest (the line that says so).
+    bool log_cut = false;
   };
 
   void handle_launch(const wire::Launch& l);
@@ -152,6 +159,11 @@ class Agent {
   void launch_sim(LaunchInfo info);
   void launch_real(LaunchInfo info);
   void stop_worker(Worker& w, EndCause cause, const StopPlan& plan);
+  // cfg_.log_max_bytes: kills a real worker whose log file is past it
+  // (EndCause::log_limit); after its exit, cut_log_locked truncates the log
+  // to the limit and says so on its last line.
+  void check_log_limit_locked(Worker& w);
+  void cut_log_locked(Worker& w);
   void fail_launch(const WorkerKey& key, const std::string& why);
   // Prepares an isolated launch: the user, owner-only folders, the cgroup
   // and the command line (sandbox or container). "" when ready, else why not.

@@ -24,6 +24,9 @@ ExitInfo classify(int exit_code, int signal, EndCause cause) {
     case EndCause::max_runtime:
       e.reason = "exceeded max_runtime_s";
       break;
+    case EndCause::log_limit:
+      e.reason = "log_limit: its output passed the node's limit";
+      break;
     case EndCause::natural:
       e.reason = signal > 0 ? "killed by signal " + std::to_string(signal)
                             : "exited with code " + std::to_string(exit_code);

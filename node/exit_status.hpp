@@ -12,6 +12,7 @@ enum class EndCause {
   stopped,      // after a Stop we sent (or agent shutdown)
   max_runtime,  // we killed it for max_runtime_s
   shutdown,     // the agent is shutting down (an infrastructure end, not the job's)
+  log_limit,    // we killed it: its output passed the agent's --job-log-max-mb
 };
 
 struct ExitInfo {

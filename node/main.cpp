@@ -221,6 +221,7 @@ int run(int argc, char** argv, const sigset_t& signals) {
   cfg.state_dir = opt.state_dir;
   cfg.simulate = opt.simulate;
   cfg.grace_s = opt.grace_s;
+  cfg.log_max_bytes = opt.job_log_max_mb * 1024 * 1024;
   cfg.heartbeat_ms = opt.heartbeat_ms;
   cfg.inventory = node::build_inventory(opt, node::probe_machine(opt));
   cfg.base_env = own_environment();

@@ -72,6 +72,11 @@ ParseResult parse_options(int argc, const char* const* argv, const EnvLookup& en
                        ->check(CLI::NonNegativeNumber);
   auto* mem_opt = app.add_option("--memory-mb", memory_mb, "memory offered (default: MemTotal)")
                       ->check(CLI::NonNegativeNumber);
+  app.add_option("--job-log-max-mb", o.job_log_max_mb,
+                 "a worker whose output passes this many MiB on the node is killed (its "
+                 "attempt fails with cause log_limit) and its log cut there; 0: no limit")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--grace-s", o.grace_s, "seconds between SIGTERM and SIGKILL")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);

@@ -34,6 +34,10 @@ struct Options {
   std::optional<int> cpus;
   std::optional<long long> memory_mb;
   int grace_s = 10;
+  // --job-log-max-mb: a worker whose output (its log file on this node)
+  // passes this many MiB is killed, its attempt failed "log_limit", and its
+  // log cut there; 0: no limit.
+  long long job_log_max_mb = 4096;
   std::string log_level = "info";
   std::string metrics;  // HOST:PORT of its own /metrics ("" = none)
   // --count N (N > 1 needs --simulate): N simulated agents in one process,

@@ -13,6 +13,8 @@ Outcome classify_exit(int exit_code, int signal, std::string_view reason, bool s
   // The agent saw its cgroup's OOM kill ("oom_killed: memory limit 64 MiB
   // exceeded ..."), whatever the exit looked like (a container's 137, say).
   if (reason.rfind("oom_killed", 0) == 0) return {FailureKind::kUser, "oom_killed"};
+  // The agent killed it: its output passed the node's --job-log-max-mb.
+  if (reason.rfind("log_limit", 0) == 0) return {FailureKind::kUser, "log_limit"};
   if (reason.rfind("launch failed", 0) == 0) return {FailureKind::kInfra, "launch_failed"};
   if (reason.find("shutting down") != std::string_view::npos ||
       reason.find("agent lost") != std::string_view::npos)

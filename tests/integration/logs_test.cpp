@@ -65,6 +65,42 @@ TEST_CASE(
   CHECK(other.value("code", "") == "not_found");
 }
 
+TEST_CASE(
+    "logs: a worker whose output passes the node's log limit is killed, failed log_limit, and "
+    "its log cut there, and the node goes on",
+    "[integration][logs]") {
+  Cluster c(ClusterOptions{}.node_args("n1", 2, false, "a100", {"--job-log-max-mb", "1"}));
+  REQUIRE(c.wait_nodes_alive(1, 20s));
+  // Prints without end, at disk speed.
+  const std::string id =
+      c.submit_ok("nlp", job_spec("nlp", {"sh", "-c", "yes 'a line of a job that never stops'"}));
+  auto ended = c.wait_terminal(id, 60s);
+  REQUIRE(ended);
+  INFO(ended->json.dump());
+  CHECK(ended->state == names::kFailed);
+  CHECK(ended->json.value("cause", "") == "log_limit");
+  CHECK(ended->json.value("reason", "").find("its output passed 1 MiB") != std::string::npos);
+
+  const std::string note = "\n[troupe-node: output cut at 1 MiB, the node's --job-log-max-mb]\n";
+  // On the node: the log is the limit and the line that says so.
+  const std::string path = c.file("node-n1-state") + "/logs/" + id + "/attempt-1-rank-0.log";
+  REQUIRE(std::filesystem::exists(path));
+  CHECK(std::filesystem::file_size(path) == (1u << 20) + note.size());
+  // Through the API (the copy shipped to the team's stream): the same.
+  LogRead log = c.logs("nlp", id);
+  REQUIRE(log.ok);
+  CHECK(log.data.size() == (1u << 20) + note.size());
+  CHECK(log.data.substr(0, 34) == "a line of a job that never stops\na");
+  CHECK(log.data.substr(log.data.size() - note.size()) == note);
+
+  // The node goes on: the next job there runs and succeeds.
+  const std::string next = c.submit_ok("nlp", job_spec("nlp", {"sh", "-c", "echo fine"}));
+  auto done = c.wait_terminal(next, 30s);
+  REQUIRE(done);
+  CHECK(done->state == names::kSucceeded);
+  CHECK(c.logs("nlp", next).data == "fine\n");
+}
+
 namespace {
 
 const char* kTwoTeams = R"(

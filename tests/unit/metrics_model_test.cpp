@@ -44,6 +44,9 @@ TEST_CASE("cause labels are bounded and follow the reason text", "[metrics]") {
   CHECK(cause_of("queued", "retry 2 of 3 after: rank 0 killed by signal 9") == "signal");
   CHECK(cause_of("queued", "preempted by a higher priority job") == "preempted");
   CHECK(cause_of("failed", "something nobody expected 12345") == "other");
+  CHECK(cause_of("failed", "log_limit: its output passed 1 MiB, the node's --job-log-max-mb") ==
+        "log_limit");
+  CHECK(cause_of("failed", "x", "log_limit") == "log_limit");
   // The event's own cause wins when it is one of the known values.
   CHECK(cause_of("failed", "exited with code 137", "oom_killed") == "oom_killed");
   CHECK(cause_of("queued", "", "preempted") == "preempted");

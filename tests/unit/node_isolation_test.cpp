@@ -167,6 +167,11 @@ TEST_CASE("troupe-node isolation options", "[node][isolation]") {
   CHECK(d.options->isolation.sandbox.empty());
   CHECK(d.options->isolation.runtime.empty());
   CHECK(d.options->isolation_mode == "auto");
+  CHECK(d.options->job_log_max_mb == 4096);  // a worker's output: 4 GiB by default
+  auto logs = parse({"--job-log-max-mb", "0"});
+  REQUIRE(logs.options);
+  CHECK(logs.options->job_log_max_mb == 0);  // no limit
+  CHECK_FALSE(parse({"--job-log-max-mb", "-1"}).options);
   CHECK_FALSE(parse({"--sandbox", "docker"}).options);
   CHECK_FALSE(parse({"--runtime", "crun"}).options);
 
