@@ -48,14 +48,11 @@ struct ReaderState {
 using Self = IntakeReaderActor::stateful_pointer<ReaderState>;
 
 policy::TokenBucket& bucket_of(ReaderState& st, const std::string& team, int64_t now) {
-  if (st.buckets.size() >= kMaxBuckets && st.buckets.count(team) == 0) {
-    for (auto it = st.buckets.begin(); it != st.buckets.end();) {
-      auto l = st.cfg.limits_of(it->first);
-      it = policy::bucket_full(it->second, l.submit_rate, l.submit_burst, now)
-               ? st.buckets.erase(it)
-               : std::next(it);
-    }
-  }
+  if (st.buckets.size() >= kMaxBuckets && st.buckets.count(team) == 0)
+    policy::forget_full_buckets(st.buckets, now, [&](const std::string& t) {
+      auto l = st.cfg.limits_of(t);
+      return std::pair{l.submit_rate, l.submit_burst};
+    });
   return st.buckets[team];
 }
 

@@ -160,6 +160,8 @@ struct RouterState {
   // (team, name, tick); the schedule keeper hears the job id or the refusal.
   std::unordered_map<std::string, std::tuple<std::string, std::string, int64_t>> fires;
   uint64_t next_fire = 0;
+  // A team's requests other than submissions, against its request_rate.
+  std::unordered_map<std::string, policy::TokenBucket> request_buckets;
   static inline const char* name = "router";
 };
 
@@ -196,18 +198,46 @@ void reply_submit(Self self, const Waiter& w, const std::string& job_id, const s
   self->state.out->publish(w.reply, submission::reply(w.flatbuffers, job_id, error, code));
 }
 
+// A team's row of a count by team: its own while fewer than kMaxCountedTeams
+// teams are counted, else "(other)" (made-up teams cannot grow it).
+template <class V>
+V& by_team(std::map<std::string, V>& counts, const std::string& team) {
+  bool known = counts.count(team) != 0;
+  return counts[known || counts.size() < kMaxCountedTeams ? team : "(other)"];
+}
+
+// A team's request (`verb`) against its request_rate: true to go on, else
+// answered rate_limited (shards: by the coordinator alone; every shard hears
+// the team's requests, so their buckets go alike) and counted.
+bool answers_for_all(Self self);
+
+bool take_request_token(Self self, const std::string& team, std::string_view verb,
+                        const Inbound& in) {
+  auto& st = self->state;
+  const auto lim = st.cfg.limits_of(team);
+  if (lim.request_rate <= 0) return true;
+  const int64_t now = st.w.now_ms();
+  if (st.request_buckets.size() >= kMaxCountedTeams && st.request_buckets.count(team) == 0)
+    policy::forget_full_buckets(st.request_buckets, now, [&](const std::string& t) {
+      auto l = st.cfg.limits_of(t);
+      return std::pair{l.request_rate, l.request_burst};
+    });
+  auto v = policy::check_request_rate(st.request_buckets[team], lim, team, verb, now);
+  if (v.ok()) return true;
+  ++st.n.requests_rate_limited;
+  ++by_team(st.n.requests_rate_limited_by_team, team);
+  if (!in.reply.empty() && (!st.opts.shards.sharded() || answers_for_all(self)))
+    st.out->publish(in.reply, errors::error_json(policy::code_name(v.code), v.error));
+  return false;
+}
+
 // Counts a refused submission (by code, and by team) and answers it.
 void reject(Self self, const Waiter& w, policy::Refusal code, const std::string& error,
             const std::string& team) {
   auto& n = self->state.n;
   const char* c = policy::code_name(code);
   ++n.refused[c];
-  if (!team.empty()) {
-    bool known = n.refused_by_team.count(team) != 0;
-    auto& by =
-        n.refused_by_team[known || n.refused_by_team.size() < kMaxCountedTeams ? team : "(other)"];
-    ++by[c];
-  }
+  if (!team.empty()) ++by_team(n.refused_by_team, team)[c];
   if (code == policy::Refusal::malformed) {
     log_bad(error, ++n.malformed);
   } else if (code != policy::Refusal::unavailable) {  // unavailable: intake_errors
@@ -1362,6 +1392,7 @@ void on_inbound(Self self, const Inbound& in) {
     ++st.n.other_shard;
     return;
   }
+  if (!take_request_token(self, team, verb, in)) return;
   if (verb == subjects::kSchedule) {  // the schedule keeper reads and answers it
     self->send(st.w.schedules, schedule_atom_v, team, std::string(in.data.begin(), in.data.end()),
                in.reply);

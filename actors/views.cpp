@@ -116,6 +116,8 @@ std::string stats_json(const Counters& n, int64_t bus_out,
   for (const auto& code : refusal_codes)
     if (!j["refused"].contains(code)) j["refused"][code] = 0;
   j["refused_by_team"] = n.refused_by_team;
+  j["requests_rate_limited"] = n.requests_rate_limited;
+  j["requests_rate_limited_by_team"] = n.requests_rate_limited_by_team;
   j["distrusted"] = n.distrusted;
   for (const char* k :
        {"node_not_in_roster", "register_capacity_change", "agent_message_not_from_node"})

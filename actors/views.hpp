@@ -102,6 +102,10 @@ struct Counters {
   // at most kMaxCountedTeams teams (the rest under "(other)").
   std::map<std::string, int64_t> refused;
   std::map<std::string, std::map<std::string, int64_t>> refused_by_team;
+  // A team's other requests (status, jobs, ...) refused for its request_rate,
+  // in all and by team (at most kMaxCountedTeams, the rest under "(other)").
+  int64_t requests_rate_limited = 0;
+  std::map<std::string, int64_t> requests_rate_limited_by_team;
   // Messages refused because their sender may not say them (docs/security.md):
   // node_not_in_roster, register_capacity_change, ...
   std::map<std::string, int64_t> distrusted;

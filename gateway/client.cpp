@@ -84,12 +84,28 @@ std::unique_ptr<Client> Client::open(bus::ConnectOptions o, std::string* error) 
   return std::unique_ptr<Client>(new Client(std::move(c)));
 }
 
-std::string Client::call(const std::string& subject, const std::string& body, std::string* reply) {
+std::string Client::call_once(const std::string& subject, const std::string& body,
+                              std::string* reply) {
   std::string err;
   auto r = conn_->request(subject, body, timeout_ms_, &err);
   if (!r) return err.empty() ? "request on " + subject + " failed" : err;
   reply->assign(r->begin(), r->end());
   return {};
+}
+
+std::string Client::call(const std::string& subject, const std::string& body, std::string* reply) {
+  constexpr auto kRateLimitedPatience = std::chrono::seconds(30);
+  constexpr auto kRateLimitedPause = std::chrono::milliseconds(250);
+  const auto until = std::chrono::steady_clock::now() + kRateLimitedPatience;
+  for (;;) {
+    std::string err = call_once(subject, body, reply);
+    if (!err.empty()) return err;
+    auto e = reply_error_of(*reply);
+    if (!e || e->code != "rate_limited" ||
+        std::chrono::steady_clock::now() + kRateLimitedPause >= until)
+      return {};
+    std::this_thread::sleep_for(kRateLimitedPause);
+  }
 }
 
 std::string Client::forward_or(const std::string& subject, const std::string& fallback,

@@ -114,9 +114,10 @@ class Client {
                            std::string* code = nullptr);
 
   // Any request subject with a body as given; "" and the raw `reply`, or
-  // the transport error (the HTTP gateway forwards replies as they are).
+  // the transport error (the HTTP gateway forwards replies as they are, a
+  // rate_limited one too: its client sees 429).
   std::string forward(const std::string& subject, const std::string& body, std::string* reply) {
-    return call(subject, body, reply);
+    return call_once(subject, body, reply);
   }
   // forward, asking `fallback` instead when nobody answers on `subject` (a
   // submission addressed to a pool that no scheduler shard holds); no
@@ -130,6 +131,10 @@ class Client {
  private:
   explicit Client(bus::ConnectionPtr c) : conn_(std::move(c)) {}
   // Sends `body` to `subject`; "" and `reply` or the transport error.
+  std::string call_once(const std::string& subject, const std::string& body, std::string* reply);
+  // call_once, asking again while the scheduler answers rate_limited (the
+  // team's request_rate: `troupe jobs` of a long list, a script's loop), for
+  // up to kRateLimitedPatience.
   std::string call(const std::string& subject, const std::string& body, std::string* reply);
 
   bus::ConnectionPtr conn_;

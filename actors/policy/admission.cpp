@@ -101,6 +101,15 @@ Decision check_rate(TokenBucket& b, const TeamLimits& l, std::string_view team, 
                                            num(std::max(1.0, l.submit_burst)) + "; retry later");
 }
 
+Decision check_request_rate(TokenBucket& b, const TeamLimits& l, std::string_view team,
+                            std::string_view verb, int64_t now_ms) {
+  if (take_token(b, l.request_rate, l.request_burst, now_ms)) return {};
+  return refuse(Refusal::rate_limited,
+                "team " + std::string(team) + " asks faster than its limit (" + std::string(verb) +
+                    "): request_rate " + num(l.request_rate) + "/s, request_burst " +
+                    num(std::max(1.0, l.request_burst)) + "; retry later");
+}
+
 Decision check_queued(const TeamLimits& l, std::string_view team, int64_t queued_now,
                       int64_t adding) {
   if (l.max_queued_jobs < 0 || queued_now + std::max<int64_t>(adding, 1) <= l.max_queued_jobs)

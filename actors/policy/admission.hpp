@@ -7,8 +7,10 @@
 #pragma once
 
 #include <cstdint>
+#include <iterator>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "actors/policy/config.hpp"
@@ -23,7 +25,7 @@ enum class Refusal {
   malformed,             // neither a JSON job spec nor a verifiable FlatBuffers SubmitRequest
   invalid_spec,          // the spec cannot be right (spec::check, the cluster config)
   wrong_team,            // the spec's team is not the subject's
-  rate_limited,          // the team's submit_rate / submit_burst
+  rate_limited,          // the team's submit_rate / submit_burst (requests: request_rate)
   too_many_queued,       // the team's max_queued_jobs
   too_large,             // a size limit of the spec, or the team's max_gpus_per_job
   unsatisfiable,         // no registered node of its pool could ever hold one worker
@@ -58,6 +60,16 @@ bool take_token(TokenBucket& b, double rate, double burst, int64_t now_ms);
 void debit_tokens(TokenBucket& b, double n, double rate, double burst, int64_t now_ms);
 // True when the bucket would be full at `now_ms` (it can be forgotten).
 bool bucket_full(const TokenBucket& b, double rate, double burst, int64_t now_ms);
+// Forgets every bucket of `buckets` (key -> TokenBucket) that would be full
+// at `now_ms`: such a bucket is the same as none. `rate_of(key)` gives its
+// {rate, burst}.
+template <class Map, class RateOf>
+void forget_full_buckets(Map& buckets, int64_t now_ms, RateOf rate_of) {
+  for (auto it = buckets.begin(); it != buckets.end();) {
+    const auto [rate, burst] = rate_of(it->first);
+    it = bucket_full(it->second, rate, burst, now_ms) ? buckets.erase(it) : std::next(it);
+  }
+}
 
 struct Decision {
   Refusal code = Refusal::none;
@@ -67,6 +79,11 @@ struct Decision {
 
 // The team's rate: takes a token or refuses rate_limited.
 Decision check_rate(TokenBucket& b, const TeamLimits& l, std::string_view team, int64_t now_ms);
+// A team's request other than a submission (`verb`: status, jobs, ...)
+// against its request_rate / request_burst: a token, or rate_limited naming
+// both.
+Decision check_request_rate(TokenBucket& b, const TeamLimits& l, std::string_view team,
+                            std::string_view verb, int64_t now_ms);
 // The team's max_queued_jobs against the jobs it has queued now (accepted, or
 // being recorded, and not started yet).
 Decision check_queued(const TeamLimits& l, std::string_view team, int64_t queued_now,

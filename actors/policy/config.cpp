@@ -74,6 +74,11 @@ TeamLimits ClusterConfig::limits_of(std::string_view name) const {
       first_of<int>(own ? &own->max_gpus_per_job : nullptr, d.max_gpus_per_job, -1);
   // A rate without a burst: one second's worth, at least one submission.
   if (l.submit_rate > 0 && l.submit_burst < 1) l.submit_burst = std::max(1.0, l.submit_rate);
+  l.request_rate =
+      first_of<double>(own ? &own->request_rate : nullptr, d.request_rate, kDefaultRequestRate);
+  l.request_burst = first_of<double>(own ? &own->request_burst : nullptr, d.request_burst, 0.0);
+  if (l.request_rate > 0 && l.request_burst < 1)
+    l.request_burst = std::max(1.0, 2 * l.request_rate);
   return l;
 }
 
@@ -126,6 +131,16 @@ std::string load_limits(const pb::AdmissionLimits& p, const std::string& where, 
     if (!std::isfinite(p.submit_burst()) || p.submit_burst() < 1)
       return "config: " + where + ": submit_burst must be >= 1";
     k.submit_burst = p.submit_burst();
+  }
+  if (p.has_request_rate()) {
+    if (!std::isfinite(p.request_rate()) || p.request_rate() < 0)
+      return "config: " + where + ": request_rate must be >= 0 per second (0: no limit)";
+    k.request_rate = p.request_rate();
+  }
+  if (p.has_request_burst()) {
+    if (!std::isfinite(p.request_burst()) || p.request_burst() < 1)
+      return "config: " + where + ": request_burst must be >= 1";
+    k.request_burst = p.request_burst();
   }
   if (p.has_max_gpus_per_job()) {
     if (p.max_gpus_per_job() < -1)

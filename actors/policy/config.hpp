@@ -26,7 +26,16 @@ struct LimitKeys {
   std::optional<double> submit_rate;
   std::optional<double> submit_burst;
   std::optional<int> max_gpus_per_job;
+  std::optional<double> request_rate;
+  std::optional<double> request_burst;
 };
+
+// A team's requests other than submissions (status, cancel, logs, jobs, why,
+// history, usage, schedule) per second at one scheduler, when no config says:
+// a person, a console or a service polling has room; a flood of one team's
+// requests no longer starves the scheduler for every other team (as Slurm's
+// slurmctld rate limits each user's RPCs).
+inline constexpr double kDefaultRequestRate = 100;
 
 // Workers' output kept for a team (its stream subjects::logs_stream(team)) as
 // written in the config (a team's `logs:` or the cluster's `default_logs:`):
@@ -43,12 +52,15 @@ struct LogLimits {
 };
 
 // A team's admission limits once resolved (docs/admission.md). The defaults
-// limit nothing: a cluster without `limits:` admits as before.
+// limit no submission: a cluster without `limits:` admits as before; a
+// team's other requests are kept to kDefaultRequestRate.
 struct TeamLimits {
   int64_t max_queued_jobs = -1;  // -1: no limit
   double submit_rate = 0;        // submissions per second; 0: no limit
   double submit_burst = 0;       // token bucket size (resolved: >= 1 when a rate is set)
   int max_gpus_per_job = -1;     // -1: no limit
+  double request_rate = kDefaultRequestRate;  // requests per second; 0: no limit
+  double request_burst = 0;  // token bucket size (resolved: two seconds' worth, >= 1)
 };
 
 struct TeamCfg {

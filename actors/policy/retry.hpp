@@ -16,8 +16,8 @@ enum class FailureKind { kNone, kUser, kInfra };
 
 struct Outcome {
   FailureKind kind = FailureKind::kNone;
-  std::string cause;  // succeeded, exit_code, signal, oom_killed, log_limit, max_runtime, launch_failed,
-                      // node_lost, agent_lost, preempted, canceled, stopped
+  std::string cause;  // succeeded, exit_code, signal, oom_killed, log_limit, max_runtime,
+                      // launch_failed, node_lost, agent_lost, preempted, canceled, stopped
 };
 
 // One rank's end as the agent reported it (`reason` is the agent's text).

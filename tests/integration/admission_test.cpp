@@ -13,6 +13,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bus/subjects.hpp"
@@ -183,6 +184,88 @@ teams:
   CHECK(stats["refused_by_team"]["flood"].value("rate_limited", int64_t{0}) ==
         static_cast<int64_t>(codes["rate_limited"]));
   CHECK_FALSE(stats["refused_by_team"].contains("calm"));
+}
+
+TEST_CASE(
+    "admission: a team's flood of requests is rate limited, and another team's requests are "
+    "still answered",
+    "[integration][admission]") {
+  const std::string cfg = R"(
+pools: [{name: a100, gpu_type: a100}]
+teams:
+  - {name: flood, limits: {request_rate: 5, request_burst: 10}}
+  - {name: calm}
+)";
+  ClusterOptions o = ClusterOptions{}.with_config(cfg);
+  o.node("n1", 2, true);
+  Cluster c(o);
+  REQUIRE(c.wait_nodes_alive(1, 20s));
+  // Submissions are not requests: they have their own rate.
+  Json own = c.submit_json("flood", sim_job("flood", 600.0));
+  REQUIRE(own.contains("job_id"));
+  const std::string id = own["job_id"].get<std::string>();
+  Json theirs = c.submit_json("calm", sim_job("calm", 600.0));
+  REQUIRE(theirs.contains("job_id"));
+  const std::string calm_id = theirs["job_id"].get<std::string>();
+
+  constexpr size_t kFlood = 2000;
+  ReplyCounter replies(c.conn());
+  const std::string body = Json{{"job_id", id}}.dump();
+  auto t0 = Clock::now();
+  for (size_t i = 0; i < kFlood; ++i) {
+    REQUIRE(c.conn().publish(subjects::team_status("flood"), body, replies.reply_to(i)));
+    if (i == kFlood / 2) {
+      // In the middle of the flood, calm is answered as ever.
+      Json st = c.status("calm", calm_id);
+      INFO("calm's status: " << st.dump());
+      CHECK(st.value("job_id", "") == calm_id);
+    }
+  }
+  bool all = replies.wait_total(kFlood, 30s);
+  double flood_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  auto codes = replies.by_code();
+  INFO("replies: " << describe(codes) << "in " << flood_s << " s");
+  for (const auto& [code, text] : replies.examples()) INFO(code << ": " << text);
+  CHECK(all);
+  CHECK(codes.size() == 2);  // answered, rate_limited: nothing else
+  // Answered: the burst and the rate for as long as the flood lasted.
+  CHECK(codes[""] >= 10);
+  CHECK(codes[""] <= 10 + static_cast<size_t>(5 * (flood_s + 1)));
+  CHECK(codes["rate_limited"] == kFlood - codes[""]);
+  const std::string why = replies.examples()["rate_limited"];
+  CHECK_THAT(why, Catch::Contains("request_rate 5/s") && Catch::Contains("request_burst 10") &&
+                      Catch::Contains("flood"));
+  // Counted, by team.
+  Json stats = c.request(subjects::kSysStats, Json::object());
+  INFO(stats.dump().substr(0, 2000));
+  CHECK(stats.value("requests_rate_limited", int64_t{0}) ==
+        static_cast<int64_t>(codes["rate_limited"]));
+  CHECK(stats["requests_rate_limited_by_team"].value("flood", int64_t{0}) ==
+        static_cast<int64_t>(codes["rate_limited"]));
+  CHECK_FALSE(stats["requests_rate_limited_by_team"].contains("calm"));
+  // The CLI asks again while it is refused for the rate: with flood's
+  // bucket kept empty for 2 s (its first ask is all but surely refused),
+  // `troupe status` still ends with the job.
+  std::thread drain([&] {
+    for (auto until = Clock::now() + 2s; Clock::now() < until;) {
+      c.conn().publish(subjects::team_status("flood"), body);
+      std::this_thread::sleep_for(2ms);  // about 500 a second, 100 times the rate
+    }
+  });
+  RunResult cli = c.run_cli({"status", id, "--team", "flood"}, 30s);
+  drain.join();
+  INFO(describe(cli));
+  CHECK(cli.exit_code == 0);
+  CHECK_THAT(cli.out, Catch::Contains(id));
+  // The bucket refills: flood is answered again (5 a second).
+  Json again;
+  for (auto deadline = Clock::now() + 5s; Clock::now() < deadline;) {
+    again = c.status("flood", id);
+    if (again.contains("job_id")) break;
+    std::this_thread::sleep_for(100ms);  // asks again; each ask is one of its 5 a second
+  }
+  INFO(again.dump());
+  CHECK(again.value("job_id", "") == id);
 }
 
 TEST_CASE("admission: hostile specs, unsatisfiable jobs and idempotency conflicts are refused",

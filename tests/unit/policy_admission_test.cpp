@@ -1,6 +1,7 @@
 // Unit tests for actors/policy/admission: codes, the token bucket, the team
 // limits, feasibility against registered node shapes, idempotency conflicts.
 #include <catch2/catch.hpp>
+#include <map>
 #include <set>
 
 #include "actors/policy/admission.hpp"
@@ -126,6 +127,39 @@ TEST_CASE("admission: check_rate names the limit", "[policy][admission]") {
   TokenBucket s;
   REQUIRE(check_rate(s, slow, "t", 0).ok());
   CHECK_THAT(check_rate(s, slow, "t", 0).error, Catch::Contains("submit_rate 0.5/s"));
+}
+
+TEST_CASE("admission: check_request_rate names the limit and the request", "[policy][admission]") {
+  TeamLimits l;
+  l.request_rate = 5;
+  l.request_burst = 10;
+  TokenBucket b;
+  for (int i = 0; i < 10; ++i) REQUIRE(check_request_rate(b, l, "vision", "status", 0).ok());
+  auto v = check_request_rate(b, l, "vision", "jobs", 0);
+  CHECK(v.code == Refusal::rate_limited);
+  CHECK_THAT(v.error, Catch::Contains("request_rate 5/s") && Catch::Contains("request_burst 10") &&
+                          Catch::Contains("vision") && Catch::Contains("(jobs)"));
+  // 200 ms later one more (5 a second).
+  CHECK(check_request_rate(b, l, "vision", "status", 200).ok());
+  CHECK_FALSE(check_request_rate(b, l, "vision", "status", 200).ok());
+  TeamLimits none;
+  none.request_rate = 0;
+  TokenBucket n;
+  for (int i = 0; i < 10'000; ++i) REQUIRE(check_request_rate(n, none, "t", "status", 0).ok());
+}
+
+TEST_CASE("admission: full buckets are forgotten, used ones kept", "[policy][admission]") {
+  std::map<std::string, TokenBucket> buckets;
+  REQUIRE(take_token(buckets["a"], 5, 5, 0));
+  REQUIRE(take_token(buckets["b"], 1, 1, 0));
+  buckets["c"];  // never used: full
+  forget_full_buckets(buckets, 200, [](const std::string& k) {
+    return k == "a" ? std::pair{5.0, 5.0} : std::pair{1.0, 1.0};
+  });
+  // a refilled its one token in 200 ms at 5/s; b needs a second.
+  CHECK(buckets.count("a") == 0);
+  CHECK(buckets.count("b") == 1);
+  CHECK(buckets.count("c") == 0);
 }
 
 TEST_CASE("admission: queued jobs and GPUs per job", "[policy][admission]") {

@@ -202,6 +202,9 @@ TEST_CASE("admission limits: none configured limits nothing", "[policy][config][
       CHECK(l.submit_rate == 0);
       CHECK(l.submit_burst == 0);
       CHECK(l.max_gpus_per_job == -1);
+      // A team's other requests: kept to the default rate, two seconds' burst.
+      CHECK(l.request_rate == kDefaultRequestRate);
+      CHECK(l.request_burst == 2 * kDefaultRequestRate);
     }
   }
 }
@@ -254,6 +257,33 @@ TEST_CASE("admission limits: a slow rate still gets a burst of one", "[policy][c
       load_config("pools: [{name: a, gpu_type: a}]\nteams: [{name: t, limits: {submit_rate: 0.5}}]",
                   c) == "");
   CHECK(c.limits_of("t").submit_burst == 1);
+}
+
+TEST_CASE("admission limits: request_rate per team, with default_limits, 0 for none",
+          "[policy][config][limits]") {
+  ClusterConfig c;
+  REQUIRE(load_config(R"(
+pools: [{name: a, gpu_type: a}]
+default_limits: {request_rate: 20}
+teams:
+  - {name: svc, limits: {request_rate: 500, request_burst: 600}}
+  - {name: open, limits: {request_rate: 0}}
+  - {name: slow, limits: {request_rate: 0.2}}
+  - {name: plain}
+)",
+                      c) == "");
+  CHECK(c.limits_of("svc").request_rate == 500);
+  CHECK(c.limits_of("svc").request_burst == 600);
+  CHECK(c.limits_of("open").request_rate == 0);
+  CHECK(c.limits_of("slow").request_burst == 1);  // at least one
+  for (const char* t : {"plain", "ghost"}) {
+    CHECK(c.limits_of(t).request_rate == 20);
+    CHECK(c.limits_of(t).request_burst == 40);
+  }
+  check_refusals({
+      {"teams: [{name: t, limits: {request_rate: -1}}]", "request_rate must be >= 0"},
+      {"default_limits: {request_burst: 0}", "request_burst must be >= 1"},
+  });
 }
 
 TEST_CASE("admission limits: bad values are refused with a reason", "[policy][config][limits]") {
