@@ -110,8 +110,9 @@ std::string Client::call(const std::string& subject, const std::string& body, st
 
 std::string Client::forward_or(const std::string& subject, const std::string& fallback,
                                const std::string& body, std::string* reply) {
-  std::string err = call(subject, body, reply);
-  if (!fallback.empty() && err.rfind("no responders", 0) == 0) err = call(fallback, body, reply);
+  std::string err = call_once(subject, body, reply);
+  if (!fallback.empty() && err.rfind("no responders", 0) == 0)
+    err = call_once(fallback, body, reply);
   return err;
 }
 

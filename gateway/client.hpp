@@ -121,7 +121,7 @@ class Client {
   }
   // forward, asking `fallback` instead when nobody answers on `subject` (a
   // submission addressed to a pool that no scheduler shard holds); no
-  // fallback when it is "".
+  // fallback when it is "". Replies as they are, rate_limited too.
   std::string forward_or(const std::string& subject, const std::string& fallback,
                          const std::string& body, std::string* reply);
 

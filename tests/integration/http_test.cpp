@@ -508,3 +508,43 @@ TEST_CASE(
   t2.join();
   t3.join();
 }
+
+TEST_CASE(
+    "http: a plain read of a long log goes on at the team's request_rate, and a request past "
+    "it is 429",
+    "[integration][http]") {
+  ClusterOptions o = ClusterOptions{}.with_config(R"(
+pools: [{name: default, gpu_type: a100}]
+teams:
+  - {name: nlp, limits: {request_rate: 2, request_burst: 2}}
+)");
+  o.node("n1", 2);
+  Cluster c(o);
+  REQUIRE(c.wait_nodes_alive(1, 20s));
+  const std::string base = c.start_gateway({"--token-cache-ms", "0"});
+  Http nlp{base, c.add_token("nlp"), "", ""};
+  // Submissions have their own rate; five pages of log at two a second do not.
+  const std::string id =
+      submit(nlp, Json{{"command", {"seq", "1", "150000"}}, {"resources", {{"gpus", 1}}}});
+  auto ended = c.wait_terminal(id, 30s);
+  REQUIRE(ended);
+  REQUIRE(ended->state == names::kSucceeded);
+  std::string expected;
+  for (int i = 1; i <= 150000; ++i) expected += std::to_string(i) + "\n";
+  auto whole = nlp.get("/v1/jobs/" + id + "/logs");
+  REQUIRE(whole);
+  CHECK(whole->status == 200);
+  CHECK(whole->body.size() == expected.size());
+  CHECK((whole->body == expected));
+  // Five requests at once, with at most two tokens in the bucket: refused,
+  // 429 rate_limited.
+  std::optional<httplib::Result> refused;
+  for (int i = 0; i < 5 && !refused; ++i) {
+    auto r = nlp.get("/v1/jobs/" + id);
+    REQUIRE(r);
+    if (r->status != 200) refused = std::move(r);
+  }
+  REQUIRE(refused);
+  check_problem(*refused, 429, "rate_limited");
+  CHECK_THAT((*refused)->body, Catch::Contains("request_rate 2/s"));
+}
