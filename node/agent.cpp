@@ -1,7 +1,8 @@
 // Owns the agent's worker table and its life cycle: launch (real or
 // simulated), stop with signal/SIGTERM/SIGKILL escalation, max_runtime_s,
-// reaping, Exited classification, register/heartbeat, logs requests and the
-// checkpoint watch.
+// reaping, Exited classification, register/heartbeat, logs requests, the
+// checkpoint watch, and the folder guard (a job's work dir size; ended jobs'
+// folders removed, node/job_dirs.hpp).
 #include "node/agent.hpp"
 
 #include <fcntl.h>
@@ -15,12 +16,14 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "bus/subjects.hpp"
 #include "messages/json_text.hpp"
 #include "messages/log_chunks.hpp"
 #include "node/agent_messages.hpp"
+#include "node/job_dirs.hpp"
 #include "node/logs.hpp"
 #include "node/process.hpp"
 
@@ -39,6 +42,28 @@ constexpr int64_t kMaxShippedLogBytes = 256LL << 20;
 
 std::chrono::seconds secs(long long s) {
   return std::chrono::seconds(std::min(std::max(s, 0LL), kMaxDelayS));
+}
+
+int64_t wall_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+int64_t mtime_ms(const std::string& p) {
+  struct stat st {};
+  if (::lstat(p.c_str(), &st) != 0) return 0;
+  return static_cast<int64_t>(st.st_mtim.tv_sec) * 1000 + st.st_mtim.tv_nsec / 1000000;
+}
+
+// When a job's folders here last changed: its folders' and its log files'
+// newest mtime (a log file is written until its worker ends).
+int64_t newest_change_ms(const std::string& work, const std::string& logs) {
+  int64_t t = std::max(mtime_ms(work), mtime_ms(logs));
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(logs, ec), end; !ec && it != end; it.increment(ec))
+    t = std::max(t, mtime_ms(it->path().string()));
+  return t;
 }
 
 bool path_exists(const std::string& p) {
@@ -146,6 +171,9 @@ void Agent::start() {
   timers_->after(std::chrono::milliseconds(first), [this] { on_heartbeat(); });
   // --simulate does nothing for checkpoints.
   if (!cfg_.simulate) timers_->after(kCheckpointPoll, [this] { on_checkpoint_poll(); });
+  // Nor writes folders.
+  if (!cfg_.simulate && (cfg_.disk_max_bytes > 0 || cfg_.dir_keep_ms > 0))
+    guard_ = std::thread([this] { guard_loop(); });
 }
 
 void Agent::publish_register() {
@@ -397,6 +425,10 @@ void Agent::launch_real(LaunchInfo info) {
                                      ", and this node runs no container runtime "
                                      "(troupe-node --runtime podman); it never runs an image's "
                                      "job on the host");
+  job_ended_ms_.erase(info.key.job_id);
+  // Its work dir's size ended the last attempt here: this one starts empty.
+  if (disk_limited_.count(info.key.job_id) != 0 && trash_folders_locked(info.key.job_id, false))
+    disk_limited_.erase(info.key.job_id);
   Worker w;
   ProcessSpec spec;
   spec.argv = info.command;
@@ -690,6 +722,10 @@ void Agent::on_child_exit(pid_t pid, std::optional<int> status) {
                std::to_string(cfg_.log_max_bytes / (1024 * 1024)) +
                " MiB, the node's --job-log-max-mb";
   }
+  if (cause == EndCause::disk_limit)
+    e.reason = "disk_limit: its work dir passed " +
+               std::to_string(cfg_.disk_max_bytes / (1024 * 1024)) +
+               " MiB, the node's --job-disk-max-mb";
   if (ooms > 0 && cause == EndCause::natural)
     e.reason = "oom_killed: the memory limit of " +
                std::to_string(it->second.cgroup->memory_limit() / (1024 * 1024)) +
@@ -706,6 +742,8 @@ void Agent::finish(const WorkerKey& key, const ExitInfo& e) {
   running_.erase(key);
   finished_.remember(key);
   ended_.remember(key, e);
+  if (cfg_.dir_keep_ms > 0 && !cfg_.simulate && !job_running_locked(key.job_id))
+    job_ended_ms_[key.job_id] = wall_ms();
   publish_exited(key, e);
   if (running_.empty()) idle_cv_.notify_all();
 }
@@ -715,9 +753,120 @@ void Agent::publish_exited(const WorkerKey& key, const ExitInfo& e) {
   send(exited_subject_, make_exited(cfg_.name, key, e));
 }
 
+// --- the folder guard --------------------------------------------------------------
+
+void Agent::guard_loop() {
+  const auto period =
+      std::chrono::milliseconds(cfg_.dir_check_ms > 0 ? cfg_.dir_check_ms : 5 * cfg_.heartbeat_ms);
+  empty_trash();  // what an earlier agent left
+  std::unique_lock<std::mutex> lock(guard_mu_);
+  while (!guard_cv_.wait_for(lock, period, [this] { return guard_stop_; })) {
+    lock.unlock();
+    guard_round();
+    lock.lock();
+  }
+}
+
+bool Agent::job_running_locked(const std::string& job_id) const {
+  auto it = running_.lower_bound(
+      WorkerKey{job_id, std::numeric_limits<int>::min(), std::numeric_limits<int>::min()});
+  return it != running_.end() && it->first.job_id == job_id;
+}
+
+void Agent::guard_round() {
+  const std::string jobs = cfg_.state_dir + "/jobs", logs = cfg_.state_dir + "/logs";
+  if (cfg_.disk_max_bytes > 0) {
+    std::set<std::string> ids;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const auto& [k, w] : running_)
+        if (w.pid != 0 && w.cause == EndCause::natural) ids.insert(k.job_id);
+    }
+    for (const auto& id : ids)
+      if (auto used = disk_usage(work_dir(cfg_.state_dir, id)); used && *used > cfg_.disk_max_bytes)
+        over_disk_limit(id, *used);
+  }
+  std::set<std::string> names;
+  for (const auto& d : {jobs, logs})
+    for (auto& n : folder_names(d)) names.insert(std::move(n));
+  const int64_t now = wall_ms();
+  for (const auto& id : names) {
+    JobFolder f;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      f.running = job_running_locked(id);
+      f.disk_limited = disk_limited_.count(id) != 0;
+      if (auto it = job_ended_ms_.find(id); it != job_ended_ms_.end()) f.ended_ms = it->second;
+    }
+    if (f.running) continue;
+    if (f.ended_ms < 0) f.mtime_ms = newest_change_ms(jobs + "/" + id, logs + "/" + id);
+    const Removal r = removal_of(f, now, cfg_.dir_keep_ms);
+    if (r == Removal::keep) continue;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!trash_folders_locked(id, r == Removal::all)) continue;  // launched again meanwhile
+    disk_limited_.erase(id);
+    if (r == Removal::all) job_ended_ms_.erase(id);
+  }
+  empty_trash();
+}
+
+void Agent::over_disk_limit(const std::string& job_id, int64_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [k, w] : running_) {
+    if (k.job_id != job_id || w.pid == 0 || w.cause != EndCause::natural) continue;
+    spdlog::warn("{} (pid {}): its work dir holds {} bytes, past {} MiB: killed", to_string(k),
+                 w.pid, static_cast<long long>(bytes), cfg_.disk_max_bytes / (1024 * 1024));
+    StopPlan plan;
+    plan.signal = SIGKILL;  // a grace period would let it write on at disk speed
+    stop_worker(w, EndCause::disk_limit, plan);
+    ++counters_.disk_limit_kills;
+    disk_limited_.insert(job_id);
+  }
+}
+
+bool Agent::trash_folders_locked(const std::string& job_id, bool logs) {
+  if (job_running_locked(job_id)) return false;
+  const std::string trash = cfg_.state_dir + "/trash";
+  std::error_code ec;
+  std::filesystem::create_directories(trash, ec);
+  (void)::chmod(trash.c_str(), 0700);
+  std::vector<std::string> from = {work_dir(cfg_.state_dir, job_id)};
+  if (logs) from.push_back(log_dir(cfg_.state_dir, job_id));
+  for (const auto& f : from) {
+    const std::string to =
+        trash + "/" + std::to_string(wall_ms()) + "-" + std::to_string(++trash_seq_);
+    if (::rename(f.c_str(), to.c_str()) != 0 && errno != ENOENT) {
+      spdlog::warn("cannot move {} away: {}", f, std::strerror(errno));
+      ++counters_.folder_removal_failures;
+    }
+  }
+  return true;
+}
+
+void Agent::empty_trash() {
+  const std::string trash = cfg_.state_dir + "/trash";
+  for (const auto& name : folder_names(trash)) {
+    const std::string path = trash + "/" + name;
+    bool gone = remove_tree(path);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (gone) {
+      ++counters_.folders_removed;
+    } else {
+      ++counters_.folder_removal_failures;
+      spdlog::warn("cannot remove {} (left in the trash)", path);
+    }
+  }
+}
+
 // --- shutdown -------------------------------------------------------------------------
 
 void Agent::shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(guard_mu_);
+    guard_stop_ = true;
+  }
+  guard_cv_.notify_all();
+  if (guard_.joinable()) guard_.join();
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (shut_down_ || shutting_down_) return;

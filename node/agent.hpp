@@ -18,6 +18,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -48,6 +49,16 @@ struct AgentConfig {
   // heartbeat, its attempt ends "log_limit: ..." and its log is cut to it;
   // 0: no limit.
   long long log_max_bytes = 0;
+  // A job's work dir holding more than this (du, at each folder check) ends
+  // its workers here with SIGKILL, "disk_limit: ...", and the dir is emptied
+  // before the job's next worker here; 0: no limit.
+  long long disk_max_bytes = 0;
+  // An ended job's work dir and log folder here are removed this long after
+  // its last worker here ended (the scheduler reads an ended job's log from
+  // its team's stream); 0: kept for ever.
+  int64_t dir_keep_ms = 0;
+  // How often the folder guard measures and sweeps; 0: five heartbeats.
+  int dir_check_ms = 0;
   Inventory inventory;
   // The environment a worker starts from when isolation is off (the agent's
   // PATH, locale and the like, "K=V"). With isolation on it starts from
@@ -78,9 +89,12 @@ struct AgentCounters {
   uint64_t launches = 0;      // launches accepted (Started published)
   uint64_t duplicates = 0;    // Launch ignored as a duplicate
   uint64_t launch_failures = 0;
-  uint64_t exits = 0;        // Exited published
-  uint64_t checkpoints = 0;  // Checkpointed published
-  uint64_t log_chunks = 0;   // chunks of workers' output shipped to TROUPE_LOGS_<team>
+  uint64_t exits = 0;             // Exited published
+  uint64_t checkpoints = 0;       // Checkpointed published
+  uint64_t log_chunks = 0;        // chunks of workers' output shipped to TROUPE_LOGS_<team>
+  uint64_t disk_limit_kills = 0;  // workers killed for their job's work dir size
+  uint64_t folders_removed = 0;   // ended jobs' folders removed (node/job_dirs.hpp)
+  uint64_t folder_removal_failures = 0;
 };
 
 // How a Stop asks a worker to end: `signal` to its process group now; when it
@@ -188,6 +202,20 @@ class Agent {
   void on_heartbeat();
   void on_checkpoint_poll();
 
+  // The folder guard (its own thread, cfg_.dir_check_ms apart; no lock held
+  // while du or rm runs): kills the workers of a job whose work dir passed
+  // cfg_.disk_max_bytes, and moves the folders node/job_dirs.hpp's
+  // removal_of gives up into <state>/trash (with mu_, so a Launch never
+  // sees them half gone), then removes the trash.
+  void guard_loop();
+  void guard_round();
+  void over_disk_limit(const std::string& job_id, int64_t bytes);
+  // With mu_ held: renames the job's work dir (and with `logs` its log
+  // folder) into the trash. False when a worker of the job runs here.
+  bool trash_folders_locked(const std::string& job_id, bool logs);
+  bool job_running_locked(const std::string& job_id) const;
+  void empty_trash();
+
   void send(const std::string& subject, const wire::Bytes& bytes);
   // Publishes what the worker's log gained since the last call, at most
   // `budget` bytes (in chunks; never waits for the bus: a slow bus drops).
@@ -217,11 +245,22 @@ class Agent {
   bool fenced(uint64_t epoch, const std::string& what);
   wire::Bytes register_locked() const;
   uint64_t next_id_ = 1;
+  // Folders: when each job's last worker here ended (wall ms; only with
+  // cfg_.dir_keep_ms), and the jobs killed for their work dir's size.
+  std::unordered_map<std::string, int64_t> job_ended_ms_;
+  std::set<std::string> disk_limited_;
+  uint64_t trash_seq_ = 0;
   uint64_t heartbeat_seq_ = 0;
   bool started_ = false;
   bool shutting_down_ = false;
   bool shut_down_ = false;
   AgentCounters counters_;
+
+  // The folder guard's thread and its wake-up (shutdown stops it first).
+  std::mutex guard_mu_;
+  std::condition_variable guard_cv_;
+  bool guard_stop_ = false;
+  std::thread guard_;
 
   // Declared last: destroyed first, so their threads stop before the state above goes.
   std::shared_ptr<TimerQueue> timers_;

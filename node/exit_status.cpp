@@ -27,6 +27,9 @@ ExitInfo classify(int exit_code, int signal, EndCause cause) {
     case EndCause::log_limit:
       e.reason = "log_limit: its output passed the node's limit";
       break;
+    case EndCause::disk_limit:
+      e.reason = "disk_limit: its work dir passed the node's limit";
+      break;
     case EndCause::natural:
       e.reason = signal > 0 ? "killed by signal " + std::to_string(signal)
                             : "exited with code " + std::to_string(exit_code);

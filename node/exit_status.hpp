@@ -13,6 +13,7 @@ enum class EndCause {
   max_runtime,  // we killed it for max_runtime_s
   shutdown,     // the agent is shutting down (an infrastructure end, not the job's)
   log_limit,    // we killed it: its output passed the agent's --job-log-max-mb
+  disk_limit,   // we killed it: its job's work dir passed the agent's --job-disk-max-mb
 };
 
 struct ExitInfo {

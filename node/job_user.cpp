@@ -5,8 +5,6 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <pwd.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -15,8 +13,7 @@
 #include <vector>
 
 #include "node/isolation.hpp"
-
-extern char** environ;
+#include "node/process.hpp"
 
 namespace troupe::node {
 
@@ -46,25 +43,6 @@ std::optional<JobUser> by_uid(uid_t uid) {
   if (::getpwuid_r(uid, &pw, buf.data(), buf.size(), &out) != 0 || out == nullptr)
     return std::nullopt;
   return JobUser{pw.pw_uid, pw.pw_gid, pw.pw_name};
-}
-
-// Runs a command, returns its exit status (-1: could not run it).
-int run(const std::vector<std::string>& args) {
-  std::vector<char*> argv;
-  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  pid_t pid = -1;
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-  int rc = ::posix_spawnp(&pid, argv[0], &fa, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) return -1;
-  int st = 0;
-  while (::waitpid(pid, &st, 0) < 0)
-    if (errno != EINTR) return -1;
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
 }  // namespace
@@ -117,11 +95,11 @@ std::optional<JobUser> JobUsers::resolve(const std::string& team, long long run_
       if (::getgrgid(want) == nullptr)
         groupadd.insert(groupadd.end(), {"--gid", std::to_string(want)});
       groupadd.push_back(name);
-      (void)run(groupadd);
+      (void)run_tool(groupadd);
     }
-    int rc =
-        run({"useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent", "--shell",
-             "/usr/sbin/nologin", "--gid", name, "--uid", std::to_string(want), name});
+    int rc = run_tool({"useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent",
+                       "--shell", "/usr/sbin/nologin", "--gid", name, "--uid", std::to_string(want),
+                       name});
     if (rc == 0) continue;  // read it back above
     if (rc < 0)
       return fail("cannot run useradd to create " + name + " (is the passwd package installed?)");

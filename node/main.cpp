@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -222,6 +223,15 @@ int run(int argc, char** argv, const sigset_t& signals) {
   cfg.simulate = opt.simulate;
   cfg.grace_s = opt.grace_s;
   cfg.log_max_bytes = opt.job_log_max_mb * 1024 * 1024;
+  cfg.disk_max_bytes = opt.job_disk_max_mb * 1024 * 1024;
+  if (opt.job_disk_max_mb < 0) {  // a quarter of the state folder's file system
+    struct statvfs fs {};
+    cfg.disk_max_bytes = ::statvfs(opt.state_dir.c_str(), &fs) == 0
+                             ? static_cast<long long>(fs.f_blocks / 4 * fs.f_frsize)
+                             : 0;
+  }
+  cfg.dir_keep_ms = opt.job_dir_keep_s * 1000;
+  cfg.dir_check_ms = opt.job_dir_check_ms;
   cfg.heartbeat_ms = opt.heartbeat_ms;
   cfg.inventory = node::build_inventory(opt, node::probe_machine(opt));
   cfg.base_env = own_environment();

@@ -131,6 +131,7 @@ std::string worker_exit_cause(int exit_code, int signal, const std::string& reas
     return "stopped";  // also "stopped: the node agent is shutting down"
   if (reason.rfind("exceeded max_runtime", 0) == 0) return "max_runtime";
   if (reason.rfind("log_limit", 0) == 0) return "log_limit";
+  if (reason.rfind("disk_limit", 0) == 0) return "disk_limit";
   if (reason.rfind("launch failed", 0) == 0) return "launch_failed";
   if (signal > 0) return "signal";
   if (exit_code == 0) return "succeeded";

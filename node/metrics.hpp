@@ -73,7 +73,7 @@ class GpuHolders {
 };
 
 // The bounded cause label of one worker's exit as the agent reports it:
-// succeeded, exit_code, signal, max_runtime, log_limit, stopped, launch_failed, other.
+// succeeded, exit_code, signal, max_runtime, log_limit, disk_limit, stopped, launch_failed, other.
 std::string worker_exit_cause(int exit_code, int signal, const std::string& reason);
 
 // ---- the exporter ----

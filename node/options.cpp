@@ -9,6 +9,11 @@
 
 namespace troupe::node {
 
+namespace {
+// A size in MiB that stays far from overflow in bytes.
+constexpr long long kMaxMiB = 1LL << 30;
+}  // namespace
+
 std::string sanitize_node_name(const std::string& hostname) {
   std::string out;
   for (char c : hostname) {
@@ -76,7 +81,22 @@ ParseResult parse_options(int argc, const char* const* argv, const EnvLookup& en
                  "a worker whose output passes this many MiB on the node is killed (its "
                  "attempt fails with cause log_limit) and its log cut there; 0: no limit")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0LL, kMaxMiB));
+  app.add_option("--job-disk-max-mb", o.job_disk_max_mb,
+                 "a job whose work dir on the node holds more than this many MiB has its "
+                 "workers there killed (the attempt fails with cause disk_limit) and the dir "
+                 "emptied; 0: no limit; -1 (default): a quarter of the state folder's file system")
+      ->capture_default_str()
+      ->check(CLI::Range(-1LL, kMaxMiB));
+  app.add_option("--job-dir-keep-s", o.job_dir_keep_s,
+                 "seconds an ended job's work dir and log folder stay on the node after its "
+                 "last worker there ended (its log stays in its team's stream); 0: for ever")
+      ->capture_default_str()
+      ->check(CLI::Range(0LL, 10LL * 365 * 86400));
+  app.add_option("--job-dir-check-ms", o.job_dir_check_ms,
+                 "how often work dirs are measured and ended jobs' folders removed")
+      ->capture_default_str()
+      ->check(CLI::Range(10, 3600 * 1000));
   app.add_option("--grace-s", o.grace_s, "seconds between SIGTERM and SIGKILL")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);

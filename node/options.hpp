@@ -38,6 +38,16 @@ struct Options {
   // passes this many MiB is killed, its attempt failed "log_limit", and its
   // log cut there; 0: no limit.
   long long job_log_max_mb = 4096;
+  // --job-disk-max-mb: a job whose work dir on this node holds more than this
+  // many MiB has its workers here killed (attempt failed "disk_limit") and the
+  // dir emptied; 0: no limit; -1 (default): a quarter of the file system the
+  // state folder is on.
+  long long job_disk_max_mb = -1;
+  // --job-dir-keep-s: an ended job's work dir and log folder stay this long
+  // after its last worker here ended; 0: for ever. --job-dir-check-ms: how
+  // often the agent measures work dirs and removes ended jobs' folders.
+  long long job_dir_keep_s = 86400;
+  int job_dir_check_ms = 5000;
   std::string log_level = "info";
   std::string metrics;  // HOST:PORT of its own /metrics ("" = none)
   // --count N (N > 1 needs --simulate): N simulated agents in one process,

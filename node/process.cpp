@@ -6,14 +6,18 @@
 #include <grp.h>
 #include <linux/close_range.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <system_error>
+
+extern char** environ;
 
 namespace troupe::node {
 
@@ -208,6 +212,43 @@ bool signal_group(pid_t pid, int sig) {
   if (pid <= 0) return false;
   if (::kill(-pid, sig) == 0) return true;
   return ::kill(pid, sig) == 0;
+}
+
+int run_tool(const std::vector<std::string>& args, std::string* out) {
+  if (args.empty()) return -1;
+  std::vector<char*> argv;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  int fds[2] = {-1, -1};
+  if (out != nullptr && ::pipe2(fds, O_CLOEXEC) != 0) return -1;
+  UniqueFd read_end(fds[0]), write_end(fds[1]);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  if (out != nullptr)
+    posix_spawn_file_actions_adddup2(&fa, write_end.get(), 1);
+  else
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+  pid_t pid = -1;
+  int rc = ::posix_spawnp(&pid, argv[0], &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  write_end.reset();
+  if (rc != 0) return -1;
+  if (out != nullptr) {
+    out->clear();
+    char buf[4096];
+    for (;;) {
+      ssize_t n = ::read(read_end.get(), buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      if (out->size() < (64u << 10)) out->append(buf, static_cast<size_t>(n));
+    }
+  }
+  int st = 0;
+  while (::waitpid(pid, &st, 0) < 0)
+    if (errno != EINTR) return -1;
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
 }  // namespace troupe::node

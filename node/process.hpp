@@ -75,6 +75,12 @@ SpawnResult spawn_process(const ProcessSpec& spec);
 // Returns false when neither exists.
 bool signal_group(pid_t pid, int sig);
 
+// Runs a tool of the host (useradd, du, rm: looked up in the agent's PATH)
+// and waits for it: stdin and stderr /dev/null, stdout into `out` (at most
+// 64 KiB) when given, else /dev/null. Returns its exit status, or -1 when it
+// could not run or was killed. Not for workers (spawn_process).
+int run_tool(const std::vector<std::string>& args, std::string* out = nullptr);
+
 // The PATH candidates execvp would try for `file` given the child env.
 std::vector<std::string> exec_candidates(const std::string& file,
                                          const std::vector<std::string>& env);

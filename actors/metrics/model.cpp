@@ -243,9 +243,9 @@ const SeriesInfo* find_series(const std::vector<SeriesInfo>& table, std::string_
 
 const std::vector<std::string>& known_causes() {
   static const std::vector<std::string> causes = {
-      "succeeded",   "exit_code",     "signal",    "oom_killed", "log_limit",
-      "max_runtime", "launch_failed", "node_lost", "agent_lost", "preempted",
-      "canceled",    "stopped",       "other"};
+      "succeeded",  "exit_code",   "signal",        "oom_killed", "log_limit",
+      "disk_limit", "max_runtime", "launch_failed", "node_lost",  "agent_lost",
+      "preempted",  "canceled",    "stopped",       "other"};
   return causes;
 }
 
@@ -261,6 +261,7 @@ std::string cause_of(std::string_view state, std::string_view reason,
   auto r = core_reason(reason);
   if (starts_with(r, "exited with code")) return "exit_code";
   if (starts_with(r, "log_limit")) return "log_limit";
+  if (starts_with(r, "disk_limit")) return "disk_limit";
   if (contains(r, "oom") || contains(r, "OOM") || contains(r, "out of memory")) return "oom_killed";
   if (starts_with(r, "killed by signal")) return "signal";
   if (starts_with(r, "exceeded max_runtime")) return "max_runtime";

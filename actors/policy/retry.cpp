@@ -15,6 +15,8 @@ Outcome classify_exit(int exit_code, int signal, std::string_view reason, bool s
   if (reason.rfind("oom_killed", 0) == 0) return {FailureKind::kUser, "oom_killed"};
   // The agent killed it: its output passed the node's --job-log-max-mb.
   if (reason.rfind("log_limit", 0) == 0) return {FailureKind::kUser, "log_limit"};
+  // Its job's work dir passed the node's --job-disk-max-mb.
+  if (reason.rfind("disk_limit", 0) == 0) return {FailureKind::kUser, "disk_limit"};
   if (reason.rfind("launch failed", 0) == 0) return {FailureKind::kInfra, "launch_failed"};
   if (reason.find("shutting down") != std::string_view::npos ||
       reason.find("agent lost") != std::string_view::npos)

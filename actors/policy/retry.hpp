@@ -16,7 +16,7 @@ enum class FailureKind { kNone, kUser, kInfra };
 
 struct Outcome {
   FailureKind kind = FailureKind::kNone;
-  std::string cause;  // succeeded, exit_code, signal, oom_killed, log_limit, max_runtime,
+  std::string cause;  // succeeded, exit_code, signal, oom_killed, log_limit, disk_limit, max_runtime,
                       // launch_failed, node_lost, agent_lost, preempted, canceled, stopped
 };
 

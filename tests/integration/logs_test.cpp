@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <tuple>
 
 #include "bus/subjects.hpp"
@@ -98,6 +99,52 @@ TEST_CASE(
   auto done = c.wait_terminal(next, 30s);
   REQUIRE(done);
   CHECK(done->state == names::kSucceeded);
+  CHECK(c.logs("nlp", next).data == "fine\n");
+}
+
+TEST_CASE(
+    "logs: a job whose work dir passes the node's disk limit is killed, failed disk_limit, an "
+    "ended job's folders leave the node and its log is still read",
+    "[integration][logs][disk]") {
+  Cluster c(ClusterOptions{}.node_args(
+      "n1", 2, false, "a100",
+      {"--job-disk-max-mb", "2", "--job-dir-keep-s", "1", "--job-dir-check-ms", "100"}));
+  REQUIRE(c.wait_nodes_alive(1, 20s));
+  const std::string state = c.file("node-n1-state");
+  auto gone = [&](const std::string& id) {
+    for (auto deadline = Clock::now() + 20s; Clock::now() < deadline;) {
+      if (!std::filesystem::exists(state + "/jobs/" + id) &&
+          !std::filesystem::exists(state + "/logs/" + id))
+        return true;
+      std::this_thread::sleep_for(50ms);
+    }
+    return false;
+  };
+  // Writes 8 MiB into its work dir, then would wait a minute.
+  const std::string id = c.submit_ok(
+      "nlp",
+      job_spec("nlp", {"sh", "-c", "echo start; head -c 8388608 /dev/zero > big; sleep 60"}));
+  auto ended = c.wait_terminal(id, 60s);
+  REQUIRE(ended);
+  INFO(ended->json.dump());
+  CHECK(ended->state == names::kFailed);
+  CHECK(ended->json.value("cause", "") == "disk_limit");
+  CHECK(ended->json.value("reason", "").find("its work dir passed 2 MiB") != std::string::npos);
+
+  // A second after its end, its folders leave the node; its log is read from
+  // the team's stream.
+  CHECK(gone(id));
+  LogRead log = c.logs("nlp", id);
+  REQUIRE(log.ok);
+  CHECK(log.data == "start\n");
+
+  // The node goes on: a job under the limit succeeds, and its folders go too.
+  const std::string next =
+      c.submit_ok("nlp", job_spec("nlp", {"sh", "-c", "head -c 100000 /dev/zero > f; echo fine"}));
+  auto done = c.wait_terminal(next, 30s);
+  REQUIRE(done);
+  CHECK(done->state == names::kSucceeded);
+  CHECK(gone(next));
   CHECK(c.logs("nlp", next).data == "fine\n");
 }
 

@@ -47,6 +47,8 @@ TEST_CASE("cause labels are bounded and follow the reason text", "[metrics]") {
   CHECK(cause_of("failed", "log_limit: its output passed 1 MiB, the node's --job-log-max-mb") ==
         "log_limit");
   CHECK(cause_of("failed", "x", "log_limit") == "log_limit");
+  CHECK(cause_of("failed", "disk_limit: its work dir passed 2 MiB, the node's --job-disk-max-mb") ==
+        "disk_limit");
   // The event's own cause wins when it is one of the known values.
   CHECK(cause_of("failed", "exited with code 137", "oom_killed") == "oom_killed");
   CHECK(cause_of("queued", "", "preempted") == "preempted");

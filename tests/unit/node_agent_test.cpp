@@ -8,11 +8,14 @@
 
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <filesystem>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "bus/subjects.hpp"
 #include "node/agent.hpp"
+#include "node/job_dirs.hpp"
 #include "node/process.hpp"
 #include "node/test_support.hpp"
 
@@ -80,7 +83,8 @@ struct Fixture {
   std::string exited = subjects::agent_to_scheduler(kNode, subjects::kExited);
   std::string started = subjects::agent_to_scheduler(kNode, subjects::kStarted);
 
-  explicit Fixture(bool simulate = false, int grace_s = 10, int heartbeat_ms = 60000) {
+  explicit Fixture(bool simulate = false, int grace_s = 10, int heartbeat_ms = 60000,
+                   const std::function<void(AgentConfig&)>& tweak = {}) {
     AgentConfig cfg;
     cfg.name = kNode;
     cfg.state_dir = tmp.path();
@@ -88,6 +92,7 @@ struct Fixture {
     cfg.grace_s = grace_s;
     cfg.heartbeat_ms = heartbeat_ms;
     cfg.base_env = {"PATH=/usr/local/bin:/usr/bin:/bin", "AGENT_VAR=from-agent"};
+    if (tweak) tweak(cfg);
     agent = std::make_unique<Agent>(
         cfg, [this](const std::string& s, const void* d, size_t n) { cap(s, d, n); });
   }
@@ -276,6 +281,112 @@ TEST_CASE("node agent: max_runtime_s kills the worker", "[node][agent]") {
   CHECK(x->exit_code() == -1);
   CHECK(x->signal() == SIGKILL);
   CHECK(wire::str(x->reason()) == "exceeded max_runtime_s");
+}
+
+namespace {
+
+// Waits until `pred` holds; false at the deadline.
+bool eventually(const std::function<bool()>& pred, std::chrono::milliseconds t = 10s) {
+  auto deadline = std::chrono::steady_clock::now() + t;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(20ms);
+  }
+  return pred();
+}
+
+// A worker of job `id` that runs `script` with /bin/sh.
+LaunchArgs shell_job(const std::string& id, const std::string& script) {
+  LaunchArgs a;
+  a.job_id = id;
+  a.command = {"/bin/sh", "-c", script};
+  return a;
+}
+
+bool exists(const std::string& p) {
+  std::error_code ec;
+  return std::filesystem::exists(std::filesystem::symlink_status(p, ec));
+}
+
+}  // namespace
+
+TEST_CASE(
+    "node agent: a job whose work dir passes the disk limit is killed disk_limit, and its "
+    "next attempt starts with an empty work dir",
+    "[node][agent][disk]") {
+  Fixture f(false, 10, 60000, [](AgentConfig& c) {
+    c.disk_max_bytes = 2 << 20;
+    c.dir_check_ms = 50;
+  });
+  f.agent->start();
+  LaunchArgs big = shell_job("j-big", "echo writing; head -c 4194304 /dev/zero > big; sleep 30");
+  f.agent->on_message(launch_msg(shell_job("j-small", "head -c 100000 /dev/zero > f; sleep 1")));
+  f.agent->on_message(launch_msg(big));
+  REQUIRE(f.cap.wait_count(f.exited, 2, 15s));
+  bool saw_big = false, saw_small = false;
+  for (const auto& p : f.cap.on(f.exited)) {
+    const auto* x = p.envelope()->body_as_Exited();
+    REQUIRE(x);
+    INFO(wire::str(x->job_id()) << ": " << wire::str(x->reason()));
+    if (wire::str(x->job_id()) == "j-big") {
+      saw_big = true;
+      CHECK(x->signal() == SIGKILL);
+      CHECK(wire::str(x->reason()) ==
+            "disk_limit: its work dir passed 2 MiB, the node's --job-disk-max-mb");
+    } else {
+      saw_small = true;  // under the limit: it ran to its end
+      CHECK(x->exit_code() == 0);
+    }
+  }
+  CHECK(saw_big);
+  CHECK(saw_small);
+  CHECK(f.agent->counters().disk_limit_kills == 1);
+  // Its log stays (the user reads why); the next attempt's work dir is empty.
+  CHECK(test::read_file(log_path(f.tmp.path(), WorkerKey{"j-big", 0, 0})) == "writing\n");
+  big.attempt = 1;
+  big.command = {"/bin/sh", "-c", "if test -e big; then echo full; else echo empty; fi"};
+  f.agent->on_message(launch_msg(big));
+  REQUIRE(f.cap.wait_count(f.exited, 3, 10s));
+  CHECK(test::read_file(log_path(f.tmp.path(), WorkerKey{"j-big", 1, 0})) == "empty\n");
+  // What was moved away is removed.
+  CHECK(eventually([&] { return folder_names(f.tmp.path() + "/trash").empty(); }));
+}
+
+TEST_CASE(
+    "node agent: an ended job's folders are removed once kept long enough, a running "
+    "job's never",
+    "[node][agent][disk]") {
+  // A folder an earlier agent left, last changed an hour ago.
+  Fixture f(false, 10, 60000, [](AgentConfig& c) {
+    c.dir_keep_ms = 1000;
+    c.dir_check_ms = 50;
+  });
+  const std::string old_work = work_dir(f.tmp.path(), "j-old");
+  std::filesystem::create_directories(old_work + "/sub");
+  test::write_file(old_work + "/sub/data", "x");
+  for (const auto& p : {old_work + "/sub/data", old_work + "/sub", old_work}) {
+    std::error_code ec;
+    std::filesystem::last_write_time(
+        p, std::filesystem::file_time_type::clock::now() - std::chrono::hours(1), ec);
+    REQUIRE_FALSE(ec);
+  }
+  f.agent->start();
+  f.agent->on_message(launch_msg(shell_job("j-runs", "echo hi > f; echo up; sleep 30")));
+  f.agent->on_message(launch_msg(shell_job("j-done", "echo hi > f; echo done")));
+  REQUIRE(f.cap.wait_count(f.exited, 1, 10s));
+  // Kept for now (it ended just now, dir_keep_ms is a second).
+  CHECK(exists(work_dir(f.tmp.path(), "j-done") + "/f"));
+  REQUIRE(f.wait_log(WorkerKey{"j-runs", 0, 0}, "up"));
+  CHECK(eventually([&] { return !exists(old_work); }));
+  CHECK(eventually([&] {
+    return !exists(work_dir(f.tmp.path(), "j-done")) && !exists(log_dir(f.tmp.path(), "j-done"));
+  }));
+  // The running job's folders stay, well after that.
+  CHECK(exists(work_dir(f.tmp.path(), "j-runs") + "/f"));
+  CHECK(exists(log_path(f.tmp.path(), WorkerKey{"j-runs", 0, 0})));
+  CHECK(eventually([&] { return folder_names(f.tmp.path() + "/trash").empty(); }));
+  CHECK(f.agent->counters().folders_removed >= 3);
+  CHECK(f.agent->counters().folder_removal_failures == 0);
 }
 
 TEST_CASE("node agent: duplicate launches start nothing, a finished worker's exit is told again",

@@ -172,6 +172,18 @@ TEST_CASE("troupe-node isolation options", "[node][isolation]") {
   REQUIRE(logs.options);
   CHECK(logs.options->job_log_max_mb == 0);  // no limit
   CHECK_FALSE(parse({"--job-log-max-mb", "-1"}).options);
+  CHECK_FALSE(parse({"--job-log-max-mb", "9000000000000000"}).options);  // overflows in bytes
+  // A job's work dir: a quarter of the file system unless told; its folders
+  // kept a day after it ended.
+  CHECK(d.options->job_disk_max_mb == -1);
+  CHECK(d.options->job_dir_keep_s == 86400);
+  auto disk = parse({"--job-disk-max-mb", "2", "--job-dir-keep-s", "0"});
+  REQUIRE(disk.options);
+  CHECK(disk.options->job_disk_max_mb == 2);
+  CHECK(disk.options->job_dir_keep_s == 0);
+  CHECK_FALSE(parse({"--job-disk-max-mb", "-2"}).options);
+  CHECK_FALSE(parse({"--job-disk-max-mb", "9000000000000000"}).options);
+  CHECK_FALSE(parse({"--job-dir-keep-s", "-1"}).options);
   CHECK_FALSE(parse({"--sandbox", "docker"}).options);
   CHECK_FALSE(parse({"--runtime", "crun"}).options);
 

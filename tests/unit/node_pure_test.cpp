@@ -13,6 +13,7 @@
 #include "node/agent_messages.hpp"
 #include "node/exit_status.hpp"
 #include "node/inventory.hpp"
+#include "node/job_dirs.hpp"
 #include "node/launch_spec.hpp"
 #include "node/options.hpp"
 #include "node/recent.hpp"
@@ -378,4 +379,29 @@ TEST_CASE("Recent remembers its last N keys and forgets the oldest first", "[nod
   CHECK(r.items().size() == 2);
   CHECK(r.remember(1, "e"));  // new again
   CHECK_FALSE(r.contains(2));
+}
+
+TEST_CASE("node job folders: what goes of an ended job's folders, and when", "[node][disk]") {
+  const int64_t keep = 60000, now = 1000000;
+  JobFolder f;
+  f.ended_ms = now - keep;
+  CHECK(removal_of(f, now, keep) == Removal::all);
+  f.ended_ms = now - keep + 1;
+  CHECK(removal_of(f, now, keep) == Removal::keep);
+  f.disk_limited = true;  // its size ended it: the work dir goes at once, the log stays
+  CHECK(removal_of(f, now, keep) == Removal::work_dir);
+  CHECK(removal_of(f, now + 1, keep) == Removal::all);
+  f.running = true;  // never while a worker of it runs here
+  CHECK(removal_of(f, now + keep * 10, keep) == Removal::keep);
+  // End not known (an earlier agent's): the folder's own last change.
+  JobFolder old;
+  old.mtime_ms = now - 2 * keep;
+  CHECK(removal_of(old, now, keep) == Removal::all);
+  old.mtime_ms = now;
+  CHECK(removal_of(old, now, keep) == Removal::keep);
+  // keep 0: kept for ever, except a work dir that ended its job.
+  old.mtime_ms = 0;
+  CHECK(removal_of(old, now, 0) == Removal::keep);
+  old.disk_limited = true;
+  CHECK(removal_of(old, now, 0) == Removal::work_dir);
 }

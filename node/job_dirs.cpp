@@ -1,0 +1,45 @@
+// Owns the policy and tools for a node's job folders (node/job_dirs.hpp).
+#include "node/job_dirs.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+
+#include "node/process.hpp"
+
+namespace troupe::node {
+
+Removal removal_of(const JobFolder& f, int64_t now_ms, int64_t keep_ms) {
+  if (f.running) return Removal::keep;
+  const int64_t since = f.ended_ms >= 0 ? f.ended_ms : f.mtime_ms;
+  if (keep_ms > 0 && now_ms - since >= keep_ms) return Removal::all;
+  return f.disk_limited ? Removal::work_dir : Removal::keep;
+}
+
+std::optional<int64_t> disk_usage(const std::string& path) {
+  std::string out;
+  // A folder du cannot read (exit 1) still leaves the total of the rest.
+  if (run_tool({"du", "-s", "-x", "-B1", "--", path}, &out) < 0) return std::nullopt;
+  char* end = nullptr;
+  long long n = std::strtoll(out.c_str(), &end, 10);
+  if (end == out.c_str() || n < 0) return std::nullopt;
+  return n;
+}
+
+bool remove_tree(const std::string& path) {
+  (void)run_tool({"rm", "-rf", "--one-file-system", "--", path});
+  std::error_code ec;
+  return !std::filesystem::exists(std::filesystem::symlink_status(path, ec));
+}
+
+std::vector<std::string> folder_names(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    if (it->is_directory(ec) && !it->is_symlink(ec)) out.push_back(it->path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace troupe::node
