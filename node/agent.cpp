@@ -172,8 +172,11 @@ void Agent::start() {
   // --simulate does nothing for checkpoints.
   if (!cfg_.simulate) timers_->after(kCheckpointPoll, [this] { on_checkpoint_poll(); });
   // Nor writes folders.
-  if (!cfg_.simulate && (cfg_.disk_max_bytes > 0 || cfg_.dir_keep_ms > 0))
+  if (!cfg_.simulate &&
+      (cfg_.disk_max_bytes > 0 || cfg_.dir_keep_ms > 0 || cfg_.dir_gc_percent > 0)) {
+    guard_on_ = true;
     guard_ = std::thread([this] { guard_loop(); });
+  }
 }
 
 void Agent::publish_register() {
@@ -742,8 +745,7 @@ void Agent::finish(const WorkerKey& key, const ExitInfo& e) {
   running_.erase(key);
   finished_.remember(key);
   ended_.remember(key, e);
-  if (cfg_.dir_keep_ms > 0 && !cfg_.simulate && !job_running_locked(key.job_id))
-    job_ended_ms_[key.job_id] = wall_ms();
+  if (guard_on_ && !job_running_locked(key.job_id)) job_ended_ms_[key.job_id] = wall_ms();
   publish_exited(key, e);
   if (running_.empty()) idle_cv_.notify_all();
 }
@@ -789,7 +791,14 @@ void Agent::guard_round() {
   std::set<std::string> names;
   for (const auto& d : {jobs, logs})
     for (auto& n : folder_names(d)) names.insert(std::move(n));
+  {
+    // Ends of jobs whose folders are gone (removed by hand, say).
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = job_ended_ms_.begin(); it != job_ended_ms_.end();)
+      it = names.count(it->first) == 0 ? job_ended_ms_.erase(it) : std::next(it);
+  }
   const int64_t now = wall_ms();
+  std::vector<std::pair<std::string, JobFolder>> kept;  // ended, not removed
   for (const auto& id : names) {
     JobFolder f;
     {
@@ -801,6 +810,7 @@ void Agent::guard_round() {
     if (f.running) continue;
     if (f.ended_ms < 0) f.mtime_ms = newest_change_ms(jobs + "/" + id, logs + "/" + id);
     const Removal r = removal_of(f, now, cfg_.dir_keep_ms);
+    if (r != Removal::all) kept.emplace_back(id, f);
     if (r == Removal::keep) continue;
     std::lock_guard<std::mutex> lock(mu_);
     if (!trash_folders_locked(id, r == Removal::all)) continue;  // launched again meanwhile
@@ -808,6 +818,26 @@ void Agent::guard_round() {
     if (r == Removal::all) job_ended_ms_.erase(id);
   }
   empty_trash();
+  // The disk fuller than cfg_.dir_gc_percent: ended jobs' folders go, the
+  // longest ended first, whatever their keep time, until it is not.
+  auto used = cfg_.dir_gc_percent > 0 ? used_percent(cfg_.state_dir) : std::nullopt;
+  if (!used || *used < cfg_.dir_gc_percent) return;
+  spdlog::warn(
+      "the state folder's file system is {:.1f} % full (--job-dir-gc-percent {}): "
+      "removing ended jobs' folders, the oldest first",
+      *used, cfg_.dir_gc_percent);
+  for (const auto& id : pressure_order(kept)) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!trash_folders_locked(id, true)) continue;
+      disk_limited_.erase(id);
+      job_ended_ms_.erase(id);
+      ++counters_.folders_removed_for_space;
+    }
+    empty_trash();
+    used = used_percent(cfg_.state_dir);
+    if (!used || *used < cfg_.dir_gc_percent) break;
+  }
 }
 
 void Agent::over_disk_limit(const std::string& job_id, int64_t bytes) {

@@ -59,6 +59,10 @@ struct AgentConfig {
   int64_t dir_keep_ms = 0;
   // How often the folder guard measures and sweeps; 0: five heartbeats.
   int dir_check_ms = 0;
+  // The state folder's file system fuller than this (percent of its blocks):
+  // ended jobs' folders are removed, the longest ended first, whatever
+  // dir_keep_ms says, until it is not; 0: never.
+  int dir_gc_percent = 0;
   Inventory inventory;
   // The environment a worker starts from when isolation is off (the agent's
   // PATH, locale and the like, "K=V"). With isolation on it starts from
@@ -94,6 +98,7 @@ struct AgentCounters {
   uint64_t log_chunks = 0;        // chunks of workers' output shipped to TROUPE_LOGS_<team>
   uint64_t disk_limit_kills = 0;  // workers killed for their job's work dir size
   uint64_t folders_removed = 0;   // ended jobs' folders removed (node/job_dirs.hpp)
+  uint64_t folders_removed_for_space = 0;  // of those, before their keep time: a full disk
   uint64_t folder_removal_failures = 0;
 };
 
@@ -245,11 +250,12 @@ class Agent {
   bool fenced(uint64_t epoch, const std::string& what);
   wire::Bytes register_locked() const;
   uint64_t next_id_ = 1;
-  // Folders: when each job's last worker here ended (wall ms; only with
-  // cfg_.dir_keep_ms), and the jobs killed for their work dir's size.
+  // Folders: when each job's last worker here ended (wall ms; forgotten
+  // with its folders), and the jobs killed for their work dir's size.
   std::unordered_map<std::string, int64_t> job_ended_ms_;
   std::set<std::string> disk_limited_;
   uint64_t trash_seq_ = 0;
+  bool guard_on_ = false;  // the folder guard runs: job_ended_ms_ is kept
   uint64_t heartbeat_seq_ = 0;
   bool started_ = false;
   bool shutting_down_ = false;

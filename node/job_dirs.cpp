@@ -1,6 +1,8 @@
 // Owns the policy and tools for a node's job folders (node/job_dirs.hpp).
 #include "node/job_dirs.hpp"
 
+#include <sys/statvfs.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
@@ -14,6 +16,23 @@ Removal removal_of(const JobFolder& f, int64_t now_ms, int64_t keep_ms) {
   const int64_t since = f.ended_ms >= 0 ? f.ended_ms : f.mtime_ms;
   if (keep_ms > 0 && now_ms - since >= keep_ms) return Removal::all;
   return f.disk_limited ? Removal::work_dir : Removal::keep;
+}
+
+std::vector<std::string> pressure_order(const std::vector<std::pair<std::string, JobFolder>>& f) {
+  std::vector<std::pair<int64_t, std::string>> by_end;
+  for (const auto& [id, folder] : f)
+    if (!folder.running)
+      by_end.emplace_back(folder.ended_ms >= 0 ? folder.ended_ms : folder.mtime_ms, id);
+  std::sort(by_end.begin(), by_end.end());
+  std::vector<std::string> out;
+  for (auto& [t, id] : by_end) out.push_back(std::move(id));
+  return out;
+}
+
+std::optional<double> used_percent(const std::string& path) {
+  struct statvfs fs {};
+  if (::statvfs(path.c_str(), &fs) != 0 || fs.f_blocks == 0) return std::nullopt;
+  return 100.0 * static_cast<double>(fs.f_blocks - fs.f_bavail) / static_cast<double>(fs.f_blocks);
 }
 
 std::optional<int64_t> disk_usage(const std::string& path) {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace troupe::node {
@@ -29,6 +30,14 @@ enum class Removal {
 // runs; everything once it ended `keep_ms` ago (keep_ms <= 0: kept for
 // ever); the work dir at once when its size ended the job.
 Removal removal_of(const JobFolder& f, int64_t now_ms, int64_t keep_ms);
+
+// The ended jobs' folders to remove first when the disk is full, whatever
+// the keep time: the longest ended first (running ones never).
+std::vector<std::string> pressure_order(const std::vector<std::pair<std::string, JobFolder>>& f);
+
+// How full the file system `path` is on, in percent of its blocks (what
+// non-root users can no longer use counts as used); nullopt when unknown.
+std::optional<double> used_percent(const std::string& path);
 
 // Bytes of disk the tree at `path` holds (du -s -x -B1: blocks, not
 // following symbolic links, one file system); nullopt when du fails.

@@ -232,6 +232,7 @@ int run(int argc, char** argv, const sigset_t& signals) {
   }
   cfg.dir_keep_ms = opt.job_dir_keep_s * 1000;
   cfg.dir_check_ms = opt.job_dir_check_ms;
+  cfg.dir_gc_percent = opt.job_dir_gc_percent;
   cfg.heartbeat_ms = opt.heartbeat_ms;
   cfg.inventory = node::build_inventory(opt, node::probe_machine(opt));
   cfg.base_env = own_environment();

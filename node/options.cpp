@@ -93,6 +93,12 @@ ParseResult parse_options(int argc, const char* const* argv, const EnvLookup& en
                  "last worker there ended (its log stays in its team's stream); 0: for ever")
       ->capture_default_str()
       ->check(CLI::Range(0LL, 10LL * 365 * 86400));
+  app.add_option("--job-dir-gc-percent", o.job_dir_gc_percent,
+                 "when the state folder's file system is fuller than this (percent), ended "
+                 "jobs' folders are removed at once, the longest ended first, until it is "
+                 "not; 0: never")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 100));
   app.add_option("--job-dir-check-ms", o.job_dir_check_ms,
                  "how often work dirs are measured and ended jobs' folders removed")
       ->capture_default_str()

@@ -48,6 +48,9 @@ struct Options {
   // often the agent measures work dirs and removes ended jobs' folders.
   long long job_dir_keep_s = 86400;
   int job_dir_check_ms = 5000;
+  // --job-dir-gc-percent: the state folder's file system fuller than this:
+  // ended jobs' folders go at once, the oldest first; 0: never.
+  int job_dir_gc_percent = 90;
   std::string log_level = "info";
   std::string metrics;  // HOST:PORT of its own /metrics ("" = none)
   // --count N (N > 1 needs --simulate): N simulated agents in one process,

@@ -70,7 +70,10 @@ TEST_CASE(
     "logs: a worker whose output passes the node's log limit is killed, failed log_limit, and "
     "its log cut there, and the node goes on",
     "[integration][logs]") {
-  Cluster c(ClusterOptions{}.node_args("n1", 2, false, "a100", {"--job-log-max-mb", "1"}));
+  // Its log is looked at on the node after its end: kept there even on a
+  // machine whose disk is fuller than --job-dir-gc-percent.
+  Cluster c(ClusterOptions{}.node_args("n1", 2, false, "a100",
+                                       {"--job-log-max-mb", "1", "--job-dir-gc-percent", "0"}));
   REQUIRE(c.wait_nodes_alive(1, 20s));
   // Prints without end, at disk speed.
   const std::string id =

@@ -389,6 +389,29 @@ TEST_CASE(
   CHECK(f.agent->counters().folder_removal_failures == 0);
 }
 
+TEST_CASE(
+    "node agent: on a full disk an ended job's folders go before their keep time, a running "
+    "job's stay",
+    "[node][agent][disk]") {
+  // Any file system holding anything is more than 1 % full.
+  Fixture f(false, 10, 60000, [](AgentConfig& c) {
+    c.dir_keep_ms = 86400 * 1000LL;
+    c.dir_gc_percent = 1;
+    c.dir_check_ms = 50;
+  });
+  f.agent->start();
+  f.agent->on_message(launch_msg(shell_job("j-runs", "echo hi > f; echo up; sleep 30")));
+  f.agent->on_message(launch_msg(shell_job("j-done", "echo hi > f")));
+  REQUIRE(f.cap.wait_count(f.exited, 1, 10s));
+  REQUIRE(f.wait_log(WorkerKey{"j-runs", 0, 0}, "up"));
+  CHECK(eventually([&] {
+    return !exists(work_dir(f.tmp.path(), "j-done")) && !exists(log_dir(f.tmp.path(), "j-done"));
+  }));
+  CHECK(f.agent->counters().folders_removed_for_space >= 1);
+  CHECK(exists(work_dir(f.tmp.path(), "j-runs") + "/f"));
+  CHECK(exists(log_path(f.tmp.path(), WorkerKey{"j-runs", 0, 0})));
+}
+
 TEST_CASE("node agent: duplicate launches start nothing, a finished worker's exit is told again",
           "[node][agent]") {
   Fixture f;

@@ -177,6 +177,8 @@ TEST_CASE("troupe-node isolation options", "[node][isolation]") {
   // kept a day after it ended.
   CHECK(d.options->job_disk_max_mb == -1);
   CHECK(d.options->job_dir_keep_s == 86400);
+  CHECK(d.options->job_dir_gc_percent == 90);
+  CHECK_FALSE(parse({"--job-dir-gc-percent", "101"}).options);
   auto disk = parse({"--job-disk-max-mb", "2", "--job-dir-keep-s", "0"});
   REQUIRE(disk.options);
   CHECK(disk.options->job_disk_max_mb == 2);

@@ -404,4 +404,14 @@ TEST_CASE("node job folders: what goes of an ended job's folders, and when", "[n
   CHECK(removal_of(old, now, 0) == Removal::keep);
   old.disk_limited = true;
   CHECK(removal_of(old, now, 0) == Removal::work_dir);
+
+  // A full disk: the longest ended first (the folder's change time where the
+  // end is not known), never a running job's.
+  JobFolder a, b, c, d;
+  a.ended_ms = 300;
+  b.ended_ms = 100;
+  c.mtime_ms = 200;
+  d.running = true;
+  CHECK(pressure_order({{"a", a}, {"b", b}, {"c", c}, {"d", d}}) ==
+        std::vector<std::string>{"b", "c", "a"});
 }
