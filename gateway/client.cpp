@@ -93,19 +93,22 @@ std::string Client::call_once(const std::string& subject, const std::string& bod
   return {};
 }
 
-std::string Client::call(const std::string& subject, const std::string& body, std::string* reply) {
-  constexpr auto kRateLimitedPatience = std::chrono::seconds(30);
-  constexpr auto kRateLimitedPause = std::chrono::milliseconds(250);
+void while_rate_limited(const std::function<bool()>& refused, const std::atomic<bool>* stop) {
   const auto until = std::chrono::steady_clock::now() + kRateLimitedPatience;
-  for (;;) {
-    std::string err = call_once(subject, body, reply);
-    if (!err.empty()) return err;
-    auto e = reply_error_of(*reply);
-    if (!e || e->code != "rate_limited" ||
-        std::chrono::steady_clock::now() + kRateLimitedPause >= until)
-      return {};
+  while (refused() && (stop == nullptr || !stop->load()) &&
+         std::chrono::steady_clock::now() + kRateLimitedPause < until)
     std::this_thread::sleep_for(kRateLimitedPause);
-  }
+}
+
+std::string Client::call(const std::string& subject, const std::string& body, std::string* reply) {
+  std::string err;
+  while_rate_limited([&] {
+    err = call_once(subject, body, reply);
+    if (!err.empty()) return false;
+    auto e = reply_error_of(*reply);
+    return e && e->code == "rate_limited";
+  });
+  return err;
 }
 
 std::string Client::forward_or(const std::string& subject, const std::string& fallback,

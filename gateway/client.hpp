@@ -3,6 +3,8 @@
 // Subjects come from bus/subjects.hpp only.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -37,6 +39,18 @@ struct Identity {
 };
 using EnvFn = std::function<std::optional<std::string>(const char*)>;
 Identity resolve_identity(const EnvFn& env);
+
+// Past its team's request_rate a request is answered rate_limited: the CLI
+// (Client::call) and the gateway's plain log read ask again this often, for
+// this long.
+inline constexpr auto kRateLimitedPause = std::chrono::milliseconds(250);
+inline constexpr auto kRateLimitedPatience = std::chrono::seconds(30);
+
+// Calls `refused` again after kRateLimitedPause while it returns true (it
+// was answered rate_limited), until kRateLimitedPatience would pass or
+// `stop` is set.
+void while_rate_limited(const std::function<bool()>& refused,
+                        const std::atomic<bool>* stop = nullptr);
 
 class Client {
  public:

@@ -69,9 +69,6 @@ constexpr int kLogPageBytes = 256 * 1024;
 // page at a time (kLogPageBytes), not the log: it is sent page by page.
 constexpr std::size_t kMaxLogBytes = 64u << 20;
 constexpr auto kFollowPoll = std::chrono::milliseconds(300);
-// A plain log read's next page, while the team's request_rate refuses it.
-constexpr auto kRateLimitedPatience = std::chrono::seconds(30);
-constexpr auto kRateLimitedPause = std::chrono::milliseconds(250);
 constexpr auto kKeepalive = std::chrono::seconds(15);
 constexpr std::size_t kMaxQueuedEvents = 4096;
 // A thread per connection being served: SSE clients and followed logs each
@@ -376,12 +373,13 @@ void Server::Impl::logs(const Caller& c, const httplib::Request& req, httplib::R
             std::string code;
             // Past the team's request_rate (a long log is many pages):
             // the next page a little later, as the CLI does.
-            const auto until = Clock::now() + kRateLimitedPatience;
             bool read = false;
-            while (!stopping.load() &&
-                   !(read = log_page(team, id, rank, st->offset, &page, &code, nullptr)) &&
-                   code == "rate_limited" && Clock::now() < until)
-              std::this_thread::sleep_for(kRateLimitedPause);
+            while_rate_limited(
+                [&] {
+                  read = log_page(team, id, rank, st->offset, &page, &code, nullptr);
+                  return !read && code == "rate_limited";
+                },
+                &stopping);
             if (!read) return false;
             st->last = page.eof || page.next_offset <= st->offset;
             st->offset = page.next_offset;

@@ -84,6 +84,26 @@ std::string submit(const Http& h, const Json& spec) {
   return id;
 }
 
+// Runs `seq 1 150000` (1 MB of output: four pages of log) to its success and
+// reads its log whole through GET /v1/jobs/{id}/logs; checks it byte for
+// byte and returns the response (and the job's id in `id_out`).
+httplib::Result read_long_log(Cluster& c, const Http& h, std::string* id_out = nullptr) {
+  const std::string id =
+      submit(h, Json{{"command", {"seq", "1", "150000"}}, {"resources", {{"gpus", 1}}}});
+  auto ended = c.wait_terminal(id, 30s);
+  REQUIRE(ended);
+  REQUIRE(ended->state == names::kSucceeded);
+  std::string expected;
+  for (int i = 1; i <= 150000; ++i) expected += std::to_string(i) + "\n";
+  auto whole = h.get("/v1/jobs/" + id + "/logs");
+  REQUIRE(whole);
+  CHECK(whole->status == 200);
+  CHECK(whole->body.size() == expected.size());
+  CHECK((whole->body == expected));
+  if (id_out != nullptr) *id_out = id;
+  return whole;
+}
+
 // A long-lived response (an SSE stream, a followed log) read on its own
 // thread: its status, what came so far, and whether it ended. `stop`: let it
 // go at its next bytes.
@@ -182,20 +202,9 @@ TEST_CASE(
   {
     // A log of several pages (256 KiB each) reads whole, sent page by page
     // (chunked): the gateway holds a page, not the log.
-    const std::string longer =
-        submit(nlp, Json{{"command", {"seq", "1", "150000"}}, {"resources", {{"gpus", 1}}}});
-    auto long_ended = c.wait_terminal(longer, 30s);
-    REQUIRE(long_ended);
-    REQUIRE(long_ended->state == names::kSucceeded);
-    std::string expected;
-    for (int i = 1; i <= 150000; ++i) expected += std::to_string(i) + "\n";
-    auto whole = nlp.get("/v1/jobs/" + longer + "/logs");
-    REQUIRE(whole);
-    CHECK(whole->status == 200);
+    auto whole = read_long_log(c, nlp);
     CHECK(whole->get_header_value("Transfer-Encoding") == "chunked");
     CHECK(whole->get_header_value("Content-Type").rfind("text/plain", 0) == 0);
-    CHECK(whole->body.size() == expected.size());
-    CHECK((whole->body == expected));
   }
   check_problem(nlp.get("/v1/jobs/" + done + "/logs?rank=3"), 404, "no_rank");
   Json why = body_of(nlp.get("/v1/jobs/" + done + "/why"));
@@ -524,18 +533,8 @@ teams:
   const std::string base = c.start_gateway({"--token-cache-ms", "0"});
   Http nlp{base, c.add_token("nlp"), "", ""};
   // Submissions have their own rate; five pages of log at two a second do not.
-  const std::string id =
-      submit(nlp, Json{{"command", {"seq", "1", "150000"}}, {"resources", {{"gpus", 1}}}});
-  auto ended = c.wait_terminal(id, 30s);
-  REQUIRE(ended);
-  REQUIRE(ended->state == names::kSucceeded);
-  std::string expected;
-  for (int i = 1; i <= 150000; ++i) expected += std::to_string(i) + "\n";
-  auto whole = nlp.get("/v1/jobs/" + id + "/logs");
-  REQUIRE(whole);
-  CHECK(whole->status == 200);
-  CHECK(whole->body.size() == expected.size());
-  CHECK((whole->body == expected));
+  std::string id;
+  read_long_log(c, nlp, &id);
   // Five requests at once, with at most two tokens in the bucket: refused,
   // 429 rate_limited.
   std::optional<httplib::Result> refused;
