@@ -172,8 +172,8 @@ void Agent::start() {
   // --simulate does nothing for checkpoints.
   if (!cfg_.simulate) timers_->after(kCheckpointPoll, [this] { on_checkpoint_poll(); });
   // Nor writes folders.
-  if (!cfg_.simulate &&
-      (cfg_.disk_max_bytes > 0 || cfg_.dir_keep_ms > 0 || cfg_.dir_gc_percent > 0)) {
+  if (!cfg_.simulate && (cfg_.disk_max_bytes > 0 || cfg_.disk_max_files > 0 ||
+                         cfg_.dir_keep_ms > 0 || cfg_.dir_gc_percent > 0)) {
     guard_on_ = true;
     guard_ = std::thread([this] { guard_loop(); });
   }
@@ -726,9 +726,7 @@ void Agent::on_child_exit(pid_t pid, std::optional<int> status) {
                " MiB, the node's --job-log-max-mb";
   }
   if (cause == EndCause::disk_limit)
-    e.reason = "disk_limit: its work dir passed " +
-               std::to_string(cfg_.disk_max_bytes / (1024 * 1024)) +
-               " MiB, the node's --job-disk-max-mb";
+    if (auto d = disk_limited_.find(key.job_id); d != disk_limited_.end()) e.reason = d->second;
   if (ooms > 0 && cause == EndCause::natural)
     e.reason = "oom_killed: the memory limit of " +
                std::to_string(it->second.cgroup->memory_limit() / (1024 * 1024)) +
@@ -777,16 +775,30 @@ bool Agent::job_running_locked(const std::string& job_id) const {
 
 void Agent::guard_round() {
   const std::string jobs = cfg_.state_dir + "/jobs", logs = cfg_.state_dir + "/logs";
-  if (cfg_.disk_max_bytes > 0) {
+  if (cfg_.disk_max_bytes > 0 || cfg_.disk_max_files > 0) {
     std::set<std::string> ids;
     {
       std::lock_guard<std::mutex> lock(mu_);
       for (const auto& [k, w] : running_)
         if (w.pid != 0 && w.cause == EndCause::natural) ids.insert(k.job_id);
     }
-    for (const auto& id : ids)
-      if (auto used = disk_usage(work_dir(cfg_.state_dir, id)); used && *used > cfg_.disk_max_bytes)
-        over_disk_limit(id, *used);
+    for (const auto& id : ids) {
+      const std::string dir = work_dir(cfg_.state_dir, id);
+      if (cfg_.disk_max_bytes > 0)
+        if (auto used = disk_usage(dir); used && *used > cfg_.disk_max_bytes) {
+          over_disk_limit(id, "disk_limit: its work dir passed " +
+                                  std::to_string(cfg_.disk_max_bytes / (1024 * 1024)) +
+                                  " MiB, the node's --job-disk-max-mb (it held " +
+                                  std::to_string(*used) + " bytes)");
+          continue;
+        }
+      if (cfg_.disk_max_files > 0)
+        if (auto n = file_count(dir); n && *n > cfg_.disk_max_files)
+          over_disk_limit(id, "disk_limit: its work dir passed " +
+                                  std::to_string(cfg_.disk_max_files) +
+                                  " files, the node's --job-disk-max-files (it held " +
+                                  std::to_string(*n) + ")");
+    }
   }
   std::set<std::string> names;
   for (const auto& d : {jobs, logs})
@@ -840,17 +852,16 @@ void Agent::guard_round() {
   }
 }
 
-void Agent::over_disk_limit(const std::string& job_id, int64_t bytes) {
+void Agent::over_disk_limit(const std::string& job_id, const std::string& reason) {
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& [k, w] : running_) {
     if (k.job_id != job_id || w.pid == 0 || w.cause != EndCause::natural) continue;
-    spdlog::warn("{} (pid {}): its work dir holds {} bytes, past {} MiB: killed", to_string(k),
-                 w.pid, static_cast<long long>(bytes), cfg_.disk_max_bytes / (1024 * 1024));
+    spdlog::warn("{} (pid {}): {}: killed", to_string(k), w.pid, reason);
     StopPlan plan;
     plan.signal = SIGKILL;  // a grace period would let it write on at disk speed
     stop_worker(w, EndCause::disk_limit, plan);
     ++counters_.disk_limit_kills;
-    disk_limited_.insert(job_id);
+    disk_limited_[job_id] = reason;
   }
 }
 

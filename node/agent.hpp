@@ -53,6 +53,8 @@ struct AgentConfig {
   // its workers here with SIGKILL, "disk_limit: ...", and the dir is emptied
   // before the job's next worker here; 0: no limit.
   long long disk_max_bytes = 0;
+  // The same for the files (and folders) in it: inodes every job shares.
+  long long disk_max_files = 0;
   // An ended job's work dir and log folder here are removed this long after
   // its last worker here ended (the scheduler reads an ended job's log from
   // its team's stream); 0: kept for ever.
@@ -214,7 +216,7 @@ class Agent {
   // sees them half gone), then removes the trash.
   void guard_loop();
   void guard_round();
-  void over_disk_limit(const std::string& job_id, int64_t bytes);
+  void over_disk_limit(const std::string& job_id, const std::string& reason);
   // With mu_ held: renames the job's work dir (and with `logs` its log
   // folder) into the trash. False when a worker of the job runs here.
   bool trash_folders_locked(const std::string& job_id, bool logs);
@@ -253,7 +255,7 @@ class Agent {
   // Folders: when each job's last worker here ended (wall ms; forgotten
   // with its folders), and the jobs killed for their work dir's size.
   std::unordered_map<std::string, int64_t> job_ended_ms_;
-  std::set<std::string> disk_limited_;
+  std::map<std::string, std::string> disk_limited_;  // job id -> its end's reason
   uint64_t trash_seq_ = 0;
   bool guard_on_ = false;  // the folder guard runs: job_ended_ms_ is kept
   uint64_t heartbeat_seq_ = 0;

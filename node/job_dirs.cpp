@@ -35,14 +35,27 @@ std::optional<double> used_percent(const std::string& path) {
   return 100.0 * static_cast<double>(fs.f_blocks - fs.f_bavail) / static_cast<double>(fs.f_blocks);
 }
 
-std::optional<int64_t> disk_usage(const std::string& path) {
+namespace {
+
+// du's first number for `path` with `how` (-B1, --inodes).
+std::optional<int64_t> du(const std::string& path, const char* how) {
   std::string out;
   // A folder du cannot read (exit 1) still leaves the total of the rest.
-  if (run_tool({"du", "-s", "-x", "-B1", "--", path}, &out) < 0) return std::nullopt;
+  if (run_tool({"du", "-s", "-x", how, "--", path}, &out) < 0) return std::nullopt;
   char* end = nullptr;
   long long n = std::strtoll(out.c_str(), &end, 10);
   if (end == out.c_str() || n < 0) return std::nullopt;
   return n;
+}
+
+}  // namespace
+
+std::optional<int64_t> disk_usage(const std::string& path) {
+  return du(path, "-B1");
+}
+
+std::optional<int64_t> file_count(const std::string& path) {
+  return du(path, "--inodes");
 }
 
 bool remove_tree(const std::string& path) {

@@ -43,6 +43,10 @@ std::optional<double> used_percent(const std::string& path);
 // following symbolic links, one file system); nullopt when du fails.
 std::optional<int64_t> disk_usage(const std::string& path);
 
+// Files, folders and links in the tree at `path` (du -s -x --inodes); nullopt
+// when du fails.
+std::optional<int64_t> file_count(const std::string& path);
+
 // Removes the tree at `path` (rm -rf --one-file-system: never follows a
 // symbolic link, safe while its owner renames what is in it). False when
 // something is left.

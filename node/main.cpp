@@ -224,11 +224,15 @@ int run(int argc, char** argv, const sigset_t& signals) {
   cfg.grace_s = opt.grace_s;
   cfg.log_max_bytes = opt.job_log_max_mb * 1024 * 1024;
   cfg.disk_max_bytes = opt.job_disk_max_mb * 1024 * 1024;
-  if (opt.job_disk_max_mb < 0) {  // a quarter of the state folder's file system
+  cfg.disk_max_files = opt.job_disk_max_files;
+  if (opt.job_disk_max_mb < 0 || opt.job_disk_max_files < 0) {
+    // A quarter of the state folder's file system (0: unknown, no limit).
     struct statvfs fs {};
-    cfg.disk_max_bytes = ::statvfs(opt.state_dir.c_str(), &fs) == 0
-                             ? static_cast<long long>(fs.f_blocks / 4 * fs.f_frsize)
-                             : 0;
+    const bool known = ::statvfs(opt.state_dir.c_str(), &fs) == 0;
+    if (opt.job_disk_max_mb < 0)
+      cfg.disk_max_bytes = known ? static_cast<long long>(fs.f_blocks / 4 * fs.f_frsize) : 0;
+    if (opt.job_disk_max_files < 0)
+      cfg.disk_max_files = known ? static_cast<long long>(fs.f_files / 4) : 0;
   }
   cfg.dir_keep_ms = opt.job_dir_keep_s * 1000;
   cfg.dir_check_ms = opt.job_dir_check_ms;

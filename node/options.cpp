@@ -88,6 +88,11 @@ ParseResult parse_options(int argc, const char* const* argv, const EnvLookup& en
                  "emptied; 0: no limit; -1 (default): a quarter of the state folder's file system")
       ->capture_default_str()
       ->check(CLI::Range(-1LL, kMaxMiB));
+  app.add_option("--job-disk-max-files", o.job_disk_max_files,
+                 "the same for the files and folders in it (inodes every job on the node "
+                 "shares); 0: no limit; -1 (default): a quarter of the file system's inodes")
+      ->capture_default_str()
+      ->check(CLI::Range(-1LL, 1LL << 40));
   app.add_option("--job-dir-keep-s", o.job_dir_keep_s,
                  "seconds an ended job's work dir and log folder stay on the node after its "
                  "last worker there ended (its log stays in its team's stream); 0: for ever")

@@ -43,6 +43,9 @@ struct Options {
   // dir emptied; 0: no limit; -1 (default): a quarter of the file system the
   // state folder is on.
   long long job_disk_max_mb = -1;
+  // --job-disk-max-files: the same for the files in it; -1 (default): a
+  // quarter of the file system's inodes.
+  long long job_disk_max_files = -1;
   // --job-dir-keep-s: an ended job's work dir and log folder stay this long
   // after its last worker here ended; 0: for ever. --job-dir-check-ms: how
   // often the agent measures work dirs and removes ended jobs' folders.

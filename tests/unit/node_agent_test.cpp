@@ -331,8 +331,9 @@ TEST_CASE(
     if (wire::str(x->job_id()) == "j-big") {
       saw_big = true;
       CHECK(x->signal() == SIGKILL);
-      CHECK(wire::str(x->reason()) ==
-            "disk_limit: its work dir passed 2 MiB, the node's --job-disk-max-mb");
+      CHECK_THAT(wire::str(x->reason()),
+                 Catch::StartsWith("disk_limit: its work dir passed 2 MiB, the node's "
+                                   "--job-disk-max-mb (it held "));
     } else {
       saw_small = true;  // under the limit: it ran to its end
       CHECK(x->exit_code() == 0);
@@ -350,6 +351,32 @@ TEST_CASE(
   CHECK(test::read_file(log_path(f.tmp.path(), WorkerKey{"j-big", 1, 0})) == "empty\n");
   // What was moved away is removed.
   CHECK(eventually([&] { return folder_names(f.tmp.path() + "/trash").empty(); }));
+}
+
+TEST_CASE("node agent: a job whose work dir holds more files than the limit is killed disk_limit",
+          "[node][agent][disk]") {
+  Fixture f(false, 10, 60000, [](AgentConfig& c) {
+    c.disk_max_files = 100;
+    c.dir_check_ms = 50;
+  });
+  f.agent->start();
+  f.agent->on_message(launch_msg(
+      shell_job("j-files", "i=0; while [ $i -lt 300 ]; do : > f$i; i=$((i+1)); done; sleep 30")));
+  f.agent->on_message(launch_msg(shell_job("j-few", ": > a; : > b; sleep 1")));
+  REQUIRE(f.cap.wait_count(f.exited, 2, 15s));
+  for (const auto& p : f.cap.on(f.exited)) {
+    const auto* x = p.envelope()->body_as_Exited();
+    REQUIRE(x);
+    INFO(wire::str(x->job_id()) << ": " << wire::str(x->reason()));
+    if (wire::str(x->job_id()) == "j-files") {
+      CHECK(x->signal() == SIGKILL);
+      CHECK_THAT(wire::str(x->reason()),
+                 Catch::StartsWith("disk_limit: its work dir passed 100 files, the node's "
+                                   "--job-disk-max-files (it held "));
+    } else {
+      CHECK(x->exit_code() == 0);
+    }
+  }
 }
 
 TEST_CASE(

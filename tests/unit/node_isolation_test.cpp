@@ -178,6 +178,8 @@ TEST_CASE("troupe-node isolation options", "[node][isolation]") {
   CHECK(d.options->job_disk_max_mb == -1);
   CHECK(d.options->job_dir_keep_s == 86400);
   CHECK(d.options->job_dir_gc_percent == 90);
+  CHECK(d.options->job_disk_max_files == -1);
+  CHECK_FALSE(parse({"--job-disk-max-files", "-2"}).options);
   CHECK_FALSE(parse({"--job-dir-gc-percent", "101"}).options);
   auto disk = parse({"--job-disk-max-mb", "2", "--job-dir-keep-s", "0"});
   REQUIRE(disk.options);
