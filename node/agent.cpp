@@ -832,7 +832,8 @@ void Agent::guard_round() {
   empty_trash();
   // The disk fuller than cfg_.dir_gc_percent: ended jobs' folders go, the
   // longest ended first, whatever their keep time, until it is not.
-  auto used = cfg_.dir_gc_percent > 0 ? used_percent(cfg_.state_dir) : std::nullopt;
+  if (cfg_.dir_gc_percent <= 0 || kept.empty()) return;
+  auto used = used_percent(cfg_.state_dir);
   if (!used || *used < cfg_.dir_gc_percent) return;
   spdlog::warn(
       "the state folder's file system is {:.1f} % full (--job-dir-gc-percent {}): "

@@ -64,7 +64,7 @@ struct AgentConfig {
   // The state folder's file system fuller than this (percent of its blocks):
   // ended jobs' folders are removed, the longest ended first, whatever
   // dir_keep_ms says, until it is not; 0: never.
-  int dir_gc_percent = 0;
+  double dir_gc_percent = 0;
   Inventory inventory;
   // The environment a worker starts from when isolation is off (the agent's
   // PATH, locale and the like, "K=V"). With isolation on it starts from
