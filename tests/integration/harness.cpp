@@ -19,6 +19,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -640,13 +641,13 @@ bool Cluster::wait_streams_current(Clock::duration timeout, std::string* why) {
   return false;
 }
 
-std::vector<std::string> Cluster::step_down_lagging_streams() {
-  std::vector<std::string> asked;
+std::vector<Cluster::LaggingStream> Cluster::lagging_streams() {
+  std::vector<LaggingStream> lagging;
   std::string err;
   auto r = conn_->request("$JS.API.STREAM.NAMES", std::string("{}"), 2000, &err);
   Json names = r ? Json::parse(r->begin(), r->end(), nullptr, false) : Json();
   if (!names.is_object() || !names.contains("streams") || !names["streams"].is_array())
-    return asked;
+    return lagging;
   for (const auto& name : names["streams"]) {
     if (!name.is_string()) continue;
     const std::string stream = name.get<std::string>();
@@ -654,15 +655,57 @@ std::vector<std::string> Cluster::step_down_lagging_streams() {
     Json j = info ? Json::parse(info->begin(), info->end(), nullptr, false) : Json();
     if (!j.is_object() || !j.contains("cluster") || !j.contains("config")) continue;
     const Json& cl = j["cluster"];
+    LaggingStream l{stream, {}};
     int current = 0;
     if (cl.contains("replicas") && cl["replicas"].is_array())
-      for (const auto& rep : cl["replicas"])
-        if (rep.value("current", false) && !rep.value("offline", false)) ++current;
+      for (const auto& rep : cl["replicas"]) {
+        if (rep.value("current", false) && !rep.value("offline", false))
+          ++current;
+        else
+          l.behind.push_back(rep.value("name", ""));
+      }
     if (current >= j["config"].value("num_replicas", 1) - 1) continue;
-    conn_->request("$JS.API.STREAM.LEADER.STEPDOWN." + stream, std::string(), 2000, &err);
-    asked.push_back(stream);
+    lagging.push_back(std::move(l));
   }
-  return asked;
+  return lagging;
+}
+
+Cluster::CatchUp Cluster::bring_streams_current(Clock::duration first,
+                                                Clock::duration after_step_down) {
+  CatchUp r;
+  auto seconds = [](Clock::duration d) {
+    return std::to_string(std::chrono::duration_cast<std::chrono::seconds>(d).count()) + " s";
+  };
+  if (wait_streams_current(first, &r.why)) {
+    r.current = true;
+    return r;
+  }
+  r.steps.push_back("streams behind after " + seconds(first) + ": " + r.why);
+  std::string asked;
+  std::string err;
+  for (const auto& l : lagging_streams()) {
+    conn_->request("$JS.API.STREAM.LEADER.STEPDOWN." + l.stream, std::string(), 2000, &err);
+    asked += " " + l.stream;
+  }
+  r.steps.push_back("their leaders asked to step down:" + asked);
+  if (wait_streams_current(after_step_down, &r.why)) {
+    r.current = true;
+    return r;
+  }
+  r.steps.push_back("still behind " + seconds(after_step_down) + " later: " + r.why);
+  std::set<size_t> servers;
+  for (const auto& l : lagging_streams())
+    for (const auto& name : l.behind)
+      for (size_t i = 0; i < nats_.size(); ++i)
+        if (name == "s" + std::to_string(i)) servers.insert(i);
+  for (size_t i : servers) {
+    r.steps.push_back("restart nats-server s" + std::to_string(i) +
+                      " (SIGTERM), whose copy is behind");
+    restart_nats_server(i, false, 30s);
+  }
+  r.current = wait_streams_current(60s, &r.why);
+  r.steps.push_back(r.current ? "current again" : "still behind 60 s later: " + r.why);
+  return r;
 }
 
 void Cluster::start_scheduler(const ClusterOptions& opts) {

@@ -379,12 +379,27 @@ class Cluster {
   // replicas is current: a cluster that lost no copy. False at the deadline
   // (`why` says which stream was not).
   bool wait_streams_current(Clock::duration timeout, std::string* why = nullptr);
-  // Asks the leader of every stream with a replica behind to step down (what
-  // an operator does: `nats stream cluster step-down`). On nats-server 2.9 a
-  // replica of an idle stream (no write since) may stay behind after its
-  // server restarted until the stream's next write or leader change. Returns
-  // the streams asked.
-  std::vector<std::string> step_down_lagging_streams();
+  // A stream with a replica behind: its name and the servers ("s0", ...) whose
+  // copy is not current (or is offline).
+  struct LaggingStream {
+    std::string stream;
+    std::vector<std::string> behind;
+  };
+  std::vector<LaggingStream> lagging_streams();
+  // What an operator does to bring every stream's copies current
+  // (docs/deploy.md, Upgrade order): waits `first`; then steps down the
+  // leader of each stream still behind and waits `after_step_down`; then restarts
+  // (SIGTERM) each server holding a copy still behind and waits 60 s. On
+  // nats-server 2.9 a replica of an idle stream may stay behind after its
+  // server restarted until the stream's next write or leader change, and
+  // once in a while after a leader change too (its catch-up stalled).
+  struct CatchUp {
+    bool current = false;
+    std::vector<std::string> steps;  // what was done, and why
+    std::string why;                 // the last stream found behind
+  };
+  CatchUp bring_streams_current(Clock::duration first,
+                                Clock::duration after_step_down = std::chrono::seconds(30));
   // The client URL of server `i`.
   std::string nats_url(size_t i) const;
   // Server `i`'s process (to kill it without a restart).
