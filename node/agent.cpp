@@ -268,6 +268,19 @@ void Agent::on_heartbeat() {
   timers_->after(std::chrono::milliseconds(cfg_.heartbeat_ms), [this] { on_heartbeat(); });
 }
 
+std::vector<std::pair<std::string, uint64_t>> named(const AgentCounters& c) {
+  return {{"bad_messages", c.bad_messages},
+          {"fenced", c.fenced},
+          {"duplicates", c.duplicates},
+          {"launch_failures", c.launch_failures},
+          {"checkpoints", c.checkpoints},
+          {"log_chunks", c.log_chunks},
+          {"disk_limit_kills", c.disk_limit_kills},
+          {"folders_removed", c.folders_removed},
+          {"folders_removed_for_space", c.folders_removed_for_space},
+          {"folder_removal_failures", c.folder_removal_failures}};
+}
+
 AgentCounters Agent::counters() const {
   std::lock_guard<std::mutex> lock(mu_);
   return counters_;
@@ -763,6 +776,10 @@ void Agent::guard_loop() {
   while (!guard_cv_.wait_for(lock, period, [this] { return guard_stop_; })) {
     lock.unlock();
     guard_round();
+    {
+      std::lock_guard<std::mutex> counted(mu_);
+      ++counters_.guard_checks;
+    }
     lock.lock();
   }
 }
@@ -887,15 +904,22 @@ bool Agent::trash_folders_locked(const std::string& job_id, bool logs) {
 
 void Agent::empty_trash() {
   const std::string trash = cfg_.state_dir + "/trash";
-  for (const auto& name : folder_names(trash)) {
+  const auto names = folder_names(trash);  // sorted
+  std::unique_lock<std::mutex> lock(mu_);
+  for (auto it = trash_stuck_.begin(); it != trash_stuck_.end();)  // gone by hand, say
+    it = std::binary_search(names.begin(), names.end(), *it) ? std::next(it)
+                                                             : trash_stuck_.erase(it);
+  for (const auto& name : names) {
     const std::string path = trash + "/" + name;
-    bool gone = remove_tree(path);
-    std::lock_guard<std::mutex> lock(mu_);
+    lock.unlock();  // rm may take long: Launch and exits go on meanwhile
+    const bool gone = remove_tree(path);
+    lock.lock();
     if (gone) {
       ++counters_.folders_removed;
-    } else {
+      trash_stuck_.erase(name);
+    } else if (trash_stuck_.insert(name).second) {
       ++counters_.folder_removal_failures;
-      spdlog::warn("cannot remove {} (left in the trash)", path);
+      spdlog::warn("cannot remove {} (left in the trash; tried again every check)", path);
     }
   }
 }

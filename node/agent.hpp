@@ -20,6 +20,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "bus/inbound.hpp"
@@ -101,8 +102,13 @@ struct AgentCounters {
   uint64_t disk_limit_kills = 0;  // workers killed for their job's work dir size
   uint64_t folders_removed = 0;   // ended jobs' folders removed (node/job_dirs.hpp)
   uint64_t folders_removed_for_space = 0;  // of those, before their keep time: a full disk
-  uint64_t folder_removal_failures = 0;
+  uint64_t folder_removal_failures = 0;    // folders rm could not remove (each counted once)
+  uint64_t guard_checks = 0;               // rounds of the folder guard done
 };
+
+// The counters an operator reads (troupe_node_agent_events_total{event}), by
+// name: what the agent refused or did beyond launches and exits.
+std::vector<std::pair<std::string, uint64_t>> named(const AgentCounters& c);
 
 // How a Stop asks a worker to end: `signal` to its process group now; when it
 // is not SIGTERM, SIGTERM after grace_s and SIGKILL kill_after_s later; when it
@@ -257,6 +263,9 @@ class Agent {
   std::unordered_map<std::string, int64_t> job_ended_ms_;
   std::map<std::string, std::string> disk_limited_;  // job id -> its end's reason
   uint64_t trash_seq_ = 0;
+  // Trash entries rm could not remove (warned about and counted once, tried
+  // again every round).
+  std::set<std::string> trash_stuck_;
   bool guard_on_ = false;  // the folder guard runs: job_ended_ms_ is kept
   uint64_t heartbeat_seq_ = 0;
   bool started_ = false;

@@ -330,6 +330,16 @@ int run(int argc, char** argv, const sigset_t& signals) {
       spdlog::warn("could not publish on {} (connection closed?)", subject);
   });
 
+  // The agent's own counters on /metrics, read until the agent goes.
+  struct CountsFrom {
+    metrics::NodeMetrics* meter;
+    ~CountsFrom() {
+      if (meter != nullptr) meter->count_from(nullptr);
+    }
+  } counts_from{meter_raw};
+  if (meter_raw != nullptr)
+    meter_raw->count_from([&agent] { return node::named(agent.counters()); });
+
   auto handler = [&agent, meter_raw](Inbound&& in) {
     if (meter_raw != nullptr) meter_raw->observe(in.data.data(), in.data.size());  // Launch
     agent.on_message(in);

@@ -151,12 +151,16 @@ struct NodeMetrics::Impl {
   prometheus::Family<prometheus::Gauge>* mem_used = nullptr;
   prometheus::Family<prometheus::Gauge>* mem_total = nullptr;
   prometheus::Family<prometheus::Gauge>* allocated = nullptr;
+  prometheus::Family<prometheus::Counter>* agent_events = nullptr;
   std::string smi;      // full path of nvidia-smi ("" when absent)
   std::string timeout;  // full path of coreutils' timeout ("" when absent)
 
   std::mutex holders_mu;  // guards holders and gpus_known
   GpuHolders holders;
   std::set<int> gpus_known;  // rows of troupe_node_gpu_allocated
+
+  std::mutex source_mu;  // guards source
+  std::function<Counts()> source;
 
   // The sampler reads the fields above: it stops before they go.
   ~Impl() {
@@ -177,6 +181,7 @@ struct NodeMetrics::Impl {
     mem_used = &exporter->gauge(fam("troupe_node_gpu_memory_used_bytes"));
     mem_total = &exporter->gauge(fam("troupe_node_gpu_memory_total_bytes"));
     allocated = &exporter->gauge(fam("troupe_node_gpu_allocated"));
+    agent_events = &exporter->counter(fam("troupe_node_agent_events_total"));
     launched->Add(node());
     running->Add(node());
     heartbeats->Add(node());
@@ -216,8 +221,24 @@ struct NodeMetrics::Impl {
     publish_allocated();
   }
 
-  // One sample on the exporter's polling thread: a GPU nvidia-smi no longer
-  // lists loses its rows.
+  // One sample on the exporter's polling thread: the agent's counts, and
+  // the GPUs (when nvidia-smi is there).
+  bool sample(GaugeRows& rows) {
+    {
+      std::lock_guard<std::mutex> l(source_mu);
+      if (source)
+        for (const auto& [event, total] : source()) {
+          auto labels = node();
+          labels["event"] = event;
+          auto& c = agent_events->Add(labels);
+          if (static_cast<double>(total) > c.Value())
+            c.Increment(static_cast<double>(total) - c.Value());
+        }
+    }
+    return smi.empty() || sample_gpus(rows);
+  }
+
+  // A GPU nvidia-smi no longer lists loses its rows.
   bool sample_gpus(GaugeRows& rows) {
     // A wedged driver can hang nvidia-smi: give up after 10 s (this thread
     // only; the agent never waits for it).
@@ -246,11 +267,9 @@ std::unique_ptr<NodeMetrics> NodeMetrics::start(const Options& opts, std::string
   impl->build();
   impl->smi = find_program(opts.nvidia_smi);
   impl->timeout = find_program("timeout");
-  if (!impl->smi.empty()) {
-    Impl* raw = impl.get();
-    impl->exporter->poll_every(std::chrono::milliseconds(opts.gpu_poll_ms),
-                               [raw](GaugeRows& rows) { return raw->sample_gpus(rows); });
-  }
+  Impl* raw = impl.get();
+  impl->exporter->poll_every(std::chrono::milliseconds(opts.gpu_poll_ms),
+                             [raw](GaugeRows& rows) { return raw->sample(rows); });
   return std::make_unique<NodeMetrics>(std::move(impl));
 }
 
@@ -274,6 +293,11 @@ void NodeMetrics::heartbeat_sent() {
 
 void NodeMetrics::observe(const void* data, size_t size) {
   impl_->observe(data, size);
+}
+
+void NodeMetrics::count_from(std::function<Counts()> source) {
+  std::lock_guard<std::mutex> l(impl_->source_mu);
+  impl_->source = std::move(source);
 }
 
 int NodeMetrics::port() const {

@@ -12,15 +12,19 @@
 //   m->worker_launched();   m->set_running(n);   m->heartbeat_sent();
 //   m->worker_exited(exit_code, signal, reason);
 //   m->observe(data, size);   // every envelope the agent receives or publishes
+//   m->count_from([&] { return named(agent.counters()); });   // read every gpu_poll_ms
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <set>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 namespace troupe::metrics {
@@ -84,7 +88,7 @@ class NodeMetrics {
     std::string bind;                       // HOST:PORT; port 0 picks a free one
     std::string node;                       // the "node" label of every series
     std::string nvidia_smi = "nvidia-smi";  // looked up on PATH; absent: no GPU series
-    int gpu_poll_ms = 5000;
+    int gpu_poll_ms = 5000;                 // also how often count_from's source is read
     // The node's GPU indices: their troupe_node_gpu_allocated rows exist from
     // the start (0 while free). A GPU a Launch names is added.
     std::vector<int> gpus = {};
@@ -104,6 +108,12 @@ class NodeMetrics {
   // Exited and Heartbeat update troupe_node_gpu_allocated; anything else, or
   // bytes that are no envelope, are ignored. Counts nothing else.
   void observe(const void* data, size_t size);
+  // What the agent counted itself (AgentCounters, by name), read on the
+  // polling thread into troupe_node_agent_events_total{event}: a total that
+  // grew is added, one that did not is left. nullptr stops the reads (before
+  // the source goes).
+  using Counts = std::vector<std::pair<std::string, uint64_t>>;
+  void count_from(std::function<Counts()> source);
 
   int port() const;
   std::string url() const;

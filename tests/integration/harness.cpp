@@ -561,8 +561,9 @@ void Cluster::start_nats(const ClusterOptions& opts) {
       // A cluster's JetStream answers once its servers have elected a
       // metadata leader.
       if (n > 1) {
+        const bool ready = wait_jetstream(30s, &last_error);
         INFO("JetStream of the NATS cluster at " << url_ << " not ready: " << last_error);
-        REQUIRE(wait_jetstream(30s, &last_error));
+        REQUIRE(ready);
       }
       events_ = std::make_unique<EventLog>(*sub_conn_);
       return;

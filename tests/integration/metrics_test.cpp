@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "bus/subjects.hpp"
 #include "harness.hpp"
 #include "messages/names.hpp"
 
@@ -405,4 +406,18 @@ TEST_CASE("metrics: the node agent serves its own /metrics", "[integration][metr
   CHECK_THAT(*during, Catch::Contains("troupe_node_gpu_allocated{gpu=\"" + std::to_string(1 - gpu) +
                                       "\",node=\"n1\"} 0"));
   c.cancel("t", held);
+  // What the agent counts itself: a malformed message on its subject is
+  // dropped and counted (read every 5 s, the agent's default).
+  const std::string junk = "not a flatbuffer";
+  namespace sj = troupe::subjects;
+  REQUIRE(c.conn().publish(sj::scheduler_to_agent("n1", sj::kLaunch), junk));
+  bool counted = false;
+  for (auto deadline = Clock::now() + 20s; !counted && Clock::now() < deadline;) {
+    auto now = http_get(port, "/metrics");
+    counted = now && now->find(
+                         "troupe_node_agent_events_total{event=\"bad_messages\",node=\"n1\"} "
+                         "1\n") != std::string::npos;
+    if (!counted) std::this_thread::sleep_for(250ms);  // polled: the agent's counts are sampled
+  }
+  CHECK(counted);
 }

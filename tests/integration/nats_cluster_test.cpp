@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <condition_variable>
@@ -261,10 +262,13 @@ TEST_CASE(
   auto caught = c.bring_streams_current(1s, 1s);
   INFO(steps_of(caught));
   CHECK(caught.current);
-  REQUIRE(caught.steps.size() == 5);
+  // (Another server's copy may be behind for a moment after the step-down:
+  // it is restarted too.)
+  REQUIRE(caught.steps.size() >= 5);
   CHECK(caught.steps[1].rfind("their leaders asked to step down: ", 0) == 0);
-  CHECK(caught.steps[3] == "restart nats-server s1 (SIGTERM), whose copy is behind");
-  CHECK(caught.steps[4] == "current again");
+  CHECK(std::count(caught.steps.begin(), caught.steps.end(),
+                   "restart nats-server s1 (SIGTERM), whose copy is behind") == 1);
+  CHECK(caught.steps.back() == "current again");
   // The cluster works on: a job runs (a submission in the moment the
   // scheduler's lease bucket elects a leader is answered "retry").
   Json r = submit_keyed(c, "t1", job_spec("t1", {"true"}), "after-the-remedy");

@@ -3,6 +3,7 @@
 // max_runtime_s), --simulate workers, duplicates, malformed messages, logs
 // requests and shutdown. Publishes are captured in memory.
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -441,6 +442,41 @@ TEST_CASE(
   CHECK(f.agent->counters().folders_removed_for_space >= 1);
   CHECK(exists(work_dir(f.tmp.path(), "j-runs") + "/f"));
   CHECK(exists(log_path(f.tmp.path(), WorkerKey{"j-runs", 0, 0})));
+}
+
+TEST_CASE(
+    "node agent: a folder rm cannot remove stays in the trash, warned about and counted once, "
+    "and goes once it can",
+    "[node][agent][disk]") {
+  Fixture f(false, 10, 60000, [](AgentConfig& c) {
+    c.dir_keep_ms = 86400 * 1000LL;  // the guard on
+    c.dir_check_ms = 20;
+  });
+  // A file system mounted in it: rm --one-file-system leaves it (the node
+  // runs as root, as its job users need; so does this test).
+  const std::string stuck = f.tmp.path() + "/trash/1-1/mnt";
+  std::filesystem::create_directories(stuck);
+  REQUIRE(::mount("troupe-test", stuck.c_str(), "tmpfs", 0, nullptr) == 0);
+  struct Unmount {
+    std::string path;
+    bool done = false;
+    void now() {
+      if (!done) done = ::umount2(path.c_str(), MNT_DETACH) == 0;
+    }
+    ~Unmount() { now(); }
+  } unmount{stuck};
+  test::write_file(stuck + "/x", "x");
+  f.agent->start();
+  // Many rounds: one failure counted (and warned about), not one a round.
+  CHECK(eventually([&] { return f.agent->counters().guard_checks >= 10; }));
+  CHECK(f.agent->counters().folder_removal_failures == 1);
+  CHECK(f.agent->counters().folders_removed == 0);
+  CHECK(exists(stuck + "/x"));
+  unmount.now();
+  REQUIRE(unmount.done);
+  CHECK(eventually([&] { return folder_names(f.tmp.path() + "/trash").empty(); }));
+  CHECK(eventually([&] { return f.agent->counters().folders_removed == 1; }));
+  CHECK(f.agent->counters().folder_removal_failures == 1);
 }
 
 TEST_CASE("node agent: duplicate launches start nothing, a finished worker's exit is told again",

@@ -11,9 +11,12 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <fstream>
+#include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "messages/wire.hpp"
@@ -59,6 +62,52 @@ TEST_CASE("node metrics: counters and gauges on /metrics", "[metrics]") {
   CHECK(has_line(text, "troupe_node_workers_exited_total{cause=\"stopped\",node=\"n1\"} 1"));
   CHECK(has_line(text, "troupe_node_gpu_probe_up{node=\"n1\"} 0"));
   CHECK(text.find("troupe_node_gpu_utilization_ratio{") == std::string::npos);
+}
+
+TEST_CASE("node metrics: the agent's own counts, read from their source", "[metrics]") {
+  troupe::metrics::NodeMetrics::Options o;
+  o.bind = "127.0.0.1:0";
+  o.node = "n1";
+  o.nvidia_smi = "/nonexistent/nvidia-smi";  // no GPU: the counts are read all the same
+  o.gpu_poll_ms = 20;
+  std::string err;
+  auto m = troupe::metrics::NodeMetrics::start(o, &err);
+  INFO(err);
+  REQUIRE(m);
+  std::mutex mu;
+  troupe::metrics::NodeMetrics::Counts counts = {{"bad_messages", 3}, {"fenced", 0}};
+  auto read = [&] {
+    std::lock_guard<std::mutex> l(mu);
+    return counts;
+  };
+  m->count_from(read);
+  auto shows = [&](const std::vector<std::string>& lines) {
+    for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+         std::chrono::steady_clock::now() < until;) {
+      const auto text = scrape(m->port());
+      bool all = true;
+      for (const auto& l : lines) all = all && has_line(text, l);
+      if (all) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // polled: read every 20 ms
+    }
+    return false;
+  };
+  CHECK(shows({"troupe_node_agent_events_total{event=\"bad_messages\",node=\"n1\"} 3",
+               "troupe_node_agent_events_total{event=\"fenced\",node=\"n1\"} 0"}));
+  {
+    std::lock_guard<std::mutex> l(mu);
+    counts = {{"bad_messages", 5}, {"fenced", 1}};
+  }
+  CHECK(shows({"troupe_node_agent_events_total{event=\"bad_messages\",node=\"n1\"} 5",
+               "troupe_node_agent_events_total{event=\"fenced\",node=\"n1\"} 1"}));
+  // A total that went down (a counter never does) leaves the series as it is.
+  {
+    std::lock_guard<std::mutex> l(mu);
+    counts = {{"bad_messages", 2}, {"fenced", 2}};
+  }
+  CHECK(shows({"troupe_node_agent_events_total{event=\"bad_messages\",node=\"n1\"} 5",
+               "troupe_node_agent_events_total{event=\"fenced\",node=\"n1\"} 2"}));
+  m->count_from(nullptr);  // before `counts` goes
 }
 
 TEST_CASE("node metrics: a bad or taken address is an error, not a crash", "[metrics]") {
