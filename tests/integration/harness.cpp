@@ -656,7 +656,7 @@ std::vector<Cluster::LaggingStream> Cluster::lagging_streams() {
     Json j = info ? Json::parse(info->begin(), info->end(), nullptr, false) : Json();
     if (!j.is_object() || !j.contains("cluster") || !j.contains("config")) continue;
     const Json& cl = j["cluster"];
-    LaggingStream l{stream, {}};
+    LaggingStream l{stream, cl.value("leader", ""), {}};
     int current = 0;
     if (cl.contains("replicas") && cl["replicas"].is_array())
       for (const auto& rep : cl["replicas"]) {
@@ -671,6 +671,14 @@ std::vector<Cluster::LaggingStream> Cluster::lagging_streams() {
   return lagging;
 }
 
+std::string Cluster::stream_leader(const std::string& stream) {
+  std::string err;
+  auto info = conn_->request("$JS.API.STREAM.INFO." + stream, std::string(), 2000, &err);
+  Json j = info ? Json::parse(info->begin(), info->end(), nullptr, false) : Json();
+  if (!j.is_object() || !j.contains("cluster") || !j["cluster"].is_object()) return {};
+  return j["cluster"].value("leader", "");
+}
+
 Cluster::CatchUp Cluster::bring_streams_current(Clock::duration first,
                                                 Clock::duration after_step_down) {
   CatchUp r;
@@ -683,10 +691,20 @@ Cluster::CatchUp Cluster::bring_streams_current(Clock::duration first,
   }
   r.steps.push_back("streams behind after " + seconds(first) + ": " + r.why);
   std::string asked;
-  std::string err;
   for (const auto& l : lagging_streams()) {
-    conn_->request("$JS.API.STREAM.LEADER.STEPDOWN." + l.stream, std::string(), 2000, &err);
-    asked += " " + l.stream;
+    // Asked again (three times at most) while the same server leads: it may
+    // win the election that follows.
+    const std::string was = l.leader;
+    std::string now = was;
+    for (int tries = 0; tries < 3 && now == was; ++tries) {
+      std::string err;
+      conn_->request("$JS.API.STREAM.LEADER.STEPDOWN." + l.stream, std::string(), 2000, &err);
+      for (auto until = Clock::now() + 5s; now == was && Clock::now() < until;) {
+        std::this_thread::sleep_for(200ms);  // polled: no event says "elected"
+        now = stream_leader(l.stream);
+      }
+    }
+    asked += " " + l.stream + " (" + was + " -> " + (now.empty() ? "none" : now) + ")";
   }
   r.steps.push_back("their leaders asked to step down:" + asked);
   if (wait_streams_current(after_step_down, &r.why)) {

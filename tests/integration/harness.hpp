@@ -383,12 +383,16 @@ class Cluster {
   // copy is not current (or is offline).
   struct LaggingStream {
     std::string stream;
-    std::vector<std::string> behind;
+    std::string leader;               // "" while it has none
+    std::vector<std::string> behind;  // the servers whose copy is behind
   };
   std::vector<LaggingStream> lagging_streams();
+  // The server leading `stream` ("s0", ...; "" when none or no answer).
+  std::string stream_leader(const std::string& stream);
   // What an operator does to bring every stream's copies current
   // (docs/deploy.md, Upgrade order): waits `first`; then steps down the
-  // leader of each stream still behind and waits `after_step_down`; then restarts
+  // leader of each stream still behind (again while the same server leads,
+  // three times at most) and waits `after_step_down`; then restarts
   // (SIGTERM) each server holding a copy still behind and waits 60 s. On
   // nats-server 2.9 a replica of an idle stream may stay behind after its
   // server restarted until the stream's next write or leader change, and
