@@ -212,6 +212,18 @@ int queued_slots(const pb::JobRecord& r) {
   return policy::awaiting_first_start(r.state(), r.attempts_size()) ? 1 : 0;
 }
 
+std::vector<std::string> checkpoint_nodes(const pb::JobRecord& r) {
+  std::vector<std::string> out;
+  if (r.checkpoint_dir().empty()) return out;
+  for (const auto& a : r.attempts())
+    for (const auto& n : a.nodes()) out.push_back(n);
+  for (const auto& w : r.placement()) out.push_back(w.node());
+  out.erase(std::remove(out.begin(), out.end(), std::string()), out.end());
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
 int coordinator_port(const std::string& job_id) {
   return 29500 + static_cast<int>(std::hash<std::string>{}(job_id) % 500);
 }

@@ -40,5 +40,10 @@ pb::JobRecord task_record(const pb::JobRecord& array, int index, int64_t now_ms)
 // How many of the team's max_queued_jobs the record holds: 1 for a job not
 // started yet, an array's tasks not started yet, else 0.
 int queued_slots(const pb::JobRecord& r);
+// The nodes whose agents may have made the job's checkpoint dir (every
+// attempt's nodes, the current placement's too), each once, sorted; none
+// when the job has no checkpoint dir. A forgotten job's dir is removed by
+// their agents (wire::Forget).
+std::vector<std::string> checkpoint_nodes(const pb::JobRecord& r);
 
 }  // namespace troupe

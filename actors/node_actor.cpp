@@ -620,6 +620,10 @@ Envelope handle(Self self, const Envelope& env) {
       if (changed) save(self);
       return {};
     }
+    case wire::Body::Forget:
+      // A job forgotten for good: its agent removes its checkpoint dir.
+      to_agent(self, subjects::kForget, env.bytes);
+      return {};
     default:
       spdlog::warn("node {}: unexpected {}", st.node, wire::body_name(e->body_type()));
       return {};

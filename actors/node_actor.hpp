@@ -9,7 +9,8 @@
 //   Checkpointed from the agent (via the node supervisor); Reserve and Commit
 //   (requests, answered with Accept or Reject) and Release from gang
 //   reservations (every placement, one worker or many); Launch, Stop,
-//   Release from job actors (via the node supervisor). (sync_atom, job,
+//   Release from job actors, Forget from the job supervisor (via the node
+//   supervisor). (sync_atom, job,
 //   attempt, rank) from a restarted job (Started/Exited told again; a rank
 //   not held here is stopped and ends as agent lost); (cordon_atom, on,
 //   drain, reason, reply). Timers: (lease_atom), (tick_atom), which also runs the
@@ -22,7 +23,7 @@
 //   (reconcile, adopt_or_lose, fence).
 // Phases: its liveness is one enum (unknown, alive, silent) and so is
 //   whether it takes work (schedulable, cordoned, draining): node_actor.cpp.
-// Sends: Launch/Stop/hello to the agent on troupe.sys.node.<node>.*;
+// Sends: Launch/Stop/Forget/hello to the agent on troupe.sys.node.<node>.*;
 //   (route_atom, job, Envelope{Started|Exited|Checkpointed}) and (hold_atom,
 //   job, ...) to the job supervisor; (capacity_atom, NodeCapacity, itself) to
 //   the pool arbiter; (snapshot_atom, node, pb::NodeRecord) to the node

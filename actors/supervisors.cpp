@@ -213,7 +213,8 @@ void retire(JobSup self, const std::string& id, int64_t since_ms) {
 }
 
 // Forgets `id` for good, when it is still ended and its actor gone: its
-// snapshot, its place in the lists, its KV key (purged), its idempotency key.
+// snapshot, its place in the lists, its KV key (purged), its idempotency key,
+// its checkpoint dir (wire::Forget to the nodes it ran on).
 void forget_job(JobSup self, const std::string& id) {
   auto& st = self->state;
   if (st.children.find(id)) return;
@@ -226,6 +227,12 @@ void forget_job(JobSup self, const std::string& id) {
   st.order.erase(std::make_pair(rec.seq(), id));
   st.children.forget(id);
   if (st.store) st.store->purge(job_key(id));
+  // Its checkpoint dir outlived its attempts; it goes with the job: each
+  // node it ran on is told (an agent removes what it finds; on storage the
+  // nodes share, the first one does).
+  for (const auto& node : checkpoint_nodes(rec))
+    self->send(st.w.nodes, route_atom_v, node,
+               Envelope{wire::forget(id, rec.checkpoint_dir(), st.w.epoch)});
 }
 
 // The record of a job without an actor, here and in the store, and its

@@ -50,7 +50,8 @@
 //   second while there is something to sweep: a job
 //   ended longer than the retention ago is forgotten (its snapshot, its place
 //   in the lists, its KV key purged, its idempotency key at the router:
-//   purged_atom); status and history of a job it does not know go to the
+//   purged_atom; its checkpoint dir: Forget routed to each node it ran on);
+//   status and history of a job it does not know go to the
 //   router, which answers from the job's stored events.
 // queue supervisor  — TeamQueueActors by team, created on first use
 //                     (QueueSupervisorActor). A restarted queue is refilled

@@ -82,6 +82,7 @@ inline constexpr std::string_view kExited = "exited";
 inline constexpr std::string_view kCheckpointed = "checkpointed";
 inline constexpr std::string_view kLaunch = "launch";
 inline constexpr std::string_view kStop = "stop";
+inline constexpr std::string_view kForget = "forget";
 inline constexpr std::string_view kHello = "hello";
 
 // Builders. The caller validates tokens that come from outside (valid_team,

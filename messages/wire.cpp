@@ -78,6 +78,12 @@ Bytes stop(const std::string& job_id, int attempt, int rank, int grace_s, const 
   return seal(fbb, body);
 }
 
+Bytes forget(const std::string& job_id, const std::string& checkpoint_dir, uint64_t epoch) {
+  flatbuffers::FlatBufferBuilder fbb(128);
+  auto body = CreateForget(fbb, fbb.CreateString(job_id), fbb.CreateString(checkpoint_dir), epoch);
+  return seal(fbb, body);
+}
+
 Bytes commit(const std::string& reservation_id) {
   flatbuffers::FlatBufferBuilder fbb(64);
   return seal(fbb, CreateCommit(fbb, fbb.CreateString(reservation_id)));

@@ -55,6 +55,7 @@ Bytes exited(const std::string& node, const std::string& job_id, int attempt, in
              int exit_code, int signal, const std::string& reason);
 Bytes stop(const std::string& job_id, int attempt, int rank, int grace_s, const std::string& reason,
            int signal, int kill_after_s, uint64_t epoch);
+Bytes forget(const std::string& job_id, const std::string& checkpoint_dir, uint64_t epoch);
 Bytes commit(const std::string& reservation_id);
 Bytes submit_reply(const std::string& job_id, const std::string& error, const std::string& code);
 

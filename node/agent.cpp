@@ -39,6 +39,8 @@ constexpr auto kCheckpointPoll = std::chrono::milliseconds(250);
 constexpr int64_t kShipBytesPerBeat = 1 << 20;
 constexpr int64_t kShipBytesAtEnd = 16 << 20;  // the rest, with the agent's lock held
 constexpr int64_t kMaxShippedLogBytes = 256LL << 20;
+// Forgotten jobs' checkpoint dirs waiting for the guard's thread, at most.
+constexpr size_t kMaxForgets = 100000;
 
 std::chrono::seconds secs(long long s) {
   return std::chrono::seconds(std::min(std::max(s, 0LL), kMaxDelayS));
@@ -171,10 +173,12 @@ void Agent::start() {
   timers_->after(std::chrono::milliseconds(first), [this] { on_heartbeat(); });
   // --simulate does nothing for checkpoints.
   if (!cfg_.simulate) timers_->after(kCheckpointPoll, [this] { on_checkpoint_poll(); });
-  // Nor writes folders.
-  if (!cfg_.simulate && (cfg_.disk_max_bytes > 0 || cfg_.disk_max_files > 0 ||
-                         cfg_.dir_keep_ms > 0 || cfg_.dir_gc_percent > 0)) {
-    guard_on_ = true;
+  // Nor writes folders. The guard's thread also removes forgotten jobs'
+  // checkpoint dirs, so it runs on every real agent; it sweeps folders when
+  // a limit or keep time asks it to.
+  if (!cfg_.simulate) {
+    guard_on_ = cfg_.disk_max_bytes > 0 || cfg_.disk_max_files > 0 || cfg_.dir_keep_ms > 0 ||
+                cfg_.dir_gc_percent > 0;
     guard_ = std::thread([this] { guard_loop(); });
   }
 }
@@ -278,7 +282,9 @@ std::vector<std::pair<std::string, uint64_t>> named(const AgentCounters& c) {
           {"disk_limit_kills", c.disk_limit_kills},
           {"folders_removed", c.folders_removed},
           {"folders_removed_for_space", c.folders_removed_for_space},
-          {"folder_removal_failures", c.folder_removal_failures}};
+          {"folder_removal_failures", c.folder_removal_failures},
+          {"checkpoint_dirs_removed", c.checkpoint_dirs_removed},
+          {"checkpoint_dir_removal_failures", c.checkpoint_dir_removal_failures}};
 }
 
 AgentCounters Agent::counters() const {
@@ -342,7 +348,7 @@ void Agent::on_message(const Inbound& in) {
       handle_logs(in);
       return;
     }
-    if (kind != subjects::kLaunch && kind != subjects::kStop) {
+    if (kind != subjects::kLaunch && kind != subjects::kStop && kind != subjects::kForget) {
       bad("unknown message kind '" + std::string(kind) + "'", in.subject);
       return;
     }
@@ -356,11 +362,16 @@ void Agent::on_message(const Inbound& in) {
         if (!fenced(l->epoch(), "a launch")) handle_launch(*l);
       } else
         bad(std::string("expected Launch, got ") + wire::body_name(env->body_type()), in.subject);
-    } else {
+    } else if (kind == subjects::kStop) {
       if (const auto* s = env->body_as_Stop()) {
         if (!fenced(s->epoch(), "a stop")) handle_stop(*s);
       } else
         bad(std::string("expected Stop, got ") + wire::body_name(env->body_type()), in.subject);
+    } else {
+      if (const auto* f = env->body_as_Forget()) {
+        if (!fenced(f->epoch(), "a forget")) handle_forget(*f);
+      } else
+        bad(std::string("expected Forget, got ") + wire::body_name(env->body_type()), in.subject);
     }
   } catch (const std::exception& e) {
     bad(std::string("error while handling it: ") + e.what(), in.subject);
@@ -772,15 +783,76 @@ void Agent::guard_loop() {
   const auto period =
       std::chrono::milliseconds(cfg_.dir_check_ms > 0 ? cfg_.dir_check_ms : 5 * cfg_.heartbeat_ms);
   empty_trash();  // what an earlier agent left
+  auto next = Clock::now() + period;
   std::unique_lock<std::mutex> lock(guard_mu_);
-  while (!guard_cv_.wait_for(lock, period, [this] { return guard_stop_; })) {
+  while (true) {
+    guard_cv_.wait_until(lock, next, [this] { return guard_stop_ || !forgets_.empty(); });
+    if (guard_stop_) return;
+    auto forgets = std::move(forgets_);
+    forgets_.clear();
     lock.unlock();
-    guard_round();
-    {
+    for (const auto& [job_id, dir] : forgets) remove_checkpoint_dir(job_id, dir);
+    if (Clock::now() >= next) {
+      if (guard_on_) guard_round();
       std::lock_guard<std::mutex> counted(mu_);
       ++counters_.guard_checks;
+      next = Clock::now() + period;
     }
     lock.lock();
+  }
+}
+
+void Agent::handle_forget(const wire::Forget& f) {
+  const std::string job_id = wire::str(f.job_id());
+  const std::string dir = resolve_checkpoint_dir(cfg_.state_dir, wire::str(f.checkpoint_dir()));
+  if (auto why = forget_refusal(job_id, dir); !why.empty()) {
+    bad("Forget refused: " + why, subjects::scheduler_to_agent(cfg_.name, subjects::kForget));
+    return;
+  }
+  if (cfg_.simulate) return;  // a simulated worker makes no folders
+  bool queued = false;
+  {
+    std::lock_guard<std::mutex> lock(guard_mu_);
+    if (forgets_.size() < kMaxForgets) {
+      forgets_.emplace_back(job_id, dir);
+      queued = true;
+    }
+  }
+  if (queued) {
+    guard_cv_.notify_all();
+    return;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  ++counters_.checkpoint_dir_removal_failures;
+  spdlog::warn("{} left: {} forgotten jobs' checkpoint dirs wait already", dir, kMaxForgets);
+}
+
+void Agent::remove_checkpoint_dir(const std::string& job_id, const std::string& dir) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (job_running_locked(job_id)) {
+      // A forgotten job never runs again: a scheduler that still places it
+      // is not the one that forgot it. Its folder stays.
+      spdlog::warn("{}: not removed, a worker of {} runs here", dir, job_id);
+      ++counters_.checkpoint_dir_removal_failures;
+      return;
+    }
+  }
+  struct stat st;
+  if (::lstat(dir.c_str(), &st) != 0) return;  // never made here, or removed by another node
+  bool gone = false;
+  if (S_ISDIR(st.st_mode))
+    gone = remove_tree(dir);
+  else
+    spdlog::warn("{}: not removed, not a folder", dir);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (gone) {
+    ++counters_.checkpoint_dirs_removed;
+    spdlog::info("{}: forgotten, its checkpoint dir {} removed", job_id, dir);
+  } else {
+    ++counters_.checkpoint_dir_removal_failures;
+    if (S_ISDIR(st.st_mode))
+      spdlog::warn("cannot remove {} (a forgotten job's checkpoint dir)", dir);
   }
 }
 

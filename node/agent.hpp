@@ -11,6 +11,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -104,6 +105,11 @@ struct AgentCounters {
   uint64_t folders_removed_for_space = 0;  // of those, before their keep time: a full disk
   uint64_t folder_removal_failures = 0;    // folders rm could not remove (each counted once)
   uint64_t guard_checks = 0;               // rounds of the folder guard done
+  // Forget (a job forgotten for good): checkpoint dirs removed, and those rm
+  // could not remove (or that were not folders); a Forget the agent refused
+  // (a bad path) is a bad message.
+  uint64_t checkpoint_dirs_removed = 0;
+  uint64_t checkpoint_dir_removal_failures = 0;
 };
 
 // The counters an operator reads (troupe_node_agent_events_total{event}), by
@@ -222,6 +228,10 @@ class Agent {
   // sees them half gone), then removes the trash.
   void guard_loop();
   void guard_round();
+  // Forget: checked here, the dir removed by the guard's thread (rm may take
+  // long on shared storage), never while a worker of the job runs here.
+  void handle_forget(const wire::Forget& f);
+  void remove_checkpoint_dir(const std::string& job_id, const std::string& dir);
   void over_disk_limit(const std::string& job_id, const std::string& reason);
   // With mu_ held: renames the job's work dir (and with `logs` its log
   // folder) into the trash. False when a worker of the job runs here.
@@ -266,7 +276,7 @@ class Agent {
   // Trash entries rm could not remove (warned about and counted once, tried
   // again every round).
   std::set<std::string> trash_stuck_;
-  bool guard_on_ = false;  // the folder guard runs: job_ended_ms_ is kept
+  bool guard_on_ = false;  // the folder guard sweeps folders: job_ended_ms_ is kept
   uint64_t heartbeat_seq_ = 0;
   bool started_ = false;
   bool shutting_down_ = false;
@@ -277,6 +287,9 @@ class Agent {
   std::mutex guard_mu_;
   std::condition_variable guard_cv_;
   bool guard_stop_ = false;
+  // Checkpoint dirs to remove (job id, dir), from Forget; at most
+  // kMaxForgets wait (more are dropped, counted as failures).
+  std::deque<std::pair<std::string, std::string>> forgets_;
   std::thread guard_;
 
   // Declared last: destroyed first, so their threads stop before the state above goes.

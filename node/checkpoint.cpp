@@ -3,15 +3,20 @@
 
 #include <sys/stat.h>
 
+#include <filesystem>
 #include <fstream>
 #include <iterator>
+
+#include "bus/subjects.hpp"
 
 namespace troupe::node {
 
 namespace {
 constexpr size_t kMaxLatest = 4096;
 
-bool space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
+bool space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
 }  // namespace
 
 std::optional<std::string> parse_latest(const std::string& content) {
@@ -27,7 +32,8 @@ std::optional<std::string> parse_latest(const std::string& content) {
   size_t start = 0;
   while (start <= p.size()) {
     size_t slash = p.find('/', start);
-    std::string part = p.substr(start, slash == std::string::npos ? std::string::npos : slash - start);
+    std::string part =
+        p.substr(start, slash == std::string::npos ? std::string::npos : slash - start);
     if (part == "..") return std::nullopt;
     if (slash == std::string::npos) break;
     start = slash + 1;
@@ -39,6 +45,19 @@ std::string resolve_checkpoint_dir(const std::string& state_dir, const std::stri
   if (dir.empty()) return {};
   if (dir.front() == '/') return dir;
   return state_dir + "/" + dir;
+}
+
+std::string forget_refusal(const std::string& job_id, const std::string& dir) {
+  if (auto why = subjects::check_token(job_id); !why.empty()) return "job_id " + why;
+  if (dir.empty() || dir.front() != '/') return "the checkpoint dir is not an absolute path";
+  // A C string ends at the first NUL: the rest would name another folder.
+  if (dir.find('\0') != std::string::npos) return "the checkpoint dir holds a NUL byte";
+  const std::string tail = "/" + job_id;
+  if (dir.size() <= tail.size() || dir.compare(dir.size() - tail.size(), tail.size(), tail) != 0)
+    return "the checkpoint dir does not end in /" + job_id;
+  if (std::filesystem::path(dir).lexically_normal().string() != dir)
+    return "the checkpoint dir is not a normal path";
+  return {};
 }
 
 CheckpointWatch::CheckpointWatch(std::string dir) : dir_(std::move(dir)) {

@@ -25,6 +25,12 @@ std::optional<std::string> parse_latest(const std::string& content);
 // "" when the launch names none.
 std::string resolve_checkpoint_dir(const std::string& state_dir, const std::string& dir);
 
+// Why the agent may not remove `dir` (resolved) as job `job_id`'s checkpoint
+// dir for a Forget; "" when it may: `job_id` a subject token, `dir` absolute,
+// without a NUL byte, normal (no "." or ".." part, no "//", no trailing "/") and ending in
+// "/<job_id>". The agent removes nothing else a message names.
+std::string forget_refusal(const std::string& job_id, const std::string& dir);
+
 struct CheckpointSeen {
   std::string path;   // relative to the checkpoint folder
   int64_t ts_ms = 0;  // mtime of `latest` (wall clock, ms since the epoch)

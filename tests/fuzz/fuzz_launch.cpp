@@ -1,12 +1,15 @@
 // What the node agent does with a scheduler -> agent message
-// (troupe.sys.node.<node>.launch|stop): wire::open, then a Launch goes through
-// decode_launch, validate_launch and the child's environment, paths and
-// --simulate parameters; a Stop's fields are read as Agent::handle_stop does.
+// (troupe.sys.node.<node>.launch|stop|forget): wire::open, then a Launch goes
+// through decode_launch, validate_launch and the child's environment, paths
+// and --simulate parameters; a Stop's fields are read as Agent::handle_stop
+// does; a Forget's path is judged as Agent::handle_forget does, and one it
+// would remove must be <something>/<job id> with no ".." part.
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "node/checkpoint.hpp"
 #include "node/launch_spec.hpp"
 #include "tests/fuzz/walk.hpp"
 
@@ -34,6 +37,23 @@ size_t launch(const troupe::wire::Launch& l) {
   return n;
 }
 
+size_t forget(const troupe::wire::Forget& f) {
+  using namespace troupe::node;
+  const std::string id = troupe::wire::str(f.job_id());
+  const std::string dir =
+      resolve_checkpoint_dir("/var/lib/troupe", troupe::wire::str(f.checkpoint_dir()));
+  auto why = forget_refusal(id, dir);
+  if (why.empty()) {
+    troupe::fuzz::check(dir.size() > id.size() + 1 && dir.compare(dir.size() - id.size() - 1,
+                                                                  std::string::npos, "/" + id) == 0,
+                        "a Forget taken for a dir that is not <...>/<job id>");
+    troupe::fuzz::check(
+        dir.find("/../") == std::string::npos && dir.find('\0') == std::string::npos,
+        "a Forget taken for a dir with a .. part or a NUL byte");
+  }
+  return why.size() + f.epoch();
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -47,6 +67,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const auto* table = (const flatbuffers::Table*)(s);
     sink = fuzz::visit(s) + table->CheckField(wire::Stop::VT_GRACE_S);
   }
+  if (const auto* f = e->body_as_Forget()) sink = forget(*f);
   (void)sink;
   return 0;
 }

@@ -100,6 +100,9 @@ int main(int argc, char** argv) {
   write("launch", "launch-rank1", launch(1, 2));
   write("launch", "stop-preempt", stop(0, SIGUSR1, "preempted"));
   write("launch", "stop-all-ranks", stop(-1, SIGTERM, "cancelled"));
+  // As the job supervisor builds a Forget (a purged job's checkpoint dir).
+  write("launch", "forget", wire::forget("j-42", "/var/lib/troupe/checkpoints/j-42", 3));
+  write("launch", "forget-relative", wire::forget("j-42", "checkpoints/j-42", 3));
 
   node::Inventory inv;
   inv.gpu_type = "a100";
@@ -137,6 +140,7 @@ int main(int argc, char** argv) {
   write("envelope", "Heartbeat", node::make_heartbeat("n1", 17, running));
   write("envelope", "Launch", launch(0, 1));
   write("envelope", "Stop", stop(0, SIGTERM, "cancelled"));
+  write("envelope", "Forget", wire::forget("j-42", "/ckpt/j-42", 1));
   write("envelope", "Started", node::make_started("n1", k, 4242));
   write("envelope", "Exited", node::make_exited("n1", k, exited));
   write("envelope", "Checkpointed", node::make_checkpointed("n1", k, "step-100", 1700000000000));

@@ -44,7 +44,7 @@ std::enable_if_t<std::is_arithmetic_v<T>, size_t> visit(T x) {
   X(KeyValue) X(Resources) X(JobSpec) X(SubmitRequest) X(SubmitReply) X(WorkerPlacement) \
   X(JobEvent) X(Gpu) X(WorkerRef) X(NodeRegister) X(Heartbeat) X(Launch) X(Stop)        \
   X(Checkpointed) X(Started) X(Exited) X(Propose) X(Reserve) X(Accept) X(Reject)        \
-  X(Commit) X(Release)
+  X(Commit) X(Release) X(Forget)
 // clang-format on
 #define TROUPE_FUZZ_DECLARE(T) size_t visit(const wire::T* t);
 TROUPE_FUZZ_TABLES(TROUPE_FUZZ_DECLARE)
@@ -88,6 +88,7 @@ TROUPE_FUZZ_TABLE(Launch, t->job_id(), t->team(), t->attempt(), t->rank(), t->wo
                   t->grace_s(), t->checkpoint_dir(), t->epoch())
 TROUPE_FUZZ_TABLE(Stop, t->job_id(), t->attempt(), t->rank(), t->grace_s(), t->reason(),
                   t->signal(), t->kill_after_s(), t->epoch())
+TROUPE_FUZZ_TABLE(Forget, t->job_id(), t->checkpoint_dir(), t->epoch())
 TROUPE_FUZZ_TABLE(Checkpointed, t->node(), t->job_id(), t->attempt(), t->rank(), t->path(),
                   t->ts_ms())
 TROUPE_FUZZ_TABLE(Started, t->node(), t->job_id(), t->attempt(), t->rank(), t->pid())
@@ -111,7 +112,7 @@ inline size_t visit(const wire::Envelope& e) {
                    e.body_as_NodeRegister(), e.body_as_Heartbeat(), e.body_as_Launch(),
                    e.body_as_Stop(), e.body_as_Started(), e.body_as_Exited(), e.body_as_Propose(),
                    e.body_as_Reserve(), e.body_as_Accept(), e.body_as_Reject(), e.body_as_Commit(),
-                   e.body_as_Release(), e.body_as_Checkpointed());
+                   e.body_as_Release(), e.body_as_Checkpointed(), e.body_as_Forget());
 }
 
 }  // namespace troupe::fuzz

@@ -572,6 +572,43 @@ bool listed(Cluster& c, const std::string& team, const std::string& id) {
 }  // namespace
 
 TEST_CASE(
+    "retention: a purged job's checkpoint dir is removed by the agent of the node it ran on, a "
+    "running job's stays",
+    "[integration][retention][checkpoint]") {
+  TmpDir work("troupe-ckpt-gone");
+  const std::string root = work.file("checkpoints");
+  ClusterOptions o;
+  o.node("n1", 4);
+  o.scheduler_args = {"--job-retention-s", "1", "--checkpoint-root", root};
+  Cluster c(o);
+  require_ready(c);
+
+  // A checkpoint as docs/checkpointing.md asks: the files, then `latest`
+  // renamed into the folder.
+  const std::string write =
+      "d=$TROUPE_CHECKPOINT_DIR; mkdir -p $d/step-1 && echo weights > $d/step-1/model.pt && "
+      "echo step-1 > $d/latest.tmp && mv $d/latest.tmp $d/latest";
+  const std::string live =
+      c.submit_ok("t1", job_spec("t1", {"sh", "-c", write + "; exec sleep 60"}));
+  REQUIRE(c.events().wait_state(live, std::string(names::kRunning), 20s));
+  const std::string ended = c.submit_ok("t1", job_spec("t1", {"sh", "-c", write + "; sleep 0.5"}));
+  auto done = c.wait_terminal(ended, 20s);
+  REQUIRE(done);
+  REQUIRE(done->state == names::kSucceeded);
+  // The scheduler heard its checkpoint (the agent saw `latest` in its dir).
+  Json held = c.status("t1", ended);
+  INFO("status at its end: " << held.dump());
+  CHECK(held.value("last_checkpoint", "") == "step-1");
+
+  // Purged a second after its end: its folder goes with it; the running
+  // job's stays.
+  REQUIRE(poll_until([&] { return c.status("t1", ended).value("purged", false); }, 20s, 100ms));
+  CHECK(poll_until([&] { return !std::filesystem::exists(root + "/" + ended); }, 10s, 100ms));
+  CHECK(std::filesystem::exists(root + "/" + live + "/step-1/model.pt"));
+  CHECK(std::filesystem::exists(root + "/" + live + "/latest"));
+}
+
+TEST_CASE(
     "retention: an ended job is purged after --job-retention-s (memory, list, KV), its status "
     "and history come from its events, and a restart does not bring it back",
     "[integration][history][retention][recovery]") {

@@ -595,3 +595,23 @@ TEST_CASE("a shard restores its pools' jobs and nodes, the coordinator also what
   CHECK(all.jobs.size() == 3);
   CHECK(all.nodes.size() == 2);
 }
+
+TEST_CASE("a forgotten job's checkpoint dir is removed by every node it ran on, each told once",
+          "[recovery][retention]") {
+  pb::JobRecord r;
+  r.set_job_id("j-1");
+  CHECK(checkpoint_nodes(r).empty());  // no checkpoint dir: nothing to remove
+  r.set_checkpoint_dir("/ckpt/j-1");
+  CHECK(checkpoint_nodes(r).empty());  // never ran
+  auto* a0 = r.add_attempts();
+  a0->add_nodes("n2");
+  a0->add_nodes("n1");
+  auto* a1 = r.add_attempts();
+  a1->add_nodes("n1");
+  a1->add_nodes("");
+  r.add_placement()->set_node("n3");
+  r.add_placement()->set_node("n2");
+  CHECK(checkpoint_nodes(r) == std::vector<std::string>{"n1", "n2", "n3"});
+  r.clear_checkpoint_dir();
+  CHECK(checkpoint_nodes(r).empty());
+}

@@ -479,6 +479,58 @@ TEST_CASE(
   CHECK(f.agent->counters().folder_removal_failures == 1);
 }
 
+TEST_CASE(
+    "node agent: Forget removes a forgotten job's checkpoint dir, never a running job's, a "
+    "symbolic link's target or a path that is not the job's",
+    "[node][agent][disk]") {
+  Fixture f;  // no folder limits: the guard's thread runs for Forget anyway
+  f.agent->start();
+  const std::string root = f.tmp.path() + "/ckpt";
+  for (const auto& d : {"j-done/step-1", "j-rel", "j-run", "other"})
+    std::filesystem::create_directories(root + "/" + d);
+  test::write_file(root + "/j-done/step-1/model.pt", "weights");
+  test::write_file(root + "/j-done/latest", "step-1");
+  test::write_file(root + "/j-rel/x", "x");
+  test::write_file(root + "/j-run/x", "x");
+  test::write_file(root + "/other/keep", "keep");
+  std::filesystem::create_directory_symlink(root + "/other", root + "/j-link");
+  f.agent->on_message(launch_msg(shell_job("j-run", "echo up; sleep 30")));
+  REQUIRE(f.wait_log(WorkerKey{"j-run", 0, 0}, "up"));
+  auto forget = [&](const std::string& job, const std::string& dir, uint64_t epoch = 1) {
+    f.agent->on_message(Inbound{subjects::scheduler_to_agent(kNode, subjects::kForget), "",
+                                wire::forget(job, dir, epoch)});
+  };
+  // Refused at once: paths not the job's, a bad id, no epoch.
+  forget("j-x", root + "/other");
+  forget("j-x", "/");
+  forget("j-x", root + "/../ckpt/j-x");
+  forget("a.b", root + "/a.b");
+  CHECK(f.agent->counters().bad_messages == 4);
+  forget("j-done", root + "/j-done", 0);
+  CHECK(f.agent->counters().fenced == 1);
+  // Taken: one never made here (nothing to do), a running job's (left), a
+  // symbolic link (left, and what it points to too), two removed (one named
+  // relative to the state folder, as a Launch may).
+  forget("j-never", root + "/j-never");
+  forget("j-run", root + "/j-run");
+  forget("j-link", root + "/j-link");
+  forget("j-done", root + "/j-done");
+  forget("j-rel", "ckpt/j-rel");
+  CHECK(eventually([&] { return f.agent->counters().checkpoint_dirs_removed == 2; }));
+  CHECK(eventually([&] { return f.agent->counters().checkpoint_dir_removal_failures == 2; }));
+  CHECK_FALSE(exists(root + "/j-done"));
+  CHECK_FALSE(exists(root + "/j-rel"));
+  CHECK(exists(root + "/j-run/x"));
+  CHECK(std::filesystem::is_symlink(root + "/j-link"));
+  CHECK(exists(root + "/other/keep"));
+  CHECK(f.agent->counters().bad_messages == 4);
+  // Its counters are the operator's too.
+  bool named_it = false;
+  for (const auto& [name, n] : named(f.agent->counters()))
+    if (name == "checkpoint_dirs_removed") named_it = n == 2;
+  CHECK(named_it);
+}
+
 TEST_CASE("node agent: duplicate launches start nothing, a finished worker's exit is told again",
           "[node][agent]") {
   Fixture f;

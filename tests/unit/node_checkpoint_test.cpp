@@ -128,6 +128,30 @@ TEST_CASE("checkpoint: parse_latest accepts relative paths inside the folder onl
   CHECK(resolve_checkpoint_dir("/state", "rel/j-1") == "/state/rel/j-1");
 }
 
+TEST_CASE("checkpoint: a Forget may name only its own job's checkpoint dir, a normal path",
+          "[node][checkpoint]") {
+  CHECK(forget_refusal("j-1", "/ckpt/j-1").empty());
+  CHECK(forget_refusal("j-1", "/var/lib/troupe/checkpoints/j-1").empty());
+  CHECK(forget_refusal("j-1", "/ckpt/j-2") == "the checkpoint dir does not end in /j-1");
+  CHECK(forget_refusal("j-1", "/ckpt/xj-1") == "the checkpoint dir does not end in /j-1");
+  CHECK(forget_refusal("j-1", "/j-1") ==
+        "the checkpoint dir does not end in /j-1");  // not "/"'s child
+  CHECK(forget_refusal("j-1", "/ckpt/j-1/") == "the checkpoint dir does not end in /j-1");
+  CHECK(forget_refusal("j-1", "ckpt/j-1") == "the checkpoint dir is not an absolute path");
+  CHECK(forget_refusal("j-1", "") == "the checkpoint dir is not an absolute path");
+  CHECK(forget_refusal("j-1", "/ckpt/../etc/j-1") == "the checkpoint dir is not a normal path");
+  CHECK(forget_refusal("j-1", "/ckpt/./j-1") == "the checkpoint dir is not a normal path");
+  CHECK(forget_refusal("j-1", "/ckpt//j-1") == "the checkpoint dir is not a normal path");
+  // Found by the launch fuzz target: what a C string reads is "/ckpt/V".
+  CHECK(forget_refusal("j-1", std::string("/ckpt/V\0x/j-1", 13)) ==
+        "the checkpoint dir holds a NUL byte");
+  // The id is a subject token: no "..", "/", "*", ">" or empty one.
+  CHECK_FALSE(forget_refusal("..", "/ckpt/..").empty());
+  CHECK_FALSE(forget_refusal("", "/ckpt/").empty());
+  CHECK_FALSE(forget_refusal("a.b", "/ckpt/a.b").empty());
+  CHECK_FALSE(forget_refusal(">", "/ckpt/>").empty());
+}
+
 TEST_CASE("checkpoint: the watch reports each change of latest once, not the baseline",
           "[node][checkpoint]") {
   TempDir tmp;
