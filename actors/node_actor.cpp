@@ -53,7 +53,10 @@ struct NodeState {
   // Launches not yet reported started: sent when, and the bytes to send again
   // (a Launch can be lost around a nats-server restart; agents ignore duplicates).
   std::unordered_map<std::string, std::pair<int64_t, std::vector<uint8_t>>> unstarted;
-  int64_t last_resync_ms = 0;                    // last hello sent because a heartbeat disagreed
+  int64_t last_resync_ms = 0;  // last hello sent because a heartbeat disagreed
+  // Forgets (purged jobs' checkpoint dirs) that came while the agent was not
+  // heard: sent once it is (kMaxHeldForgets at most; not kept in a snapshot).
+  std::vector<std::vector<uint8_t>> held_forgets;
   std::optional<policy::NodeCapacity> reported;  // the arbiter's view: what was last sent
   int64_t reported_ms = 0;                       // and when
   Wiring w;
@@ -116,6 +119,29 @@ void report(Self self, bool changed = true, bool force = false) {
 
 void to_agent(Self self, std::string_view kind, const std::vector<uint8_t>& bytes) {
   self->state.out->publish(subjects::scheduler_to_agent(self->state.node, kind), bytes);
+}
+
+constexpr size_t kMaxHeldForgets = 10000;
+
+// A Forget goes to a live agent now; to a silent or unknown one once it is
+// heard again (a core publish to an agent that is down is lost).
+void forget(Self self, const std::vector<uint8_t>& bytes) {
+  auto& st = self->state;
+  if (st.life == Liveness::alive) {
+    to_agent(self, subjects::kForget, bytes);
+  } else if (st.held_forgets.size() < kMaxHeldForgets) {
+    st.held_forgets.push_back(bytes);
+  } else {
+    spdlog::warn("node {}: a Forget dropped ({} wait for its agent already)", st.node,
+                 kMaxHeldForgets);
+  }
+}
+
+void send_held_forgets(Self self) {
+  auto& st = self->state;
+  for (const auto& bytes : st.held_forgets) to_agent(self, subjects::kForget, bytes);
+  st.held_forgets.clear();
+  st.held_forgets.shrink_to_fit();
 }
 
 void save(Self self) {
@@ -501,6 +527,7 @@ Envelope handle(Self self, const Envelope& env) {
       st.last_heartbeat_ms = self->state.w.now_ms();
       fence(self, r->running());
       adopt_or_lose(self, r);
+      send_held_forgets(self);
       report(self);
       return {};
     }
@@ -511,6 +538,7 @@ Envelope handle(Self self, const Envelope& env) {
       } else if (st.life == Liveness::silent) {
         st.life = Liveness::alive;
         spdlog::info("node {} is back", st.node);
+        send_held_forgets(self);
         report(self);
       }
       fence(self, e->body_as_Heartbeat()->running());
@@ -622,7 +650,7 @@ Envelope handle(Self self, const Envelope& env) {
     }
     case wire::Body::Forget:
       // A job forgotten for good: its agent removes its checkpoint dir.
-      to_agent(self, subjects::kForget, env.bytes);
+      forget(self, env.bytes);
       return {};
     default:
       spdlog::warn("node {}: unexpected {}", st.node, wire::body_name(e->body_type()));

@@ -10,7 +10,7 @@
 //   (requests, answered with Accept or Reject) and Release from gang
 //   reservations (every placement, one worker or many); Launch, Stop,
 //   Release from job actors, Forget from the job supervisor (via the node
-//   supervisor). (sync_atom, job,
+//   supervisor; held while its agent is not heard, sent once it is). (sync_atom, job,
 //   attempt, rank) from a restarted job (Started/Exited told again; a rank
 //   not held here is stopped and ends as agent lost); (cordon_atom, on,
 //   drain, reason, reply). Timers: (lease_atom), (tick_atom), which also runs the

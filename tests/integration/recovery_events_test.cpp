@@ -569,6 +569,18 @@ bool listed(Cluster& c, const std::string& team, const std::string& id) {
     if (j.value("job_id", "") == id) return true;
   return false;
 }
+// A real node n1, the scheduler's checkpoint root `root` and its retention.
+ClusterOptions real_node(const std::string& root, const std::string& retention_s) {
+  ClusterOptions o;
+  o.node("n1", 4);
+  o.scheduler_args = {"--job-retention-s", retention_s, "--checkpoint-root", root};
+  return o;
+}
+// A checkpoint as docs/checkpointing.md asks: the files, then `latest`
+// renamed into the folder.
+const std::string kWriteCheckpoint =
+    "d=$TROUPE_CHECKPOINT_DIR; mkdir -p $d/step-1 && echo weights > $d/step-1/model.pt && "
+    "echo step-1 > $d/latest.tmp && mv $d/latest.tmp $d/latest";
 }  // namespace
 
 TEST_CASE(
@@ -577,17 +589,9 @@ TEST_CASE(
     "[integration][retention][checkpoint]") {
   TmpDir work("troupe-ckpt-gone");
   const std::string root = work.file("checkpoints");
-  ClusterOptions o;
-  o.node("n1", 4);
-  o.scheduler_args = {"--job-retention-s", "1", "--checkpoint-root", root};
-  Cluster c(o);
+  Cluster c(real_node(root, "1"));
   require_ready(c);
-
-  // A checkpoint as docs/checkpointing.md asks: the files, then `latest`
-  // renamed into the folder.
-  const std::string write =
-      "d=$TROUPE_CHECKPOINT_DIR; mkdir -p $d/step-1 && echo weights > $d/step-1/model.pt && "
-      "echo step-1 > $d/latest.tmp && mv $d/latest.tmp $d/latest";
+  const std::string& write = kWriteCheckpoint;
   const std::string live =
       c.submit_ok("t1", job_spec("t1", {"sh", "-c", write + "; exec sleep 60"}));
   REQUIRE(c.events().wait_state(live, std::string(names::kRunning), 20s));
@@ -606,6 +610,41 @@ TEST_CASE(
   CHECK(poll_until([&] { return !std::filesystem::exists(root + "/" + ended); }, 10s, 100ms));
   CHECK(std::filesystem::exists(root + "/" + live + "/step-1/model.pt"));
   CHECK(std::filesystem::exists(root + "/" + live + "/latest"));
+}
+
+TEST_CASE(
+    "retention: a job purged while its node's agent is down has its checkpoint dir removed once "
+    "the agent is back",
+    "[integration][retention][checkpoint]") {
+  TmpDir work("troupe-ckpt-later");
+  const std::string root = work.file("checkpoints");
+  // Purged about 24 s after its end (its actor lingers 12 s, then the
+  // retention): after its node is lost (10 s without a heartbeat), so the
+  // Forget finds no agent to send to.
+  Cluster c(real_node(root, "12"));
+  require_ready(c);
+  const std::string id = c.submit_ok("t1", job_spec("t1", {"sh", "-c", kWriteCheckpoint}));
+  auto done = c.wait_terminal(id, 20s);
+  REQUIRE(done);
+  REQUIRE(done->state == names::kSucceeded);
+  c.node(0).kill_now();
+  auto n1_alive = [&] {
+    Json nodes = c.nodes(1s);
+    for (const auto& n : nodes.value("nodes", Json::array()))
+      if (n.value("node", "") == "n1") return n.value("alive", false);
+    return false;
+  };
+  REQUIRE(poll_until([&] { return !n1_alive(); }, 18s, 200ms));
+  REQUIRE_FALSE(c.status("t1", id).value("purged", false));  // lost first, then purged
+  REQUIRE(poll_until([&] { return c.status("t1", id).value("purged", false); }, 40s, 200ms));
+  REQUIRE(std::filesystem::exists(root + "/" + id + "/step-1/model.pt"));  // nobody could yet
+
+  // The same node again (its state folder kept): told once it registers.
+  NodeOptions again;
+  again.name = "n1";
+  c.add_node(again);
+  REQUIRE(c.wait_nodes_alive(1, 20s));
+  CHECK(poll_until([&] { return !std::filesystem::exists(root + "/" + id); }, 20s, 100ms));
 }
 
 TEST_CASE(
