@@ -57,6 +57,7 @@ struct NodeState {
   // Forgets (purged jobs' checkpoint dirs) that came while the agent was not
   // heard: sent once it is (kMaxHeldForgets at most; not kept in a snapshot).
   std::vector<std::vector<uint8_t>> held_forgets;
+  uint64_t dropped_forgets = 0;                  // past kMaxHeldForgets (warned every 1000th)
   std::optional<policy::NodeCapacity> reported;  // the arbiter's view: what was last sent
   int64_t reported_ms = 0;                       // and when
   Wiring w;
@@ -131,9 +132,11 @@ void forget(Self self, const std::vector<uint8_t>& bytes) {
     to_agent(self, subjects::kForget, bytes);
   } else if (st.held_forgets.size() < kMaxHeldForgets) {
     st.held_forgets.push_back(bytes);
-  } else {
-    spdlog::warn("node {}: a Forget dropped ({} wait for its agent already)", st.node,
-                 kMaxHeldForgets);
+  } else if (++st.dropped_forgets % 1000 == 1) {
+    spdlog::warn(
+        "node {}: {} Forgets dropped ({} wait for its agent already): their "
+        "checkpoint dirs stay",
+        st.node, st.dropped_forgets, kMaxHeldForgets);
   }
 }
 

@@ -168,9 +168,11 @@ const std::vector<SeriesInfo>& node_series() {
             "1 while a worker of a job holds the GPU, 0 while it is free."),
       counter("troupe_node_agent_events_total", {"node", "event"},
               "What the agent counted itself, by kind: bad_messages (malformed or unexpected "
-              "messages dropped), fenced (Launch or Stop of a deposed scheduler refused), "
-              "duplicates, launch_failures, checkpoints, log_chunks, disk_limit_kills, "
-              "folders_removed, folders_removed_for_space, folder_removal_failures."),
+              "messages dropped), fenced (Launch, Stop or Forget of a deposed scheduler "
+              "refused), duplicates, launch_failures, checkpoints, log_chunks, "
+              "disk_limit_kills, folders_removed, folders_removed_for_space, "
+              "folder_removal_failures, checkpoint_dirs_removed, "
+              "checkpoint_dir_removal_failures."),
   };
   return table;
 }
