@@ -177,8 +177,9 @@ void Agent::start() {
   // checkpoint dirs, so it runs on every real agent; it sweeps folders when
   // a limit or keep time asks it to.
   if (!cfg_.simulate) {
-    guard_on_ = cfg_.disk_max_bytes > 0 || cfg_.disk_max_files > 0 || cfg_.dir_keep_ms > 0 ||
-                cfg_.dir_gc_percent > 0;
+    guard_on_ = cfg_.disk_max_bytes > 0 || cfg_.disk_max_files > 0 ||
+                cfg_.checkpoint_max_bytes != 0 || cfg_.checkpoint_max_files != 0 ||
+                cfg_.dir_keep_ms > 0 || cfg_.dir_gc_percent > 0;
     guard_ = std::thread([this] { guard_loop(); });
   }
 }
@@ -454,8 +455,10 @@ void Agent::launch_real(LaunchInfo info) {
                                      "job on the host");
   job_ended_ms_.erase(info.key.job_id);
   // Its work dir's size ended the last attempt here: this one starts empty.
-  if (disk_limited_.count(info.key.job_id) != 0 && trash_folders_locked(info.key.job_id, false))
-    disk_limited_.erase(info.key.job_id);
+  // (A checkpoint dir's size: it is kept, and the next check measures it again.)
+  if (auto d = disk_limited_.find(info.key.job_id);
+      d != disk_limited_.end() && (!d->second.work_dir || trash_folders_locked(d->first, false)))
+    disk_limited_.erase(d);
   Worker w;
   ProcessSpec spec;
   spec.argv = info.command;
@@ -750,7 +753,8 @@ void Agent::on_child_exit(pid_t pid, std::optional<int> status) {
                " MiB, the node's --job-log-max-mb";
   }
   if (cause == EndCause::disk_limit)
-    if (auto d = disk_limited_.find(key.job_id); d != disk_limited_.end()) e.reason = d->second;
+    if (auto d = disk_limited_.find(key.job_id); d != disk_limited_.end())
+      e.reason = d->second.reason;
   if (ooms > 0 && cause == EndCause::natural)
     e.reason = "oom_killed: the memory limit of " +
                std::to_string(it->second.cgroup->memory_limit() / (1024 * 1024)) +
@@ -864,31 +868,7 @@ bool Agent::job_running_locked(const std::string& job_id) const {
 
 void Agent::guard_round() {
   const std::string jobs = cfg_.state_dir + "/jobs", logs = cfg_.state_dir + "/logs";
-  if (cfg_.disk_max_bytes > 0 || cfg_.disk_max_files > 0) {
-    std::set<std::string> ids;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      for (const auto& [k, w] : running_)
-        if (w.pid != 0 && w.cause == EndCause::natural) ids.insert(k.job_id);
-    }
-    for (const auto& id : ids) {
-      const std::string dir = work_dir(cfg_.state_dir, id);
-      if (cfg_.disk_max_bytes > 0)
-        if (auto used = disk_usage(dir); used && *used > cfg_.disk_max_bytes) {
-          over_disk_limit(id, "disk_limit: its work dir passed " +
-                                  std::to_string(cfg_.disk_max_bytes / (1024 * 1024)) +
-                                  " MiB, the node's --job-disk-max-mb (it held " +
-                                  std::to_string(*used) + " bytes)");
-          continue;
-        }
-      if (cfg_.disk_max_files > 0)
-        if (auto n = file_count(dir); n && *n > cfg_.disk_max_files)
-          over_disk_limit(id, "disk_limit: its work dir passed " +
-                                  std::to_string(cfg_.disk_max_files) +
-                                  " files, the node's --job-disk-max-files (it held " +
-                                  std::to_string(*n) + ")");
-    }
-  }
+  measure_running_dirs();
   std::set<std::string> names;
   for (const auto& d : {jobs, logs})
     for (auto& n : folder_names(d)) names.insert(std::move(n));
@@ -905,7 +885,8 @@ void Agent::guard_round() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       f.running = job_running_locked(id);
-      f.disk_limited = disk_limited_.count(id) != 0;
+      auto d = disk_limited_.find(id);
+      f.disk_limited = d != disk_limited_.end() && d->second.work_dir;
       if (auto it = job_ended_ms_.find(id); it != job_ended_ms_.end()) f.ended_ms = it->second;
     }
     if (f.running) continue;
@@ -942,16 +923,53 @@ void Agent::guard_round() {
   }
 }
 
-void Agent::over_disk_limit(const std::string& job_id, const std::string& reason) {
+void Agent::measure_running_dirs() {
+  FolderLimit work{cfg_.disk_max_bytes, cfg_.disk_max_files, "work dir",
+                   "the node's --job-disk-max-mb", "the node's --job-disk-max-files"};
+  const bool checkpoints = cfg_.checkpoint_max_bytes != 0 || cfg_.checkpoint_max_files != 0;
+  if (work.max_bytes <= 0 && work.max_files <= 0 && !checkpoints) return;
+  std::map<std::string, std::string> jobs;  // running here: job id -> its checkpoint dir
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [k, w] : running_)
+      if (w.pid != 0 && w.cause == EndCause::natural)
+        jobs.emplace(k.job_id, w.launch.checkpoint_dir);
+  }
+  for (const auto& [id, checkpoint_dir] : jobs) {
+    if (auto why = over_limit(work_dir(cfg_.state_dir, id), work)) {
+      over_disk_limit(id, {*why, true});
+      continue;
+    }
+    if (!checkpoints || checkpoint_dir.empty()) continue;
+    // Shared storage: every node a job runs on measures it, the first over kills.
+    FolderLimit ckpt{cfg_.checkpoint_max_bytes, cfg_.checkpoint_max_files, "checkpoint dir",
+                     "the node's --job-checkpoint-max-mb", "the node's --job-checkpoint-max-files"};
+    if (ckpt.max_bytes < 0 || ckpt.max_files < 0) {
+      const auto [bytes, files] = quarter_of_file_system(checkpoint_dir);
+      if (ckpt.max_bytes < 0) {
+        ckpt.max_bytes = bytes;
+        ckpt.bytes_source = "a quarter of its file system (the node's --job-checkpoint-max-mb -1)";
+      }
+      if (ckpt.max_files < 0) {
+        ckpt.max_files = files;
+        ckpt.files_source =
+            "a quarter of its file system's inodes (the node's --job-checkpoint-max-files -1)";
+      }
+    }
+    if (auto why = over_limit(checkpoint_dir, ckpt)) over_disk_limit(id, {*why, false});
+  }
+}
+
+void Agent::over_disk_limit(const std::string& job_id, const DiskLimited& why) {
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& [k, w] : running_) {
     if (k.job_id != job_id || w.pid == 0 || w.cause != EndCause::natural) continue;
-    spdlog::warn("{} (pid {}): {}: killed", to_string(k), w.pid, reason);
+    spdlog::warn("{} (pid {}): {}: killed", to_string(k), w.pid, why.reason);
     StopPlan plan;
     plan.signal = SIGKILL;  // a grace period would let it write on at disk speed
     stop_worker(w, EndCause::disk_limit, plan);
     ++counters_.disk_limit_kills;
-    disk_limited_[job_id] = reason;
+    disk_limited_[job_id] = why;
   }
 }
 

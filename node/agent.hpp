@@ -57,6 +57,11 @@ struct AgentConfig {
   long long disk_max_bytes = 0;
   // The same for the files (and folders) in it: inodes every job shares.
   long long disk_max_files = 0;
+  // The same two for a running job's checkpoint dir, which is kept (it
+  // outlives attempts: the next one finds it as full); 0: no limit; -1: a
+  // quarter of the file system the dir is on, looked up at each check.
+  long long checkpoint_max_bytes = 0;
+  long long checkpoint_max_files = 0;
   // An ended job's work dir and log folder here are removed this long after
   // its last worker here ended (the scheduler reads an ended job's log from
   // its team's stream); 0: kept for ever.
@@ -100,7 +105,7 @@ struct AgentCounters {
   uint64_t exits = 0;             // Exited published
   uint64_t checkpoints = 0;       // Checkpointed published
   uint64_t log_chunks = 0;        // chunks of workers' output shipped to TROUPE_LOGS_<team>
-  uint64_t disk_limit_kills = 0;  // workers killed for their job's work dir size
+  uint64_t disk_limit_kills = 0;  // workers killed for their job's work or checkpoint dir size
   uint64_t folders_removed = 0;   // ended jobs' folders removed (node/job_dirs.hpp)
   uint64_t folders_removed_for_space = 0;  // of those, before their keep time: a full disk
   uint64_t folder_removal_failures = 0;    // folders rm could not remove (each counted once)
@@ -222,8 +227,9 @@ class Agent {
   void on_checkpoint_poll();
 
   // The folder guard (its own thread, cfg_.dir_check_ms apart; no lock held
-  // while du or rm runs): kills the workers of a job whose work dir passed
-  // cfg_.disk_max_bytes, and moves the folders node/job_dirs.hpp's
+  // while du or rm runs): kills the workers of a job whose work dir or
+  // checkpoint dir passed its limits (cfg_.disk_max_*, cfg_.checkpoint_max_*),
+  // and moves the folders node/job_dirs.hpp's
   // removal_of gives up into <state>/trash (with mu_, so a Launch never
   // sees them half gone), then removes the trash.
   void guard_loop();
@@ -232,7 +238,13 @@ class Agent {
   // long on shared storage), never while a worker of the job runs here.
   void handle_forget(const wire::Forget& f);
   void remove_checkpoint_dir(const std::string& job_id, const std::string& dir);
-  void over_disk_limit(const std::string& job_id, const std::string& reason);
+  void measure_running_dirs();
+  // A job whose workers here a folder's size ended.
+  struct DiskLimited {
+    std::string reason;    // its workers' end
+    bool work_dir = true;  // its work dir's size (emptied), not its checkpoint dir's (kept)
+  };
+  void over_disk_limit(const std::string& job_id, const DiskLimited& why);
   // With mu_ held: renames the job's work dir (and with `logs` its log
   // folder) into the trash. False when a worker of the job runs here.
   bool trash_folders_locked(const std::string& job_id, bool logs);
@@ -271,7 +283,7 @@ class Agent {
   // Folders: when each job's last worker here ended (wall ms; forgotten
   // with its folders), and the jobs killed for their work dir's size.
   std::unordered_map<std::string, int64_t> job_ended_ms_;
-  std::map<std::string, std::string> disk_limited_;  // job id -> its end's reason
+  std::map<std::string, DiskLimited> disk_limited_;  // by job id
   uint64_t trash_seq_ = 0;
   // Trash entries rm could not remove (warned about and counted once, tried
   // again every round).

@@ -58,6 +58,26 @@ std::optional<int64_t> file_count(const std::string& path) {
   return du(path, "--inodes");
 }
 
+std::optional<std::string> over_limit(const std::string& dir, const FolderLimit& limit) {
+  const std::string head = "disk_limit: its " + limit.what + " passed ";
+  if (limit.max_bytes > 0)
+    if (auto used = disk_usage(dir); used && *used > limit.max_bytes)
+      return head + std::to_string(limit.max_bytes / (1024 * 1024)) + " MiB, " +
+             limit.bytes_source + " (it held " + std::to_string(*used) + " bytes)";
+  if (limit.max_files > 0)
+    if (auto n = file_count(dir); n && *n > limit.max_files)
+      return head + std::to_string(limit.max_files) + " files, " + limit.files_source +
+             " (it held " + std::to_string(*n) + ")";
+  return std::nullopt;
+}
+
+std::pair<int64_t, int64_t> quarter_of_file_system(const std::string& path) {
+  struct statvfs fs {};
+  if (::statvfs(path.c_str(), &fs) != 0) return {0, 0};
+  return {static_cast<int64_t>(fs.f_blocks / 4 * fs.f_frsize),
+          static_cast<int64_t>(fs.f_files / 4)};
+}
+
 bool remove_tree(const std::string& path) {
   (void)run_tool({"rm", "-rf", "--one-file-system", "--", path});
   std::error_code ec;

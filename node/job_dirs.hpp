@@ -39,6 +39,25 @@ std::vector<std::string> pressure_order(const std::vector<std::pair<std::string,
 // non-root users can no longer use counts as used); nullopt when unknown.
 std::optional<double> used_percent(const std::string& path);
 
+// A folder's size limits (0: none), and the words a job's end gives when
+// its folder passes one: "disk_limit: its <what> passed <limit>, <source>".
+struct FolderLimit {
+  int64_t max_bytes = 0;
+  int64_t max_files = 0;
+  std::string what;          // "work dir", "checkpoint dir"
+  std::string bytes_source;  // "the node's --job-disk-max-mb"
+  std::string files_source;
+};
+
+// The reason a job ends when the tree at `dir` holds more than `limit`
+// allows (bytes first, then files), measured with du; nullopt when it does
+// not or cannot be measured.
+std::optional<std::string> over_limit(const std::string& dir, const FolderLimit& limit);
+
+// A quarter of the file system `path` is on: its bytes and its inodes (0
+// each when unknown), the default size limit of a job's folder there.
+std::pair<int64_t, int64_t> quarter_of_file_system(const std::string& path);
+
 // Bytes of disk the tree at `path` holds (du -s -x -B1: blocks, not
 // following symbolic links, one file system); nullopt when du fails.
 std::optional<int64_t> disk_usage(const std::string& path);

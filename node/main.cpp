@@ -6,7 +6,6 @@
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -24,6 +23,7 @@
 #include "node/agent.hpp"
 #include "node/fleet.hpp"
 #include "node/inventory.hpp"
+#include "node/job_dirs.hpp"
 #include "node/metrics.hpp"
 #include "node/options.hpp"
 
@@ -227,13 +227,14 @@ int run(int argc, char** argv, const sigset_t& signals) {
   cfg.disk_max_files = opt.job_disk_max_files;
   if (opt.job_disk_max_mb < 0 || opt.job_disk_max_files < 0) {
     // A quarter of the state folder's file system (0: unknown, no limit).
-    struct statvfs fs {};
-    const bool known = ::statvfs(opt.state_dir.c_str(), &fs) == 0;
-    if (opt.job_disk_max_mb < 0)
-      cfg.disk_max_bytes = known ? static_cast<long long>(fs.f_blocks / 4 * fs.f_frsize) : 0;
-    if (opt.job_disk_max_files < 0)
-      cfg.disk_max_files = known ? static_cast<long long>(fs.f_files / 4) : 0;
+    const auto [bytes, files] = node::quarter_of_file_system(opt.state_dir);
+    if (opt.job_disk_max_mb < 0) cfg.disk_max_bytes = bytes;
+    if (opt.job_disk_max_files < 0) cfg.disk_max_files = files;
   }
+  // -1 stays: a quarter of the file system each checkpoint dir is on.
+  cfg.checkpoint_max_bytes =
+      opt.job_checkpoint_max_mb < 0 ? -1 : opt.job_checkpoint_max_mb * 1024 * 1024;
+  cfg.checkpoint_max_files = opt.job_checkpoint_max_files;
   cfg.dir_keep_ms = opt.job_dir_keep_s * 1000;
   cfg.dir_check_ms = opt.job_dir_check_ms;
   cfg.dir_gc_percent = opt.job_dir_gc_percent;

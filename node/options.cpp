@@ -93,6 +93,18 @@ ParseResult parse_options(int argc, const char* const* argv, const EnvLookup& en
                  "shares); 0: no limit; -1 (default): a quarter of the file system's inodes")
       ->capture_default_str()
       ->check(CLI::Range(-1LL, 1LL << 40));
+  app.add_option("--job-checkpoint-max-mb", o.job_checkpoint_max_mb,
+                 "a job whose checkpoint dir (TROUPE_CHECKPOINT_DIR) holds more than this many "
+                 "MiB has its workers on the node killed (the attempt fails with cause "
+                 "disk_limit); the dir is kept; 0: no limit; -1 (default): a quarter of the "
+                 "file system the dir is on")
+      ->capture_default_str()
+      ->check(CLI::Range(-1LL, kMaxMiB));
+  app.add_option("--job-checkpoint-max-files", o.job_checkpoint_max_files,
+                 "the same for the files and folders in it; 0: no limit; -1 (default): a "
+                 "quarter of its file system's inodes")
+      ->capture_default_str()
+      ->check(CLI::Range(-1LL, 1LL << 40));
   app.add_option("--job-dir-keep-s", o.job_dir_keep_s,
                  "seconds an ended job's work dir and log folder stay on the node after its "
                  "last worker there ended (its log stays in its team's stream); 0: for ever")

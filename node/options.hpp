@@ -46,6 +46,10 @@ struct Options {
   // --job-disk-max-files: the same for the files in it; -1 (default): a
   // quarter of the file system's inodes.
   long long job_disk_max_files = -1;
+  // The same for a running job's checkpoint dir (TROUPE_CHECKPOINT_DIR),
+  // which outlives its attempts; -1: a quarter of the file system it is on.
+  long long job_checkpoint_max_mb = -1;
+  long long job_checkpoint_max_files = -1;
   // --job-dir-keep-s: an ended job's work dir and log folder stay this long
   // after its last worker here ended; 0: for ever. --job-dir-check-ms: how
   // often the agent measures work dirs and removes ended jobs' folders.

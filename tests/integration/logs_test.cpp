@@ -106,12 +106,12 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "logs: a job whose work dir passes the node's disk limit is killed, failed disk_limit, an "
-    "ended job's folders leave the node and its log is still read",
+    "logs: a job whose work dir or checkpoint dir passes the node's disk limit is killed, "
+    "failed disk_limit, an ended job's folders leave the node and its log is still read",
     "[integration][logs][disk]") {
-  Cluster c(ClusterOptions{}.node_args(
-      "n1", 2, false, "a100",
-      {"--job-disk-max-mb", "2", "--job-dir-keep-s", "1", "--job-dir-check-ms", "100"}));
+  Cluster c(ClusterOptions{}.node_args("n1", 2, false, "a100",
+                                       {"--job-disk-max-mb", "2", "--job-checkpoint-max-mb", "3",
+                                        "--job-dir-keep-s", "1", "--job-dir-check-ms", "100"}));
   REQUIRE(c.wait_nodes_alive(1, 20s));
   const std::string state = c.file("node-n1-state");
   auto gone = [&](const std::string& id) {
@@ -149,6 +149,28 @@ TEST_CASE(
   CHECK(done->state == names::kSucceeded);
   CHECK(gone(next));
   CHECK(c.logs("nlp", next).data == "fine\n");
+
+  // Its checkpoint dir past the node's limit: the same end, and the dir is
+  // kept for the next attempt (the user trims it).
+  const std::string ckpt = c.submit_ok(
+      "nlp", job_spec("nlp", {"sh", "-c",
+                              "echo \"$TROUPE_CHECKPOINT_DIR\"; head -c 8388608 /dev/zero > "
+                              "\"$TROUPE_CHECKPOINT_DIR/step-1\"; sleep 60"}));
+  auto over = c.wait_terminal(ckpt, 60s);
+  REQUIRE(over);
+  INFO(over->json.dump());
+  CHECK(over->state == names::kFailed);
+  CHECK(over->json.value("cause", "") == "disk_limit");
+  CHECK(over->json.value("reason", "")
+            .find("its checkpoint dir passed 3 MiB, the node's "
+                  "--job-checkpoint-max-mb") != std::string::npos);
+  LogRead said = c.logs("nlp", ckpt);
+  REQUIRE(said.ok);
+  REQUIRE(said.data.size() > 1);
+  const std::string dir = said.data.substr(0, said.data.size() - 1);
+  CHECK(dir.substr(dir.size() - ckpt.size()) == ckpt);
+  // (Killed past the limit, maybe before head wrote it all.)
+  CHECK(std::filesystem::file_size(dir + "/step-1") > (3u << 20));
 }
 
 namespace {

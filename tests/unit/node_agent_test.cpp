@@ -42,6 +42,7 @@ struct LaunchArgs {
   long long max_runtime_s = 0;
   int grace_s = 10;
   std::string image;
+  std::string checkpoint_dir;
 };
 
 Inbound launch_msg(const LaunchArgs& a) {
@@ -54,8 +55,9 @@ Inbound launch_msg(const LaunchArgs& a) {
   auto body = wire::CreateLaunch(fbb, fbb.CreateString(a.job_id), fbb.CreateString("team"),
                                  a.attempt, a.rank, a.world_size, fbb.CreateString("host:1234"),
                                  fbb.CreateVector(a.gpus), fbb.CreateVector(cmd),
-                                 fbb.CreateVector(env), a.max_runtime_s, a.grace_s, 0, 1,
-                                 a.image.empty() ? 0 : fbb.CreateString(a.image));
+                                 fbb.CreateVector(env), a.max_runtime_s, a.grace_s,
+                                 a.checkpoint_dir.empty() ? 0 : fbb.CreateString(a.checkpoint_dir),
+                                 1, a.image.empty() ? 0 : fbb.CreateString(a.image));
   return Inbound{subjects::scheduler_to_agent(kNode, subjects::kLaunch), "", wire::seal(fbb, body)};
 }
 
@@ -309,6 +311,27 @@ bool exists(const std::string& p) {
   return std::filesystem::exists(std::filesystem::symlink_status(p, ec));
 }
 
+// Of the jobs that ended, `killed` was killed for a folder's size (SIGKILL,
+// the reason starting with `reason`), and every other one ran to its end.
+void check_killed_for_size(Fixture& f, const std::string& killed, const std::string& reason) {
+  bool saw_killed = false, saw_other = false;
+  for (const auto& p : f.cap.on(f.exited)) {
+    const auto* x = p.envelope()->body_as_Exited();
+    REQUIRE(x);
+    INFO(wire::str(x->job_id()) << ": " << wire::str(x->reason()));
+    if (wire::str(x->job_id()) == killed) {
+      saw_killed = true;
+      CHECK(x->signal() == SIGKILL);
+      CHECK_THAT(wire::str(x->reason()), Catch::StartsWith(reason));
+    } else {
+      saw_other = true;  // under the limit: it ran to its end
+      CHECK(x->exit_code() == 0);
+    }
+  }
+  CHECK(saw_killed);
+  CHECK(saw_other);
+}
+
 }  // namespace
 
 TEST_CASE(
@@ -324,24 +347,9 @@ TEST_CASE(
   f.agent->on_message(launch_msg(shell_job("j-small", "head -c 100000 /dev/zero > f; sleep 1")));
   f.agent->on_message(launch_msg(big));
   REQUIRE(f.cap.wait_count(f.exited, 2, 15s));
-  bool saw_big = false, saw_small = false;
-  for (const auto& p : f.cap.on(f.exited)) {
-    const auto* x = p.envelope()->body_as_Exited();
-    REQUIRE(x);
-    INFO(wire::str(x->job_id()) << ": " << wire::str(x->reason()));
-    if (wire::str(x->job_id()) == "j-big") {
-      saw_big = true;
-      CHECK(x->signal() == SIGKILL);
-      CHECK_THAT(wire::str(x->reason()),
-                 Catch::StartsWith("disk_limit: its work dir passed 2 MiB, the node's "
-                                   "--job-disk-max-mb (it held "));
-    } else {
-      saw_small = true;  // under the limit: it ran to its end
-      CHECK(x->exit_code() == 0);
-    }
-  }
-  CHECK(saw_big);
-  CHECK(saw_small);
+  check_killed_for_size(f, "j-big",
+                        "disk_limit: its work dir passed 2 MiB, the node's "
+                        "--job-disk-max-mb (it held ");
   CHECK(f.agent->counters().disk_limit_kills == 1);
   // Its log stays (the user reads why); the next attempt's work dir is empty.
   CHECK(test::read_file(log_path(f.tmp.path(), WorkerKey{"j-big", 0, 0})) == "writing\n");
@@ -365,19 +373,75 @@ TEST_CASE("node agent: a job whose work dir holds more files than the limit is k
       shell_job("j-files", "i=0; while [ $i -lt 300 ]; do : > f$i; i=$((i+1)); done; sleep 30")));
   f.agent->on_message(launch_msg(shell_job("j-few", ": > a; : > b; sleep 1")));
   REQUIRE(f.cap.wait_count(f.exited, 2, 15s));
-  for (const auto& p : f.cap.on(f.exited)) {
-    const auto* x = p.envelope()->body_as_Exited();
-    REQUIRE(x);
-    INFO(wire::str(x->job_id()) << ": " << wire::str(x->reason()));
-    if (wire::str(x->job_id()) == "j-files") {
-      CHECK(x->signal() == SIGKILL);
-      CHECK_THAT(wire::str(x->reason()),
-                 Catch::StartsWith("disk_limit: its work dir passed 100 files, the node's "
-                                   "--job-disk-max-files (it held "));
-    } else {
-      CHECK(x->exit_code() == 0);
-    }
-  }
+  check_killed_for_size(f, "j-files",
+                        "disk_limit: its work dir passed 100 files, the node's "
+                        "--job-disk-max-files (it held ");
+}
+
+TEST_CASE(
+    "node agent: a job whose checkpoint dir passes its limit is killed disk_limit, and the dir "
+    "and its work dir are kept for the next attempt",
+    "[node][agent][disk]") {
+  Fixture f(false, 10, 60000, [](AgentConfig& c) {
+    c.checkpoint_max_bytes = 2 << 20;
+    c.checkpoint_max_files = 0;  // no limit on its files: 300 below pass
+    c.dir_check_ms = 50;
+  });
+  f.agent->start();
+  const std::string root = f.tmp.path() + "/ckpt";
+  LaunchArgs big = shell_job("j-big",
+                             "echo state > mine; head -c 4194304 /dev/zero > "
+                             "\"$TROUPE_CHECKPOINT_DIR/step-1\"; sleep 30");
+  big.checkpoint_dir = root + "/j-big";
+  LaunchArgs small = shell_job("j-small",
+                               "i=0; while [ $i -lt 300 ]; do : > \"$TROUPE_CHECKPOINT_DIR/f$i\"; "
+                               "i=$((i+1)); done; head -c 100000 /dev/zero > "
+                               "\"$TROUPE_CHECKPOINT_DIR/step-1\"; sleep 1");
+  small.checkpoint_dir = root + "/j-small";
+  f.agent->on_message(launch_msg(small));
+  f.agent->on_message(launch_msg(big));
+  REQUIRE(f.cap.wait_count(f.exited, 2, 15s));
+  check_killed_for_size(f, "j-big",
+                        "disk_limit: its checkpoint dir passed 2 MiB, the node's "
+                        "--job-checkpoint-max-mb (it held ");
+  CHECK(f.agent->counters().disk_limit_kills == 1);
+  // The checkpoint stays (the user's to trim), and so does the work dir.
+  // The next attempt is killed again while the dir is over; once trimmed,
+  // one runs and finds its work dir as the first left it.
+  CHECK(exists(root + "/j-big/step-1"));
+  big.attempt = 1;
+  big.command = {"/bin/sh", "-c", "sleep 30"};
+  f.agent->on_message(launch_msg(big));
+  REQUIRE(f.cap.wait_count(f.exited, 3, 10s));
+  CHECK(f.agent->counters().disk_limit_kills == 2);
+  std::filesystem::remove(root + "/j-big/step-1");
+  big.attempt = 2;
+  big.command = {"/bin/sh", "-c", "cat mine"};
+  f.agent->on_message(launch_msg(big));
+  REQUIRE(f.cap.wait_count(f.exited, 4, 10s));
+  CHECK(test::read_file(log_path(f.tmp.path(), WorkerKey{"j-big", 2, 0})) == "state\n");
+  CHECK(f.agent->counters().disk_limit_kills == 2);
+}
+
+TEST_CASE("node agent: a folder's limit, and a quarter of its file system", "[node][disk]") {
+  TempDir tmp;
+  test::write_file(tmp.path() + "/a", std::string(3 << 19, 'x'));
+  test::write_file(tmp.path() + "/b", "b");
+  FolderLimit bytes{1 << 20, 0, "checkpoint dir", "X", "Y"};
+  auto why = over_limit(tmp.path(), bytes);
+  REQUIRE(why);
+  CHECK_THAT(*why, Catch::StartsWith("disk_limit: its checkpoint dir passed 1 MiB, X (it held "));
+  bytes.max_bytes = 100 << 20;
+  CHECK_FALSE(over_limit(tmp.path(), bytes));
+  FolderLimit files{0, 2, "work dir", "X", "Y"};
+  CHECK(over_limit(tmp.path(), files) == "disk_limit: its work dir passed 2 files, Y (it held 3)");
+  files.max_files = 3;
+  CHECK_FALSE(over_limit(tmp.path(), files));
+  CHECK_FALSE(over_limit(tmp.path() + "/none", FolderLimit{1, 1, "work dir", "X", "Y"}));
+  const auto [quarter_bytes, quarter_files] = quarter_of_file_system(tmp.path());
+  CHECK(quarter_bytes > 0);
+  CHECK(quarter_files > 0);
+  CHECK(quarter_of_file_system(tmp.path() + "/none") == std::pair<int64_t, int64_t>{0, 0});
 }
 
 TEST_CASE(
@@ -730,7 +794,7 @@ TEST_CASE("node agent: shutdown stops every worker and refuses new launches", "[
   for (const auto& p : ex)
     CHECK(wire::str(p.envelope()->body_as_Exited()->reason()) ==
           "stopped: the node agent is shutting down");
-  f.agent->on_message(launch_msg(LaunchArgs{"j-3", 0, 0, 1, {}, {"true"}, {}, 0, 10, {}}));
+  f.agent->on_message(launch_msg(LaunchArgs{"j-3", 0, 0, 1, {}, {"true"}, {}, 0, 10, {}, {}}));
   auto after = f.cap.on(f.exited);
   REQUIRE(after.size() == 3);
   CHECK(wire::str(after[2].envelope()->body_as_Exited()->reason()) ==

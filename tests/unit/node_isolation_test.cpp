@@ -188,6 +188,16 @@ TEST_CASE("troupe-node isolation options", "[node][isolation]") {
   CHECK_FALSE(parse({"--job-disk-max-mb", "-2"}).options);
   CHECK_FALSE(parse({"--job-disk-max-mb", "9000000000000000"}).options);
   CHECK_FALSE(parse({"--job-dir-keep-s", "-1"}).options);
+  // A job's checkpoint dir: the same, on the file system it is on.
+  CHECK(d.options->job_checkpoint_max_mb == -1);
+  CHECK(d.options->job_checkpoint_max_files == -1);
+  auto ckpt = parse({"--job-checkpoint-max-mb", "0", "--job-checkpoint-max-files", "1000"});
+  REQUIRE(ckpt.options);
+  CHECK(ckpt.options->job_checkpoint_max_mb == 0);
+  CHECK(ckpt.options->job_checkpoint_max_files == 1000);
+  CHECK_FALSE(parse({"--job-checkpoint-max-mb", "-2"}).options);
+  CHECK_FALSE(parse({"--job-checkpoint-max-mb", "9000000000000000"}).options);
+  CHECK_FALSE(parse({"--job-checkpoint-max-files", "-2"}).options);
   CHECK_FALSE(parse({"--sandbox", "docker"}).options);
   CHECK_FALSE(parse({"--runtime", "crun"}).options);
 
