@@ -54,10 +54,13 @@ struct NodeState {
   // (a Launch can be lost around a nats-server restart; agents ignore duplicates).
   std::unordered_map<std::string, std::pair<int64_t, std::vector<uint8_t>>> unstarted;
   int64_t last_resync_ms = 0;  // last hello sent because a heartbeat disagreed
-  // Forgets (purged jobs' checkpoint dirs) that came while the agent was not
-  // heard: sent once it is (kMaxHeldForgets at most; not kept in a snapshot).
-  std::vector<std::vector<uint8_t>> held_forgets;
-  uint64_t dropped_forgets = 0;                  // past kMaxHeldForgets (warned every 1000th)
+  // Forgets (purged jobs' checkpoint dirs: job id, dir) that came while the
+  // agent was not heard: sent once it is, with this actor's epoch. Kept in
+  // its record (the store's too: a scheduler restart does not lose them),
+  // kMaxHeldForgets and kMaxHeldForgetBytes at most.
+  std::vector<std::pair<std::string, std::string>> held_forgets;
+  size_t held_forget_bytes = 0;
+  uint64_t dropped_forgets = 0;                  // past those (warned every 1000th)
   std::optional<policy::NodeCapacity> reported;  // the arbiter's view: what was last sent
   int64_t reported_ms = 0;                       // and when
   Wiring w;
@@ -122,29 +125,48 @@ void to_agent(Self self, std::string_view kind, const std::vector<uint8_t>& byte
   self->state.out->publish(subjects::scheduler_to_agent(self->state.node, kind), bytes);
 }
 
+// The held Forgets a node's record keeps: so many, and so many bytes of
+// ids and paths (the record is one KV value, under NATS' max_payload).
 constexpr size_t kMaxHeldForgets = 10000;
+constexpr size_t kMaxHeldForgetBytes = 256 * 1024;
+
+void save(Self self);
 
 // A Forget goes to a live agent now; to a silent or unknown one once it is
-// heard again (a core publish to an agent that is down is lost).
-void forget(Self self, const std::vector<uint8_t>& bytes) {
+// heard again (a core publish to an agent that is down is lost), and its
+// record keeps it meanwhile.
+void forget(Self self, const wire::Forget& f, const std::vector<uint8_t>& bytes_as_sent) {
   auto& st = self->state;
   if (st.life == Liveness::alive) {
-    to_agent(self, subjects::kForget, bytes);
-  } else if (st.held_forgets.size() < kMaxHeldForgets) {
-    st.held_forgets.push_back(bytes);
+    to_agent(self, subjects::kForget, bytes_as_sent);
+    return;
+  }
+  std::string job = wire::str(f.job_id()), dir = wire::str(f.checkpoint_dir());
+  const size_t bytes = job.size() + dir.size();
+  if (st.held_forgets.size() < kMaxHeldForgets &&
+      st.held_forget_bytes + bytes <= kMaxHeldForgetBytes) {
+    st.held_forgets.emplace_back(std::move(job), std::move(dir));
+    st.held_forget_bytes += bytes;
+    save(self);
   } else if (++st.dropped_forgets % 1000 == 1) {
     spdlog::warn(
         "node {}: {} Forgets dropped ({} wait for its agent already): their "
         "checkpoint dirs stay",
-        st.node, st.dropped_forgets, kMaxHeldForgets);
+        st.node, st.dropped_forgets, st.held_forgets.size());
   }
 }
 
 void send_held_forgets(Self self) {
   auto& st = self->state;
-  for (const auto& bytes : st.held_forgets) to_agent(self, subjects::kForget, bytes);
+  if (st.held_forgets.empty()) return;
+  for (const auto& [job, dir] : st.held_forgets)
+    to_agent(self, subjects::kForget, wire::forget(job, dir, st.w.epoch));
+  spdlog::info("node {}: {} purged jobs' checkpoint dirs sent to its agent to remove", st.node,
+               st.held_forgets.size());
   st.held_forgets.clear();
   st.held_forgets.shrink_to_fit();
+  st.held_forget_bytes = 0;
+  save(self);
 }
 
 void save(Self self) {
@@ -179,6 +201,11 @@ void save(Self self) {
     r->set_exit_reason(h.exit_reason);
     r->set_gpu_memory_mb(h.gpu_memory_mb);
     r->set_share_key(h.share_key);
+  }
+  for (const auto& [job, dir] : st.held_forgets) {
+    auto* f = rec.add_forgets();
+    f->set_job_id(job);
+    f->set_checkpoint_dir(dir);
   }
   std::string bytes;
   rec.SerializeToString(&bytes);
@@ -218,6 +245,12 @@ void restore(Self self, const std::string& snapshot) {
   }
   st.work = !rec.cordoned() ? Work::schedulable : rec.draining() ? Work::draining : Work::cordoned;
   st.reason = rec.reason();
+  st.held_forgets.clear();
+  st.held_forget_bytes = 0;
+  for (const auto& f : rec.forgets()) {
+    st.held_forgets.emplace_back(f.job_id(), f.checkpoint_dir());
+    st.held_forget_bytes += f.job_id().size() + f.checkpoint_dir().size();
+  }
   st.life = Liveness::silent;  // the next heartbeat confirms liveness
   if (rec.restored()) {
     // Rebuilt after a scheduler restart: the agent is the ground truth. Until
@@ -541,9 +574,11 @@ Envelope handle(Self self, const Envelope& env) {
       } else if (st.life == Liveness::silent) {
         st.life = Liveness::alive;
         spdlog::info("node {} is back", st.node);
-        send_held_forgets(self);
         report(self);
       }
+      // Held ones (none: nothing), also those a restored record kept for an
+      // agent counted alive since.
+      if (st.life == Liveness::alive) send_held_forgets(self);
       fence(self, e->body_as_Heartbeat()->running());
       reconcile(self, e->body_as_Heartbeat()->running());
       return {};
@@ -653,7 +688,7 @@ Envelope handle(Self self, const Envelope& env) {
     }
     case wire::Body::Forget:
       // A job forgotten for good: its agent removes its checkpoint dir.
-      forget(self, env.bytes);
+      forget(self, *e->body_as_Forget(), env.bytes);
       return {};
     default:
       spdlog::warn("node {}: unexpected {}", st.node, wire::body_name(e->body_type()));

@@ -614,7 +614,7 @@ TEST_CASE(
 
 TEST_CASE(
     "retention: a job purged while its node's agent is down has its checkpoint dir removed once "
-    "the agent is back",
+    "the agent is back, even after a scheduler restart meanwhile",
     "[integration][retention][checkpoint]") {
   TmpDir work("troupe-ckpt-later");
   const std::string root = work.file("checkpoints");
@@ -639,12 +639,25 @@ TEST_CASE(
   REQUIRE(poll_until([&] { return c.status("t1", id).value("purged", false); }, 40s, 200ms));
   REQUIRE(std::filesystem::exists(root + "/" + id + "/step-1/model.pt"));  // nobody could yet
 
+  // Its node's record keeps the Forget, the store's copy too: the scheduler
+  // killed now (SIGKILL) does not lose it.
+  auto node_record_holds_it = [&] {
+    auto e = open_state_bucket(c).kv->get("node.n1");
+    return e.has_value() && e->value.find(id) != std::string::npos;
+  };
+  REQUIRE(poll_until(node_record_holds_it, 10s, 100ms));
+  c.kill_scheduler();
+  c.restart_scheduler();
+  REQUIRE(c.wait_scheduler_serving(30s));
+
   // The same node again (its state folder kept): told once it registers.
   NodeOptions again;
   again.name = "n1";
   c.add_node(again);
   REQUIRE(c.wait_nodes_alive(1, 20s));
   CHECK(poll_until([&] { return !std::filesystem::exists(root + "/" + id); }, 20s, 100ms));
+  // Sent, so no longer kept.
+  CHECK(poll_until([&] { return !node_record_holds_it(); }, 10s, 100ms));
 }
 
 TEST_CASE(
