@@ -530,6 +530,10 @@ std::string Agent::isolate(const LaunchInfo& info, ProcessSpec& spec, Worker& w)
   limits.memory_bytes = mb * 1024 * 1024;
   limits.cpus = info.cpus;
   limits.pids_max = iso.pids_max;
+  if (iso.io_max_mbps > 0 && iso.io_disk_major >= 0) {
+    const int64_t bps = iso.io_max_mbps * 1024 * 1024;
+    limits.io.push_back(IoLimit{iso.io_disk_major, iso.io_disk_minor, bps, bps});
+  }
   // A container runtime sets the devices of its own group (under ours) from
   // its --device list; ours may not deny what it allows.
   limits.restrict_devices = info.image.empty();

@@ -10,6 +10,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -21,6 +22,8 @@ namespace troupe::node {
 namespace fs = std::filesystem;
 
 namespace {
+
+constexpr const char* kV1Io = "blkio";  // v1: a job's disk bandwidth (only when limited)
 
 // Writes `value` to a cgroup control file; "" on success, else why not.
 std::string write_control(const std::string& path, const std::string& value) {
@@ -141,6 +144,67 @@ CgroupHost detect_cgroups(const std::string& root) {
   return h;
 }
 
+std::optional<IoLimit> disk_of(const std::string& path, std::string* why) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    if (why != nullptr) *why = "cannot stat " + path + ": " + std::strerror(errno);
+    return std::nullopt;
+  }
+  std::string sys =
+      "/sys/dev/block/" + std::to_string(major(st.st_dev)) + ":" + std::to_string(minor(st.st_dev));
+  std::error_code ec;
+  if (major(st.st_dev) == 0 || !fs::exists(sys, ec)) {
+    if (why != nullptr)
+      *why = path + " is on no block device (" + std::to_string(major(st.st_dev)) + ":" +
+             std::to_string(minor(st.st_dev)) + ": tmpfs, overlay or a network file system)";
+    return std::nullopt;
+  }
+  // A partition's folder lies in its disk's: the disk's "dev" is "M:m".
+  std::string dev = fs::exists(sys + "/partition", ec)
+                        ? read_control(fs::canonical(sys, ec).parent_path().string() + "/dev")
+                        : read_control(sys + "/dev");
+  IoLimit l;
+  if (std::sscanf(dev.c_str(), "%d:%d", &l.major, &l.minor) != 2) {
+    if (why != nullptr) *why = "cannot read the disk of " + sys;
+    return std::nullopt;
+  }
+  return l;
+}
+
+std::string io_unsupported(const CgroupHost& host) {
+  switch (host.version) {
+    case CgroupHost::Version::none:
+      return host.why_none;
+    case CgroupHost::Version::v1:
+      return is_dir(host.root + "/" + kV1Io) ? "" : "no v1 blkio controller under " + host.root;
+    case CgroupHost::Version::v2: {
+      std::istringstream in(read_control(host.root + "/cgroup.controllers"));
+      for (std::string w; in >> w;)
+        if (w == "io") return {};
+      return "no io controller in " + host.root + "/cgroup.controllers";
+    }
+  }
+  return {};
+}
+
+std::vector<std::pair<std::string, std::string>> io_controls(CgroupHost::Version v,
+                                                             const IoLimit& l) {
+  const std::string dev = std::to_string(l.major) + ":" + std::to_string(l.minor);
+  std::vector<std::pair<std::string, std::string>> out;
+  if (v == CgroupHost::Version::v2) {
+    std::string line = dev;
+    if (l.read_bps > 0) line += " rbps=" + std::to_string(l.read_bps);
+    if (l.write_bps > 0) line += " wbps=" + std::to_string(l.write_bps);
+    if (line != dev) out.emplace_back("io.max", line);
+    return out;
+  }
+  if (l.read_bps > 0)
+    out.emplace_back("blkio.throttle.read_bps_device", dev + " " + std::to_string(l.read_bps));
+  if (l.write_bps > 0)
+    out.emplace_back("blkio.throttle.write_bps_device", dev + " " + std::to_string(l.write_bps));
+  return out;
+}
+
 std::optional<JobCgroup> JobCgroup::create(const CgroupHost& host, const std::string& node_path,
                                            const std::string& name, const CgroupLimits& limits,
                                            std::string* error) {
@@ -166,15 +230,16 @@ std::optional<JobCgroup> JobCgroup::create(const CgroupHost& host, const std::st
   if (host.version == CgroupHost::Version::v2) {
     // Each level must hand the controllers down to its children.
     std::string level = host.root;
+    std::vector<std::string> handed = {"+memory", "+cpu", "+pids"};
+    if (!limits.io.empty()) handed.push_back("+io");
     for (const auto& part : {std::string("troupe"), node_path.substr(node_path.find('/') + 1)}) {
-      for (const char* c : {"+memory", "+cpu", "+pids"})
+      for (const auto& c : handed)
         (void)write_control(level + "/cgroup.subtree_control", c);  // already on: fine
       level += "/" + part;
       std::error_code ec;
       fs::create_directories(level, ec);
     }
-    for (const char* c : {"+memory", "+cpu", "+pids"})
-      (void)write_control(level + "/cgroup.subtree_control", c);
+    for (const auto& c : handed) (void)write_control(level + "/cgroup.subtree_control", c);
     std::string dir = host.root + "/" + node_path + "/" + name;
     if (auto e = make(dir); !e.empty()) return fail(e);
     g.memory_dir_ = g.freezer_dir_ = g.pids_dir_ = dir;
@@ -186,6 +251,9 @@ std::optional<JobCgroup> JobCgroup::create(const CgroupHost& host, const std::st
                         std::to_string(int64_t{limits.cpus} * 100000) + " 100000");
     if (e.empty() && limits.pids_max > 0)
       e = write_control(dir + "/pids.max", std::to_string(limits.pids_max));
+    for (const auto& l : limits.io)
+      for (const auto& [file, line] : io_controls(host.version, l))
+        if (e.empty()) e = write_control(dir + "/" + file, line);
     // Devices under v2 need an eBPF program (BPF_CGROUP_DEVICE): not built;
     // docs/security.md says so. Sandboxes and containers still pass only the
     // job's GPUs.
@@ -222,6 +290,17 @@ std::optional<JobCgroup> JobCgroup::create(const CgroupHost& host, const std::st
       for (const auto& d : limits.devices)
         if (e.empty()) e = write_control(dir + "/devices.allow", to_string(d));
     }
+    if (!e.empty()) return fail(e);
+  }
+  if (!limits.io.empty()) {
+    // blkio is not among the controllers every group needs: only here.
+    std::string dir = host.root + "/" + kV1Io + "/" + node_path + "/" + name;
+    if (!is_dir(host.root + "/" + kV1Io)) return fail("no v1 blkio controller under " + host.root);
+    if (auto e = make(dir); !e.empty()) return fail(e);
+    std::string e;
+    for (const auto& l : limits.io)
+      for (const auto& [file, line] : io_controls(host.version, l))
+        if (e.empty()) e = write_control(dir + "/" + file, line);
     if (!e.empty()) return fail(e);
   }
   return g;
@@ -301,6 +380,8 @@ int reap_stale_groups(const CgroupHost& host, const std::string& node_path) {
         std::string dir = host.root + "/" + c + "/" + node_path + "/" + g.name_;
         if (is_dir(dir)) g.dirs_.push_back(dir);
       }
+      if (std::string io = host.root + "/" + kV1Io + "/" + node_path + "/" + g.name_; is_dir(io))
+        g.dirs_.push_back(io);
       g.freezer_dir_ = e.path().string();
     }
     g.kill_all();

@@ -1,7 +1,8 @@
 // A cgroup per worker: owns the group's folders under every controller this
 // agent uses, its limits (memory, CPU quota, pids, devices), the kill of
 // everything in it (escaped grandchildren included), the OOM count and its
-// removal. cgroup v1 (one folder per controller, as on our machines) and v2
+// removal, and its disk bandwidth when asked (blkio in v1, io in v2).
+// cgroup v1 (one folder per controller, as on our machines) and v2
 // (one unified folder, where the host has resource controllers there).
 //
 // Layout: <root>/<controller>/troupe/<node>.<hash>/<worker> (v1) or
@@ -17,6 +18,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace troupe::node {
@@ -33,6 +35,19 @@ struct DeviceRule {
 };
 std::string to_string(const DeviceRule& d);  // "c 195:1 rwm", "c 136:* rwm"
 
+// A block device's bandwidth for the group (bytes per second, 0: no limit).
+// The device is a whole disk: the kernel throttles disks, not partitions.
+struct IoLimit {
+  int major = 0;
+  int minor = 0;
+  int64_t read_bps = 0;
+  int64_t write_bps = 0;
+};
+
+// The whole disk the file system holding `path` is on (its partition's
+// parent); nullopt and `why` when it is on none (tmpfs, overlay, NFS).
+std::optional<IoLimit> disk_of(const std::string& path, std::string* why);
+
 struct CgroupLimits {
   int64_t memory_bytes = 0;  // 0: no limit
   int cpus = 0;              // CPU quota in whole cores (0: none)
@@ -41,6 +56,9 @@ struct CgroupLimits {
   // random, urandom, tty, ptmx, pts) and `devices` may be opened.
   bool restrict_devices = false;
   std::vector<DeviceRule> devices;
+  // Disk bandwidth: v1 blkio.throttle.{read,write}_bps_device (direct and
+  // synchronous I/O: v1 charges buffered writeback to no group), v2 io.max.
+  std::vector<IoLimit> io;
 };
 
 // The standard devices every job may use.
@@ -103,6 +121,15 @@ class JobCgroup {
   std::string memory_dir_, freezer_dir_, pids_dir_;
   int64_t memory_bytes_ = 0;
 };
+
+// "" when `host` can throttle a group's disk bandwidth (v1: a blkio folder;
+// v2: io among the root's controllers), else why not.
+std::string io_unsupported(const CgroupHost& host);
+
+// The lines that throttle `l` (v1: "M:m bps" per file; v2: io.max's "M:m
+// rbps=R wbps=W"), without the zero ones.
+std::vector<std::pair<std::string, std::string>> io_controls(CgroupHost::Version v,
+                                                             const IoLimit& l);
 
 // Kills and removes every worker group left under <node_path> by an agent of
 // the same node that died (nothing outlives its job, even its agent's

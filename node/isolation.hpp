@@ -34,6 +34,12 @@ struct IsolationOptions {
                                               "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset"};
   int64_t default_memory_mb = 0;  // a job's memory limit when the Launch names none (0: none)
   int64_t pids_max = 4096;        // processes and threads per job
+  // Each worker's read and write bandwidth on the disk of the state folder
+  // (its work dir's), MiB/s each way; 0: no limit. `io_disk` is that disk,
+  // found at start (troupe-node refuses to start when there is none).
+  int64_t io_max_mbps = 0;
+  int io_disk_major = -1;
+  int io_disk_minor = -1;
   std::string job_path = "/usr/local/bin:/usr/bin:/bin";  // the job's PATH unless its env sets one
 };
 

@@ -21,6 +21,7 @@
 #include "bus/subjects.hpp"
 #include "messages/wire.hpp"
 #include "node/agent.hpp"
+#include "node/cgroup.hpp"
 #include "node/fleet.hpp"
 #include "node/inventory.hpp"
 #include "node/job_dirs.hpp"
@@ -276,6 +277,24 @@ int run(int argc, char** argv, const sigset_t& signals) {
         break;
       }
     }
+  }
+  if (cfg.isolation.enabled && cfg.isolation.io_max_mbps > 0) {
+    std::string why = node::io_unsupported(node::detect_cgroups(cfg.isolation.cgroup_root));
+    if (!why.empty()) {
+      spdlog::error("--job-io-max-mbps: this host cannot limit a job's disk bandwidth: {}", why);
+      return 2;
+    }
+    auto disk = node::disk_of(cfg.state_dir, &why);
+    if (!disk) {
+      spdlog::error("--job-io-max-mbps: cannot limit the disk of the state folder: {}", why);
+      return 2;
+    }
+    cfg.isolation.io_disk_major = disk->major;
+    cfg.isolation.io_disk_minor = disk->minor;
+    spdlog::info("each worker's disk bandwidth on {}:{} (the state folder's disk): {} MiB/s",
+                 disk->major, disk->minor, cfg.isolation.io_max_mbps);
+  } else if (cfg.isolation.io_max_mbps > 0) {
+    spdlog::warn("--job-io-max-mbps needs isolation (cgroups): not applied");
   }
   if (!cfg.simulate && !cfg.isolation.enabled)
     spdlog::warn(

@@ -166,6 +166,12 @@ ParseResult parse_options(int argc, const char* const* argv, const EnvLookup& en
   app.add_option("--job-pids-max", iso.pids_max, "processes per job")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  app.add_option("--job-io-max-mbps", iso.io_max_mbps,
+                 "each worker's disk bandwidth on the state folder's disk (its work dir), MiB/s "
+                 "read and the same written (direct and synchronous I/O under cgroup v1); 0: no "
+                 "limit")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
   app.add_option("--job-path", iso.job_path, "a job's PATH unless its env names one")
       ->capture_default_str();
   app.add_option("--cgroup-root", iso.cgroup_root, "where the cgroup file systems are mounted")

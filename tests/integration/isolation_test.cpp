@@ -24,6 +24,7 @@
 
 #include "harness.hpp"
 #include "messages/names.hpp"
+#include "node/cgroup.hpp"
 #include "node/job_user.hpp"
 
 using namespace troupe;
@@ -230,6 +231,48 @@ TEST_CASE("isolation: a CPU hog with cpus 1 stays within one core (measured from
   INFO("CPU seconds in 3 s of wall time: " << cpu_s);
   CHECK(cpu_s > 0.3);
   CHECK(cpu_s <= 3.0 * 1.15);  // one core's quota, with the sampling's slack
+}
+
+TEST_CASE(
+    "isolation: a job's disk bandwidth stays within the node's --job-io-max-mbps (timed by "
+    "the job), and other jobs' is not charged",
+    "[integration][isolation]") {
+  Cluster c(ClusterOptions{}.node_args("n1", 4, false, "a100", {"--job-io-max-mbps", "2"}));
+  REQUIRE(c.wait_nodes_alive(1, 20s));
+  // 4 MiB written and read again with direct I/O (v1 throttles no buffered
+  // writeback), each timed by the job: at 2 MiB/s about 2 s each way, where
+  // this VM's disk alone takes well under 0.5 s.
+  const std::string io =
+      "echo START=1; s=$(date +%s%N); dd if=/dev/zero of=f bs=1M count=4 oflag=direct "
+      "2>/dev/null; w=$(date +%s%N); dd if=f of=/dev/null bs=1M iflag=direct 2>/dev/null; "
+      "r=$(date +%s%N); echo WRITE_MS=$(((w-s)/1000000)); echo READ_MS=$(((r-w)/1000000))";
+  auto id = c.submit_ok("t1", job_spec("t1", {"sh", "-c", io}));
+  REQUIRE(wait_log_value(c, "t1", id, "START"));
+  // Its group says so, on the state folder's disk.
+  std::string why;
+  auto disk = node::disk_of(c.file("node-n1-state"), &why);
+  INFO(why);
+  REQUIRE(disk);
+  const std::string dev = std::to_string(disk->major) + ":" + std::to_string(disk->minor);
+  const std::string group = job_group("blkio", "n1", id);
+  REQUIRE_FALSE(group.empty());
+  CHECK(read_file(group + "/blkio.throttle.write_bps_device") == dev + " 2097152\n");
+  CHECK(read_file(group + "/blkio.throttle.read_bps_device") == dev + " 2097152\n");
+  auto done = c.wait_terminal(id, 60s);
+  std::string log = log_of(c, "t1", id);
+  INFO("log:\n" << log);
+  REQUIRE(done);
+  CHECK(done->state == names::kSucceeded);
+  auto write_ms = log_value(log, "WRITE_MS"), read_ms = log_value(log, "READ_MS");
+  REQUIRE(write_ms);
+  REQUIRE(read_ms);
+  // 4 MiB at 2 MiB/s: 2 s, less a first slice the throttle lets through.
+  CHECK(std::stoll(*write_ms) >= 1500);
+  CHECK(std::stoll(*read_ms) >= 1500);
+  CHECK(std::stoll(*write_ms) < 20000);
+  // Its group is gone with it.
+  struct stat st {};
+  CHECK(::stat(group.c_str(), &st) != 0);
 }
 
 TEST_CASE("isolation: a fork bomb stops at the pids limit and the agent keeps serving",

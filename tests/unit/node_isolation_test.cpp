@@ -4,6 +4,7 @@
 // tested with real agents in tests/integration/isolation_test.cpp.
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <string>
@@ -13,6 +14,7 @@
 #include "node/isolation.hpp"
 #include "node/job_user.hpp"
 #include "node/options.hpp"
+#include "node/test_support.hpp"
 
 using namespace troupe::node;
 
@@ -198,6 +200,11 @@ TEST_CASE("troupe-node isolation options", "[node][isolation]") {
   CHECK_FALSE(parse({"--job-checkpoint-max-mb", "-2"}).options);
   CHECK_FALSE(parse({"--job-checkpoint-max-mb", "9000000000000000"}).options);
   CHECK_FALSE(parse({"--job-checkpoint-max-files", "-2"}).options);
+  CHECK(d.options->isolation.io_max_mbps == 0);  // no disk bandwidth limit unless told
+  auto io = parse({"--job-io-max-mbps", "200"});
+  REQUIRE(io.options);
+  CHECK(io.options->isolation.io_max_mbps == 200);
+  CHECK_FALSE(parse({"--job-io-max-mbps", "-1"}).options);
   CHECK_FALSE(parse({"--sandbox", "docker"}).options);
   CHECK_FALSE(parse({"--runtime", "crun"}).options);
 
@@ -223,6 +230,50 @@ TEST_CASE("cgroup device rules", "[node][isolation]") {
   auto std_devices = standard_devices();
   CHECK(std::find(std_devices.begin(), std_devices.end(), DeviceRule{'c', 1, 3, "rwm"}) !=
         std_devices.end());
+}
+
+TEST_CASE("cgroup disk bandwidth: the lines each version takes, and the disk of a folder",
+          "[node][isolation]") {
+  IoLimit l{254, 0, 2 << 20, 0};
+  using Lines = std::vector<std::pair<std::string, std::string>>;
+  CHECK(io_controls(CgroupHost::Version::v1, l) ==
+        Lines{{"blkio.throttle.read_bps_device", "254:0 2097152"}});
+  CHECK(io_controls(CgroupHost::Version::v2, l) == Lines{{"io.max", "254:0 rbps=2097152"}});
+  l.write_bps = 1000;
+  CHECK(io_controls(CgroupHost::Version::v1, l) ==
+        Lines{{"blkio.throttle.read_bps_device", "254:0 2097152"},
+              {"blkio.throttle.write_bps_device", "254:0 1000"}});
+  CHECK(io_controls(CgroupHost::Version::v2, l) ==
+        Lines{{"io.max", "254:0 rbps=2097152 wbps=1000"}});
+  CHECK(io_controls(CgroupHost::Version::v2, IoLimit{8, 0, 0, 0}).empty());  // nothing to limit
+  // A folder on a disk: that disk, whole (a partition's parent), which
+  // /sys/dev/block knows as a disk.
+  std::string why;
+  auto disk = disk_of(TROUPE_SOURCE_DIR, &why);
+  INFO(why);
+  REQUIRE(disk);
+  const std::string sys =
+      "/sys/dev/block/" + std::to_string(disk->major) + ":" + std::to_string(disk->minor);
+  CHECK(std::filesystem::exists(sys + "/dev"));
+  CHECK_FALSE(std::filesystem::exists(sys + "/partition"));
+  // On none: /proc, a missing path.
+  CHECK_FALSE(disk_of("/proc", &why));
+  CHECK_THAT(why, Catch::Contains("no block device"));
+  CHECK_FALSE(disk_of("/no/such/path", &why));
+  CHECK_THAT(why, Catch::Contains("cannot stat"));
+  // Whether a host can throttle: v1 with a blkio folder, v2 with io.
+  test::TempDir v1;
+  CgroupHost h;
+  h.version = CgroupHost::Version::v1;
+  h.root = v1.path();
+  CHECK_THAT(io_unsupported(h), Catch::Contains("no v1 blkio controller"));
+  std::filesystem::create_directory(v1.path() + "/blkio");
+  CHECK(io_unsupported(h).empty());
+  h.version = CgroupHost::Version::v2;
+  test::write_file(v1.path() + "/cgroup.controllers", "cpuset cpu memory pids\n");
+  CHECK_THAT(io_unsupported(h), Catch::Contains("no io controller"));
+  test::write_file(v1.path() + "/cgroup.controllers", "cpuset cpu io memory pids\n");
+  CHECK(io_unsupported(h).empty());
 }
 
 TEST_CASE("a launch's isolation fields are bounded: hostile values are refused",
