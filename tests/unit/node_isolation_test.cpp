@@ -276,6 +276,53 @@ TEST_CASE("cgroup disk bandwidth: the lines each version takes, and the disk of 
   CHECK(io_unsupported(h).empty());
 }
 
+TEST_CASE("cgroup disk bandwidth: a group's controls as each version writes them",
+          "[node][isolation]") {
+  // A stand-in cgroup root (plain folders and files): what create() writes.
+  CgroupLimits limits;
+  limits.io.push_back(IoLimit{254, 0, 3 << 20, 3 << 20});
+  const std::string path = node_cgroup_path("n1", "/var/lib/troupe-node");
+  {
+    test::TempDir root;
+    CgroupHost v2;
+    v2.version = CgroupHost::Version::v2;
+    v2.root = root.path();
+    std::string err;
+    auto g = JobCgroup::create(v2, path, "j-1-a1-r0", limits, &err);
+    INFO(err);
+    REQUIRE(g);
+    CHECK(test::read_file(root.path() + "/" + path + "/j-1-a1-r0/io.max") ==
+          "254:0 rbps=3145728 wbps=3145728");
+    // io is handed down to the group's parent (the last of the controllers).
+    CHECK(test::read_file(root.path() + "/" + path + "/cgroup.subtree_control") == "+io");
+  }
+  {
+    test::TempDir root;
+    for (const char* c : CgroupHost::kV1Controllers)
+      std::filesystem::create_directories(root.path() + "/" + c);
+    CgroupHost v1;
+    v1.version = CgroupHost::Version::v1;
+    v1.root = root.path();
+    std::string err;
+    CgroupLimits none;  // no disk limit: no blkio group, none needed
+    auto plain = JobCgroup::create(v1, path, "j-0-a1-r0", none, &err);
+    REQUIRE(plain);
+    CHECK(plain->procs_files().size() == std::size(CgroupHost::kV1Controllers));
+    CHECK_FALSE(JobCgroup::create(v1, path, "j-1-a1-r0", limits, &err));
+    CHECK_THAT(err, Catch::Contains("no v1 blkio controller"));
+    std::filesystem::create_directories(root.path() + "/blkio");
+    auto g = JobCgroup::create(v1, path, "j-1-a1-r0", limits, &err);
+    INFO(err);
+    REQUIRE(g);
+    const std::string dir = root.path() + "/blkio/" + path + "/j-1-a1-r0";
+    CHECK(test::read_file(dir + "/blkio.throttle.read_bps_device") == "254:0 3145728");
+    CHECK(test::read_file(dir + "/blkio.throttle.write_bps_device") == "254:0 3145728");
+    // The worker joins it too.
+    const auto& procs = g->procs_files();
+    CHECK(std::find(procs.begin(), procs.end(), dir + "/cgroup.procs") != procs.end());
+  }
+}
+
 TEST_CASE("a launch's isolation fields are bounded: hostile values are refused",
           "[node][isolation]") {
   LaunchInfo l = launch();
