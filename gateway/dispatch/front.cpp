@@ -1902,8 +1902,14 @@ std::unique_ptr<Front> Front::open(const FrontOptions& opts, std::string* error,
   if (!impl->enqueued) spdlog::error("dispatch: troupe.<team>.enqueue not served: {}", why);
   // The events it publishes, kept for troupe usage (bounded as a scheduler's
   // events stream). Without it (e.g. a scheduler's TROUPE_EVENTS holds the
-  // subjects on this NATS) usage is answered unavailable.
-  {
+  // subjects on this NATS) usage is not served; with keep_events: false it
+  // is answered not_kept.
+  const bool keep_events = opts.config.keep_events;
+  if (!keep_events) {
+    spdlog::info(
+        "dispatch: events not kept (keep_events: false): troupe usage is answered "
+        "not_kept here");
+  } else {
     const auto& cfg = opts.config;
     int64_t bytes = cfg.events_max_bytes;
     if (bytes == 0) {
@@ -1934,10 +1940,14 @@ std::unique_ptr<Front> Front::open(const FrontOptions& opts, std::string* error,
       [self, handle = self->guard("usage", true, [self](troupe::Inbound&& in) {
         self->on_usage(std::move(in));
       })](troupe::Inbound& in) { handle(std::move(in)); });
-  if (impl->events_kept)  // (else a scheduler on this NATS may answer: not twice)
+  if (impl->events_kept || !keep_events)  // (else a scheduler on this NATS may answer: not twice)
     impl->subs.push_back(
         impl->front->subscribe(sj::team_verb("*", sj::kUsage), [self](troupe::Inbound&& in) {
           if (!self->serving()) return self->count("not_serving");
+          if (!self->events_kept)
+            return self->reply(in, error_json("this front door keeps no events (keep_events: "
+                                              "false in its config): ask each cluster for usage",
+                                              "not_kept"));
           if (self->usage_reads->post(in)) return;
           self->count("refused");
           self->reply(in, error_json("too many usage reports waiting; retry", "unavailable"));

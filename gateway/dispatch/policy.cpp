@@ -149,6 +149,11 @@ std::optional<Config> parse_config(std::string_view text, std::string* error) {
                      error) ||
         !read_number(root, "events_max_bytes", 0, 1LL << 50, &cfg.events_max_bytes, error))
       return std::nullopt;
+    if (const YAML::Node keep = root["keep_events"];
+        keep && !YAML::convert<bool>::decode(keep, cfg.keep_events)) {
+      fail(error, "keep_events: true or false");
+      return std::nullopt;
+    }
   } catch (const std::exception& e) {
     fail(error, std::string("the dispatch config does not read: ") + e.what());
     return std::nullopt;

@@ -60,6 +60,10 @@ struct Config {
   // server's storage, as a scheduler's events stream), for troupe usage.
   int64_t events_max_age_s = 7 * 24 * 3600;
   int64_t events_max_bytes = 0;
+  // false: those events are not kept (no TROUPE_FRONT_EVENTS; troupe usage
+  // through the front door is answered `not_kept`: ask each cluster). They
+  // are still published, for subscribers.
+  bool keep_events = true;
 };
 
 // YAML or JSON text; nullopt and `error` when it is not a valid config.

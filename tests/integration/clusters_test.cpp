@@ -957,11 +957,23 @@ TEST_CASE(
 
 TEST_CASE(
     "a copy left behind in a cluster cut off for longer than the front door's job_retention_s is "
-    "withdrawn when its cluster is back (its job was forgotten meanwhile), never started",
+    "withdrawn when its cluster is back (its job was forgotten meanwhile), never started, and with "
+    "keep_events: false the front door keeps no events, still publishes them, and answers usage "
+    "not_kept",
     "[integration][clusters]") {
   TwoClusters all;
   Cluster &c1 = all.c1, &front = all.front();
-  auto cut = cut_off_c1(all, "job_retention_s: 3\n");
+  auto cut = cut_off_c1(all, "job_retention_s: 3\nkeep_events: false\n");
+  // No stream keeps the front door's events; usage says why. (The events
+  // this test waits on below are heard live on the front NATS.)
+  Json info = front.request("$JS.API.STREAM.INFO." + std::string(subjects::kDispatchEventsStream),
+                            Json::object());
+  INFO("TROUPE_FRONT_EVENTS: " << info.dump());
+  CHECK(info.contains("error"));
+  CHECK_FALSE(info.contains("config"));
+  Json usage = front.request(subjects::team_verb("t1", subjects::kUsage), Json{{"by", "none"}});
+  INFO("troupe.t1.usage at the front door: " << usage.dump());
+  CHECK(usage.value("code", "") == "not_kept");
   // c2 frees up: the job runs there and ends; past the retention the front
   // door forgets it, and with it which copy was left behind.
   front.cancel("t1", cut.h);

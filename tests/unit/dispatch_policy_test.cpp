@@ -77,6 +77,12 @@ TEST_CASE("dispatch config: clusters, teams, bounds and clear errors", "[dispatc
   CHECK(events->events_max_bytes == 1048576);
   CHECK_FALSE(parse_config("clusters: [{name: c1, nats: x}]\nevents_max_bytes: -1", &err));
   CHECK(err.find("events_max_bytes") != std::string::npos);
+  CHECK(kept->keep_events);  // the default
+  auto unkept = parse_config("clusters: [{name: c1, nats: x}]\nkeep_events: false", &err);
+  REQUIRE(unkept);
+  CHECK_FALSE(unkept->keep_events);
+  CHECK_FALSE(parse_config("clusters: [{name: c1, nats: x}]\nkeep_events: sometimes", &err));
+  CHECK(err.find("keep_events") != std::string::npos);
   CHECK_FALSE(parse_config("clusters: []", &err));
   CHECK(err.find("at least one") != std::string::npos);
   CHECK_FALSE(parse_config("clusters: [{name: c1}]", &err));
