@@ -185,6 +185,10 @@ ArbiterActor::behavior_type front_behavior(Self self, OutboxPtr out, policy::Bas
         to_all(self, capacity_atom_v, c, node);
         st.nodes[c.name] = FrontState::Node{std::move(c), node};
       },
+      [=](remove_atom, const std::string& node) {
+        self->state.nodes.erase(node);
+        to_all(self, remove_atom_v, node);
+      },
       [=](demand_atom, const std::string& team, const std::string& pool,
           std::vector<JobTicket>& added, std::vector<std::string>& removed, bool full, int32_t jobs,
           int32_t gpus, int32_t flexible, const TeamQueueActor& queue) {

@@ -12,7 +12,8 @@
 //   Assignment), (unplaced_atom, team, pool, job), (done_atom, job, pool),
 //   (checkpoint_atom, job, pool, ts), (why_atom, job, team, pool, reply) to
 //   the arbiter of that pool (an unplaced, done or checkpoint without a pool
-//   to every one); (config_atom, text) and Wiring to every one.
+//   to every one); (config_atom, text), Wiring and (remove_atom, node) (a
+//   node removed: its last report forgotten here) to every one.
 //   (queues_atom, reply) and (queues_atom): the pools' rows put together
 //   (views::merge); (list_atom, reply): one pool arbiter answers (each knows
 //   every node); (retried_atom, cause, kind): counted here.

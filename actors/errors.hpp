@@ -16,9 +16,12 @@ namespace troupe::errors {
 inline constexpr std::string_view kNotFound = "not_found";        // unknown job (or another team's)
 inline constexpr std::string_view kBadRequest = "bad_request";    // malformed JSON, missing field
 inline constexpr std::string_view kNoRank = "no_rank";            // logs of a rank not placed
-inline constexpr std::string_view kUnknownNode = "unknown_node";  // cordon/uncordon/drain
-inline constexpr std::string_view kUnavailable = "unavailable";   // try again later
-inline constexpr std::string_view kNotQueued = "not_queued";      // cancel if_queued: it started
+inline constexpr std::string_view kUnknownNode = "unknown_node";  // cordon/uncordon/drain/remove
+// remove_node: its agent is heard; it still holds work.
+inline constexpr std::string_view kNodeAlive = "node_alive";
+inline constexpr std::string_view kNodeBusy = "node_busy";
+inline constexpr std::string_view kUnavailable = "unavailable";  // try again later
+inline constexpr std::string_view kNotQueued = "not_queued";     // cancel if_queued: it started
 
 inline std::string error_json(std::string_view code, const std::string& what) {
   return nlohmann::json{{"error", what}, {"code", code}}.dump();

@@ -9,6 +9,7 @@
 #include <optional>
 #include <set>
 
+#include "actors/errors.hpp"
 #include "actors/policy/ledger.hpp"
 #include "bus/subjects.hpp"
 #include "messages/spec.hpp"
@@ -746,6 +747,30 @@ NodeActor::behavior_type node_behavior(Self self, Wiring w, OutboxPtr out, std::
         if (!reply.empty())
           st.out->publish(reply, "{\"node\":\"" + st.node + "\",\"state\":\"" + state +
                                      "\",\"running\":" + std::to_string(running) + "}");
+      },
+      [=](remove_atom) -> caf::result<std::string, std::string, Strings> {
+        // Removed for good only when lost (its agent silent) and nothing is
+        // held there: its jobs were requeued when it was lost. Then it
+        // quits normally (its supervisor forgets it); the checkpoint dirs
+        // of the Forgets it held go back, for the operator to remove.
+        auto& st = self->state;
+        if (st.life == Liveness::alive)
+          return {std::string(errors::kNodeAlive),
+                  "node " + st.node + " is alive (its agent was heard " +
+                      std::to_string(st.w.now_ms() - st.last_heartbeat_ms) +
+                      " ms ago): stop its agent first (troupe drain lets its work end); a node is "
+                      "removed once it is lost",
+                  Strings{}};
+        if (!st.ledger.holds.empty())
+          return {std::string(errors::kNodeBusy),
+                  "node " + st.node + " still holds " + std::to_string(st.ledger.holds.size()) +
+                      " worker(s) of jobs not yet moved off it; ask again once they are",
+                  Strings{}};
+        Strings dirs;
+        for (const auto& held : st.held_forgets) dirs.push_back(held.second);
+        spdlog::info("node {}: removed", st.node);
+        self->quit();
+        return {std::string(), std::string(), std::move(dirs)};
       },
       [=](sync_atom, const std::string& job_id, int32_t attempt, int32_t rank) {
         sync_rank(self, job_id, attempt, rank);

@@ -13,7 +13,10 @@
 //   supervisor; held while its agent is not heard, sent once it is). (sync_atom, job,
 //   attempt, rank) from a restarted job (Started/Exited told again; a rank
 //   not held here is stopped and ends as agent lost); (cordon_atom, on,
-//   drain, reason, reply). Timers: (lease_atom), (tick_atom), which also runs the
+//   drain, reason, reply); the request (remove_atom) from the node
+//   supervisor (troupe.sys.remove_node): refused while its agent is heard
+//   or anything is held, else it answers the dirs of the Forgets it held
+//   and quits. Timers: (lease_atom), (tick_atom), which also runs the
 //   hold check: a hold committed but unlaunched, or exited but unreleased,
 //   for hold_check_ms is asked about ((hold_atom, job, ...) to the job
 //   supervisor, policy::judge_hold). (crash_atom) for supervision tests.

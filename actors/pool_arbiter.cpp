@@ -589,6 +589,23 @@ ArbiterActor::behavior_type arbiter_behavior(Self self, OutboxPtr out, policy::B
         }
         if (more) schedule_round(self);
       },
+      [=](remove_atom, const std::string& node) {
+        // A removed node (lost, nothing held) stays a place with nothing
+        // free, so that the index keeps its positions; it is never listed.
+        auto& st = self->state;
+        auto it = st.index.find(node);
+        if (it == st.index.end()) return;
+        auto& c = st.caps[it->second];
+        c.removed = true;
+        c.alive = false;
+        c.schedulable = false;
+        c.gpus_total = c.gpus_free = c.gpus_reserved = c.gpus_allocated = 0;
+        c.cpus_total = c.cpus_free = 0;
+        c.memory_total_mb = c.memory_free_mb = 0;
+        c.shared.clear();
+        c.running = 0;
+        st.capidx.set(it->second, c);
+      },
       [=](demand_atom, const std::string& team, const std::string&, std::vector<JobTicket>& added,
           const std::vector<std::string>& removed, bool full, int32_t jobs, int32_t gpus,
           int32_t flexible, const TeamQueueActor& sender) {
@@ -747,6 +764,7 @@ ArbiterActor::behavior_type arbiter_behavior(Self self, OutboxPtr out, policy::B
       [=](list_atom, const std::string& to) {
         pb::NodeList list;
         for (const auto& c : self->state.caps) {
+          if (c.removed) continue;
           auto* v = list.add_nodes();
           v->set_node(c.name);
           v->set_host(c.host);

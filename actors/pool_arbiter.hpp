@@ -14,6 +14,8 @@
 //   GPU-seconds.
 // Interface: ArbiterActor (actors/protocol.hpp), from the front.
 // Accepts: (capacity_atom, NodeCapacity, NodeActor) of every node;
+//   (remove_atom, node): a node removed (troupe.sys.remove_node), kept as a
+//   place with nothing free and not listed, until its agent registers again;
 //   (demand_atom, team, pool, added tickets, removed ids, full, pending
 //   jobs, pending GPUs, any-type jobs, TeamQueueActor) from queues (an
 //   any-type job that prefers another pool is a guest here): the changes to their

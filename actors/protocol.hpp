@@ -81,6 +81,7 @@ CAF_ADD_ATOM(troupe, troupe::atoms, preempt_atom, "preempt")
 CAF_ADD_ATOM(troupe, troupe::atoms, checkpoint_atom, "checkpt")
 CAF_ADD_ATOM(troupe, troupe::atoms, retried_atom, "retried")
 CAF_ADD_ATOM(troupe, troupe::atoms, cordon_atom, "cordon")
+CAF_ADD_ATOM(troupe, troupe::atoms, remove_atom, "remove")
 CAF_ADD_ATOM(troupe, troupe::atoms, restore_atom, "restore")
 // Holds that wait too long (node -> job) and a restarted job's resync (job -> node).
 CAF_ADD_ATOM(troupe, troupe::atoms, hold_atom, "hold")
@@ -228,6 +229,10 @@ using NodeActor = caf::typed_actor<
     reacts_to<sync_atom, std::string /*job*/, int32_t /*attempt*/, int32_t /*rank*/>,
     reacts_to<cordon_atom, bool /*on*/, bool /*drain*/, std::string /*reason*/,
               std::string /*reply*/>,
+    // The node supervisor: may it be removed (troupe.sys.remove_node)? Code ""
+    // (it quits) and the checkpoint dirs of the Forgets it held, else a
+    // refusal's code and text.
+    replies_to<remove_atom>::with<std::string /*code*/, std::string /*text*/, Strings /*dirs*/>,
     reacts_to<lease_atom>,  // itself: a lease may have expired
     reacts_to<tick_atom>,   // itself: liveness, hold check, snapshot
     reacts_to<crash_atom>>;
@@ -319,7 +324,8 @@ using NodeSupervisorActor = SupervisorActor::extend<
     reacts_to<config_atom, std::string /*text*/>,  // its roster
     reacts_to<cordon_atom, std::string /*node*/, bool /*on*/, bool /*drain*/,
               std::string /*reason*/, std::string /*reply*/>,
-    reacts_to<restore_atom, Strings /*records*/>,  // restore
+    reacts_to<remove_atom, std::string /*node*/, std::string /*reply*/>,  // router
+    reacts_to<restore_atom, Strings /*records*/>,                         // restore
     reacts_to<crash_atom, std::string /*node*/>>;
 
 // Gang supervisor: GangReservationActors by job id/attempt.
@@ -335,6 +341,7 @@ using GangSupervisorActor =
 using ArbiterActor = caf::typed_actor<
     reacts_to<Wiring>,                                          // start_scheduler
     reacts_to<capacity_atom, policy::NodeCapacity, NodeActor>,  // node actors
+    reacts_to<remove_atom, std::string /*node*/>,               // node supervisor: a node removed
     // A queue's first jobs for one pool as changes (policy/demand.hpp): the
     // tickets added, the ids removed, and whether the list starts afresh.
     reacts_to<demand_atom, std::string /*team*/, std::string /*pool*/,
@@ -391,6 +398,7 @@ using RouterActor = caf::typed_actor<
     reacts_to<intake_atom, std::string /*job*/, bool /*ok*/, bool /*duplicate*/,
               std::string /*error*/, std::string /*original*/>,         // itself
     reacts_to<shape_atom, policy::NodeCapacity>,                        // node supervisor
+    reacts_to<remove_atom, std::string /*node*/>,                       // node supervisor
     reacts_to<unqueued_atom, std::string /*team*/>,                     // job supervisor
     reacts_to<stats_atom, std::string /*kind*/, int64_t /*restarts*/>,  // supervisors
     reacts_to<distrust_atom, std::string /*what*/>,                     // node supervisor, nodes

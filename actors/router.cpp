@@ -1258,7 +1258,7 @@ void on_inbound(Self self, const Inbound& in) {
       return;
     }
     if (in.subject == subjects::kSysCordon || in.subject == subjects::kSysUncordon ||
-        in.subject == subjects::kSysDrain) {
+        in.subject == subjects::kSysDrain || in.subject == subjects::kSysRemoveNode) {
       json req;
       if (!parse_request(self, in, req)) return;
       std::string node = req.value("node", std::string());
@@ -1266,6 +1266,10 @@ void on_inbound(Self self, const Inbound& in) {
         ++st.n.rejected;
         if (!in.reply.empty())
           st.out->publish(in.reply, errors::error_json(errors::kBadRequest, "node is required"));
+        return;
+      }
+      if (in.subject == subjects::kSysRemoveNode) {
+        self->send(st.w.nodes, remove_atom_v, node, in.reply);
         return;
       }
       bool on = in.subject != subjects::kSysUncordon;
@@ -1588,6 +1592,11 @@ RouterActor::behavior_type router_behavior(Self self, OutboxPtr out, IntakePtr i
           return;
         st.nodes[c.name] = std::move(n);
         st.shapes_stale = true;
+      },
+      [=](remove_atom, const std::string& node) {
+        // A lost node removed (node supervisor): what it could hold counts
+        // no more for admission.
+        if (self->state.nodes.erase(node) != 0) self->state.shapes_stale = true;
       },
       [=](fire_atom, const std::string& team, const std::string& name, int64_t tick,
           const std::string& spec_json) {

@@ -1245,6 +1245,46 @@ NodeSupervisorActor::behavior_type node_sup_behavior(NodeSup self, OutboxPtr out
           self->state.out->publish(
               reply, errors::error_json(errors::kUnknownNode, "unknown node " + node));
       },
+      [=](remove_atom, const std::string& node, const std::string& reply) {
+        // troupe.sys.remove_node: a lost node its node actor agrees to let
+        // go (silent agent, nothing held) is forgotten: its actor, its
+        // record in the store, its shape (router) and capacity (arbiters).
+        auto& st = self->state;
+        auto a = st.children.find(node);
+        if (!a) {
+          if (st.shards.sharded() &&
+              (st.foreign.count(node) != 0 || !st.shards.coordinator(st.cfg)))
+            return;  // (of shards, its owner answers; one no shard knows, the coordinator)
+          if (!reply.empty())
+            st.out->publish(reply,
+                            errors::error_json(errors::kUnknownNode, "unknown node " + node));
+          return;
+        }
+        self->request(a, caf::infinite, remove_atom_v)
+            .then([=](const std::string& code, const std::string& text, const Strings& dirs) {
+              auto& st = self->state;
+              if (!code.empty()) {
+                if (!reply.empty()) st.out->publish(reply, errors::error_json(code, text));
+                return;
+              }
+              // (its actor quits normally: the supervisor drops its snapshot)
+              if (st.store) st.store->purge(node_key(node));
+              st.durable.erase(node);
+              self->send(st.w.router, remove_atom_v, node);
+              self->send(st.w.arbiter, remove_atom_v, node);
+              spdlog::warn(
+                  "node {} removed (troupe.sys.remove_node); {} checkpoint dir(s) of "
+                  "purged jobs it held are left on its disk{}",
+                  node, dirs.size(), dirs.empty() ? "" : ": remove them by hand");
+              for (const auto& d : dirs) spdlog::warn("node {}: left: {}", node, d);
+              if (!reply.empty())
+                st.out->publish(reply, nlohmann::json{{"node", node},
+                                                      {"state", "removed"},
+                                                      {"running", 0},
+                                                      {"checkpoint_dirs_left", dirs}}
+                                           .dump());
+            });
+      },
       pass_crash(self));
 }
 

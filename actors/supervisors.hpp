@@ -63,7 +63,10 @@
 //   accepts: Wiring; (route_atom, node, Envelope): an agent's message or a
 //   job's Launch/Stop/Release, passed on one-way; (sync_atom, node, job,
 //   attempt, rank); (snapshot_atom, node, bytes); (config_atom, text): its
-//   roster; (cordon_atom, node, on, drain, reason, reply); (crash_atom, node);
+//   roster; (cordon_atom, node, on, drain, reason, reply); (remove_atom,
+//   node, reply): a lost node its actor lets go is forgotten (its record
+//   purged from the store, (remove_atom, node) to the router and the
+//   arbiter); (crash_atom, node);
 //   (stats_atom); (restore_atom, NodeRecords). A shard: keeps its pools'
 //   nodes only, has the bus listen to their agents (AgentWatch) and tells
 //   the router (heard_atom) of another pool's agent messages that reached it.

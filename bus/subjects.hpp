@@ -175,6 +175,8 @@ inline constexpr const char* kSysQueues = "troupe.sys.queues";
 inline constexpr const char* kSysCordon = "troupe.sys.cordon";
 inline constexpr const char* kSysUncordon = "troupe.sys.uncordon";
 inline constexpr const char* kSysDrain = "troupe.sys.drain";
+// A lost node forgotten for good (its agent silent, nothing held there).
+inline constexpr const char* kSysRemoveNode = "troupe.sys.remove_node";
 inline constexpr const char* kSysNodes = "troupe.sys.nodes";
 inline constexpr const char* kSysFind = "troupe.sys.find";  // {"job_id"} -> its team (admin)
 inline constexpr const char* kSysHello = "troupe.sys.hello";

@@ -332,9 +332,10 @@ std::string Client::node_op(const std::string& op, const std::string& node, std:
   if (auto err = subjects::check_token(node); !err.empty()) return "node: " + err;
   if (!cluster.empty())
     if (auto err = subjects::check_token(cluster); !err.empty()) return "cluster: " + err;
-  const char* subject = op == "drain"      ? subjects::kSysDrain
-                        : op == "uncordon" ? subjects::kSysUncordon
-                                           : subjects::kSysCordon;
+  const char* subject = op == "drain"         ? subjects::kSysDrain
+                        : op == "uncordon"    ? subjects::kSysUncordon
+                        : op == "remove-node" ? subjects::kSysRemoveNode
+                                              : subjects::kSysCordon;
   std::string reply;
   nlohmann::json req{{"node", node}};
   if (!reason.empty()) req["reason"] = reason;
@@ -347,6 +348,12 @@ std::string Client::node_op(const std::string& op, const std::string& node, std:
       j.value("state", std::string()) + " (" + std::to_string(j.value("running", 0)) + " running)";
   if (auto c = j.find("cluster"); c != j.end() && c->is_string())
     *state += " in cluster " + c->get<std::string>();
+  // A removed node's checkpoint dirs of purged jobs, left on its disk.
+  if (auto d = j.find("checkpoint_dirs_left"); d != j.end() && d->is_array() && !d->empty()) {
+    *state += "; checkpoint dirs of purged jobs left on its disk (remove them by hand):";
+    for (const auto& dir : *d)
+      if (dir.is_string()) *state += "\n  " + dir.get<std::string>();
+  }
   return {};
 }
 

@@ -108,8 +108,10 @@ class Client {
   // troupe.<team>.usage (troupe.sys.usage when `team` is empty): the report
   // JSON for `request` (gateway/usage_report.hpp).
   std::string usage(const std::string& team, const std::string& request, std::string* raw_json);
-  // troupe.sys.cordon|uncordon|drain: `op` is one of those verbs; `state` is
-  // what the node is now (cordoned, schedulable, draining, drained).
+  // troupe.sys.cordon|uncordon|drain|remove_node: `op` is one of the verbs
+  // cordon, uncordon, drain, remove-node; `state` is what the node is now
+  // (cordoned, schedulable, draining, drained, removed: with the checkpoint
+  // dirs it left, a line each).
   // `reason`: why (cordon, drain), shown by troupe nodes.
   // `cluster`: at a front door, the node's cluster ("": the one that has it).
   std::string node_op(const std::string& op, const std::string& node, std::string* state,

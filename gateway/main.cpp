@@ -186,10 +186,13 @@ int main(int argc, char** argv) {
   auto* drain =
       app.add_subcommand("drain", "Let a node's running jobs finish and take no new ones");
   drain->add_option("node", node_name, "node name")->required();
+  auto* remove_node = app.add_subcommand(
+      "remove-node", "Forget a lost node for good (its agent stopped, nothing held there)");
+  remove_node->add_option("node", node_name, "node name")->required();
   std::string node_reason, node_cluster;
   for (auto* sc : {cordon, drain})
     sc->add_option("--reason", node_reason, "why (shown by troupe nodes)");
-  for (auto* sc : {cordon, uncordon, drain})
+  for (auto* sc : {cordon, uncordon, drain, remove_node})
     sc->add_option(
         "--cluster", node_cluster,
         "at a front door: the node's cluster (needed when two have a node of that name)");
@@ -685,5 +688,7 @@ int main(int argc, char** argv) {
   if (cordon->parsed()) return gw::run_node_op(url, "cordon", node_name, node_reason, node_cluster);
   if (uncordon->parsed()) return gw::run_node_op(url, "uncordon", node_name, {}, node_cluster);
   if (drain->parsed()) return gw::run_node_op(url, "drain", node_name, node_reason, node_cluster);
+  if (remove_node->parsed())
+    return gw::run_node_op(url, "remove-node", node_name, {}, node_cluster);
   return 2;
 }

@@ -42,6 +42,10 @@ struct NodeCapacity {
   int64_t memory_total_mb = 0;
   int64_t memory_free_mb = 0;
   bool alive = true;
+  // Removed by an operator (troupe.sys.remove_node): kept by an arbiter as
+  // a place with nothing free, never listed; its agent registering again
+  // makes it a node as any other.
+  bool removed = false;
   int64_t last_heartbeat_ms = 0;
   int running = 0;
   // Shared GPUs (issue 16, item 3): each GPU's memory as its agent declared

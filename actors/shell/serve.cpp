@@ -22,13 +22,13 @@ namespace {
 // troupe.sys.stats last, so a client answered there (a test's "is it
 // serving?") is sure every other one is subscribed too.
 constexpr const char* kRouterSubjects[] = {
-    subjects::kAllSubmit,     subjects::kAllStatus,   subjects::kAllCancel,
-    subjects::kAllLogs,       subjects::kAllJobs,     subjects::kSysNodes,
-    subjects::kAllAgents,     subjects::kAllWhy,      subjects::kSysQueues,
-    subjects::kSysCordon,     subjects::kSysUncordon, subjects::kSysDrain,
-    subjects::kSysDebugCrash, subjects::kAllHistory,  subjects::kSysFind,
-    subjects::kAllPipeline,   subjects::kAllUsage,    subjects::kAllSchedule,
-    subjects::kSysShardPart,  subjects::kSysStats};
+    subjects::kAllSubmit,     subjects::kAllStatus,     subjects::kAllCancel,
+    subjects::kAllLogs,       subjects::kAllJobs,       subjects::kSysNodes,
+    subjects::kAllAgents,     subjects::kAllWhy,        subjects::kSysQueues,
+    subjects::kSysCordon,     subjects::kSysUncordon,   subjects::kSysDrain,
+    subjects::kSysRemoveNode, subjects::kSysDebugCrash, subjects::kAllHistory,
+    subjects::kSysFind,       subjects::kAllPipeline,   subjects::kAllUsage,
+    subjects::kAllSchedule,   subjects::kSysShardPart,  subjects::kSysStats};
 
 // SIGHUP: a bad new config is refused and the old one stays. The teams'
 // logs streams take the new retention.

@@ -82,7 +82,7 @@ Permissions admin_permissions(std::string_view name) {
   p.pub_allow.push_back(sj::team_verb("sys", sj::kUsage));
   for (const char* s :
        {sj::kSysNodes, sj::kSysQueues, sj::kSysStats, sj::kSysCordon, sj::kSysUncordon,
-        sj::kSysDrain, sj::kSysFind, sj::kSysDebugCrash, sj::kSysClusters})
+        sj::kSysDrain, sj::kSysRemoveNode, sj::kSysFind, sj::kSysDebugCrash, sj::kSysClusters})
     p.pub_allow.emplace_back(s);
   p.pub_deny = {sj::kAllEvents, kJetStreamApi,        kKv, sj::kAllAgents, "troupe.sys.node.>",
                 sj::kSysHello,  "troupe.sys.intake.>"};
@@ -110,9 +110,10 @@ Permissions gateway_permissions() {
 Permissions dispatch_permissions() {
   Permissions p;
   add_team_verbs_but_enqueue(p);
-  // (cordon, uncordon and drain: an admin's at the front door, handed on)
-  for (const char* s :
-       {sj::kSysNodes, sj::kSysQueues, sj::kSysCordon, sj::kSysUncordon, sj::kSysDrain})
+  // (cordon, uncordon, drain and remove_node: an admin's at the front door,
+  // handed on)
+  for (const char* s : {sj::kSysNodes, sj::kSysQueues, sj::kSysCordon, sj::kSysUncordon,
+                        sj::kSysDrain, sj::kSysRemoveNode})
     p.pub_allow.emplace_back(s);
   // Its answers to claims, whose reply subjects are made for it (not
   // allow_responses: a leaf node link carries only what its permissions list).

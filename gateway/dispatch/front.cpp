@@ -1320,7 +1320,7 @@ struct Front::Impl {
     return states;
   }
 
-  // troupe.sys.cordon|uncordon|drain (admin): handed on to the node's
+  // troupe.sys.cordon|uncordon|drain|remove_node (admin): handed on to the node's
   // cluster, the one named ("cluster") or the one that has it.
   void on_node_op(const char* subject, troupe::Inbound&& in) {
     Json body = json_text::parse<Json>(in.data.begin(), in.data.end());
@@ -1344,10 +1344,12 @@ struct Front::Impl {
         std::string names;
         for (const auto& c : where) names += (names.empty() ? "" : ", ") + c;
         count("malformed");
-        return reply(in, error_json("node " + node + " is in clusters " + names +
-                                        ": name its cluster (\"cluster\", troupe " +
-                                        std::string(sj::token(in.subject, 2)) + " --cluster)",
-                                    "bad_request"));
+        std::string verb(sj::token(in.subject, 2));  // the CLI's verb: remove_node -> remove-node
+        std::replace(verb.begin(), verb.end(), '_', '-');
+        return reply(
+            in, error_json("node " + node + " is in clusters " + names +
+                               ": name its cluster (\"cluster\", troupe " + verb + " --cluster)",
+                           "bad_request"));
       }
       cluster = where.front();
     } else {
@@ -1880,7 +1882,7 @@ std::unique_ptr<Front> Front::open(const FrontOptions& opts, std::string* error,
         if (!code.empty()) self->count(code == "not_found" ? code : "malformed");
         self->reply(in, reply);
       })));
-  for (const char* subject : {sj::kSysCordon, sj::kSysUncordon, sj::kSysDrain})
+  for (const char* subject : {sj::kSysCordon, sj::kSysUncordon, sj::kSysDrain, sj::kSysRemoveNode})
     impl->subs.push_back(impl->front->subscribe(
         subject, self->laned(self->guard(subject, true, [self, subject](troupe::Inbound&& in) {
           self->on_node_op(subject, std::move(in));

@@ -101,7 +101,8 @@ TEST_CASE("api: another team's job is answered like no job at all, with stable c
   CHECK(c.request(subjects::kSysFind, Json::object()).value("code", "") == "bad_request");
   CHECK(c.request(subjects::team_logs("t1"), Json{{"job_id", id}, {"rank", 5}}).value("code", "") ==
         "no_rank");
-  for (const char* op : {subjects::kSysCordon, subjects::kSysUncordon, subjects::kSysDrain}) {
+  for (const char* op : {subjects::kSysCordon, subjects::kSysUncordon, subjects::kSysDrain,
+                         subjects::kSysRemoveNode}) {
     CHECK(c.request(op, Json{{"node", "no-such-node"}}) ==
           error_reply("unknown_node", "unknown node no-such-node"));
     CHECK(c.request(op, Json::object()).value("code", "") == "bad_request");

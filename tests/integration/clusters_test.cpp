@@ -290,6 +290,13 @@ TEST_CASE(
   CHECK(front.request(subjects::kSysCordon, Json{{"node", "a1"}, {"cluster", "c9"}})
             .value("code", "") == "not_found");
   CHECK(front.request(subjects::kSysDrain, Json::object()).value("code", "") == "bad_request");
+  // remove-node too: handed on, and c1 refuses its alive node.
+  RunResult kept = front.run_cli({"remove-node", "a1"});
+  INFO("troupe remove-node through the front door: " << describe(kept));
+  CHECK(kept.exit_code != 0);
+  CHECK(kept.err.find("alive") != std::string::npos);
+  CHECK(front.request(subjects::kSysRemoveNode, Json{{"node", "a1"}, {"cluster", "c1"}})
+            .value("code", "") == "node_alive");
 
   // A job no cluster can run is refused by the front door with its reason.
   Json none = front.submit_json("t1", typed({"true"}, 1, {{"gpu_type", "v100"}}));

@@ -581,6 +581,34 @@ ClusterOptions real_node(const std::string& root, const std::string& retention_s
 const std::string kWriteCheckpoint =
     "d=$TROUPE_CHECKPOINT_DIR; mkdir -p $d/step-1 && echo weights > $d/step-1/model.pt && "
     "echo step-1 > $d/latest.tmp && mv $d/latest.tmp $d/latest";
+// Node `name`'s entry in troupe.sys.nodes ({} when it is not listed).
+Json node_entry(Cluster& c, const std::string& name) {
+  Json nodes = c.nodes(1s);
+  for (const auto& n : nodes.value("nodes", Json::array()))
+    if (n.value("node", "") == name) return n;
+  return Json::object();
+}
+// Whether node n1's record in KV holds `text` (a held Forget's job id).
+bool node_record_holds(Cluster& c, const std::string& text) {
+  auto e = open_state_bucket(c).kv->get("node.n1");
+  return e.has_value() && e->value.find(text) != std::string::npos;
+}
+// A checkpointing job of t1 that ends, then n1's agent killed and the job
+// purged while n1 is lost: n1's node actor holds its Forget (in KV too).
+// Its id.
+std::string purged_while_lost(Cluster& c, const std::string& root) {
+  const std::string id = c.submit_ok("t1", job_spec("t1", {"sh", "-c", kWriteCheckpoint}));
+  auto done = c.wait_terminal(id, 20s);
+  REQUIRE(done);
+  REQUIRE(done->state == names::kSucceeded);
+  c.node(0).kill_now();
+  REQUIRE(poll_until([&] { return !node_entry(c, "n1").value("alive", true); }, 18s, 200ms));
+  REQUIRE_FALSE(c.status("t1", id).value("purged", false));  // lost first, then purged
+  REQUIRE(poll_until([&] { return c.status("t1", id).value("purged", false); }, 40s, 200ms));
+  REQUIRE(std::filesystem::exists(root + "/" + id + "/step-1/model.pt"));  // nobody could yet
+  REQUIRE(poll_until([&] { return node_record_holds(c, id); }, 10s, 100ms));
+  return id;
+}
 }  // namespace
 
 TEST_CASE(
@@ -623,29 +651,9 @@ TEST_CASE(
   // Forget finds no agent to send to.
   Cluster c(real_node(root, "12"));
   require_ready(c);
-  const std::string id = c.submit_ok("t1", job_spec("t1", {"sh", "-c", kWriteCheckpoint}));
-  auto done = c.wait_terminal(id, 20s);
-  REQUIRE(done);
-  REQUIRE(done->state == names::kSucceeded);
-  c.node(0).kill_now();
-  auto n1_alive = [&] {
-    Json nodes = c.nodes(1s);
-    for (const auto& n : nodes.value("nodes", Json::array()))
-      if (n.value("node", "") == "n1") return n.value("alive", false);
-    return false;
-  };
-  REQUIRE(poll_until([&] { return !n1_alive(); }, 18s, 200ms));
-  REQUIRE_FALSE(c.status("t1", id).value("purged", false));  // lost first, then purged
-  REQUIRE(poll_until([&] { return c.status("t1", id).value("purged", false); }, 40s, 200ms));
-  REQUIRE(std::filesystem::exists(root + "/" + id + "/step-1/model.pt"));  // nobody could yet
-
   // Its node's record keeps the Forget, the store's copy too: the scheduler
   // killed now (SIGKILL) does not lose it.
-  auto node_record_holds_it = [&] {
-    auto e = open_state_bucket(c).kv->get("node.n1");
-    return e.has_value() && e->value.find(id) != std::string::npos;
-  };
-  REQUIRE(poll_until(node_record_holds_it, 10s, 100ms));
+  const std::string id = purged_while_lost(c, root);
   c.kill_scheduler();
   c.restart_scheduler();
   REQUIRE(c.wait_scheduler_serving(30s));
@@ -657,7 +665,64 @@ TEST_CASE(
   REQUIRE(c.wait_nodes_alive(1, 20s));
   CHECK(poll_until([&] { return !std::filesystem::exists(root + "/" + id); }, 20s, 100ms));
   // Sent, so no longer kept.
-  CHECK(poll_until([&] { return !node_record_holds_it(); }, 10s, 100ms));
+  CHECK(poll_until([&] { return !node_record_holds(c, id); }, 10s, 100ms));
+}
+
+TEST_CASE(
+    "troupe remove-node: a lost node is forgotten for good (views, store, a scheduler restart) "
+    "and says which checkpoint dirs it leaves, an alive or unknown node is refused, and its agent "
+    "back later is a node as any other",
+    "[integration][retention][checkpoint][nodes]") {
+  TmpDir work("troupe-ckpt-removed");
+  const std::string root = work.file("checkpoints");
+  Cluster c(real_node(root, "12"));
+  require_ready(c);
+  // Refused: alive (its agent is heard), unknown, no name.
+  RunResult alive = c.run_cli({"remove-node", "n1"});
+  INFO("remove-node of an alive node: " << describe(alive));
+  CHECK(alive.exit_code != 0);
+  CHECK(alive.err.find("alive") != std::string::npos);
+  CHECK(c.request(subjects::kSysRemoveNode, Json{{"node", "n1"}}).value("code", "") ==
+        "node_alive");
+  CHECK(c.request(subjects::kSysRemoveNode, Json{{"node", "n9"}}).value("code", "") ==
+        "unknown_node");
+  CHECK(c.request(subjects::kSysRemoveNode, Json::object()).value("code", "") == "bad_request");
+  REQUIRE(node_entry(c, "n1").value("alive", false));
+
+  // Lost, with a purged job's Forget held: removed, and the dir it leaves named.
+  const std::string id = purged_while_lost(c, root);
+  RunResult removed = c.run_cli({"remove-node", "n1"});
+  INFO("remove-node of the lost node: " << describe(removed));
+  REQUIRE(removed.exit_code == 0);
+  CHECK(removed.out.find("removed") != std::string::npos);
+  CHECK(removed.out.find(root + "/" + id) != std::string::npos);
+  CHECK_FALSE(node_entry(c, "n1").contains("node"));
+  auto stored = [&] {
+    auto e = open_state_bucket(c).kv->get("node.n1");
+    return e.has_value() && !e->value.empty();
+  };
+  CHECK(poll_until([&] { return !stored(); }, 10s, 100ms));
+  CHECK(c.request(subjects::kSysRemoveNode, Json{{"node", "n1"}}).value("code", "") ==
+        "unknown_node");
+
+  // A restart restores no such node.
+  c.kill_scheduler();
+  c.restart_scheduler();
+  REQUIRE(c.wait_scheduler_serving(30s));
+  Json after = c.nodes(5s);
+  INFO("nodes after the restart: " << after.dump());
+  CHECK_FALSE(node_entry(c, "n1").contains("node"));
+
+  // Its agent back: a node again, that runs work; the dir stays (removed
+  // with the node, the Forget is not sent).
+  NodeOptions again;
+  again.name = "n1";
+  c.add_node(again);
+  REQUIRE(c.wait_nodes_alive(1, 20s));
+  auto next = c.wait_terminal(c.submit_ok("t1", job_spec("t1", {"true"})), 30s);
+  REQUIRE(next);
+  CHECK(next->state == names::kSucceeded);
+  CHECK(std::filesystem::exists(root + "/" + id + "/step-1/model.pt"));
 }
 
 TEST_CASE(

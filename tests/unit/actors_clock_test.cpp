@@ -285,3 +285,46 @@ TEST_CASE_METHOD(Fixture, "capacity reports: a refused Reserve is told at once, 
   // The arbiter counted on room that is not there: it hears the truth now.
   CHECK(reports().size() == first + 1);
 }
+
+namespace {
+// What a node actor answers the node supervisor's (remove_atom) request.
+struct Removal {
+  bool answered = false;
+  std::string code, text;
+  std::vector<std::string> dirs;
+};
+Removal ask_remove(Fixture& f) {
+  Removal r;
+  f.sys->spawn([&, n = f.node](caf::event_based_actor* self) {
+    self->request(n, caf::infinite, remove_atom_v)
+        .then([&](const std::string& code, const std::string& text,
+                  const std::vector<std::string>& dirs) {
+          r = {true, code, text, dirs};
+        });
+  });
+  f.sched->run();
+  return r;
+}
+}  // namespace
+
+TEST_CASE_METHOD(Fixture,
+                 "remove: a node is let go only once lost and holding nothing, and then quits",
+                 "[actors][clock]") {
+  start_node(true, true);  // restored, j1's worker running: alive until the timeout
+  Removal alive = ask_remove(*this);
+  REQUIRE(alive.answered);
+  CHECK(alive.code == "node_alive");
+  CHECK(alive.text.find("stop its agent") != std::string::npos);
+  pass(31000);  // lost: its worker ends, but j1 has not given its GPU back yet
+  Removal busy = ask_remove(*this);
+  REQUIRE(busy.answered);
+  CHECK(busy.code == "node_busy");
+  caf::anon_send(node, Envelope{wire::release("j1/1/0", "attempt ended")});
+  sched->run();
+  Removal done = ask_remove(*this);
+  REQUIRE(done.answered);
+  CHECK(done.code.empty());
+  CHECK(done.dirs.empty());
+  // It quit: asked again, nobody answers.
+  CHECK_FALSE(ask_remove(*this).answered);
+}

@@ -56,8 +56,12 @@ TEST_CASE("recovery reads job and node snapshots and counts unreadable ones", "[
   CHECK(recovery::add_snapshot(s, "node.n1", bytes(n)));
   CHECK_FALSE(recovery::add_snapshot(s, "job.j2", "\xff\xff not a record"));
   CHECK_FALSE(recovery::add_snapshot(s, "meta.flushed_ms", "123"));
+  // A removed node's key (purged: a marker without value) is no node and
+  // nothing unreadable.
+  CHECK(recovery::add_snapshot(s, "node.n2", ""));
   CHECK(s.jobs.size() == 1);
   CHECK(s.nodes.at("n1").gpus() == 8);
+  CHECK(s.nodes.count("n2") == 0);
   CHECK(s.bad == 1);
 }
 

@@ -289,9 +289,10 @@ TEST_CASE("auth: the permissions of each identity", "[auth]") {
     CHECK(has(p.pub_allow, "troupe.*.submit"));
     CHECK(has(p.pub_allow, "troupe.*.submit.*"));
     CHECK(has(p.pub_allow, "troupe.*.cancel"));
-    for (const char* s : {"troupe.sys.jobs", "troupe.sys.nodes", "troupe.sys.queues",
-                          "troupe.sys.stats", "troupe.sys.cordon", "troupe.sys.uncordon",
-                          "troupe.sys.drain", "troupe.sys.find", "troupe.sys.debug.crash"})
+    for (const char* s :
+         {"troupe.sys.jobs", "troupe.sys.nodes", "troupe.sys.queues", "troupe.sys.stats",
+          "troupe.sys.cordon", "troupe.sys.uncordon", "troupe.sys.drain", "troupe.sys.remove_node",
+          "troupe.sys.find", "troupe.sys.debug.crash"})
       CHECK(has(p.pub_allow, s));
     for (const char* d : {"troupe.*.events.>", "$JS.>", "$KV.>", "troupe.sys.agent.>",
                           "troupe.sys.node.>", "troupe.sys.hello", "troupe.sys.intake.>"})
@@ -517,7 +518,7 @@ TEST_CASE(
   for (const char* s :
        {"troupe.*.submit", "troupe.*.status", "troupe.*.cancel", "troupe.*.logs", "troupe.*.why",
         "troupe.*.history", "troupe.*.usage", "troupe.sys.nodes", "troupe.sys.queues",
-        "troupe.sys.cordon", "troupe.sys.uncordon", "troupe.sys.drain"})
+        "troupe.sys.cordon", "troupe.sys.uncordon", "troupe.sys.drain", "troupe.sys.remove_node"})
     CHECK(has(p.pub_allow, s));
   CHECK_FALSE(has(p.pub_allow, "troupe.*.enqueue"));
   // Nothing an operator does beyond nodes (no crash, no stats, no find).
