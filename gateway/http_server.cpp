@@ -749,6 +749,38 @@ void Server::Impl::install() {
            authed([this](const Caller&, const httplib::Request&, httplib::Response& res) {
              forward(subjects::kSysNodes, "{}", res);
            }));
+  // An operator's node operations (admin tokens): the NATS requests of
+  // troupe cordon, uncordon, drain and remove-node, with the node from the
+  // path and an optional {"reason"} (cordon, drain) and ?cluster= (or
+  // {"cluster"}) at a front door.
+  auto node_op = [this, authed](const char* subject) {
+    return authed(
+        [this, subject](const Caller& c, const httplib::Request& req, httplib::Response& res) {
+          if (!c.admin) {
+            forbidden->Increment();
+            send_problem(res, 403, "forbidden", "node operations need an admin token");
+            return;
+          }
+          Json body = Json::object();
+          if (!req.body.empty()) {
+            body = json_text::parse<Json>(req.body);
+            if (body.is_discarded() || !body.is_object()) {
+              bad_requests->Increment();
+              send_problem(res, 400, "malformed", "the body is not a JSON object");
+              return;
+            }
+          }
+          Json ask{{"node", std::string(req.matches[1])}};
+          if (auto r = body.find("reason"); r != body.end()) ask["reason"] = *r;
+          if (auto cl = body.find("cluster"); cl != body.end()) ask["cluster"] = *cl;
+          if (req.has_param("cluster")) ask["cluster"] = req.get_param_value("cluster");
+          forward(subject, ask.dump(), res);
+        });
+  };
+  http.Post(R"(/v1/nodes/([^/]+)/cordon)", node_op(subjects::kSysCordon));
+  http.Post(R"(/v1/nodes/([^/]+)/uncordon)", node_op(subjects::kSysUncordon));
+  http.Post(R"(/v1/nodes/([^/]+)/drain)", node_op(subjects::kSysDrain));
+  http.Delete(R"(/v1/nodes/([^/]+))", node_op(subjects::kSysRemoveNode));
   http.Get("/v1/clusters",
            authed([this](const Caller&, const httplib::Request&, httplib::Response& res) {
              std::string reply;

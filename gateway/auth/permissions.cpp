@@ -93,7 +93,10 @@ Permissions admin_permissions(std::string_view name) {
 Permissions gateway_permissions() {
   Permissions p;
   add_team_verbs_but_enqueue(p);
-  for (const char* s : {sj::kSysNodes, sj::kSysQueues, sj::kSysFind, sj::kSysClusters})
+  // (cordon, uncordon, drain and remove_node: for admin tokens only; the
+  // gateway checks the token)
+  for (const char* s : {sj::kSysNodes, sj::kSysQueues, sj::kSysFind, sj::kSysClusters,
+                        sj::kSysCordon, sj::kSysUncordon, sj::kSysDrain, sj::kSysRemoveNode})
     p.pub_allow.emplace_back(s);
   // Read-only on the token bucket: the stream's info (binding to the bucket)
   // and getting one message, direct or through the stream API. Nothing else of

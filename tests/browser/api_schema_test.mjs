@@ -469,8 +469,25 @@ await call('admin token', 'GET', '/v1/queues', {...JSON_T,
 await call('no token', 'GET', '/v1/queues', {status: 401, code: 'unauthorized'});
 await call('team token', 'GET', '/v1/nodes', {...JSON_T,
   after: (j) => must((j.nodes || []).length > 0, 'no nodes')}, {token: T});
-await call('admin token', 'GET', '/v1/nodes', JSON_T, {token: A});
+const nodesNow = await call('admin token', 'GET', '/v1/nodes', JSON_T, {token: A});
 await call('no token', 'GET', '/v1/nodes', {status: 401, code: 'unauthorized'});
+// An operator's node operations (admin tokens): each undone at once, so the
+// node stays schedulable. Removing one needs a lost node (below).
+const nodeName = ((nodesNow && nodesNow.nodes) || [{}])[0].node || 'none';
+const N = encodeURIComponent(nodeName);
+await call('team token', 'POST', `/v1/nodes/${N}/cordon`, {status: 403, code: 'forbidden'}, {token: T, body: {}});
+await call('admin token', 'POST', `/v1/nodes/${N}/cordon`, {...JSON_T,
+  after: (j) => must(j.state === 'cordoned', `cordon answered ${JSON.stringify(j)}`)}, {token: A, body: {reason: 'schema test'}});
+await call('admin token', 'POST', `/v1/nodes/${N}/uncordon`, {...JSON_T,
+  after: (j) => must(j.state === 'schedulable', `uncordon answered ${JSON.stringify(j)}`)}, {token: A});
+await call('admin token', 'POST', `/v1/nodes/${N}/drain`, JSON_T, {token: A, body: {reason: 'schema test'}});
+await call('admin token', 'POST', `/v1/nodes/${N}/uncordon`, JSON_T, {token: A});
+await call('bad body', 'POST', `/v1/nodes/${N}/drain`, {status: 400, code: 'malformed'}, {token: A, body: '{not json', raw: true});
+await call('unknown node', 'POST', '/v1/nodes/no-such-node/cordon', {status: 404, code: 'unknown_node'}, {token: A, body: {}});
+await call('no token', 'POST', `/v1/nodes/${N}/uncordon`, {status: 401, code: 'unauthorized'});
+await call('alive node', 'DELETE', `/v1/nodes/${N}`, {status: 409, code: 'node_alive'}, {token: A});
+await call('unknown node', 'DELETE', '/v1/nodes/no-such-node', {status: 404, code: 'unknown_node'}, {token: A});
+await call('team token', 'DELETE', `/v1/nodes/${N}`, {status: 403, code: 'forbidden'}, {token: T});
 // One cluster's gateway: no front door, so no clusters (--front-door checks
 // the success).
 await call('team token', 'GET', '/v1/clusters', {status: 404, code: 'not_found'}, {token: T});
@@ -482,10 +499,13 @@ await call('team token', 'GET', '/v1/clusters', {status: 404, code: 'not_found'}
 const UNREACHABLE = {
   'GET /readyz 503': 'needs NATS or the scheduler down',
   'GET /v1/clusters 503': 'needs the front door down',
+  'POST /v1/nodes/{name}/cordon 400': 'a cordon body is optional: drain checks the malformed one',
+  'POST /v1/nodes/{name}/uncordon 400': 'as cordon',
 };
 // Successes only a front door gives (checked with --front-door).
 const ELSEWHERE = {
   'GET /v1/clusters': 'its success needs a front door (--front-door, clusters_test.cpp)',
+  'DELETE /v1/nodes/{name}': 'its success needs a lost node (recovery_events_test.cpp "troupe remove-node")',
 };
 
 for (const o of operations) {

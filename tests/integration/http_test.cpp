@@ -254,6 +254,24 @@ TEST_CASE(
   CHECK(body_of(admin.get("/v1/jobs")).value("jobs", Json::array()).size() == 3);
   check_problem(admin.post("/v1/jobs", Json{{"command", {"true"}}}.dump()), 400, "bad_request");
 
+  // Node operations: an admin's only; the scheduler's answers and codes.
+  check_problem(nlp.post("/v1/nodes/n1/cordon", ""), 403, "forbidden");
+  check_problem(nlp.del("/v1/nodes/n1"), 403, "forbidden");
+  auto node_n1 = [&] {
+    for (const auto& n : body_of(admin.get("/v1/nodes")).value("nodes", Json::array()))
+      if (n.value("node", "") == "n1") return n;
+    return Json::object();
+  };
+  Json cordoned = body_of(admin.post("/v1/nodes/n1/cordon", R"({"reason":"disk swap"})"));
+  CHECK(cordoned.value("state", "") == "cordoned");
+  CHECK(node_n1().value("schedulable", true) == false);
+  CHECK(node_n1().value("reason", "") == "disk swap");
+  CHECK(body_of(admin.post("/v1/nodes/n1/uncordon", "")).value("state", "") == "schedulable");
+  CHECK(node_n1().value("schedulable", false) == true);
+  check_problem(admin.post("/v1/nodes/n1/drain", "{not json"), 400, "malformed");
+  check_problem(admin.del("/v1/nodes/n1"), 409, "node_alive");  // its agent is heard
+  check_problem(admin.del("/v1/nodes/n9"), 404, "unknown_node");
+
   // The scheduler's refusals keep their codes; bad requests are the gateway's.
   check_problem(nlp.post("/v1/jobs", "{not json"), 400, "malformed");
   // Nested 100,000 deep (200 KB): printing it on to the scheduler would end

@@ -175,7 +175,11 @@ TEST_CASE("http: the gateway identity may forward team verbs and read only the t
   CHECK_FALSE(has(p.pub_allow, "troupe.*.enqueue"));
   CHECK(has(p.pub_allow, "troupe.sys.nodes"));
   CHECK(has(p.pub_allow, "troupe.sys.clusters"));  // GET /v1/clusters at a front door
-  CHECK_FALSE(has(p.pub_allow, "troupe.sys.cordon"));
+  // Node operations, for admin tokens (the gateway checks the token).
+  for (const char* s :
+       {"troupe.sys.cordon", "troupe.sys.uncordon", "troupe.sys.drain", "troupe.sys.remove_node"})
+    CHECK(has(p.pub_allow, s));
+  CHECK_FALSE(has(p.pub_allow, "troupe.sys.debug.crash"));
   CHECK(has(p.pub_allow, "$JS.API.STREAM.INFO.KV_TROUPE_TOKENS"));
   for (const auto& s : p.pub_allow) {
     INFO(s);
