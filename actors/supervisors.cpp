@@ -1261,29 +1261,39 @@ NodeSupervisorActor::behavior_type node_sup_behavior(NodeSup self, OutboxPtr out
           return;
         }
         self->request(a, caf::infinite, remove_atom_v)
-            .then([=](const std::string& code, const std::string& text, const Strings& dirs) {
-              auto& st = self->state;
-              if (!code.empty()) {
-                if (!reply.empty()) st.out->publish(reply, errors::error_json(code, text));
-                return;
-              }
-              // (its actor quits normally: the supervisor drops its snapshot)
-              if (st.store) st.store->purge(node_key(node));
-              st.durable.erase(node);
-              self->send(st.w.router, remove_atom_v, node);
-              self->send(st.w.arbiter, remove_atom_v, node);
-              spdlog::warn(
-                  "node {} removed (troupe.sys.remove_node); {} checkpoint dir(s) of "
-                  "purged jobs it held are left on its disk{}",
-                  node, dirs.size(), dirs.empty() ? "" : ": remove them by hand");
-              for (const auto& d : dirs) spdlog::warn("node {}: left: {}", node, d);
-              if (!reply.empty())
-                st.out->publish(reply, nlohmann::json{{"node", node},
-                                                      {"state", "removed"},
-                                                      {"running", 0},
-                                                      {"checkpoint_dirs_left", dirs}}
-                                           .dump());
-            });
+            .then(
+                [=](const std::string& code, const std::string& text, const Strings& dirs) {
+                  auto& st = self->state;
+                  if (!code.empty()) {
+                    if (!reply.empty()) st.out->publish(reply, errors::error_json(code, text));
+                    return;
+                  }
+                  // (its actor quits normally: the supervisor drops its snapshot)
+                  if (st.store) st.store->purge(node_key(node));
+                  st.durable.erase(node);
+                  self->send(st.w.router, remove_atom_v, node);
+                  self->send(st.w.arbiter, remove_atom_v, node);
+                  spdlog::warn(
+                      "node {} removed (troupe.sys.remove_node); {} checkpoint dir(s) of "
+                      "purged jobs it held are left on its disk{}",
+                      node, dirs.size(), dirs.empty() ? "" : ": remove them by hand");
+                  for (const auto& d : dirs) spdlog::warn("node {}: left: {}", node, d);
+                  if (!reply.empty())
+                    st.out->publish(reply, nlohmann::json{{"node", node},
+                                                          {"state", "removed"},
+                                                          {"running", 0},
+                                                          {"checkpoint_dirs_left", dirs}}
+                                               .dump());
+                },
+                [=](const caf::error&) {
+                  // Its actor ended before it answered (removed by a
+                  // request just before this one, or crashed): never an
+                  // unhandled error here, which would end this supervisor.
+                  if (!reply.empty())
+                    self->state.out->publish(
+                        reply, errors::error_json(errors::kUnknownNode,
+                                                  "node " + node + " went away meanwhile"));
+                });
       },
       pass_crash(self));
 }

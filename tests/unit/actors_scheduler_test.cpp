@@ -1899,3 +1899,37 @@ TEST_CASE(
   f.agent_reports("n1", l, 0);
   CHECK(f.event(a, "succeeded"));
 }
+
+TEST_CASE(
+    "remove_node: two requests at once for a lost node, one removes it, the other is "
+    "answered, and the node supervisor lives on",
+    "[actors][nodes]") {
+  Fixture f;
+  f.register_node("n1", 2);
+  f.pass(11000);  // the fake agent sends no heartbeats: n1 is lost
+  f.register_node("n2", 2);
+  // Both reach the node supervisor before n1's actor answers either.
+  caf::anon_send(f.w.nodes, remove_atom_v, std::string("n1"), std::string("_INBOX.rm.1"));
+  caf::anon_send(f.w.nodes, remove_atom_v, std::string("n1"), std::string("_INBOX.rm.2"));
+  f.settle();
+  auto* first = f.out->find(reply_to("_INBOX.rm.1"));
+  auto* second = f.out->find(reply_to("_INBOX.rm.2"));
+  REQUIRE(first);
+  REQUIRE(second);
+  INFO(first->text() << " / " << second->text());
+  CHECK(json::parse(first->text()).value("state", "") == "removed");
+  CHECK(json::parse(second->text()).value("code", "") == "unknown_node");
+  // Still serving: another node's request is answered, n1 is unknown now.
+  CHECK(f.running_on("n2") == 0);
+  caf::anon_send(f.w.nodes, remove_atom_v, std::string("n1"), std::string("_INBOX.rm.3"));
+  f.settle();
+  auto* third = f.out->find(reply_to("_INBOX.rm.3"));
+  REQUIRE(third);
+  CHECK(json::parse(third->text()).value("code", "") == "unknown_node");
+  // n2, alive, is refused.
+  caf::anon_send(f.w.nodes, remove_atom_v, std::string("n2"), std::string("_INBOX.rm.4"));
+  f.settle();
+  auto* alive = f.out->find(reply_to("_INBOX.rm.4"));
+  REQUIRE(alive);
+  CHECK(json::parse(alive->text()).value("code", "") == "node_alive");
+}
